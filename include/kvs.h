@@ -1,0 +1,284 @@
+/*
+ * kvs.h - the public interface of kvs, a parameter store for data-parallel
+ * training (the KVStore model: init keys, push gradients that are summed and
+ * fed through an updater or optimizer, pull the updated values).
+ *
+ * Conventions that hold for every call below:
+ *
+ *  - A call that can fail returns 0 on success or a negative code: a kvs code
+ *    (KVS_E*, below, all between -30999 and -30000) or a negated errno value
+ *    (-ENOMEM, -EIO, ...). errno is never used to report anything.
+ *    kvs_strerror() names any code; kvs_last_error() gives the detail of the
+ *    last failure on a handle ("key 7: shape (2,3) does not match stored (4,4)").
+ *  - A failed call changes nothing: a list call validates every key and array
+ *    before it changes anything, so the store is exactly as it was.
+ *  - Arrays (kvs_array_t) are views of caller memory: dense, row-major, with
+ *    ndim in [0, KVS_MAX_NDIM] (ndim 0 is a scalar of one element) and every
+ *    extent >= 0. kvs never keeps a pointer to caller memory after a call
+ *    returns: init and push copy their input.
+ *  - Calls are synchronous: when one returns, its work is done and output
+ *    arrays hold their values. The priority arguments order requests that wait
+ *    in a store daemon; in-process stores have nothing waiting and ignore them.
+ *  - Threads: one kvs_t may be used from several threads at once; calls on the
+ *    same handle are serialised, each is atomic with respect to the others.
+ *    Updater callbacks run on the calling thread with the handle locked and
+ *    must not call kvs functions on the same handle.
+ *
+ * Every name this header exports starts with kvs_ or KVS_.
+ */
+#ifndef KVS_H
+#define KVS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && defined(KVS_BUILDING_LIBRARY)
+#define KVS_API __attribute__((visibility("default")))
+#else
+#define KVS_API
+#endif
+
+#define KVS_VERSION_MAJOR 0
+#define KVS_VERSION_MINOR 1
+#define KVS_VERSION_PATCH 0
+
+/* The library's version at run time. Each out-pointer may be NULL.
+ * Returns a static string "kvs MAJOR.MINOR.PATCH". Thread-safe. */
+KVS_API const char *kvs_version(int *major, int *minor, int *patch);
+
+/* ---- Errors ---------------------------------------------------------- */
+
+/* XX(name, value, message): the one list the enum, kvs_strerror() and
+ * kvs_err_name() are made from. */
+#define KVS_ERRNO_MAP(XX)                                                     \
+    XX(BADARG,    -30001, "invalid argument")                                 \
+    XX(BADTYPE,   -30002, "unknown store type")                               \
+    XX(NOKEY,     -30003, "key not initialised")                              \
+    XX(KEYEXISTS, -30004, "key already initialised")                          \
+    XX(KEYKIND,   -30005, "int and string keys mixed in one store")           \
+    XX(SHAPE,     -30006, "shape mismatch")                                   \
+    XX(DTYPE,     -30007, "dtype mismatch or unsupported dtype")              \
+    XX(SPEC,      -30008, "invalid optimizer or compression spec")            \
+    XX(NOTSUP,    -30009, "not supported by this store type")                 \
+    XX(UPDATER,   -30010, "updater callback failed")                          \
+    XX(NOOPT,     -30011, "no optimizer set")                                 \
+    XX(CORRUPT,   -30012, "state file corrupt, truncated or of another format") \
+    XX(RANGE,     -30013, "row id out of range")                              \
+    XX(DEVICE,    -30014, "device arrays not supported in this build")        \
+    XX(PEERDEAD,  -30015, "a worker of the job died")                         \
+    XX(TIMEDOUT,  -30016, "deadline passed")                                  \
+    XX(PROTO,     -30017, "protocol or layout version mismatch")              \
+    XX(CLOSED,    -30018, "the store's daemon is gone")
+
+typedef enum {
+#define KVS_ERR_ENUM_(name, value, msg) KVS_E##name = (value),
+    KVS_ERRNO_MAP(KVS_ERR_ENUM_)
+#undef KVS_ERR_ENUM_
+} kvs_errno_t;
+
+/* A static message for any code: kvs codes, negated errno values, 0
+ * ("success"), and unknown codes ("unknown error"). Never NULL. Thread-safe. */
+KVS_API const char *kvs_strerror(int err);
+
+/* The symbolic name of a code ("KVS_ESHAPE", "ENOMEM"), or "UNKNOWN".
+ * Static, never NULL. Thread-safe. */
+KVS_API const char *kvs_err_name(int err);
+
+/* ---- Arrays and keys ------------------------------------------------- */
+
+typedef enum { KVS_FLOAT32, KVS_FLOAT64, KVS_FLOAT16, KVS_BFLOAT16,
+               KVS_INT32, KVS_INT64, KVS_UINT8 } kvs_dtype_t;
+
+#define KVS_MAX_NDIM 8
+
+typedef struct {                       /* a view of caller memory */
+    void *data;                        /* may be NULL only when it has no elements */
+    kvs_dtype_t dtype;
+    int ndim;                          /* 0..KVS_MAX_NDIM */
+    int64_t shape[KVS_MAX_NDIM];       /* extents, each >= 0; unused ones ignored */
+    int device;                        /* KVS_HOST, or KVS_CUDA(i) */
+} kvs_array_t;
+
+#define KVS_HOST    0                  /* zero-initialised arrays are host arrays */
+#define KVS_CUDA(i) ((i) + 1)          /* CUDA device i: KVS_EDEVICE until the GPU path */
+
+/* A key is an integer (name NULL) or a string (name non-NULL, at most
+ * KVS_MAX_KEY_LEN bytes, NUL-terminated). One store holds one kind only. */
+typedef struct { int64_t id; const char *name; } kvs_key_t;
+#define KVS_INT_KEY(i) ((kvs_key_t){ .id = (i), .name = NULL })
+#define KVS_STR_KEY(s) ((kvs_key_t){ .id = 0, .name = (s) })
+#define KVS_MAX_KEY_LEN 255
+
+/* Bytes of one element of a dtype, or 0 for a value that is not a dtype. */
+KVS_API size_t kvs_dtype_size(kvs_dtype_t dtype);
+
+/* The dtype's name ("float32", "bfloat16", ...), or "invalid". Static. */
+KVS_API const char *kvs_dtype_name(kvs_dtype_t dtype);
+
+/* ---- Creating a store ------------------------------------------------ */
+
+typedef struct kvs kvs_t;              /* opaque handle */
+
+/* Creates a store of the given type and stores its handle in *out.
+ *   "local"                 the store lives in this process (also accepted by
+ *                           MXNet's older names "local_update_cpu" and
+ *                           "local_allreduce_cpu"; kvs_type() reports the name
+ *                           as given).
+ *   "dist_sync", "dist_async", "device", "nccl", "dist_device_sync"
+ *                           known types this build does not provide yet:
+ *                           KVS_ENOTSUP.
+ * Errors: KVS_EBADARG (type or out NULL), KVS_EBADTYPE (unknown name),
+ * KVS_ENOTSUP, -ENOMEM. On failure *out is set to NULL. Thread-safe. */
+KVS_API int kvs_create(const char *type, kvs_t **out);
+
+/* Closes a store and frees everything it holds. NULL is a no-op. No other
+ * thread may be using the handle. */
+KVS_API void kvs_close(kvs_t *kv);
+
+/* Options, set any time after kvs_create (kvs_set_option) and read back
+ * (kvs_get_option). Errors: KVS_EBADARG (NULL kv or value, unknown option,
+ * value out of range). */
+typedef enum {
+    /* 1: a push to a key never initialised initialises it with the (summed)
+     * pushed value, as MXNet before 1.0 did; the updater is not called for
+     * that first push. 0 (default): such a push is KVS_ENOKEY. */
+    KVS_OPT_INIT_ON_PUSH = 1,
+    /* Number of threads (the caller included) that sum and copy big arrays;
+     * 0 (default) picks the number of online CPUs, at most 8. 1..64. */
+    KVS_OPT_THREADS = 2,
+} kvs_option_t;
+KVS_API int kvs_set_option(kvs_t *kv, kvs_option_t opt, int64_t value);
+KVS_API int kvs_get_option(const kvs_t *kv, kvs_option_t opt, int64_t *value);
+
+/* The type name given to kvs_create. Valid until kvs_close. */
+KVS_API const char *kvs_type(const kvs_t *kv);
+/* This worker's rank in [0, kvs_num_workers()); 0 for in-process stores, and
+ * for a NULL handle. */
+KVS_API int kvs_rank(const kvs_t *kv);
+/* The number of workers sharing the store; 1 for in-process stores (and for
+ * a NULL handle). */
+KVS_API int kvs_num_workers(const kvs_t *kv);
+
+/* The detail message of the last call on this handle that failed, from any
+ * thread ("" when none has). The pointer is to a copy owned by the calling
+ * thread, valid until that thread's next call of kvs_last_error. A NULL
+ * handle gives the detail of the last kvs_create that failed on this thread. */
+KVS_API const char *kvs_last_error(const kvs_t *kv);
+
+/* ---- Data calls ------------------------------------------------------ */
+/* n is the list's length (0 is a no-op); keys[i] goes with values[i]/outs[i].
+ * Errors common to all: KVS_EBADARG (NULL kv, n < 0, NULL list with n > 0,
+ * an array with NULL data, a bad ndim or extent), KVS_EDTYPE (a dtype that
+ * is not one of kvs_dtype_t), KVS_EDEVICE (a device array), KVS_EKEYKIND (a
+ * string key in an int-key store or the reverse, also within one call; a
+ * string key longer than KVS_MAX_KEY_LEN is KVS_EBADARG), -ENOMEM. */
+
+/* Stores a copy of values[i] under keys[i]; the key's dtype and shape are
+ * those of the value. Errors: KVS_EKEYEXISTS (a key already initialised, or
+ * twice in the list). */
+KVS_API int kvs_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values);
+
+/* Like kvs_init, but a key already initialised is re-initialised: its value,
+ * dtype and shape are replaced, its optimizer state is dropped. (MXNet has
+ * no such call.) Errors: KVS_EKEYEXISTS (a key twice in the list). */
+KVS_API int kvs_reinit(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values);
+
+/* Pushes values. Values of one key (a key may repeat) are summed first
+ * (float16/bfloat16 are summed in float32 and rounded once, to nearest even;
+ * integers wrap). Then, per key in order of first appearance: without
+ * updater or optimizer the stored value becomes the sum; with an updater,
+ * updater(key, sum, stored); with an optimizer, its update rule.
+ * Errors: KVS_ENOKEY, KVS_ESHAPE, KVS_EDTYPE (value does not match the
+ * stored key), KVS_UPDATER (a callback returned non-zero: the call has then
+ * changed nothing, as updaters work on copies that are kept only when every
+ * callback of the call succeeded). */
+KVS_API int kvs_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                     int priority);
+
+/* Copies the stored value of keys[i] into outs[i]; a key may repeat, every
+ * out of it receives the value. The value includes every push this caller
+ * made before. Errors: KVS_ENOKEY, KVS_ESHAPE, KVS_EDTYPE. */
+KVS_API int kvs_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
+                     int priority);
+
+/* kvs_push then kvs_pull of the same keys, as one call. outs NULL: the
+ * pulled values overwrite values[i].data (in place). Outs may alias the
+ * values. Errors: those of push and pull, checked before anything changes. */
+KVS_API int kvs_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                         kvs_array_t *outs, int priority);
+
+/* Pulls only some rows (sub-arrays along dimension 0) of keys[i] into
+ * outs[i], which has the stored shape: rows named in row_ids[i] (a 1-D
+ * KVS_INT64 array; unsorted, repeats allowed) receive the stored rows, every
+ * other row is zero. Stored values must have ndim >= 1.
+ * Errors: KVS_ERANGE (a row id < 0 or >= the number of rows), KVS_EDTYPE
+ * (row ids not int64), KVS_ESHAPE (row ids not 1-D, or a scalar key), and
+ * those of kvs_pull. */
+KVS_API int kvs_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
+                                const kvs_array_t *row_ids, int priority);
+
+/* ---- Update rules ---------------------------------------------------- */
+
+/* An updater: called once per key per push with the summed input, which it
+ * may combine into stored (same dtype and shape; both arrays valid only
+ * during the call; key.name likewise). Return 0, or non-zero to fail the
+ * push (KVS_EUPDATER). */
+typedef int (*kvs_updater_t)(kvs_key_t key, const kvs_array_t *input,
+                             kvs_array_t *stored, void *ctx);
+
+/* Sets the updater called by later pushes; NULL restores ASSIGN (the stored
+ * value becomes the pushed sum). Replaces any optimizer (and drops its
+ * state). ctx is passed through. Errors: KVS_EBADARG (NULL kv), KVS_ENOTSUP
+ * (store types whose store lives in another process: use kvs_set_optimizer). */
+KVS_API int kvs_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx);
+
+/* Sets a built-in optimizer from a spec: a name, then name=value pairs
+ * separated by spaces; values are decimal numbers. Unset parameters take
+ * MXNet's defaults.
+ *   "sgd  lr=0.01 momentum=0 wd=0 rescale_grad=1 clip_gradient=-1"
+ *   "adam lr=0.001 beta1=0.9 beta2=0.999 epsilon=1e-8 wd=0 rescale_grad=1
+ *         clip_gradient=-1"
+ * (clip_gradient < 0: no clipping.) The update formulas are MXNet's; adam
+ * applies bias correction with a per-key update count. Float keys only;
+ * float16/bfloat16 are computed in float32 with float32 state.
+ * Replaces any updater or optimizer and drops optimizer state.
+ * Errors: KVS_EBADARG (NULL), KVS_ESPEC (unknown optimizer or parameter, a
+ * value that is not a finite number, a parameter twice; the detail names it).
+ * A push with an optimizer to an integer key is KVS_EDTYPE. */
+KVS_API int kvs_set_optimizer(kvs_t *kv, const char *spec);
+
+/* Sets gradient compression for values crossing a process or host
+ * boundary: "2bit threshold=0.5" (threshold > 0; 0.5 by default) or "none".
+ * Errors: KVS_ENOTSUP for in-process stores (as MXNet's 'local'),
+ * KVS_ESPEC for a bad spec. */
+KVS_API int kvs_set_gradient_compression(kvs_t *kv, const char *spec);
+
+/* Writes the optimizer's per-key state to path, atomically (a temporary file
+ * in the same directory, fsync, rename, fsync of the directory): the file at
+ * path is either the old one or the complete new one. With dump_optimizer
+ * non-zero the optimizer's spec is saved too, and kvs_load_optimizer_states
+ * restores it. The file is versioned and checksummed.
+ * Errors: KVS_ENOOPT (no optimizer set), KVS_EBADARG, -errno of the system. */
+KVS_API int kvs_save_optimizer_states(kvs_t *kv, const char *path, int dump_optimizer);
+
+/* Replaces the optimizer's state with that saved in path (keys absent from
+ * the file start afresh); a file saved with dump_optimizer also replaces the
+ * optimizer. The whole file is checked before anything changes.
+ * Errors: KVS_ECORRUPT (bad magic, version, checksum, length), KVS_ENOOPT
+ * (no optimizer set and none in the file), KVS_ESPEC (the file's state is
+ * for another optimizer), KVS_ENOKEY / KVS_ESHAPE / KVS_EDTYPE (a state for
+ * a key not in the store or of another size or dtype), -errno. */
+KVS_API int kvs_load_optimizer_states(kvs_t *kv, const char *path);
+
+/* Returns when every worker has reached the barrier; a no-op returning 0 for
+ * in-process stores. Errors: KVS_EBADARG (NULL). */
+KVS_API int kvs_barrier(kvs_t *kv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KVS_H */

@@ -1,0 +1,58 @@
+/*
+ * array.h - dtypes, shapes and the element kernels the engine runs on them:
+ * sum of several arrays, half-precision conversion. Owns no state but the
+ * thread pool it borrows from pool.h for big arrays. Knows nothing of keys
+ * or stores.
+ */
+#ifndef KVS_ARRAY_H
+#define KVS_ARRAY_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "kvs.h"
+#include "error.h"
+
+/* Checks one caller array: known dtype, ndim in [0, KVS_MAX_NDIM], extents
+ * >= 0, element count and byte size without overflow (size_t and int64),
+ * device KVS_HOST, data non-NULL when it has elements. what names the array
+ * in the message ("value 2"). Returns 0 or KVS_EDTYPE / KVS_EBADARG /
+ * KVS_EDEVICE with a detail. */
+int kvs__array_check(const kvs_array_t *a, const char *what, struct kvs__err *e);
+
+/* Element count of a checked array (1 for ndim 0). */
+size_t kvs__array_count(const kvs_array_t *a);
+
+/* 1 when a and b have the same ndim and extents. */
+int kvs__same_shape(const kvs_array_t *a, const kvs_array_t *b);
+
+/* Writes "(2,3)" ("()" for ndim 0) into buf, truncated to size. */
+void kvs__shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
+
+/* IEEE half and bfloat16 conversions; float to half rounds to nearest even
+ * and keeps NaN a NaN, infinities infinite, overflow to infinity. */
+float    kvs__f16_to_f32(uint16_t h);
+uint16_t kvs__f32_to_f16(float f);
+float    kvs__bf16_to_f32(uint16_t h);
+uint16_t kvs__f32_to_bf16(float f);
+
+/* out[j] = in[0][j] + ... + in[k-1][j] for j < n, k >= 1. float16 and
+ * bfloat16 are summed in float32 and rounded once; integer types wrap
+ * (modulo 2^bits, no undefined behaviour). out may be one of the inputs.
+ * Big arrays are split into chunks summed on several threads (pool.h),
+ * with nthreads as the most threads to use (0: the pool's size). */
+void kvs__sum(kvs_dtype_t dtype, void *out, const void *const *in, int k, size_t n,
+              int nthreads);
+
+/* memcpy that splits big copies over several threads like kvs__sum. */
+void kvs__copy(void *dst, const void *src, size_t bytes, int nthreads);
+
+/* Converts n elements of a float dtype (float32, float64, float16,
+ * bfloat16) to float32 and back (back rounds to nearest even). */
+void kvs__to_f32(kvs_dtype_t dtype, float *dst, const void *src, size_t n);
+void kvs__from_f32(kvs_dtype_t dtype, void *dst, const float *src, size_t n);
+
+/* 1 for float32, float64, float16, bfloat16. */
+int kvs__dtype_is_float(kvs_dtype_t dtype);
+
+#endif

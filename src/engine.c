@@ -1,0 +1,919 @@
+/*
+ * engine.c - the store: key table, merge, update rule, versions.
+ *
+ * Each data call runs in two phases. prepare checks every argument against
+ * the table and acquires everything the call could need (entries for new
+ * keys, table room, optimizer state, scratch buffers); nothing observable
+ * changes. commit then applies the call and cannot fail, except for a
+ * caller's updater, which works on shadow copies that are swapped in only
+ * when every updater of the call has succeeded. This is how a failed call
+ * leaves the store exactly as it was.
+ *
+ * The engine never keeps a pointer to caller memory past a call, never locks
+ * (its front does), and never trusts a list's length or arrays before
+ * checking them.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "array.h"
+#include "engine.h"
+#include "optim.h"
+
+enum key_kind { KIND_NONE, KIND_INT, KIND_STR };
+
+struct entry {
+    kvs_key_t key;                     /* name owned for string keys */
+    kvs_dtype_t dtype;
+    int ndim;
+    int64_t shape[KVS_MAX_NDIM];
+    size_t count, bytes;
+    void *value;                       /* from eng->mem */
+    void *scratch;                     /* merged sum for updater/optimizer pushes */
+    void *shadow;                      /* an updater's working copy of value */
+    struct kvs__optim_state *ostate;
+    uint64_t version;                  /* bumped by every init and push */
+};
+
+struct kvs__engine {
+    struct kvs__mem mem;
+    struct entry **slots;              /* open addressing, linear probing */
+    size_t cap, len;                   /* cap a power of two, len <= cap / 2 */
+    enum key_kind kind;                /* set by the first key stored */
+    int nthreads;
+    bool init_on_push;
+    kvs_updater_t updater;
+    void *updater_ctx;
+    struct kvs__optim *optim;
+};
+
+/* ---- memory ----------------------------------------------------------- */
+
+static void *heap_alloc(void *ctx, size_t bytes)
+{
+    size_t size = (bytes + 63) & ~(size_t)63;
+
+    (void)ctx;
+    return aligned_alloc(64, size ? size : 64);
+}
+
+static void heap_free(void *ctx, void *p, size_t bytes)
+{
+    (void)ctx;
+    (void)bytes;
+    free(p);
+}
+
+static const struct kvs__mem heap_mem = { heap_alloc, heap_free, NULL };
+
+/* ---- keys ------------------------------------------------------------- */
+
+static enum key_kind kind_of(kvs_key_t k)
+{
+    return k.name ? KIND_STR : KIND_INT;
+}
+
+static const char *kind_name(enum key_kind k)
+{
+    return k == KIND_STR ? "string" : "int";
+}
+
+static bool key_eq(kvs_key_t a, kvs_key_t b)
+{
+    if (a.name || b.name)
+        return a.name && b.name && strcmp(a.name, b.name) == 0;
+    return a.id == b.id;
+}
+
+static uint64_t key_hash(kvs_key_t k)
+{
+    uint64_t h;
+
+    if (k.name) {                      /* FNV-1a */
+        h = 0xcbf29ce484222325ull;
+        for (const unsigned char *p = (const unsigned char *)k.name; *p; p++)
+            h = (h ^ *p) * 0x100000001b3ull;
+        return h;
+    }
+    h = (uint64_t)k.id + 0x9e3779b97f4a7c15ull;   /* splitmix64 finaliser */
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+/* "key 7" / "key \"w\"" for messages. */
+#define KEYSTR(buf, k) (kvs__key_str((buf), sizeof(buf), (k)), (buf))
+
+/* ---- table ------------------------------------------------------------ */
+
+static struct entry **table_slot(struct entry **slots, size_t cap, kvs_key_t key)
+{
+    size_t i = key_hash(key) & (cap - 1);
+
+    while (slots[i] && !key_eq(slots[i]->key, key))
+        i = (i + 1) & (cap - 1);
+    return &slots[i];
+}
+
+static struct entry *table_get(const struct kvs__engine *eng, kvs_key_t key)
+{
+    return eng->cap ? *table_slot(eng->slots, eng->cap, key) : NULL;
+}
+
+/* Makes room so that `extra` more keys can be put without failing. */
+static int table_reserve(struct kvs__engine *eng, size_t extra, struct kvs__err *e)
+{
+    size_t need = eng->len + extra, cap = eng->cap ? eng->cap : 16;
+    struct entry **slots;
+
+    while (cap / 2 < need) {
+        if (cap > SIZE_MAX / 4)
+            return kvs__fail(e, -ENOMEM, "key table: too many keys");
+        cap *= 2;
+    }
+    if (cap == eng->cap)
+        return 0;
+    slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        return kvs__fail(e, -ENOMEM, "key table: out of memory for %zu slots", cap);
+    for (size_t i = 0; i < eng->cap; i++)
+        if (eng->slots[i])
+            *table_slot(slots, cap, eng->slots[i]->key) = eng->slots[i];
+    free(eng->slots);
+    eng->slots = slots;
+    eng->cap = cap;
+    return 0;
+}
+
+static void entry_free(struct kvs__engine *eng, struct entry *ent);
+
+/* Puts ent in the table (room reserved), replacing and freeing an entry of
+ * the same key. */
+static void table_put(struct kvs__engine *eng, struct entry *ent)
+{
+    struct entry **slot = table_slot(eng->slots, eng->cap, ent->key);
+
+    if (*slot)
+        entry_free(eng, *slot);
+    else
+        eng->len++;
+    *slot = ent;
+    eng->kind = kind_of(ent->key);
+}
+
+/* ---- entries ---------------------------------------------------------- */
+
+static int entry_new(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t *like,
+                     struct entry **out, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    struct entry *ent = calloc(1, sizeof *ent);
+
+    if (!ent)
+        goto nomem;
+    ent->key = key;
+    if (key.name && !(ent->key.name = strdup(key.name)))
+        goto nomem_ent;
+    ent->dtype = like->dtype;
+    ent->ndim = like->ndim;
+    memcpy(ent->shape, like->shape, sizeof ent->shape[0] * (size_t)like->ndim);
+    ent->count = kvs__array_count(like);
+    ent->bytes = ent->count * kvs_dtype_size(like->dtype);   /* checked by kvs__array_check */
+    ent->value = eng->mem.alloc(eng->mem.ctx, ent->bytes);
+    if (!ent->value)
+        goto nomem_name;
+    *out = ent;
+    return 0;
+
+nomem_name:
+    free((char *)ent->key.name);
+nomem_ent:
+    free(ent);
+nomem:
+    return kvs__fail(e, -ENOMEM, "key %s: out of memory", KEYSTR(ks, key));
+}
+
+static void entry_free(struct kvs__engine *eng, struct entry *ent)
+{
+    if (!ent)
+        return;
+    kvs__optim_state_free(ent->ostate);
+    free(ent->shadow);
+    free(ent->scratch);
+    eng->mem.free(eng->mem.ctx, ent->value, ent->bytes);
+    free((char *)ent->key.name);
+    free(ent);
+}
+
+/* A buffer of an entry's size, kept for reuse across calls. */
+static int entry_buffer(const struct entry *ent, void **buf, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+
+    if (*buf)
+        return 0;
+    *buf = heap_alloc(NULL, ent->bytes);
+    if (!*buf)
+        return kvs__fail(e, -ENOMEM, "key %s: out of memory for a %zu-byte buffer",
+                         KEYSTR(ks, ent->key), ent->bytes);
+    return 0;
+}
+
+static kvs_array_t entry_array(const struct entry *ent, void *data)
+{
+    kvs_array_t a = { .data = data, .dtype = ent->dtype, .ndim = ent->ndim,
+                      .device = KVS_HOST };
+
+    memcpy(a.shape, ent->shape, sizeof a.shape[0] * (size_t)ent->ndim);
+    return a;
+}
+
+/* 0 when arr has the entry's dtype and shape, else the error naming both. */
+static int entry_match(const struct entry *ent, const kvs_array_t *arr, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8], s1[200], s2[200];
+
+    if (arr->dtype != ent->dtype)
+        return kvs__fail(e, KVS_EDTYPE, "key %s: dtype %s does not match stored %s",
+                         KEYSTR(ks, ent->key), kvs_dtype_name(arr->dtype),
+                         kvs_dtype_name(ent->dtype));
+    if (arr->ndim != ent->ndim
+        || memcmp(arr->shape, ent->shape, sizeof arr->shape[0] * (size_t)arr->ndim) != 0) {
+        kvs__shape_str(s1, sizeof s1, arr->ndim, arr->shape);
+        kvs__shape_str(s2, sizeof s2, ent->ndim, ent->shape);
+        return kvs__fail(e, KVS_ESHAPE, "key %s: shape %s does not match stored %s",
+                         KEYSTR(ks, ent->key), s1, s2);
+    }
+    return 0;
+}
+
+/* ---- argument checks -------------------------------------------------- */
+
+/* Checks a list call's count, lists, keys (length, one kind, the store's
+ * kind) and arrays. what names the arrays ("value", "out"). */
+static int check_list(const struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                      const kvs_array_t *arrs, const char *what, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8], name[KVS_MAX_KEY_LEN + 40];
+    enum key_kind kind = eng->kind;
+    int rc;
+
+    if (n < 0)
+        return kvs__fail(e, KVS_EBADARG, "negative count %d", n);
+    if (n > 0 && (!keys || !arrs))
+        return kvs__fail(e, KVS_EBADARG, "%s list is NULL with count %d",
+                         keys ? what : "key", n);
+    for (int i = 0; i < n; i++) {
+        if (keys[i].name && strnlen(keys[i].name, KVS_MAX_KEY_LEN + 1) > KVS_MAX_KEY_LEN)
+            return kvs__fail(e, KVS_EBADARG, "key %d: string longer than %d bytes",
+                             i, KVS_MAX_KEY_LEN);
+        if (kind == KIND_NONE)
+            kind = kind_of(keys[i]);
+        if (kind_of(keys[i]) != kind)
+            return kvs__fail(e, KVS_EKEYKIND, "key %s: %s key among %s keys",
+                             KEYSTR(ks, keys[i]), kind_name(kind_of(keys[i])),
+                             kind_name(kind));
+        snprintf(name, sizeof name, "key %s: %s %d", KEYSTR(ks, keys[i]), what, i);
+        if ((rc = kvs__array_check(&arrs[i], name, e)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Groups a list by key: gid[i] is the group of keys[i], groups numbered in
+ * order of first appearance, first[g] the index where group g first
+ * appears. Returns the number of groups or -ENOMEM. */
+static int group_keys(int n, const kvs_key_t *keys, int *gid, int *first, struct kvs__err *e)
+{
+    size_t cap = 16;
+    int *slot, ngroups = 0;
+
+    while (cap < 2 * (size_t)n)
+        cap *= 2;
+    slot = malloc(cap * sizeof *slot);
+    if (!slot)
+        return kvs__fail(e, -ENOMEM, "out of memory grouping %d keys", n);
+    for (size_t i = 0; i < cap; i++)
+        slot[i] = -1;
+    for (int i = 0; i < n; i++) {
+        size_t h = key_hash(keys[i]) & (cap - 1);
+
+        while (slot[h] >= 0 && !key_eq(keys[first[slot[h]]], keys[i]))
+            h = (h + 1) & (cap - 1);
+        if (slot[h] < 0) {
+            slot[h] = ngroups;
+            first[ngroups++] = i;
+        }
+        gid[i] = slot[h];
+    }
+    free(slot);
+    return ngroups;
+}
+
+/* The index of the first key that repeats an earlier one, n when none
+ * does, or -ENOMEM. */
+static int find_repeat(int n, const kvs_key_t *keys, struct kvs__err *e)
+{
+    int *gid = malloc(sizeof *gid * (size_t)(n ? n : 1));
+    int *first = malloc(sizeof *first * (size_t)(n ? n : 1));
+    int rc = (gid && first) ? group_keys(n, keys, gid, first, e)
+                            : kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
+
+    if (rc >= 0) {
+        int i = 0;
+
+        while (i < n && first[gid[i]] == i)
+            i++;
+        rc = i;
+    }
+    free(first);
+    free(gid);
+    return rc;
+}
+
+/* ---- plans ------------------------------------------------------------ */
+
+struct group {
+    struct entry *ent;                 /* the key's entry; a new one when fresh */
+    bool fresh;                        /* ent is not in the table yet */
+    int k;                             /* values of this key in the list */
+    const void **in;                   /* their data, in list order */
+    struct kvs__optim_state *ostate;   /* new state, handed to ent at commit */
+};
+
+struct plan {
+    int n, ngroups;
+    int *gid;                          /* n: group of each list index */
+    struct group *groups;              /* ngroups */
+    const void **inputs;               /* n, grouped: groups[g].in points in here */
+};
+
+static void plan_free(struct kvs__engine *eng, struct plan *p)
+{
+    for (int g = 0; p->groups && g < p->ngroups; g++) {
+        if (p->groups[g].fresh)
+            entry_free(eng, p->groups[g].ent);
+        kvs__optim_state_free(p->groups[g].ostate);
+    }
+    free(p->groups);
+    free(p->gid);
+    free(p->inputs);
+    memset(p, 0, sizeof *p);
+}
+
+/* Groups the list and resolves each group's entry. A key not in the table
+ * gets a fresh entry shaped like its first array when allow_new, else is
+ * KVS_ENOKEY. Every array is then matched against its entry. */
+static int plan_make(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                     const kvs_array_t *arrs, bool allow_new, struct plan *p,
+                     struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    int *first = NULL, rc, nfresh = 0;
+
+    memset(p, 0, sizeof *p);
+    p->n = n;
+    if (n == 0)
+        return 0;
+    p->gid = malloc(sizeof *p->gid * (size_t)n);
+    first = malloc(sizeof *first * (size_t)n);
+    p->inputs = malloc(sizeof *p->inputs * (size_t)n);
+    if (!p->gid || !first || !p->inputs) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
+        goto fail;
+    }
+    if ((rc = group_keys(n, keys, p->gid, first, e)) < 0)
+        goto fail;
+    p->ngroups = rc;
+    p->groups = calloc((size_t)p->ngroups, sizeof *p->groups);
+    if (!p->groups) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
+        goto fail;
+    }
+    for (int g = 0; g < p->ngroups; g++) {
+        struct group *gr = &p->groups[g];
+        kvs_key_t key = keys[first[g]];
+
+        gr->ent = table_get(eng, key);
+        if (!gr->ent) {
+            if (!allow_new) {
+                rc = kvs__fail(e, KVS_ENOKEY, "key %s: not initialised", KEYSTR(ks, key));
+                goto fail;
+            }
+            if ((rc = entry_new(eng, key, &arrs[first[g]], &gr->ent, e)) != 0)
+                goto fail;
+            gr->fresh = true;
+            nfresh++;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        struct group *gr = &p->groups[p->gid[i]];
+
+        if ((rc = entry_match(gr->ent, &arrs[i], e)) != 0)
+            goto fail;
+        gr->k++;
+    }
+    /* Lay the inputs out group by group, each in list order. */
+    for (int g = 0, at = 0; g < p->ngroups; g++) {
+        p->groups[g].in = p->inputs + at;
+        at += p->groups[g].k;
+        p->groups[g].k = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        struct group *gr = &p->groups[p->gid[i]];
+
+        gr->in[gr->k++] = arrs[i].data;
+    }
+    if ((rc = table_reserve(eng, (size_t)nfresh, e)) != 0)
+        goto fail;
+    free(first);
+    return 0;
+
+fail:
+    free(first);
+    plan_free(eng, p);
+    return rc;
+}
+
+/* ---- init ------------------------------------------------------------- */
+
+int kvs__engine_init(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                     const kvs_array_t *values, int replace, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    struct plan p;
+    int rc;
+
+    if ((rc = check_list(eng, n, keys, values, "value", e)) != 0)
+        return rc;
+    /* Existing and repeated keys are refused before shapes are matched, so
+     * that the message says what is really wrong. */
+    for (int i = 0; !replace && i < n; i++)
+        if (table_get(eng, keys[i]))
+            return kvs__fail(e, KVS_EKEYEXISTS, "key %s: already initialised",
+                             KEYSTR(ks, keys[i]));
+    if ((rc = find_repeat(n, keys, e)) < 0)
+        return rc;
+    if (rc < n)
+        return kvs__fail(e, KVS_EKEYEXISTS, "key %s: appears twice in one init",
+                         KEYSTR(ks, keys[rc]));
+    /* Every key gets a fresh entry: a re-initialised key may change shape. */
+    memset(&p, 0, sizeof p);
+    p.groups = calloc((size_t)(n ? n : 1), sizeof *p.groups);
+    if (!p.groups)
+        return kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
+    for (int i = 0; i < n; i++) {
+        if ((rc = entry_new(eng, keys[i], &values[i], &p.groups[i].ent, e)) != 0)
+            goto out;
+        p.groups[i].fresh = true;
+        p.ngroups++;
+    }
+    if ((rc = table_reserve(eng, (size_t)n, e)) != 0)
+        goto out;
+    for (int i = 0; i < n; i++) {
+        struct entry *ent = p.groups[i].ent;
+
+        kvs__copy(ent->value, values[i].data, ent->bytes, eng->nthreads);
+        ent->version = 1;
+        table_put(eng, ent);
+        p.groups[i].fresh = false;
+    }
+out:
+    plan_free(eng, &p);
+    return rc;
+}
+
+/* ---- push ------------------------------------------------------------- */
+
+/* Acquires what the update rule needs for each group of a push plan. */
+static int push_prepare(struct kvs__engine *eng, struct plan *p, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    int rc;
+
+    for (int g = 0; g < p->ngroups; g++) {
+        struct group *gr = &p->groups[g];
+        struct entry *ent = gr->ent;
+
+        if (gr->fresh)
+            continue;                  /* initialised by this push: no update */
+        if (eng->optim) {
+            if (!kvs__dtype_is_float(ent->dtype))
+                return kvs__fail(e, KVS_EDTYPE,
+                                 "key %s: optimizer %s needs a floating-point key, not %s",
+                                 KEYSTR(ks, ent->key), kvs__optim_name(eng->optim),
+                                 kvs_dtype_name(ent->dtype));
+            if (!ent->ostate
+                && (rc = kvs__optim_state_new(eng->optim, ent->dtype, ent->count,
+                                              &gr->ostate, e)) != 0)
+                return rc;
+        }
+        if ((eng->optim || eng->updater) && gr->k > 1
+            && (rc = entry_buffer(ent, &ent->scratch, e)) != 0)
+            return rc;
+        if (eng->updater && (rc = entry_buffer(ent, &ent->shadow, e)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* The group's summed input: its only value, or their sum in scratch. */
+static const void *merged(const struct kvs__engine *eng, const struct group *gr)
+{
+    const struct entry *ent = gr->ent;
+
+    if (gr->k == 1)
+        return gr->in[0];
+    kvs__sum(ent->dtype, ent->scratch, gr->in, gr->k, ent->count, eng->nthreads);
+    return ent->scratch;
+}
+
+/* Runs the caller's updater on shadow copies; swaps them in only when every
+ * updater succeeded. */
+static int push_updater(struct kvs__engine *eng, struct plan *p, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+
+    for (int g = 0; g < p->ngroups; g++) {
+        struct group *gr = &p->groups[g];
+        struct entry *ent = gr->ent;
+        kvs_array_t in, stored;
+        int rc;
+
+        if (gr->fresh)
+            continue;
+        in = entry_array(ent, (void *)merged(eng, gr));
+        kvs__copy(ent->shadow, ent->value, ent->bytes, eng->nthreads);
+        stored = entry_array(ent, ent->shadow);
+        rc = eng->updater(ent->key, &in, &stored, eng->updater_ctx);
+        if (rc != 0)
+            return kvs__fail(e, KVS_EUPDATER, "key %s: updater returned %d",
+                             KEYSTR(ks, ent->key), rc);
+    }
+    for (int g = 0; g < p->ngroups; g++) {
+        struct entry *ent = p->groups[g].ent;
+        void *t;
+
+        if (p->groups[g].fresh)
+            continue;
+        t = ent->value;                /* value came from mem; shadow from the heap */
+        if (eng->mem.alloc == heap_alloc) {
+            ent->value = ent->shadow;
+            ent->shadow = t;
+        } else {
+            kvs__copy(ent->value, ent->shadow, ent->bytes, eng->nthreads);
+        }
+    }
+    return 0;
+}
+
+static void push_commit(struct kvs__engine *eng, struct plan *p)
+{
+    for (int g = 0; g < p->ngroups; g++) {
+        struct group *gr = &p->groups[g];
+        struct entry *ent = gr->ent;
+
+        if (gr->fresh) {
+            kvs__sum(ent->dtype, ent->value, gr->in, gr->k, ent->count, eng->nthreads);
+            table_put(eng, ent);
+            gr->fresh = false;
+        } else if (eng->optim) {
+            if (gr->ostate) {
+                ent->ostate = gr->ostate;
+                gr->ostate = NULL;
+            }
+            kvs__optim_update(eng->optim, ent->ostate, ent->dtype, ent->value,
+                              merged(eng, gr), ent->count);
+        } else if (!eng->updater) {
+            kvs__sum(ent->dtype, ent->value, gr->in, gr->k, ent->count, eng->nthreads);
+        }
+        ent->version++;
+    }
+}
+
+static int push_run(struct kvs__engine *eng, struct plan *p, struct kvs__err *e)
+{
+    int rc;
+
+    if ((rc = push_prepare(eng, p, e)) != 0)
+        return rc;
+    if (eng->updater && (rc = push_updater(eng, p, e)) != 0)
+        return rc;
+    push_commit(eng, p);
+    return 0;
+}
+
+int kvs__engine_push(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                     const kvs_array_t *values, struct kvs__err *e)
+{
+    struct plan p;
+    int rc;
+
+    if ((rc = check_list(eng, n, keys, values, "value", e)) != 0)
+        return rc;
+    if ((rc = plan_make(eng, n, keys, values, eng->init_on_push, &p, e)) != 0)
+        return rc;
+    rc = push_run(eng, &p, e);
+    plan_free(eng, &p);
+    return rc;
+}
+
+/* ---- pull ------------------------------------------------------------- */
+
+static void pull_commit(struct kvs__engine *eng, const struct plan *p, kvs_array_t *outs)
+{
+    for (int i = 0; i < p->n; i++) {
+        const struct entry *ent = p->groups[p->gid[i]].ent;
+
+        kvs__copy(outs[i].data, ent->value, ent->bytes, eng->nthreads);
+    }
+}
+
+int kvs__engine_pull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                     kvs_array_t *outs, struct kvs__err *e)
+{
+    struct plan p;
+    int rc;
+
+    if ((rc = check_list(eng, n, keys, outs, "out", e)) != 0)
+        return rc;
+    if ((rc = plan_make(eng, n, keys, outs, false, &p, e)) != 0)
+        return rc;
+    pull_commit(eng, &p, outs);
+    plan_free(eng, &p);
+    return 0;
+}
+
+int kvs__engine_pushpull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                         const kvs_array_t *values, kvs_array_t *outs, struct kvs__err *e)
+{
+    kvs_array_t *dst = outs ? outs : (kvs_array_t *)values;
+    struct plan p;
+    int rc;
+
+    if ((rc = check_list(eng, n, keys, values, "value", e)) != 0)
+        return rc;
+    if (outs && (rc = check_list(eng, n, keys, outs, "out", e)) != 0)
+        return rc;
+    if ((rc = plan_make(eng, n, keys, values, eng->init_on_push, &p, e)) != 0)
+        return rc;
+    /* An out must fit the value its key will hold, the value pushed for it. */
+    for (int i = 0; outs && i < n; i++) {
+        if ((rc = entry_match(p.groups[p.gid[i]].ent, &outs[i], e)) != 0)
+            goto out;
+    }
+    if ((rc = push_run(eng, &p, e)) == 0)
+        pull_commit(eng, &p, dst);
+out:
+    plan_free(eng, &p);
+    return rc;
+}
+
+int kvs__engine_row_sparse_pull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                                kvs_array_t *outs, const kvs_array_t *row_ids,
+                                struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8], name[KVS_MAX_KEY_LEN + 40];
+    struct plan p;
+    int rc;
+
+    if ((rc = check_list(eng, n, keys, outs, "out", e)) != 0)
+        return rc;
+    if (n > 0 && !row_ids)
+        return kvs__fail(e, KVS_EBADARG, "row_ids list is NULL with count %d", n);
+    if ((rc = plan_make(eng, n, keys, outs, false, &p, e)) != 0)
+        return rc;
+    for (int i = 0; i < n; i++) {
+        const struct entry *ent = p.groups[p.gid[i]].ent;
+        const kvs_array_t *ids = &row_ids[i];
+        const int64_t *id;
+
+        KEYSTR(ks, keys[i]);
+        snprintf(name, sizeof name, "key %s: row_ids %d", ks, i);
+        if ((rc = kvs__array_check(ids, name, e)) != 0)
+            goto out;
+        if (ids->dtype != KVS_INT64) {
+            rc = kvs__fail(e, KVS_EDTYPE, "%s: dtype %s, row ids must be int64", name,
+                           kvs_dtype_name(ids->dtype));
+            goto out;
+        }
+        if (ids->ndim != 1) {
+            rc = kvs__fail(e, KVS_ESHAPE, "%s: %d dimensions, row ids must be 1-D", name,
+                           ids->ndim);
+            goto out;
+        }
+        if (ent->ndim < 1) {
+            rc = kvs__fail(e, KVS_ESHAPE, "key %s: a scalar has no rows", ks);
+            goto out;
+        }
+        id = ids->data;
+        for (int64_t j = 0; j < ids->shape[0]; j++) {
+            if (id[j] < 0 || id[j] >= ent->shape[0]) {
+                rc = kvs__fail(e, KVS_ERANGE, "key %s: row id %lld out of range [0, %lld)",
+                               ks, (long long)id[j], (long long)ent->shape[0]);
+                goto out;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        const struct entry *ent = p.groups[p.gid[i]].ent;
+        const int64_t *id = row_ids[i].data;
+        size_t row = ent->shape[0] ? ent->bytes / (size_t)ent->shape[0] : 0;
+
+        memset(outs[i].data, 0, ent->bytes);
+        for (int64_t j = 0; j < row_ids[i].shape[0]; j++)
+            memcpy((char *)outs[i].data + (size_t)id[j] * row,
+                   (const char *)ent->value + (size_t)id[j] * row, row);
+    }
+out:
+    plan_free(eng, &p);
+    return rc;
+}
+
+/* ---- update rules ----------------------------------------------------- */
+
+static void drop_states(struct kvs__engine *eng)
+{
+    for (size_t i = 0; i < eng->cap; i++) {
+        if (eng->slots[i]) {
+            kvs__optim_state_free(eng->slots[i]->ostate);
+            eng->slots[i]->ostate = NULL;
+        }
+    }
+}
+
+void kvs__engine_set_updater(struct kvs__engine *eng, kvs_updater_t fn, void *ctx)
+{
+    drop_states(eng);
+    kvs__optim_free(eng->optim);
+    eng->optim = NULL;
+    eng->updater = fn;
+    eng->updater_ctx = ctx;
+}
+
+int kvs__engine_set_optimizer(struct kvs__engine *eng, const char *spec, struct kvs__err *e)
+{
+    struct kvs__optim *o;
+    int rc;
+
+    if (!spec)
+        return kvs__fail(e, KVS_EBADARG, "optimizer spec is NULL");
+    if ((rc = kvs__optim_parse(spec, &o, e)) != 0)
+        return rc;
+    kvs__engine_set_updater(eng, NULL, NULL);
+    eng->optim = o;
+    return 0;
+}
+
+int kvs__engine_save_states(struct kvs__engine *eng, const char *path, int dump_optimizer,
+                            struct kvs__err *e)
+{
+    struct kvs__state_rec *recs;
+    size_t n = 0;
+    int rc;
+
+    if (!path)
+        return kvs__fail(e, KVS_EBADARG, "path is NULL");
+    if (!eng->optim)
+        return kvs__fail(e, KVS_ENOOPT, "no optimizer set: call kvs_set_optimizer first");
+    recs = calloc(eng->len ? eng->len : 1, sizeof *recs);
+    if (!recs)
+        return kvs__fail(e, -ENOMEM, "out of memory for %zu state records", eng->len);
+    for (size_t i = 0; i < eng->cap; i++) {
+        const struct entry *ent = eng->slots[i];
+
+        if (ent && ent->ostate)
+            recs[n++] = (struct kvs__state_rec){ ent->key, ent->dtype, ent->ostate };
+    }
+    rc = kvs__optim_save(path, eng->optim, dump_optimizer, recs, n, e);
+    free(recs);
+    return rc;
+}
+
+/* Checks that a loaded record fits the store and the optimizer o. */
+static int check_record(const struct kvs__engine *eng, const struct kvs__optim *o,
+                        const struct kvs__state_rec *r, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    const struct entry *ent;
+    const struct kvs__optim_state *s = r->state;
+    kvs_dtype_t sdt;
+
+    KEYSTR(ks, r->key);
+    if (eng->kind != KIND_NONE && kind_of(r->key) != eng->kind)
+        return kvs__fail(e, KVS_EKEYKIND, "state file: %s key %s in a store of %s keys",
+                         kind_name(kind_of(r->key)), ks, kind_name(eng->kind));
+    if (!(ent = table_get(eng, r->key)))
+        return kvs__fail(e, KVS_ENOKEY, "state file: key %s not initialised", ks);
+    if (r->key_dtype != ent->dtype)
+        return kvs__fail(e, KVS_EDTYPE, "state file: key %s state for %s, stored is %s", ks,
+                         kvs_dtype_name(r->key_dtype), kvs_dtype_name(ent->dtype));
+    sdt = ent->dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32;
+    if (s->count != ent->count || s->dtype != sdt)
+        return kvs__fail(e, KVS_ESHAPE, "state file: key %s state of %zu %s, stored has %zu %s",
+                         ks, s->count, kvs_dtype_name(s->dtype), ent->count,
+                         kvs_dtype_name(sdt));
+    if (s->nbuf != kvs__optim_nbuf(o))
+        return kvs__fail(e, KVS_ESPEC, "state file: key %s has %d state arrays, %s keeps %d",
+                         ks, s->nbuf, kvs__optim_spec(o), kvs__optim_nbuf(o));
+    return 0;
+}
+
+int kvs__engine_load_states(struct kvs__engine *eng, const char *path, struct kvs__err *e)
+{
+    struct kvs__state_file *f;
+    char ks[KVS_MAX_KEY_LEN + 8];
+    const struct kvs__optim *o;
+    kvs_key_t *keys = NULL;
+    int rc;
+
+    if (!path)
+        return kvs__fail(e, KVS_EBADARG, "path is NULL");
+    if ((rc = kvs__optim_load(path, &f, e)) != 0)
+        return rc;
+    o = f->optim ? f->optim : eng->optim;
+    if (!o) {
+        rc = kvs__fail(e, KVS_ENOOPT, "%s: no optimizer set and none saved in the file", path);
+        goto out;
+    }
+    if (strcmp(kvs__optim_name(o), f->optim_name) != 0) {
+        rc = kvs__fail(e, KVS_ESPEC, "%s: states of optimizer %s, the store's is %s", path,
+                       f->optim_name, kvs__optim_name(o));
+        goto out;
+    }
+    if (f->n > INT32_MAX) {
+        rc = kvs__fail(e, KVS_ECORRUPT, "%s: %zu state records", path, f->n);
+        goto out;
+    }
+    keys = malloc(sizeof *keys * (f->n ? f->n : 1));
+    if (!keys) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory for %zu state records", f->n);
+        goto out;
+    }
+    for (size_t i = 0; i < f->n; i++) {
+        if ((rc = check_record(eng, o, &f->recs[i], e)) != 0)
+            goto out;
+        keys[i] = f->recs[i].key;
+    }
+    if ((rc = find_repeat((int)f->n, keys, e)) < 0)
+        goto out;
+    if ((size_t)rc != f->n) {
+        rc = kvs__fail(e, KVS_ECORRUPT, "%s: key %s has two state records", path,
+                       KEYSTR(ks, keys[rc]));
+        goto out;
+    }
+    rc = 0;
+    if (f->optim) {                    /* the file's optimizer replaces the store's */
+        kvs__engine_set_updater(eng, NULL, NULL);
+        eng->optim = f->optim;
+        f->optim = NULL;
+    }
+    drop_states(eng);
+    for (size_t i = 0; i < f->n; i++) {
+        table_get(eng, f->recs[i].key)->ostate = f->recs[i].state;
+        f->recs[i].state = NULL;
+    }
+out:
+    free(keys);
+    kvs__state_file_free(f);
+    return rc;
+}
+
+/* ---- life ------------------------------------------------------------- */
+
+int kvs__engine_new(const struct kvs__mem *mem, struct kvs__engine **out, struct kvs__err *e)
+{
+    struct kvs__engine *eng = calloc(1, sizeof *eng);
+
+    *out = NULL;
+    if (!eng)
+        return kvs__fail(e, -ENOMEM, "out of memory for a store");
+    eng->mem = mem ? *mem : heap_mem;
+    *out = eng;
+    return 0;
+}
+
+void kvs__engine_free(struct kvs__engine *eng)
+{
+    if (!eng)
+        return;
+    for (size_t i = 0; i < eng->cap; i++)
+        entry_free(eng, eng->slots[i]);
+    free(eng->slots);
+    kvs__optim_free(eng->optim);
+    free(eng);
+}
+
+void kvs__engine_set_threads(struct kvs__engine *eng, int nthreads)
+{
+    eng->nthreads = nthreads;
+}
+
+void kvs__engine_set_init_on_push(struct kvs__engine *eng, int on)
+{
+    eng->init_on_push = on != 0;
+}

@@ -1,0 +1,59 @@
+/*
+ * engine.h - the store itself: the key table, the merge of pushed values,
+ * the update rule (ASSIGN, a caller's updater, or a built-in optimizer),
+ * versions. Every store type runs this one engine: in the caller's process
+ * for "local", inside kvsd for the dist types. It is not thread-safe: the
+ * front serialises calls on one engine.
+ *
+ * Every call validates everything before it changes anything; a call that
+ * returns an error has left the engine as it was.
+ */
+#ifndef KVS_ENGINE_H
+#define KVS_ENGINE_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "kvs.h"
+#include "error.h"
+
+struct kvs__engine;
+
+/* Where stored values live. The default (NULL) is the heap; a daemon can hand
+ * in shared memory. alloc returns memory aligned to 64 bytes, or NULL. */
+struct kvs__mem {
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*free)(void *ctx, void *p, size_t bytes);
+    void *ctx;
+};
+
+int  kvs__engine_new(const struct kvs__mem *mem, struct kvs__engine **out, struct kvs__err *e);
+void kvs__engine_free(struct kvs__engine *eng);          /* NULL is a no-op */
+
+/* Threads for big sums and copies (0: the pool's default). */
+void kvs__engine_set_threads(struct kvs__engine *eng, int nthreads);
+/* MXNet's old behaviour: a push to an unknown key initialises it. */
+void kvs__engine_set_init_on_push(struct kvs__engine *eng, int on);
+
+/* The data calls of kvs.h, with the same contracts; replace selects
+ * kvs_reinit. Arguments (n, lists) are checked here too. */
+int kvs__engine_init(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                     const kvs_array_t *values, int replace, struct kvs__err *e);
+int kvs__engine_push(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                     const kvs_array_t *values, struct kvs__err *e);
+int kvs__engine_pull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                     kvs_array_t *outs, struct kvs__err *e);
+int kvs__engine_pushpull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                         const kvs_array_t *values, kvs_array_t *outs, struct kvs__err *e);
+int kvs__engine_row_sparse_pull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                                kvs_array_t *outs, const kvs_array_t *row_ids,
+                                struct kvs__err *e);
+
+/* Update rules: each replaces the previous one and drops optimizer state. */
+void kvs__engine_set_updater(struct kvs__engine *eng, kvs_updater_t fn, void *ctx);
+int  kvs__engine_set_optimizer(struct kvs__engine *eng, const char *spec, struct kvs__err *e);
+int  kvs__engine_save_states(struct kvs__engine *eng, const char *path, int dump_optimizer,
+                             struct kvs__err *e);
+int  kvs__engine_load_states(struct kvs__engine *eng, const char *path, struct kvs__err *e);
+
+#endif

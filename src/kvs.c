@@ -1,0 +1,399 @@
+/*
+ * kvs.c - the public front: handles, store types, options, locking and the
+ * detail message of kvs_last_error(). It checks the handle, takes the
+ * handle's lock and hands the call to the store type's operations; it never
+ * touches values itself (the engine does, in this process or in kvsd).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "error.h"
+
+#define KVS__STR_(x) #x
+#define KVS__STR(x) KVS__STR_(x)
+
+/* What one store type does; chosen by kvs_create. */
+struct store_ops {
+    int (*init)(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                int replace);
+    int (*push)(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                int priority);
+    int (*pull)(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs, int priority);
+    int (*pushpull)(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                    kvs_array_t *outs, int priority);
+    int (*row_sparse_pull)(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
+                           const kvs_array_t *row_ids, int priority);
+    int (*set_updater)(kvs_t *kv, kvs_updater_t fn, void *ctx);
+    int (*set_optimizer)(kvs_t *kv, const char *spec);
+    int (*set_gradient_compression)(kvs_t *kv, const char *spec);
+    int (*save_states)(kvs_t *kv, const char *path, int dump_optimizer);
+    int (*load_states)(kvs_t *kv, const char *path);
+    int (*barrier)(kvs_t *kv);
+    int (*apply_options)(kvs_t *kv);
+    void (*close)(kvs_t *kv);
+};
+
+struct kvs {
+    const struct store_ops *ops;
+    char *type;                        /* as given to kvs_create */
+    pthread_mutex_t lock;              /* serialises every call but the getters */
+    struct kvs__err err;               /* last failure, under lock */
+    int64_t opt_init_on_push, opt_threads;
+    struct kvs__engine *eng;           /* local types */
+};
+
+/* ---- the local store: the engine in this process ---------------------- */
+
+static int local_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                      int replace)
+{
+    return kvs__engine_init(kv->eng, n, keys, values, replace, &kv->err);
+}
+
+static int local_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                      int priority)
+{
+    (void)priority;                    /* nothing waits in an in-process store */
+    return kvs__engine_push(kv->eng, n, keys, values, &kv->err);
+}
+
+static int local_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
+                      int priority)
+{
+    (void)priority;
+    return kvs__engine_pull(kv->eng, n, keys, outs, &kv->err);
+}
+
+static int local_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                          kvs_array_t *outs, int priority)
+{
+    (void)priority;
+    return kvs__engine_pushpull(kv->eng, n, keys, values, outs, &kv->err);
+}
+
+static int local_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
+                                 const kvs_array_t *row_ids, int priority)
+{
+    (void)priority;
+    return kvs__engine_row_sparse_pull(kv->eng, n, keys, outs, row_ids, &kv->err);
+}
+
+static int local_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx)
+{
+    kvs__engine_set_updater(kv->eng, fn, ctx);
+    return 0;
+}
+
+static int local_set_optimizer(kvs_t *kv, const char *spec)
+{
+    return kvs__engine_set_optimizer(kv->eng, spec, &kv->err);
+}
+
+static int local_set_gradient_compression(kvs_t *kv, const char *spec)
+{
+    (void)spec;                        /* MXNet's local store refuses it outright too */
+    return kvs__fail(&kv->err, KVS_ENOTSUP,
+                     "gradient compression is not supported by store type %s: nothing "
+                     "crosses a process boundary", kv->type);
+}
+
+static int local_save_states(kvs_t *kv, const char *path, int dump_optimizer)
+{
+    return kvs__engine_save_states(kv->eng, path, dump_optimizer, &kv->err);
+}
+
+static int local_load_states(kvs_t *kv, const char *path)
+{
+    return kvs__engine_load_states(kv->eng, path, &kv->err);
+}
+
+static int local_barrier(kvs_t *kv)
+{
+    (void)kv;                          /* one worker: everyone is already here */
+    return 0;
+}
+
+static int local_apply_options(kvs_t *kv)
+{
+    kvs__engine_set_init_on_push(kv->eng, (int)kv->opt_init_on_push);
+    kvs__engine_set_threads(kv->eng, (int)kv->opt_threads);
+    return 0;
+}
+
+static void local_close(kvs_t *kv)
+{
+    kvs__engine_free(kv->eng);
+}
+
+static const struct store_ops local_ops = {
+    .init = local_init,
+    .push = local_push,
+    .pull = local_pull,
+    .pushpull = local_pushpull,
+    .row_sparse_pull = local_row_sparse_pull,
+    .set_updater = local_set_updater,
+    .set_optimizer = local_set_optimizer,
+    .set_gradient_compression = local_set_gradient_compression,
+    .save_states = local_save_states,
+    .load_states = local_load_states,
+    .barrier = local_barrier,
+    .apply_options = local_apply_options,
+    .close = local_close,
+};
+
+/* ---- store types ------------------------------------------------------ */
+
+static const struct {
+    const char *name;
+    const struct store_ops *ops;       /* NULL: known, not in this build yet */
+} store_types[] = {
+    { "local", &local_ops },
+    { "local_update_cpu", &local_ops },      /* MXNet's historical names */
+    { "local_allreduce_cpu", &local_ops },
+    { "dist_sync", NULL },
+    { "dist_async", NULL },
+    { "dist_device_sync", NULL },
+    { "device", NULL },
+    { "nccl", NULL },
+};
+
+/* ---- errors ----------------------------------------------------------- */
+
+static _Thread_local char create_error[KVS__ERR_MSG_MAX];
+static _Thread_local char last_error_copy[KVS__ERR_MSG_MAX];
+
+KVS_API const char *kvs_last_error(const kvs_t *kv)
+{
+    kvs_t *k = (kvs_t *)kv;            /* the lock is not part of the value */
+
+    if (!kv)
+        return create_error;
+    pthread_mutex_lock(&k->lock);
+    memcpy(last_error_copy, k->err.msg, sizeof last_error_copy);
+    pthread_mutex_unlock(&k->lock);
+    return last_error_copy;
+}
+
+KVS_API const char *kvs_version(int *major, int *minor, int *patch)
+{
+    if (major)
+        *major = KVS_VERSION_MAJOR;
+    if (minor)
+        *minor = KVS_VERSION_MINOR;
+    if (patch)
+        *patch = KVS_VERSION_PATCH;
+    return "kvs " KVS__STR(KVS_VERSION_MAJOR) "." KVS__STR(KVS_VERSION_MINOR) "."
+           KVS__STR(KVS_VERSION_PATCH);
+}
+
+/* ---- life ------------------------------------------------------------- */
+
+KVS_API int kvs_create(const char *type, kvs_t **out)
+{
+    struct kvs__err err = { 0, "" };
+    const struct store_ops *ops = NULL;
+    kvs_t *kv;
+    size_t i;
+    int rc;
+
+    if (out)
+        *out = NULL;
+    if (!type || !out) {
+        rc = kvs__fail(&err, KVS_EBADARG, "kvs_create: %s is NULL", type ? "out" : "type");
+        goto fail;
+    }
+    for (i = 0; i < sizeof store_types / sizeof store_types[0]; i++)
+        if (strcmp(type, store_types[i].name) == 0)
+            break;
+    if (i == sizeof store_types / sizeof store_types[0]) {
+        rc = kvs__fail(&err, KVS_EBADTYPE, "unknown store type '%.64s'", type);
+        goto fail;
+    }
+    if (!(ops = store_types[i].ops)) {
+        rc = kvs__fail(&err, KVS_ENOTSUP, "store type '%s' is not provided by this build yet",
+                       type);
+        goto fail;
+    }
+    kv = calloc(1, sizeof *kv);
+    if (!kv || !(kv->type = strdup(type))) {
+        free(kv);
+        rc = kvs__fail(&err, -ENOMEM, "kvs_create: out of memory");
+        goto fail;
+    }
+    kv->ops = ops;
+    pthread_mutex_init(&kv->lock, NULL);
+    if ((rc = kvs__engine_new(NULL, &kv->eng, &err)) != 0) {
+        pthread_mutex_destroy(&kv->lock);
+        free(kv->type);
+        free(kv);
+        goto fail;
+    }
+    kv->ops->apply_options(kv);
+    *out = kv;
+    return 0;
+
+fail:
+    memcpy(create_error, err.msg, sizeof create_error);
+    return rc;
+}
+
+KVS_API void kvs_close(kvs_t *kv)
+{
+    if (!kv)
+        return;
+    kv->ops->close(kv);
+    pthread_mutex_destroy(&kv->lock);
+    free(kv->type);
+    free(kv);
+}
+
+/* ---- options and getters ---------------------------------------------- */
+
+/* Runs a call under the handle's lock; a NULL handle is KVS_EBADARG. */
+#define LOCKED(kv, call)                                                     \
+    do {                                                                     \
+        int rc_;                                                             \
+        if (!(kv))                                                           \
+            return KVS_EBADARG;                                              \
+        pthread_mutex_lock(&(kv)->lock);                                     \
+        rc_ = (call);                                                        \
+        pthread_mutex_unlock(&(kv)->lock);                                   \
+        return rc_;                                                          \
+    } while (0)
+
+static int set_option(kvs_t *kv, kvs_option_t opt, int64_t value)
+{
+    switch (opt) {
+    case KVS_OPT_INIT_ON_PUSH:
+        if (value != 0 && value != 1)
+            return kvs__fail(&kv->err, KVS_EBADARG,
+                             "KVS_OPT_INIT_ON_PUSH: %lld is not 0 or 1", (long long)value);
+        kv->opt_init_on_push = value;
+        break;
+    case KVS_OPT_THREADS:
+        if (value < 0 || value > 64)
+            return kvs__fail(&kv->err, KVS_EBADARG,
+                             "KVS_OPT_THREADS: %lld is not in [0, 64]", (long long)value);
+        kv->opt_threads = value;
+        break;
+    default:
+        return kvs__fail(&kv->err, KVS_EBADARG, "unknown option %d", (int)opt);
+    }
+    return kv->ops->apply_options(kv);
+}
+
+static int get_option(kvs_t *kv, kvs_option_t opt, int64_t *value)
+{
+    if (!value)
+        return kvs__fail(&kv->err, KVS_EBADARG, "kvs_get_option: value is NULL");
+    switch (opt) {
+    case KVS_OPT_INIT_ON_PUSH:
+        *value = kv->opt_init_on_push;
+        return 0;
+    case KVS_OPT_THREADS:
+        *value = kv->opt_threads;
+        return 0;
+    default:
+        return kvs__fail(&kv->err, KVS_EBADARG, "unknown option %d", (int)opt);
+    }
+}
+
+KVS_API int kvs_set_option(kvs_t *kv, kvs_option_t opt, int64_t value)
+{
+    LOCKED(kv, set_option(kv, opt, value));
+}
+
+KVS_API int kvs_get_option(const kvs_t *kv, kvs_option_t opt, int64_t *value)
+{
+    kvs_t *k = (kvs_t *)kv;
+
+    LOCKED(k, get_option(k, opt, value));
+}
+
+KVS_API const char *kvs_type(const kvs_t *kv)
+{
+    return kv ? kv->type : NULL;
+}
+
+KVS_API int kvs_rank(const kvs_t *kv)
+{
+    (void)kv;
+    return 0;
+}
+
+KVS_API int kvs_num_workers(const kvs_t *kv)
+{
+    (void)kv;
+    return 1;
+}
+
+/* ---- calls ------------------------------------------------------------ */
+
+KVS_API int kvs_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values)
+{
+    LOCKED(kv, kv->ops->init(kv, n, keys, values, 0));
+}
+
+KVS_API int kvs_reinit(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values)
+{
+    LOCKED(kv, kv->ops->init(kv, n, keys, values, 1));
+}
+
+KVS_API int kvs_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                     int priority)
+{
+    LOCKED(kv, kv->ops->push(kv, n, keys, values, priority));
+}
+
+KVS_API int kvs_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
+                     int priority)
+{
+    LOCKED(kv, kv->ops->pull(kv, n, keys, outs, priority));
+}
+
+KVS_API int kvs_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                         kvs_array_t *outs, int priority)
+{
+    LOCKED(kv, kv->ops->pushpull(kv, n, keys, values, outs, priority));
+}
+
+KVS_API int kvs_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
+                                const kvs_array_t *row_ids, int priority)
+{
+    LOCKED(kv, kv->ops->row_sparse_pull(kv, n, keys, outs, row_ids, priority));
+}
+
+KVS_API int kvs_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx)
+{
+    LOCKED(kv, kv->ops->set_updater(kv, fn, ctx));
+}
+
+KVS_API int kvs_set_optimizer(kvs_t *kv, const char *spec)
+{
+    LOCKED(kv, kv->ops->set_optimizer(kv, spec));
+}
+
+KVS_API int kvs_set_gradient_compression(kvs_t *kv, const char *spec)
+{
+    LOCKED(kv, kv->ops->set_gradient_compression(kv, spec));
+}
+
+KVS_API int kvs_save_optimizer_states(kvs_t *kv, const char *path, int dump_optimizer)
+{
+    LOCKED(kv, kv->ops->save_states(kv, path, dump_optimizer));
+}
+
+KVS_API int kvs_load_optimizer_states(kvs_t *kv, const char *path)
+{
+    LOCKED(kv, kv->ops->load_states(kv, path));
+}
+
+KVS_API int kvs_barrier(kvs_t *kv)
+{
+    LOCKED(kv, kv->ops->barrier(kv));
+}

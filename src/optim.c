@@ -1,0 +1,556 @@
+/*
+ * optim.c - the built-in optimizers: parsing a spec ("sgd lr=0.1 ..."),
+ * MXNet 1.9's update rules for sgd and adam, and the per-key state they
+ * keep (momentum; adam's mean and variance and its update count).
+ *
+ * Owns the parsed optimizer and the state buffers it hands out. It must
+ * never look keys up, lock, or touch a store: the engine hands in one key's
+ * weight, gradient and state at a time. An update must never fail and never
+ * allocate: by the time it runs, the engine has committed to the push.
+ * It must never change the formulas' order of operations either: results
+ * are meant to match MXNet's kernels to the last bit in float32.
+ * The state file is statefile.c's business.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE                    /* strtod_l, newlocale, uselocale */
+#endif
+
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "array.h"
+#include "optim.h"
+
+#define OPTIM_MAX_PARAMS 7
+#define OPTIM_SPEC_MAX 512             /* the canonical spec: names + 7 numbers of <= 24 chars */
+#define OPTIM_TOKEN_SHOWN 64           /* tokens are cut to this in messages */
+#define OPTIM_NUMBER_MAX 128           /* longer values are never a sensible number */
+#define OPTIM_CHUNK 256                /* half-precision elements converted per round */
+
+enum optim_kind { OPTIM_SGD, OPTIM_ADAM };
+
+struct param_def {
+    const char *name;
+    double dflt;                       /* MXNet 1.9's default */
+};
+
+struct optim_def {
+    const char *name;
+    enum optim_kind kind;
+    size_t nparams;
+    const struct param_def *params;
+};
+
+/* Index of each parameter in kvs__optim.p; the tables below follow it. */
+enum { SGD_LR, SGD_MOMENTUM, SGD_WD, SGD_RESCALE, SGD_CLIP, SGD_NPARAMS };
+enum { ADAM_LR, ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON, ADAM_WD, ADAM_RESCALE, ADAM_CLIP,
+       ADAM_NPARAMS };
+
+/* clip_gradient -1 stands for MXNet's None. lr 0.01 is the Optimizer base
+ * class's learning_rate, which SGD inherits. */
+static const struct param_def sgd_params[SGD_NPARAMS] = {
+    [SGD_LR]       = { "lr",            0.01 },
+    [SGD_MOMENTUM] = { "momentum",      0.0 },
+    [SGD_WD]       = { "wd",            0.0 },
+    [SGD_RESCALE]  = { "rescale_grad",  1.0 },
+    [SGD_CLIP]     = { "clip_gradient", -1.0 },
+};
+
+static const struct param_def adam_params[ADAM_NPARAMS] = {
+    [ADAM_LR]      = { "lr",            0.001 },
+    [ADAM_BETA1]   = { "beta1",         0.9 },
+    [ADAM_BETA2]   = { "beta2",         0.999 },
+    [ADAM_EPSILON] = { "epsilon",       1e-8 },
+    [ADAM_WD]      = { "wd",            0.0 },
+    [ADAM_RESCALE] = { "rescale_grad",  1.0 },
+    [ADAM_CLIP]    = { "clip_gradient", -1.0 },
+};
+
+static const struct optim_def optim_defs[] = {
+    { "sgd",  OPTIM_SGD,  SGD_NPARAMS,  sgd_params },
+    { "adam", OPTIM_ADAM, ADAM_NPARAMS, adam_params },
+};
+
+struct kvs__optim {
+    const struct optim_def *def;
+    double p[OPTIM_MAX_PARAMS];
+    char spec[OPTIM_SPEC_MAX];         /* canonical: every parameter written out */
+};
+
+/* ---- Spec ------------------------------------------------------------ */
+
+/*
+ * Numbers are read and written with '.', whatever LC_NUMERIC the
+ * application set: a program running under a decimal-comma locale must
+ * still parse "lr=0.5", and a spec saved in one locale must load in another.
+ * The "C" locale object is static in libc, so nothing leaks.
+ */
+static locale_t c_locale = (locale_t)0;
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+
+static void c_locale_init(void)
+{
+    c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+}
+
+static int is_space(char c)
+{
+    /* Not isspace(): separators must not depend on the locale either. */
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* The next whitespace-separated token at or after *p: its start in *tok and
+ * its length, with *p moved past it. 0 when only whitespace is left. */
+static size_t next_token(const char **p, const char **tok)
+{
+    const char *s = *p;
+    size_t len = 0;
+
+    while (*s != '\0' && is_space(*s))
+        s++;
+    *tok = s;
+    while (s[len] != '\0' && !is_space(s[len]))
+        len++;
+    *p = s + len;
+    return len;
+}
+
+static int shown(size_t len)
+{
+    return len > OPTIM_TOKEN_SHOWN ? OPTIM_TOKEN_SHOWN : (int)len;
+}
+
+/* The whole token as a finite double. Returns 0, or -1 when it is not all
+ * number or not finite (strtod's "inf", "nan" and overflow to HUGE_VAL). */
+static int parse_number(const char *s, size_t len, double *out)
+{
+    char buf[OPTIM_NUMBER_MAX + 1];
+    char *end;
+    double v;
+    int saved_errno = errno;           /* strtod's ERANGE is judged here, not left to the caller */
+
+    if (len == 0 || len > OPTIM_NUMBER_MAX)
+        return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+
+    pthread_once(&c_locale_once, c_locale_init);
+    if (c_locale != (locale_t)0)
+        v = strtod_l(buf, &end, c_locale);
+    else
+        v = strtod(buf, &end);
+    errno = saved_errno;
+    if (end != buf + len || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Writes o->spec; %.17g gives back the same double when parsed. */
+static int format_spec(struct kvs__optim *o)
+{
+    size_t used;
+    int n;
+    locale_t old = (locale_t)0;
+
+    /* snprintf follows the thread's locale; switch this thread only. */
+    pthread_once(&c_locale_once, c_locale_init);
+    if (c_locale != (locale_t)0)
+        old = uselocale(c_locale);
+
+    n = snprintf(o->spec, sizeof o->spec, "%s", o->def->name);
+    used = n < 0 ? sizeof o->spec : (size_t)n;
+    for (size_t i = 0; i < o->def->nparams && used < sizeof o->spec; i++) {
+        n = snprintf(o->spec + used, sizeof o->spec - used, " %s=%.17g",
+                     o->def->params[i].name, o->p[i]);
+        used = n < 0 ? sizeof o->spec : used + (size_t)n;
+    }
+
+    if (old != (locale_t)0)
+        uselocale(old);
+    return used < sizeof o->spec ? 0 : -1;
+}
+
+int kvs__optim_parse(const char *spec, struct kvs__optim **out, struct kvs__err *e)
+{
+    const struct optim_def *def = NULL;
+    struct kvs__optim *o;
+    const char *p = spec;
+    const char *tok;
+    size_t len;
+    unsigned given = 0;                /* bit i: parameter i was set */
+    int rc;
+
+    if (spec == NULL || out == NULL)
+        return kvs__fail(e, KVS_EBADARG, "optimizer: %s is NULL",
+                         spec == NULL ? "spec" : "output");
+    *out = NULL;
+
+    len = next_token(&p, &tok);
+    if (len == 0)
+        return kvs__fail(e, KVS_ESPEC,
+                         "empty optimizer spec (expected \"sgd ...\" or \"adam ...\")");
+    /* MXNet looks optimizer names up in lower case, so "SGD" is sgd. */
+    for (size_t i = 0; i < sizeof optim_defs / sizeof optim_defs[0]; i++) {
+        if (strlen(optim_defs[i].name) == len && strncasecmp(tok, optim_defs[i].name, len) == 0)
+            def = &optim_defs[i];
+    }
+    if (def == NULL)
+        return kvs__fail(e, KVS_ESPEC, "unknown optimizer '%.*s' (expected sgd or adam)",
+                         shown(len), tok);
+
+    o = calloc(1, sizeof *o);
+    if (o == NULL)
+        return kvs__fail(e, -ENOMEM, "optimizer %s: out of memory", def->name);
+    o->def = def;
+    for (size_t i = 0; i < def->nparams; i++)
+        o->p[i] = def->params[i].dflt;
+
+    while ((len = next_token(&p, &tok)) != 0) {
+        const char *eq = memchr(tok, '=', len);
+        size_t name_len, val_len, i;
+        const char *val;
+
+        if (eq == NULL) {
+            rc = kvs__fail(e, KVS_ESPEC, "%s: parameter '%.*s' has no '=value'", def->name,
+                      shown(len), tok);
+            goto fail;
+        }
+        name_len = (size_t)(eq - tok);
+        val = eq + 1;
+        val_len = len - name_len - 1;
+
+        for (i = 0; i < def->nparams; i++) {
+            if (strlen(def->params[i].name) == name_len &&
+                memcmp(def->params[i].name, tok, name_len) == 0)
+                break;
+        }
+        if (i == def->nparams) {
+            rc = kvs__fail(e, KVS_ESPEC, "%s: unknown parameter '%.*s'", def->name,
+                      shown(name_len), tok);
+            goto fail;
+        }
+        if (given & (1u << i)) {
+            rc = kvs__fail(e, KVS_ESPEC, "%s: parameter '%s' given twice", def->name,
+                      def->params[i].name);
+            goto fail;
+        }
+        given |= 1u << i;
+        if (parse_number(val, val_len, &o->p[i]) != 0) {
+            rc = kvs__fail(e, KVS_ESPEC, "%s: %s '%.*s' is not a finite number", def->name,
+                      def->params[i].name, shown(val_len), val);
+            goto fail;
+        }
+    }
+
+    if (format_spec(o) != 0) {
+        /* Cannot happen with the tables above; kept so that a longer table
+         * fails loudly instead of saving a cut spec. */
+        rc = kvs__fail(e, KVS_ESPEC, "%s: canonical spec longer than %d bytes", def->name,
+                  OPTIM_SPEC_MAX - 1);
+        goto fail;
+    }
+    *out = o;
+    return 0;
+
+fail:
+    free(o);
+    return rc;
+}
+
+void kvs__optim_free(struct kvs__optim *o)
+{
+    free(o);
+}
+
+const char *kvs__optim_name(const struct kvs__optim *o)
+{
+    return o->def->name;
+}
+
+const char *kvs__optim_spec(const struct kvs__optim *o)
+{
+    return o->spec;
+}
+
+/* ---- State ----------------------------------------------------------- */
+
+/* MXNet 1.9's SGD runs the momentum rule only when momentum > 0, and the
+ * plain rule otherwise (a negative momentum included: it then keeps a
+ * buffer it never uses, which we do not). */
+int kvs__optim_nbuf(const struct kvs__optim *o)
+{
+    if (o->def->kind == OPTIM_ADAM)
+        return 2;
+    return o->p[SGD_MOMENTUM] > 0.0 ? 1 : 0;
+}
+
+int kvs__optim_state_new(const struct kvs__optim *o, kvs_dtype_t dtype, size_t count,
+                         struct kvs__optim_state **out, struct kvs__err *e)
+{
+    struct kvs__optim_state *s;
+    size_t esize, bytes;
+    int nbuf;
+
+    if (o == NULL || out == NULL)
+        return kvs__fail(e, KVS_EBADARG, "optimizer state: %s is NULL",
+                         o == NULL ? "optimizer" : "output");
+    *out = NULL;
+    if (!kvs__dtype_is_float(dtype))
+        return kvs__fail(e, KVS_EDTYPE, "optimizer %s: dtype %s is not a float type",
+                         o->def->name, kvs_dtype_name(dtype));
+
+    s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return kvs__fail(e, -ENOMEM, "optimizer %s: out of memory", o->def->name);
+    /* float64 keys keep float64 state; every other float type is computed
+     * in float32 and keeps float32 state, like MXNet's multi-precision mode. */
+    s->dtype = dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32;
+    esize = dtype == KVS_FLOAT64 ? sizeof(double) : sizeof(float);
+    s->count = count;
+    s->t = 0;
+    nbuf = kvs__optim_nbuf(o);
+
+    if (__builtin_mul_overflow(count, esize, &bytes)) {
+        free(s);
+        return kvs__fail(e, -ENOMEM, "optimizer %s: state of %zu elements is too large",
+                         o->def->name, count);
+    }
+    if (bytes != 0) {
+        for (int i = 0; i < nbuf; i++) {
+            s->buf[i] = calloc(count, esize);
+            if (s->buf[i] == NULL)
+                goto fail_alloc;
+        }
+    }
+    s->nbuf = nbuf;
+    *out = s;
+    return 0;
+
+fail_alloc:
+    free(s->buf[1]);
+    free(s->buf[0]);
+    free(s);
+    return kvs__fail(e, -ENOMEM, "optimizer %s: out of memory for the state of %zu elements",
+                     o->def->name, count);
+}
+
+void kvs__optim_state_free(struct kvs__optim_state *s)
+{
+    if (s == NULL)
+        return;
+    free(s->buf[1]);
+    free(s->buf[0]);
+    free(s);
+}
+
+/* ---- Update rules ---------------------------------------------------- */
+
+/*
+ * The kernels of MXNet 1.9 (src/operator/optimizer_op-inl.h), one element
+ * at a time, in the kernel's own order of operations so that float32
+ * results round the same way. T is the type MXNet's DType would be: the
+ * key's own for float32 and float64, float32 for the half types (what
+ * multi-precision mode computes in). The parameters come in already
+ * converted to T, as MXNet's static_cast<DType>(param.x) does.
+ *
+ * mshadow_op::clip::Map(x, b): b when x > b, -b when x < -b, else x.
+ * Clipping is on when clip_gradient > 0: MXNet's Python optimizer passes
+ * clip_gradient to the kernel only when it is truthy, so 0 and None (our
+ * negative values) both mean no clipping.
+ */
+#define KVS__CLIP(x, b) ((x) > (b) ? (b) : (x) < -(b) ? -(b) : (x))
+
+/* Plain sgd. MXNet 1.9's SGD sends dense weights to multi_sgd_update
+ * (SGD._update_impl aggregates every dense weight, even one alone), whose
+ * MultiSGDKernel is the momentum rule below with momentum 0 and a zero
+ * momentum that is not kept:
+ *   mom = 0*0 - lr*wd*w - lr*clip(rescale*g)     (clipping)
+ *   mom = 0*0 - lr*wd*w - lr*rescale*g           (no clipping)
+ *   w = w + mom
+ * This is SGDKernel's (1 - lr*wd)*w - lr*rescale*g, rounded as 1.9 rounds
+ * it. Weight decay is outside the clip. */
+#define KVS__DEFINE_SGD(T, SFX)                                                \
+    static void sgd_##SFX(T *w, const T *g, size_t n, T lr, T wd, T rescale,   \
+                          T clip, int clipping)                                \
+    {                                                                          \
+        for (size_t i = 0; i < n; i++) {                                       \
+            T mom;                                                             \
+            if (clipping) {                                                    \
+                T cg = rescale * g[i];                                         \
+                mom = (T)0 - lr * wd * w[i] - lr * KVS__CLIP(cg, clip);        \
+            } else {                                                           \
+                mom = (T)0 - lr * wd * w[i] - lr * rescale * g[i];             \
+            }                                                                  \
+            w[i] = w[i] + mom;                                                 \
+        }                                                                      \
+    }
+
+/* SGDMomKernel, and MultiSGDKernel with momentum (what 1.9 runs for dense
+ * weights), both in this order:
+ *   mom = momentum*mom - lr*wd*w - lr*clip(rescale*g)
+ *   mom = momentum*mom - lr*wd*w - lr*rescale*g   (no clipping)
+ *   w = w + mom */
+#define KVS__DEFINE_SGD_MOM(T, SFX)                                            \
+    static void sgd_mom_##SFX(T *w, const T *g, T *mom, size_t n, T lr,        \
+                              T momentum, T wd, T rescale, T clip,             \
+                              int clipping)                                    \
+    {                                                                          \
+        for (size_t i = 0; i < n; i++) {                                       \
+            if (clipping) {                                                    \
+                T cg = rescale * g[i];                                         \
+                mom[i] = momentum * mom[i] - lr * wd * w[i]                    \
+                         - lr * KVS__CLIP(cg, clip);                           \
+            } else {                                                           \
+                mom[i] = momentum * mom[i] - lr * wd * w[i]                    \
+                         - lr * rescale * g[i];                                \
+            }                                                                  \
+            w[i] = w[i] + mom[i];                                              \
+        }                                                                      \
+    }
+
+/* AdamUpdateKernel: gr = g*rescale + w*wd, then gr = clip(gr) (weight
+ * decay is inside the clip, unlike sgd)
+ *     mean = beta1*mean + (1 - beta1)*gr
+ *     var  = beta2*var + (1 - beta2)*gr*gr
+ *     w    = w - lr*mean / (sqrt(var) + epsilon)
+ * lr here is already bias-corrected by the caller. */
+#define KVS__DEFINE_ADAM(T, SFX, SQRT)                                         \
+    static void adam_##SFX(T *w, const T *g, T *mean, T *var, size_t n, T lr,  \
+                           T beta1, T beta2, T epsilon, T wd, T rescale,       \
+                           T clip, int clipping)                               \
+    {                                                                          \
+        for (size_t i = 0; i < n; i++) {                                       \
+            T gr = g[i] * rescale + w[i] * wd;                                 \
+            if (clipping)                                                      \
+                gr = KVS__CLIP(gr, clip);                                      \
+            mean[i] = beta1 * mean[i] + ((T)1 - beta1) * gr;                   \
+            var[i] = beta2 * var[i] + ((T)1 - beta2) * gr * gr;                \
+            w[i] = w[i] - lr * mean[i] / (SQRT(var[i]) + epsilon);             \
+        }                                                                      \
+    }
+
+KVS__DEFINE_SGD(float, f32)
+KVS__DEFINE_SGD(double, f64)
+KVS__DEFINE_SGD_MOM(float, f32)
+KVS__DEFINE_SGD_MOM(double, f64)
+KVS__DEFINE_ADAM(float, f32, sqrtf)
+KVS__DEFINE_ADAM(double, f64, sqrt)
+
+/* One update's parameters, fixed before the loop over elements. */
+struct step {
+    enum optim_kind kind;
+    int mom;                           /* sgd: the momentum rule */
+    int clipping;
+    double lr;                         /* adam: bias-corrected */
+    double p[OPTIM_MAX_PARAMS];
+};
+
+/* Runs the rule on float32 values: the key's own memory for float32, a
+ * converted chunk for the half types. off is the chunk's first element in
+ * the state buffers. */
+static void step_f32(const struct step *st, struct kvs__optim_state *s, float *w,
+                     const float *g, size_t off, size_t n)
+{
+    if (st->kind == OPTIM_SGD) {
+        if (st->mom)
+            sgd_mom_f32(w, g, (float *)s->buf[0] + off, n, (float)st->lr,
+                        (float)st->p[SGD_MOMENTUM], (float)st->p[SGD_WD],
+                        (float)st->p[SGD_RESCALE], (float)st->p[SGD_CLIP], st->clipping);
+        else
+            sgd_f32(w, g, n, (float)st->lr, (float)st->p[SGD_WD], (float)st->p[SGD_RESCALE],
+                    (float)st->p[SGD_CLIP], st->clipping);
+    } else {
+        adam_f32(w, g, (float *)s->buf[0] + off, (float *)s->buf[1] + off, n, (float)st->lr,
+                 (float)st->p[ADAM_BETA1], (float)st->p[ADAM_BETA2],
+                 (float)st->p[ADAM_EPSILON], (float)st->p[ADAM_WD],
+                 (float)st->p[ADAM_RESCALE], (float)st->p[ADAM_CLIP], st->clipping);
+    }
+}
+
+static void step_f64(const struct step *st, struct kvs__optim_state *s, double *w,
+                     const double *g, size_t n)
+{
+    if (st->kind == OPTIM_SGD) {
+        if (st->mom)
+            sgd_mom_f64(w, g, (double *)s->buf[0], n, st->lr, st->p[SGD_MOMENTUM],
+                        st->p[SGD_WD], st->p[SGD_RESCALE], st->p[SGD_CLIP], st->clipping);
+        else
+            sgd_f64(w, g, n, st->lr, st->p[SGD_WD], st->p[SGD_RESCALE], st->p[SGD_CLIP],
+                    st->clipping);
+    } else {
+        adam_f64(w, g, (double *)s->buf[0], (double *)s->buf[1], n, st->lr,
+                 st->p[ADAM_BETA1], st->p[ADAM_BETA2], st->p[ADAM_EPSILON], st->p[ADAM_WD],
+                 st->p[ADAM_RESCALE], st->p[ADAM_CLIP], st->clipping);
+    }
+}
+
+void kvs__optim_update(const struct kvs__optim *o, struct kvs__optim_state *s,
+                       kvs_dtype_t dtype, void *weight, const void *grad, size_t count)
+{
+    struct step st;
+    kvs_dtype_t want = dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32;
+
+    /* A state made for another key is the engine's bug; writing past a
+     * buffer would turn it into memory corruption, so such a call does
+     * nothing at all. */
+    if (!kvs__dtype_is_float(dtype) || s->dtype != want || s->count != count ||
+        s->nbuf != kvs__optim_nbuf(o))
+        return;
+    for (int i = 0; i < s->nbuf; i++) {
+        if (count != 0 && s->buf[i] == NULL)
+            return;
+    }
+
+    s->t++;
+    memcpy(st.p, o->p, sizeof st.p);
+    st.kind = o->def->kind;
+    st.mom = st.kind == OPTIM_SGD && s->nbuf == 1;
+    if (st.kind == OPTIM_SGD) {
+        st.clipping = o->p[SGD_CLIP] > 0.0;
+        st.lr = o->p[SGD_LR];
+    } else {
+        /* Adam.update in python/mxnet/optimizer/optimizer.py, in Python's
+         * double precision before the kernel converts it:
+         *   coef1 = 1 - beta1**t;  coef2 = 1 - beta2**t
+         *   lr *= sqrt(coef2) / coef1                                    */
+        double t = (double)s->t;
+        double coef1 = 1.0 - pow(o->p[ADAM_BETA1], t);
+        double coef2 = 1.0 - pow(o->p[ADAM_BETA2], t);
+        st.clipping = o->p[ADAM_CLIP] > 0.0;
+        st.lr = o->p[ADAM_LR] * (sqrt(coef2) / coef1);
+    }
+
+    switch (dtype) {
+    case KVS_FLOAT64:
+        step_f64(&st, s, weight, grad, count);
+        break;
+    case KVS_FLOAT32:
+        step_f32(&st, s, weight, grad, 0, count);
+        break;
+    default: {
+        /* Half types: widen a chunk to float32, compute, round each element
+         * back once. Chunks on the stack keep the update free of allocation. */
+        float wf[OPTIM_CHUNK], gf[OPTIM_CHUNK];
+        const size_t esize = sizeof(uint16_t);     /* float16 and bfloat16 alike */
+
+        for (size_t off = 0; off < count; off += OPTIM_CHUNK) {
+            size_t n = count - off < OPTIM_CHUNK ? count - off : OPTIM_CHUNK;
+            char *wp = (char *)weight + off * esize;
+            const char *gp = (const char *)grad + off * esize;
+
+            kvs__to_f32(dtype, wf, wp, n);
+            kvs__to_f32(dtype, gf, gp, n);
+            step_f32(&st, s, wf, gf, off, n);
+            kvs__from_f32(dtype, wp, wf, n);
+        }
+        break;
+    }
+    }
+}

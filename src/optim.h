@@ -1,0 +1,77 @@
+/*
+ * optim.h - the built-in optimizers (sgd, adam): spec parsing, MXNet's update
+ * rules, per-key state, and the state file (save/load). Works on plain
+ * buffers and keys handed in by the engine; never looks up keys itself.
+ */
+#ifndef KVS_OPTIM_H
+#define KVS_OPTIM_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#include "kvs.h"
+#include "error.h"
+
+struct kvs__optim;                     /* a parsed spec; immutable */
+
+struct kvs__optim_state {              /* one key's state */
+    uint64_t t;                        /* updates applied so far (adam's bias correction) */
+    kvs_dtype_t dtype;                 /* KVS_FLOAT64 for float64 keys, else KVS_FLOAT32 */
+    size_t count;                      /* elements in each buffer */
+    int nbuf;                          /* 0..2: sgd with momentum 1 (mom), adam 2 (mean, var) */
+    void *buf[2];
+};
+
+/* Parses "sgd lr=0.1 momentum=0.9" etc. (see kvs_set_optimizer in kvs.h).
+ * Errors: KVS_ESPEC naming the bad optimizer or parameter, -ENOMEM. */
+int kvs__optim_parse(const char *spec, struct kvs__optim **out, struct kvs__err *e);
+void kvs__optim_free(struct kvs__optim *o);      /* NULL is a no-op */
+
+const char *kvs__optim_name(const struct kvs__optim *o);   /* "sgd", "adam" */
+/* The spec with every parameter written out; parses back to the same optimizer. */
+const char *kvs__optim_spec(const struct kvs__optim *o);
+
+/* State buffers per key this optimizer keeps (sgd: 1 with momentum, else
+ * 0; adam: 2), as kvs__optim_state_new makes them. */
+int kvs__optim_nbuf(const struct kvs__optim *o);
+
+/* A zeroed state for a key of dtype (a float dtype) and count elements.
+ * Errors: KVS_EDTYPE (not a float dtype), -ENOMEM. */
+int kvs__optim_state_new(const struct kvs__optim *o, kvs_dtype_t dtype, size_t count,
+                         struct kvs__optim_state **out, struct kvs__err *e);
+void kvs__optim_state_free(struct kvs__optim_state *s);     /* NULL is a no-op */
+
+/* One MXNet update of weight (dtype, count elements) by grad (same dtype
+ * and count), advancing s->t. float16/bfloat16 are computed in float32 and
+ * rounded once per element. Cannot fail: the state was made for this key. */
+void kvs__optim_update(const struct kvs__optim *o, struct kvs__optim_state *s,
+                       kvs_dtype_t dtype, void *weight, const void *grad, size_t count);
+
+/* One key's state, as saved and loaded. */
+struct kvs__state_rec {
+    kvs_key_t key;                     /* in a loaded file: name owned by the file */
+    kvs_dtype_t key_dtype;
+    struct kvs__optim_state *state;    /* in a loaded file: owned by the file */
+};
+
+/* Writes the state file atomically (temp file, fsync, rename, fsync dir).
+ * The file: magic, format version, optimizer name, the full spec when
+ * dump_optimizer, the records, a checksum over everything.
+ * Errors: KVS_EBADARG, -errno. */
+int kvs__optim_save(const char *path, const struct kvs__optim *o, int dump_optimizer,
+                    const struct kvs__state_rec *recs, size_t n, struct kvs__err *e);
+
+struct kvs__state_file {
+    char *optim_name;                  /* the optimizer the states are for */
+    struct kvs__optim *optim;          /* parsed dumped spec, or NULL */
+    size_t n;
+    struct kvs__state_rec *recs;
+};
+
+/* Reads and checks a whole state file into memory. Nothing of the caller
+ * changes. Errors: KVS_ECORRUPT (magic, version, checksum, lengths, a bad
+ * record), -errno, -ENOMEM. */
+int kvs__optim_load(const char *path, struct kvs__state_file **out, struct kvs__err *e);
+void kvs__state_file_free(struct kvs__state_file *f);        /* NULL is a no-op */
+
+#endif

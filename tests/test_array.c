@@ -1,0 +1,1276 @@
+/*
+ * test_array.c - unit tests of array.c and pool.c: dtype sizes and names,
+ * the checks of caller arrays, shape text, float16/bfloat16 conversion
+ * (hand-worked bit patterns and an independent nearest-value reference),
+ * the sum and copy kernels for every dtype on one and several threads, and
+ * the thread pool itself (coverage, concurrent callers, nesting, fork).
+ */
+#define _GNU_SOURCE
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <setjmp.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "array.h"
+#include "pool.h"
+
+/* Forking a multi-threaded process is not supported under TSan, and no
+ * sanitizer runs under an address-space limit. */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
+#define NO_THREADS_ARG "--pool-without-threads"
+
+static const kvs_dtype_t all_dtypes[] = { KVS_FLOAT32, KVS_FLOAT64, KVS_FLOAT16,
+                                          KVS_BFLOAT16, KVS_INT32, KVS_INT64, KVS_UINT8 };
+#define NDT (sizeof all_dtypes / sizeof all_dtypes[0])
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static uint32_t fbits(float f)
+{
+    uint32_t u;
+
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float bitsf(uint32_t u)
+{
+    float f;
+
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void *xmalloc(size_t size)
+{
+    void *p = malloc(size ? size : 1);
+
+    assert_non_null(p);
+    return p;
+}
+
+/* ---- dtypes --------------------------------------------------------- */
+
+static void test_dtype_size_name(void **state)
+{
+    (void)state;
+    assert_int_equal(kvs_dtype_size(KVS_FLOAT32), 4);
+    assert_int_equal(kvs_dtype_size(KVS_FLOAT64), 8);
+    assert_int_equal(kvs_dtype_size(KVS_FLOAT16), 2);
+    assert_int_equal(kvs_dtype_size(KVS_BFLOAT16), 2);
+    assert_int_equal(kvs_dtype_size(KVS_INT32), 4);
+    assert_int_equal(kvs_dtype_size(KVS_INT64), 8);
+    assert_int_equal(kvs_dtype_size(KVS_UINT8), 1);
+    assert_int_equal(kvs_dtype_size((kvs_dtype_t)7), 0);
+    assert_int_equal(kvs_dtype_size((kvs_dtype_t)-1), 0);
+    assert_int_equal(kvs_dtype_size((kvs_dtype_t)1000), 0);
+
+    assert_string_equal(kvs_dtype_name(KVS_FLOAT32), "float32");
+    assert_string_equal(kvs_dtype_name(KVS_FLOAT64), "float64");
+    assert_string_equal(kvs_dtype_name(KVS_FLOAT16), "float16");
+    assert_string_equal(kvs_dtype_name(KVS_BFLOAT16), "bfloat16");
+    assert_string_equal(kvs_dtype_name(KVS_INT32), "int32");
+    assert_string_equal(kvs_dtype_name(KVS_INT64), "int64");
+    assert_string_equal(kvs_dtype_name(KVS_UINT8), "uint8");
+    assert_string_equal(kvs_dtype_name((kvs_dtype_t)7), "invalid");
+    assert_string_equal(kvs_dtype_name((kvs_dtype_t)-1), "invalid");
+
+    assert_true(kvs__dtype_is_float(KVS_FLOAT32));
+    assert_true(kvs__dtype_is_float(KVS_FLOAT64));
+    assert_true(kvs__dtype_is_float(KVS_FLOAT16));
+    assert_true(kvs__dtype_is_float(KVS_BFLOAT16));
+    assert_false(kvs__dtype_is_float(KVS_INT32));
+    assert_false(kvs__dtype_is_float(KVS_INT64));
+    assert_false(kvs__dtype_is_float(KVS_UINT8));
+    assert_false(kvs__dtype_is_float((kvs_dtype_t)9));
+}
+
+/* ---- array checks --------------------------------------------------- */
+
+static kvs_array_t arr(kvs_dtype_t dt, void *data, int ndim, const int64_t *shape)
+{
+    kvs_array_t a = { .data = data, .dtype = dt, .ndim = ndim };
+
+    for (int d = 0; d < ndim && d < KVS_MAX_NDIM; d++)
+        a.shape[d] = shape[d];
+    return a;
+}
+
+static void expect_fail(const kvs_array_t *a, const char *what, int code, const char *part)
+{
+    struct kvs__err e = { .code = 0 };
+
+    int rc = kvs__array_check(a, what, &e);
+    if (rc != code || e.code != code || strstr(e.msg, part) == NULL)
+        fail_msg("expected %s with \"%s\", got %s (code %d) \"%s\"", kvs_err_name(code), part,
+                 kvs_err_name(rc), e.code, e.msg);
+    /* A NULL detail is allowed and still gives the code. */
+    assert_int_equal(kvs__array_check(a, what, NULL), code);
+}
+
+static void expect_ok(const kvs_array_t *a)
+{
+    struct kvs__err e = { .code = 0, .msg = "" };
+
+    int rc = kvs__array_check(a, "value 0", &e);
+    if (rc != 0)
+        fail_msg("expected success, got %s \"%s\"", kvs_err_name(rc), e.msg);
+    assert_int_equal(e.code, 0);
+    assert_string_equal(e.msg, "");
+}
+
+static void test_check_valid(void **state)
+{
+    float x[6] = { 0 };
+    int64_t s23[] = { 2, 3 }, ones[KVS_MAX_NDIM] = { 1, 1, 1, 1, 1, 1, 1, 1 };
+    int64_t s0big[] = { 0, INT64_MAX }, sbig0[] = { INT64_MAX, INT64_MAX, 0 };
+    int64_t smax[] = { INT64_MAX };
+    kvs_array_t a;
+
+    (void)state;
+    a = arr(KVS_FLOAT32, x, 0, NULL);              /* a scalar */
+    expect_ok(&a);
+    a = arr(KVS_FLOAT32, x, 2, s23);
+    expect_ok(&a);
+    a = arr(KVS_UINT8, x, KVS_MAX_NDIM, ones);
+    expect_ok(&a);
+    /* Empty arrays may have NULL data, whatever their other extents. */
+    a = arr(KVS_FLOAT64, NULL, 2, s0big);
+    expect_ok(&a);
+    a = arr(KVS_INT64, NULL, 3, sbig0);
+    expect_ok(&a);
+    /* INT64_MAX bytes still fit both int64 and size_t (never touched). */
+    a = arr(KVS_UINT8, x, 1, smax);
+    expect_ok(&a);
+    /* Extents past ndim are not looked at. */
+    a = arr(KVS_FLOAT32, x, 2, s23);
+    a.shape[2] = -7;
+    a.shape[7] = -1;
+    expect_ok(&a);
+    for (size_t i = 0; i < NDT; i++) {
+        a = arr(all_dtypes[i], x, 1, (int64_t[]){ 1 });
+        expect_ok(&a);
+    }
+}
+
+static void test_check_errors(void **state)
+{
+    float x[6] = { 0 };
+    int64_t s23[] = { 2, 3 };
+    kvs_array_t a;
+
+    (void)state;
+    expect_fail(NULL, "value 2", KVS_EBADARG, "value 2: no array");
+
+    a = arr((kvs_dtype_t)7, x, 2, s23);
+    expect_fail(&a, "value 2", KVS_EDTYPE, "value 2: dtype 7 ");
+    a = arr((kvs_dtype_t)-1, x, 2, s23);
+    expect_fail(&a, "value 2", KVS_EDTYPE, "value 2: dtype -1 ");
+    /* The dtype is checked first. */
+    a = arr((kvs_dtype_t)42, x, 2, s23);
+    a.ndim = -4;
+    expect_fail(&a, "value 0", KVS_EDTYPE, "dtype 42");
+
+    a = arr(KVS_FLOAT32, x, 2, s23);
+    a.ndim = -1;
+    expect_fail(&a, "value 2", KVS_EBADARG, "value 2: ndim -1");
+    a.ndim = KVS_MAX_NDIM + 1;
+    expect_fail(&a, "value 2", KVS_EBADARG, "value 2: ndim 9");
+
+    a = arr(KVS_FLOAT32, x, 2, (int64_t[]){ -1, 3 });
+    expect_fail(&a, "value 2", KVS_EBADARG, "value 2: extent -1 in dimension 0");
+    a = arr(KVS_FLOAT32, x, 3, (int64_t[]){ 2, 0, -3 });
+    expect_fail(&a, "out 1", KVS_EBADARG, "out 1: extent -3 in dimension 2");
+    a = arr(KVS_FLOAT32, x, 1, (int64_t[]){ INT64_MIN });
+    expect_fail(&a, "value 0", KVS_EBADARG, "extent -9223372036854775808 in dimension 0");
+
+    /* Element count beyond int64. */
+    a = arr(KVS_UINT8, x, 2, (int64_t[]){ INT64_MAX, 2 });
+    expect_fail(&a, "value 3", KVS_EBADARG, "value 3: shape (9223372036854775807,2) has more");
+    a = arr(KVS_UINT8, x, 2, (int64_t[]){ (int64_t)1 << 32, (int64_t)1 << 32 });
+    expect_fail(&a, "value 3", KVS_EBADARG, "has more elements");
+    /* Count fits, bytes do not. */
+    a = arr(KVS_FLOAT32, x, 1, (int64_t[]){ (int64_t)1 << 62 });
+    expect_fail(&a, "value 4", KVS_EBADARG, "value 4: shape (4611686018427387904) of float32");
+    a = arr(KVS_FLOAT64, x, 1, (int64_t[]){ INT64_MAX / 8 + 1 });
+    expect_fail(&a, "value 4", KVS_EBADARG, "more bytes");
+
+    a = arr(KVS_FLOAT32, x, 2, s23);
+    a.device = KVS_CUDA(0);
+    expect_fail(&a, "value 2", KVS_EDEVICE, "value 2 is on device 0");
+    a.device = KVS_CUDA(3);
+    expect_fail(&a, "value 2", KVS_EDEVICE, "value 2 is on device 3");
+    a.device = -1;
+    expect_fail(&a, "value 2", KVS_EDEVICE, "value 2 is on device code -1");
+
+    a = arr(KVS_FLOAT32, NULL, 2, s23);
+    expect_fail(&a, "value 5", KVS_EBADARG, "value 5: data is NULL but shape (2,3) has 6");
+    a = arr(KVS_INT32, NULL, 0, NULL);             /* a scalar has one element */
+    expect_fail(&a, "value 5", KVS_EBADARG, "shape () has 1 elements");
+
+    /* A missing name still gives a readable message. */
+    a = arr(KVS_FLOAT32, NULL, 2, s23);
+    expect_fail(&a, NULL, KVS_EBADARG, "array: data is NULL");
+}
+
+static void test_count_same_shape(void **state)
+{
+    kvs_array_t a = arr(KVS_FLOAT32, NULL, 3, (int64_t[]){ 2, 3, 4 });
+    kvs_array_t b = arr(KVS_INT32, NULL, 3, (int64_t[]){ 2, 3, 4 });
+    kvs_array_t s = arr(KVS_FLOAT32, NULL, 0, NULL);
+
+    (void)state;
+    assert_int_equal(kvs__array_count(&a), 24);
+    assert_int_equal(kvs__array_count(&s), 1);
+    b.shape[5] = 99;                               /* past ndim: ignored */
+    assert_true(kvs__same_shape(&a, &b));
+    b.shape[2] = 5;
+    assert_false(kvs__same_shape(&a, &b));
+    b = arr(KVS_FLOAT32, NULL, 2, (int64_t[]){ 2, 3 });
+    assert_false(kvs__same_shape(&a, &b));
+    assert_true(kvs__same_shape(&s, &s));
+    a = arr(KVS_FLOAT32, NULL, 2, (int64_t[]){ 0, 1000 });
+    assert_int_equal(kvs__array_count(&a), 0);
+}
+
+static void test_shape_str(void **state)
+{
+    char buf[256];
+    int64_t big[KVS_MAX_NDIM];
+
+    (void)state;
+    kvs__shape_str(buf, sizeof buf, 2, (int64_t[]){ 2, 3 });
+    assert_string_equal(buf, "(2,3)");
+    kvs__shape_str(buf, sizeof buf, 0, NULL);
+    assert_string_equal(buf, "()");
+    kvs__shape_str(buf, sizeof buf, 1, (int64_t[]){ 5 });
+    assert_string_equal(buf, "(5)");
+    kvs__shape_str(buf, sizeof buf, 3, (int64_t[]){ 0, 7, 1 });
+    assert_string_equal(buf, "(0,7,1)");
+    for (int d = 0; d < KVS_MAX_NDIM; d++)
+        big[d] = d % 2 ? INT64_MIN : INT64_MAX;
+    kvs__shape_str(buf, sizeof buf, KVS_MAX_NDIM, big);
+    assert_string_equal(buf, "(9223372036854775807,-9223372036854775808,"
+                             "9223372036854775807,-9223372036854775808,"
+                             "9223372036854775807,-9223372036854775808,"
+                             "9223372036854775807,-9223372036854775808)");
+    /* Truncated, always terminated. */
+    kvs__shape_str(buf, 4, 2, (int64_t[]){ 12, 34 });
+    assert_string_equal(buf, "(12");
+    kvs__shape_str(buf, 1, 2, (int64_t[]){ 12, 34 });
+    assert_string_equal(buf, "");
+    buf[0] = 'x';
+    kvs__shape_str(buf, 0, 2, (int64_t[]){ 12, 34 });
+    assert_int_equal(buf[0], 'x');
+    kvs__shape_str(buf, sizeof buf, KVS_MAX_NDIM + 1, big);
+    assert_string_equal(buf, "(?)");
+}
+
+/* ---- float16 -------------------------------------------------------- */
+
+/* Exact value of a finite half, worked out from the format's definition. */
+static double half_value(uint16_t h)
+{
+    int e = (h >> 10) & 31, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
+
+    return h & 0x8000 ? -v : v;
+}
+
+/* The nearest half to x (ties to the even pattern), by binary search over
+ * the ordered positive halves: independent of the code under test. */
+static uint16_t ref_to_half(float x)
+{
+    uint16_t sign = signbit(x) ? 0x8000 : 0;
+    double ax = fabs((double)x);
+    unsigned lo = 0, hi = 0x7c00;                  /* half_value(0x7c00) taken as 65536 */
+
+    if (ax >= 65520.0)
+        return sign | 0x7c00;
+    while (hi - lo > 1) {
+        unsigned mid = (lo + hi) / 2;
+
+        if (half_value((uint16_t)mid) <= ax)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    double up = hi == 0x7c00 ? 65536.0 : half_value((uint16_t)hi);
+    double dlo = ax - half_value((uint16_t)lo), dhi = up - ax;
+    if (dlo < dhi)
+        return sign | (uint16_t)lo;
+    if (dhi < dlo)
+        return sign | (uint16_t)hi;
+    return sign | (uint16_t)(lo & 1 ? hi : lo);
+}
+
+static void expect_f2h(float f, uint16_t bits)
+{
+    uint16_t got = kvs__f32_to_f16(f);
+
+    if (got != bits)
+        fail_msg("f32_to_f16(%a) = 0x%04x, expected 0x%04x", (double)f, got, bits);
+}
+
+static void test_f16_bits(void **state)
+{
+    static const struct {
+        uint16_t h;
+        float f;
+    } exact[] = {
+        { 0x3c00, 1.0f },        { 0xbc00, -1.0f },        { 0xc000, -2.0f },
+        { 0x3800, 0.5f },        { 0x7bff, 65504.0f },     { 0xfbff, -65504.0f },
+        { 0x0400, 0x1p-14f },    { 0x0001, 0x1p-24f },     { 0x03ff, 1023 * 0x1p-24f },
+        { 0x8001, -0x1p-24f },   { 0x0000, 0.0f },         { 0x3555, 0x1.554p-2f },
+        { 0x7c00, INFINITY },    { 0xfc00, -INFINITY },    { 0x3c01, 1.0f + 0x1p-10f },
+        { 0x6800, 2048.0f },     { 0x6801, 2050.0f },      { 0x5640, 100.0f },
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
+        float f = kvs__f16_to_f32(exact[i].h);
+
+        if (fbits(f) != fbits(exact[i].f))
+            fail_msg("f16_to_f32(0x%04x) = %a, expected %a", exact[i].h, (double)f,
+                     (double)exact[i].f);
+        expect_f2h(exact[i].f, exact[i].h);
+    }
+    /* Signed zero both ways. */
+    assert_true(signbit(kvs__f16_to_f32(0x8000)));
+    assert_true(kvs__f16_to_f32(0x8000) == 0.0f);
+    expect_f2h(-0.0f, 0x8000);
+
+    /* Overflow: 65520 is halfway to 65536 (which does not exist) and the
+     * even neighbour is the infinity side. */
+    expect_f2h(65520.0f, 0x7c00);
+    expect_f2h(nextafterf(65520.0f, 0.0f), 0x7bff);
+    expect_f2h(-65520.0f, 0xfc00);
+    expect_f2h(1e6f, 0x7c00);
+    expect_f2h(FLT_MAX, 0x7c00);
+    expect_f2h(-FLT_MAX, 0xfc00);
+
+    /* Ties to even in the normal range: 1 + 2^-11 lies halfway between
+     * 0x3c00 (even) and 0x3c01; 1 + 3*2^-11 between 0x3c01 and 0x3c02 (even). */
+    expect_f2h(1.0f + 0x1p-11f, 0x3c00);
+    expect_f2h(1.0f + 3 * 0x1p-11f, 0x3c02);
+    expect_f2h(1.0f + 0x1p-11f + 0x1p-20f, 0x3c01);   /* above the tie */
+    expect_f2h(1.0f + 0x1p-12f, 0x3c00);
+    expect_f2h(2049.0f, 0x6800);
+    expect_f2h(2051.0f, 0x6802);
+    /* A carry out of the mantissa moves to the next binade. */
+    expect_f2h(2047.5f, 0x6800);
+    expect_f2h(0x1.ffep0f + 0x1p-11f, 0x4000);
+
+    /* Subnormals: 2^-25 is a tie between 0 and 0x0001; 3*2^-25 between
+     * 0x0001 and 0x0002; 5*2^-25 between 0x0002 and 0x0003. */
+    expect_f2h(0x1p-25f, 0x0000);
+    expect_f2h(-0x1p-25f, 0x8000);
+    expect_f2h(0x1.000002p-25f, 0x0001);
+    expect_f2h(3 * 0x1p-25f, 0x0002);
+    expect_f2h(5 * 0x1p-25f, 0x0002);
+    expect_f2h(0x1p-26f, 0x0000);
+    expect_f2h(0x1p-149f, 0x0000);                  /* a float subnormal */
+    expect_f2h(0x1p-14f - 0x1p-25f, 0x0400);        /* tie: 0x03ff or 0x0400 (even) */
+    expect_f2h(0x1p-14f - 0x1p-24f, 0x03ff);
+    expect_f2h(0x1p-14f + 0x1p-25f, 0x0400);        /* normal tie, even */
+
+    /* NaN stays NaN, quiet, with its sign; infinity is not NaN. */
+    uint16_t h = kvs__f32_to_f16(NAN);
+    assert_int_equal(h & 0x7c00, 0x7c00);
+    assert_int_equal(h & 0x0200, 0x0200);
+    assert_true(isnan(kvs__f16_to_f32(h)));
+    h = kvs__f32_to_f16(bitsf(0x7f800001));        /* signalling, payload in low bits */
+    assert_int_equal(h & 0x7e00, 0x7e00);
+    h = kvs__f32_to_f16(bitsf(0xffc00000));
+    assert_int_equal(h & 0xfe00, 0xfe00);
+    assert_true(isnan(kvs__f16_to_f32(0x7c01)));
+    assert_true(isnan(kvs__f16_to_f32(0x7e00)));
+    assert_true(isnan(kvs__f16_to_f32(0xffff)));
+    assert_true(signbit(kvs__f16_to_f32(0xfe00)));
+    assert_true(isinf(kvs__f16_to_f32(0x7c00)));
+}
+
+static void test_f16_exhaustive(void **state)
+{
+    (void)state;
+    /* Every half widens to its exact value and narrows back to itself. */
+    for (uint32_t i = 0; i < 0x10000; i++) {
+        uint16_t h = (uint16_t)i;
+        float f = kvs__f16_to_f32(h);
+
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) {
+            assert_true(isnan(f));
+            continue;
+        }
+        if ((h & 0x7fff) != 0x7c00 && (double)f != half_value(h))
+            fail_msg("f16_to_f32(0x%04x) = %a, expected %a", h, (double)f, half_value(h));
+        if (kvs__f32_to_f16(f) != h)
+            fail_msg("0x%04x does not round-trip (0x%04x)", h, kvs__f32_to_f16(f));
+    }
+    /* Every midpoint between neighbours and the floats next to it, against
+     * the independent reference. */
+    for (uint32_t i = 0; i < 0x7c00; i++) {
+        double lo = half_value((uint16_t)i);
+        double hi = i + 1 == 0x7c00 ? 65536.0 : half_value((uint16_t)(i + 1));
+        float mid = (float)((lo + hi) / 2);        /* exact: 12 significant bits */
+        float probe[] = { mid, nextafterf(mid, 0.0f), nextafterf(mid, INFINITY),
+                          (float)lo, -mid, -nextafterf(mid, INFINITY) };
+
+        for (size_t j = 0; j < sizeof probe / sizeof probe[0]; j++)
+            expect_f2h(probe[j], ref_to_half(probe[j]));
+    }
+    /* Random floats over the range where halves live, and beyond. */
+    for (int i = 0; i < 300000; i++) {
+        uint32_t r = (uint32_t)rnd();
+        uint32_t exp = 95 + (uint32_t)(rnd() % 55);   /* 2^-32 .. 2^22 */
+        float f = bitsf((r & 0x807fffffu) | (exp << 23));
+
+        expect_f2h(f, ref_to_half(f));
+    }
+}
+
+/* ---- bfloat16 ------------------------------------------------------- */
+
+static uint16_t ref_to_bf16(float x)
+{
+    uint32_t u = fbits(x), lo = u & 0xffff0000u;
+    double ax = fabs((double)x);
+    double vlo = fabs((double)bitsf(lo));
+
+    if (isinf(x))
+        return (uint16_t)(u >> 16);
+    /* The pattern above the largest finite one is infinity: 2^128 for the
+     * distance. */
+    double vhi = (lo & 0x7fffffffu) == 0x7f7f0000u ? ldexp(1.0, 128)
+                                                  : fabs((double)bitsf(lo + 0x10000u));
+    double dlo = ax - vlo, dhi = vhi - ax;
+    uint16_t l = (uint16_t)(lo >> 16);
+
+    if (dlo < dhi)
+        return l;
+    if (dhi < dlo)
+        return (uint16_t)(l + 1);
+    return l & 1 ? (uint16_t)(l + 1) : l;
+}
+
+static void expect_f2b(float f, uint16_t bits)
+{
+    uint16_t got = kvs__f32_to_bf16(f);
+
+    if (got != bits)
+        fail_msg("f32_to_bf16(%a) = 0x%04x, expected 0x%04x", (double)f, got, bits);
+}
+
+static void test_bf16(void **state)
+{
+    (void)state;
+    assert_true(kvs__bf16_to_f32(0x3f80) == 1.0f);
+    assert_true(kvs__bf16_to_f32(0xc000) == -2.0f);
+    assert_true(kvs__bf16_to_f32(0x4380) == 256.0f);
+    assert_true(kvs__bf16_to_f32(0x7f7f) == 0x1.fep127f);
+    assert_true(kvs__bf16_to_f32(0x0001) == 0x1p-133f);   /* subnormal */
+    assert_true(isinf(kvs__bf16_to_f32(0xff80)) && kvs__bf16_to_f32(0xff80) < 0);
+    assert_true(isnan(kvs__bf16_to_f32(0x7fc0)));
+    assert_true(isnan(kvs__bf16_to_f32(0x7f81)));
+    assert_true(signbit(kvs__bf16_to_f32(0x8000)));
+
+    expect_f2b(1.0f, 0x3f80);
+    expect_f2b(-1.0f, 0xbf80);
+    expect_f2b(-0.0f, 0x8000);
+    expect_f2b(256.0f, 0x4380);
+    /* 1 + 2^-8 lies halfway between 0x3f80 (even) and 0x3f81; 1 + 3*2^-8
+     * between 0x3f81 and 0x3f82 (even). */
+    expect_f2b(1.0f + 0x1p-8f, 0x3f80);
+    expect_f2b(1.0f + 3 * 0x1p-8f, 0x3f82);
+    expect_f2b(1.0f + 0x1p-8f + 0x1p-23f, 0x3f81);
+    expect_f2b(257.0f, 0x4380);
+    expect_f2b(259.0f, 0x4382);
+    expect_f2b(0x1.ffp0f, 0x4000);                  /* carry into the exponent */
+    expect_f2b(FLT_MAX, 0x7f80);                    /* past the largest bf16 */
+    expect_f2b(-FLT_MAX, 0xff80);
+    expect_f2b(0x1.fep127f, 0x7f7f);
+    expect_f2b(INFINITY, 0x7f80);
+    expect_f2b(0x1p-149f, 0x0000);                  /* float subnormal, tie to 0 */
+    expect_f2b(bitsf(0x00008001), 0x0001);
+
+    uint16_t h = kvs__f32_to_bf16(NAN);
+    assert_int_equal(h & 0x7fc0, 0x7fc0);
+    h = kvs__f32_to_bf16(bitsf(0x7f800001));        /* payload only in dropped bits */
+    assert_int_equal(h & 0x7fc0, 0x7fc0);
+    h = kvs__f32_to_bf16(bitsf(0xff812345));
+    assert_int_equal(h, 0xffc1);
+    assert_true(isnan(kvs__bf16_to_f32(h)));
+
+    for (uint32_t i = 0; i < 0x10000; i++) {
+        uint16_t b = (uint16_t)i;
+        float f = kvs__bf16_to_f32(b);
+
+        if ((b & 0x7f80) == 0x7f80 && (b & 0x7f))
+            continue;
+        if (kvs__f32_to_bf16(f) != b)
+            fail_msg("bf16 0x%04x does not round-trip", b);
+    }
+    /* Near every tie of every finite pattern, and random bits. */
+    static const uint32_t low[] = { 0x0000, 0x0001, 0x7fff, 0x8000, 0x8001, 0xffff };
+    for (uint32_t hi = 0; hi < 0x7f80; hi++) {
+        for (size_t j = 0; j < sizeof low / sizeof low[0]; j++) {
+            float f = bitsf(hi << 16 | low[j]);
+
+            expect_f2b(f, ref_to_bf16(f));
+            expect_f2b(-f, ref_to_bf16(-f));
+        }
+    }
+    for (int i = 0; i < 200000; i++) {
+        float f = bitsf((uint32_t)rnd());
+
+        if (!isnan(f))
+            expect_f2b(f, ref_to_bf16(f));
+    }
+}
+
+/* ---- sum ------------------------------------------------------------ */
+
+static void fill_random(kvs_dtype_t dt, void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        /* Values with fractions, so that the order of additions shows. */
+        float f = (float)((int64_t)(rnd() % 200001) - 100000) / 1024.0f;
+
+        switch (dt) {
+        case KVS_FLOAT32: ((float *)p)[i] = f; break;
+        case KVS_FLOAT64: ((double *)p)[i] = (double)f + (double)(rnd() % 1000) * 0x1p-40; break;
+        case KVS_FLOAT16: ((uint16_t *)p)[i] = kvs__f32_to_f16(f / 64); break;
+        case KVS_BFLOAT16: ((uint16_t *)p)[i] = kvs__f32_to_bf16(f); break;
+        case KVS_INT32: ((uint32_t *)p)[i] = (uint32_t)rnd(); break;
+        case KVS_INT64: ((uint64_t *)p)[i] = rnd(); break;
+        case KVS_UINT8: ((uint8_t *)p)[i] = (uint8_t)rnd(); break;
+        }
+    }
+}
+
+/* The sum as the contract defines it, one element at a time. */
+static void ref_sum(kvs_dtype_t dt, void *out, void *const *in, int k, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        switch (dt) {
+        case KVS_FLOAT32: {
+            float s = ((float *)in[0])[i];
+            for (int j = 1; j < k; j++)
+                s += ((float *)in[j])[i];
+            ((float *)out)[i] = s;
+            break;
+        }
+        case KVS_FLOAT64: {
+            double s = ((double *)in[0])[i];
+            for (int j = 1; j < k; j++)
+                s += ((double *)in[j])[i];
+            ((double *)out)[i] = s;
+            break;
+        }
+        case KVS_FLOAT16:
+        case KVS_BFLOAT16: {
+            float s = 0;
+            for (int j = 0; j < k; j++) {
+                uint16_t v = ((uint16_t *)in[j])[i];
+                float f = dt == KVS_FLOAT16 ? kvs__f16_to_f32(v) : kvs__bf16_to_f32(v);
+                s = j ? s + f : f;
+            }
+            ((uint16_t *)out)[i] = dt == KVS_FLOAT16 ? kvs__f32_to_f16(s) : kvs__f32_to_bf16(s);
+            break;
+        }
+        case KVS_INT32: {
+            uint32_t s = 0;
+            for (int j = 0; j < k; j++)
+                s += ((uint32_t *)in[j])[i];
+            ((uint32_t *)out)[i] = s;
+            break;
+        }
+        case KVS_INT64: {
+            uint64_t s = 0;
+            for (int j = 0; j < k; j++)
+                s += ((uint64_t *)in[j])[i];
+            ((uint64_t *)out)[i] = s;
+            break;
+        }
+        case KVS_UINT8: {
+            unsigned s = 0;
+            for (int j = 0; j < k; j++)
+                s += ((uint8_t *)in[j])[i];
+            ((uint8_t *)out)[i] = (uint8_t)s;
+            break;
+        }
+        }
+    }
+}
+
+enum alias { ALIAS_NONE, ALIAS_FIRST, ALIAS_LAST, ALIAS_REPEATED, NALIAS };
+
+/* One sum of k random inputs, with out aliased as asked, against ref_sum. */
+static void check_sum(kvs_dtype_t dt, int k, size_t n, enum alias alias, int nthreads)
+{
+    size_t es = kvs_dtype_size(dt), bytes = n * es;
+    void *buf[5], *expect = xmalloc(bytes), *out;
+    const void *in[5];
+
+    for (int j = 0; j < k; j++) {
+        buf[j] = xmalloc(bytes);
+        fill_random(dt, buf[j], n);
+        in[j] = buf[j];
+    }
+    if (alias == ALIAS_REPEATED) {
+        /* One buffer passed twice, and also the output. */
+        in[3] = in[1];
+    }
+    ref_sum(dt, expect, (void *const *)in, k, n);
+    switch (alias) {
+    case ALIAS_FIRST: out = buf[0]; break;
+    case ALIAS_LAST: out = buf[k - 1]; break;
+    case ALIAS_REPEATED: out = buf[1]; break;
+    default: out = xmalloc(bytes); break;
+    }
+    kvs__sum(dt, out, in, k, n, nthreads);
+    if (memcmp(out, expect, bytes) != 0) {
+        size_t i = 0;
+        while (memcmp((char *)out + i * es, (char *)expect + i * es, es) == 0)
+            i++;
+        fail_msg("%s k=%d n=%zu alias=%d nthreads=%d: element %zu differs",
+                 kvs_dtype_name(dt), k, n, (int)alias, nthreads, i);
+    }
+    if (alias == ALIAS_NONE)
+        free(out);
+    for (int j = 0; j < k; j++)
+        free(buf[j]);
+    free(expect);
+}
+
+static void test_sum_all_dtypes(void **state)
+{
+    /* Under one kernel chunk, exactly two, and two plus a tail. */
+    static const size_t sizes[] = { 1, 7, 4096, 5003 };
+
+    (void)state;
+    for (size_t d = 0; d < NDT; d++)
+        for (int k = 1; k <= 5; k++)
+            for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+                for (int a = 0; a < NALIAS; a++) {
+                    if (a == ALIAS_REPEATED && k < 4)
+                        continue;
+                    check_sum(all_dtypes[d], k, sizes[s], (enum alias)a, 0);
+                }
+}
+
+static void test_sum_wraps(void **state)
+{
+    int32_t a32[] = { INT32_MAX, INT32_MIN, 2000000000, -5 };
+    int32_t b32[] = { 1, -1, 2000000000, 5 };
+    int32_t c32[] = { 0, 0, 2000000000, 0 };
+    int32_t o32[4];
+    const void *in32[] = { a32, b32, c32 };
+    int64_t a64[] = { INT64_MAX, INT64_MIN }, b64[] = { 1, -1 }, o64[2];
+    const void *in64[] = { a64, b64 };
+    uint8_t a8[] = { 200, 255, 0 }, b8[] = { 100, 255, 1 }, o8[3];
+    const void *in8[] = { a8, b8, a8, a8, a8 };
+
+    (void)state;
+    kvs__sum(KVS_INT32, o32, in32, 3, 4, 0);
+    assert_int_equal(o32[0], INT32_MIN);
+    assert_int_equal(o32[1], INT32_MAX);
+    assert_int_equal(o32[2], (int32_t)(6000000000 - 4294967296));   /* 1705032704 */
+    assert_int_equal(o32[3], 0);
+    kvs__sum(KVS_INT32, a32, in32, 2, 4, 0);        /* in place */
+    assert_int_equal(a32[0], INT32_MIN);
+    assert_int_equal(a32[1], INT32_MAX);
+
+    kvs__sum(KVS_INT64, o64, in64, 2, 2, 0);
+    assert_true(o64[0] == INT64_MIN);
+    assert_true(o64[1] == INT64_MAX);
+
+    kvs__sum(KVS_UINT8, o8, in8, 2, 3, 0);
+    assert_int_equal(o8[0], 44);                    /* 300 mod 256 */
+    assert_int_equal(o8[1], 254);                   /* 510 mod 256 */
+    assert_int_equal(o8[2], 1);
+    kvs__sum(KVS_UINT8, o8, in8, 5, 3, 0);
+    assert_int_equal(o8[0], (200 * 4 + 100) % 256);
+    assert_int_equal(o8[1], (255 * 5) % 256);
+}
+
+static void test_sum_half_rounds_once(void **state)
+{
+    uint16_t a[] = { 0x6800, 0x6800, 0x6800 };      /* 2048 */
+    uint16_t b[] = { 0x3c00, 0x3c00, 0x3c00 };      /* 1 */
+    uint16_t c[] = { 0x3c00, 0x0000, 0x4000 };      /* 1, 0, 2 */
+    uint16_t out[3];
+    const void *in[] = { a, b, c };
+    uint16_t ba[] = { 0x4380 }, bb[] = { 0x3f80 }, bo[1];   /* bf16 256, 1 */
+    const void *bin[] = { ba, bb, bb };
+
+    (void)state;
+    /* Rounding after each add would give 2048 + 1 -> 2048 (tie, even), twice. */
+    assert_int_equal(kvs__f32_to_f16(kvs__f16_to_f32(0x6800) + 1.0f), 0x6800);
+    kvs__sum(KVS_FLOAT16, out, in, 3, 3, 0);
+    assert_int_equal(out[0], 0x6801);               /* 2050 exactly */
+    assert_int_equal(out[1], 0x6800);               /* 2049: tie, to even 2048 */
+    assert_int_equal(out[2], 0x6802);               /* 2051: tie, to even 2052 */
+    kvs__sum(KVS_FLOAT16, a, in, 3, 3, 0);          /* in place gives the same */
+    assert_int_equal(a[0], 0x6801);
+    assert_int_equal(a[1], 0x6800);
+    assert_int_equal(a[2], 0x6802);
+
+    kvs__sum(KVS_BFLOAT16, bo, bin, 3, 1, 0);
+    assert_int_equal(bo[0], 0x4381);                /* 258; pairwise would give 256 */
+    kvs__sum(KVS_BFLOAT16, bo, bin, 2, 1, 0);
+    assert_int_equal(bo[0], 0x4380);                /* 257: tie, to even 256 */
+
+    /* Overflow in half gives infinity; float32 accumulation does not
+     * overflow on the way. */
+    uint16_t big[] = { 0x7bff }, nbig[] = { 0xfbff };
+    const void *in3[] = { big, big, nbig };
+    kvs__sum(KVS_FLOAT16, out, in3, 3, 1, 0);
+    assert_int_equal(out[0], 0x7bff);
+    kvs__sum(KVS_FLOAT16, out, in3, 2, 1, 0);
+    assert_int_equal(out[0], 0x7c00);
+}
+
+static void test_sum_big(void **state)
+{
+    const size_t n = 5000000;
+    float *a = xmalloc(n * sizeof *a), *b = xmalloc(n * sizeof *b);
+    float *c = xmalloc(n * sizeof *c), *out = xmalloc(n * sizeof *out);
+    const void *in[] = { a, b, c };
+    static const int threads[] = { 1, 0, 3, 8 };
+
+    (void)state;
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (float)(i % 1000) * 0.001f;
+        b[i] = (float)(rnd() % 100000) / 7.0f;
+        c[i] = -(float)(i % 977) / 3.0f;
+    }
+    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        memset(out, 0xff, n * sizeof *out);
+        kvs__sum(KVS_FLOAT32, out, in, 3, n, threads[t]);
+        for (size_t i = 0; i < n; i++)
+            if (fbits(out[i]) != fbits((a[i] + b[i]) + c[i]))
+                fail_msg("nthreads %d: element %zu is %a, expected %a", threads[t], i,
+                         (double)out[i], (double)((a[i] + b[i]) + c[i]));
+    }
+    /* In place, on several threads. */
+    memcpy(out, a, n * sizeof *a);
+    in[0] = out;
+    kvs__sum(KVS_FLOAT32, out, in, 3, n, 0);
+    for (size_t i = 0; i < n; i++)
+        if (fbits(out[i]) != fbits((a[i] + b[i]) + c[i]))
+            fail_msg("in place: element %zu differs", i);
+    free(a);
+    free(b);
+    free(c);
+    free(out);
+
+    /* The other kernels through the pool too. */
+    check_sum(KVS_FLOAT16, 3, 3000001, ALIAS_NONE, 0);
+    check_sum(KVS_BFLOAT16, 2, 1000003, ALIAS_LAST, 0);
+    check_sum(KVS_FLOAT64, 4, 1000001, ALIAS_REPEATED, 4);
+    check_sum(KVS_UINT8, 5, 4000000, ALIAS_FIRST, 0);
+    check_sum(KVS_INT32, 2, 1000000, ALIAS_NONE, 2);
+}
+
+static void test_sum_degenerate(void **state)
+{
+    float a[3] = { 1, 2, 3 }, out[3] = { 7, 7, 7 };
+    const void *in[] = { a };
+
+    (void)state;
+    kvs__sum(KVS_FLOAT32, out, in, 1, 0, 0);        /* n 0: nothing written */
+    assert_true(out[0] == 7.0f);
+    kvs__sum(KVS_FLOAT32, out, in, 1, 3, 0);        /* k 1: a copy */
+    assert_memory_equal(out, a, sizeof a);
+    kvs__sum(KVS_FLOAT32, a, in, 1, 3, 0);          /* k 1 onto itself */
+    assert_true(a[2] == 3.0f);
+    kvs__sum(KVS_FLOAT32, out, in, 0, 3, 0);        /* the empty sum */
+    assert_true(out[0] == 0.0f && out[2] == 0.0f);
+    kvs__sum((kvs_dtype_t)9, out, in, 1, 3, 0);     /* unknown dtype: untouched */
+    assert_true(out[0] == 0.0f);
+}
+
+/* ---- copy and conversion -------------------------------------------- */
+
+static void test_copy(void **state)
+{
+    const size_t big = 12 * 1024 * 1024 + 13;
+    uint8_t *src = xmalloc(big), *dst = xmalloc(big);
+    static const int threads[] = { 0, 1, 5 };
+    char small[100], sdst[100];
+
+    (void)state;
+    for (size_t i = 0; i < big; i++)
+        src[i] = (uint8_t)(i * 31 + (i >> 12));
+    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        memset(dst, 0, big);
+        kvs__copy(dst, src, big, threads[t]);
+        assert_memory_equal(dst, src, big);
+        /* An odd offset and length. */
+        memset(dst, 0, big);
+        kvs__copy(dst + 3, src + 5, big - 8, threads[t]);
+        assert_memory_equal(dst + 3, src + 5, big - 8);
+        assert_int_equal(dst[0], 0);
+        assert_int_equal(dst[big - 2], 0);
+    }
+    for (size_t i = 0; i < sizeof small; i++)
+        small[i] = (char)i;
+    memset(sdst, 0, sizeof sdst);
+    kvs__copy(sdst, small, sizeof small, 0);
+    assert_memory_equal(sdst, small, sizeof small);
+    kvs__copy(sdst, small, 0, 0);                   /* nothing, pointers unused */
+    kvs__copy(NULL, NULL, 0, 0);
+    kvs__copy(small, small, sizeof small, 0);       /* onto itself */
+    assert_memory_equal(sdst, small, sizeof small);
+    free(src);
+    free(dst);
+}
+
+static void test_f32_round_trip(void **state)
+{
+    enum { N = 0x10000 };
+    float *f = xmalloc(N * sizeof *f), *back = xmalloc(N * sizeof *back);
+    uint16_t *h = xmalloc(N * sizeof *h), *h2 = xmalloc(N * sizeof *h2);
+    double *d = xmalloc(N * sizeof *d);
+
+    (void)state;
+    for (int i = 0; i < N; i++)
+        f[i] = (float)(rnd() % 2000001) / 1000.0f - 1000.0f;
+    kvs__to_f32(KVS_FLOAT32, back, f, N);
+    assert_memory_equal(back, f, N * sizeof *f);
+    kvs__from_f32(KVS_FLOAT32, back, f, N);
+    assert_memory_equal(back, f, N * sizeof *f);
+
+    kvs__from_f32(KVS_FLOAT64, d, f, N);
+    for (int i = 0; i < N; i++)
+        assert_true(d[i] == (double)f[i]);
+    kvs__to_f32(KVS_FLOAT64, back, d, N);
+    assert_memory_equal(back, f, N * sizeof *f);
+    d[0] = 0.1;
+    d[1] = 1e300;
+    kvs__to_f32(KVS_FLOAT64, back, d, 2);
+    assert_true(back[0] == 0.1f);
+    assert_true(isinf(back[1]));
+
+    /* Every non-NaN half and bfloat16 through float32 and back. */
+    for (int dt = 0; dt < 2; dt++) {
+        kvs_dtype_t t = dt ? KVS_BFLOAT16 : KVS_FLOAT16;
+        size_t m = 0;
+
+        for (uint32_t i = 0; i < N; i++) {
+            int nan = dt ? ((i & 0x7f80) == 0x7f80 && (i & 0x7f))
+                         : ((i & 0x7c00) == 0x7c00 && (i & 0x3ff));
+            if (!nan)
+                h[m++] = (uint16_t)i;
+        }
+        kvs__to_f32(t, back, h, m);
+        for (size_t i = 0; i < m; i++) {
+            float want = dt ? kvs__bf16_to_f32(h[i]) : kvs__f16_to_f32(h[i]);
+            assert_int_equal(fbits(back[i]), fbits(want));
+        }
+        kvs__from_f32(t, h2, back, m);
+        assert_memory_equal(h2, h, m * sizeof *h);
+    }
+    /* Rounds to nearest even on the way back. */
+    f[0] = 1.0f + 0x1p-11f;
+    f[1] = 1.0f + 3 * 0x1p-11f;
+    kvs__from_f32(KVS_FLOAT16, h, f, 2);
+    assert_int_equal(h[0], 0x3c00);
+    assert_int_equal(h[1], 0x3c02);
+
+    /* Not a float dtype: nothing is written. */
+    back[0] = 5.0f;
+    kvs__to_f32(KVS_INT32, back, h, 1);
+    assert_true(back[0] == 5.0f);
+    free(f);
+    free(back);
+    free(h);
+    free(h2);
+    free(d);
+}
+
+/* ---- pool ----------------------------------------------------------- */
+
+/* Tasks and helper threads record what they saw: cmocka's asserts may only
+ * fail on the test's own thread. */
+struct cover {
+    uint8_t *hits;
+    size_t grain, n;
+    atomic_size_t calls, items, min_len;
+    atomic_int bad_range;
+};
+
+static void cover_task(void *ctx, size_t begin, size_t end)
+{
+    struct cover *c = ctx;
+    size_t len = end - begin, cur;
+
+    if (!(begin < end && end <= c->n)) {
+        atomic_store(&c->bad_range, 1);
+        return;
+    }
+    for (size_t i = begin; i < end; i++)
+        c->hits[i]++;
+    atomic_fetch_add(&c->calls, 1);
+    atomic_fetch_add(&c->items, len);
+    cur = atomic_load(&c->min_len);
+    while (len < cur && !atomic_compare_exchange_weak(&c->min_len, &cur, len))
+        ;
+}
+
+/* Runs one job over [0, n) and returns NULL, or what went wrong. */
+static const char *cover(size_t n, size_t grain, int nthreads)
+{
+    struct cover c = { .hits = calloc(n ? n : 1, 1), .grain = grain, .n = n };
+    const char *why = NULL;
+
+    if (c.hits == NULL)
+        return "out of memory";
+    atomic_init(&c.calls, 0);
+    atomic_init(&c.items, 0);
+    atomic_init(&c.min_len, SIZE_MAX);
+    atomic_init(&c.bad_range, 0);
+    kvs__parallel_for(n, grain, nthreads, cover_task, &c);
+    for (size_t i = 0; i < n && why == NULL; i++)
+        if (c.hits[i] != 1)
+            why = c.hits[i] ? "an item ran twice" : "an item never ran";
+    if (atomic_load(&c.bad_range))
+        why = "a task got an empty or out-of-range chunk";
+    else if (atomic_load(&c.items) != n)
+        why = "items run do not add up to n";
+    /* Chunks are never under grain (the whole range may be). */
+    else if (n > 0 && atomic_load(&c.calls) > 1 && atomic_load(&c.min_len) < grain)
+        why = "a chunk under grain";
+    free(c.hits);
+    return why;
+}
+
+static void run_cover(size_t n, size_t grain, int nthreads)
+{
+    const char *why = cover(n, grain, nthreads);
+
+    if (why != NULL)
+        fail_msg("n=%zu grain=%zu threads=%d: %s", n, grain, nthreads, why);
+}
+
+static void test_pool_cover(void **state)
+{
+    int def = kvs__pool_default_threads();
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+
+    (void)state;
+    assert_true(def >= 1 && def <= 8);
+    assert_true(online < 1 || def <= online);
+    run_cover(0, 10, 0);
+    run_cover(1, 0, 0);
+    run_cover(1000000, 1000, 0);
+    run_cover(1000000, 1000, 1);
+    run_cover(1000000, 1000, 3);
+    run_cover(1000000, 1000, 64);
+    run_cover(1000000, 1000, 1000);                 /* capped */
+    run_cover(1000003, 7, 5);
+    run_cover(20, 10, 4);                           /* exactly two chunks */
+    run_cover(19, 10, 4);                           /* under 2 * grain: one call */
+    run_cover(100, SIZE_MAX / 2, 4);                /* huge grain: n / 2 < grain */
+}
+
+struct who {
+    pthread_t caller;
+    atomic_int calls, foreign;
+};
+
+static void who_task(void *ctx, size_t begin, size_t end)
+{
+    struct who *w = ctx;
+
+    (void)begin;
+    (void)end;
+    atomic_fetch_add(&w->calls, 1);
+    if (!pthread_equal(pthread_self(), w->caller))
+        atomic_fetch_add(&w->foreign, 1);
+    usleep(2000);
+}
+
+static void test_pool_threads(void **state)
+{
+    struct who w = { .caller = pthread_self() };
+
+    (void)state;
+    /* Small: one call, on the caller. */
+    atomic_init(&w.calls, 0);
+    atomic_init(&w.foreign, 0);
+    kvs__parallel_for(1999, 1000, 8, who_task, &w);
+    assert_int_equal(atomic_load(&w.calls), 1);
+    assert_int_equal(atomic_load(&w.foreign), 0);
+    /* One thread asked for: all on the caller. */
+    atomic_store(&w.calls, 0);
+    kvs__parallel_for(64000, 1000, 1, who_task, &w);
+    assert_int_equal(atomic_load(&w.calls), 1);
+    assert_int_equal(atomic_load(&w.foreign), 0);
+    /* Slow chunks on 4 threads: workers wake long before the caller could
+     * finish 16 chunks of 2 ms alone. */
+    atomic_store(&w.calls, 0);
+    kvs__parallel_for(16000, 1000, 4, who_task, &w);
+    assert_int_equal(atomic_load(&w.calls), 16);
+    assert_true(atomic_load(&w.foreign) > 0);
+}
+
+struct caller_arg {
+    int id, ok;
+};
+
+static void *caller_main(void *p)
+{
+    struct caller_arg *arg = p;
+    const size_t n = 300000;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *o = malloc(n * sizeof *o);
+    const void *in[] = { a, b };
+
+    arg->ok = a && b && o;
+    for (int round = 0; arg->ok && round < 30; round++) {
+        for (size_t i = 0; i < n; i++) {
+            a[i] = (float)(arg->id * 1000 + round);
+            b[i] = (float)(i % 4096);
+        }
+        kvs__sum(KVS_FLOAT32, o, in, 2, n, 0);
+        for (size_t i = 0; i < n; i++)
+            if (o[i] != a[i] + b[i])
+                arg->ok = 0;
+        if (cover(200000, 500, 1 + round % 4) != NULL)
+            arg->ok = 0;
+    }
+    free(a);
+    free(b);
+    free(o);
+    return NULL;
+}
+
+static void test_pool_concurrent(void **state)
+{
+    pthread_t th[4];
+    struct caller_arg args[4];
+
+    (void)state;
+    for (int i = 0; i < 4; i++) {
+        args[i] = (struct caller_arg){ .id = i };
+        assert_int_equal(pthread_create(&th[i], NULL, caller_main, &args[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_true(args[i].ok);
+    }
+}
+
+struct nest {
+    uint8_t *hits;
+    size_t inner;
+};
+
+static void nest_inner(void *ctx, size_t begin, size_t end)
+{
+    uint8_t *hits = ctx;
+
+    for (size_t i = begin; i < end; i++)
+        hits[i]++;
+}
+
+static void nest_outer(void *ctx, size_t begin, size_t end)
+{
+    struct nest *nt = ctx;
+
+    /* A task that calls back into the pool runs its inner job alone. */
+    for (size_t r = begin; r < end; r++)
+        kvs__parallel_for(nt->inner, 100, 0, nest_inner, nt->hits + r * nt->inner);
+}
+
+static void test_pool_nested(void **state)
+{
+    struct nest nt = { .inner = 10000 };
+    const size_t rows = 64;
+
+    (void)state;
+    nt.hits = calloc(rows * nt.inner, 1);
+    assert_non_null(nt.hits);
+    kvs__parallel_for(rows, 4, 4, nest_outer, &nt);
+    for (size_t i = 0; i < rows * nt.inner; i++)
+        assert_int_equal(nt.hits[i], 1);
+    free(nt.hits);
+}
+
+static atomic_int busy_stop, busy_bad;
+
+static void *busy_main(void *p)
+{
+    (void)p;
+    while (!atomic_load(&busy_stop))
+        if (cover(400000, 1000, 0) != NULL)
+            atomic_store(&busy_bad, 1);
+    return NULL;
+}
+
+static void test_pool_fork(void **state)
+{
+    pthread_t busy;
+
+    (void)state;
+    if (UNDER_TSAN)
+        skip();
+    run_cover(1000000, 1000, 4);                    /* workers exist */
+    atomic_store(&busy_stop, 0);
+    assert_int_equal(pthread_create(&busy, NULL, busy_main, NULL), 0);
+    /* Fork while another thread keeps the pool busy, so that locks may be
+     * held at the moment of the fork. */
+    for (int i = 0; i < 8; i++) {
+        pid_t pid = fork();
+        int status;
+
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            const size_t n = 2000000;
+            float *a = malloc(n * sizeof *a), *o = malloc(n * sizeof *o);
+            const void *in[] = { a, a };
+            int ok = a && o;
+
+            alarm(30);                              /* a deadlock fails, never hangs */
+            for (size_t j = 0; ok && j < n; j++)
+                a[j] = (float)j;
+            if (ok)
+                kvs__sum(KVS_FLOAT32, o, in, 2, n, 4);
+            for (size_t j = 0; ok && j < n; j++)
+                ok = o[j] == 2.0f * (float)j;
+            _exit(ok ? 0 : 1);
+        }
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    atomic_store(&busy_stop, 1);
+    assert_int_equal(pthread_join(busy, NULL), 0);
+    assert_int_equal(atomic_load(&busy_bad), 0);
+}
+
+/* Run in a fresh process (exec'd, so that no thread stacks are cached):
+ * with the address space capped below one thread stack, the pool cannot
+ * start a thread and every job must run whole on the caller. */
+static int pool_without_threads(void)
+{
+    pthread_attr_t attr;
+    size_t stack = 0;
+    long pages;
+    FILE *f;
+    struct rlimit rl;
+    struct who w = { .caller = pthread_self() };
+
+    if (pthread_getattr_default_np(&attr) != 0 || pthread_attr_getstacksize(&attr, &stack) != 0)
+        return 77;
+    pthread_attr_destroy(&attr);
+    f = fopen("/proc/self/statm", "r");
+    if (f == NULL || fscanf(f, "%ld", &pages) != 1 || stack < ((size_t)1 << 20))
+        return 77;
+    fclose(f);
+    rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + stack / 2;
+    if (setrlimit(RLIMIT_AS, &rl) != 0)
+        return 77;
+    atomic_init(&w.calls, 0);
+    atomic_init(&w.foreign, 0);
+    kvs__parallel_for(16000, 1000, 4, who_task, &w);
+    if (atomic_load(&w.calls) != 1 || atomic_load(&w.foreign) != 0)
+        return 1;
+    return cover(100000, 1000, 8) == NULL ? 0 : 2;
+}
+
+static void test_pool_no_threads(void **state)
+{
+    pid_t pid;
+    int status;
+
+    (void)state;
+    if (UNDER_TSAN || UNDER_ASAN)
+        skip();
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char *argv[] = { "test_array", NO_THREADS_ARG, NULL };
+
+        alarm(30);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77)
+        skip();
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dtype_size_name),
+        cmocka_unit_test(test_check_valid),
+        cmocka_unit_test(test_check_errors),
+        cmocka_unit_test(test_count_same_shape),
+        cmocka_unit_test(test_shape_str),
+        cmocka_unit_test(test_f16_bits),
+        cmocka_unit_test(test_f16_exhaustive),
+        cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_sum_all_dtypes),
+        cmocka_unit_test(test_sum_wraps),
+        cmocka_unit_test(test_sum_half_rounds_once),
+        cmocka_unit_test(test_sum_big),
+        cmocka_unit_test(test_sum_degenerate),
+        cmocka_unit_test(test_copy),
+        cmocka_unit_test(test_f32_round_trip),
+        cmocka_unit_test(test_pool_cover),
+        cmocka_unit_test(test_pool_threads),
+        cmocka_unit_test(test_pool_concurrent),
+        cmocka_unit_test(test_pool_nested),
+        cmocka_unit_test(test_pool_fork),
+        cmocka_unit_test(test_pool_no_threads),
+    };
+
+    if (argc == 2 && strcmp(argv[1], NO_THREADS_ARG) == 0)
+        return pool_without_threads();
+    return cmocka_run_group_tests_name("array", tests, NULL, NULL);
+}

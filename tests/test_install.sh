@@ -1,0 +1,28 @@
+#!/bin/sh
+# Description: programs written only against the installed kvs.h, compiled
+# and linked through pkg-config, get every semantic right: the API tests,
+# the MXNet ports and the quickstart, built from the installed files alone.
+# Usage: test_install.sh PREFIX (with PKG_CONFIG_PATH pointing into it).
+set -eu
+prefix=$1
+srcdir=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cc=${CC:-cc}
+
+# The sources must not see the source tree's headers: copy them alone.
+cp "$srcdir/tests/test_mxnet.c" "$srcdir/examples/quickstart.c" "$work/"
+flags=$(pkg-config --cflags --libs kvs)
+case "$flags" in *"$prefix"*) ;; *) echo "pkg-config did not find kvs in $prefix: $flags" >&2; exit 1 ;; esac
+cmocka=$(pkg-config --cflags --libs cmocka)
+cd "$work"
+export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+for t in test_mxnet; do
+    # shellcheck disable=SC2086
+    $cc -std=gnu11 -Wall -Wextra -Werror -o "$t" "$t.c" $flags $cmocka
+    ./"$t"
+done
+# shellcheck disable=SC2086
+$cc -std=c11 -pedantic -Wall -Wextra -Werror -o quickstart quickstart.c $flags
+./quickstart | diff "$srcdir/tests/quickstart.expected" -
+echo "install test: ok"

@@ -1,0 +1,1101 @@
+/*
+ * test_mxnet.c - MXNet 1.9's KVStore tests, ported to kvs: the cases of
+ * tests/python/unittest/test_kvstore.py (each C test is named after the
+ * Python one), the CPU cases of tests/nightly/test_kvstore.py, the examples
+ * of MXNet's KVStore docstrings, and the key-value store chapter the library
+ * reproduces (init 2, push 8, aggregate 4, updater, 6, 3, 11).
+ *
+ * What cannot be ported is said where it would be: MXNet's row_sparse
+ * storage type has no counterpart (every kvs array is dense, and
+ * row_sparse_pull writes dense outs), and "devices" are simply several
+ * values of one key in one call.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kvs.h"
+
+/* ---- helpers ---------------------------------------------------------- */
+
+#define ARR(p, dt, nd, ...)                                                   \
+    ((kvs_array_t){ .data = (void *)(p), .dtype = (dt), .ndim = (nd),       \
+                    .shape = { __VA_ARGS__ }, .device = KVS_HOST })
+#define IK(i) KVS_INT_KEY(i)
+#define SK(s) KVS_STR_KEY(s)
+
+static void expect_rc_at(int rc, int want, const char *what, int line)
+{
+    if (rc != want)
+        fail_msg("line %d: %s returned %d (%s), want %d (%s)", line, what, rc,
+                 kvs_err_name(rc), want, kvs_err_name(want));
+}
+#define EXPECT_RC(call, want) expect_rc_at((call), (want), #call, __LINE__)
+#define OK(call) expect_rc_at((call), 0, #call, __LINE__)
+
+static kvs_t *create(const char *type)
+{
+    kvs_t *kv = NULL;
+    int rc = kvs_create(type, &kv);
+    if (rc != 0)
+        fail_msg("kvs_create(\"%s\") = %d (%s)", type, rc, kvs_err_name(rc));
+    assert_non_null(kv);
+    return kv;
+}
+
+/* MXNet's check_diff_to_scalar: every element of A equals x. */
+static void diff_to_scalar_at(const float *a, size_t n, float x, int line)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != x)
+            fail_msg("line %d: element %zu is %.9g, want %.9g", line, i, (double)a[i],
+                     (double)x);
+}
+#define CHECK_DIFF_TO_SCALAR(a, n, x) diff_to_scalar_at((a), (n), (x), __LINE__)
+
+/* A small deterministic generator (xorshift64*), so that failures repeat. */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rng_next(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 2685821657736338717ull;
+}
+
+/* uniform in [0, 1) */
+static double rng_uniform(void)
+{
+    return (double)(rng_next() >> 11) * 0x1p-53;
+}
+
+static int rng_int(int n)
+{
+    return (int)(rng_next() % (uint64_t)n);
+}
+
+/* ---- the module's fixtures -------------------------------------------- */
+
+/* shape = (4, 4); keys = [5, 7, 11]; str_keys = ['b', 'c', 'd'] */
+#define R 4
+#define C 4
+#define N (R * C)
+static const int64_t KEYS[3] = { 5, 7, 11 };
+static const char *const STR_KEYS[3] = { "b", "c", "d" };
+static const float ZEROS[N];
+
+/* A key of the int or the string store, by position: 0 is the single key
+ * (3 or 'a'), 1..3 the list. */
+static kvs_key_t key_at(int str, int i)
+{
+    if (i == 0)
+        return str ? SK("a") : IK(3);
+    return str ? SK(STR_KEYS[i - 1]) : IK(KEYS[i - 1]);
+}
+
+static void fill(float *a, size_t n, float v)
+{
+    for (size_t i = 0; i < n; i++)
+        a[i] = v;
+}
+
+/* init_kv / init_kv_with_str: the single key and the list, zeros (4,4). */
+static kvs_t *init_kv_any(int str)
+{
+    kvs_t *kv = create("local");
+    kvs_key_t single = key_at(str, 0);
+    kvs_key_t list[3] = { key_at(str, 1), key_at(str, 2), key_at(str, 3) };
+    OK(kvs_init(kv, 1, &single, (kvs_array_t[]){ ARR(ZEROS, KVS_FLOAT32, 2, R, C) }));
+    OK(kvs_init(kv, 3, list,
+                (kvs_array_t[]){ ARR(ZEROS, KVS_FLOAT32, 2, R, C), ARR(ZEROS, KVS_FLOAT32, 2, R, C),
+                                 ARR(ZEROS, KVS_FLOAT32, 2, R, C) }));
+    return kv;
+}
+
+static kvs_t *init_kv(void)
+{
+    return init_kv_any(0);
+}
+
+static kvs_t *init_kv_with_str(void)
+{
+    return init_kv_any(1);
+}
+
+/* ---- tests/python/unittest/test_kvstore.py ----------------------------- */
+
+static void check_single_kv_pair(kvs_t *kv, kvs_key_t key)
+{
+    float ones[N], val[N];
+    fill(ones, N, 1);
+    OK(kvs_push(kv, 1, &key, (kvs_array_t[]){ ARR(ones, KVS_FLOAT32, 2, R, C) }, 0));
+    fill(val, N, NAN); /* mx.nd.empty */
+    OK(kvs_pull(kv, 1, &key, (kvs_array_t[]){ ARR(val, KVS_FLOAT32, 2, R, C) }, 0));
+    CHECK_DIFF_TO_SCALAR(val, N, 1);
+}
+
+static void test_single_kv_pair(void **state)
+{
+    kvs_t *kv;
+    (void)state;
+    kv = init_kv();
+    check_single_kv_pair(kv, IK(3));
+    kvs_close(kv);
+    kv = init_kv_with_str();
+    check_single_kv_pair(kv, SK("a"));
+    kvs_close(kv);
+}
+
+/* Each of count outs gets random row ids (num_rows of them, with repeats):
+ * named rows hold the stored ones, the others zero. MXNet passes the ids as
+ * a (2, 2) array; kvs takes 1-D ids only, so the same ids go flat. */
+static void check_row_sparse_pull(kvs_t *kv, int count)
+{
+    float vals[4][N];
+    int64_t row_ids[4][R];
+    kvs_key_t keys[4];
+    kvs_array_t outs[4], ids[4];
+    for (int i = 0; i < count; i++) {
+        fill(vals[i], N, 7); /* not zeros: excluded rows must be cleared */
+        for (int r = 0; r < R; r++)
+            row_ids[i][r] = rng_int(R);
+        keys[i] = SK("e");
+        outs[i] = ARR(vals[i], KVS_FLOAT32, 2, R, C);
+        ids[i] = ARR(row_ids[i], KVS_INT64, 1, R);
+    }
+    OK(kvs_row_sparse_pull(kv, count, keys, outs, ids, 0));
+    for (int i = 0; i < count; i++)
+        for (int row = 0; row < R; row++) {
+            int named = 0;
+            for (int r = 0; r < R; r++)
+                named |= row_ids[i][r] == row;
+            for (int c = 0; c < C; c++)
+                if (vals[i][row * C + c] != (named ? 1.0f : 0.0f))
+                    fail_msg("out %d row %d col %d: got %g, want %d", i, row, c,
+                             (double)vals[i][row * C + c], named);
+        }
+}
+
+static void test_row_sparse_pull(void **state)
+{
+    kvs_t *kv = init_kv_with_str();
+    float ones[N];
+    (void)state;
+    fill(ones, N, 1);
+    OK(kvs_init(kv, 1, (kvs_key_t[]){ SK("e") }, (kvs_array_t[]){ ARR(ones, KVS_FLOAT32, 2, R, C) }));
+    for (int rep = 0; rep < 8; rep++) {
+        check_row_sparse_pull(kv, 1);
+        check_row_sparse_pull(kv, 4);
+    }
+    kvs_close(kv);
+}
+
+static void check_init(kvs_t *kv, kvs_key_t key)
+{
+    float fours[N], a[N];
+    fill(fours, N, 4);
+    fill(a, N, 0);
+    OK(kvs_init(kv, 1, &key, (kvs_array_t[]){ ARR(fours, KVS_FLOAT32, 2, R, C) }));
+    OK(kvs_pull(kv, 1, &key, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, R, C) }, 0));
+    CHECK_DIFF_TO_SCALAR(a, N, 4);
+}
+
+static void test_init(void **state)
+{
+    kvs_t *kv;
+    (void)state;
+    kv = create("local");
+    check_init(kv, IK(3));
+    kvs_close(kv);
+    kv = create("local");
+    check_init(kv, SK("a"));
+    kvs_close(kv);
+}
+
+static void check_pull(kvs_t *kv)
+{
+    float a[N], b[N];
+    kvs_key_t k1 = SK("1"), k2 = SK("2");
+    fill(a, N, 1);
+    fill(b, N, 0);
+    OK(kvs_init(kv, 1, &k1, (kvs_array_t[]){ ARR(ZEROS, KVS_FLOAT32, 2, R, C) }));
+    OK(kvs_push(kv, 4, (kvs_key_t[]){ k1, k1, k1, k1 },
+                (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, R, C), ARR(a, KVS_FLOAT32, 2, R, C),
+                                 ARR(a, KVS_FLOAT32, 2, R, C), ARR(a, KVS_FLOAT32, 2, R, C) },
+                0));
+    OK(kvs_pull(kv, 1, &k1, (kvs_array_t[]){ ARR(b, KVS_FLOAT32, 2, R, C) }, 0));
+    CHECK_DIFF_TO_SCALAR(b, N, 4);
+    OK(kvs_init(kv, 1, &k2, (kvs_array_t[]){ ARR(ZEROS, KVS_FLOAT32, 2, R, C) }));
+    OK(kvs_pull(kv, 1, &k2, (kvs_array_t[]){ ARR(b, KVS_FLOAT32, 2, R, C) }, 0));
+    CHECK_DIFF_TO_SCALAR(b, N, 0);
+}
+
+static void test_pull(void **state)
+{
+    kvs_t *kv = NULL;
+    (void)state;
+    /* MXNet runs it on 'device' too; without the GPU path that type is
+     * not provided: it must say so, not pretend. */
+    {
+        int rc = kvs_create("device", &kv);
+        if (rc == 0) {
+            check_pull(kv);
+            kvs_close(kv);
+        } else {
+            assert_int_equal(rc, KVS_ENOTSUP);
+            assert_null(kv);
+        }
+    }
+    kv = create("local");
+    check_pull(kv);
+    kvs_close(kv);
+}
+
+static void check_list_kv_pair(kvs_t *kv, int str)
+{
+    float fours[N], val[3][N];
+    kvs_key_t keys[3] = { key_at(str, 1), key_at(str, 2), key_at(str, 3) };
+    fill(fours, N, 4);
+    OK(kvs_push(kv, 3, keys,
+                (kvs_array_t[]){ ARR(fours, KVS_FLOAT32, 2, R, C), ARR(fours, KVS_FLOAT32, 2, R, C),
+                                 ARR(fours, KVS_FLOAT32, 2, R, C) },
+                0));
+    for (int i = 0; i < 3; i++)
+        fill(val[i], N, NAN);
+    OK(kvs_pull(kv, 3, keys,
+                (kvs_array_t[]){ ARR(val[0], KVS_FLOAT32, 2, R, C),
+                                 ARR(val[1], KVS_FLOAT32, 2, R, C),
+                                 ARR(val[2], KVS_FLOAT32, 2, R, C) },
+                0));
+    for (int i = 0; i < 3; i++)
+        CHECK_DIFF_TO_SCALAR(val[i], N, 4);
+}
+
+static void test_list_kv_pair(void **state)
+{
+    kvs_t *kv;
+    (void)state;
+    kv = init_kv();
+    check_list_kv_pair(kv, 0);
+    kvs_close(kv);
+    kv = init_kv_with_str();
+    check_list_kv_pair(kv, 1);
+    kvs_close(kv);
+}
+
+#define NUM_DEVS 4
+
+/* One key pushed from every "device", pulled to every device; then the
+ * list, each key from every device. */
+static void check_aggregator(kvs_t *kv, int str)
+{
+    float vals[3 * NUM_DEVS][N], outs[3 * NUM_DEVS][N];
+    kvs_key_t keys[3 * NUM_DEVS];
+    kvs_array_t va[3 * NUM_DEVS], oa[3 * NUM_DEVS];
+
+    /* single */
+    for (int d = 0; d < NUM_DEVS; d++) {
+        fill(vals[d], N, 1);
+        fill(outs[d], N, NAN);
+        keys[d] = key_at(str, 0);
+        va[d] = ARR(vals[d], KVS_FLOAT32, 2, R, C);
+        oa[d] = ARR(outs[d], KVS_FLOAT32, 2, R, C);
+    }
+    OK(kvs_push(kv, NUM_DEVS, keys, va, 0));
+    OK(kvs_pull(kv, NUM_DEVS, keys, oa, 0));
+    for (int d = 0; d < NUM_DEVS; d++)
+        CHECK_DIFF_TO_SCALAR(outs[d], N, NUM_DEVS);
+
+    /* list: [[ones*2 per device]] * len(keys), key by key */
+    for (int k = 0; k < 3; k++)
+        for (int d = 0; d < NUM_DEVS; d++) {
+            int i = k * NUM_DEVS + d;
+            fill(vals[i], N, 2.0f);
+            fill(outs[i], N, NAN);
+            keys[i] = key_at(str, 1 + k);
+            va[i] = ARR(vals[i], KVS_FLOAT32, 2, R, C);
+            oa[i] = ARR(outs[i], KVS_FLOAT32, 2, R, C);
+        }
+    OK(kvs_push(kv, 3 * NUM_DEVS, keys, va, 0));
+    OK(kvs_pull(kv, 3 * NUM_DEVS, keys, oa, 0));
+    for (int i = 0; i < 3 * NUM_DEVS; i++)
+        CHECK_DIFF_TO_SCALAR(outs[i], N, NUM_DEVS * 2.0f);
+}
+
+static void test_aggregator(void **state)
+{
+    kvs_t *kv;
+    (void)state;
+    kv = init_kv();
+    check_aggregator(kv, 0);
+    kvs_close(kv);
+    kv = init_kv_with_str();
+    check_aggregator(kv, 1);
+    kvs_close(kv);
+}
+
+/* rand_ndarray(shape, 'row_sparse'), densely: some rows zero, the others
+ * uniform in [0, 1). */
+static void rand_rows(float *a)
+{
+    for (int r = 0; r < R; r++) {
+        int keep = rng_int(2);
+        for (int c = 0; c < C; c++)
+            a[r * C + c] = keep ? (float)rng_uniform() : 0.0f;
+    }
+}
+
+static void almost_equal_at(const double *got, const double *want, size_t n, int line)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs(got[i] - want[i]) <= 1e-5 + 1e-5 * fabs(want[i])))
+            fail_msg("line %d: element %zu: got %.9g, want %.9g", line, i, got[i], want[i]);
+}
+
+/* The values pushed from every device are pulled back (by pull or by a
+ * row_sparse_pull of every row) into the same arrays: their sum is
+ * num_devs times the sum pushed. */
+static void check_sparse_aggregator(int sparse_pull)
+{
+    kvs_t *kv = init_kv_with_str();
+    float vals[3 * NUM_DEVS][N];
+    kvs_key_t keys[3 * NUM_DEVS];
+    kvs_array_t va[3 * NUM_DEVS], ids[3 * NUM_DEVS];
+    const int64_t all_rows[R] = { 0, 1, 2, 3 };
+    double expected_sum[N], result_sum[N];
+
+    /* single */
+    memset(expected_sum, 0, sizeof expected_sum);
+    for (int d = 0; d < NUM_DEVS; d++) {
+        rand_rows(vals[d]);
+        for (int i = 0; i < N; i++)
+            expected_sum[i] += vals[d][i];
+        keys[d] = SK("a");
+        va[d] = ARR(vals[d], KVS_FLOAT32, 2, R, C);
+        ids[d] = ARR(all_rows, KVS_INT64, 1, R);
+    }
+    OK(kvs_push(kv, NUM_DEVS, keys, va, 0));
+    if (sparse_pull)
+        OK(kvs_row_sparse_pull(kv, NUM_DEVS, keys, va, ids, 0));
+    else
+        OK(kvs_pull(kv, NUM_DEVS, keys, va, 0));
+    memset(result_sum, 0, sizeof result_sum);
+    for (int d = 0; d < NUM_DEVS; d++)
+        for (int i = 0; i < N; i++)
+            result_sum[i] += vals[d][i];
+    for (int i = 0; i < N; i++)
+        expected_sum[i] *= NUM_DEVS;
+    almost_equal_at(result_sum, expected_sum, N, __LINE__);
+
+    /* list: the same device values for every key */
+    memset(expected_sum, 0, sizeof expected_sum);
+    for (int d = 0; d < NUM_DEVS; d++) {
+        rand_rows(vals[d]);
+        for (int i = 0; i < N; i++)
+            expected_sum[i] += vals[d][i];
+    }
+    for (int k = 0; k < 3; k++)
+        for (int d = 0; d < NUM_DEVS; d++) {
+            int j = k * NUM_DEVS + d;
+            if (k > 0)
+                memcpy(vals[j], vals[d], sizeof vals[d]);
+            keys[j] = SK(STR_KEYS[k]);
+            va[j] = ARR(vals[j], KVS_FLOAT32, 2, R, C);
+            ids[j] = ARR(all_rows, KVS_INT64, 1, R);
+        }
+    OK(kvs_push(kv, 3 * NUM_DEVS, keys, va, 0));
+    if (sparse_pull)
+        OK(kvs_row_sparse_pull(kv, 3 * NUM_DEVS, keys, va, ids, 0));
+    else
+        OK(kvs_pull(kv, 3 * NUM_DEVS, keys, va, 0));
+    for (int i = 0; i < N; i++)
+        expected_sum[i] *= NUM_DEVS;
+    for (int k = 0; k < 3; k++) {
+        memset(result_sum, 0, sizeof result_sum);
+        for (int d = 0; d < NUM_DEVS; d++)
+            for (int i = 0; i < N; i++)
+                result_sum[i] += vals[k * NUM_DEVS + d][i];
+        almost_equal_at(result_sum, expected_sum, N, __LINE__);
+    }
+    kvs_close(kv);
+}
+
+static void test_sparse_aggregator(void **state)
+{
+    (void)state;
+    check_sparse_aggregator(0);
+    check_sparse_aggregator(1);
+}
+
+/* updater: local += recv, asserting the key's kind as MXNet's updater and
+ * str_updater do. */
+struct upd_ctx {
+    int want_str;
+    int wrong_kind;
+    int calls;
+};
+
+static int updater(kvs_key_t key, const kvs_array_t *recv, kvs_array_t *local, void *ctx)
+{
+    struct upd_ctx *u = ctx;
+    if ((key.name != NULL) != u->want_str)
+        u->wrong_kind++;
+    for (int i = 0; i < N; i++)
+        ((float *)local->data)[i] += ((const float *)recv->data)[i];
+    u->calls++;
+    return 0;
+}
+
+static void check_updater(kvs_t *kv, int str)
+{
+    float vals[3 * NUM_DEVS][N], outs[3 * NUM_DEVS][N];
+    kvs_key_t keys[3 * NUM_DEVS];
+    kvs_array_t va[3 * NUM_DEVS], oa[3 * NUM_DEVS];
+    const int num_push = 4;
+
+    /* single */
+    for (int d = 0; d < NUM_DEVS; d++) {
+        fill(vals[d], N, 1);
+        fill(outs[d], N, NAN);
+        keys[d] = key_at(str, 0);
+        va[d] = ARR(vals[d], KVS_FLOAT32, 2, R, C);
+        oa[d] = ARR(outs[d], KVS_FLOAT32, 2, R, C);
+    }
+    OK(kvs_push(kv, NUM_DEVS, keys, va, 0));
+    OK(kvs_pull(kv, NUM_DEVS, keys, oa, 0));
+    for (int d = 0; d < NUM_DEVS; d++)
+        CHECK_DIFF_TO_SCALAR(outs[d], N, NUM_DEVS);
+
+    /* list */
+    for (int k = 0; k < 3; k++)
+        for (int d = 0; d < NUM_DEVS; d++) {
+            int i = k * NUM_DEVS + d;
+            fill(vals[i], N, 1);
+            fill(outs[i], N, NAN);
+            keys[i] = key_at(str, 1 + k);
+            va[i] = ARR(vals[i], KVS_FLOAT32, 2, R, C);
+            oa[i] = ARR(outs[i], KVS_FLOAT32, 2, R, C);
+        }
+    for (int p = 0; p < num_push; p++)
+        OK(kvs_push(kv, 3 * NUM_DEVS, keys, va, 0));
+    OK(kvs_pull(kv, 3 * NUM_DEVS, keys, oa, 0));
+    for (int i = 0; i < 3 * NUM_DEVS; i++)
+        CHECK_DIFF_TO_SCALAR(outs[i], N, (float)(NUM_DEVS * num_push));
+}
+
+static void test_updater(void **state)
+{
+    struct upd_ctx u = { 0, 0, 0 }, su = { 1, 0, 0 };
+    kvs_t *kv;
+    (void)state;
+    kv = init_kv();
+    OK(kvs_set_updater(kv, updater, &u));
+    check_updater(kv, 0);
+    assert_int_equal(u.wrong_kind, 0);
+    assert_int_equal(u.calls, 1 + 4 * 3); /* once per key per push */
+    kvs_close(kv);
+
+    kv = init_kv_with_str();
+    OK(kvs_set_updater(kv, updater, &su));
+    check_updater(kv, 1);
+    assert_int_equal(su.wrong_kind, 0);
+    assert_int_equal(su.calls, 1 + 4 * 3);
+    kvs_close(kv);
+}
+
+static void test_get_type(void **state)
+{
+    const char *kvtype = "local_allreduce_cpu";
+    kvs_t *kv = create(kvtype);
+    (void)state;
+    assert_string_equal(kvs_type(kv), kvtype);
+    kvs_close(kv);
+}
+
+/* test_invalid_pull. Its first case (a pull into row_sparse outs is
+ * ignored) has no dense counterpart. A row_sparse_pull whose row ids are
+ * mx.nd.array([1]), float32, is refused; keys of the other kind are
+ * refused by init, push, pull and row_sparse_pull; and, as in every MXNet
+ * store, a key never initialised cannot be pulled. */
+static void check_invalid_rsp_pull(kvs_t *kv, int str, int list)
+{
+    const float f_ids[1] = { 1 };
+    float dns[3][N];
+    kvs_key_t keys[3];
+    kvs_array_t outs[3], ids[3];
+    int n = list ? 3 : 1;
+    for (int i = 0; i < n; i++) {
+        fill(dns[i], N, 2);
+        keys[i] = key_at(str, list ? 1 + i : 0);
+        outs[i] = ARR(dns[i], KVS_FLOAT32, 2, R, C);
+        ids[i] = ARR(f_ids, KVS_FLOAT32, 1, 1);
+    }
+    EXPECT_RC(kvs_row_sparse_pull(kv, n, keys, outs, ids, 0), KVS_EDTYPE);
+    for (int i = 0; i < n; i++)
+        CHECK_DIFF_TO_SCALAR(dns[i], N, 2);
+}
+
+static void check_invalid_key_types(kvs_t *kv, int other_str, int list)
+{
+    const int64_t id1[1] = { 1 };
+    float dns[3][N];
+    kvs_key_t keys[3];
+    kvs_array_t vals[3], ids[3];
+    int n = list ? 3 : 1;
+    for (int i = 0; i < n; i++) {
+        fill(dns[i], N, 2);
+        keys[i] = key_at(other_str, list ? 1 + i : 0);
+        vals[i] = ARR(dns[i], KVS_FLOAT32, 2, R, C);
+        ids[i] = ARR(id1, KVS_INT64, 1, 1);
+    }
+    EXPECT_RC(kvs_init(kv, n, keys, vals), KVS_EKEYKIND);
+    EXPECT_RC(kvs_push(kv, n, keys, vals, 0), KVS_EKEYKIND);
+    EXPECT_RC(kvs_pull(kv, n, keys, vals, 0), KVS_EKEYKIND);
+    EXPECT_RC(kvs_row_sparse_pull(kv, n, keys, vals, ids, 0), KVS_EKEYKIND);
+    for (int i = 0; i < n; i++)
+        CHECK_DIFF_TO_SCALAR(dns[i], N, 2);
+}
+
+static void check_uninitialised_pull(kvs_t *kv, int str)
+{
+    float out[N];
+    kvs_key_t key = str ? SK("never") : IK(12345);
+    fill(out, N, 2);
+    EXPECT_RC(kvs_pull(kv, 1, &key, (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 2, R, C) }, 0),
+              KVS_ENOKEY);
+    CHECK_DIFF_TO_SCALAR(out, N, 2);
+}
+
+static void test_invalid_pull(void **state)
+{
+    kvs_t *kvs[2];
+    (void)state;
+    kvs[0] = init_kv();
+    kvs[1] = init_kv_with_str();
+    for (int i = 0; i < 2; i++) {
+        float v[N];
+        check_invalid_rsp_pull(kvs[i], i, 0);
+        check_invalid_rsp_pull(kvs[i], i, 1);
+        check_invalid_key_types(kvs[i], 1 - i, 0);
+        check_invalid_key_types(kvs[i], 1 - i, 1);
+        check_uninitialised_pull(kvs[i], i);
+        /* the store's own keys still hold zeros */
+        for (int k = 0; k < 4; k++) {
+            kvs_key_t key = key_at(i, k);
+            fill(v, N, NAN);
+            OK(kvs_pull(kvs[i], 1, &key, (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 2, R, C) }, 0));
+            CHECK_DIFF_TO_SCALAR(v, N, 0);
+        }
+    }
+    kvs_close(kvs[0]);
+    kvs_close(kvs[1]);
+}
+
+/* ---- tests/nightly/test_kvstore.py (the CPU store types) -------------- */
+/*
+ * keys 3, 5, 7 of shapes (4,4), (100,100), (2000,2000) (the last beyond
+ * MXNet's big-array bound, so split over threads); nworker values per key
+ * per push; the 'test' optimizer (weight += rescale_grad * grad, with
+ * rescale_grad = lr) as an updater. After each round every out holds the
+ * running sum * lr, with a relative error below 1e-6. (MXNet repeats 10
+ * rounds; 3 keep the test quick and every path runs in each.)
+ */
+#define NW 4
+#define NREPEAT 3
+static const int64_t NK[3] = { 3, 5, 7 };
+static const int64_t NSHAPE[3][2] = { { 4, 4 }, { 100, 100 }, { 2000, 2000 } };
+static const float LR = 0.1f;
+
+static int test_optimizer(kvs_key_t key, const kvs_array_t *grad, kvs_array_t *weight,
+                          void *ctx)
+{
+    size_t n = (size_t)weight->shape[0] * (size_t)weight->shape[1];
+    (void)key;
+    (void)ctx;
+    for (size_t i = 0; i < n; i++)
+        ((float *)weight->data)[i] += ((const float *)grad->data)[i] * LR;
+    return 0;
+}
+
+static size_t nsize(int j)
+{
+    return (size_t)(NSHAPE[j][0] * NSHAPE[j][1]);
+}
+
+struct nightly {
+    float *data[3][NW]; /* this round's values */
+    float *out[3][NW];
+    double *res[3];
+};
+
+static void nightly_alloc(struct nightly *t)
+{
+    for (int j = 0; j < 3; j++) {
+        t->res[j] = calloc(nsize(j), sizeof(double));
+        assert_non_null(t->res[j]);
+        for (int g = 0; g < NW; g++) {
+            t->data[j][g] = malloc(nsize(j) * sizeof(float));
+            t->out[j][g] = malloc(nsize(j) * sizeof(float));
+            assert_non_null(t->data[j][g]);
+            assert_non_null(t->out[j][g]);
+        }
+    }
+}
+
+static void nightly_free(struct nightly *t)
+{
+    for (int j = 0; j < 3; j++) {
+        free(t->res[j]);
+        for (int g = 0; g < NW; g++) {
+            free(t->data[j][g]);
+            free(t->out[j][g]);
+        }
+    }
+}
+
+/* np.random.random(s)*2-1 for each worker; res += lr * sum */
+static void nightly_round(struct nightly *t)
+{
+    for (int j = 0; j < 3; j++) {
+        size_t n = nsize(j);
+        for (int g = 0; g < NW; g++)
+            for (size_t i = 0; i < n; i++)
+                t->data[j][g][i] = (float)(rng_uniform() * 2 - 1);
+        for (size_t i = 0; i < n; i++) {
+            double s = 0;
+            for (int g = 0; g < NW; g++)
+                s += t->data[j][g][i];
+            t->res[j][i] += s * LR;
+        }
+    }
+}
+
+static void nightly_check(struct nightly *t, int j)
+{
+    double err = 0, norm = 0;
+    size_t n = nsize(j);
+    for (size_t i = 0; i < n; i++)
+        norm += fabs(t->res[j][i]);
+    for (int g = 0; g < NW; g++)
+        for (size_t i = 0; i < n; i++)
+            err += fabs(t->out[j][g][i] - t->res[j][i]);
+    err /= norm;
+    if (!(err < 1e-6))
+        fail_msg("key %lld shape (%lld,%lld): relative error %g", (long long)NK[j],
+                 (long long)NSHAPE[j][0], (long long)NSHAPE[j][1], err);
+}
+
+static kvs_array_t nightly_arr(float *p, int j)
+{
+    return ARR(p, KVS_FLOAT32, 2, NSHAPE[j][0], NSHAPE[j][1]);
+}
+
+/* test_kvstore: the individual key interface */
+static void nightly_kvstore(const char *kv_type)
+{
+    kvs_t *kv = create(kv_type);
+    struct nightly t;
+    OK(kvs_set_updater(kv, test_optimizer, NULL));
+    nightly_alloc(&t);
+    for (int j = 0; j < 3; j++) {
+        float *z = calloc(nsize(j), sizeof(float));
+        assert_non_null(z);
+        OK(kvs_init(kv, 1, (kvs_key_t[]){ IK(NK[j]) }, (kvs_array_t[]){ nightly_arr(z, j) }));
+        free(z);
+    }
+    for (int i = 0; i < NREPEAT; i++) {
+        nightly_round(&t);
+        for (int j = 0; j < 3; j++) {
+            kvs_key_t keys[NW];
+            kvs_array_t vals[NW];
+            for (int g = 0; g < NW; g++) {
+                keys[g] = IK(NK[j]);
+                vals[g] = nightly_arr(t.data[j][g], j);
+            }
+            OK(kvs_push(kv, NW, keys, vals, 0));
+        }
+        for (int j = 0; j < 3; j++) {
+            kvs_key_t keys[NW];
+            kvs_array_t outs[NW];
+            for (int g = 0; g < NW; g++) {
+                keys[g] = IK(NK[j]);
+                memset(t.out[j][g], 0, nsize(j) * sizeof(float));
+                outs[g] = nightly_arr(t.out[j][g], j);
+            }
+            OK(kvs_pull(kv, NW, keys, outs, 0));
+            nightly_check(&t, j);
+        }
+    }
+    nightly_free(&t);
+    kvs_close(kv);
+}
+
+/* test_group_kvstore: every key in one call */
+static void nightly_group_kvstore(const char *kv_type)
+{
+    kvs_t *kv = create(kv_type);
+    struct nightly t;
+    float *z[3];
+    kvs_key_t keys[3 * NW];
+    kvs_array_t vals[3 * NW], outs[3 * NW];
+    OK(kvs_set_updater(kv, test_optimizer, NULL));
+    nightly_alloc(&t);
+    for (int j = 0; j < 3; j++) {
+        z[j] = calloc(nsize(j), sizeof(float));
+        assert_non_null(z[j]);
+    }
+    OK(kvs_init(kv, 3, (kvs_key_t[]){ IK(NK[0]), IK(NK[1]), IK(NK[2]) },
+                (kvs_array_t[]){ nightly_arr(z[0], 0), nightly_arr(z[1], 1),
+                                 nightly_arr(z[2], 2) }));
+    for (int j = 0; j < 3; j++)
+        free(z[j]);
+    for (int j = 0; j < 3; j++)
+        for (int g = 0; g < NW; g++) {
+            keys[j * NW + g] = IK(NK[j]);
+            vals[j * NW + g] = nightly_arr(t.data[j][g], j);
+            outs[j * NW + g] = nightly_arr(t.out[j][g], j);
+        }
+    for (int i = 0; i < NREPEAT; i++) {
+        nightly_round(&t);
+        OK(kvs_push(kv, 3 * NW, keys, vals, 0));
+        OK(kvs_pull(kv, 3 * NW, keys, outs, 0));
+        for (int j = 0; j < 3; j++)
+            nightly_check(&t, j);
+    }
+    nightly_free(&t);
+    kvs_close(kv);
+}
+
+static void test_kvstore_local_update_cpu(void **state)
+{
+    (void)state;
+    nightly_kvstore("local_update_cpu");
+}
+
+static void test_kvstore_local_allreduce_cpu(void **state)
+{
+    (void)state;
+    nightly_kvstore("local_allreduce_cpu");
+}
+
+static void test_group_kvstore_local_update_cpu(void **state)
+{
+    (void)state;
+    nightly_group_kvstore("local_update_cpu");
+}
+
+static void test_group_kvstore_local_allreduce_cpu(void **state)
+{
+    (void)state;
+    nightly_group_kvstore("local_allreduce_cpu");
+}
+
+/* test_compress_kvstore runs on 'local_allreduce_device' only (GPU);
+ * a local store refuses compression, as MXNet's 'local' does. */
+static void test_compress_kvstore_local(void **state)
+{
+    kvs_t *kv = create("local");
+    (void)state;
+    EXPECT_RC(kvs_set_gradient_compression(kv, "2bit threshold=0.5"), KVS_ENOTSUP);
+    kvs_close(kv);
+}
+
+/* ---- MXNet's KVStore docstrings --------------------------------------- */
+
+static void test_docstring_init_pull(void **state)
+{
+    /* kv.init('3', ones*2); kv.pull('3', out=a) -> 2; a list of keys; pull
+     * into several devices; pull a list of keys. */
+    kvs_t *kv = create("local");
+    float twos[6], a[6], b[4][6];
+    (void)state;
+    fill(twos, 6, 2);
+    OK(kvs_init(kv, 1, (kvs_key_t[]){ SK("3") }, (kvs_array_t[]){ ARR(twos, KVS_FLOAT32, 2, 2, 3) }));
+    fill(a, 6, 0);
+    OK(kvs_pull(kv, 1, (kvs_key_t[]){ SK("3") }, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
+    CHECK_DIFF_TO_SCALAR(a, 6, 2);
+    OK(kvs_init(kv, 3, (kvs_key_t[]){ SK("5"), SK("7"), SK("9") },
+                (kvs_array_t[]){ ARR(twos, KVS_FLOAT32, 2, 2, 3), ARR(twos, KVS_FLOAT32, 2, 2, 3),
+                                 ARR(twos, KVS_FLOAT32, 2, 2, 3) }));
+    for (int d = 0; d < 4; d++)
+        fill(b[d], 6, 1);
+    OK(kvs_pull(kv, 4, (kvs_key_t[]){ SK("3"), SK("3"), SK("3"), SK("3") },
+                (kvs_array_t[]){ ARR(b[0], KVS_FLOAT32, 2, 2, 3), ARR(b[1], KVS_FLOAT32, 2, 2, 3),
+                                 ARR(b[2], KVS_FLOAT32, 2, 2, 3), ARR(b[3], KVS_FLOAT32, 2, 2, 3) },
+                0));
+    for (int d = 0; d < 4; d++)
+        CHECK_DIFF_TO_SCALAR(b[d], 6, 2);
+    for (int d = 0; d < 3; d++)
+        fill(b[d], 6, 0);
+    OK(kvs_pull(kv, 3, (kvs_key_t[]){ SK("5"), SK("7"), SK("9") },
+                (kvs_array_t[]){ ARR(b[0], KVS_FLOAT32, 2, 2, 3), ARR(b[1], KVS_FLOAT32, 2, 2, 3),
+                                 ARR(b[2], KVS_FLOAT32, 2, 2, 3) },
+                0));
+    CHECK_DIFF_TO_SCALAR(b[1], 6, 2);
+    kvs_close(kv);
+}
+
+static void test_docstring_push_pushpull(void **state)
+{
+    kvs_t *kv = create("local");
+    float v[4][6], a[6], b[12][6];
+    kvs_key_t k3 = SK("3");
+    kvs_key_t keys[12];
+    kvs_array_t va[12], oa[12];
+    const char *names[3] = { "4", "5", "6" };
+    (void)state;
+    fill(v[0], 6, 0);
+    OK(kvs_init(kv, 1, &k3, (kvs_array_t[]){ ARR(v[0], KVS_FLOAT32, 2, 2, 3) }));
+    OK(kvs_init(kv, 3, (kvs_key_t[]){ SK("4"), SK("5"), SK("6") },
+                (kvs_array_t[]){ ARR(v[0], KVS_FLOAT32, 2, 2, 3), ARR(v[0], KVS_FLOAT32, 2, 2, 3),
+                                 ARR(v[0], KVS_FLOAT32, 2, 2, 3) }));
+    /* kv.push('3', ones*8) -> 8 */
+    fill(v[0], 6, 8);
+    OK(kvs_push(kv, 1, &k3, (kvs_array_t[]){ ARR(v[0], KVS_FLOAT32, 2, 2, 3) }, 0));
+    OK(kvs_pull(kv, 1, &k3, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
+    CHECK_DIFF_TO_SCALAR(a, 6, 8);
+    /* four gpus of ones -> 4 */
+    for (int d = 0; d < 4; d++) {
+        fill(v[d], 6, 1);
+        keys[d] = k3;
+        va[d] = ARR(v[d], KVS_FLOAT32, 2, 2, 3);
+    }
+    OK(kvs_push(kv, 4, keys, va, 0));
+    OK(kvs_pull(kv, 1, &k3, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
+    CHECK_DIFF_TO_SCALAR(a, 6, 4);
+    /* kv.pushpull('3', ones*8, out=a) -> 8 */
+    fill(v[0], 6, 8);
+    fill(a, 6, 0);
+    OK(kvs_pushpull(kv, 1, &k3, (kvs_array_t[]){ ARR(v[0], KVS_FLOAT32, 2, 2, 3) },
+                    (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
+    CHECK_DIFF_TO_SCALAR(a, 6, 8);
+    /* kv.pushpull('3', b (4 gpus of ones), out=a) -> 4 */
+    fill(v[0], 6, 1);
+    OK(kvs_pushpull(kv, 4, keys, va, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3),
+                                                      ARR(b[0], KVS_FLOAT32, 2, 2, 3),
+                                                      ARR(b[1], KVS_FLOAT32, 2, 2, 3),
+                                                      ARR(b[2], KVS_FLOAT32, 2, 2, 3) },
+                    0));
+    CHECK_DIFF_TO_SCALAR(a, 6, 4);
+    CHECK_DIFF_TO_SCALAR(b[2], 6, 4);
+    /* a list of keys from one device -> 1 */
+    for (int k = 0; k < 3; k++) {
+        fill(b[k], 6, 1);
+        keys[k] = SK(names[k]);
+        va[k] = ARR(b[k], KVS_FLOAT32, 2, 2, 3);
+    }
+    OK(kvs_push(kv, 3, keys, va, 0));
+    for (int k = 0; k < 3; k++) {
+        fill(b[k], 6, 0);
+        oa[k] = ARR(b[k], KVS_FLOAT32, 2, 2, 3);
+    }
+    OK(kvs_pull(kv, 3, keys, oa, 0));
+    CHECK_DIFF_TO_SCALAR(b[1], 6, 1);
+    /* a list of keys from four devices, pushpull in place -> 4 */
+    for (int k = 0; k < 3; k++)
+        for (int d = 0; d < 4; d++) {
+            int i = k * 4 + d;
+            fill(b[i], 6, 1);
+            keys[i] = SK(names[k]);
+            va[i] = ARR(b[i], KVS_FLOAT32, 2, 2, 3);
+        }
+    OK(kvs_pushpull(kv, 12, keys, va, NULL, 0));
+    for (int i = 0; i < 12; i++)
+        CHECK_DIFF_TO_SCALAR(b[i], 6, 4);
+    kvs_close(kv);
+}
+
+static void test_docstring_row_sparse_pull(void **state)
+{
+    /* (3,3) ones; ids [0,2] -> rows 0 and 2; duplicates [2,2] -> row 2;
+     * unsorted [1,0] -> rows 0 and 1. */
+    static const struct { int64_t ids[2]; int rows[3]; } cases[] = {
+        { { 0, 2 }, { 1, 0, 1 } },
+        { { 2, 2 }, { 0, 0, 1 } },
+        { { 1, 0 }, { 1, 1, 0 } },
+    };
+    kvs_t *kv = create("local");
+    float ones[9], a[9];
+    (void)state;
+    fill(ones, 9, 1);
+    OK(kvs_init(kv, 1, (kvs_key_t[]){ SK("3") }, (kvs_array_t[]){ ARR(ones, KVS_FLOAT32, 2, 3, 3) }));
+    fill(a, 9, 0);
+    for (size_t c = 0; c < 3; c++) {
+        OK(kvs_row_sparse_pull(kv, 1, (kvs_key_t[]){ SK("3") },
+                               (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 3, 3) },
+                               (kvs_array_t[]){ ARR(cases[c].ids, KVS_INT64, 1, 2) }, 0));
+        for (int r = 0; r < 3; r++)
+            for (int col = 0; col < 3; col++)
+                if (a[r * 3 + col] != (float)cases[c].rows[r])
+                    fail_msg("case %zu row %d: got %g", c, r, (double)a[r * 3 + col]);
+    }
+    kvs_close(kv);
+}
+
+static void test_docstring_set_optimizer(void **state)
+{
+    /* weight zeros (2,2) under key 3, default SGD, push ones -> -0.01 */
+    kvs_t *kv = create("local");
+    float w[4] = { 0, 0, 0, 0 }, g[4] = { 1, 1, 1, 1 };
+    (void)state;
+    OK(kvs_init(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(w, KVS_FLOAT32, 2, 2, 2) }));
+    OK(kvs_set_optimizer(kv, "sgd"));
+    OK(kvs_push(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(g, KVS_FLOAT32, 2, 2, 2) }, 0));
+    OK(kvs_pull(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(w, KVS_FLOAT32, 2, 2, 2) }, 0));
+    for (int i = 0; i < 4; i++)
+        if (!(fabs(w[i] - -0.01) < 1e-9))
+            fail_msg("element %d: got %.9g, want -0.01", i, (double)w[i]);
+    kvs_close(kv);
+}
+
+/* ---- the chapter ------------------------------------------------------ */
+
+struct chapter_log {
+    int n;
+    int64_t keys[16];
+};
+
+/* def update(key, input, stored): print(key); stored += input * 2 */
+static int chapter_update(kvs_key_t key, const kvs_array_t *input, kvs_array_t *stored,
+                          void *ctx)
+{
+    struct chapter_log *log = ctx;
+    if (log->n < 16)
+        log->keys[log->n] = key.id;
+    log->n++;
+    for (int i = 0; i < 6; i++)
+        ((float *)stored->data)[i] += ((const float *)input->data)[i] * 2;
+    return 0;
+}
+
+static void test_chapter_kvstore(void **state)
+{
+    kvs_t *kv = create("local");
+    float a[6], v[12][6];
+    kvs_key_t k3 = IK(3), keys[12];
+    kvs_array_t va[12], oa[12];
+    struct chapter_log log = { 0, { 0 } };
+    (void)state;
+
+    /* kv.init(3, np.ones(shape) * 2); pull -> 2 */
+    fill(v[0], 6, 2);
+    OK(kvs_init(kv, 1, &k3, (kvs_array_t[]){ ARR(v[0], KVS_FLOAT32, 2, 2, 3) }));
+    fill(a, 6, 0);
+    OK(kvs_pull(kv, 1, &k3, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
+    CHECK_DIFF_TO_SCALAR(a, 6, 2);
+
+    /* kv.push(3, np.ones(shape)*8) -> 8 */
+    fill(v[0], 6, 8);
+    OK(kvs_push(kv, 1, &k3, (kvs_array_t[]){ ARR(v[0], KVS_FLOAT32, 2, 2, 3) }, 0));
+    OK(kvs_pull(kv, 1, &k3, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
+    CHECK_DIFF_TO_SCALAR(a, 6, 8);
+
+    /* ones on four devices, summed -> 4 */
+    for (int d = 0; d < 4; d++) {
+        fill(v[d], 6, 1);
+        keys[d] = k3;
+        va[d] = ARR(v[d], KVS_FLOAT32, 2, 2, 3);
+    }
+    OK(kvs_push(kv, 4, keys, va, 0));
+    OK(kvs_pull(kv, 1, &k3, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
+    CHECK_DIFF_TO_SCALAR(a, 6, 4);
+
+    /* kv._set_updater(update): the stored value is unchanged -> 4 */
+    OK(kvs_set_updater(kv, chapter_update, &log));
+    OK(kvs_pull(kv, 1, &k3, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
+    CHECK_DIFF_TO_SCALAR(a, 6, 4);
+    assert_int_equal(log.n, 0);
+
+    /* kv.push(3, np.ones(shape)) -> "update on key: 3", 4 + 2 = 6 */
+    fill(v[0], 6, 1);
+    OK(kvs_push(kv, 1, &k3, (kvs_array_t[]){ ARR(v[0], KVS_FLOAT32, 2, 2, 3) }, 0));
+    assert_int_equal(log.n, 1);
+    assert_int_equal(log.keys[0], 3);
+    OK(kvs_pull(kv, 1, &k3, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
+    CHECK_DIFF_TO_SCALAR(a, 6, 6);
+
+    /* kv.pull(3, out=b) into four devices' ones -> 6 each */
+    for (int d = 0; d < 4; d++) {
+        fill(v[d], 6, 1);
+        keys[d] = k3;
+        oa[d] = ARR(v[d], KVS_FLOAT32, 2, 2, 3);
+    }
+    OK(kvs_pull(kv, 4, keys, oa, 0));
+    for (int d = 0; d < 4; d++)
+        CHECK_DIFF_TO_SCALAR(v[d], 6, 6);
+
+    /* keys [5, 7, 9]: init ones, push ones (updater: 1 + 2) -> 3 */
+    log.n = 0;
+    for (int k = 0; k < 3; k++) {
+        fill(v[k], 6, 1);
+        keys[k] = IK(5 + 2 * k);
+        va[k] = ARR(v[k], KVS_FLOAT32, 2, 2, 3);
+    }
+    OK(kvs_init(kv, 3, keys, va));
+    OK(kvs_push(kv, 3, keys, va, 0));
+    assert_int_equal(log.n, 3);
+    assert_int_equal(log.keys[0], 5);
+    assert_int_equal(log.keys[1], 7);
+    assert_int_equal(log.keys[2], 9);
+    for (int k = 0; k < 3; k++) {
+        fill(v[k], 6, 0);
+        oa[k] = ARR(v[k], KVS_FLOAT32, 2, 2, 3);
+    }
+    OK(kvs_pull(kv, 3, keys, oa, 0));
+    CHECK_DIFF_TO_SCALAR(v[1], 6, 3);
+    CHECK_DIFF_TO_SCALAR(v[0], 6, 3);
+    CHECK_DIFF_TO_SCALAR(v[2], 6, 3);
+
+    /* four devices' ones for each key (12 values), pulled back into them:
+     * 3 + 2 * 4 = 11 */
+    log.n = 0;
+    for (int k = 0; k < 3; k++)
+        for (int d = 0; d < 4; d++) {
+            int i = k * 4 + d;
+            fill(v[i], 6, 1);
+            keys[i] = IK(5 + 2 * k);
+            va[i] = ARR(v[i], KVS_FLOAT32, 2, 2, 3);
+        }
+    OK(kvs_push(kv, 12, keys, va, 0));
+    OK(kvs_pull(kv, 12, keys, va, 0));
+    assert_int_equal(log.n, 3);
+    for (int i = 0; i < 12; i++)
+        CHECK_DIFF_TO_SCALAR(v[i], 6, 11);
+    kvs_close(kv);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_single_kv_pair),
+        cmocka_unit_test(test_row_sparse_pull),
+        cmocka_unit_test(test_init),
+        cmocka_unit_test(test_pull),
+        cmocka_unit_test(test_list_kv_pair),
+        cmocka_unit_test(test_aggregator),
+        cmocka_unit_test(test_sparse_aggregator),
+        cmocka_unit_test(test_updater),
+        cmocka_unit_test(test_get_type),
+        cmocka_unit_test(test_invalid_pull),
+        cmocka_unit_test(test_kvstore_local_update_cpu),
+        cmocka_unit_test(test_kvstore_local_allreduce_cpu),
+        cmocka_unit_test(test_group_kvstore_local_update_cpu),
+        cmocka_unit_test(test_group_kvstore_local_allreduce_cpu),
+        cmocka_unit_test(test_compress_kvstore_local),
+        cmocka_unit_test(test_docstring_init_pull),
+        cmocka_unit_test(test_docstring_push_pushpull),
+        cmocka_unit_test(test_docstring_row_sparse_pull),
+        cmocka_unit_test(test_docstring_set_optimizer),
+        cmocka_unit_test(test_chapter_kvstore),
+    };
+    return cmocka_run_group_tests_name("mxnet", tests, NULL, NULL);
+}
