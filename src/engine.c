@@ -260,7 +260,6 @@ static int check_list(const struct kvs__engine *eng, int n, const kvs_key_t *key
 {
     char ks[KVS_MAX_KEY_LEN + 8], name[KVS_MAX_KEY_LEN + 40];
     enum key_kind kind = eng->kind;
-    int rc;
 
     if (n < 0)
         return kvs__fail(e, KVS_EBADARG, "negative count %d", n);
@@ -277,26 +276,36 @@ static int check_list(const struct kvs__engine *eng, int n, const kvs_key_t *key
             return kvs__fail(e, KVS_EKEYKIND, "key %s: %s key among %s keys",
                              KEYSTR(ks, keys[i]), kind_name(kind_of(keys[i])),
                              kind_name(kind));
-        snprintf(name, sizeof name, "key %s: %s %d", KEYSTR(ks, keys[i]), what, i);
-        if ((rc = kvs__array_check(&arrs[i], name, e)) != 0)
-            return rc;
+        /* The check is pure: on failure it runs again to name the array,
+         * so that the common path formats nothing. */
+        if (kvs__array_check(&arrs[i], what, NULL) != 0) {
+            snprintf(name, sizeof name, "key %s: %s %d", KEYSTR(ks, keys[i]), what, i);
+            return kvs__array_check(&arrs[i], name, e);
+        }
     }
     return 0;
 }
 
-/* Groups a list by key: gid[i] is the group of keys[i], groups numbered in
- * order of first appearance, first[g] the index where group g first
- * appears. Returns the number of groups or -ENOMEM. */
-static int group_keys(int n, const kvs_key_t *keys, int *gid, int *first, struct kvs__err *e)
+/* Slots of the hash table group_keys uses for a list of n keys: a power of
+ * two, at least twice n. */
+static size_t group_slots(int n)
 {
     size_t cap = 16;
-    int *slot, ngroups = 0;
 
     while (cap < 2 * (size_t)n)
         cap *= 2;
-    slot = malloc(cap * sizeof *slot);
-    if (!slot)
-        return kvs__fail(e, -ENOMEM, "out of memory grouping %d keys", n);
+    return cap;
+}
+
+/* Groups a list by key: gid[i] is the group of keys[i], groups numbered in
+ * order of first appearance, first[g] the index where group g first
+ * appears. slot has group_slots(n) entries of scratch. Returns the number
+ * of groups. */
+static int group_keys(int n, const kvs_key_t *keys, int *gid, int *first, int *slot)
+{
+    size_t cap = group_slots(n);
+    int ngroups = 0;
+
     for (size_t i = 0; i < cap; i++)
         slot[i] = -1;
     for (int i = 0; i < n; i++) {
@@ -310,7 +319,6 @@ static int group_keys(int n, const kvs_key_t *keys, int *gid, int *first, struct
         }
         gid[i] = slot[h];
     }
-    free(slot);
     return ngroups;
 }
 
@@ -318,21 +326,17 @@ static int group_keys(int n, const kvs_key_t *keys, int *gid, int *first, struct
  * does, or -ENOMEM. */
 static int find_repeat(int n, const kvs_key_t *keys, struct kvs__err *e)
 {
-    int *gid = malloc(sizeof *gid * (size_t)(n ? n : 1));
-    int *first = malloc(sizeof *first * (size_t)(n ? n : 1));
-    int rc = (gid && first) ? group_keys(n, keys, gid, first, e)
-                            : kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
+    size_t cap = group_slots(n);
+    int *gid = malloc(sizeof(int) * (2 * (size_t)n + cap)), *first, i = 0;
 
-    if (rc >= 0) {
-        int i = 0;
-
-        while (i < n && first[gid[i]] == i)
-            i++;
-        rc = i;
-    }
-    free(first);
+    if (!gid)
+        return kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
+    first = gid + n;
+    group_keys(n, keys, gid, first, first + n);
+    while (i < n && first[gid[i]] == i)
+        i++;
     free(gid);
-    return rc;
+    return i;
 }
 
 /* ---- plans ------------------------------------------------------------ */
@@ -347,9 +351,9 @@ struct group {
 
 struct plan {
     int n, ngroups;
-    int *gid;                          /* n: group of each list index */
-    struct group *groups;              /* ngroups */
+    struct group *groups;              /* ngroups; the head of one allocation */
     const void **inputs;               /* n, grouped: groups[g].in points in here */
+    int *gid;                          /* n: group of each list index */
 };
 
 static void plan_free(struct kvs__engine *eng, struct plan *p)
@@ -360,8 +364,6 @@ static void plan_free(struct kvs__engine *eng, struct plan *p)
         kvs__optim_state_free(p->groups[g].ostate);
     }
     free(p->groups);
-    free(p->gid);
-    free(p->inputs);
     memset(p, 0, sizeof *p);
 }
 
@@ -373,27 +375,25 @@ static int plan_make(struct kvs__engine *eng, int n, const kvs_key_t *keys,
                      struct kvs__err *e)
 {
     char ks[KVS_MAX_KEY_LEN + 8];
-    int *first = NULL, rc, nfresh = 0;
+    size_t cap = group_slots(n);
+    int *first, rc, nfresh = 0;
 
     memset(p, 0, sizeof *p);
     p->n = n;
     if (n == 0)
         return 0;
-    p->gid = malloc(sizeof *p->gid * (size_t)n);
-    first = malloc(sizeof *first * (size_t)n);
-    p->inputs = malloc(sizeof *p->inputs * (size_t)n);
-    if (!p->gid || !first || !p->inputs) {
-        rc = kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
-        goto fail;
-    }
-    if ((rc = group_keys(n, keys, p->gid, first, e)) < 0)
-        goto fail;
-    p->ngroups = rc;
-    p->groups = calloc((size_t)p->ngroups, sizeof *p->groups);
-    if (!p->groups) {
-        rc = kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
-        goto fail;
-    }
+    /* One allocation per call: groups, inputs, gid, first, hash slots. */
+    if ((size_t)n > SIZE_MAX / 128)
+        return kvs__fail(e, -ENOMEM, "a list of %d keys is too long", n);
+    p->groups = malloc((sizeof *p->groups + sizeof *p->inputs) * (size_t)n
+                       + sizeof(int) * (2 * (size_t)n + cap));
+    if (!p->groups)
+        return kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
+    p->inputs = (const void **)(p->groups + n);
+    p->gid = (int *)(p->inputs + n);
+    first = p->gid + n;
+    p->ngroups = group_keys(n, keys, p->gid, first, first + n);
+    memset(p->groups, 0, sizeof *p->groups * (size_t)p->ngroups);
     for (int g = 0; g < p->ngroups; g++) {
         struct group *gr = &p->groups[g];
         kvs_key_t key = keys[first[g]];
@@ -430,11 +430,9 @@ static int plan_make(struct kvs__engine *eng, int n, const kvs_key_t *keys,
     }
     if ((rc = table_reserve(eng, (size_t)nfresh, e)) != 0)
         goto fail;
-    free(first);
     return 0;
 
 fail:
-    free(first);
     plan_free(eng, p);
     return rc;
 }
@@ -463,7 +461,7 @@ int kvs__engine_init(struct kvs__engine *eng, int n, const kvs_key_t *keys,
                          KEYSTR(ks, keys[rc]));
     /* Every key gets a fresh entry: a re-initialised key may change shape. */
     memset(&p, 0, sizeof p);
-    p.groups = calloc((size_t)(n ? n : 1), sizeof *p.groups);
+    p.groups = calloc((size_t)(n ? n : 1), sizeof *p.groups);   /* gid, inputs unused */
     if (!p.groups)
         return kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
     for (int i = 0; i < n; i++) {
@@ -724,6 +722,8 @@ int kvs__engine_row_sparse_pull(struct kvs__engine *eng, int n, const kvs_key_t 
         const int64_t *id = row_ids[i].data;
         size_t row = ent->shape[0] ? ent->bytes / (size_t)ent->shape[0] : 0;
 
+        if (ent->bytes == 0)
+            continue;
         memset(outs[i].data, 0, ent->bytes);
         for (int64_t j = 0; j < row_ids[i].shape[0]; j++)
             memcpy((char *)outs[i].data + (size_t)id[j] * row,

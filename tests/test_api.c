@@ -1,0 +1,2778 @@
+/*
+ * test_api.c - behaviour tests of the public API (kvs.h) on the in-process
+ * "local" store: every contract and error path the header states, with the
+ * values of the store checked element by element after each call, and after
+ * each failing call the proof that the store was left exactly as it was.
+ * Uses only kvs.h; knows nothing of the library's insides.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "kvs.h"
+
+/* ---- helpers ---------------------------------------------------------- */
+
+/* A host array over p; the extents follow ndim. */
+#define ARR(p, dt, nd, ...)                                                   \
+    ((kvs_array_t){ .data = (void *)(p), .dtype = (dt), .ndim = (nd),       \
+                    .shape = { __VA_ARGS__ }, .device = KVS_HOST })
+#define IK(i) KVS_INT_KEY(i)
+#define SK(s) KVS_STR_KEY(s)
+
+#define SENTINEL 0xA5
+
+static kvs_t *new_store(const char *type)
+{
+    kvs_t *kv = NULL;
+    int rc = kvs_create(type, &kv);
+    if (rc != 0)
+        fail_msg("kvs_create(\"%s\") = %d (%s)", type, rc, kvs_err_name(rc));
+    assert_non_null(kv);
+    return kv;
+}
+
+/* rc must be want; the message names the call's line and both codes. */
+static void expect_rc_at(int rc, int want, const char *what, int line)
+{
+    if (rc != want)
+        fail_msg("line %d: %s returned %d (%s), want %d (%s)", line, what, rc,
+                 kvs_err_name(rc), want, kvs_err_name(want));
+}
+#define EXPECT_RC(call, want) expect_rc_at((call), (want), #call, __LINE__)
+#define OK(call) expect_rc_at((call), 0, #call, __LINE__)
+
+static void expect_last_error_at(const kvs_t *kv, const char *needle, int line)
+{
+    const char *m = kvs_last_error(kv);
+    if (m == NULL)
+        fail_msg("line %d: kvs_last_error returned NULL", line);
+    if (m[0] == '\0')
+        fail_msg("line %d: kvs_last_error is empty after a failed call", line);
+    if (needle != NULL && strstr(m, needle) == NULL)
+        fail_msg("line %d: kvs_last_error \"%s\" does not mention \"%s\"", line, m, needle);
+}
+/* The last failure's detail is non-empty and, when needle is not NULL,
+ * contains it. */
+#define EXPECT_DETAIL(kv, needle) expect_last_error_at((kv), (needle), __LINE__)
+
+static void expect_f32_at(const float *got, const float *want, size_t n, int line)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(got[i] == want[i]) && memcmp(&got[i], &want[i], sizeof(float)) != 0)
+            fail_msg("line %d: element %zu: got %.9g, want %.9g", line, i, (double)got[i],
+                     (double)want[i]);
+}
+#define EXPECT_F32(got, want, n) expect_f32_at((got), (want), (n), __LINE__)
+
+static void expect_near_at(const float *got, const double *want, size_t n, double tol, int line)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs((double)got[i] - want[i]) <= tol))
+            fail_msg("line %d: element %zu: got %.9g, want %.9g (+-%g)", line, i,
+                     (double)got[i], want[i], tol);
+}
+#define EXPECT_NEAR(got, want, n, tol) expect_near_at((got), (want), (n), (tol), __LINE__)
+
+static void expect_f64_at(const double *got, const double *want, size_t n, int line)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(got[i] == want[i]))
+            fail_msg("line %d: element %zu: got %.17g, want %.17g", line, i, got[i], want[i]);
+}
+#define EXPECT_F64(got, want, n) expect_f64_at((got), (want), (n), __LINE__)
+
+static void expect_i64_at(const void *got, const void *want, size_t n, kvs_dtype_t dt, int line)
+{
+    for (size_t i = 0; i < n; i++) {
+        long long g = 0, w = 0;
+        switch (dt) {
+        case KVS_INT32:
+            g = ((const int32_t *)got)[i];
+            w = ((const int32_t *)want)[i];
+            break;
+        case KVS_INT64:
+            g = ((const int64_t *)got)[i];
+            w = ((const int64_t *)want)[i];
+            break;
+        case KVS_UINT8:
+            g = ((const uint8_t *)got)[i];
+            w = ((const uint8_t *)want)[i];
+            break;
+        case KVS_FLOAT16:
+        case KVS_BFLOAT16:
+            g = ((const uint16_t *)got)[i];
+            w = ((const uint16_t *)want)[i];
+            break;
+        default:
+            fail_msg("line %d: bad dtype in test", line);
+        }
+        if (g != w)
+            fail_msg("line %d: element %zu: got %lld (0x%llx), want %lld (0x%llx)", line, i, g,
+                     (unsigned long long)g, w, (unsigned long long)w);
+    }
+}
+/* Integer and raw half-precision elements, compared one by one. */
+#define EXPECT_INTS(got, want, n, dt) expect_i64_at((got), (want), (n), (dt), __LINE__)
+
+static void expect_bytes_at(const void *p, int byte, size_t n, int line)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != (unsigned char)byte)
+            fail_msg("line %d: byte %zu of an out was written (0x%02x) by a failed call", line,
+                     i, b[i]);
+}
+/* The buffer still holds the sentinel: nothing wrote to it. */
+#define EXPECT_UNTOUCHED(p, n) expect_bytes_at((p), SENTINEL, (n), __LINE__)
+
+/* ---- a store with known contents ------------------------------------- */
+/*
+ * Keys of the fixture store: 3 float32 (2,3), 5 float32 (4), 7 int32 (2,2),
+ * 9 float64 scalar. Error-path tests check after every failing call that
+ * each of them still holds exactly this.
+ */
+static const float FX3[6] = { 1, 2, 3, 4, 5, 6 };
+static const float FX5[4] = { 10, 20, 30, 40 };
+static const int32_t FX7[4] = { -1, -2, -3, -4 };
+static const double FX9[1] = { 3.5 };
+
+static void fx_fill(kvs_t *kv)
+{
+    kvs_key_t keys[4] = { IK(3), IK(5), IK(7), IK(9) };
+    kvs_array_t vals[4] = {
+        ARR(FX3, KVS_FLOAT32, 2, 2, 3),
+        ARR(FX5, KVS_FLOAT32, 1, 4),
+        ARR(FX7, KVS_INT32, 2, 2, 2),
+        ARR(FX9, KVS_FLOAT64, 0, 0),
+    };
+    OK(kvs_init(kv, 4, keys, vals));
+}
+
+static int fx_setup(void **state)
+{
+    kvs_t *kv = NULL;
+    if (kvs_create("local", &kv) != 0)
+        return -1;
+    *state = kv;
+    fx_fill(kv);
+    return 0;
+}
+
+static int fx_teardown(void **state)
+{
+    kvs_close(*state);
+    return 0;
+}
+
+static void fx_unchanged_at(kvs_t *kv, int line)
+{
+    float k3[6], k5[4];
+    int32_t k7[4];
+    double k9[1];
+    kvs_key_t key;
+    kvs_array_t out;
+
+    memset(k3, SENTINEL, sizeof k3);
+    key = IK(3);
+    out = ARR(k3, KVS_FLOAT32, 2, 2, 3);
+    expect_rc_at(kvs_pull(kv, 1, &key, &out, 0), 0, "pull of key 3", line);
+    expect_f32_at(k3, FX3, 6, line);
+
+    memset(k5, SENTINEL, sizeof k5);
+    key = IK(5);
+    out = ARR(k5, KVS_FLOAT32, 1, 4);
+    expect_rc_at(kvs_pull(kv, 1, &key, &out, 0), 0, "pull of key 5", line);
+    expect_f32_at(k5, FX5, 4, line);
+
+    memset(k7, SENTINEL, sizeof k7);
+    key = IK(7);
+    out = ARR(k7, KVS_INT32, 2, 2, 2);
+    expect_rc_at(kvs_pull(kv, 1, &key, &out, 0), 0, "pull of key 7", line);
+    expect_i64_at(k7, FX7, 4, KVS_INT32, line);
+
+    memset(k9, SENTINEL, sizeof k9);
+    key = IK(9);
+    out = ARR(k9, KVS_FLOAT64, 0, 0);
+    expect_rc_at(kvs_pull(kv, 1, &key, &out, 0), 0, "pull of key 9", line);
+    expect_f64_at(k9, FX9, 1, line);
+}
+/* Every key of the fixture holds its initial value. */
+#define FX_UNCHANGED(kv) fx_unchanged_at((kv), __LINE__)
+
+/* A failing call: its code, a detail naming needle (NULL: any), and the
+ * fixture store untouched. */
+#define EXPECT_FAIL(kv, call, want, needle)                                   \
+    do {                                                                      \
+        expect_rc_at((call), (want), #call, __LINE__);                        \
+        expect_last_error_at((kv), (needle), __LINE__);                       \
+        fx_unchanged_at((kv), __LINE__);                                      \
+    } while (0)
+
+/* Pulls one float32 key of n elements (any shape given by out's caller). */
+static void pull_f32_at(kvs_t *kv, kvs_key_t key, float *buf, int ndim, const int64_t *shape,
+                        int line)
+{
+    kvs_array_t out = { .data = buf, .dtype = KVS_FLOAT32, .ndim = ndim, .device = KVS_HOST };
+    for (int d = 0; d < ndim; d++)
+        out.shape[d] = shape[d];
+    expect_rc_at(kvs_pull(kv, 1, &key, &out, 0), 0, "kvs_pull", line);
+}
+#define PULL_F32(kv, key, buf, ndim, ...)                                     \
+    pull_f32_at((kv), (key), (buf), (ndim), (const int64_t[]){ __VA_ARGS__ }, __LINE__)
+
+/* A private directory for state files, removed with what it holds. */
+static char *make_tmpdir(void)
+{
+    char *d = strdup("/tmp/kvs_test_api_XXXXXX");
+    assert_non_null(d);
+    assert_non_null(mkdtemp(d));
+    return d;
+}
+
+static void remove_tmpdir(char *d)
+{
+    DIR *dir = opendir(d);
+    if (dir != NULL) {
+        struct dirent *ent;
+        while ((ent = readdir(dir)) != NULL) {
+            char p[4096];
+            if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
+                continue;
+            snprintf(p, sizeof p, "%s/%s", d, ent->d_name);
+            unlink(p);
+        }
+        closedir(dir);
+    }
+    rmdir(d);
+    free(d);
+}
+
+static int count_dir_entries(const char *d)
+{
+    DIR *dir = opendir(d);
+    int n = 0;
+    struct dirent *ent;
+    assert_non_null(dir);
+    while ((ent = readdir(dir)) != NULL)
+        if (strcmp(ent->d_name, ".") != 0 && strcmp(ent->d_name, "..") != 0)
+            n++;
+    closedir(dir);
+    return n;
+}
+
+static unsigned char *read_whole(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char *buf;
+    long sz;
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    sz = ftell(f);
+    assert_true(sz > 0);
+    rewind(f);
+    buf = malloc((size_t)sz);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)sz, f), (size_t)sz);
+    fclose(f);
+    *len = (size_t)sz;
+    return buf;
+}
+
+static void write_whole(const char *path, const void *buf, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    if (len > 0)
+        assert_int_equal(fwrite(buf, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* ---- version, errors, dtypes ------------------------------------------ */
+
+static void test_version(void **state)
+{
+    int ma = -1, mi = -1, pa = -1;
+    char want[64];
+    const char *s = kvs_version(&ma, &mi, &pa);
+    (void)state;
+    assert_int_equal(ma, KVS_VERSION_MAJOR);
+    assert_int_equal(mi, KVS_VERSION_MINOR);
+    assert_int_equal(pa, KVS_VERSION_PATCH);
+    snprintf(want, sizeof want, "kvs %d.%d.%d", KVS_VERSION_MAJOR, KVS_VERSION_MINOR,
+             KVS_VERSION_PATCH);
+    assert_non_null(s);
+    assert_string_equal(s, want);
+    /* Each out-pointer may be NULL. */
+    assert_string_equal(kvs_version(NULL, NULL, NULL), want);
+    assert_string_equal(kvs_version(&ma, NULL, NULL), want);
+    assert_int_equal(ma, KVS_VERSION_MAJOR);
+}
+
+struct err_entry {
+    const char *name;
+    int value;
+    const char *msg;
+};
+
+static const struct err_entry ERRS[] = {
+#define XX_(name, value, msg) { "KVS_E" #name, value, msg },
+    KVS_ERRNO_MAP(XX_)
+#undef XX_
+};
+
+static void test_strerror_every_kvs_code(void **state)
+{
+    size_t n = sizeof ERRS / sizeof ERRS[0];
+    (void)state;
+    assert_true(n >= 18);
+    for (size_t i = 0; i < n; i++) {
+        const char *m = kvs_strerror(ERRS[i].value);
+        const char *nm = kvs_err_name(ERRS[i].value);
+        assert_true(ERRS[i].value <= -30000 && ERRS[i].value >= -30999);
+        assert_non_null(m);
+        assert_non_null(nm);
+        if (strcmp(m, ERRS[i].msg) != 0)
+            fail_msg("kvs_strerror(%d) = \"%s\", want \"%s\"", ERRS[i].value, m, ERRS[i].msg);
+        if (strcmp(nm, ERRS[i].name) != 0)
+            fail_msg("kvs_err_name(%d) = \"%s\", want \"%s\"", ERRS[i].value, nm, ERRS[i].name);
+    }
+    /* The enum constants are the list's values. */
+    assert_int_equal(KVS_EBADARG, -30001);
+    assert_int_equal(KVS_ESHAPE, -30006);
+    assert_int_equal(KVS_ECLOSED, -30018);
+    assert_string_equal(kvs_err_name(KVS_ESHAPE), "KVS_ESHAPE");
+}
+
+static void test_strerror_errno_and_unknown(void **state)
+{
+    static const struct { int e; const char *name; } sys[] = {
+        { ENOMEM, "ENOMEM" }, { ENOENT, "ENOENT" }, { EIO, "EIO" },
+        { EINVAL, "EINVAL" }, { EACCES, "EACCES" }, { ENOSPC, "ENOSPC" },
+        { EEXIST, "EEXIST" }, { EINTR, "EINTR" },   { EAGAIN, "EAGAIN" },
+    };
+    static const int unknown[] = { -29999, 12345, INT_MIN, INT_MAX, -30000, -30019, -30999 };
+    const char *unk;
+    (void)state;
+
+    unk = kvs_strerror(-29999);
+    assert_non_null(unk);
+    if (strcasestr(unk, "unknown") == NULL)
+        fail_msg("kvs_strerror(-29999) = \"%s\", want an \"unknown error\" message", unk);
+
+    for (size_t i = 0; i < sizeof sys / sizeof sys[0]; i++) {
+        const char *m = kvs_strerror(-sys[i].e);
+        const char *nm = kvs_err_name(-sys[i].e);
+        assert_non_null(m);
+        assert_non_null(nm);
+        if (m[0] == '\0' || strcmp(m, unk) == 0)
+            fail_msg("kvs_strerror(-%s) = \"%s\": want the system's message", sys[i].name, m);
+        if (strcmp(nm, sys[i].name) != 0)
+            fail_msg("kvs_err_name(-%s) = \"%s\"", sys[i].name, nm);
+    }
+    assert_string_not_equal(kvs_strerror(-ENOMEM), kvs_strerror(-ENOENT));
+
+    /* 0 is success. */
+    assert_non_null(kvs_strerror(0));
+    if (strcasestr(kvs_strerror(0), "success") == NULL)
+        fail_msg("kvs_strerror(0) = \"%s\"", kvs_strerror(0));
+    assert_non_null(kvs_err_name(0));
+
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        const char *m = kvs_strerror(unknown[i]);
+        const char *nm = kvs_err_name(unknown[i]);
+        assert_non_null(m);
+        assert_non_null(nm);
+        if (strcasestr(m, "unknown") == NULL)
+            fail_msg("kvs_strerror(%d) = \"%s\", want \"unknown error\"", unknown[i], m);
+        if (strcmp(nm, "UNKNOWN") != 0)
+            fail_msg("kvs_err_name(%d) = \"%s\", want \"UNKNOWN\"", unknown[i], nm);
+    }
+}
+
+static void test_dtype_size_and_name(void **state)
+{
+    static const struct { kvs_dtype_t dt; size_t size; const char *name; } t[] = {
+        { KVS_FLOAT32, 4, "float32" },   { KVS_FLOAT64, 8, "float64" },
+        { KVS_FLOAT16, 2, "float16" },   { KVS_BFLOAT16, 2, "bfloat16" },
+        { KVS_INT32, 4, "int32" },       { KVS_INT64, 8, "int64" },
+        { KVS_UINT8, 1, "uint8" },
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        assert_int_equal(kvs_dtype_size(t[i].dt), t[i].size);
+        assert_string_equal(kvs_dtype_name(t[i].dt), t[i].name);
+    }
+    assert_int_equal(kvs_dtype_size((kvs_dtype_t)42), 0);
+    assert_int_equal(kvs_dtype_size((kvs_dtype_t)-1), 0);
+    assert_string_equal(kvs_dtype_name((kvs_dtype_t)42), "invalid");
+    assert_string_equal(kvs_dtype_name((kvs_dtype_t)-1), "invalid");
+}
+
+/* ---- creating a store ------------------------------------------------- */
+
+static void test_create_local_types(void **state)
+{
+    static const char *const types[] = { "local", "local_update_cpu", "local_allreduce_cpu" };
+    (void)state;
+    for (size_t i = 0; i < 3; i++) {
+        /* The name is kept by the store, not borrowed from the caller. */
+        char name[64];
+        kvs_t *kv;
+        snprintf(name, sizeof name, "%s", types[i]);
+        kv = new_store(name);
+        memset(name, 'x', strlen(name));
+        assert_string_equal(kvs_type(kv), types[i]);
+        assert_int_equal(kvs_rank(kv), 0);
+        assert_int_equal(kvs_num_workers(kv), 1);
+        assert_int_equal(kvs_barrier(kv), 0);
+        assert_string_equal(kvs_last_error(kv), "");
+        kvs_close(kv);
+    }
+}
+
+static void test_create_unknown_type(void **state)
+{
+    static const char *const bad[] = { "bogus_store", "", "localx", "dist_sync_typo" };
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kvs_t *kv = (kvs_t *)(uintptr_t)0x1;  /* must be set to NULL */
+        int rc = kvs_create(bad[i], &kv);
+        if (rc != KVS_EBADTYPE)
+            fail_msg("kvs_create(\"%s\") = %d (%s), want KVS_EBADTYPE", bad[i], rc,
+                     kvs_err_name(rc));
+        assert_null(kv);
+        assert_non_null(kvs_last_error(NULL));
+        assert_true(kvs_last_error(NULL)[0] != '\0');
+        if (bad[i][0] != '\0' && strstr(kvs_last_error(NULL), bad[i]) == NULL)
+            fail_msg("kvs_last_error(NULL) = \"%s\" does not name \"%s\"",
+                     kvs_last_error(NULL), bad[i]);
+    }
+}
+
+static void test_create_null_args(void **state)
+{
+    kvs_t *kv = (kvs_t *)(uintptr_t)0x1;
+    (void)state;
+    assert_int_equal(kvs_create(NULL, &kv), KVS_EBADARG);
+    assert_null(kv);
+    assert_true(kvs_last_error(NULL)[0] != '\0');
+    assert_int_equal(kvs_create("local", NULL), KVS_EBADARG);
+    assert_int_equal(kvs_create(NULL, NULL), KVS_EBADARG);
+}
+
+static void test_create_later_types_are_known(void **state)
+{
+    static const char *const later[] = { "dist_sync", "dist_async", "device", "nccl",
+                                         "dist_device_sync" };
+    (void)state;
+    for (size_t i = 0; i < sizeof later / sizeof later[0]; i++) {
+        kvs_t *kv = (kvs_t *)(uintptr_t)0x1;
+        int rc = kvs_create(later[i], &kv);
+        if (rc == KVS_EBADTYPE)
+            fail_msg("kvs_create(\"%s\") = KVS_EBADTYPE: a known type", later[i]);
+        if (rc == 0) {
+            assert_non_null(kv);
+            assert_string_equal(kvs_type(kv), later[i]);
+            kvs_close(kv);
+        } else {
+            assert_true(rc < 0);
+            assert_null(kv);
+        }
+    }
+}
+
+static void test_null_handle_calls(void **state)
+{
+    kvs_key_t k = IK(1);
+    float v = 1;
+    kvs_array_t a = ARR(&v, KVS_FLOAT32, 0, 0);
+    int64_t opt = -1;
+    (void)state;
+    kvs_close(NULL);
+    assert_int_equal(kvs_rank(NULL), 0);
+    assert_int_equal(kvs_num_workers(NULL), 1);
+    assert_int_equal(kvs_barrier(NULL), KVS_EBADARG);
+    assert_int_equal(kvs_init(NULL, 1, &k, &a), KVS_EBADARG);
+    assert_int_equal(kvs_reinit(NULL, 1, &k, &a), KVS_EBADARG);
+    assert_int_equal(kvs_push(NULL, 1, &k, &a, 0), KVS_EBADARG);
+    assert_int_equal(kvs_pull(NULL, 1, &k, &a, 0), KVS_EBADARG);
+    assert_int_equal(kvs_pushpull(NULL, 1, &k, &a, NULL, 0), KVS_EBADARG);
+    assert_int_equal(kvs_row_sparse_pull(NULL, 1, &k, &a, &a, 0), KVS_EBADARG);
+    assert_int_equal(kvs_set_updater(NULL, NULL, NULL), KVS_EBADARG);
+    assert_int_equal(kvs_set_optimizer(NULL, "sgd"), KVS_EBADARG);
+    assert_int_equal(kvs_save_optimizer_states(NULL, "/tmp/x", 0), KVS_EBADARG);
+    assert_int_equal(kvs_set_option(NULL, KVS_OPT_THREADS, 1), KVS_EBADARG);
+    assert_int_equal(kvs_get_option(NULL, KVS_OPT_THREADS, &opt), KVS_EBADARG);
+    assert_true(v == 1);
+}
+
+/* ---- the seven dtypes ------------------------------------------------- */
+
+static void test_dtype_float32(void **state)
+{
+    kvs_t *kv = new_store("local");
+    const float init[4] = { 0.5f, -1.25f, 3e38f, -0.0f };
+    const float a[4] = { 1.5f, 2.25f, -0.75f, 1e-3f };
+    const float b[4] = { 2.25f, -0.75f, 1.5f, 2e-3f };
+    const float c[4] = { -0.75f, 1.5f, 2.25f, 4e-3f };
+    float out[4];
+    const float want[3] = { 3, 3, 3 }; /* exact in any order of summation */
+    kvs_key_t keys[3] = { IK(1), IK(1), IK(1) };
+    kvs_array_t vals[3] = { ARR(a, KVS_FLOAT32, 1, 4), ARR(b, KVS_FLOAT32, 1, 4),
+                            ARR(c, KVS_FLOAT32, 1, 4) };
+    (void)state;
+
+    OK(kvs_init(kv, 1, keys, (kvs_array_t[]){ ARR(init, KVS_FLOAT32, 1, 4) }));
+    PULL_F32(kv, IK(1), out, 1, 4);
+    EXPECT_F32(out, init, 4);
+
+    OK(kvs_push(kv, 3, keys, vals, 0));
+    PULL_F32(kv, IK(1), out, 1, 4);
+    EXPECT_F32(out, want, 3);
+    assert_true(fabsf(out[3] - 7e-3f) <= 1e-9f);
+    kvs_close(kv);
+}
+
+static void test_dtype_float64(void **state)
+{
+    kvs_t *kv = new_store("local");
+    const double init[3] = { 1e300, -2.5, 0.1 };
+    const double a[3] = { 0.1, 1e-300, 1.0 };
+    const double b[3] = { 0.2, 1e-300, 2.0 };
+    double out[3], want[3];
+    kvs_key_t keys[2] = { IK(2), IK(2) };
+    kvs_array_t vals[2] = { ARR(a, KVS_FLOAT64, 1, 3), ARR(b, KVS_FLOAT64, 1, 3) };
+    (void)state;
+
+    OK(kvs_init(kv, 1, keys, (kvs_array_t[]){ ARR(init, KVS_FLOAT64, 1, 3) }));
+    memset(out, SENTINEL, sizeof out);
+    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_FLOAT64, 1, 3) }, 0));
+    EXPECT_F64(out, init, 3);
+
+    OK(kvs_push(kv, 2, keys, vals, 0));
+    /* Summed in double: 0.1 + 0.2 keeps double's rounding, 2e-300 is not
+     * flushed to float's zero. */
+    want[0] = 0.1 + 0.2;
+    want[1] = 2e-300;
+    want[2] = 3.0;
+    memset(out, SENTINEL, sizeof out);
+    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_FLOAT64, 1, 3) }, 0));
+    EXPECT_F64(out, want, 3);
+    assert_true(out[0] != 0.3);  /* 0.30000000000000004, not float's sum */
+    kvs_close(kv);
+}
+
+static void test_dtype_float16_sum_rounded_once(void **state)
+{
+    kvs_t *kv = new_store("local");
+    /* Raw IEEE half bit patterns. */
+    const uint16_t init[4] = { 0x7E00 /* NaN */, 0x8000 /* -0 */, 0x0001 /* min subnormal */,
+                               0x3C00 /* 1 */ };
+    uint16_t out[8];
+    kvs_key_t k = IK(4);
+    (void)state;
+
+    OK(kvs_init(kv, 1, &k, (kvs_array_t[]){ ARR(init, KVS_FLOAT16, 1, 4) }));
+    memset(out, SENTINEL, sizeof out);
+    OK(kvs_pull(kv, 1, &k, (kvs_array_t[]){ ARR(out, KVS_FLOAT16, 1, 4) }, 0));
+    EXPECT_INTS(out, init, 4, KVS_FLOAT16); /* init stores the bits as given */
+
+    /* 2048 + 1 + 1: summed in float32 = 2050 (0x6801); half by half it
+     * would stay 2048 (2049 rounds to even).  Element 1: 2048 + 1 = 2049,
+     * a tie, to even 2048 (0x6800). Element 2: 2050 + 1 = 2051, a tie, to
+     * even 2052 (0x6802). Element 3: subnormals 2^-24 + 2^-24 = 0x0002.
+     * Element 4: -1 + -2 + 0 = -3 (0xC200). Element 5: 65504 + 65504
+     * overflows to +inf (0x7C00). Element 6: 0.5 + 0.25 + 0.25 = 1 (0x3C00).
+     * Element 7: 1 + -1 + 0 = 0. */
+    {
+        const uint16_t a[8] = { 0x6800, 0x6800, 0x6801, 0x0001, 0xBC00, 0x7BFF, 0x3800, 0x3C00 };
+        const uint16_t b[8] = { 0x3C00, 0x3C00, 0x3C00, 0x0001, 0xC000, 0x7BFF, 0x3400, 0xBC00 };
+        const uint16_t c[8] = { 0x3C00, 0x0000, 0x0000, 0x0000, 0x0000, 0x0000, 0x3400, 0x0000 };
+        const uint16_t want[8] = { 0x6801, 0x6800, 0x6802, 0x0002, 0xC200, 0x7C00, 0x3C00,
+                                   0x0000 };
+        const uint16_t z[8] = { 0 };
+        kvs_key_t keys[3] = { IK(8), IK(8), IK(8) };
+        kvs_array_t vals[3] = { ARR(a, KVS_FLOAT16, 1, 8), ARR(b, KVS_FLOAT16, 1, 8),
+                                ARR(c, KVS_FLOAT16, 1, 8) };
+        OK(kvs_init(kv, 1, keys, (kvs_array_t[]){ ARR(z, KVS_FLOAT16, 1, 8) }));
+        OK(kvs_push(kv, 3, keys, vals, 0));
+        memset(out, SENTINEL, sizeof out);
+        OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_FLOAT16, 1, 8) }, 0));
+        EXPECT_INTS(out, want, 8, KVS_FLOAT16);
+    }
+    kvs_close(kv);
+}
+
+static void test_dtype_bfloat16_sum_rounded_once(void **state)
+{
+    kvs_t *kv = new_store("local");
+    /* 256 + 1 + 1 = 258 (0x4381) in float32; bf16 by bf16 it would stay 256.
+     * 256 + 1 = 257, a tie, to even 256 (0x4380). 258 + 1 = 259, a tie, to
+     * even 260 (0x4382). -1 + -2 = -3 (0xC040). 1.5 + 1.5 = 3 (0x4040).
+     * Subnormals 0x0001 + 0x0001 = 0x0002. */
+    const uint16_t a[6] = { 0x4380, 0x4380, 0x4381, 0xBF80, 0x3FC0, 0x0001 };
+    const uint16_t b[6] = { 0x3F80, 0x3F80, 0x3F80, 0xC000, 0x3FC0, 0x0001 };
+    const uint16_t c[6] = { 0x3F80, 0x0000, 0x0000, 0x0000, 0x0000, 0x0000 };
+    const uint16_t want[6] = { 0x4381, 0x4380, 0x4382, 0xC040, 0x4040, 0x0002 };
+    const uint16_t init[6] = { 0x7FC0, 0x8000, 0x3F80, 0x0001, 0xFF80, 0x1234 };
+    uint16_t out[6];
+    kvs_key_t keys[3] = { IK(1), IK(1), IK(1) };
+    kvs_array_t vals[3] = { ARR(a, KVS_BFLOAT16, 2, 2, 3), ARR(b, KVS_BFLOAT16, 2, 2, 3),
+                            ARR(c, KVS_BFLOAT16, 2, 2, 3) };
+    (void)state;
+
+    OK(kvs_init(kv, 1, keys, (kvs_array_t[]){ ARR(init, KVS_BFLOAT16, 2, 2, 3) }));
+    memset(out, SENTINEL, sizeof out);
+    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_BFLOAT16, 2, 2, 3) }, 0));
+    EXPECT_INTS(out, init, 6, KVS_BFLOAT16);
+
+    OK(kvs_push(kv, 3, keys, vals, 0));
+    memset(out, SENTINEL, sizeof out);
+    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_BFLOAT16, 2, 2, 3) }, 0));
+    EXPECT_INTS(out, want, 6, KVS_BFLOAT16);
+    kvs_close(kv);
+}
+
+static void test_dtype_int32_wraps(void **state)
+{
+    kvs_t *kv = new_store("local");
+    const int32_t z[4] = { 7, 7, 7, 7 };
+    const int32_t a[4] = { INT32_MAX, INT32_MIN, -5, 1000000 };
+    const int32_t b[4] = { 1, -1, 3, 2000000 };
+    const int32_t want[4] = { INT32_MIN, INT32_MAX, -2, 3000000 };
+    int32_t out[4];
+    kvs_key_t keys[2] = { IK(1), IK(1) };
+    kvs_array_t vals[2] = { ARR(a, KVS_INT32, 1, 4), ARR(b, KVS_INT32, 1, 4) };
+    (void)state;
+    OK(kvs_init(kv, 1, keys, (kvs_array_t[]){ ARR(z, KVS_INT32, 1, 4) }));
+    OK(kvs_push(kv, 2, keys, vals, 0));
+    memset(out, SENTINEL, sizeof out);
+    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_INT32, 1, 4) }, 0));
+    EXPECT_INTS(out, want, 4, KVS_INT32);
+    kvs_close(kv);
+}
+
+static void test_dtype_int64_wraps(void **state)
+{
+    kvs_t *kv = new_store("local");
+    const int64_t z[3] = { 0, 0, 0 };
+    const int64_t a[3] = { INT64_MAX, INT64_MIN, (int64_t)1 << 40 };
+    const int64_t b[3] = { 1, -1, (int64_t)1 << 40 };
+    const int64_t c[3] = { 0, 0, -1 };
+    const int64_t want[3] = { INT64_MIN, INT64_MAX, ((int64_t)1 << 41) - 1 };
+    int64_t out[3];
+    kvs_key_t keys[3] = { IK(1), IK(1), IK(1) };
+    kvs_array_t vals[3] = { ARR(a, KVS_INT64, 1, 3), ARR(b, KVS_INT64, 1, 3),
+                            ARR(c, KVS_INT64, 1, 3) };
+    (void)state;
+    OK(kvs_init(kv, 1, keys, (kvs_array_t[]){ ARR(z, KVS_INT64, 1, 3) }));
+    OK(kvs_push(kv, 3, keys, vals, 0));
+    memset(out, SENTINEL, sizeof out);
+    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_INT64, 1, 3) }, 0));
+    EXPECT_INTS(out, want, 3, KVS_INT64);
+    kvs_close(kv);
+}
+
+static void test_dtype_uint8_wraps(void **state)
+{
+    kvs_t *kv = new_store("local");
+    const uint8_t z[4] = { 9, 9, 9, 9 };
+    const uint8_t a[4] = { 200, 255, 0, 128 };
+    const uint8_t b[4] = { 100, 1, 0, 128 };
+    const uint8_t want[4] = { 44, 0, 0, 0 };
+    uint8_t out[4];
+    kvs_key_t keys[2] = { IK(1), IK(1) };
+    kvs_array_t vals[2] = { ARR(a, KVS_UINT8, 1, 4), ARR(b, KVS_UINT8, 1, 4) };
+    (void)state;
+    OK(kvs_init(kv, 1, keys, (kvs_array_t[]){ ARR(z, KVS_UINT8, 1, 4) }));
+    memset(out, SENTINEL, sizeof out);
+    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_UINT8, 1, 4) }, 0));
+    EXPECT_INTS(out, z, 4, KVS_UINT8);
+    OK(kvs_push(kv, 2, keys, vals, 0));
+    memset(out, SENTINEL, sizeof out);
+    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_UINT8, 1, 4) }, 0));
+    EXPECT_INTS(out, want, 4, KVS_UINT8);
+    kvs_close(kv);
+}
+
+static void test_scalar_empty_and_eight_dims(void **state)
+{
+    kvs_t *kv = new_store("local");
+    const float s = 2.5f, s2 = 4.0f;
+    float out = 0, big[2] = { 0, 0 };
+    const float e8[2] = { 1, 2 };
+    kvs_key_t k;
+    (void)state;
+
+    /* ndim 0: a scalar of one element. */
+    k = IK(1);
+    OK(kvs_init(kv, 1, &k, (kvs_array_t[]){ ARR(&s, KVS_FLOAT32, 0, 0) }));
+    OK(kvs_push(kv, 2, (kvs_key_t[]){ IK(1), IK(1) },
+                (kvs_array_t[]){ ARR(&s, KVS_FLOAT32, 0, 0), ARR(&s2, KVS_FLOAT32, 0, 0) }, 0));
+    OK(kvs_pull(kv, 1, &k, (kvs_array_t[]){ ARR(&out, KVS_FLOAT32, 0, 0) }, 0));
+    assert_true(out == 6.5f);
+    /* A scalar is not a one-element vector. */
+    EXPECT_RC(kvs_pull(kv, 1, &k, (kvs_array_t[]){ ARR(&out, KVS_FLOAT32, 1, 1) }, 0),
+              KVS_ESHAPE);
+
+    /* No elements: data may be NULL. */
+    k = IK(2);
+    OK(kvs_init(kv, 1, &k, (kvs_array_t[]){ ARR(NULL, KVS_FLOAT32, 2, 0, 3) }));
+    OK(kvs_push(kv, 1, &k, (kvs_array_t[]){ ARR(NULL, KVS_FLOAT32, 2, 0, 3) }, 0));
+    OK(kvs_pull(kv, 1, &k, (kvs_array_t[]){ ARR(NULL, KVS_FLOAT32, 2, 0, 3) }, 0));
+    EXPECT_RC(kvs_pull(kv, 1, &k, (kvs_array_t[]){ ARR(NULL, KVS_FLOAT32, 2, 3, 0) }, 0),
+              KVS_ESHAPE);
+
+    /* KVS_MAX_NDIM dimensions. */
+    k = IK(3);
+    OK(kvs_init(kv, 1, &k,
+                (kvs_array_t[]){ ARR(e8, KVS_FLOAT32, 8, 1, 1, 1, 1, 1, 1, 1, 2) }));
+    OK(kvs_push(kv, 2, (kvs_key_t[]){ IK(3), IK(3) },
+                (kvs_array_t[]){ ARR(e8, KVS_FLOAT32, 8, 1, 1, 1, 1, 1, 1, 1, 2),
+                                 ARR(e8, KVS_FLOAT32, 8, 1, 1, 1, 1, 1, 1, 1, 2) },
+                0));
+    OK(kvs_pull(kv, 1, &k, (kvs_array_t[]){ ARR(big, KVS_FLOAT32, 8, 1, 1, 1, 1, 1, 1, 1, 2) },
+                0));
+    assert_true(big[0] == 2 && big[1] == 4);
+    kvs_close(kv);
+}
+
+static void test_unused_extents_ignored(void **state)
+{
+    kvs_t *kv = new_store("local");
+    const float v[6] = { 1, 2, 3, 4, 5, 6 };
+    float out[6];
+    kvs_key_t k = IK(1);
+    kvs_array_t a = ARR(v, KVS_FLOAT32, 2, 2, 3);
+    kvs_array_t o = ARR(out, KVS_FLOAT32, 2, 2, 3);
+    (void)state;
+    for (int d = 2; d < KVS_MAX_NDIM; d++) {
+        a.shape[d] = -7; /* beyond ndim: ignored, even when invalid */
+        o.shape[d] = 99;
+    }
+    OK(kvs_init(kv, 1, &k, &a));
+    OK(kvs_push(kv, 1, &k, &a, 0));
+    memset(out, SENTINEL, sizeof out);
+    OK(kvs_pull(kv, 1, &k, &o, 0));
+    EXPECT_F32(out, v, 6);
+    kvs_close(kv);
+}
+
+/* ---- init and reinit -------------------------------------------------- */
+
+static void test_init_copies_source(void **state)
+{
+    kvs_t *kv = new_store("local");
+    float src[6] = { 1, 2, 3, 4, 5, 6 };
+    const float keep[6] = { 1, 2, 3, 4, 5, 6 };
+    float out[6];
+    kvs_key_t k = IK(3);
+    (void)state;
+    OK(kvs_init(kv, 1, &k, (kvs_array_t[]){ ARR(src, KVS_FLOAT32, 2, 2, 3) }));
+    for (int i = 0; i < 6; i++)
+        src[i] = -100;
+    PULL_F32(kv, k, out, 2, 2, 3);
+    EXPECT_F32(out, keep, 6);
+
+    /* push copies too: changing the source after the call changes nothing. */
+    for (int i = 0; i < 6; i++)
+        src[i] = (float)(i * 10);
+    OK(kvs_push(kv, 1, &k, (kvs_array_t[]){ ARR(src, KVS_FLOAT32, 2, 2, 3) }, 0));
+    for (int i = 0; i < 6; i++)
+        src[i] = 555;
+    PULL_F32(kv, k, out, 2, 2, 3);
+    EXPECT_F32(out, ((const float[]){ 0, 10, 20, 30, 40, 50 }), 6);
+    kvs_close(kv);
+}
+
+static void test_init_duplicate_key(void **state)
+{
+    kvs_t *kv = *state;
+    const float other[6] = { 9, 9, 9, 9, 9, 9 };
+    const float f4[4] = { 0 };
+    EXPECT_FAIL(kv, kvs_init(kv, 1, (kvs_key_t[]){ IK(3) },
+                             (kvs_array_t[]){ ARR(other, KVS_FLOAT32, 2, 2, 3) }),
+                KVS_EKEYEXISTS, "3");
+    /* also with another shape and dtype */
+    EXPECT_FAIL(kv, kvs_init(kv, 1, (kvs_key_t[]){ IK(7) },
+                             (kvs_array_t[]){ ARR(other, KVS_FLOAT32, 1, 6) }),
+                KVS_EKEYEXISTS, "7");
+    /* a new key before an existing one: the new key is not initialised */
+    EXPECT_FAIL(kv, kvs_init(kv, 2, (kvs_key_t[]){ IK(20), IK(5) },
+                             (kvs_array_t[]){ ARR(f4, KVS_FLOAT32, 1, 4),
+                                              ARR(f4, KVS_FLOAT32, 1, 4) }),
+                KVS_EKEYEXISTS, "5");
+    EXPECT_FAIL(kv, kvs_pull(kv, 1, (kvs_key_t[]){ IK(20) },
+                             (kvs_array_t[]){ ARR((float[4]){ 0 }, KVS_FLOAT32, 1, 4) }, 0),
+                KVS_ENOKEY, "20");
+}
+
+static void test_init_duplicate_in_list(void **state)
+{
+    kvs_t *kv = *state;
+    const float a[4] = { 1, 1, 1, 1 }, b[4] = { 2, 2, 2, 2 };
+    float out[4];
+    EXPECT_FAIL(kv, kvs_init(kv, 3, (kvs_key_t[]){ IK(21), IK(22), IK(21) },
+                             (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 1, 4),
+                                              ARR(b, KVS_FLOAT32, 1, 4),
+                                              ARR(b, KVS_FLOAT32, 1, 4) }),
+                KVS_EKEYEXISTS, "21");
+    for (int k = 21; k <= 22; k++) {
+        memset(out, SENTINEL, sizeof out);
+        EXPECT_FAIL(kv, kvs_pull(kv, 1, (kvs_key_t[]){ IK(k) },
+                                 (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 1, 4) }, 0),
+                    KVS_ENOKEY, NULL);
+        EXPECT_UNTOUCHED(out, sizeof out);
+    }
+    /* both can then be initialised */
+    OK(kvs_init(kv, 2, (kvs_key_t[]){ IK(21), IK(22) },
+                (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 1, 4), ARR(b, KVS_FLOAT32, 1, 4) }));
+    PULL_F32(kv, IK(21), out, 1, 4);
+    EXPECT_F32(out, a, 4);
+    PULL_F32(kv, IK(22), out, 1, 4);
+    EXPECT_F32(out, b, 4);
+    FX_UNCHANGED(kv);
+}
+
+static void test_init_string_keys_by_content(void **state)
+{
+    kvs_t *kv = new_store("local");
+    char name[16], other[16];
+    const float v[2] = { 1, 2 }, p[2] = { 10, 20 };
+    float out[2];
+    (void)state;
+    snprintf(name, sizeof name, "w0");
+    OK(kvs_init(kv, 1, (kvs_key_t[]){ SK(name) }, (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 1, 2) }));
+    /* The store keeps its own copy of the name. */
+    snprintf(name, sizeof name, "zz");
+    snprintf(other, sizeof other, "w0");
+    OK(kvs_push(kv, 1, (kvs_key_t[]){ SK(other) }, (kvs_array_t[]){ ARR(p, KVS_FLOAT32, 1, 2) },
+                0));
+    PULL_F32(kv, SK("w0"), out, 1, 2);
+    EXPECT_F32(out, p, 2);
+    memset(out, SENTINEL, sizeof out);
+    EXPECT_RC(kvs_pull(kv, 1, (kvs_key_t[]){ SK("zz") },
+                       (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 1, 2) }, 0),
+              KVS_ENOKEY);
+    EXPECT_DETAIL(kv, "zz");
+    EXPECT_UNTOUCHED(out, sizeof out);
+    /* Names differing only after a common prefix are different keys. */
+    OK(kvs_init(kv, 2, (kvs_key_t[]){ SK("w"), SK("w00") },
+                (kvs_array_t[]){ ARR(p, KVS_FLOAT32, 1, 2), ARR(v, KVS_FLOAT32, 1, 2) }));
+    PULL_F32(kv, SK("w"), out, 1, 2);
+    EXPECT_F32(out, p, 2);
+    PULL_F32(kv, SK("w00"), out, 1, 2);
+    EXPECT_F32(out, v, 2);
+    PULL_F32(kv, SK("w0"), out, 1, 2);
+    EXPECT_F32(out, p, 2);
+    /* The empty string is a key like any other. */
+    OK(kvs_init(kv, 1, (kvs_key_t[]){ SK("") }, (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 1, 2) }));
+    PULL_F32(kv, SK(""), out, 1, 2);
+    EXPECT_F32(out, v, 2);
+    kvs_close(kv);
+}
+
+static void test_int_key_full_range(void **state)
+{
+    kvs_t *kv = new_store("local");
+    const int64_t ids[6] = { 0, -1, 1, (int64_t)1 << 40, INT64_MAX, INT64_MIN };
+    float vals[6], out;
+    kvs_key_t keys[6];
+    kvs_array_t arrs[6];
+    (void)state;
+    for (int i = 0; i < 6; i++) {
+        vals[i] = (float)(i + 1);
+        keys[i] = IK(ids[i]);
+        arrs[i] = ARR(&vals[i], KVS_FLOAT32, 0, 0);
+    }
+    OK(kvs_init(kv, 6, keys, arrs));
+    for (int i = 0; i < 6; i++) {
+        out = -1;
+        OK(kvs_pull(kv, 1, &keys[i], (kvs_array_t[]){ ARR(&out, KVS_FLOAT32, 0, 0) }, 0));
+        if (out != vals[i])
+            fail_msg("key %lld: got %g want %g", (long long)ids[i], (double)out,
+                     (double)vals[i]);
+    }
+    /* ids differing in high bits are distinct keys */
+    EXPECT_RC(kvs_pull(kv, 1, (kvs_key_t[]){ IK(((int64_t)1 << 40) + 1) },
+                       (kvs_array_t[]){ ARR(&out, KVS_FLOAT32, 0, 0) }, 0),
+              KVS_ENOKEY);
+    EXPECT_RC(kvs_pull(kv, 1, (kvs_key_t[]){ IK(((int64_t)1 << 32)) },
+                       (kvs_array_t[]){ ARR(&out, KVS_FLOAT32, 0, 0) }, 0),
+              KVS_ENOKEY);
+    kvs_close(kv);
+}
+
+static void test_reinit(void **state)
+{
+    kvs_t *kv = *state;
+    const int64_t nv[3] = { 100, 200, 300 };
+    const double d[2] = { 0.25, 0.5 };
+    int64_t out[3];
+    double dout[2];
+    float f[6];
+
+    /* key 3 was float32 (2,3): it becomes int64 (3) */
+    OK(kvs_reinit(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(nv, KVS_INT64, 1, 3) }));
+    memset(out, SENTINEL, sizeof out);
+    OK(kvs_pull(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(out, KVS_INT64, 1, 3) }, 0));
+    EXPECT_INTS(out, nv, 3, KVS_INT64);
+    memset(f, SENTINEL, sizeof f);
+    EXPECT_RC(kvs_pull(kv, 1, (kvs_key_t[]){ IK(3) },
+                       (kvs_array_t[]){ ARR(f, KVS_FLOAT32, 2, 2, 3) }, 0),
+              KVS_EDTYPE);
+    EXPECT_UNTOUCHED(f, sizeof f);
+    /* pushes now follow the new dtype and shape */
+    OK(kvs_push(kv, 2, (kvs_key_t[]){ IK(3), IK(3) },
+                (kvs_array_t[]){ ARR(nv, KVS_INT64, 1, 3), ARR(nv, KVS_INT64, 1, 3) }, 0));
+    OK(kvs_pull(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(out, KVS_INT64, 1, 3) }, 0));
+    EXPECT_INTS(out, ((const int64_t[]){ 200, 400, 600 }), 3, KVS_INT64);
+
+    /* reinit of a key not yet there initialises it; with an existing one */
+    OK(kvs_reinit(kv, 2, (kvs_key_t[]){ IK(30), IK(3) },
+                  (kvs_array_t[]){ ARR(d, KVS_FLOAT64, 2, 1, 2),
+                                   ARR(FX3, KVS_FLOAT32, 2, 2, 3) }));
+    OK(kvs_pull(kv, 1, (kvs_key_t[]){ IK(30) }, (kvs_array_t[]){ ARR(dout, KVS_FLOAT64, 2, 1, 2) },
+                0));
+    EXPECT_F64(dout, d, 2);
+    FX_UNCHANGED(kv);
+
+    /* a key twice in the list: KVS_EKEYEXISTS, nothing replaced or made */
+    EXPECT_FAIL(kv, kvs_reinit(kv, 3, (kvs_key_t[]){ IK(31), IK(5), IK(5) },
+                               (kvs_array_t[]){ ARR(d, KVS_FLOAT64, 1, 2),
+                                                ARR(d, KVS_FLOAT64, 1, 2),
+                                                ARR(d, KVS_FLOAT64, 1, 2) }),
+                KVS_EKEYEXISTS, "5");
+    EXPECT_RC(kvs_pull(kv, 1, (kvs_key_t[]){ IK(31) },
+                       (kvs_array_t[]){ ARR(dout, KVS_FLOAT64, 1, 2) }, 0),
+              KVS_ENOKEY);
+    /* reinit validates arrays like init */
+    EXPECT_FAIL(kv, kvs_reinit(kv, 1, (kvs_key_t[]){ IK(5) },
+                               (kvs_array_t[]){ ARR(NULL, KVS_FLOAT32, 1, 4) }),
+                KVS_EBADARG, NULL);
+    EXPECT_FAIL(kv, kvs_reinit(kv, 1, (kvs_key_t[]){ SK("s") },
+                               (kvs_array_t[]){ ARR(d, KVS_FLOAT64, 1, 2) }),
+                KVS_EKEYKIND, NULL);
+}
+
+static void test_string_key_length_limit(void **state)
+{
+    kvs_t *kv = new_store("local");
+    char max[KVS_MAX_KEY_LEN + 1], over[KVS_MAX_KEY_LEN + 2];
+    const float v = 1.5f;
+    float out = 0;
+    (void)state;
+    memset(max, 'k', KVS_MAX_KEY_LEN);
+    max[KVS_MAX_KEY_LEN] = '\0';
+    memset(over, 'k', KVS_MAX_KEY_LEN + 1);
+    over[KVS_MAX_KEY_LEN + 1] = '\0';
+
+    OK(kvs_init(kv, 1, (kvs_key_t[]){ SK(max) }, (kvs_array_t[]){ ARR(&v, KVS_FLOAT32, 0, 0) }));
+    OK(kvs_pull(kv, 1, (kvs_key_t[]){ SK(max) }, (kvs_array_t[]){ ARR(&out, KVS_FLOAT32, 0, 0) },
+                0));
+    assert_true(out == 1.5f);
+
+    EXPECT_RC(kvs_init(kv, 1, (kvs_key_t[]){ SK(over) },
+                       (kvs_array_t[]){ ARR(&v, KVS_FLOAT32, 0, 0) }),
+              KVS_EBADARG);
+    EXPECT_DETAIL(kv, NULL);
+    EXPECT_RC(kvs_push(kv, 1, (kvs_key_t[]){ SK(over) },
+                       (kvs_array_t[]){ ARR(&v, KVS_FLOAT32, 0, 0) }, 0),
+              KVS_EBADARG);
+    out = 0;
+    EXPECT_RC(kvs_pull(kv, 1, (kvs_key_t[]){ SK(over) },
+                       (kvs_array_t[]){ ARR(&out, KVS_FLOAT32, 0, 0) }, 0),
+              KVS_EBADARG);
+    assert_true(out == 0);
+    /* the too-long key was not stored under a truncated name either */
+    OK(kvs_pull(kv, 1, (kvs_key_t[]){ SK(max) }, (kvs_array_t[]){ ARR(&out, KVS_FLOAT32, 0, 0) },
+                0));
+    assert_true(out == 1.5f);
+    kvs_close(kv);
+}
+
+/* ---- push ------------------------------------------------------------- */
+
+static void test_push_single_repeated_several(void **state)
+{
+    kvs_t *kv = *state;
+    const float a[6] = { 1, 1, 1, 1, 1, 1 }, b[6] = { 0.5f, 1, 2, 4, 8, 16 };
+    const float c[4] = { 1, 2, 3, 4 };
+    const int32_t i7[4] = { 5, 6, 7, 8 };
+    float out[6];
+    int32_t iout[4];
+    double dout;
+    const double d9 = -1.25;
+
+    /* single */
+    OK(kvs_push(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(b, KVS_FLOAT32, 2, 2, 3) },
+                0));
+    PULL_F32(kv, IK(3), out, 2, 2, 3);
+    EXPECT_F32(out, b, 6);
+
+    /* repeated key: summed */
+    OK(kvs_push(kv, 3, (kvs_key_t[]){ IK(3), IK(3), IK(3) },
+                (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3), ARR(b, KVS_FLOAT32, 2, 2, 3),
+                                 ARR(a, KVS_FLOAT32, 2, 2, 3) },
+                0));
+    PULL_F32(kv, IK(3), out, 2, 2, 3);
+    EXPECT_F32(out, ((const float[]){ 2.5f, 3, 4, 6, 10, 18 }), 6);
+
+    /* several keys, interleaved repeats, several dtypes */
+    OK(kvs_push(kv, 5, (kvs_key_t[]){ IK(5), IK(7), IK(9), IK(5), IK(7) },
+                (kvs_array_t[]){ ARR(c, KVS_FLOAT32, 1, 4), ARR(i7, KVS_INT32, 2, 2, 2),
+                                 ARR(&d9, KVS_FLOAT64, 0, 0), ARR(c, KVS_FLOAT32, 1, 4),
+                                 ARR(i7, KVS_INT32, 2, 2, 2) },
+                0));
+    PULL_F32(kv, IK(5), out, 1, 4);
+    EXPECT_F32(out, ((const float[]){ 2, 4, 6, 8 }), 4);
+    memset(iout, SENTINEL, sizeof iout);
+    OK(kvs_pull(kv, 1, (kvs_key_t[]){ IK(7) }, (kvs_array_t[]){ ARR(iout, KVS_INT32, 2, 2, 2) },
+                0));
+    EXPECT_INTS(iout, ((const int32_t[]){ 10, 12, 14, 16 }), 4, KVS_INT32);
+    OK(kvs_pull(kv, 1, (kvs_key_t[]){ IK(9) }, (kvs_array_t[]){ ARR(&dout, KVS_FLOAT64, 0, 0) },
+                0));
+    assert_true(dout == -1.25);
+    /* key 3 untouched by the last push */
+    PULL_F32(kv, IK(3), out, 2, 2, 3);
+    EXPECT_F32(out, ((const float[]){ 2.5f, 3, 4, 6, 10, 18 }), 6);
+
+    /* n = 0 is a no-op, whatever the lists */
+    OK(kvs_push(kv, 0, NULL, NULL, 0));
+    OK(kvs_pull(kv, 0, NULL, NULL, 0));
+    OK(kvs_init(kv, 0, NULL, NULL));
+    OK(kvs_reinit(kv, 0, NULL, NULL));
+    OK(kvs_pushpull(kv, 0, NULL, NULL, NULL, 0));
+    OK(kvs_row_sparse_pull(kv, 0, NULL, NULL, NULL, 0));
+    /* priorities are accepted and ignored */
+    OK(kvs_push(kv, 1, (kvs_key_t[]){ IK(5) }, (kvs_array_t[]){ ARR(c, KVS_FLOAT32, 1, 4) },
+                -100));
+    OK(kvs_push(kv, 1, (kvs_key_t[]){ IK(5) }, (kvs_array_t[]){ ARR(c, KVS_FLOAT32, 1, 4) },
+                INT_MAX));
+    memset(out, SENTINEL, sizeof out);
+    OK(kvs_pull(kv, 1, (kvs_key_t[]){ IK(5) }, (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 1, 4) },
+                INT_MIN));
+    EXPECT_F32(out, c, 4);
+}
+
+static void test_push_unknown_key(void **state)
+{
+    kvs_t *kv = *state;
+    const float six[6] = { 0 }, four[4] = { 0 };
+    EXPECT_FAIL(kv, kvs_push(kv, 1, (kvs_key_t[]){ IK(4242) },
+                             (kvs_array_t[]){ ARR(four, KVS_FLOAT32, 1, 4) }, 0),
+                KVS_ENOKEY, "4242");
+    /* first keys fine, last unknown: nothing applied */
+    EXPECT_FAIL(kv, kvs_push(kv, 3, (kvs_key_t[]){ IK(3), IK(5), IK(4243) },
+                             (kvs_array_t[]){ ARR(six, KVS_FLOAT32, 2, 2, 3),
+                                              ARR(four, KVS_FLOAT32, 1, 4),
+                                              ARR(four, KVS_FLOAT32, 1, 4) },
+                             0),
+                KVS_ENOKEY, "4243");
+    int64_t v = -1;
+    assert_int_equal(kvs_get_option(kv, KVS_OPT_INIT_ON_PUSH, &v), 0);
+    assert_int_equal(v, 0);
+}
+
+static int count_calls(kvs_key_t key, const kvs_array_t *in, kvs_array_t *st, void *ctx)
+{
+    (void)key;
+    (void)in;
+    (void)st;
+    ++*(int *)ctx;
+    return 0;
+}
+
+static int add_f32(kvs_key_t key, const kvs_array_t *in, kvs_array_t *st, void *ctx)
+{
+    size_t n = 1;
+    (void)key;
+    for (int d = 0; d < st->ndim; d++)
+        n *= (size_t)st->shape[d];
+    for (size_t i = 0; i < n; i++)
+        ((float *)st->data)[i] += ((const float *)in->data)[i];
+    if (ctx != NULL)
+        ++*(int *)ctx;
+    return 0;
+}
+
+static void test_push_init_on_push_option(void **state)
+{
+    kvs_t *kv = *state;
+    const float a[2] = { 1, 2 }, b[2] = { 10, 20 }, c[3] = { 0 };
+    float out[2];
+    int64_t v = -1;
+    int calls = 0;
+
+    OK(kvs_set_option(kv, KVS_OPT_INIT_ON_PUSH, 1));
+    assert_int_equal(kvs_get_option(kv, KVS_OPT_INIT_ON_PUSH, &v), 0);
+    assert_int_equal(v, 1);
+    OK(kvs_set_updater(kv, add_f32, &calls));
+
+    /* The first push initialises with the sum; the updater is not called. */
+    OK(kvs_push(kv, 2, (kvs_key_t[]){ IK(42), IK(42) },
+                (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 1, 2), ARR(b, KVS_FLOAT32, 1, 2) }, 0));
+    assert_int_equal(calls, 0);
+    PULL_F32(kv, IK(42), out, 1, 2);
+    EXPECT_F32(out, ((const float[]){ 11, 22 }), 2);
+    /* the next push goes through the updater */
+    OK(kvs_push(kv, 1, (kvs_key_t[]){ IK(42) }, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 1, 2) }, 0));
+    assert_int_equal(calls, 1);
+    PULL_F32(kv, IK(42), out, 1, 2);
+    EXPECT_F32(out, ((const float[]){ 12, 24 }), 2);
+
+    /* Values of a new key must agree with each other. */
+    EXPECT_FAIL(kv, kvs_push(kv, 2, (kvs_key_t[]){ IK(43), IK(43) },
+                             (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 1, 2),
+                                              ARR(c, KVS_FLOAT32, 1, 3) },
+                             0),
+                KVS_ESHAPE, "43");
+    EXPECT_RC(kvs_pull(kv, 1, (kvs_key_t[]){ IK(43) },
+                       (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 1, 2) }, 0),
+              KVS_ENOKEY);
+    assert_int_equal(calls, 1);
+
+    /* A new key in a call that fails on another key is not created. */
+    EXPECT_FAIL(kv, kvs_push(kv, 2, (kvs_key_t[]){ IK(45), IK(5) },
+                             (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 1, 2),
+                                              ARR(a, KVS_FLOAT32, 1, 2) },
+                             0),
+                KVS_ESHAPE, "5");
+    EXPECT_RC(kvs_pull(kv, 1, (kvs_key_t[]){ IK(45) },
+                       (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 1, 2) }, 0),
+              KVS_ENOKEY);
+    assert_int_equal(calls, 1);
+
+    /* Off again: an unknown key is an error. */
+    OK(kvs_set_option(kv, KVS_OPT_INIT_ON_PUSH, 0));
+    assert_int_equal(kvs_get_option(kv, KVS_OPT_INIT_ON_PUSH, &v), 0);
+    assert_int_equal(v, 0);
+    EXPECT_FAIL(kv, kvs_push(kv, 1, (kvs_key_t[]){ IK(44) },
+                             (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 1, 2) }, 0),
+                KVS_ENOKEY, "44");
+    FX_UNCHANGED(kv);
+}
+
+static void test_push_shape_mismatch(void **state)
+{
+    kvs_t *kv = *state;
+    const float v[12] = { 0 };
+    EXPECT_FAIL(kv, kvs_push(kv, 1, (kvs_key_t[]){ IK(3) },
+                             (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 2, 3, 2) }, 0),
+                KVS_ESHAPE, "3");
+    EXPECT_DETAIL(kv, "(3,2)");
+    EXPECT_DETAIL(kv, "(2,3)");
+    /* same element count, other rank */
+    EXPECT_FAIL(kv, kvs_push(kv, 1, (kvs_key_t[]){ IK(3) },
+                             (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 1, 6) }, 0),
+                KVS_ESHAPE, "(2,3)");
+    /* scalar vs vector */
+    EXPECT_FAIL(kv, kvs_push(kv, 1, (kvs_key_t[]){ IK(9) },
+                             (kvs_array_t[]){ ARR(v, KVS_FLOAT64, 1, 1) }, 0),
+                KVS_ESHAPE, "9");
+    /* fine keys first, a bad shape last */
+    EXPECT_FAIL(kv, kvs_push(kv, 3, (kvs_key_t[]){ IK(3), IK(5), IK(5) },
+                             (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 2, 2, 3),
+                                              ARR(v, KVS_FLOAT32, 1, 4),
+                                              ARR(v, KVS_FLOAT32, 1, 5) },
+                             0),
+                KVS_ESHAPE, "5");
+    /* zero extents */
+    EXPECT_FAIL(kv, kvs_push(kv, 1, (kvs_key_t[]){ IK(5) },
+                             (kvs_array_t[]){ ARR(NULL, KVS_FLOAT32, 1, 0) }, 0),
+                KVS_ESHAPE, "5");
+}
+
+static void test_push_dtype_mismatch(void **state)
+{
+    kvs_t *kv = *state;
+    const double d[6] = { 0 };
+    const int32_t i[6] = { 0 };
+    EXPECT_FAIL(kv, kvs_push(kv, 1, (kvs_key_t[]){ IK(3) },
+                             (kvs_array_t[]){ ARR(d, KVS_FLOAT64, 2, 2, 3) }, 0),
+                KVS_EDTYPE, "3");
+    EXPECT_FAIL(kv, kvs_push(kv, 1, (kvs_key_t[]){ IK(7) },
+                             (kvs_array_t[]){ ARR(d, KVS_FLOAT32, 2, 2, 2) }, 0),
+                KVS_EDTYPE, "7");
+    /* two values of one key, second of another dtype */
+    EXPECT_FAIL(kv, kvs_push(kv, 2, (kvs_key_t[]){ IK(7), IK(7) },
+                             (kvs_array_t[]){ ARR(i, KVS_INT32, 2, 2, 2),
+                                              ARR(i, KVS_UINT8, 2, 2, 2) },
+                             0),
+                KVS_EDTYPE, "7");
+    /* a value that is not a dtype at all */
+    EXPECT_FAIL(kv, kvs_push(kv, 1, (kvs_key_t[]){ IK(3) },
+                             (kvs_array_t[]){ ARR(d, (kvs_dtype_t)42, 2, 2, 3) }, 0),
+                KVS_EDTYPE, NULL);
+    EXPECT_FAIL(kv, kvs_init(kv, 1, (kvs_key_t[]){ IK(50) },
+                             (kvs_array_t[]){ ARR(d, (kvs_dtype_t)-1, 1, 1) }),
+                KVS_EDTYPE, NULL);
+}
+
+static void test_push_device_array(void **state)
+{
+    kvs_t *kv = *state;
+    const float v[6] = { 0 };
+    kvs_array_t dev = ARR(v, KVS_FLOAT32, 2, 2, 3);
+    float out[6];
+    dev.device = KVS_CUDA(0);
+    EXPECT_FAIL(kv, kvs_push(kv, 1, (kvs_key_t[]){ IK(3) }, &dev, 0), KVS_EDEVICE, NULL);
+    EXPECT_FAIL(kv, kvs_init(kv, 1, (kvs_key_t[]){ IK(60) }, &dev), KVS_EDEVICE, NULL);
+    EXPECT_RC(kvs_pull(kv, 1, (kvs_key_t[]){ IK(60) },
+                       (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 2, 2, 3) }, 0),
+              KVS_ENOKEY);
+    memset(out, SENTINEL, sizeof out);
+    dev = ARR(out, KVS_FLOAT32, 2, 2, 3);
+    dev.device = KVS_CUDA(3);
+    EXPECT_FAIL(kv, kvs_pull(kv, 1, (kvs_key_t[]){ IK(3) }, &dev, 0), KVS_EDEVICE, NULL);
+    EXPECT_UNTOUCHED(out, sizeof out);
+}
+
+static void test_push_bad_args(void **state)
+{
+    kvs_t *kv = *state;
+    const float v[6] = { 0 };
+    kvs_key_t k3 = IK(3);
+    kvs_array_t good = ARR(v, KVS_FLOAT32, 2, 2, 3);
+    kvs_array_t a;
+
+    /* NULL data with elements */
+    EXPECT_FAIL(kv, kvs_push(kv, 1, &k3, (kvs_array_t[]){ ARR(NULL, KVS_FLOAT32, 2, 2, 3) }, 0),
+                KVS_EBADARG, NULL);
+    /* n < 0 */
+    EXPECT_FAIL(kv, kvs_push(kv, -1, &k3, &good, 0), KVS_EBADARG, NULL);
+    EXPECT_FAIL(kv, kvs_push(kv, INT_MIN, &k3, &good, 0), KVS_EBADARG, NULL);
+    EXPECT_FAIL(kv, kvs_init(kv, -1, &k3, &good), KVS_EBADARG, NULL);
+    /* NULL lists with n > 0 */
+    EXPECT_FAIL(kv, kvs_push(kv, 1, NULL, &good, 0), KVS_EBADARG, NULL);
+    EXPECT_FAIL(kv, kvs_push(kv, 1, &k3, NULL, 0), KVS_EBADARG, NULL);
+    EXPECT_FAIL(kv, kvs_init(kv, 1, NULL, &good), KVS_EBADARG, NULL);
+    EXPECT_FAIL(kv, kvs_init(kv, 1, (kvs_key_t[]){ IK(70) }, NULL), KVS_EBADARG, NULL);
+    EXPECT_FAIL(kv, kvs_pull(kv, 1, NULL, &good, 0), KVS_EBADARG, NULL);
+    EXPECT_FAIL(kv, kvs_pull(kv, 1, &k3, NULL, 0), KVS_EBADARG, NULL);
+    /* bad ndim */
+    a = good;
+    a.ndim = 9;
+    EXPECT_FAIL(kv, kvs_push(kv, 1, &k3, &a, 0), KVS_EBADARG, NULL);
+    EXPECT_FAIL(kv, kvs_init(kv, 1, (kvs_key_t[]){ IK(70) }, &a), KVS_EBADARG, NULL);
+    a.ndim = -1;
+    EXPECT_FAIL(kv, kvs_push(kv, 1, &k3, &a, 0), KVS_EBADARG, NULL);
+    EXPECT_FAIL(kv, kvs_init(kv, 1, (kvs_key_t[]){ IK(70) }, &a), KVS_EBADARG, NULL);
+    /* negative extent */
+    a = ARR(v, KVS_FLOAT32, 2, 2, -3);
+    EXPECT_FAIL(kv, kvs_push(kv, 1, &k3, &a, 0), KVS_EBADARG, NULL);
+    EXPECT_FAIL(kv, kvs_init(kv, 1, (kvs_key_t[]){ IK(70) }, &a), KVS_EBADARG, NULL);
+    /* extents whose product overflows */
+    a = ARR(v, KVS_FLOAT32, 2, ((int64_t)1 << 62), 4);
+    EXPECT_FAIL(kv, kvs_init(kv, 1, (kvs_key_t[]){ IK(70) }, &a), KVS_EBADARG, NULL);
+    a = ARR(v, KVS_FLOAT64, 3, INT64_MAX, INT64_MAX, 2);
+    EXPECT_FAIL(kv, kvs_init(kv, 1, (kvs_key_t[]){ IK(71) }, &a), KVS_EBADARG, NULL);
+    a = ARR(v, KVS_UINT8, 2, INT64_MAX, 2);
+    EXPECT_FAIL(kv, kvs_init(kv, 1, (kvs_key_t[]){ IK(72) }, &a), KVS_EBADARG, NULL);
+    /* a bad array last in a list whose first entries are fine */
+    a = ARR(v, KVS_FLOAT32, 1, -4);
+    EXPECT_FAIL(kv, kvs_push(kv, 3, (kvs_key_t[]){ IK(3), IK(3), IK(5) },
+                             (kvs_array_t[]){ good, good, a }, 0),
+                KVS_EBADARG, NULL);
+    EXPECT_FAIL(kv, kvs_init(kv, 2, (kvs_key_t[]){ IK(70), IK(71) },
+                             (kvs_array_t[]){ good, ARR(NULL, KVS_FLOAT32, 1, 1) }),
+                KVS_EBADARG, NULL);
+    EXPECT_RC(kvs_pull(kv, 1, (kvs_key_t[]){ IK(70) },
+                       (kvs_array_t[]){ ARR((float[6]){ 0 }, KVS_FLOAT32, 2, 2, 3) }, 0),
+              KVS_ENOKEY);
+}
+
+static void test_key_kind_mixing(void **state)
+{
+    kvs_t *kv = *state;
+    const float v[4] = { 0 };
+    float out[4];
+    kvs_t *s;
+
+    /* string keys in an int store, in every call */
+    EXPECT_FAIL(kv, kvs_init(kv, 1, (kvs_key_t[]){ SK("a") },
+                             (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 1, 4) }),
+                KVS_EKEYKIND, NULL);
+    EXPECT_FAIL(kv, kvs_push(kv, 1, (kvs_key_t[]){ SK("a") },
+                             (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 1, 4) }, 0),
+                KVS_EKEYKIND, NULL);
+    memset(out, SENTINEL, sizeof out);
+    EXPECT_FAIL(kv, kvs_pull(kv, 1, (kvs_key_t[]){ SK("a") },
+                             (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 1, 4) }, 0),
+                KVS_EKEYKIND, NULL);
+    EXPECT_UNTOUCHED(out, sizeof out);
+    /* mixed within one call, the int key first and valid */
+    EXPECT_FAIL(kv, kvs_push(kv, 2, (kvs_key_t[]){ IK(5), SK("5") },
+                             (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 1, 4),
+                                              ARR(v, KVS_FLOAT32, 1, 4) },
+                             0),
+                KVS_EKEYKIND, NULL);
+
+    /* A fresh store: a call mixing kinds fails and fixes no kind. */
+    s = new_store("local");
+    EXPECT_RC(kvs_init(s, 2, (kvs_key_t[]){ IK(1), SK("b") },
+                       (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 1, 4), ARR(v, KVS_FLOAT32, 1, 4) }),
+              KVS_EKEYKIND);
+    EXPECT_DETAIL(s, NULL);
+    EXPECT_RC(kvs_pull(s, 1, (kvs_key_t[]){ IK(1) }, (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 1, 4) },
+                       0),
+              KVS_ENOKEY);
+    OK(kvs_init(s, 1, (kvs_key_t[]){ SK("b") }, (kvs_array_t[]){ ARR(FX5, KVS_FLOAT32, 1, 4) }));
+    /* now a string store: int keys are refused */
+    EXPECT_RC(kvs_init(s, 1, (kvs_key_t[]){ IK(1) }, (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 1, 4) }),
+              KVS_EKEYKIND);
+    EXPECT_RC(kvs_push(s, 1, (kvs_key_t[]){ IK(1) }, (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 1, 4) },
+                       0),
+              KVS_EKEYKIND);
+    EXPECT_RC(kvs_push(s, 2, (kvs_key_t[]){ SK("b"), IK(0) },
+                       (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 1, 4), ARR(v, KVS_FLOAT32, 1, 4) }, 0),
+              KVS_EKEYKIND);
+    EXPECT_RC(kvs_reinit(s, 1, (kvs_key_t[]){ IK(2) }, (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 1, 4) }),
+              KVS_EKEYKIND);
+    PULL_F32(s, SK("b"), out, 1, 4);
+    EXPECT_F32(out, FX5, 4);
+    kvs_close(s);
+}
+
+/* ---- pull ------------------------------------------------------------- */
+
+static void test_pull_broadcast(void **state)
+{
+    kvs_t *kv = *state;
+    float o[4][6];
+    int32_t io[2][4];
+    memset(o, SENTINEL, sizeof o);
+    memset(io, SENTINEL, sizeof io);
+    OK(kvs_pull(kv, 6, (kvs_key_t[]){ IK(3), IK(7), IK(3), IK(5), IK(3), IK(7) },
+                (kvs_array_t[]){ ARR(o[0], KVS_FLOAT32, 2, 2, 3), ARR(io[0], KVS_INT32, 2, 2, 2),
+                                 ARR(o[1], KVS_FLOAT32, 2, 2, 3), ARR(o[2], KVS_FLOAT32, 1, 4),
+                                 ARR(o[3], KVS_FLOAT32, 2, 2, 3), ARR(io[1], KVS_INT32, 2, 2, 2) },
+                0));
+    EXPECT_F32(o[0], FX3, 6);
+    EXPECT_F32(o[1], FX3, 6);
+    EXPECT_F32(o[3], FX3, 6);
+    EXPECT_F32(o[2], FX5, 4);
+    EXPECT_UNTOUCHED(&o[2][4], 2 * sizeof(float)); /* nothing past the out's end */
+    EXPECT_INTS(io[0], FX7, 4, KVS_INT32);
+    EXPECT_INTS(io[1], FX7, 4, KVS_INT32);
+    FX_UNCHANGED(kv);
+}
+
+static void test_pull_errors_write_no_out(void **state)
+{
+    kvs_t *kv = *state;
+    float a[6], b[6];
+    double d[6];
+
+    memset(a, SENTINEL, sizeof a);
+    memset(b, SENTINEL, sizeof b);
+    memset(d, SENTINEL, sizeof d);
+    /* shape */
+    EXPECT_FAIL(kv, kvs_pull(kv, 1, (kvs_key_t[]){ IK(3) },
+                             (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 3, 2) }, 0),
+                KVS_ESHAPE, "3");
+    EXPECT_UNTOUCHED(a, sizeof a);
+    /* dtype */
+    EXPECT_FAIL(kv, kvs_pull(kv, 1, (kvs_key_t[]){ IK(3) },
+                             (kvs_array_t[]){ ARR(d, KVS_FLOAT64, 2, 2, 3) }, 0),
+                KVS_EDTYPE, "3");
+    EXPECT_UNTOUCHED(d, sizeof d);
+    /* the first out is fine, a later one is not: neither is written */
+    EXPECT_FAIL(kv, kvs_pull(kv, 2, (kvs_key_t[]){ IK(3), IK(3) },
+                             (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3),
+                                              ARR(b, KVS_FLOAT32, 1, 6) },
+                             0),
+                KVS_ESHAPE, NULL);
+    EXPECT_UNTOUCHED(a, sizeof a);
+    EXPECT_UNTOUCHED(b, sizeof b);
+    EXPECT_FAIL(kv, kvs_pull(kv, 2, (kvs_key_t[]){ IK(5), IK(7) },
+                             (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 1, 4),
+                                              ARR(b, KVS_FLOAT32, 2, 2, 2) },
+                             0),
+                KVS_EDTYPE, "7");
+    EXPECT_UNTOUCHED(a, sizeof a);
+    EXPECT_UNTOUCHED(b, sizeof b);
+    /* unknown key last */
+    EXPECT_FAIL(kv, kvs_pull(kv, 2, (kvs_key_t[]){ IK(5), IK(77) },
+                             (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 1, 4),
+                                              ARR(b, KVS_FLOAT32, 1, 4) },
+                             0),
+                KVS_ENOKEY, "77");
+    EXPECT_UNTOUCHED(a, sizeof a);
+    /* bad arrays */
+    EXPECT_FAIL(kv, kvs_pull(kv, 2, (kvs_key_t[]){ IK(5), IK(3) },
+                             (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 1, 4),
+                                              ARR(NULL, KVS_FLOAT32, 2, 2, 3) },
+                             0),
+                KVS_EBADARG, NULL);
+    EXPECT_UNTOUCHED(a, sizeof a);
+    EXPECT_FAIL(kv, kvs_pull(kv, 2, (kvs_key_t[]){ IK(5), IK(3) },
+                             (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 1, 4),
+                                              ARR(b, KVS_FLOAT32, 9, 2, 3) },
+                             0),
+                KVS_EBADARG, NULL);
+    EXPECT_UNTOUCHED(a, sizeof a);
+    EXPECT_FAIL(kv, kvs_pull(kv, -2, (kvs_key_t[]){ IK(5) },
+                             (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 1, 4) }, 0),
+                KVS_EBADARG, NULL);
+    EXPECT_UNTOUCHED(a, sizeof a);
+}
+
+/* ---- pushpull --------------------------------------------------------- */
+
+static void test_pushpull(void **state)
+{
+    kvs_t *kv = *state;
+    const float ones[6] = { 1, 1, 1, 1, 1, 1 };
+    float out[3][6], inplace[2][6], o5[12];
+    int calls = 0;
+
+    /* with outs; a repeated key sums and every out receives the result */
+    memset(out, SENTINEL, sizeof out);
+    OK(kvs_pushpull(kv, 3, (kvs_key_t[]){ IK(3), IK(5), IK(3) },
+                    (kvs_array_t[]){ ARR(FX3, KVS_FLOAT32, 2, 2, 3), ARR(FX5, KVS_FLOAT32, 1, 4),
+                                     ARR(ones, KVS_FLOAT32, 2, 2, 3) },
+                    (kvs_array_t[]){ ARR(out[0], KVS_FLOAT32, 2, 2, 3),
+                                     ARR(out[1], KVS_FLOAT32, 1, 4),
+                                     ARR(out[2], KVS_FLOAT32, 2, 2, 3) },
+                    0));
+    EXPECT_F32(out[0], ((const float[]){ 2, 3, 4, 5, 6, 7 }), 6);
+    EXPECT_F32(out[2], ((const float[]){ 2, 3, 4, 5, 6, 7 }), 6);
+    EXPECT_F32(out[1], FX5, 4);
+    PULL_F32(kv, IK(3), out[0], 2, 2, 3);
+    EXPECT_F32(out[0], ((const float[]){ 2, 3, 4, 5, 6, 7 }), 6);
+
+    /* outs NULL: in place, into every value of the key */
+    for (int i = 0; i < 6; i++) {
+        inplace[0][i] = 1;
+        inplace[1][i] = (float)i;
+    }
+    OK(kvs_pushpull(kv, 2, (kvs_key_t[]){ IK(3), IK(3) },
+                    (kvs_array_t[]){ ARR(inplace[0], KVS_FLOAT32, 2, 2, 3),
+                                     ARR(inplace[1], KVS_FLOAT32, 2, 2, 3) },
+                    NULL, 0));
+    EXPECT_F32(inplace[0], ((const float[]){ 1, 2, 3, 4, 5, 6 }), 6);
+    EXPECT_F32(inplace[1], ((const float[]){ 1, 2, 3, 4, 5, 6 }), 6);
+
+    /* outs aliasing the values */
+    {
+        kvs_array_t same[1] = { ARR(inplace[0], KVS_FLOAT32, 2, 2, 3) };
+        OK(kvs_pushpull(kv, 1, (kvs_key_t[]){ IK(3) }, same, same, 0));
+        EXPECT_F32(inplace[0], ((const float[]){ 1, 2, 3, 4, 5, 6 }), 6);
+    }
+
+    /* with an updater: stored += sum, pulled after the update */
+    OK(kvs_set_updater(kv, add_f32, &calls));
+    memset(out, SENTINEL, sizeof out);
+    OK(kvs_pushpull(kv, 2, (kvs_key_t[]){ IK(3), IK(3) },
+                    (kvs_array_t[]){ ARR(ones, KVS_FLOAT32, 2, 2, 3),
+                                     ARR(ones, KVS_FLOAT32, 2, 2, 3) },
+                    (kvs_array_t[]){ ARR(out[0], KVS_FLOAT32, 2, 2, 3),
+                                     ARR(out[1], KVS_FLOAT32, 2, 2, 3) },
+                    0));
+    assert_int_equal(calls, 1);
+    EXPECT_F32(out[0], ((const float[]){ 3, 4, 5, 6, 7, 8 }), 6);
+    EXPECT_F32(out[1], ((const float[]){ 3, 4, 5, 6, 7, 8 }), 6);
+    OK(kvs_set_updater(kv, NULL, NULL));
+
+    /* A bad out fails the whole call: the push is not applied either. */
+    OK(kvs_reinit(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(FX3, KVS_FLOAT32, 2, 2, 3) }));
+    memset(out, SENTINEL, sizeof out);
+    memset(o5, SENTINEL, sizeof o5);
+    EXPECT_FAIL(kv, kvs_pushpull(kv, 2, (kvs_key_t[]){ IK(3), IK(5) },
+                                 (kvs_array_t[]){ ARR(ones, KVS_FLOAT32, 2, 2, 3),
+                                                  ARR(ones, KVS_FLOAT32, 1, 4) },
+                                 (kvs_array_t[]){ ARR(out[0], KVS_FLOAT32, 2, 2, 3),
+                                                  ARR(o5, KVS_FLOAT32, 1, 5) },
+                                 0),
+                KVS_ESHAPE, "5");
+    EXPECT_UNTOUCHED(out[0], sizeof out[0]);
+    EXPECT_UNTOUCHED(o5, sizeof o5);
+    EXPECT_FAIL(kv, kvs_pushpull(kv, 1, (kvs_key_t[]){ IK(3) },
+                                 (kvs_array_t[]){ ARR(ones, KVS_FLOAT32, 2, 2, 3) },
+                                 (kvs_array_t[]){ ARR(o5, KVS_FLOAT64, 2, 2, 3) }, 0),
+                KVS_EDTYPE, "3");
+    EXPECT_FAIL(kv, kvs_pushpull(kv, 1, (kvs_key_t[]){ IK(88) },
+                                 (kvs_array_t[]){ ARR(ones, KVS_FLOAT32, 2, 2, 3) }, NULL, 0),
+                KVS_ENOKEY, "88");
+    EXPECT_FAIL(kv, kvs_pushpull(kv, 1, (kvs_key_t[]){ IK(3) },
+                                 (kvs_array_t[]){ ARR(ones, KVS_FLOAT32, 1, 6) }, NULL, 0),
+                KVS_ESHAPE, "3");
+}
+
+/* ---- row_sparse_pull -------------------------------------------------- */
+
+/* key 1: float32 (5,3), row r = { 10r+1, 10r+2, 10r+3 } */
+static kvs_t *rsp_store(void)
+{
+    kvs_t *kv = new_store("local");
+    float v[15];
+    for (int r = 0; r < 5; r++)
+        for (int c = 0; c < 3; c++)
+            v[r * 3 + c] = (float)(10 * r + c + 1);
+    OK(kvs_init(kv, 1, (kvs_key_t[]){ IK(1) }, (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 2, 5, 3) }));
+    return kv;
+}
+
+/* out holds exactly the rows of `rows` (a mask of 5) and zeros elsewhere */
+static void expect_rows_at(const float *out, const int *rows, int line)
+{
+    for (int r = 0; r < 5; r++)
+        for (int c = 0; c < 3; c++) {
+            float want = rows[r] ? (float)(10 * r + c + 1) : 0.0f;
+            if (out[r * 3 + c] != want)
+                fail_msg("line %d: row %d col %d: got %g, want %g", line, r, c,
+                         (double)out[r * 3 + c], (double)want);
+        }
+}
+#define EXPECT_ROWS(out, ...) expect_rows_at((out), (const int[5]){ __VA_ARGS__ }, __LINE__)
+
+static void rsp_unchanged_at(kvs_t *kv, int line)
+{
+    float all[15];
+    pull_f32_at(kv, IK(1), all, 2, (const int64_t[]){ 5, 3 }, line);
+    expect_rows_at(all, (const int[5]){ 1, 1, 1, 1, 1 }, line);
+}
+
+static void test_row_sparse_pull_basic(void **state)
+{
+    kvs_t *kv = rsp_store();
+    const int64_t ids[3] = { 3, 0, 3 };
+    float out[15];
+    (void)state;
+    memset(out, SENTINEL, sizeof out); /* rows not named must be zeroed */
+    OK(kvs_row_sparse_pull(kv, 1, (kvs_key_t[]){ IK(1) },
+                           (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 2, 5, 3) },
+                           (kvs_array_t[]){ ARR(ids, KVS_INT64, 1, 3) }, 0));
+    EXPECT_ROWS(out, 1, 0, 0, 1, 0);
+    /* all rows, reversed */
+    OK(kvs_row_sparse_pull(kv, 1, (kvs_key_t[]){ IK(1) },
+                           (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 2, 5, 3) },
+                           (kvs_array_t[]){ ARR(((const int64_t[]){ 4, 3, 2, 1, 0 }), KVS_INT64, 1,
+                                                5) },
+                           0));
+    EXPECT_ROWS(out, 1, 1, 1, 1, 1);
+    /* no row ids: all zero */
+    memset(out, SENTINEL, sizeof out);
+    OK(kvs_row_sparse_pull(kv, 1, (kvs_key_t[]){ IK(1) },
+                           (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 2, 5, 3) },
+                           (kvs_array_t[]){ ARR(NULL, KVS_INT64, 1, 0) }, 0));
+    EXPECT_ROWS(out, 0, 0, 0, 0, 0);
+    rsp_unchanged_at(kv, __LINE__);
+    kvs_close(kv);
+}
+
+static void test_row_sparse_pull_errors(void **state)
+{
+    kvs_t *kv = rsp_store();
+    float out[15], out2[15];
+    const float sc = 1;
+    const int64_t ok_ids[1] = { 2 };
+    (void)state;
+
+    struct {
+        kvs_array_t ids;
+        int want;
+    } bad[] = {
+        { ARR(((const int64_t[]){ 0, 5 }), KVS_INT64, 1, 2), KVS_ERANGE },
+        { ARR(((const int64_t[]){ -1 }), KVS_INT64, 1, 1), KVS_ERANGE },
+        { ARR(((const int64_t[]){ INT64_MIN, 1 }), KVS_INT64, 1, 2), KVS_ERANGE },
+        { ARR(((const int64_t[]){ 1, INT64_MAX }), KVS_INT64, 1, 2), KVS_ERANGE },
+        { ARR(((const float[]){ 0, 1 }), KVS_FLOAT32, 1, 2), KVS_EDTYPE },
+        { ARR(((const int32_t[]){ 0, 1 }), KVS_INT32, 1, 2), KVS_EDTYPE },
+        { ARR(((const int64_t[]){ 0, 1, 2, 3 }), KVS_INT64, 2, 2, 2), KVS_ESHAPE },
+        { ARR(((const int64_t[]){ 1 }), KVS_INT64, 0, 0), KVS_ESHAPE },
+        { ARR(NULL, KVS_INT64, 1, 2), KVS_EBADARG },
+        { ARR(((const int64_t[]){ 1 }), KVS_INT64, 1, -1), KVS_EBADARG },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc;
+        memset(out, SENTINEL, sizeof out);
+        rc = kvs_row_sparse_pull(kv, 1, (kvs_key_t[]){ IK(1) },
+                                 (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 2, 5, 3) }, &bad[i].ids,
+                                 0);
+        if (rc != bad[i].want)
+            fail_msg("case %zu: got %d (%s), want %s", i, rc, kvs_err_name(rc),
+                     kvs_err_name(bad[i].want));
+        EXPECT_DETAIL(kv, NULL);
+        EXPECT_UNTOUCHED(out, sizeof out);
+        rsp_unchanged_at(kv, __LINE__);
+    }
+    /* out of range in the second of two outs: the first is not written */
+    memset(out, SENTINEL, sizeof out);
+    memset(out2, SENTINEL, sizeof out2);
+    EXPECT_RC(kvs_row_sparse_pull(kv, 2, (kvs_key_t[]){ IK(1), IK(1) },
+                                  (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 2, 5, 3),
+                                                   ARR(out2, KVS_FLOAT32, 2, 5, 3) },
+                                  (kvs_array_t[]){ ARR(ok_ids, KVS_INT64, 1, 1),
+                                                   ARR(((const int64_t[]){ 5 }), KVS_INT64, 1,
+                                                       1) },
+                                  0),
+              KVS_ERANGE);
+    EXPECT_UNTOUCHED(out, sizeof out);
+    EXPECT_UNTOUCHED(out2, sizeof out2);
+    /* out shape and dtype, unknown key, NULL row_ids list */
+    EXPECT_RC(kvs_row_sparse_pull(kv, 1, (kvs_key_t[]){ IK(1) },
+                                  (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 2, 3, 5) },
+                                  (kvs_array_t[]){ ARR(ok_ids, KVS_INT64, 1, 1) }, 0),
+              KVS_ESHAPE);
+    EXPECT_RC(kvs_row_sparse_pull(kv, 1, (kvs_key_t[]){ IK(1) },
+                                  (kvs_array_t[]){ ARR(out, KVS_INT32, 2, 5, 3) },
+                                  (kvs_array_t[]){ ARR(ok_ids, KVS_INT64, 1, 1) }, 0),
+              KVS_EDTYPE);
+    EXPECT_RC(kvs_row_sparse_pull(kv, 1, (kvs_key_t[]){ IK(2) },
+                                  (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 2, 5, 3) },
+                                  (kvs_array_t[]){ ARR(ok_ids, KVS_INT64, 1, 1) }, 0),
+              KVS_ENOKEY);
+    EXPECT_DETAIL(kv, "2");
+    EXPECT_RC(kvs_row_sparse_pull(kv, 1, (kvs_key_t[]){ IK(1) },
+                                  (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 2, 5, 3) }, NULL, 0),
+              KVS_EBADARG);
+    EXPECT_UNTOUCHED(out, sizeof out);
+    /* a scalar key has no rows */
+    OK(kvs_init(kv, 1, (kvs_key_t[]){ IK(2) }, (kvs_array_t[]){ ARR(&sc, KVS_FLOAT32, 0, 0) }));
+    EXPECT_RC(kvs_row_sparse_pull(kv, 1, (kvs_key_t[]){ IK(2) },
+                                  (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 0, 0) },
+                                  (kvs_array_t[]){ ARR(((const int64_t[]){ 0 }), KVS_INT64, 1, 1) },
+                                  0),
+              KVS_ESHAPE);
+    EXPECT_UNTOUCHED(out, sizeof out);
+    rsp_unchanged_at(kv, __LINE__);
+    kvs_close(kv);
+}
+
+static void test_row_sparse_pull_several_outs(void **state)
+{
+    kvs_t *kv = rsp_store();
+    float o[3][15];
+    double d3[24];
+    double v3[24];
+    (void)state;
+    memset(o, SENTINEL, sizeof o);
+    OK(kvs_row_sparse_pull(kv, 3, (kvs_key_t[]){ IK(1), IK(1), IK(1) },
+                           (kvs_array_t[]){ ARR(o[0], KVS_FLOAT32, 2, 5, 3),
+                                            ARR(o[1], KVS_FLOAT32, 2, 5, 3),
+                                            ARR(o[2], KVS_FLOAT32, 2, 5, 3) },
+                           (kvs_array_t[]){ ARR(((const int64_t[]){ 4 }), KVS_INT64, 1, 1),
+                                            ARR(((const int64_t[]){ 1, 2, 1, 2 }), KVS_INT64, 1,
+                                                4),
+                                            ARR(((const int64_t[]){ 0, 3 }), KVS_INT64, 1, 2) },
+                           0));
+    EXPECT_ROWS(o[0], 0, 0, 0, 0, 1);
+    EXPECT_ROWS(o[1], 0, 1, 1, 0, 0);
+    EXPECT_ROWS(o[2], 1, 0, 0, 1, 0);
+
+    /* two keys, one of them 3-D float64 (4,2,3): a row is 6 elements */
+    for (int i = 0; i < 24; i++)
+        v3[i] = i + 0.5;
+    OK(kvs_init(kv, 1, (kvs_key_t[]){ IK(2) }, (kvs_array_t[]){ ARR(v3, KVS_FLOAT64, 3, 4, 2, 3) }));
+    memset(o, SENTINEL, sizeof o);
+    memset(d3, SENTINEL, sizeof d3);
+    OK(kvs_row_sparse_pull(kv, 2, (kvs_key_t[]){ IK(2), IK(1) },
+                           (kvs_array_t[]){ ARR(d3, KVS_FLOAT64, 3, 4, 2, 3),
+                                            ARR(o[0], KVS_FLOAT32, 2, 5, 3) },
+                           (kvs_array_t[]){ ARR(((const int64_t[]){ 3, 1 }), KVS_INT64, 1, 2),
+                                            ARR(((const int64_t[]){ 2 }), KVS_INT64, 1, 1) },
+                           0));
+    for (int r = 0; r < 4; r++)
+        for (int j = 0; j < 6; j++) {
+            double want = (r == 1 || r == 3) ? v3[r * 6 + j] : 0.0;
+            if (d3[r * 6 + j] != want)
+                fail_msg("row %d elem %d: got %g want %g", r, j, d3[r * 6 + j], want);
+        }
+    EXPECT_ROWS(o[0], 0, 0, 1, 0, 0);
+    rsp_unchanged_at(kv, __LINE__);
+    kvs_close(kv);
+}
+
+/* ---- updater ---------------------------------------------------------- */
+
+struct call_log {
+    int n;
+    int64_t key[16];
+    char name[16][32];
+    float in0[16];
+    float st0[16];
+    int bad;        /* a check inside the callback failed */
+    int fail_key;   /* return non-zero for this key id (-1: never) */
+    void *expect_ctx;
+    void *ctx_seen;
+};
+
+static int logging_updater(kvs_key_t key, const kvs_array_t *in, kvs_array_t *st, void *ctx)
+{
+    struct call_log *log = ctx;
+    size_t n = 1;
+    log->ctx_seen = ctx;
+    if (in == NULL || st == NULL || in->dtype != st->dtype || in->ndim != st->ndim ||
+        in->device != KVS_HOST || st->device != KVS_HOST) {
+        log->bad = 1;
+        return 0;
+    }
+    for (int d = 0; d < st->ndim; d++) {
+        if (in->shape[d] != st->shape[d])
+            log->bad = 1;
+        n *= (size_t)st->shape[d];
+    }
+    if (log->n < 16) {
+        log->key[log->n] = key.id;
+        snprintf(log->name[log->n], sizeof log->name[0], "%s", key.name ? key.name : "(int)");
+        if (st->dtype == KVS_FLOAT32) {
+            log->in0[log->n] = ((const float *)in->data)[0];
+            log->st0[log->n] = ((const float *)st->data)[0];
+        }
+    }
+    log->n++;
+    if (st->dtype == KVS_FLOAT32)
+        for (size_t i = 0; i < n; i++)
+            ((float *)st->data)[i] += 10.0f * ((const float *)in->data)[i];
+    if (key.name == NULL && key.id == log->fail_key)
+        return -1;
+    return 0;
+}
+
+static void test_updater_once_per_key_in_order(void **state)
+{
+    kvs_t *kv = new_store("local");
+    struct call_log log = { .fail_key = -1 };
+    const float one = 1, two = 2, three = 3;
+    float out;
+    (void)state;
+    OK(kvs_init(kv, 3, (kvs_key_t[]){ IK(5), IK(7), IK(9) },
+                (kvs_array_t[]){ ARR(&one, KVS_FLOAT32, 0, 0), ARR(&two, KVS_FLOAT32, 0, 0),
+                                 ARR(&three, KVS_FLOAT32, 0, 0) }));
+    OK(kvs_set_updater(kv, logging_updater, &log));
+    /* keys 7, 5, 7, 9, 5: updater(7, 1+3), updater(5, 2+3), updater(9, 1) */
+    OK(kvs_push(kv, 5, (kvs_key_t[]){ IK(7), IK(5), IK(7), IK(9), IK(5) },
+                (kvs_array_t[]){ ARR(&one, KVS_FLOAT32, 0, 0), ARR(&two, KVS_FLOAT32, 0, 0),
+                                 ARR(&three, KVS_FLOAT32, 0, 0), ARR(&one, KVS_FLOAT32, 0, 0),
+                                 ARR(&three, KVS_FLOAT32, 0, 0) },
+                0));
+    assert_false(log.bad);
+    assert_ptr_equal(log.ctx_seen, &log);
+    assert_int_equal(log.n, 3);
+    assert_int_equal(log.key[0], 7);
+    assert_int_equal(log.key[1], 5);
+    assert_int_equal(log.key[2], 9);
+    assert_string_equal(log.name[0], "(int)");
+    assert_true(log.in0[0] == 4 && log.in0[1] == 5 && log.in0[2] == 1);
+    assert_true(log.st0[0] == 2 && log.st0[1] == 1 && log.st0[2] == 3);
+    /* stored += 10 * input */
+    OK(kvs_pull(kv, 1, (kvs_key_t[]){ IK(7) }, (kvs_array_t[]){ ARR(&out, KVS_FLOAT32, 0, 0) }, 0));
+    assert_true(out == 42);
+    OK(kvs_pull(kv, 1, (kvs_key_t[]){ IK(5) }, (kvs_array_t[]){ ARR(&out, KVS_FLOAT32, 0, 0) }, 0));
+    assert_true(out == 51);
+    OK(kvs_pull(kv, 1, (kvs_key_t[]){ IK(9) }, (kvs_array_t[]){ ARR(&out, KVS_FLOAT32, 0, 0) }, 0));
+    assert_true(out == 13);
+    /* pull does not call it */
+    assert_int_equal(log.n, 3);
+    kvs_close(kv);
+}
+
+static void test_updater_string_key_name(void **state)
+{
+    kvs_t *kv = new_store("local");
+    struct call_log log = { .fail_key = -1 };
+    const float v[2] = { 1, 2 };
+    float out[2];
+    char name[16];
+    (void)state;
+    OK(kvs_init(kv, 2, (kvs_key_t[]){ SK("weight"), SK("bias") },
+                (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 1, 2), ARR(v, KVS_FLOAT32, 1, 2) }));
+    OK(kvs_set_updater(kv, logging_updater, &log));
+    snprintf(name, sizeof name, "bias");
+    OK(kvs_push(kv, 2, (kvs_key_t[]){ SK(name), SK("weight") },
+                (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 1, 2), ARR(v, KVS_FLOAT32, 1, 2) }, 0));
+    assert_false(log.bad);
+    assert_int_equal(log.n, 2);
+    assert_string_equal(log.name[0], "bias");
+    assert_string_equal(log.name[1], "weight");
+    PULL_F32(kv, SK("bias"), out, 1, 2);
+    EXPECT_F32(out, ((const float[]){ 11, 22 }), 2);
+    kvs_close(kv);
+}
+
+static void test_updater_failure_changes_nothing(void **state)
+{
+    kvs_t *kv = *state;
+    struct call_log log = { .fail_key = 7 };
+    const float t3[6] = { 1, 1, 1, 1, 1, 1 }, t5[4] = { 1, 1, 1, 1 };
+    const int32_t t7[4] = { 1, 1, 1, 1 };
+    float out[6];
+
+    OK(kvs_set_updater(kv, logging_updater, &log));
+    /* keys 3 and 5 run before key 7 fails: all three stay as they were */
+    EXPECT_FAIL(kv, kvs_push(kv, 3, (kvs_key_t[]){ IK(3), IK(5), IK(7) },
+                             (kvs_array_t[]){ ARR(t3, KVS_FLOAT32, 2, 2, 3),
+                                              ARR(t5, KVS_FLOAT32, 1, 4),
+                                              ARR(t7, KVS_INT32, 2, 2, 2) },
+                             0),
+                KVS_EUPDATER, NULL);
+    assert_true(log.n >= 3);
+    assert_int_equal(log.key[0], 3);
+    assert_int_equal(log.key[1], 5);
+    assert_int_equal(log.key[2], 7);
+    /* pushpull: the same, and no out is written */
+    {
+        float o3[6], o5[4];
+        int32_t o7[4];
+        memset(o3, SENTINEL, sizeof o3);
+        memset(o5, SENTINEL, sizeof o5);
+        memset(o7, SENTINEL, sizeof o7);
+        EXPECT_FAIL(kv, kvs_pushpull(kv, 3, (kvs_key_t[]){ IK(3), IK(5), IK(7) },
+                                     (kvs_array_t[]){ ARR(t3, KVS_FLOAT32, 2, 2, 3),
+                                                      ARR(t5, KVS_FLOAT32, 1, 4),
+                                                      ARR(t7, KVS_INT32, 2, 2, 2) },
+                                     (kvs_array_t[]){ ARR(o3, KVS_FLOAT32, 2, 2, 3),
+                                                      ARR(o5, KVS_FLOAT32, 1, 4),
+                                                      ARR(o7, KVS_INT32, 2, 2, 2) },
+                                     0),
+                    KVS_EUPDATER, NULL);
+        EXPECT_UNTOUCHED(o3, sizeof o3);
+        EXPECT_UNTOUCHED(o5, sizeof o5);
+        EXPECT_UNTOUCHED(o7, sizeof o7);
+    }
+    /* the same keys again without the failing one: applied once, from the
+     * untouched values */
+    log.n = 0;
+    OK(kvs_push(kv, 2, (kvs_key_t[]){ IK(3), IK(5) },
+                (kvs_array_t[]){ ARR(t3, KVS_FLOAT32, 2, 2, 3), ARR(t5, KVS_FLOAT32, 1, 4) }, 0));
+    assert_int_equal(log.n, 2);
+    PULL_F32(kv, IK(3), out, 2, 2, 3);
+    EXPECT_F32(out, ((const float[]){ 11, 12, 13, 14, 15, 16 }), 6);
+    PULL_F32(kv, IK(5), out, 1, 4);
+    EXPECT_F32(out, ((const float[]){ 20, 30, 40, 50 }), 4);
+}
+
+static void test_updater_null_restores_assign(void **state)
+{
+    kvs_t *kv = *state;
+    int calls = 0;
+    const float t5[4] = { 1, 2, 3, 4 };
+    float out[4];
+    OK(kvs_set_updater(kv, add_f32, &calls));
+    OK(kvs_push(kv, 1, (kvs_key_t[]){ IK(5) }, (kvs_array_t[]){ ARR(t5, KVS_FLOAT32, 1, 4) }, 0));
+    assert_int_equal(calls, 1);
+    PULL_F32(kv, IK(5), out, 1, 4);
+    EXPECT_F32(out, ((const float[]){ 11, 22, 33, 44 }), 4);
+    OK(kvs_set_updater(kv, NULL, NULL));
+    OK(kvs_push(kv, 1, (kvs_key_t[]){ IK(5) }, (kvs_array_t[]){ ARR(t5, KVS_FLOAT32, 1, 4) }, 0));
+    assert_int_equal(calls, 1);
+    PULL_F32(kv, IK(5), out, 1, 4);
+    EXPECT_F32(out, t5, 4);
+}
+
+static void test_updater_not_called_on_invalid_push(void **state)
+{
+    kvs_t *kv = *state;
+    int calls = 0;
+    const float v[6] = { 1, 1, 1, 1, 1, 1 };
+    OK(kvs_set_updater(kv, count_calls, &calls));
+    EXPECT_FAIL(kv, kvs_push(kv, 2, (kvs_key_t[]){ IK(3), IK(999) },
+                             (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 2, 2, 3),
+                                              ARR(v, KVS_FLOAT32, 2, 2, 3) },
+                             0),
+                KVS_ENOKEY, "999");
+    EXPECT_FAIL(kv, kvs_push(kv, 2, (kvs_key_t[]){ IK(3), IK(5) },
+                             (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 2, 2, 3),
+                                              ARR(v, KVS_FLOAT32, 2, 2, 3) },
+                             0),
+                KVS_ESHAPE, "5");
+    assert_int_equal(calls, 0);
+}
+
+/* ---- optimizers ------------------------------------------------------- */
+
+static kvs_t *opt_store(const char *spec, const float *w0, int n)
+{
+    kvs_t *kv = new_store("local");
+    OK(kvs_init(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(w0, KVS_FLOAT32, 1, n) }));
+    if (spec != NULL)
+        OK(kvs_set_optimizer(kv, spec));
+    return kv;
+}
+
+static void push3(kvs_t *kv, const float *g, int n)
+{
+    OK(kvs_push(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(g, KVS_FLOAT32, 1, n) }, 0));
+}
+
+static void pull3(kvs_t *kv, float *w, int n)
+{
+    PULL_F32(kv, IK(3), w, 1, n);
+}
+
+/* MXNet's sgd_mom_update, in double:
+ *   mom = momentum*mom - lr*wd*w - lr*clip(rescale*g); w += mom */
+static void sgd_ref(double *w, double *mom, const float *g, int n, double lr, double momentum,
+                    double wd, double rescale, double clip)
+{
+    for (int i = 0; i < n; i++) {
+        double gr = rescale * g[i];
+        if (clip >= 0)
+            gr = gr > clip ? clip : (gr < -clip ? -clip : gr);
+        mom[i] = momentum * mom[i] - lr * wd * w[i] - lr * gr;
+        w[i] += mom[i];
+    }
+}
+
+static void test_sgd_default_docstring(void **state)
+{
+    /* MXNet's set_optimizer docstring: zeros (2,2), default SGD, push ones
+     * -> -0.01 everywhere. */
+    const float z[4] = { 0 }, g[4] = { 1, 1, 1, 1 };
+    kvs_t *kv = opt_store("sgd", z, 4);
+    float w[4];
+    (void)state;
+    push3(kv, g, 4);
+    pull3(kv, w, 4);
+    EXPECT_NEAR(w, ((const double[]){ -0.01, -0.01, -0.01, -0.01 }), 4, 1e-9);
+    kvs_close(kv);
+}
+
+static void test_sgd_momentum_wd(void **state)
+{
+    const float w0[4] = { 1, -2, 0.5f, 0 };
+    const float g1[4] = { 1, 0.5f, -1, 2 }, g2[4] = { 0.5f, 1, 1, -1 };
+    double w[4] = { 1, -2, 0.5, 0 }, mom[4] = { 0 };
+    float got[4];
+    kvs_t *kv = opt_store("sgd lr=0.1 momentum=0.9 wd=0.01", w0, 4);
+    (void)state;
+    push3(kv, g1, 4);
+    sgd_ref(w, mom, g1, 4, 0.1, 0.9, 0.01, 1, -1);
+    pull3(kv, got, 4);
+    EXPECT_NEAR(got, w, 4, 1e-6);
+    /* first step by hand: mom = -0.1*0.01*1 - 0.1*1 = -0.101, w = 0.899 */
+    assert_true(fabs(got[0] - 0.899) < 1e-6);
+    push3(kv, g2, 4);
+    sgd_ref(w, mom, g2, 4, 0.1, 0.9, 0.01, 1, -1);
+    pull3(kv, got, 4);
+    EXPECT_NEAR(got, w, 4, 1e-6);
+    /* second step: mom = 0.9*-0.101 - 0.001*0.899 - 0.05 = -0.141799 */
+    assert_true(fabs(got[0] - (0.899 - 0.141799)) < 1e-6);
+    kvs_close(kv);
+}
+
+static void test_sgd_rescale_clip(void **state)
+{
+    const float w0[4] = { 0, 0, 0, 0 }, g[4] = { 8, -2, 0.5f, -100 };
+    float got[4];
+    /* rescale then clip: {2, -0.5, 0.125, -25} -> {1, -0.5, 0.125, -1} */
+    kvs_t *kv = opt_store("sgd lr=0.5 rescale_grad=0.25 clip_gradient=1", w0, 4);
+    (void)state;
+    push3(kv, g, 4);
+    pull3(kv, got, 4);
+    EXPECT_NEAR(got, ((const double[]){ -0.5, 0.25, -0.0625, 0.5 }), 4, 1e-7);
+    /* several spaces and an exponent are fine */
+    OK(kvs_set_optimizer(kv, "sgd  lr=5e-1   momentum=0"));
+    push3(kv, (const float[]){ 1, 1, 1, 1 }, 4);
+    pull3(kv, got, 4);
+    EXPECT_NEAR(got, ((const double[]){ -1, -0.25, -0.5625, 0 }), 4, 1e-7);
+    kvs_close(kv);
+}
+
+static void test_adam(void **state)
+{
+    const float w0[2] = { 1, 1 }, g[2] = { 1, 1 };
+    float got[2];
+    /* one step: lr_t = 0.1*sqrt(1-0.999)/(1-0.9), m = 0.1, v = 0.001,
+     * w = 1 - lr_t * 0.1/(sqrt(0.001)+1e-8) = 0.9000000316227666 */
+    kvs_t *kv = opt_store("adam lr=0.1", w0, 2);
+    double w1 = 1.0 - 0.1 * (sqrt(1 - 0.999) / (1 - 0.9)) * (0.1 / (sqrt(0.001) + 1e-8));
+    (void)state;
+    assert_true(fabs(w1 - 0.9000000316227666) < 1e-15);
+    push3(kv, g, 2);
+    pull3(kv, got, 2);
+    EXPECT_NEAR(got, ((const double[]){ 0.9000000316227666, 0.9000000316227666 }), 2, 1e-6);
+    /* second step, t = 2: m = 0.19, v = 0.001999,
+     * w -= 0.1*sqrt(1-0.999^2)/(1-0.9^2) * m/(sqrt(v)+1e-8) -> 0.8000000539890344 */
+    push3(kv, g, 2);
+    pull3(kv, got, 2);
+    EXPECT_NEAR(got, ((const double[]){ 0.8000000539890344, 0.8000000539890344 }), 2, 2e-6);
+    /* every parameter spelled out */
+    OK(kvs_set_optimizer(kv, "adam lr=0.001 beta1=0.9 beta2=0.999 epsilon=1e-8 wd=0 "
+                             "rescale_grad=1 clip_gradient=-1"));
+    kvs_close(kv);
+
+    /* MXNet's default lr, 0.001: one step from 1 is 0.999 */
+    kv = opt_store("adam", w0, 2);
+    push3(kv, g, 2);
+    pull3(kv, got, 2);
+    EXPECT_NEAR(got, ((const double[]){ 0.999, 0.999 }), 2, 1e-6);
+    kvs_close(kv);
+}
+
+/* MXNet's Adam: bias correction folded into lr (in double, as Python does)
+ * with the key's own update count t; the kernel's constants are float32,
+ * so 1 - beta2 is 1 - 0.999f = 0.00099998713 (it moves the result by
+ * parts in 1e6 after a few steps); the rest in double. */
+static void adam_ref(double *w, double *m, double *v, int t, const float *g, int n, double lr)
+{
+    const double b1 = 0.9f, b2 = 0.999f, omb1 = 1.0f - 0.9f, omb2 = 1.0f - 0.999f;
+    const double eps = 1e-8;
+    double lr_t = lr * sqrt(1 - pow(0.999, t)) / (1 - pow(0.9, t));
+    for (int i = 0; i < n; i++) {
+        m[i] = b1 * m[i] + omb1 * g[i];
+        v[i] = b2 * v[i] + omb2 * (double)g[i] * g[i];
+        w[i] -= lr_t * m[i] / (sqrt(v[i]) + eps);
+    }
+}
+
+static void test_adam_update_count_is_per_key(void **state)
+{
+    kvs_t *kv = new_store("local");
+    const float w0[2] = { 1, -0.5f }, g[2] = { 0.5f, -2 };
+    double w3[2] = { 1, -0.5 }, m3[2] = { 0 }, v3[2] = { 0 };
+    double w5[2] = { 1, -0.5 }, m5[2] = { 0 }, v5[2] = { 0 };
+    float got[2];
+    (void)state;
+    OK(kvs_init(kv, 2, (kvs_key_t[]){ IK(3), IK(5) },
+                (kvs_array_t[]){ ARR(w0, KVS_FLOAT32, 1, 2), ARR(w0, KVS_FLOAT32, 1, 2) }));
+    OK(kvs_set_optimizer(kv, "adam lr=0.1"));
+    /* key 3 steps twice alone, then both step together: key 3 is at t = 3,
+     * key 5 at t = 1 */
+    push3(kv, g, 2);
+    push3(kv, g, 2);
+    OK(kvs_push(kv, 2, (kvs_key_t[]){ IK(5), IK(3) },
+                (kvs_array_t[]){ ARR(g, KVS_FLOAT32, 1, 2), ARR(g, KVS_FLOAT32, 1, 2) }, 0));
+    for (int t = 1; t <= 3; t++)
+        adam_ref(w3, m3, v3, t, g, 2, 0.1);
+    adam_ref(w5, m5, v5, 1, g, 2, 0.1);
+    pull3(kv, got, 2);
+    EXPECT_NEAR(got, w3, 2, 5e-7);
+    PULL_F32(kv, IK(5), got, 1, 2);
+    EXPECT_NEAR(got, w5, 2, 2e-7);
+    kvs_close(kv);
+}
+
+static void test_set_optimizer_drops_state(void **state)
+{
+    const float w0[2] = { 1, 2 }, g[2] = { 1, -1 };
+    const char *spec = "sgd lr=0.1 momentum=0.9";
+    kvs_t *kv = opt_store(spec, w0, 2);
+    kvs_t *fresh;
+    float a[2], b[2], w2[2];
+    int calls = 0;
+    (void)state;
+    push3(kv, g, 2);
+    push3(kv, g, 2);
+    pull3(kv, w2, 2);
+    /* the same spec again: momentum starts from zero */
+    OK(kvs_set_optimizer(kv, spec));
+    push3(kv, g, 2);
+    pull3(kv, a, 2);
+    fresh = opt_store(spec, w2, 2);
+    push3(fresh, g, 2);
+    pull3(fresh, b, 2);
+    EXPECT_F32(a, b, 2);
+    /* through an updater and back: the same */
+    push3(kv, g, 2);
+    OK(kvs_set_updater(kv, count_calls, &calls));
+    OK(kvs_set_optimizer(kv, spec));
+    pull3(kv, w2, 2);
+    push3(kv, g, 2);
+    pull3(kv, a, 2);
+    assert_int_equal(calls, 0);
+    kvs_close(fresh);
+    fresh = opt_store(spec, w2, 2);
+    push3(fresh, g, 2);
+    pull3(fresh, b, 2);
+    EXPECT_F32(a, b, 2);
+    kvs_close(fresh);
+    kvs_close(kv);
+}
+
+static void test_optimizer_bad_specs(void **state)
+{
+    static const char *const bad[] = {
+        "foo",          "sgd lrx=1",      "sgd lr=abc",   "sgd lr=1 lr=2", "sgd lr=nan",
+        "",             "sgd lr",         "sgd lr=",      "sgd =1",        "sgd lr=inf",
+        "sgd lr=1e999", "sgd lr=0.1x",    "sgd beta1=0.9", "adam momentum=0.9",
+        "adam lr=-inf", "sgd lr=1 foo=2",
+    };
+    const float w0[2] = { 1, 1 }, g[2] = { 1, 2 };
+    float got[2];
+    kvs_t *kv = opt_store("sgd lr=0.5", w0, 2);
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = kvs_set_optimizer(kv, bad[i]);
+        if (rc != KVS_ESPEC)
+            fail_msg("kvs_set_optimizer(\"%s\") = %d (%s), want KVS_ESPEC", bad[i], rc,
+                     kvs_err_name(rc));
+        EXPECT_DETAIL(kv, NULL);
+    }
+    EXPECT_RC(kvs_set_optimizer(kv, NULL), KVS_EBADARG);
+    EXPECT_RC(kvs_set_optimizer(kv, "sgd lrx=1"), KVS_ESPEC);
+    EXPECT_DETAIL(kv, "lrx");
+    /* the optimizer set before is still in force */
+    push3(kv, g, 2);
+    pull3(kv, got, 2);
+    EXPECT_NEAR(got, ((const double[]){ 0.5, 0.0 }), 2, 1e-7);
+    kvs_close(kv);
+}
+
+static void test_optimizer_int_key(void **state)
+{
+    kvs_t *kv = *state;
+    const int32_t t7[4] = { 1, 1, 1, 1 };
+    const float t3[6] = { 1, 1, 1, 1, 1, 1 };
+    OK(kvs_set_optimizer(kv, "sgd lr=0.5"));
+    EXPECT_FAIL(kv, kvs_push(kv, 1, (kvs_key_t[]){ IK(7) },
+                             (kvs_array_t[]){ ARR(t7, KVS_INT32, 2, 2, 2) }, 0),
+                KVS_EDTYPE, "7");
+    /* a float key first in the list is not updated either */
+    EXPECT_FAIL(kv, kvs_push(kv, 2, (kvs_key_t[]){ IK(3), IK(7) },
+                             (kvs_array_t[]){ ARR(t3, KVS_FLOAT32, 2, 2, 3),
+                                              ARR(t7, KVS_INT32, 2, 2, 2) },
+                             0),
+                KVS_EDTYPE, "7");
+}
+
+static void test_optimizer_other_float_dtypes(void **state)
+{
+    kvs_t *kv = new_store("local");
+    const uint16_t h1[2] = { 0x3C00, 0x4000 }, b1[2] = { 0x3F80, 0x4000 }; /* 1, 2 */
+    const double d1[2] = { 1, 2 };
+    uint16_t h[2], b[2];
+    double d[2];
+    (void)state;
+    OK(kvs_init(kv, 3, (kvs_key_t[]){ IK(1), IK(2), IK(3) },
+                (kvs_array_t[]){ ARR(h1, KVS_FLOAT16, 1, 2), ARR(b1, KVS_BFLOAT16, 1, 2),
+                                 ARR(d1, KVS_FLOAT64, 1, 2) }));
+    OK(kvs_set_optimizer(kv, "sgd lr=0.25"));
+    /* w - 0.25*g with g = w: 1 -> 0.75, 2 -> 1.5 */
+    OK(kvs_push(kv, 3, (kvs_key_t[]){ IK(1), IK(2), IK(3) },
+                (kvs_array_t[]){ ARR(h1, KVS_FLOAT16, 1, 2), ARR(b1, KVS_BFLOAT16, 1, 2),
+                                 ARR(d1, KVS_FLOAT64, 1, 2) },
+                0));
+    OK(kvs_pull(kv, 3, (kvs_key_t[]){ IK(1), IK(2), IK(3) },
+                (kvs_array_t[]){ ARR(h, KVS_FLOAT16, 1, 2), ARR(b, KVS_BFLOAT16, 1, 2),
+                                 ARR(d, KVS_FLOAT64, 1, 2) },
+                0));
+    EXPECT_INTS(h, ((const uint16_t[]){ 0x3A00, 0x3E00 }), 2, KVS_FLOAT16);
+    EXPECT_INTS(b, ((const uint16_t[]){ 0x3F40, 0x3FC0 }), 2, KVS_BFLOAT16);
+    EXPECT_F64(d, ((const double[]){ 0.75, 1.5 }), 2);
+    /* float64 is computed in double: 1 - 0.01*0.1 keeps double precision */
+    OK(kvs_set_optimizer(kv, "sgd lr=0.01"));
+    OK(kvs_push(kv, 1, (kvs_key_t[]){ IK(3) },
+                (kvs_array_t[]){ ARR(((const double[]){ 0.1, 0 }), KVS_FLOAT64, 1, 2) }, 0));
+    OK(kvs_pull(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(d, KVS_FLOAT64, 1, 2) }, 0));
+    assert_true(fabs(d[0] - (0.75 - 0.001)) < 1e-15);
+    assert_true(d[1] == 1.5);
+    kvs_close(kv);
+}
+
+static void test_optimizer_repeated_key_summed_once(void **state)
+{
+    const float w0[2] = { 0, 0 };
+    kvs_t *kv = opt_store("sgd lr=0.1 momentum=0.5", w0, 2);
+    float got[2];
+    double w[2] = { 0, 0 }, mom[2] = { 0, 0 };
+    const float g[2] = { 1, 2 }, g2[2] = { 2, 4 };
+    (void)state;
+    OK(kvs_push(kv, 2, (kvs_key_t[]){ IK(3), IK(3) },
+                (kvs_array_t[]){ ARR(g, KVS_FLOAT32, 1, 2), ARR(g, KVS_FLOAT32, 1, 2) }, 0));
+    sgd_ref(w, mom, g2, 2, 0.1, 0.5, 0, 1, -1);
+    pull3(kv, got, 2);
+    EXPECT_NEAR(got, w, 2, 1e-7);
+    kvs_close(kv);
+}
+
+static void test_optimizer_and_updater_replace_each_other(void **state)
+{
+    const float w0[2] = { 1, 1 }, g[2] = { 1, 1 };
+    kvs_t *kv = opt_store("sgd lr=0.5", w0, 2);
+    int calls = 0;
+    float got[2];
+    char *dir = make_tmpdir();
+    char path[4200];
+    (void)state;
+    snprintf(path, sizeof path, "%s/st", dir);
+    OK(kvs_set_updater(kv, add_f32, &calls));
+    push3(kv, g, 2);
+    assert_int_equal(calls, 1);
+    pull3(kv, got, 2);
+    EXPECT_F32(got, ((const float[]){ 2, 2 }), 2);
+    /* the optimizer is gone */
+    EXPECT_RC(kvs_save_optimizer_states(kv, path, 0), KVS_ENOOPT);
+    OK(kvs_set_optimizer(kv, "sgd lr=0.5"));
+    push3(kv, g, 2);
+    assert_int_equal(calls, 1);
+    pull3(kv, got, 2);
+    EXPECT_F32(got, ((const float[]){ 1.5f, 1.5f }), 2);
+    /* and back to ASSIGN */
+    OK(kvs_set_updater(kv, NULL, NULL));
+    push3(kv, g, 2);
+    pull3(kv, got, 2);
+    EXPECT_F32(got, g, 2);
+    kvs_close(kv);
+    remove_tmpdir(dir);
+}
+
+static void test_reinit_drops_optimizer_state(void **state)
+{
+    const float w0[2] = { 1, 1 }, g[2] = { 1, 1 };
+    kvs_t *kv = opt_store("sgd lr=0.1 momentum=0.9", w0, 2);
+    kvs_t *fresh = opt_store("sgd lr=0.1 momentum=0.9", w0, 2);
+    float a[2], b[2];
+    (void)state;
+    push3(kv, g, 2);
+    push3(kv, g, 2);
+    OK(kvs_reinit(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(w0, KVS_FLOAT32, 1, 2) }));
+    push3(kv, g, 2);
+    push3(fresh, g, 2);
+    pull3(kv, a, 2);
+    pull3(fresh, b, 2);
+    EXPECT_F32(a, b, 2);
+    EXPECT_NEAR(a, ((const double[]){ 0.9, 0.9 }), 2, 1e-6);
+    kvs_close(kv);
+    kvs_close(fresh);
+}
+
+/* ---- optimizer state files -------------------------------------------- */
+
+#define SN 4
+static const float SW0[SN] = { 1, -1, 0.5f, 2 };
+static const float SG[SN] = { 0.5f, 1, -2, 0.25f };
+static const float SG5[2] = { 1, -1 };
+
+/* A store with keys 3 (float32 (4)) and 5 (float32 (2)) at w3, w5. */
+static kvs_t *state_store(const char *spec, const float *w3, const float *w5)
+{
+    kvs_t *kv = new_store("local");
+    OK(kvs_init(kv, 2, (kvs_key_t[]){ IK(3), IK(5) },
+                (kvs_array_t[]){ ARR(w3, KVS_FLOAT32, 1, SN), ARR(w5, KVS_FLOAT32, 1, 2) }));
+    if (spec != NULL)
+        OK(kvs_set_optimizer(kv, spec));
+    return kv;
+}
+
+static void push_both(kvs_t *kv)
+{
+    OK(kvs_push(kv, 2, (kvs_key_t[]){ IK(3), IK(5) },
+                (kvs_array_t[]){ ARR(SG, KVS_FLOAT32, 1, SN), ARR(SG5, KVS_FLOAT32, 1, 2) }, 0));
+}
+
+static void pull_both(kvs_t *kv, float *w3, float *w5)
+{
+    PULL_F32(kv, IK(3), w3, 1, SN);
+    PULL_F32(kv, IK(5), w5, 1, 2);
+}
+
+struct saved {
+    char *dir;
+    char path[4200];
+    float w2[SN], w2_5[2];  /* weights after two pushes */
+    float w3[SN], w3_5[2];  /* after a third, with the saved state */
+};
+
+/* Two pushes in a store with spec, save (dump as asked), a third push. */
+static void make_saved(struct saved *s, const char *spec, int dump)
+{
+    kvs_t *kv = state_store(spec, SW0, (const float[]){ 0, 0 });
+    s->dir = make_tmpdir();
+    snprintf(s->path, sizeof s->path, "%s/opt.states", s->dir);
+    push_both(kv);
+    push_both(kv);
+    pull_both(kv, s->w2, s->w2_5);
+    OK(kvs_save_optimizer_states(kv, s->path, dump));
+    push_both(kv);
+    pull_both(kv, s->w3, s->w3_5);
+    kvs_close(kv);
+}
+
+static void test_save_without_optimizer(void **state)
+{
+    kvs_t *kv = state_store(NULL, SW0, SW0);
+    char *dir = make_tmpdir();
+    char path[4200];
+    (void)state;
+    snprintf(path, sizeof path, "%s/x", dir);
+    EXPECT_RC(kvs_save_optimizer_states(kv, path, 0), KVS_ENOOPT);
+    EXPECT_DETAIL(kv, NULL);
+    EXPECT_RC(kvs_save_optimizer_states(kv, path, 1), KVS_ENOOPT);
+    assert_int_equal(count_dir_entries(dir), 0);
+    OK(kvs_set_optimizer(kv, "sgd"));
+    EXPECT_RC(kvs_save_optimizer_states(kv, NULL, 0), KVS_EBADARG);
+    EXPECT_RC(kvs_load_optimizer_states(kv, NULL), KVS_EBADARG);
+    EXPECT_RC(kvs_load_optimizer_states(NULL, path), KVS_EBADARG);
+    kvs_close(kv);
+    remove_tmpdir(dir);
+}
+
+static void roundtrip(const char *spec)
+{
+    struct saved s;
+    float w[SN], w5[2];
+    kvs_t *kv;
+    make_saved(&s, spec, 0);
+    /* The file is the only thing in its directory: no temporary left. */
+    assert_int_equal(count_dir_entries(s.dir), 1);
+
+    /* A second store at the post-2-push weights, same optimizer, loads the
+     * state: its next push gives exactly the first store's third step. */
+    kv = state_store(spec, s.w2, s.w2_5);
+    OK(kvs_load_optimizer_states(kv, s.path));
+    push_both(kv);
+    pull_both(kv, w, w5);
+    EXPECT_F32(w, s.w3, SN);
+    EXPECT_F32(w5, s.w3_5, 2);
+    kvs_close(kv);
+
+    /* Without the state the step differs (the test would prove nothing). */
+    kv = state_store(spec, s.w2, s.w2_5);
+    push_both(kv);
+    pull_both(kv, w, w5);
+    assert_true(memcmp(w, s.w3, sizeof w) != 0);
+    kvs_close(kv);
+    remove_tmpdir(s.dir);
+}
+
+static void test_save_load_sgd_momentum(void **state)
+{
+    (void)state;
+    roundtrip("sgd lr=0.1 momentum=0.9 wd=0.01");
+}
+
+static void test_save_load_adam(void **state)
+{
+    /* adam's state includes the update count of bias correction */
+    (void)state;
+    roundtrip("adam lr=0.1");
+}
+
+static void test_load_dumped_optimizer(void **state)
+{
+    struct saved s;
+    float w[SN], w5[2];
+    kvs_t *kv;
+    (void)state;
+    make_saved(&s, "sgd lr=0.1 momentum=0.9 wd=0.01", 1);
+    /* a store with no optimizer gets the file's */
+    kv = state_store(NULL, s.w2, s.w2_5);
+    OK(kvs_load_optimizer_states(kv, s.path));
+    push_both(kv);
+    pull_both(kv, w, w5);
+    EXPECT_F32(w, s.w3, SN);
+    EXPECT_F32(w5, s.w3_5, 2);
+    kvs_close(kv);
+    /* a store with another optimizer has it replaced */
+    kv = state_store("adam lr=0.5", s.w2, s.w2_5);
+    OK(kvs_load_optimizer_states(kv, s.path));
+    push_both(kv);
+    pull_both(kv, w, w5);
+    EXPECT_F32(w, s.w3, SN);
+    kvs_close(kv);
+    remove_tmpdir(s.dir);
+}
+
+static void test_load_mismatches(void **state)
+{
+    struct saved s;
+    kvs_t *kv;
+    (void)state;
+    make_saved(&s, "sgd lr=0.1 momentum=0.9", 0);
+
+    /* no optimizer and none in the file */
+    kv = state_store(NULL, s.w2, s.w2_5);
+    EXPECT_RC(kvs_load_optimizer_states(kv, s.path), KVS_ENOOPT);
+    EXPECT_DETAIL(kv, NULL);
+    kvs_close(kv);
+    /* the file's state is for another optimizer */
+    kv = state_store("adam", s.w2, s.w2_5);
+    EXPECT_RC(kvs_load_optimizer_states(kv, s.path), KVS_ESPEC);
+    kvs_close(kv);
+    /* a key of the file missing from the store */
+    kv = new_store("local");
+    OK(kvs_init(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(s.w2, KVS_FLOAT32, 1, SN) }));
+    OK(kvs_set_optimizer(kv, "sgd lr=0.1 momentum=0.9"));
+    EXPECT_RC(kvs_load_optimizer_states(kv, s.path), KVS_ENOKEY);
+    EXPECT_DETAIL(kv, "5");
+    kvs_close(kv);
+    /* key 5 of another size */
+    kv = state_store("sgd lr=0.1 momentum=0.9", s.w2, s.w2_5);
+    OK(kvs_reinit(kv, 1, (kvs_key_t[]){ IK(5) },
+                  (kvs_array_t[]){ ARR(((const float[]){ 0, 0, 0 }), KVS_FLOAT32, 1, 3) }));
+    EXPECT_RC(kvs_load_optimizer_states(kv, s.path), KVS_ESHAPE);
+    kvs_close(kv);
+    /* key 5 of another dtype */
+    kv = state_store("sgd lr=0.1 momentum=0.9", s.w2, s.w2_5);
+    OK(kvs_reinit(kv, 1, (kvs_key_t[]){ IK(5) },
+                  (kvs_array_t[]){ ARR(((const double[]){ 0, 0 }), KVS_FLOAT64, 1, 2) }));
+    EXPECT_RC(kvs_load_optimizer_states(kv, s.path), KVS_EDTYPE);
+    kvs_close(kv);
+    /* a string-key store cannot hold the file's int keys */
+    kv = new_store("local");
+    OK(kvs_init(kv, 1, (kvs_key_t[]){ SK("w") }, (kvs_array_t[]){ ARR(s.w2, KVS_FLOAT32, 1, SN) }));
+    OK(kvs_set_optimizer(kv, "sgd lr=0.1 momentum=0.9"));
+    assert_true(kvs_load_optimizer_states(kv, s.path) < 0);
+    kvs_close(kv);
+    /* extra keys in the store start afresh */
+    kv = state_store("sgd lr=0.1 momentum=0.9", s.w2, s.w2_5);
+    OK(kvs_init(kv, 1, (kvs_key_t[]){ IK(8) }, (kvs_array_t[]){ ARR(SW0, KVS_FLOAT32, 1, SN) }));
+    OK(kvs_load_optimizer_states(kv, s.path));
+    {
+        float w[SN], w5[2];
+        push_both(kv);
+        pull_both(kv, w, w5);
+        EXPECT_F32(w, s.w3, SN);
+    }
+    kvs_close(kv);
+    remove_tmpdir(s.dir);
+}
+
+/* A store at the post-2-push weights that pushed once without the state;
+ * its next push is the reference for "behaviour unchanged". */
+static void bad_file_case(const struct saved *s, const char *bad_path, int want, int line)
+{
+    const char *spec = "sgd lr=0.1 momentum=0.9 wd=0.01";
+    kvs_t *kv = state_store(spec, s->w2, s->w2_5);
+    kvs_t *ref = state_store(spec, s->w2, s->w2_5);
+    float a[SN], a5[2], b[SN], b5[2];
+    int rc;
+    push_both(kv);
+    push_both(ref);
+    rc = kvs_load_optimizer_states(kv, bad_path);
+    if (rc != want)
+        fail_msg("line %d: load returned %d (%s), want %d (%s)", line, rc, kvs_err_name(rc), want,
+                 kvs_err_name(want));
+    expect_last_error_at(kv, NULL, line);
+    push_both(kv);
+    push_both(ref);
+    pull_both(kv, a, a5);
+    pull_both(ref, b, b5);
+    expect_f32_at(a, b, SN, line);
+    expect_f32_at(a5, b5, 2, line);
+    kvs_close(kv);
+    kvs_close(ref);
+}
+
+static void test_load_corrupt_files(void **state)
+{
+    struct saved s;
+    unsigned char *good, *bad;
+    size_t len;
+    char path[4300];
+    (void)state;
+    make_saved(&s, "sgd lr=0.1 momentum=0.9 wd=0.01", 0);
+    good = read_whole(s.path, &len);
+    bad = malloc(len);
+    assert_non_null(bad);
+    snprintf(path, sizeof path, "%s/bad", s.dir);
+
+    /* a flipped byte anywhere: first, middle, last, and a few more */
+    {
+        size_t at[] = { 0, 1, 4, 8, len / 3, len / 2, len - 5, len - 1 };
+        for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+            memcpy(bad, good, len);
+            bad[at[i]] ^= 0x40;
+            write_whole(path, bad, len);
+            bad_file_case(&s, path, KVS_ECORRUPT, __LINE__);
+        }
+    }
+    /* truncated */
+    {
+        size_t cut[] = { len - 1, len / 2, 8, 4, 1 };
+        for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++) {
+            write_whole(path, good, cut[i]);
+            bad_file_case(&s, path, KVS_ECORRUPT, __LINE__);
+        }
+    }
+    /* trailing garbage */
+    {
+        unsigned char *longer = malloc(len + 16);
+        assert_non_null(longer);
+        memcpy(longer, good, len);
+        memset(longer + len, 0x5A, 16);
+        write_whole(path, longer, len + 16);
+        bad_file_case(&s, path, KVS_ECORRUPT, __LINE__);
+        free(longer);
+    }
+    /* empty */
+    write_whole(path, good, 0);
+    bad_file_case(&s, path, KVS_ECORRUPT, __LINE__);
+    /* not there */
+    snprintf(path, sizeof path, "%s/missing", s.dir);
+    bad_file_case(&s, path, -ENOENT, __LINE__);
+    /* the good file still loads */
+    {
+        kvs_t *kv = state_store("sgd lr=0.1 momentum=0.9 wd=0.01", s.w2, s.w2_5);
+        float w[SN], w5[2];
+        OK(kvs_load_optimizer_states(kv, s.path));
+        push_both(kv);
+        pull_both(kv, w, w5);
+        EXPECT_F32(w, s.w3, SN);
+        kvs_close(kv);
+    }
+    free(good);
+    free(bad);
+    remove_tmpdir(s.dir);
+}
+
+static void test_save_paths(void **state)
+{
+    kvs_t *kv = state_store("sgd lr=0.1 momentum=0.9", SW0, SW0);
+    char *dir = make_tmpdir();
+    char path[4300];
+    unsigned char *first, *second;
+    size_t l1, l2;
+    (void)state;
+    snprintf(path, sizeof path, "%s/no/such/dir/states", dir);
+    EXPECT_RC(kvs_save_optimizer_states(kv, path, 0), -ENOENT);
+    EXPECT_DETAIL(kv, NULL);
+    assert_int_equal(count_dir_entries(dir), 0);
+
+    /* overwrite: the path holds the new file, nothing else is left */
+    snprintf(path, sizeof path, "%s/states", dir);
+    OK(kvs_save_optimizer_states(kv, path, 0));
+    first = read_whole(path, &l1);
+    push_both(kv);
+    OK(kvs_save_optimizer_states(kv, path, 0));
+    second = read_whole(path, &l2);
+    assert_int_equal(count_dir_entries(dir), 1);
+    assert_true(l1 != l2 || memcmp(first, second, l1) != 0);
+    free(first);
+    free(second);
+    kvs_close(kv);
+    remove_tmpdir(dir);
+}
+
+/* ---- compression, options --------------------------------------------- */
+
+static void test_gradient_compression_local(void **state)
+{
+    kvs_t *kv = *state;
+    EXPECT_RC(kvs_set_gradient_compression(kv, "2bit threshold=0.5"), KVS_ENOTSUP);
+    EXPECT_DETAIL(kv, NULL);
+    EXPECT_RC(kvs_set_gradient_compression(kv, "2bit"), KVS_ENOTSUP);
+    EXPECT_RC(kvs_set_gradient_compression(NULL, "2bit"), KVS_EBADARG);
+    FX_UNCHANGED(kv);
+}
+
+static void test_options(void **state)
+{
+    kvs_t *kv = *state;
+    int64_t v = -5;
+    assert_int_equal(kvs_get_option(kv, KVS_OPT_THREADS, &v), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(kvs_get_option(kv, KVS_OPT_INIT_ON_PUSH, &v), 0);
+    assert_int_equal(v, 0);
+    EXPECT_RC(kvs_get_option(kv, KVS_OPT_THREADS, NULL), KVS_EBADARG);
+    EXPECT_RC(kvs_set_option(kv, (kvs_option_t)99, 1), KVS_EBADARG);
+    EXPECT_DETAIL(kv, NULL);
+    EXPECT_RC(kvs_set_option(kv, (kvs_option_t)0, 1), KVS_EBADARG);
+    EXPECT_RC(kvs_get_option(kv, (kvs_option_t)99, &v), KVS_EBADARG);
+    EXPECT_RC(kvs_set_option(kv, KVS_OPT_THREADS, -1), KVS_EBADARG);
+    EXPECT_RC(kvs_set_option(kv, KVS_OPT_THREADS, 65), KVS_EBADARG);
+    EXPECT_RC(kvs_set_option(kv, KVS_OPT_THREADS, INT64_MAX), KVS_EBADARG);
+    EXPECT_RC(kvs_set_option(kv, KVS_OPT_INIT_ON_PUSH, -1), KVS_EBADARG);
+    EXPECT_RC(kvs_set_option(kv, KVS_OPT_INIT_ON_PUSH, 2), KVS_EBADARG);
+    /* the failures left the values alone */
+    assert_int_equal(kvs_get_option(kv, KVS_OPT_THREADS, &v), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(kvs_get_option(kv, KVS_OPT_INIT_ON_PUSH, &v), 0);
+    assert_int_equal(v, 0);
+    for (int t = 1; t <= 64; t += 63) {
+        OK(kvs_set_option(kv, KVS_OPT_THREADS, t));
+        assert_int_equal(kvs_get_option(kv, KVS_OPT_THREADS, &v), 0);
+        assert_int_equal(v, t);
+    }
+    OK(kvs_set_option(kv, KVS_OPT_THREADS, 0));
+    FX_UNCHANGED(kv);
+}
+
+/* Half bits of a small non-negative integer (< 2048). */
+static uint16_t half_of_int(unsigned n)
+{
+    int e = 0;
+    if (n == 0)
+        return 0;
+    while ((1u << (e + 1)) <= n)
+        e++;
+    return (uint16_t)(((unsigned)(e + 15) << 10) | ((n - (1u << e)) << (10 - e)));
+}
+
+static void big_push(int threads, float *outf, uint16_t *outh, uint8_t *outu, size_t n)
+{
+    kvs_t *kv = new_store("local");
+    float *f[3];
+    uint16_t *h[3];
+    uint8_t *u[3], *hv[3];
+    uint16_t halves[22];
+    uint32_t x = 12345;
+    for (unsigned v = 0; v < 22; v++)
+        halves[v] = half_of_int(v);
+    OK(kvs_set_option(kv, KVS_OPT_THREADS, threads));
+    for (int k = 0; k < 3; k++) {
+        f[k] = malloc(n * sizeof(float));
+        h[k] = malloc(n * sizeof(uint16_t));
+        u[k] = malloc(n);
+        hv[k] = malloc(n);
+        assert_true(f[k] && h[k] && u[k] && hv[k]);
+        for (size_t i = 0; i < n; i++) {
+            x = x * 1664525u + 1013904223u;
+            /* multiples of 2^-20 in (-4, 4): sums of three are exact */
+            f[k][i] = (float)((int32_t)x / 512) * 0x1p-20f;
+            hv[k][i] = (uint8_t)((x >> 4) % 8);
+            h[k][i] = halves[hv[k][i]];
+            u[k][i] = (uint8_t)(x >> 20);
+        }
+    }
+    OK(kvs_init(kv, 3, (kvs_key_t[]){ IK(1), IK(2), IK(3) },
+                (kvs_array_t[]){ ARR(f[0], KVS_FLOAT32, 1, (int64_t)n),
+                                 ARR(h[0], KVS_FLOAT16, 1, (int64_t)n),
+                                 ARR(u[0], KVS_UINT8, 1, (int64_t)n) }));
+    OK(kvs_push(kv, 9, (kvs_key_t[]){ IK(1), IK(2), IK(3), IK(1), IK(2), IK(3), IK(1), IK(2),
+                                      IK(3) },
+                (kvs_array_t[]){ ARR(f[0], KVS_FLOAT32, 1, (int64_t)n),
+                                 ARR(h[0], KVS_FLOAT16, 1, (int64_t)n),
+                                 ARR(u[0], KVS_UINT8, 1, (int64_t)n),
+                                 ARR(f[1], KVS_FLOAT32, 1, (int64_t)n),
+                                 ARR(h[1], KVS_FLOAT16, 1, (int64_t)n),
+                                 ARR(u[1], KVS_UINT8, 1, (int64_t)n),
+                                 ARR(f[2], KVS_FLOAT32, 1, (int64_t)n),
+                                 ARR(h[2], KVS_FLOAT16, 1, (int64_t)n),
+                                 ARR(u[2], KVS_UINT8, 1, (int64_t)n) },
+                0));
+    OK(kvs_pull(kv, 3, (kvs_key_t[]){ IK(1), IK(2), IK(3) },
+                (kvs_array_t[]){ ARR(outf, KVS_FLOAT32, 1, (int64_t)n),
+                                 ARR(outh, KVS_FLOAT16, 1, (int64_t)n),
+                                 ARR(outu, KVS_UINT8, 1, (int64_t)n) },
+                0));
+    /* Every element: float32 sums are exact in any order, halves are small
+     * integers, bytes wrap. */
+    for (size_t i = 0; i < n; i++) {
+        float wf = f[0][i] + f[1][i] + f[2][i];
+        uint16_t wh = halves[hv[0][i] + hv[1][i] + hv[2][i]];
+        uint8_t wu = (uint8_t)(u[0][i] + u[1][i] + u[2][i]);
+        if (outf[i] != wf)
+            fail_msg("threads %d: float32 element %zu: got %.9g want %.9g", threads, i,
+                     (double)outf[i], (double)wf);
+        if (outh[i] != wh)
+            fail_msg("threads %d: float16 element %zu: got 0x%04x want 0x%04x", threads, i,
+                     outh[i], wh);
+        if (outu[i] != wu)
+            fail_msg("threads %d: uint8 element %zu: got %u want %u", threads, i, outu[i], wu);
+    }
+    for (int k = 0; k < 3; k++) {
+        free(f[k]);
+        free(h[k]);
+        free(u[k]);
+        free(hv[k]);
+    }
+    kvs_close(kv);
+}
+
+static void test_threads_option_identical_sums(void **state)
+{
+    const size_t n = 3000001; /* not a multiple of any chunk size */
+    float *f1 = malloc(n * sizeof(float)), *f4 = malloc(n * sizeof(float));
+    uint16_t *h1 = malloc(n * 2), *h4 = malloc(n * 2);
+    uint8_t *u1 = malloc(n), *u4 = malloc(n);
+    (void)state;
+    assert_true(f1 && f4 && h1 && h4 && u1 && u4);
+    big_push(1, f1, h1, u1, n);
+    big_push(4, f4, h4, u4, n);
+    assert_memory_equal(f1, f4, n * sizeof(float));
+    assert_memory_equal(h1, h4, n * 2);
+    assert_memory_equal(u1, u4, n);
+    free(f1);
+    free(f4);
+    free(h1);
+    free(h4);
+    free(u1);
+    free(u4);
+}
+
+/* ---- main ------------------------------------------------------------- */
+
+#define FX(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_strerror_every_kvs_code),
+        cmocka_unit_test(test_strerror_errno_and_unknown),
+        cmocka_unit_test(test_dtype_size_and_name),
+        cmocka_unit_test(test_create_local_types),
+        cmocka_unit_test(test_create_unknown_type),
+        cmocka_unit_test(test_create_null_args),
+        cmocka_unit_test(test_create_later_types_are_known),
+        cmocka_unit_test(test_null_handle_calls),
+        cmocka_unit_test(test_dtype_float32),
+        cmocka_unit_test(test_dtype_float64),
+        cmocka_unit_test(test_dtype_float16_sum_rounded_once),
+        cmocka_unit_test(test_dtype_bfloat16_sum_rounded_once),
+        cmocka_unit_test(test_dtype_int32_wraps),
+        cmocka_unit_test(test_dtype_int64_wraps),
+        cmocka_unit_test(test_dtype_uint8_wraps),
+        cmocka_unit_test(test_scalar_empty_and_eight_dims),
+        cmocka_unit_test(test_unused_extents_ignored),
+        cmocka_unit_test(test_init_copies_source),
+        FX(test_init_duplicate_key),
+        FX(test_init_duplicate_in_list),
+        cmocka_unit_test(test_init_string_keys_by_content),
+        cmocka_unit_test(test_int_key_full_range),
+        FX(test_reinit),
+        cmocka_unit_test(test_string_key_length_limit),
+        FX(test_push_single_repeated_several),
+        FX(test_push_unknown_key),
+        FX(test_push_init_on_push_option),
+        FX(test_push_shape_mismatch),
+        FX(test_push_dtype_mismatch),
+        FX(test_push_device_array),
+        FX(test_push_bad_args),
+        FX(test_key_kind_mixing),
+        FX(test_pull_broadcast),
+        FX(test_pull_errors_write_no_out),
+        FX(test_pushpull),
+        cmocka_unit_test(test_row_sparse_pull_basic),
+        cmocka_unit_test(test_row_sparse_pull_errors),
+        cmocka_unit_test(test_row_sparse_pull_several_outs),
+        cmocka_unit_test(test_updater_once_per_key_in_order),
+        cmocka_unit_test(test_updater_string_key_name),
+        FX(test_updater_failure_changes_nothing),
+        FX(test_updater_null_restores_assign),
+        FX(test_updater_not_called_on_invalid_push),
+        cmocka_unit_test(test_sgd_default_docstring),
+        cmocka_unit_test(test_sgd_momentum_wd),
+        cmocka_unit_test(test_sgd_rescale_clip),
+        cmocka_unit_test(test_adam),
+        cmocka_unit_test(test_adam_update_count_is_per_key),
+        cmocka_unit_test(test_set_optimizer_drops_state),
+        cmocka_unit_test(test_optimizer_bad_specs),
+        FX(test_optimizer_int_key),
+        cmocka_unit_test(test_optimizer_other_float_dtypes),
+        cmocka_unit_test(test_optimizer_repeated_key_summed_once),
+        cmocka_unit_test(test_optimizer_and_updater_replace_each_other),
+        cmocka_unit_test(test_reinit_drops_optimizer_state),
+        cmocka_unit_test(test_save_without_optimizer),
+        cmocka_unit_test(test_save_load_sgd_momentum),
+        cmocka_unit_test(test_save_load_adam),
+        cmocka_unit_test(test_load_dumped_optimizer),
+        cmocka_unit_test(test_load_mismatches),
+        cmocka_unit_test(test_load_corrupt_files),
+        cmocka_unit_test(test_save_paths),
+        FX(test_gradient_compression_local),
+        FX(test_options),
+        cmocka_unit_test(test_threads_option_identical_sums),
+    };
+    return cmocka_run_group_tests_name("api", tests, NULL, NULL);
+}
