@@ -3,28 +3,21 @@
  * (quantize with a sender-side residual, dequantize).
  *
  * Owns no data: every function works on buffers the caller hands in and
- * keeps nothing between calls (the one process-wide thing is a handle to
- * the "C" locale, looked up once for the parser). It must never allocate,
- * never touch keys, stores or shared memory, and never change the wire
- * layout: the bits it writes are the bits MXNet 1.9 writes, so that a
- * buffer compressed here decodes the same in MXNet and the other way round.
+ * keeps nothing between calls (cutting the spec's text and reading its
+ * number are spec.c's job). It must never allocate, never touch keys,
+ * stores or shared memory, and never change the wire layout: the bits it
+ * writes are the bits MXNet 1.9 writes, so that a buffer compressed here
+ * decodes the same in MXNet and the other way round.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE                    /* strtof_l, newlocale */
-#endif
-
-#include <errno.h>
-#include <locale.h>
-#include <math.h>
-#include <pthread.h>
-#include <stdlib.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "compress.h"
+#include "spec.h"
 
 #define GC_DEFAULT_THRESHOLD 0.5f      /* MXNet's GradientCompressionParam default */
 #define GC_VALUES_PER_WORD 16
-#define GC_SHOWN_MAX 64                /* longest token quoted in a detail message */
 
 size_t kvs__gc_2bit_words(size_t n)
 {
@@ -113,83 +106,12 @@ void kvs__gc_2bit_dequantize(const uint32_t *in, float *out, size_t n, float thr
 
 /* ---- Spec ------------------------------------------------------------ */
 
-/*
- * Numbers in a spec are written with '.', whatever LC_NUMERIC the
- * application chose: a program that calls setlocale(LC_ALL, "") under a
- * locale with a decimal comma must still parse "threshold=0.5". The "C"
- * locale object is static in libc, so nothing is allocated or leaked.
- */
-static locale_t c_locale = (locale_t)0;
-static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
-
-static void c_locale_init(void)
-{
-    c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
-}
-
-/* Parses s[0..len) as a float (one rounding, as MXNet parses its float
- * parameter). The token is delimited by whitespace or the end of the
- * string, which no number contains, so strtof cannot read past it.
- * Returns 0 on success, -1 when the token is not all number. */
-static int parse_float(const char *s, size_t len, float *out)
-{
-    char *end;
-    float v;
-    int saved_errno = errno;           /* strtof's ERANGE is ours to judge, not the caller's */
-
-    /* An empty value would let strtof skip ahead into the next token. */
-    if (len == 0)
-        return -1;
-    pthread_once(&c_locale_once, c_locale_init);
-    if (c_locale != (locale_t)0)
-        v = strtof_l(s, &end, c_locale);
-    else
-        v = strtof(s, &end);
-    errno = saved_errno;
-    if (end != s + len)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int is_space(char c)
-{
-    /* Not isspace(): the spec's separators must not depend on the locale. */
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
-/* The next whitespace-separated token at or after *p: its start and length,
- * with *p moved past it. Returns 0 when only whitespace is left. */
-static size_t next_token(const char **p, const char **tok)
-{
-    const char *s = *p;
-    size_t len = 0;
-
-    while (*s != '\0' && is_space(*s))
-        s++;
-    *tok = s;
-    while (s[len] != '\0' && !is_space(s[len]))
-        len++;
-    *p = s + len;
-    return len;
-}
-
-static int token_is(const char *tok, size_t len, const char *word)
-{
-    return strlen(word) == len && memcmp(tok, word, len) == 0;
-}
-
-/* Tokens go into messages cut to a readable length; "%.*s" needs an int. */
-static int shown(size_t len)
-{
-    return len > GC_SHOWN_MAX ? GC_SHOWN_MAX : (int)len;
-}
-
 int kvs__gc_parse(const char *spec, struct kvs__gc *out, struct kvs__err *e)
 {
     struct kvs__gc gc = { .type = KVS__GC_NONE, .threshold = GC_DEFAULT_THRESHOLD };
-    const char *p = spec;
-    const char *tok;
+    struct kvs__spec sp;
+    struct kvs__spec_param par;
+    const char *name;
     size_t len;
     int have_threshold = 0;
 
@@ -197,51 +119,44 @@ int kvs__gc_parse(const char *spec, struct kvs__gc *out, struct kvs__err *e)
         return kvs__fail(e, KVS_EBADARG, "gradient compression: %s is NULL",
                          spec == NULL ? "spec" : "output");
 
-    len = next_token(&p, &tok);
+    len = kvs__spec_begin(&sp, spec, &name);
     if (len == 0)
         return kvs__fail(e, KVS_ESPEC,
                          "gradient compression: empty spec (expected \"none\" or \"2bit\")");
-    if (token_is(tok, len, "none"))
+    if (kvs__spec_is(name, len, "none"))
         gc.type = KVS__GC_NONE;
-    else if (token_is(tok, len, "2bit"))
+    else if (kvs__spec_is(name, len, "2bit"))
         gc.type = KVS__GC_2BIT;
     else
         return kvs__fail(e, KVS_ESPEC, "gradient compression: unknown type '%.*s'"
-                         " (expected \"none\" or \"2bit\")", shown(len), tok);
+                         " (expected \"none\" or \"2bit\")", kvs__spec_shown(len), name);
 
-    while ((len = next_token(&p, &tok)) != 0) {
-        const char *eq = memchr(tok, '=', len);
-        size_t name_len, val_len;
-        const char *val;
-
-        if (eq == NULL)
+    while (kvs__spec_next_param(&sp, &par)) {
+        if (par.value == NULL)
             return kvs__fail(e, KVS_ESPEC,
                              "gradient compression: parameter '%.*s' has no '=value'",
-                             shown(len), tok);
-        name_len = (size_t)(eq - tok);
-        val = eq + 1;
-        val_len = len - name_len - 1;
+                             kvs__spec_shown(par.key_len), par.key);
 
         /* "none" takes no parameters: a threshold there is a mistake the
          * caller should hear about, not something to drop silently. */
-        if (gc.type != KVS__GC_2BIT || !token_is(tok, name_len, "threshold"))
+        if (gc.type != KVS__GC_2BIT || !kvs__spec_is(par.key, par.key_len, "threshold"))
             return kvs__fail(e, KVS_ESPEC,
                              "gradient compression: unknown parameter '%.*s' for type %s",
-                             shown(name_len), tok,
+                             kvs__spec_shown(par.key_len), par.key,
                              gc.type == KVS__GC_2BIT ? "2bit" : "none");
         if (have_threshold)
             return kvs__fail(e, KVS_ESPEC,
                              "gradient compression: parameter 'threshold' given twice");
         have_threshold = 1;
 
-        if (parse_float(val, val_len, &gc.threshold) != 0 || !isfinite(gc.threshold))
+        if (kvs__spec_float(par.value, par.value_len, &gc.threshold) != 0)
             return kvs__fail(e, KVS_ESPEC,
                              "gradient compression: threshold '%.*s' is not a finite number",
-                             shown(val_len), val);
+                             kvs__spec_shown(par.value_len), par.value);
         if (!(gc.threshold > 0.0f))
             return kvs__fail(e, KVS_ESPEC,
                              "gradient compression: threshold '%.*s' must be greater than 0",
-                             shown(val_len), val);
+                             kvs__spec_shown(par.value_len), par.value);
     }
 
     if (gc.type == KVS__GC_NONE)

@@ -12,13 +12,12 @@
  * The state file is statefile.c's business.
  */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE                    /* strtod_l, newlocale, uselocale */
+#define _GNU_SOURCE                    /* uselocale */
 #endif
 
 #include <errno.h>
 #include <locale.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,11 +25,11 @@
 
 #include "array.h"
 #include "optim.h"
+#include "spec.h"
 
 #define OPTIM_MAX_PARAMS 7
 #define OPTIM_SPEC_MAX 512             /* the canonical spec: names + 7 numbers of <= 24 chars */
-#define OPTIM_TOKEN_SHOWN 64           /* tokens are cut to this in messages */
-#define OPTIM_NUMBER_MAX 128           /* longer values are never a sensible number */
+#define OPTIM_NUMBER_MAX 128           /* longer values are refused: never a sensible number */
 #define OPTIM_CHUNK 256                /* half-precision elements converted per round */
 
 enum optim_kind { OPTIM_SGD, OPTIM_ADAM };
@@ -85,84 +84,18 @@ struct kvs__optim {
 
 /* ---- Spec ------------------------------------------------------------ */
 
-/*
- * Numbers are read and written with '.', whatever LC_NUMERIC the
- * application set: a program running under a decimal-comma locale must
- * still parse "lr=0.5", and a spec saved in one locale must load in another.
- * The "C" locale object is static in libc, so nothing leaks.
- */
-static locale_t c_locale = (locale_t)0;
-static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
-
-static void c_locale_init(void)
-{
-    c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
-}
-
-static int is_space(char c)
-{
-    /* Not isspace(): separators must not depend on the locale either. */
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
-/* The next whitespace-separated token at or after *p: its start in *tok and
- * its length, with *p moved past it. 0 when only whitespace is left. */
-static size_t next_token(const char **p, const char **tok)
-{
-    const char *s = *p;
-    size_t len = 0;
-
-    while (*s != '\0' && is_space(*s))
-        s++;
-    *tok = s;
-    while (s[len] != '\0' && !is_space(s[len]))
-        len++;
-    *p = s + len;
-    return len;
-}
-
-static int shown(size_t len)
-{
-    return len > OPTIM_TOKEN_SHOWN ? OPTIM_TOKEN_SHOWN : (int)len;
-}
-
-/* The whole token as a finite double. Returns 0, or -1 when it is not all
- * number or not finite (strtod's "inf", "nan" and overflow to HUGE_VAL). */
-static int parse_number(const char *s, size_t len, double *out)
-{
-    char buf[OPTIM_NUMBER_MAX + 1];
-    char *end;
-    double v;
-    int saved_errno = errno;           /* strtod's ERANGE is judged here, not left to the caller */
-
-    if (len == 0 || len > OPTIM_NUMBER_MAX)
-        return -1;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-
-    pthread_once(&c_locale_once, c_locale_init);
-    if (c_locale != (locale_t)0)
-        v = strtod_l(buf, &end, c_locale);
-    else
-        v = strtod(buf, &end);
-    errno = saved_errno;
-    if (end != buf + len || !isfinite(v))
-        return -1;
-    *out = v;
-    return 0;
-}
-
 /* Writes o->spec; %.17g gives back the same double when parsed. */
 static int format_spec(struct kvs__optim *o)
 {
     size_t used;
     int n;
+    locale_t c = kvs__spec_c_locale();
     locale_t old = (locale_t)0;
 
-    /* snprintf follows the thread's locale; switch this thread only. */
-    pthread_once(&c_locale_once, c_locale_init);
-    if (c_locale != (locale_t)0)
-        old = uselocale(c_locale);
+    /* snprintf follows the thread's locale; switch this thread only, so
+     * that the spec reads back whatever locale the application set. */
+    if (c != (locale_t)0)
+        old = uselocale(c);
 
     n = snprintf(o->spec, sizeof o->spec, "%s", o->def->name);
     used = n < 0 ? sizeof o->spec : (size_t)n;
@@ -181,8 +114,9 @@ int kvs__optim_parse(const char *spec, struct kvs__optim **out, struct kvs__err 
 {
     const struct optim_def *def = NULL;
     struct kvs__optim *o;
-    const char *p = spec;
-    const char *tok;
+    struct kvs__spec sp;
+    struct kvs__spec_param par;
+    const char *name;
     size_t len;
     unsigned given = 0;                /* bit i: parameter i was set */
     int rc;
@@ -192,18 +126,18 @@ int kvs__optim_parse(const char *spec, struct kvs__optim **out, struct kvs__err 
                          spec == NULL ? "spec" : "output");
     *out = NULL;
 
-    len = next_token(&p, &tok);
+    len = kvs__spec_begin(&sp, spec, &name);
     if (len == 0)
         return kvs__fail(e, KVS_ESPEC,
                          "empty optimizer spec (expected \"sgd ...\" or \"adam ...\")");
     /* MXNet looks optimizer names up in lower case, so "SGD" is sgd. */
     for (size_t i = 0; i < sizeof optim_defs / sizeof optim_defs[0]; i++) {
-        if (strlen(optim_defs[i].name) == len && strncasecmp(tok, optim_defs[i].name, len) == 0)
+        if (strlen(optim_defs[i].name) == len && strncasecmp(name, optim_defs[i].name, len) == 0)
             def = &optim_defs[i];
     }
     if (def == NULL)
         return kvs__fail(e, KVS_ESPEC, "unknown optimizer '%.*s' (expected sgd or adam)",
-                         shown(len), tok);
+                         kvs__spec_shown(len), name);
 
     o = calloc(1, sizeof *o);
     if (o == NULL)
@@ -212,39 +146,33 @@ int kvs__optim_parse(const char *spec, struct kvs__optim **out, struct kvs__err 
     for (size_t i = 0; i < def->nparams; i++)
         o->p[i] = def->params[i].dflt;
 
-    while ((len = next_token(&p, &tok)) != 0) {
-        const char *eq = memchr(tok, '=', len);
-        size_t name_len, val_len, i;
-        const char *val;
+    while (kvs__spec_next_param(&sp, &par)) {
+        size_t i;
 
-        if (eq == NULL) {
+        if (par.value == NULL) {
             rc = kvs__fail(e, KVS_ESPEC, "%s: parameter '%.*s' has no '=value'", def->name,
-                      shown(len), tok);
+                           kvs__spec_shown(par.key_len), par.key);
             goto fail;
         }
-        name_len = (size_t)(eq - tok);
-        val = eq + 1;
-        val_len = len - name_len - 1;
-
         for (i = 0; i < def->nparams; i++) {
-            if (strlen(def->params[i].name) == name_len &&
-                memcmp(def->params[i].name, tok, name_len) == 0)
+            if (kvs__spec_is(par.key, par.key_len, def->params[i].name))
                 break;
         }
         if (i == def->nparams) {
             rc = kvs__fail(e, KVS_ESPEC, "%s: unknown parameter '%.*s'", def->name,
-                      shown(name_len), tok);
+                           kvs__spec_shown(par.key_len), par.key);
             goto fail;
         }
         if (given & (1u << i)) {
             rc = kvs__fail(e, KVS_ESPEC, "%s: parameter '%s' given twice", def->name,
-                      def->params[i].name);
+                           def->params[i].name);
             goto fail;
         }
         given |= 1u << i;
-        if (parse_number(val, val_len, &o->p[i]) != 0) {
+        if (par.value_len > OPTIM_NUMBER_MAX ||
+            kvs__spec_double(par.value, par.value_len, &o->p[i]) != 0) {
             rc = kvs__fail(e, KVS_ESPEC, "%s: %s '%.*s' is not a finite number", def->name,
-                      def->params[i].name, shown(val_len), val);
+                           def->params[i].name, kvs__spec_shown(par.value_len), par.value);
             goto fail;
         }
     }

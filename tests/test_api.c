@@ -25,37 +25,12 @@
 #include <cmocka.h>
 
 #include "kvs.h"
+#include "testutil.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 
-/* A host array over p; the extents follow ndim. */
-#define ARR(p, dt, nd, ...)                                                   \
-    ((kvs_array_t){ .data = (void *)(p), .dtype = (dt), .ndim = (nd),       \
-                    .shape = { __VA_ARGS__ }, .device = KVS_HOST })
-#define IK(i) KVS_INT_KEY(i)
-#define SK(s) KVS_STR_KEY(s)
-
+/* Outs are filled with this before a call, to show what it did not write. */
 #define SENTINEL 0xA5
-
-static kvs_t *new_store(const char *type)
-{
-    kvs_t *kv = NULL;
-    int rc = kvs_create(type, &kv);
-    if (rc != 0)
-        fail_msg("kvs_create(\"%s\") = %d (%s)", type, rc, kvs_err_name(rc));
-    assert_non_null(kv);
-    return kv;
-}
-
-/* rc must be want; the message names the call's line and both codes. */
-static void expect_rc_at(int rc, int want, const char *what, int line)
-{
-    if (rc != want)
-        fail_msg("line %d: %s returned %d (%s), want %d (%s)", line, what, rc,
-                 kvs_err_name(rc), want, kvs_err_name(want));
-}
-#define EXPECT_RC(call, want) expect_rc_at((call), (want), #call, __LINE__)
-#define OK(call) expect_rc_at((call), 0, #call, __LINE__)
 
 static void expect_last_error_at(const kvs_t *kv, const char *needle, int line)
 {
@@ -141,6 +116,38 @@ static void expect_bytes_at(const void *p, int byte, size_t n, int line)
 /* The buffer still holds the sentinel: nothing wrote to it. */
 #define EXPECT_UNTOUCHED(p, n) expect_bytes_at((p), SENTINEL, (n), __LINE__)
 
+static void expect_pulled_at(kvs_t *kv, kvs_key_t key, kvs_array_t out, const void *want,
+                             size_t n, int line)
+{
+    char what[64];
+    size_t count = 1;
+
+    for (int d = 0; d < out.ndim; d++)
+        count *= (size_t)out.shape[d];
+    memset(out.data, SENTINEL, count * kvs_dtype_size(out.dtype));
+    if (key.name != NULL)
+        snprintf(what, sizeof what, "pull of key \"%s\"", key.name);
+    else
+        snprintf(what, sizeof what, "pull of key %lld", (long long)key.id);
+    expect_rc_at(kvs_pull(kv, 1, &key, &out, 0), 0, what, line);
+    switch (out.dtype) {
+    case KVS_FLOAT32:
+        expect_f32_at(out.data, want, n, line);
+        break;
+    case KVS_FLOAT64:
+        expect_f64_at(out.data, want, n, line);
+        break;
+    default:
+        expect_i64_at(out.data, want, n, out.dtype, line);
+        break;
+    }
+}
+/* Pulls key into the host array out, filled with SENTINEL first, and
+ * checks its first n elements against want, compared as EXPECT_F32,
+ * EXPECT_F64 or EXPECT_INTS would for out's dtype. */
+#define EXPECT_PULLED(kv, key, out, want, n)                                  \
+    expect_pulled_at((kv), (key), (out), (want), (n), __LINE__)
+
 /* ---- a store with known contents ------------------------------------- */
 /*
  * Keys of the fixture store: 3 float32 (2,3), 5 float32 (4), 7 int32 (2,2),
@@ -185,32 +192,11 @@ static void fx_unchanged_at(kvs_t *kv, int line)
     float k3[6], k5[4];
     int32_t k7[4];
     double k9[1];
-    kvs_key_t key;
-    kvs_array_t out;
 
-    memset(k3, SENTINEL, sizeof k3);
-    key = IK(3);
-    out = ARR(k3, KVS_FLOAT32, 2, 2, 3);
-    expect_rc_at(kvs_pull(kv, 1, &key, &out, 0), 0, "pull of key 3", line);
-    expect_f32_at(k3, FX3, 6, line);
-
-    memset(k5, SENTINEL, sizeof k5);
-    key = IK(5);
-    out = ARR(k5, KVS_FLOAT32, 1, 4);
-    expect_rc_at(kvs_pull(kv, 1, &key, &out, 0), 0, "pull of key 5", line);
-    expect_f32_at(k5, FX5, 4, line);
-
-    memset(k7, SENTINEL, sizeof k7);
-    key = IK(7);
-    out = ARR(k7, KVS_INT32, 2, 2, 2);
-    expect_rc_at(kvs_pull(kv, 1, &key, &out, 0), 0, "pull of key 7", line);
-    expect_i64_at(k7, FX7, 4, KVS_INT32, line);
-
-    memset(k9, SENTINEL, sizeof k9);
-    key = IK(9);
-    out = ARR(k9, KVS_FLOAT64, 0, 0);
-    expect_rc_at(kvs_pull(kv, 1, &key, &out, 0), 0, "pull of key 9", line);
-    expect_f64_at(k9, FX9, 1, line);
+    expect_pulled_at(kv, IK(3), ARR(k3, KVS_FLOAT32, 2, 2, 3), FX3, 6, line);
+    expect_pulled_at(kv, IK(5), ARR(k5, KVS_FLOAT32, 1, 4), FX5, 4, line);
+    expect_pulled_at(kv, IK(7), ARR(k7, KVS_INT32, 2, 2, 2), FX7, 4, line);
+    expect_pulled_at(kv, IK(9), ARR(k9, KVS_FLOAT64, 0, 0), FX9, 1, line);
 }
 /* Every key of the fixture holds its initial value. */
 #define FX_UNCHANGED(kv) fx_unchanged_at((kv), __LINE__)
@@ -561,9 +547,7 @@ static void test_dtype_float64(void **state)
     (void)state;
 
     OK(kvs_init(kv, 1, keys, (kvs_array_t[]){ ARR(init, KVS_FLOAT64, 1, 3) }));
-    memset(out, SENTINEL, sizeof out);
-    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_FLOAT64, 1, 3) }, 0));
-    EXPECT_F64(out, init, 3);
+    EXPECT_PULLED(kv, keys[0], ARR(out, KVS_FLOAT64, 1, 3), init, 3);
 
     OK(kvs_push(kv, 2, keys, vals, 0));
     /* Summed in double: 0.1 + 0.2 keeps double's rounding, 2e-300 is not
@@ -571,9 +555,7 @@ static void test_dtype_float64(void **state)
     want[0] = 0.1 + 0.2;
     want[1] = 2e-300;
     want[2] = 3.0;
-    memset(out, SENTINEL, sizeof out);
-    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_FLOAT64, 1, 3) }, 0));
-    EXPECT_F64(out, want, 3);
+    EXPECT_PULLED(kv, keys[0], ARR(out, KVS_FLOAT64, 1, 3), want, 3);
     assert_true(out[0] != 0.3);  /* 0.30000000000000004, not float's sum */
     kvs_close(kv);
 }
@@ -589,9 +571,7 @@ static void test_dtype_float16_sum_rounded_once(void **state)
     (void)state;
 
     OK(kvs_init(kv, 1, &k, (kvs_array_t[]){ ARR(init, KVS_FLOAT16, 1, 4) }));
-    memset(out, SENTINEL, sizeof out);
-    OK(kvs_pull(kv, 1, &k, (kvs_array_t[]){ ARR(out, KVS_FLOAT16, 1, 4) }, 0));
-    EXPECT_INTS(out, init, 4, KVS_FLOAT16); /* init stores the bits as given */
+    EXPECT_PULLED(kv, k, ARR(out, KVS_FLOAT16, 1, 4), init, 4); /* init stores the bits as given */
 
     /* 2048 + 1 + 1: summed in float32 = 2050 (0x6801); half by half it
      * would stay 2048 (2049 rounds to even).  Element 1: 2048 + 1 = 2049,
@@ -612,9 +592,7 @@ static void test_dtype_float16_sum_rounded_once(void **state)
                                 ARR(c, KVS_FLOAT16, 1, 8) };
         OK(kvs_init(kv, 1, keys, (kvs_array_t[]){ ARR(z, KVS_FLOAT16, 1, 8) }));
         OK(kvs_push(kv, 3, keys, vals, 0));
-        memset(out, SENTINEL, sizeof out);
-        OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_FLOAT16, 1, 8) }, 0));
-        EXPECT_INTS(out, want, 8, KVS_FLOAT16);
+        EXPECT_PULLED(kv, keys[0], ARR(out, KVS_FLOAT16, 1, 8), want, 8);
     }
     kvs_close(kv);
 }
@@ -638,14 +616,10 @@ static void test_dtype_bfloat16_sum_rounded_once(void **state)
     (void)state;
 
     OK(kvs_init(kv, 1, keys, (kvs_array_t[]){ ARR(init, KVS_BFLOAT16, 2, 2, 3) }));
-    memset(out, SENTINEL, sizeof out);
-    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_BFLOAT16, 2, 2, 3) }, 0));
-    EXPECT_INTS(out, init, 6, KVS_BFLOAT16);
+    EXPECT_PULLED(kv, keys[0], ARR(out, KVS_BFLOAT16, 2, 2, 3), init, 6);
 
     OK(kvs_push(kv, 3, keys, vals, 0));
-    memset(out, SENTINEL, sizeof out);
-    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_BFLOAT16, 2, 2, 3) }, 0));
-    EXPECT_INTS(out, want, 6, KVS_BFLOAT16);
+    EXPECT_PULLED(kv, keys[0], ARR(out, KVS_BFLOAT16, 2, 2, 3), want, 6);
     kvs_close(kv);
 }
 
@@ -662,9 +636,7 @@ static void test_dtype_int32_wraps(void **state)
     (void)state;
     OK(kvs_init(kv, 1, keys, (kvs_array_t[]){ ARR(z, KVS_INT32, 1, 4) }));
     OK(kvs_push(kv, 2, keys, vals, 0));
-    memset(out, SENTINEL, sizeof out);
-    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_INT32, 1, 4) }, 0));
-    EXPECT_INTS(out, want, 4, KVS_INT32);
+    EXPECT_PULLED(kv, keys[0], ARR(out, KVS_INT32, 1, 4), want, 4);
     kvs_close(kv);
 }
 
@@ -683,9 +655,7 @@ static void test_dtype_int64_wraps(void **state)
     (void)state;
     OK(kvs_init(kv, 1, keys, (kvs_array_t[]){ ARR(z, KVS_INT64, 1, 3) }));
     OK(kvs_push(kv, 3, keys, vals, 0));
-    memset(out, SENTINEL, sizeof out);
-    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_INT64, 1, 3) }, 0));
-    EXPECT_INTS(out, want, 3, KVS_INT64);
+    EXPECT_PULLED(kv, keys[0], ARR(out, KVS_INT64, 1, 3), want, 3);
     kvs_close(kv);
 }
 
@@ -701,13 +671,9 @@ static void test_dtype_uint8_wraps(void **state)
     kvs_array_t vals[2] = { ARR(a, KVS_UINT8, 1, 4), ARR(b, KVS_UINT8, 1, 4) };
     (void)state;
     OK(kvs_init(kv, 1, keys, (kvs_array_t[]){ ARR(z, KVS_UINT8, 1, 4) }));
-    memset(out, SENTINEL, sizeof out);
-    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_UINT8, 1, 4) }, 0));
-    EXPECT_INTS(out, z, 4, KVS_UINT8);
+    EXPECT_PULLED(kv, keys[0], ARR(out, KVS_UINT8, 1, 4), z, 4);
     OK(kvs_push(kv, 2, keys, vals, 0));
-    memset(out, SENTINEL, sizeof out);
-    OK(kvs_pull(kv, 1, keys, (kvs_array_t[]){ ARR(out, KVS_UINT8, 1, 4) }, 0));
-    EXPECT_INTS(out, want, 4, KVS_UINT8);
+    EXPECT_PULLED(kv, keys[0], ARR(out, KVS_UINT8, 1, 4), want, 4);
     kvs_close(kv);
 }
 
@@ -930,9 +896,7 @@ static void test_reinit(void **state)
 
     /* key 3 was float32 (2,3): it becomes int64 (3) */
     OK(kvs_reinit(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(nv, KVS_INT64, 1, 3) }));
-    memset(out, SENTINEL, sizeof out);
-    OK(kvs_pull(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(out, KVS_INT64, 1, 3) }, 0));
-    EXPECT_INTS(out, nv, 3, KVS_INT64);
+    EXPECT_PULLED(kv, IK(3), ARR(out, KVS_INT64, 1, 3), nv, 3);
     memset(f, SENTINEL, sizeof f);
     EXPECT_RC(kvs_pull(kv, 1, (kvs_key_t[]){ IK(3) },
                        (kvs_array_t[]){ ARR(f, KVS_FLOAT32, 2, 2, 3) }, 0),

@@ -10,8 +10,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cc=${CC:-cc}
 
-# The sources must not see the source tree's headers: copy them alone.
-cp "$srcdir/tests/test_api.c" "$srcdir/tests/test_mxnet.c" "$srcdir/examples/quickstart.c" "$work/"
+# The sources must not see the source tree's headers: copy them alone,
+# with the tests' own helper header, which includes only kvs.h and cmocka.
+cp "$srcdir/tests/test_api.c" "$srcdir/tests/test_mxnet.c" "$srcdir/tests/testutil.h" \
+    "$srcdir/examples/quickstart.c" "$work/"
 flags=$(pkg-config --cflags --libs kvs)
 case "$flags" in *"$prefix"*) ;; *) echo "pkg-config did not find kvs in $prefix: $flags" >&2; exit 1 ;; esac
 cmocka=$(pkg-config --cflags --libs cmocka)

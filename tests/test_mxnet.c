@@ -23,43 +23,9 @@
 #include <cmocka.h>
 
 #include "kvs.h"
+#include "testutil.h"
 
 /* ---- helpers ---------------------------------------------------------- */
-
-#define ARR(p, dt, nd, ...)                                                   \
-    ((kvs_array_t){ .data = (void *)(p), .dtype = (dt), .ndim = (nd),       \
-                    .shape = { __VA_ARGS__ }, .device = KVS_HOST })
-#define IK(i) KVS_INT_KEY(i)
-#define SK(s) KVS_STR_KEY(s)
-
-static void expect_rc_at(int rc, int want, const char *what, int line)
-{
-    if (rc != want)
-        fail_msg("line %d: %s returned %d (%s), want %d (%s)", line, what, rc,
-                 kvs_err_name(rc), want, kvs_err_name(want));
-}
-#define EXPECT_RC(call, want) expect_rc_at((call), (want), #call, __LINE__)
-#define OK(call) expect_rc_at((call), 0, #call, __LINE__)
-
-static kvs_t *create(const char *type)
-{
-    kvs_t *kv = NULL;
-    int rc = kvs_create(type, &kv);
-    if (rc != 0)
-        fail_msg("kvs_create(\"%s\") = %d (%s)", type, rc, kvs_err_name(rc));
-    assert_non_null(kv);
-    return kv;
-}
-
-/* MXNet's check_diff_to_scalar: every element of A equals x. */
-static void diff_to_scalar_at(const float *a, size_t n, float x, int line)
-{
-    for (size_t i = 0; i < n; i++)
-        if (a[i] != x)
-            fail_msg("line %d: element %zu is %.9g, want %.9g", line, i, (double)a[i],
-                     (double)x);
-}
-#define CHECK_DIFF_TO_SCALAR(a, n, x) diff_to_scalar_at((a), (n), (x), __LINE__)
 
 /* A small deterministic generator (xorshift64*), so that failures repeat. */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -102,16 +68,10 @@ static kvs_key_t key_at(int str, int i)
     return str ? SK(STR_KEYS[i - 1]) : IK(KEYS[i - 1]);
 }
 
-static void fill(float *a, size_t n, float v)
-{
-    for (size_t i = 0; i < n; i++)
-        a[i] = v;
-}
-
 /* init_kv / init_kv_with_str: the single key and the list, zeros (4,4). */
 static kvs_t *init_kv_any(int str)
 {
-    kvs_t *kv = create("local");
+    kvs_t *kv = new_store("local");
     kvs_key_t single = key_at(str, 0);
     kvs_key_t list[3] = { key_at(str, 1), key_at(str, 2), key_at(str, 3) };
     OK(kvs_init(kv, 1, &single, (kvs_array_t[]){ ARR(ZEROS, KVS_FLOAT32, 2, R, C) }));
@@ -136,11 +96,11 @@ static kvs_t *init_kv_with_str(void)
 static void check_single_kv_pair(kvs_t *kv, kvs_key_t key)
 {
     float ones[N], val[N];
-    fill(ones, N, 1);
+    fill_f32(ones, N, 1);
     OK(kvs_push(kv, 1, &key, (kvs_array_t[]){ ARR(ones, KVS_FLOAT32, 2, R, C) }, 0));
-    fill(val, N, NAN); /* mx.nd.empty */
+    fill_f32(val, N, NAN); /* mx.nd.empty */
     OK(kvs_pull(kv, 1, &key, (kvs_array_t[]){ ARR(val, KVS_FLOAT32, 2, R, C) }, 0));
-    CHECK_DIFF_TO_SCALAR(val, N, 1);
+    EXPECT_ALL_F32(val, N, 1);
 }
 
 static void test_single_kv_pair(void **state)
@@ -165,7 +125,7 @@ static void check_row_sparse_pull(kvs_t *kv, int count)
     kvs_key_t keys[4];
     kvs_array_t outs[4], ids[4];
     for (int i = 0; i < count; i++) {
-        fill(vals[i], N, 7); /* not zeros: excluded rows must be cleared */
+        fill_f32(vals[i], N, 7); /* not zeros: excluded rows must be cleared */
         for (int r = 0; r < R; r++)
             row_ids[i][r] = rng_int(R);
         keys[i] = SK("e");
@@ -190,7 +150,7 @@ static void test_row_sparse_pull(void **state)
     kvs_t *kv = init_kv_with_str();
     float ones[N];
     (void)state;
-    fill(ones, N, 1);
+    fill_f32(ones, N, 1);
     OK(kvs_init(kv, 1, (kvs_key_t[]){ SK("e") }, (kvs_array_t[]){ ARR(ones, KVS_FLOAT32, 2, R, C) }));
     for (int rep = 0; rep < 8; rep++) {
         check_row_sparse_pull(kv, 1);
@@ -202,21 +162,21 @@ static void test_row_sparse_pull(void **state)
 static void check_init(kvs_t *kv, kvs_key_t key)
 {
     float fours[N], a[N];
-    fill(fours, N, 4);
-    fill(a, N, 0);
+    fill_f32(fours, N, 4);
+    fill_f32(a, N, 0);
     OK(kvs_init(kv, 1, &key, (kvs_array_t[]){ ARR(fours, KVS_FLOAT32, 2, R, C) }));
     OK(kvs_pull(kv, 1, &key, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, R, C) }, 0));
-    CHECK_DIFF_TO_SCALAR(a, N, 4);
+    EXPECT_ALL_F32(a, N, 4);
 }
 
 static void test_init(void **state)
 {
     kvs_t *kv;
     (void)state;
-    kv = create("local");
+    kv = new_store("local");
     check_init(kv, IK(3));
     kvs_close(kv);
-    kv = create("local");
+    kv = new_store("local");
     check_init(kv, SK("a"));
     kvs_close(kv);
 }
@@ -225,18 +185,18 @@ static void check_pull(kvs_t *kv)
 {
     float a[N], b[N];
     kvs_key_t k1 = SK("1"), k2 = SK("2");
-    fill(a, N, 1);
-    fill(b, N, 0);
+    fill_f32(a, N, 1);
+    fill_f32(b, N, 0);
     OK(kvs_init(kv, 1, &k1, (kvs_array_t[]){ ARR(ZEROS, KVS_FLOAT32, 2, R, C) }));
     OK(kvs_push(kv, 4, (kvs_key_t[]){ k1, k1, k1, k1 },
                 (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, R, C), ARR(a, KVS_FLOAT32, 2, R, C),
                                  ARR(a, KVS_FLOAT32, 2, R, C), ARR(a, KVS_FLOAT32, 2, R, C) },
                 0));
     OK(kvs_pull(kv, 1, &k1, (kvs_array_t[]){ ARR(b, KVS_FLOAT32, 2, R, C) }, 0));
-    CHECK_DIFF_TO_SCALAR(b, N, 4);
+    EXPECT_ALL_F32(b, N, 4);
     OK(kvs_init(kv, 1, &k2, (kvs_array_t[]){ ARR(ZEROS, KVS_FLOAT32, 2, R, C) }));
     OK(kvs_pull(kv, 1, &k2, (kvs_array_t[]){ ARR(b, KVS_FLOAT32, 2, R, C) }, 0));
-    CHECK_DIFF_TO_SCALAR(b, N, 0);
+    EXPECT_ALL_F32(b, N, 0);
 }
 
 static void test_pull(void **state)
@@ -255,7 +215,7 @@ static void test_pull(void **state)
             assert_null(kv);
         }
     }
-    kv = create("local");
+    kv = new_store("local");
     check_pull(kv);
     kvs_close(kv);
 }
@@ -264,20 +224,20 @@ static void check_list_kv_pair(kvs_t *kv, int str)
 {
     float fours[N], val[3][N];
     kvs_key_t keys[3] = { key_at(str, 1), key_at(str, 2), key_at(str, 3) };
-    fill(fours, N, 4);
+    fill_f32(fours, N, 4);
     OK(kvs_push(kv, 3, keys,
                 (kvs_array_t[]){ ARR(fours, KVS_FLOAT32, 2, R, C), ARR(fours, KVS_FLOAT32, 2, R, C),
                                  ARR(fours, KVS_FLOAT32, 2, R, C) },
                 0));
     for (int i = 0; i < 3; i++)
-        fill(val[i], N, NAN);
+        fill_f32(val[i], N, NAN);
     OK(kvs_pull(kv, 3, keys,
                 (kvs_array_t[]){ ARR(val[0], KVS_FLOAT32, 2, R, C),
                                  ARR(val[1], KVS_FLOAT32, 2, R, C),
                                  ARR(val[2], KVS_FLOAT32, 2, R, C) },
                 0));
     for (int i = 0; i < 3; i++)
-        CHECK_DIFF_TO_SCALAR(val[i], N, 4);
+        EXPECT_ALL_F32(val[i], N, 4);
 }
 
 static void test_list_kv_pair(void **state)
@@ -294,41 +254,57 @@ static void test_list_kv_pair(void **state)
 
 #define NUM_DEVS 4
 
+/* What every "device" pushes and pulls in one call: for each key, one
+ * value and one out per device, key by key. */
+struct devs {
+    int n;                             /* entries used: keys * NUM_DEVS */
+    float vals[3 * NUM_DEVS][N], outs[3 * NUM_DEVS][N];
+    kvs_key_t keys[3 * NUM_DEVS];
+    kvs_array_t va[3 * NUM_DEVS], oa[3 * NUM_DEVS];
+};
+
+/* nkeys keys from key_at(str, first) on, each on every device with
+ * values v and outs of NaN (mx.nd.empty). */
+static void devs_fill(struct devs *dv, int str, int first, int nkeys, float v)
+{
+    dv->n = nkeys * NUM_DEVS;
+    for (int k = 0; k < nkeys; k++)
+        for (int d = 0; d < NUM_DEVS; d++) {
+            int i = k * NUM_DEVS + d;
+            fill_f32(dv->vals[i], N, v);
+            fill_f32(dv->outs[i], N, NAN);
+            dv->keys[i] = key_at(str, first + k);
+            dv->va[i] = ARR(dv->vals[i], KVS_FLOAT32, 2, R, C);
+            dv->oa[i] = ARR(dv->outs[i], KVS_FLOAT32, 2, R, C);
+        }
+}
+
+/* Pushes every device's values pushes times, pulls to every device, and
+ * checks that every out holds want. */
+static void devs_push_pull_at(kvs_t *kv, struct devs *dv, int pushes, float want, int line)
+{
+    for (int p = 0; p < pushes; p++)
+        expect_rc_at(kvs_push(kv, dv->n, dv->keys, dv->va, 0), 0, "kvs_push", line);
+    expect_rc_at(kvs_pull(kv, dv->n, dv->keys, dv->oa, 0), 0, "kvs_pull", line);
+    for (int i = 0; i < dv->n; i++)
+        expect_all_f32_at(dv->outs[i], N, want, line);
+}
+#define DEVS_PUSH_PULL(kv, dv, pushes, want)                                  \
+    devs_push_pull_at((kv), (dv), (pushes), (want), __LINE__)
+
 /* One key pushed from every "device", pulled to every device; then the
  * list, each key from every device. */
 static void check_aggregator(kvs_t *kv, int str)
 {
-    float vals[3 * NUM_DEVS][N], outs[3 * NUM_DEVS][N];
-    kvs_key_t keys[3 * NUM_DEVS];
-    kvs_array_t va[3 * NUM_DEVS], oa[3 * NUM_DEVS];
+    struct devs dv;
 
     /* single */
-    for (int d = 0; d < NUM_DEVS; d++) {
-        fill(vals[d], N, 1);
-        fill(outs[d], N, NAN);
-        keys[d] = key_at(str, 0);
-        va[d] = ARR(vals[d], KVS_FLOAT32, 2, R, C);
-        oa[d] = ARR(outs[d], KVS_FLOAT32, 2, R, C);
-    }
-    OK(kvs_push(kv, NUM_DEVS, keys, va, 0));
-    OK(kvs_pull(kv, NUM_DEVS, keys, oa, 0));
-    for (int d = 0; d < NUM_DEVS; d++)
-        CHECK_DIFF_TO_SCALAR(outs[d], N, NUM_DEVS);
+    devs_fill(&dv, str, 0, 1, 1);
+    DEVS_PUSH_PULL(kv, &dv, 1, NUM_DEVS);
 
     /* list: [[ones*2 per device]] * len(keys), key by key */
-    for (int k = 0; k < 3; k++)
-        for (int d = 0; d < NUM_DEVS; d++) {
-            int i = k * NUM_DEVS + d;
-            fill(vals[i], N, 2.0f);
-            fill(outs[i], N, NAN);
-            keys[i] = key_at(str, 1 + k);
-            va[i] = ARR(vals[i], KVS_FLOAT32, 2, R, C);
-            oa[i] = ARR(outs[i], KVS_FLOAT32, 2, R, C);
-        }
-    OK(kvs_push(kv, 3 * NUM_DEVS, keys, va, 0));
-    OK(kvs_pull(kv, 3 * NUM_DEVS, keys, oa, 0));
-    for (int i = 0; i < 3 * NUM_DEVS; i++)
-        CHECK_DIFF_TO_SCALAR(outs[i], N, NUM_DEVS * 2.0f);
+    devs_fill(&dv, str, 1, 3, 2.0f);
+    DEVS_PUSH_PULL(kv, &dv, 1, NUM_DEVS * 2.0f);
 }
 
 static void test_aggregator(void **state)
@@ -457,39 +433,16 @@ static int updater(kvs_key_t key, const kvs_array_t *recv, kvs_array_t *local, v
 
 static void check_updater(kvs_t *kv, int str)
 {
-    float vals[3 * NUM_DEVS][N], outs[3 * NUM_DEVS][N];
-    kvs_key_t keys[3 * NUM_DEVS];
-    kvs_array_t va[3 * NUM_DEVS], oa[3 * NUM_DEVS];
+    struct devs dv;
     const int num_push = 4;
 
     /* single */
-    for (int d = 0; d < NUM_DEVS; d++) {
-        fill(vals[d], N, 1);
-        fill(outs[d], N, NAN);
-        keys[d] = key_at(str, 0);
-        va[d] = ARR(vals[d], KVS_FLOAT32, 2, R, C);
-        oa[d] = ARR(outs[d], KVS_FLOAT32, 2, R, C);
-    }
-    OK(kvs_push(kv, NUM_DEVS, keys, va, 0));
-    OK(kvs_pull(kv, NUM_DEVS, keys, oa, 0));
-    for (int d = 0; d < NUM_DEVS; d++)
-        CHECK_DIFF_TO_SCALAR(outs[d], N, NUM_DEVS);
+    devs_fill(&dv, str, 0, 1, 1);
+    DEVS_PUSH_PULL(kv, &dv, 1, NUM_DEVS);
 
     /* list */
-    for (int k = 0; k < 3; k++)
-        for (int d = 0; d < NUM_DEVS; d++) {
-            int i = k * NUM_DEVS + d;
-            fill(vals[i], N, 1);
-            fill(outs[i], N, NAN);
-            keys[i] = key_at(str, 1 + k);
-            va[i] = ARR(vals[i], KVS_FLOAT32, 2, R, C);
-            oa[i] = ARR(outs[i], KVS_FLOAT32, 2, R, C);
-        }
-    for (int p = 0; p < num_push; p++)
-        OK(kvs_push(kv, 3 * NUM_DEVS, keys, va, 0));
-    OK(kvs_pull(kv, 3 * NUM_DEVS, keys, oa, 0));
-    for (int i = 0; i < 3 * NUM_DEVS; i++)
-        CHECK_DIFF_TO_SCALAR(outs[i], N, (float)(NUM_DEVS * num_push));
+    devs_fill(&dv, str, 1, 3, 1);
+    DEVS_PUSH_PULL(kv, &dv, num_push, (float)(NUM_DEVS * num_push));
 }
 
 static void test_updater(void **state)
@@ -515,7 +468,7 @@ static void test_updater(void **state)
 static void test_get_type(void **state)
 {
     const char *kvtype = "local_allreduce_cpu";
-    kvs_t *kv = create(kvtype);
+    kvs_t *kv = new_store(kvtype);
     (void)state;
     assert_string_equal(kvs_type(kv), kvtype);
     kvs_close(kv);
@@ -534,14 +487,14 @@ static void check_invalid_rsp_pull(kvs_t *kv, int str, int list)
     kvs_array_t outs[3], ids[3];
     int n = list ? 3 : 1;
     for (int i = 0; i < n; i++) {
-        fill(dns[i], N, 2);
+        fill_f32(dns[i], N, 2);
         keys[i] = key_at(str, list ? 1 + i : 0);
         outs[i] = ARR(dns[i], KVS_FLOAT32, 2, R, C);
         ids[i] = ARR(f_ids, KVS_FLOAT32, 1, 1);
     }
     EXPECT_RC(kvs_row_sparse_pull(kv, n, keys, outs, ids, 0), KVS_EDTYPE);
     for (int i = 0; i < n; i++)
-        CHECK_DIFF_TO_SCALAR(dns[i], N, 2);
+        EXPECT_ALL_F32(dns[i], N, 2);
 }
 
 static void check_invalid_key_types(kvs_t *kv, int other_str, int list)
@@ -552,7 +505,7 @@ static void check_invalid_key_types(kvs_t *kv, int other_str, int list)
     kvs_array_t vals[3], ids[3];
     int n = list ? 3 : 1;
     for (int i = 0; i < n; i++) {
-        fill(dns[i], N, 2);
+        fill_f32(dns[i], N, 2);
         keys[i] = key_at(other_str, list ? 1 + i : 0);
         vals[i] = ARR(dns[i], KVS_FLOAT32, 2, R, C);
         ids[i] = ARR(id1, KVS_INT64, 1, 1);
@@ -562,17 +515,17 @@ static void check_invalid_key_types(kvs_t *kv, int other_str, int list)
     EXPECT_RC(kvs_pull(kv, n, keys, vals, 0), KVS_EKEYKIND);
     EXPECT_RC(kvs_row_sparse_pull(kv, n, keys, vals, ids, 0), KVS_EKEYKIND);
     for (int i = 0; i < n; i++)
-        CHECK_DIFF_TO_SCALAR(dns[i], N, 2);
+        EXPECT_ALL_F32(dns[i], N, 2);
 }
 
 static void check_uninitialised_pull(kvs_t *kv, int str)
 {
     float out[N];
     kvs_key_t key = str ? SK("never") : IK(12345);
-    fill(out, N, 2);
+    fill_f32(out, N, 2);
     EXPECT_RC(kvs_pull(kv, 1, &key, (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 2, R, C) }, 0),
               KVS_ENOKEY);
-    CHECK_DIFF_TO_SCALAR(out, N, 2);
+    EXPECT_ALL_F32(out, N, 2);
 }
 
 static void test_invalid_pull(void **state)
@@ -591,9 +544,9 @@ static void test_invalid_pull(void **state)
         /* the store's own keys still hold zeros */
         for (int k = 0; k < 4; k++) {
             kvs_key_t key = key_at(i, k);
-            fill(v, N, NAN);
+            fill_f32(v, N, NAN);
             OK(kvs_pull(kvs[i], 1, &key, (kvs_array_t[]){ ARR(v, KVS_FLOAT32, 2, R, C) }, 0));
-            CHECK_DIFF_TO_SCALAR(v, N, 0);
+            EXPECT_ALL_F32(v, N, 0);
         }
     }
     kvs_close(kvs[0]);
@@ -702,7 +655,7 @@ static kvs_array_t nightly_arr(float *p, int j)
 /* test_kvstore: the individual key interface */
 static void nightly_kvstore(const char *kv_type)
 {
-    kvs_t *kv = create(kv_type);
+    kvs_t *kv = new_store(kv_type);
     struct nightly t;
     OK(kvs_set_updater(kv, test_optimizer, NULL));
     nightly_alloc(&t);
@@ -742,7 +695,7 @@ static void nightly_kvstore(const char *kv_type)
 /* test_group_kvstore: every key in one call */
 static void nightly_group_kvstore(const char *kv_type)
 {
-    kvs_t *kv = create(kv_type);
+    kvs_t *kv = new_store(kv_type);
     struct nightly t;
     float *z[3];
     kvs_key_t keys[3 * NW];
@@ -803,7 +756,7 @@ static void test_group_kvstore_local_allreduce_cpu(void **state)
  * a local store refuses compression, as MXNet's 'local' does. */
 static void test_compress_kvstore_local(void **state)
 {
-    kvs_t *kv = create("local");
+    kvs_t *kv = new_store("local");
     (void)state;
     EXPECT_RC(kvs_set_gradient_compression(kv, "2bit threshold=0.5"), KVS_ENOTSUP);
     kvs_close(kv);
@@ -815,102 +768,102 @@ static void test_docstring_init_pull(void **state)
 {
     /* kv.init('3', ones*2); kv.pull('3', out=a) -> 2; a list of keys; pull
      * into several devices; pull a list of keys. */
-    kvs_t *kv = create("local");
+    kvs_t *kv = new_store("local");
     float twos[6], a[6], b[4][6];
     (void)state;
-    fill(twos, 6, 2);
+    fill_f32(twos, 6, 2);
     OK(kvs_init(kv, 1, (kvs_key_t[]){ SK("3") }, (kvs_array_t[]){ ARR(twos, KVS_FLOAT32, 2, 2, 3) }));
-    fill(a, 6, 0);
+    fill_f32(a, 6, 0);
     OK(kvs_pull(kv, 1, (kvs_key_t[]){ SK("3") }, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
-    CHECK_DIFF_TO_SCALAR(a, 6, 2);
+    EXPECT_ALL_F32(a, 6, 2);
     OK(kvs_init(kv, 3, (kvs_key_t[]){ SK("5"), SK("7"), SK("9") },
                 (kvs_array_t[]){ ARR(twos, KVS_FLOAT32, 2, 2, 3), ARR(twos, KVS_FLOAT32, 2, 2, 3),
                                  ARR(twos, KVS_FLOAT32, 2, 2, 3) }));
     for (int d = 0; d < 4; d++)
-        fill(b[d], 6, 1);
+        fill_f32(b[d], 6, 1);
     OK(kvs_pull(kv, 4, (kvs_key_t[]){ SK("3"), SK("3"), SK("3"), SK("3") },
                 (kvs_array_t[]){ ARR(b[0], KVS_FLOAT32, 2, 2, 3), ARR(b[1], KVS_FLOAT32, 2, 2, 3),
                                  ARR(b[2], KVS_FLOAT32, 2, 2, 3), ARR(b[3], KVS_FLOAT32, 2, 2, 3) },
                 0));
     for (int d = 0; d < 4; d++)
-        CHECK_DIFF_TO_SCALAR(b[d], 6, 2);
+        EXPECT_ALL_F32(b[d], 6, 2);
     for (int d = 0; d < 3; d++)
-        fill(b[d], 6, 0);
+        fill_f32(b[d], 6, 0);
     OK(kvs_pull(kv, 3, (kvs_key_t[]){ SK("5"), SK("7"), SK("9") },
                 (kvs_array_t[]){ ARR(b[0], KVS_FLOAT32, 2, 2, 3), ARR(b[1], KVS_FLOAT32, 2, 2, 3),
                                  ARR(b[2], KVS_FLOAT32, 2, 2, 3) },
                 0));
-    CHECK_DIFF_TO_SCALAR(b[1], 6, 2);
+    EXPECT_ALL_F32(b[1], 6, 2);
     kvs_close(kv);
 }
 
 static void test_docstring_push_pushpull(void **state)
 {
-    kvs_t *kv = create("local");
+    kvs_t *kv = new_store("local");
     float v[4][6], a[6], b[12][6];
     kvs_key_t k3 = SK("3");
     kvs_key_t keys[12];
     kvs_array_t va[12], oa[12];
     const char *names[3] = { "4", "5", "6" };
     (void)state;
-    fill(v[0], 6, 0);
+    fill_f32(v[0], 6, 0);
     OK(kvs_init(kv, 1, &k3, (kvs_array_t[]){ ARR(v[0], KVS_FLOAT32, 2, 2, 3) }));
     OK(kvs_init(kv, 3, (kvs_key_t[]){ SK("4"), SK("5"), SK("6") },
                 (kvs_array_t[]){ ARR(v[0], KVS_FLOAT32, 2, 2, 3), ARR(v[0], KVS_FLOAT32, 2, 2, 3),
                                  ARR(v[0], KVS_FLOAT32, 2, 2, 3) }));
     /* kv.push('3', ones*8) -> 8 */
-    fill(v[0], 6, 8);
+    fill_f32(v[0], 6, 8);
     OK(kvs_push(kv, 1, &k3, (kvs_array_t[]){ ARR(v[0], KVS_FLOAT32, 2, 2, 3) }, 0));
     OK(kvs_pull(kv, 1, &k3, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
-    CHECK_DIFF_TO_SCALAR(a, 6, 8);
+    EXPECT_ALL_F32(a, 6, 8);
     /* four gpus of ones -> 4 */
     for (int d = 0; d < 4; d++) {
-        fill(v[d], 6, 1);
+        fill_f32(v[d], 6, 1);
         keys[d] = k3;
         va[d] = ARR(v[d], KVS_FLOAT32, 2, 2, 3);
     }
     OK(kvs_push(kv, 4, keys, va, 0));
     OK(kvs_pull(kv, 1, &k3, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
-    CHECK_DIFF_TO_SCALAR(a, 6, 4);
+    EXPECT_ALL_F32(a, 6, 4);
     /* kv.pushpull('3', ones*8, out=a) -> 8 */
-    fill(v[0], 6, 8);
-    fill(a, 6, 0);
+    fill_f32(v[0], 6, 8);
+    fill_f32(a, 6, 0);
     OK(kvs_pushpull(kv, 1, &k3, (kvs_array_t[]){ ARR(v[0], KVS_FLOAT32, 2, 2, 3) },
                     (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
-    CHECK_DIFF_TO_SCALAR(a, 6, 8);
+    EXPECT_ALL_F32(a, 6, 8);
     /* kv.pushpull('3', b (4 gpus of ones), out=a) -> 4 */
-    fill(v[0], 6, 1);
+    fill_f32(v[0], 6, 1);
     OK(kvs_pushpull(kv, 4, keys, va, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3),
                                                       ARR(b[0], KVS_FLOAT32, 2, 2, 3),
                                                       ARR(b[1], KVS_FLOAT32, 2, 2, 3),
                                                       ARR(b[2], KVS_FLOAT32, 2, 2, 3) },
                     0));
-    CHECK_DIFF_TO_SCALAR(a, 6, 4);
-    CHECK_DIFF_TO_SCALAR(b[2], 6, 4);
+    EXPECT_ALL_F32(a, 6, 4);
+    EXPECT_ALL_F32(b[2], 6, 4);
     /* a list of keys from one device -> 1 */
     for (int k = 0; k < 3; k++) {
-        fill(b[k], 6, 1);
+        fill_f32(b[k], 6, 1);
         keys[k] = SK(names[k]);
         va[k] = ARR(b[k], KVS_FLOAT32, 2, 2, 3);
     }
     OK(kvs_push(kv, 3, keys, va, 0));
     for (int k = 0; k < 3; k++) {
-        fill(b[k], 6, 0);
+        fill_f32(b[k], 6, 0);
         oa[k] = ARR(b[k], KVS_FLOAT32, 2, 2, 3);
     }
     OK(kvs_pull(kv, 3, keys, oa, 0));
-    CHECK_DIFF_TO_SCALAR(b[1], 6, 1);
+    EXPECT_ALL_F32(b[1], 6, 1);
     /* a list of keys from four devices, pushpull in place -> 4 */
     for (int k = 0; k < 3; k++)
         for (int d = 0; d < 4; d++) {
             int i = k * 4 + d;
-            fill(b[i], 6, 1);
+            fill_f32(b[i], 6, 1);
             keys[i] = SK(names[k]);
             va[i] = ARR(b[i], KVS_FLOAT32, 2, 2, 3);
         }
     OK(kvs_pushpull(kv, 12, keys, va, NULL, 0));
     for (int i = 0; i < 12; i++)
-        CHECK_DIFF_TO_SCALAR(b[i], 6, 4);
+        EXPECT_ALL_F32(b[i], 6, 4);
     kvs_close(kv);
 }
 
@@ -923,12 +876,12 @@ static void test_docstring_row_sparse_pull(void **state)
         { { 2, 2 }, { 0, 0, 1 } },
         { { 1, 0 }, { 1, 1, 0 } },
     };
-    kvs_t *kv = create("local");
+    kvs_t *kv = new_store("local");
     float ones[9], a[9];
     (void)state;
-    fill(ones, 9, 1);
+    fill_f32(ones, 9, 1);
     OK(kvs_init(kv, 1, (kvs_key_t[]){ SK("3") }, (kvs_array_t[]){ ARR(ones, KVS_FLOAT32, 2, 3, 3) }));
-    fill(a, 9, 0);
+    fill_f32(a, 9, 0);
     for (size_t c = 0; c < 3; c++) {
         OK(kvs_row_sparse_pull(kv, 1, (kvs_key_t[]){ SK("3") },
                                (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 3, 3) },
@@ -944,7 +897,7 @@ static void test_docstring_row_sparse_pull(void **state)
 static void test_docstring_set_optimizer(void **state)
 {
     /* weight zeros (2,2) under key 3, default SGD, push ones -> -0.01 */
-    kvs_t *kv = create("local");
+    kvs_t *kv = new_store("local");
     float w[4] = { 0, 0, 0, 0 }, g[4] = { 1, 1, 1, 1 };
     (void)state;
     OK(kvs_init(kv, 1, (kvs_key_t[]){ IK(3) }, (kvs_array_t[]){ ARR(w, KVS_FLOAT32, 2, 2, 2) }));
@@ -979,7 +932,7 @@ static int chapter_update(kvs_key_t key, const kvs_array_t *input, kvs_array_t *
 
 static void test_chapter_kvstore(void **state)
 {
-    kvs_t *kv = create("local");
+    kvs_t *kv = new_store("local");
     float a[6], v[12][6];
     kvs_key_t k3 = IK(3), keys[12];
     kvs_array_t va[12], oa[12];
@@ -987,56 +940,56 @@ static void test_chapter_kvstore(void **state)
     (void)state;
 
     /* kv.init(3, np.ones(shape) * 2); pull -> 2 */
-    fill(v[0], 6, 2);
+    fill_f32(v[0], 6, 2);
     OK(kvs_init(kv, 1, &k3, (kvs_array_t[]){ ARR(v[0], KVS_FLOAT32, 2, 2, 3) }));
-    fill(a, 6, 0);
+    fill_f32(a, 6, 0);
     OK(kvs_pull(kv, 1, &k3, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
-    CHECK_DIFF_TO_SCALAR(a, 6, 2);
+    EXPECT_ALL_F32(a, 6, 2);
 
     /* kv.push(3, np.ones(shape)*8) -> 8 */
-    fill(v[0], 6, 8);
+    fill_f32(v[0], 6, 8);
     OK(kvs_push(kv, 1, &k3, (kvs_array_t[]){ ARR(v[0], KVS_FLOAT32, 2, 2, 3) }, 0));
     OK(kvs_pull(kv, 1, &k3, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
-    CHECK_DIFF_TO_SCALAR(a, 6, 8);
+    EXPECT_ALL_F32(a, 6, 8);
 
     /* ones on four devices, summed -> 4 */
     for (int d = 0; d < 4; d++) {
-        fill(v[d], 6, 1);
+        fill_f32(v[d], 6, 1);
         keys[d] = k3;
         va[d] = ARR(v[d], KVS_FLOAT32, 2, 2, 3);
     }
     OK(kvs_push(kv, 4, keys, va, 0));
     OK(kvs_pull(kv, 1, &k3, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
-    CHECK_DIFF_TO_SCALAR(a, 6, 4);
+    EXPECT_ALL_F32(a, 6, 4);
 
     /* kv._set_updater(update): the stored value is unchanged -> 4 */
     OK(kvs_set_updater(kv, chapter_update, &log));
     OK(kvs_pull(kv, 1, &k3, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
-    CHECK_DIFF_TO_SCALAR(a, 6, 4);
+    EXPECT_ALL_F32(a, 6, 4);
     assert_int_equal(log.n, 0);
 
     /* kv.push(3, np.ones(shape)) -> "update on key: 3", 4 + 2 = 6 */
-    fill(v[0], 6, 1);
+    fill_f32(v[0], 6, 1);
     OK(kvs_push(kv, 1, &k3, (kvs_array_t[]){ ARR(v[0], KVS_FLOAT32, 2, 2, 3) }, 0));
     assert_int_equal(log.n, 1);
     assert_int_equal(log.keys[0], 3);
     OK(kvs_pull(kv, 1, &k3, (kvs_array_t[]){ ARR(a, KVS_FLOAT32, 2, 2, 3) }, 0));
-    CHECK_DIFF_TO_SCALAR(a, 6, 6);
+    EXPECT_ALL_F32(a, 6, 6);
 
     /* kv.pull(3, out=b) into four devices' ones -> 6 each */
     for (int d = 0; d < 4; d++) {
-        fill(v[d], 6, 1);
+        fill_f32(v[d], 6, 1);
         keys[d] = k3;
         oa[d] = ARR(v[d], KVS_FLOAT32, 2, 2, 3);
     }
     OK(kvs_pull(kv, 4, keys, oa, 0));
     for (int d = 0; d < 4; d++)
-        CHECK_DIFF_TO_SCALAR(v[d], 6, 6);
+        EXPECT_ALL_F32(v[d], 6, 6);
 
     /* keys [5, 7, 9]: init ones, push ones (updater: 1 + 2) -> 3 */
     log.n = 0;
     for (int k = 0; k < 3; k++) {
-        fill(v[k], 6, 1);
+        fill_f32(v[k], 6, 1);
         keys[k] = IK(5 + 2 * k);
         va[k] = ARR(v[k], KVS_FLOAT32, 2, 2, 3);
     }
@@ -1047,13 +1000,13 @@ static void test_chapter_kvstore(void **state)
     assert_int_equal(log.keys[1], 7);
     assert_int_equal(log.keys[2], 9);
     for (int k = 0; k < 3; k++) {
-        fill(v[k], 6, 0);
+        fill_f32(v[k], 6, 0);
         oa[k] = ARR(v[k], KVS_FLOAT32, 2, 2, 3);
     }
     OK(kvs_pull(kv, 3, keys, oa, 0));
-    CHECK_DIFF_TO_SCALAR(v[1], 6, 3);
-    CHECK_DIFF_TO_SCALAR(v[0], 6, 3);
-    CHECK_DIFF_TO_SCALAR(v[2], 6, 3);
+    EXPECT_ALL_F32(v[1], 6, 3);
+    EXPECT_ALL_F32(v[0], 6, 3);
+    EXPECT_ALL_F32(v[2], 6, 3);
 
     /* four devices' ones for each key (12 values), pulled back into them:
      * 3 + 2 * 4 = 11 */
@@ -1061,7 +1014,7 @@ static void test_chapter_kvstore(void **state)
     for (int k = 0; k < 3; k++)
         for (int d = 0; d < 4; d++) {
             int i = k * 4 + d;
-            fill(v[i], 6, 1);
+            fill_f32(v[i], 6, 1);
             keys[i] = IK(5 + 2 * k);
             va[i] = ARR(v[i], KVS_FLOAT32, 2, 2, 3);
         }
@@ -1069,7 +1022,7 @@ static void test_chapter_kvstore(void **state)
     OK(kvs_pull(kv, 12, keys, va, 0));
     assert_int_equal(log.n, 3);
     for (int i = 0; i < 12; i++)
-        CHECK_DIFF_TO_SCALAR(v[i], 6, 11);
+        EXPECT_ALL_F32(v[i], 6, 11);
     kvs_close(kv);
 }
 

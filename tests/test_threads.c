@@ -24,11 +24,7 @@
 #include <cmocka.h>
 
 #include "kvs.h"
-
-#define ARR(p, dt, nd, ...)                                                   \
-    ((kvs_array_t){ .data = (void *)(p), .dtype = (dt), .ndim = (nd),       \
-                    .shape = { __VA_ARGS__ }, .device = KVS_HOST })
-#define IK(i) KVS_INT_KEY(i)
+#include "testutil.h"
 
 #define NTHREADS 4
 
@@ -87,15 +83,6 @@ static void run_threads(int n, void *(*fn)(void *), void *args, size_t arg_size)
         assert_int_equal(pthread_join(t[i], NULL), 0);
 }
 
-static kvs_t *create_local(void)
-{
-    kvs_t *kv = NULL;
-    int rc = kvs_create("local", &kv);
-    if (rc != 0)
-        fail_msg("kvs_create: %d (%s)", rc, kvs_err_name(rc));
-    return kv;
-}
-
 /* Every element of a equals a[0]. */
 static int all_equal(const float *a, size_t n)
 {
@@ -148,8 +135,7 @@ static void *pusher(void *p)
     const kvs_key_t key = IK(3);
     float ones[UPD_N], out[UPD_N];
     float last = 0;
-    for (int i = 0; i < UPD_N; i++)
-        ones[i] = 1;
+    fill_f32(ones, UPD_N, 1);
     for (int i = 0; i < PUSHES; i++) {
         in_my_push = 1;
         CHECK_RC(kvs_push(a->kv, 1, &key, (kvs_array_t[]){ ARR(ones, KVS_FLOAT32, 1, UPD_N) }, 0),
@@ -174,15 +160,14 @@ static void *pusher(void *p)
 
 static void test_pushes_with_updater_are_counted_exactly(void **state)
 {
-    kvs_t *kv = create_local();
+    kvs_t *kv = new_store("local");
     struct upd_ctx u = { 0, 0, 0, 0 };
     struct push_arg args[NTHREADS];
     float init[UPD_N], out[UPD_N];
     const kvs_key_t key = IK(3);
     (void)state;
     reset_failures();
-    for (int i = 0; i < UPD_N; i++)
-        init[i] = 1;
+    fill_f32(init, UPD_N, 1);
     assert_int_equal(kvs_init(kv, 1, &key, (kvs_array_t[]){ ARR(init, KVS_FLOAT32, 1, UPD_N) }), 0);
     assert_int_equal(kvs_set_updater(kv, add_updater, &u), 0);
     for (int i = 0; i < NTHREADS; i++)
@@ -194,9 +179,7 @@ static void test_pushes_with_updater_are_counted_exactly(void **state)
     assert_int_equal(u.other_thread, 0);
     assert_int_equal(kvs_pull(kv, 1, &key, (kvs_array_t[]){ ARR(out, KVS_FLOAT32, 1, UPD_N) }, 0),
                      0);
-    for (int i = 0; i < UPD_N; i++)
-        if (out[i] != (float)(1 + NTHREADS * PUSHES))
-            fail_msg("element %d: %g, want %d", i, (double)out[i], 1 + NTHREADS * PUSHES);
+    EXPECT_ALL_F32(out, UPD_N, (float)(1 + NTHREADS * PUSHES));
     kvs_close(kv);
 }
 
@@ -216,7 +199,7 @@ static void *opt_pusher(void *p)
 
 static void test_optimizer_steps_are_counted_exactly(void **state)
 {
-    kvs_t *kv = create_local();
+    kvs_t *kv = new_store("local");
     struct push_arg args[NTHREADS];
     const float w0[4] = { 0, 0, 0, 0 };
     float w[4];
@@ -231,9 +214,7 @@ static void test_optimizer_steps_are_counted_exactly(void **state)
     run_threads(NTHREADS, opt_pusher, args, sizeof args[0]);
     assert_no_failures();
     assert_int_equal(kvs_pull(kv, 1, &key, (kvs_array_t[]){ ARR(w, KVS_FLOAT32, 1, 4) }, 0), 0);
-    for (int i = 0; i < 4; i++)
-        if (w[i] != (float)(-NTHREADS * OPT_PUSHES))
-            fail_msg("element %d: %g, want %d", i, (double)w[i], -NTHREADS * OPT_PUSHES);
+    EXPECT_ALL_F32(w, 4, (float)(-NTHREADS * OPT_PUSHES));
     kvs_close(kv);
 }
 
@@ -357,7 +338,7 @@ static void *torn_dispatch(void *p)
 
 static void test_pulls_never_see_a_torn_value(void **state)
 {
-    kvs_t *kv = create_local();
+    kvs_t *kv = new_store("local");
     struct torn_arg args[NTHREADS];
     atomic_int writers_left = 2;
     float *z = calloc(BIG_N, sizeof(float));
@@ -421,7 +402,7 @@ static void *initer(void *p)
 
 static void test_concurrent_init(void **state)
 {
-    kvs_t *kv = create_local();
+    kvs_t *kv = new_store("local");
     struct init_arg args[NTHREADS];
     pthread_barrier_t barrier;
     int wins = 0, exists = 0;
@@ -547,7 +528,7 @@ static void *one_failure(void *p)
 
 static void test_last_error_of_a_handle_from_two_threads(void **state)
 {
-    kvs_t *kv = create_local();
+    kvs_t *kv = new_store("local");
     struct err_arg args[2];
     const float v[4] = { 1, 2, 3, 4 };
     const char *m;
@@ -682,7 +663,7 @@ static void *summer(void *p)
 
 static void test_big_sums_while_options_change(void **state)
 {
-    kvs_t *kv = create_local();
+    kvs_t *kv = new_store("local");
     struct sum_arg args[NTHREADS];
     float *z = calloc(SUM_N, sizeof(float));
     (void)state;

@@ -1,0 +1,137 @@
+/*
+ * spec.c - the tokenizer and number reader behind every text spec
+ * (optim.c's "sgd lr=0.1 ...", compress.c's "2bit threshold=0.5").
+ *
+ * Owns nothing but a process-wide handle to the "C" locale, looked up once.
+ * It must never allocate, never write into the spec text, and never know
+ * any name or parameter: what a token means, and what to say when it is
+ * wrong, belongs to the parser that asked.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE                    /* strtod_l, strtof_l, newlocale */
+#endif
+
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spec.h"
+
+/*
+ * Numbers are read with '.', whatever LC_NUMERIC the application set: a
+ * program running under a decimal-comma locale must still parse "lr=0.5",
+ * and a spec saved in one locale must load in another. The "C" locale
+ * object is static in libc, so nothing leaks.
+ */
+static locale_t c_locale = (locale_t)0;
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+
+static void c_locale_init(void)
+{
+    c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+}
+
+locale_t kvs__spec_c_locale(void)
+{
+    pthread_once(&c_locale_once, c_locale_init);
+    return c_locale;
+}
+
+static int is_space(char c)
+{
+    /* Not isspace(): separators must not depend on the locale either. */
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* The next token at or after sp->rest: its start in *tok and its length,
+ * with sp->rest moved past it. 0 when only whitespace is left. */
+static size_t next_token(struct kvs__spec *sp, const char **tok)
+{
+    const char *s = sp->rest;
+    size_t len = 0;
+
+    while (*s != '\0' && is_space(*s))
+        s++;
+    *tok = s;
+    while (s[len] != '\0' && !is_space(s[len]))
+        len++;
+    sp->rest = s + len;
+    return len;
+}
+
+size_t kvs__spec_begin(struct kvs__spec *sp, const char *spec, const char **name)
+{
+    sp->rest = spec;
+    return next_token(sp, name);
+}
+
+int kvs__spec_next_param(struct kvs__spec *sp, struct kvs__spec_param *p)
+{
+    const char *tok, *eq;
+    size_t len = next_token(sp, &tok);
+
+    if (len == 0)
+        return 0;
+    eq = memchr(tok, '=', len);
+    p->key = tok;
+    if (eq == NULL) {
+        p->key_len = len;
+        p->value = NULL;
+        p->value_len = 0;
+    } else {
+        p->key_len = (size_t)(eq - tok);
+        p->value = eq + 1;
+        p->value_len = len - p->key_len - 1;
+    }
+    return 1;
+}
+
+int kvs__spec_is(const char *s, size_t len, const char *word)
+{
+    return strlen(word) == len && memcmp(s, word, len) == 0;
+}
+
+/*
+ * Both readers parse in place: the value ends at whitespace or '\0', so
+ * strto* stops at its end or fails before it, and nothing is copied (a
+ * long but valid number is read whole, not cut to a buffer). An empty
+ * value is refused first: strto* would skip the whitespace after it and
+ * read the next token.
+ */
+int kvs__spec_double(const char *s, size_t len, double *out)
+{
+    locale_t c = kvs__spec_c_locale();
+    char *end;
+    double v;
+    int saved_errno = errno;           /* strtod's ERANGE is judged here, not left to the caller */
+
+    if (len == 0)
+        return -1;
+    v = c != (locale_t)0 ? strtod_l(s, &end, c) : strtod(s, &end);
+    errno = saved_errno;
+    if (end != s + len || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int kvs__spec_float(const char *s, size_t len, float *out)
+{
+    locale_t c = kvs__spec_c_locale();
+    char *end;
+    float v;
+    int saved_errno = errno;
+
+    if (len == 0)
+        return -1;
+    /* strtof, not (float)strtod: one rounding, as MXNet parses its floats. */
+    v = c != (locale_t)0 ? strtof_l(s, &end, c) : strtof(s, &end);
+    errno = saved_errno;
+    if (end != s + len || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
