@@ -128,11 +128,30 @@ typedef struct kvs kvs_t;              /* opaque handle */
  *                           MXNet's older names "local_update_cpu" and
  *                           "local_allreduce_cpu"; kvs_type() reports the name
  *                           as given).
- *   "dist_sync", "dist_async", "device", "nccl", "dist_device_sync"
- *                           known types this build does not provide yet:
- *                           KVS_ENOTSUP.
- * Errors: KVS_EBADARG (type or out NULL), KVS_EBADTYPE (unknown name),
- * KVS_ENOTSUP, -ENOMEM. On failure *out is set to NULL. Thread-safe. */
+ *   "dist_sync"             the store lives in kvsd, the job's host daemon, and
+ *                           is shared by the job's workers (processes). A push
+ *                           round of a key completes when every worker still in
+ *                           the job has pushed it: the update rule then sees
+ *                           the sum over workers, once per round, and the push
+ *                           calls return. A pull returns the value of the round
+ *                           holding this worker's last push of the key.
+ *   "dist_async"            as dist_sync, but each push is applied on arrival.
+ *   "device", "nccl", "dist_device_sync"
+ *                           known types this build does not provide: KVS_ENOTSUP.
+ * The dist types find their job in the environment: KVS_JOB (default
+ * "default"), and the rank and number of workers from KVS_RANK and
+ * KVS_NUM_WORKERS (set by kvsrun), else OMPI_COMM_WORLD_RANK/SIZE,
+ * PMI_RANK/SIZE or SLURM_PROCID/NTASKS, else rank 0 of 1. In dist types:
+ * init stores rank 0's value and returns when every worker has called it;
+ * kvs_barrier returns when every worker reached it; a worker that calls
+ * kvs_close leaves the job (later rounds complete without it); a worker that
+ * dies fails every round that needed it, and every later call of the others,
+ * with KVS_EPEERDEAD. Custom updaters, kvs_reinit and 2bit compression are
+ * KVS_ENOTSUP there.
+ * Errors: KVS_EBADARG (type or out NULL, a bad environment variable),
+ * KVS_EBADTYPE (unknown name), KVS_ENOTSUP, KVS_ECLOSED (no kvsd serves the
+ * job), KVS_EPROTO (kvsd speaks another protocol or layout version), -ENOMEM,
+ * -errno. On failure *out is set to NULL. Thread-safe. */
 KVS_API int kvs_create(const char *type, kvs_t **out);
 
 /* Closes a store and frees everything it holds. NULL is a no-op. No other
@@ -150,6 +169,12 @@ typedef enum {
     /* Number of threads (the caller included) that sum and copy big arrays;
      * 0 (default) picks the number of online CPUs, at most 8. 1..64. */
     KVS_OPT_THREADS = 2,
+    /* Deadline in milliseconds for any one wait of a dist store (a round,
+     * a barrier, a pull): past it the call fails with KVS_ETIMEDOUT and the
+     * handle is unusable. Default: KVS_TIMEOUT (seconds, fractions
+     * allowed) from the environment, else 120000. 1..one year. In-process
+     * stores never wait and ignore it. */
+    KVS_OPT_TIMEOUT_MS = 3,
 } kvs_option_t;
 KVS_API int kvs_set_option(kvs_t *kv, kvs_option_t opt, int64_t value);
 KVS_API int kvs_get_option(const kvs_t *kv, kvs_option_t opt, int64_t *value);

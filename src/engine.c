@@ -37,6 +37,7 @@ struct entry {
     void *shadow;                      /* an updater's working copy of value */
     struct kvs__optim_state *ostate;
     uint64_t version;                  /* bumped by every init and push */
+    void *front;                       /* the front's state for this key */
 };
 
 struct kvs__engine {
@@ -49,6 +50,7 @@ struct kvs__engine {
     kvs_updater_t updater;
     void *updater_ctx;
     struct kvs__optim *optim;
+    void (*front_free)(void *front);
 };
 
 /* ---- memory ----------------------------------------------------------- */
@@ -201,6 +203,8 @@ static void entry_free(struct kvs__engine *eng, struct entry *ent)
 {
     if (!ent)
         return;
+    if (ent->front && eng->front_free)
+        eng->front_free(ent->front);
     kvs__optim_state_free(ent->ostate);
     free(ent->shadow);
     free(ent->scratch);
@@ -251,15 +255,49 @@ static int entry_match(const struct entry *ent, const kvs_array_t *arr, struct k
     return 0;
 }
 
+int kvs__engine_lookup(struct kvs__engine *eng, kvs_key_t key, struct kvs__entry_info *out,
+                       struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    struct entry *ent = table_get(eng, key);
+
+    if (!ent)
+        return kvs__fail(e, KVS_ENOKEY, "key %s: not initialised", KEYSTR(ks, key));
+    *out = (struct kvs__entry_info){ .value = ent->value, .bytes = ent->bytes,
+                                     .count = ent->count, .dtype = ent->dtype,
+                                     .ndim = ent->ndim, .shape = ent->shape,
+                                     .version = ent->version, .front = &ent->front };
+    return 0;
+}
+
+int kvs__engine_check(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t *a,
+                      struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    struct entry *ent = table_get(eng, key);
+
+    if (eng->kind != KIND_NONE && kind_of(key) != eng->kind)
+        return kvs__fail(e, KVS_EKEYKIND, "key %s: %s key among %s keys", KEYSTR(ks, key),
+                         kind_name(kind_of(key)), kind_name(eng->kind));
+    if (!ent)
+        return kvs__fail(e, KVS_ENOKEY, "key %s: not initialised", KEYSTR(ks, key));
+    return entry_match(ent, a, e);
+}
+
+void kvs__engine_set_front_free(struct kvs__engine *eng, void (*fn)(void *front))
+{
+    eng->front_free = fn;
+}
+
 /* ---- argument checks -------------------------------------------------- */
 
 /* Checks a list call's count, lists, keys (length, one kind, the store's
  * kind) and arrays. what names the arrays ("value", "out"). */
-static int check_list(const struct kvs__engine *eng, int n, const kvs_key_t *keys,
-                      const kvs_array_t *arrs, const char *what, struct kvs__err *e)
+int kvs__check_list(const struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                    const kvs_array_t *arrs, const char *what, struct kvs__err *e)
 {
     char ks[KVS_MAX_KEY_LEN + 8], name[KVS_MAX_KEY_LEN + 40];
-    enum key_kind kind = eng->kind;
+    enum key_kind kind = eng ? eng->kind : KIND_NONE;
 
     if (n < 0)
         return kvs__fail(e, KVS_EBADARG, "negative count %d", n);
@@ -320,6 +358,17 @@ static int group_keys(int n, const kvs_key_t *keys, int *gid, int *first, int *s
         gid[i] = slot[h];
     }
     return ngroups;
+}
+
+int kvs__group_keys(int n, const kvs_key_t *keys, int *gid, int *first, struct kvs__err *e)
+{
+    int *slot = malloc(sizeof *slot * group_slots(n)), rc;
+
+    if (!slot)
+        return kvs__fail(e, -ENOMEM, "out of memory grouping %d keys", n);
+    rc = group_keys(n, keys, gid, first, slot);
+    free(slot);
+    return rc;
 }
 
 /* The index of the first key that repeats an earlier one, n when none
@@ -446,7 +495,7 @@ int kvs__engine_init(struct kvs__engine *eng, int n, const kvs_key_t *keys,
     struct plan p;
     int rc;
 
-    if ((rc = check_list(eng, n, keys, values, "value", e)) != 0)
+    if ((rc = kvs__check_list(eng, n, keys, values, "value", e)) != 0)
         return rc;
     /* Existing and repeated keys are refused before shapes are matched, so
      * that the message says what is really wrong. */
@@ -611,7 +660,7 @@ int kvs__engine_push(struct kvs__engine *eng, int n, const kvs_key_t *keys,
     struct plan p;
     int rc;
 
-    if ((rc = check_list(eng, n, keys, values, "value", e)) != 0)
+    if ((rc = kvs__check_list(eng, n, keys, values, "value", e)) != 0)
         return rc;
     if ((rc = plan_make(eng, n, keys, values, eng->init_on_push, &p, e)) != 0)
         return rc;
@@ -637,7 +686,7 @@ int kvs__engine_pull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
     struct plan p;
     int rc;
 
-    if ((rc = check_list(eng, n, keys, outs, "out", e)) != 0)
+    if ((rc = kvs__check_list(eng, n, keys, outs, "out", e)) != 0)
         return rc;
     if ((rc = plan_make(eng, n, keys, outs, false, &p, e)) != 0)
         return rc;
@@ -653,9 +702,9 @@ int kvs__engine_pushpull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
     struct plan p;
     int rc;
 
-    if ((rc = check_list(eng, n, keys, values, "value", e)) != 0)
+    if ((rc = kvs__check_list(eng, n, keys, values, "value", e)) != 0)
         return rc;
-    if (outs && (rc = check_list(eng, n, keys, outs, "out", e)) != 0)
+    if (outs && (rc = kvs__check_list(eng, n, keys, outs, "out", e)) != 0)
         return rc;
     if ((rc = plan_make(eng, n, keys, values, eng->init_on_push, &p, e)) != 0)
         return rc;
@@ -679,7 +728,7 @@ int kvs__engine_row_sparse_pull(struct kvs__engine *eng, int n, const kvs_key_t 
     struct plan p;
     int rc;
 
-    if ((rc = check_list(eng, n, keys, outs, "out", e)) != 0)
+    if ((rc = kvs__check_list(eng, n, keys, outs, "out", e)) != 0)
         return rc;
     if (n > 0 && !row_ids)
         return kvs__fail(e, KVS_EBADARG, "row_ids list is NULL with count %d", n);

@@ -49,6 +49,40 @@ int kvs__engine_row_sparse_pull(struct kvs__engine *eng, int n, const kvs_key_t 
                                 kvs_array_t *outs, const kvs_array_t *row_ids,
                                 struct kvs__err *e);
 
+/* Checks a list call's arguments as every data call does: n >= 0, lists
+ * non-NULL, string keys' length, one kind of key (and the engine's kind;
+ * eng may be NULL), each array (kvs__array_check). what names the arrays
+ * in messages ("value", "out"). */
+int kvs__check_list(const struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                    const kvs_array_t *arrs, const char *what, struct kvs__err *e);
+
+/* Groups a list by key: gid[i] is the group of keys[i], groups numbered in
+ * order of first appearance, first[g] the index where group g first
+ * appears. Returns the number of groups, or -ENOMEM. */
+int kvs__group_keys(int n, const kvs_key_t *keys, int *gid, int *first, struct kvs__err *e);
+
+/* For a front that keeps state per key (kvsd's rounds): a key's entry as it
+ * is now. value, shape and front stay valid until the key is re-initialised
+ * or the engine freed. */
+struct kvs__entry_info {
+    void *value;
+    size_t bytes, count;
+    kvs_dtype_t dtype;
+    int ndim;
+    const int64_t *shape;
+    uint64_t version;
+    void **front;                      /* the front's own pointer for this key */
+};
+/* 0, or KVS_ENOKEY with a detail. */
+int kvs__engine_lookup(struct kvs__engine *eng, kvs_key_t key, struct kvs__entry_info *out,
+                       struct kvs__err *e);
+/* 0 when a has the dtype and shape of the stored key; else KVS_ENOKEY,
+ * KVS_EDTYPE or KVS_ESHAPE with the detail a push or pull would give. */
+int kvs__engine_check(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t *a,
+                      struct kvs__err *e);
+/* Called with an entry's front pointer when the entry goes away. */
+void kvs__engine_set_front_free(struct kvs__engine *eng, void (*fn)(void *front));
+
 /* Update rules: each replaces the previous one and drops optimizer state. */
 void kvs__engine_set_updater(struct kvs__engine *eng, kvs_updater_t fn, void *ctx);
 int  kvs__engine_set_optimizer(struct kvs__engine *eng, const char *spec, struct kvs__err *e);

@@ -13,41 +13,17 @@
 
 #include "engine.h"
 #include "error.h"
+#include "front.h"
 
 #define KVS__STR_(x) #x
 #define KVS__STR(x) KVS__STR_(x)
 
-/* What one store type does; chosen by kvs_create. */
-struct store_ops {
-    int (*init)(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                int replace);
-    int (*push)(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                int priority);
-    int (*pull)(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs, int priority);
-    int (*pushpull)(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                    kvs_array_t *outs, int priority);
-    int (*row_sparse_pull)(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
-                           const kvs_array_t *row_ids, int priority);
-    int (*set_updater)(kvs_t *kv, kvs_updater_t fn, void *ctx);
-    int (*set_optimizer)(kvs_t *kv, const char *spec);
-    int (*set_gradient_compression)(kvs_t *kv, const char *spec);
-    int (*save_states)(kvs_t *kv, const char *path, int dump_optimizer);
-    int (*load_states)(kvs_t *kv, const char *path);
-    int (*barrier)(kvs_t *kv);
-    int (*apply_options)(kvs_t *kv);
-    void (*close)(kvs_t *kv);
-};
-
-struct kvs {
-    const struct store_ops *ops;
-    char *type;                        /* as given to kvs_create */
-    pthread_mutex_t lock;              /* serialises every call but the getters */
-    struct kvs__err err;               /* last failure, under lock */
-    int64_t opt_init_on_push, opt_threads;
-    struct kvs__engine *eng;           /* local types */
-};
-
 /* ---- the local store: the engine in this process ---------------------- */
+
+static int local_open(kvs_t *kv)
+{
+    return kvs__engine_new(NULL, &kv->eng, &kv->err);
+}
 
 static int local_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                       int replace)
@@ -130,7 +106,8 @@ static void local_close(kvs_t *kv)
     kvs__engine_free(kv->eng);
 }
 
-static const struct store_ops local_ops = {
+static const struct kvs__store_ops local_ops = {
+    .open = local_open,
     .init = local_init,
     .push = local_push,
     .pull = local_pull,
@@ -150,13 +127,13 @@ static const struct store_ops local_ops = {
 
 static const struct {
     const char *name;
-    const struct store_ops *ops;       /* NULL: known, not in this build yet */
+    const struct kvs__store_ops *ops;       /* NULL: known, not in this build yet */
 } store_types[] = {
     { "local", &local_ops },
     { "local_update_cpu", &local_ops },      /* MXNet's historical names */
     { "local_allreduce_cpu", &local_ops },
-    { "dist_sync", NULL },
-    { "dist_async", NULL },
+    { "dist_sync", &kvs__dist_ops },
+    { "dist_async", &kvs__dist_ops },
     { "dist_device_sync", NULL },
     { "device", NULL },
     { "nccl", NULL },
@@ -193,10 +170,26 @@ KVS_API const char *kvs_version(int *major, int *minor, int *patch)
 
 /* ---- life ------------------------------------------------------------- */
 
+/* KVS_TIMEOUT, in seconds (fractions allowed), else two minutes: long
+ * enough for a slow worker's step, short enough that a stuck job ends. */
+static int64_t default_timeout_ms(void)
+{
+    const char *s = getenv("KVS_TIMEOUT");
+    char *end;
+    double v;
+
+    if (s && *s) {
+        v = strtod(s, &end);
+        if (*end == '\0' && v > 0 && v <= 86400.0 * 365)
+            return (int64_t)(v * 1000.0 + 0.5) > 0 ? (int64_t)(v * 1000.0 + 0.5) : 1;
+    }
+    return 120000;
+}
+
 KVS_API int kvs_create(const char *type, kvs_t **out)
 {
     struct kvs__err err = { 0, "" };
-    const struct store_ops *ops = NULL;
+    const struct kvs__store_ops *ops = NULL;
     kvs_t *kv;
     size_t i;
     int rc;
@@ -226,8 +219,11 @@ KVS_API int kvs_create(const char *type, kvs_t **out)
         goto fail;
     }
     kv->ops = ops;
+    kv->nworkers = 1;
+    kv->opt_timeout_ms = default_timeout_ms();
     pthread_mutex_init(&kv->lock, NULL);
-    if ((rc = kvs__engine_new(NULL, &kv->eng, &err)) != 0) {
+    if ((rc = kv->ops->open(kv)) != 0) {
+        err = kv->err;
         pthread_mutex_destroy(&kv->lock);
         free(kv->type);
         free(kv);
@@ -281,6 +277,13 @@ static int set_option(kvs_t *kv, kvs_option_t opt, int64_t value)
                              "KVS_OPT_THREADS: %lld is not in [0, 64]", (long long)value);
         kv->opt_threads = value;
         break;
+    case KVS_OPT_TIMEOUT_MS:
+        if (value < 1 || value > (int64_t)86400000 * 365)
+            return kvs__fail(&kv->err, KVS_EBADARG,
+                             "KVS_OPT_TIMEOUT_MS: %lld is not in [1, one year]",
+                             (long long)value);
+        kv->opt_timeout_ms = value;
+        break;
     default:
         return kvs__fail(&kv->err, KVS_EBADARG, "unknown option %d", (int)opt);
     }
@@ -297,6 +300,9 @@ static int get_option(kvs_t *kv, kvs_option_t opt, int64_t *value)
         return 0;
     case KVS_OPT_THREADS:
         *value = kv->opt_threads;
+        return 0;
+    case KVS_OPT_TIMEOUT_MS:
+        *value = kv->opt_timeout_ms;
         return 0;
     default:
         return kvs__fail(&kv->err, KVS_EBADARG, "unknown option %d", (int)opt);
@@ -322,14 +328,12 @@ KVS_API const char *kvs_type(const kvs_t *kv)
 
 KVS_API int kvs_rank(const kvs_t *kv)
 {
-    (void)kv;
-    return 0;
+    return kv ? kv->rank : 0;
 }
 
 KVS_API int kvs_num_workers(const kvs_t *kv)
 {
-    (void)kv;
-    return 1;
+    return kv ? kv->nworkers : 1;
 }
 
 /* ---- calls ------------------------------------------------------------ */

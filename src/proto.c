@@ -1,0 +1,595 @@
+/*
+ * proto.c - the byte layouts of what crosses between a worker and kvsd:
+ * the hello and welcome messages of the handshake, and the request (SQE)
+ * and completion (CQE) slots of the rings in shared memory.
+ *
+ * Every field sits at a fixed offset, little-endian, written and read a
+ * byte at a time, so the layout does not depend on the compiler's struct
+ * padding or the host's byte order. Bytes no field uses must be zero, so
+ * every valid message has exactly one encoding and a later version can
+ * give them a meaning.
+ *
+ * It must never trust a byte twice: a decoder copies the slot (which the
+ * other process may be rewriting) into a local buffer once, parses only
+ * that copy, and checks every field before its caller sees it. It never
+ * reads outside the slot or message it was given, and never allocates.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "proto.h"
+#include "shm.h"
+
+/* ---- layouts ------------------------------------------------------------ */
+
+/* Message types: the byte after the magic, so that a welcome fed to the
+ * hello decoder (or the reverse) is refused by name. */
+enum { TYPE_HELLO = 1, TYPE_WELCOME = 2 };
+
+/* hello: 96 bytes */
+enum {
+    H_MAGIC = 0,       /* u32 */
+    H_TYPE = 4,        /* u8 */
+    H_MODE = 5,        /* u8 */
+    H_RSV0 = 6,        /* u16, zero */
+    H_VERSION = 8,     /* u32 */
+    H_RANK = 12,       /* i32 */
+    H_NWORKERS = 16,   /* i32 */
+    H_JOB = 20,        /* KVS__JOB_MAX + 1 bytes, NUL-terminated, zero after the NUL */
+    H_RSV1 = H_JOB + KVS__JOB_MAX + 1,  /* zero up to the end */
+};
+
+/* welcome: 288 bytes */
+enum {
+    W_MAGIC = 0,       /* u32 */
+    W_TYPE = 4,        /* u8 */
+    W_RSV0 = 5,        /* 3 bytes, zero */
+    W_VERSION = 8,     /* u32 */
+    W_STATUS = 12,     /* i32 */
+    W_WORKER = 16,     /* u32 */
+    W_SQ_ENTRIES = 20, /* u32 */
+    W_CQ_ENTRIES = 24, /* u32 */
+    W_RSV1 = 28,       /* u32, zero */
+    W_CONTROL_SIZE = 32,
+    W_SEG_SIZE = 40,
+    W_ARENA_SIZE = 48,
+    W_STAGING_OFF = 56,
+    W_STAGING_SIZE = 64, /* the five u64 */
+    W_MSG = 72,        /* KVS__MSG_MAX bytes, NUL-terminated, zero after the NUL */
+    W_RSV2 = W_MSG + KVS__MSG_MAX,      /* zero up to the end */
+};
+
+/* SQE: 512 bytes */
+enum {
+    S_OP = 0,          /* u8 */
+    S_FLAGS = 1,       /* u8 */
+    S_DTYPE = 2,       /* u8 */
+    S_NDIM = 3,        /* u8 */
+    S_KEY_LEN = 4,     /* u16 */
+    S_RSV0 = 6,        /* u16, zero */
+    S_PRIORITY = 8,    /* i32 */
+    S_RSV1 = 12,       /* u32, zero */
+    S_SEQ = 16,        /* u64 */
+    S_KEY_ID = 24,     /* i64 */
+    S_DATA_OFF = 32,   /* u64 */
+    S_DATA_LEN = 40,   /* u64 */
+    S_ARG = 48,        /* u64 */
+    S_SHAPE = 56,      /* KVS_MAX_NDIM i64; zero past ndim */
+    S_KEY_NAME = S_SHAPE + 8 * KVS_MAX_NDIM, /* KVS_MAX_KEY_LEN bytes; zero past key_len */
+    S_RSV2 = S_KEY_NAME + KVS_MAX_KEY_LEN,   /* zero up to the end */
+};
+
+/* CQE: 256 bytes */
+enum {
+    C_SEQ = 0,         /* u64 */
+    C_STATUS = 8,      /* i32 */
+    C_RSV0 = 12,       /* u32, zero */
+    C_VALUE_OFF = 16,  /* u64 */
+    C_VALUE_LEN = 24,  /* u64 */
+    C_ROUND = 32,      /* u64 */
+    C_MSG = 40,        /* KVS__MSG_MAX bytes, NUL-terminated, zero after the NUL */
+    C_RSV1 = C_MSG + KVS__MSG_MAX,      /* zero up to the end */
+};
+
+_Static_assert(H_RSV1 <= KVS__HELLO_BYTES, "hello layout overflows its size");
+_Static_assert(W_RSV2 <= KVS__WELCOME_BYTES, "welcome layout overflows its size");
+_Static_assert(S_RSV2 <= KVS__SQE_BYTES, "SQE layout overflows its slot");
+_Static_assert(C_RSV1 <= KVS__CQE_BYTES, "CQE layout overflows its slot");
+_Static_assert(KVS_MAX_KEY_LEN <= UINT16_MAX, "key_len is a u16");
+
+/* The smallest prefix that tells the magic, the type and the version: a
+ * message of another version is reported as such, not as a bad length. */
+#define HEAD_BYTES 12
+
+/* Text carried in the staging area (optimizer spec, state file path). */
+#define TEXT_MAX 4095
+
+/* ---- byte helpers ------------------------------------------------------- */
+
+static void put_u8(unsigned char *p, size_t off, uint8_t v)
+{
+    p[off] = v;
+}
+
+static void put_u16(unsigned char *p, size_t off, uint16_t v)
+{
+    p[off] = (unsigned char)v;
+    p[off + 1] = (unsigned char)(v >> 8);
+}
+
+static void put_u32(unsigned char *p, size_t off, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[off + (size_t)i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, size_t off, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[off + (size_t)i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_i32(unsigned char *p, size_t off, int32_t v)
+{
+    put_u32(p, off, (uint32_t)v);      /* modulo 2^32: defined for every value */
+}
+
+static void put_i64(unsigned char *p, size_t off, int64_t v)
+{
+    put_u64(p, off, (uint64_t)v);
+}
+
+static uint8_t get_u8(const unsigned char *p, size_t off)
+{
+    return p[off];
+}
+
+static uint16_t get_u16(const unsigned char *p, size_t off)
+{
+    return (uint16_t)(p[off] | (unsigned)p[off + 1] << 8);
+}
+
+static uint32_t get_u32(const unsigned char *p, size_t off)
+{
+    uint32_t v = 0;
+
+    for (int i = 3; i >= 0; i--)
+        v = v << 8 | p[off + (size_t)i];
+    return v;
+}
+
+static uint64_t get_u64(const unsigned char *p, size_t off)
+{
+    uint64_t v = 0;
+
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[off + (size_t)i];
+    return v;
+}
+
+/* Two's complement back to signed without implementation-defined
+ * conversions of out-of-range values. */
+static int32_t get_i32(const unsigned char *p, size_t off)
+{
+    uint32_t u = get_u32(p, off);
+
+    return u <= INT32_MAX ? (int32_t)u : (int32_t)(u - 0x80000000u) + INT32_MIN;
+}
+
+static int64_t get_i64(const unsigned char *p, size_t off)
+{
+    uint64_t u = get_u64(p, off);
+
+    return u <= INT64_MAX ? (int64_t)u : (int64_t)(u - 0x8000000000000000u) + INT64_MIN;
+}
+
+/* Copies n bytes that another process may be rewriting into a private
+ * buffer. The barrier tells the compiler that the source may have changed
+ * after the copy, so it can never replace a read of the copy by a second
+ * read of the source (a double fetch the checks would not see). */
+static void copy_once(void *dst, const void *src, size_t n)
+{
+    memcpy(dst, src, n);
+    __asm__ __volatile__("" : : "r"(dst) : "memory");
+}
+
+/* Writes a string into a field of `size` bytes: at most size - 1 bytes of
+ * it, a NUL, and zeros to the end, so a reused slot keeps nothing of its
+ * last message. */
+static void put_text(unsigned char *p, size_t off, size_t size, const char *s)
+{
+    size_t n = strnlen(s, size - 1);
+
+    memcpy(p + off, s, n);
+    memset(p + off + n, 0, size - n);
+}
+
+/* 1 when bytes [off, off + n) are all zero. */
+static int zeros(const unsigned char *p, size_t off, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[off + i] != 0)
+            return 0;
+    return 1;
+}
+
+/* Reads a NUL-terminated text field into out (size bytes): the NUL must
+ * lie within the field and every byte after it be zero. Returns the
+ * length, or -1. */
+static long get_text(const unsigned char *p, size_t off, size_t size, char *out)
+{
+    const unsigned char *nul = memchr(p + off, 0, size);
+    size_t n;
+
+    if (nul == NULL)
+        return -1;
+    n = (size_t)(nul - (p + off));
+    if (!zeros(p, off + n, size - n))
+        return -1;
+    memcpy(out, p + off, n);
+    memset(out + n, 0, size - n);
+    return (long)n;
+}
+
+/* A status is success, a kvs code, or a negated errno; anything else in a
+ * message means the sender is broken or hostile. */
+static int status_ok(int32_t s)
+{
+    return s == 0 || (s >= -30999 && s <= -30000) || (s >= -4095 && s <= -1);
+}
+
+static int pow2(uint32_t v)
+{
+    return v != 0 && (v & (v - 1)) == 0;
+}
+
+/* Magic, type and version of a handshake message already copied to m. */
+static int check_head(const unsigned char *m, size_t len, size_t want, int type,
+                      const char *what, struct kvs__err *e)
+{
+    uint32_t magic, version;
+
+    if (len < HEAD_BYTES)
+        return kvs__fail(e, KVS_EPROTO, "%s: %zu bytes, expected %zu", what, len, want);
+    magic = get_u32(m, 0);
+    if (magic != KVS__PROTO_MAGIC)
+        return kvs__fail(e, KVS_EPROTO, "%s: bad magic 0x%08" PRIx32 ", expected 0x%08x",
+                         what, magic, KVS__PROTO_MAGIC);
+    if (get_u8(m, 4) != type)
+        return kvs__fail(e, KVS_EPROTO, "%s: message type %u, expected %d", what,
+                         (unsigned)get_u8(m, 4), type);
+    version = get_u32(m, 8);
+    if (version != KVS__PROTO_VERSION)
+        return kvs__fail(e, KVS_EPROTO, "%s: protocol version %" PRIu32 ", this is version %u",
+                         what, version, KVS__PROTO_VERSION);
+    if (len != want)
+        return kvs__fail(e, KVS_EPROTO, "%s: %zu bytes, expected %zu", what, len, want);
+    return 0;
+}
+
+/* ---- hello -------------------------------------------------------------- */
+
+size_t kvs__hello_encode(const struct kvs__hello *h, void *buf)
+{
+    unsigned char *p = buf;
+
+    memset(p, 0, KVS__HELLO_BYTES);
+    put_u32(p, H_MAGIC, KVS__PROTO_MAGIC);
+    put_u8(p, H_TYPE, TYPE_HELLO);
+    put_u8(p, H_MODE, h->mode);
+    put_u32(p, H_VERSION, h->version);
+    put_i32(p, H_RANK, h->rank);
+    put_i32(p, H_NWORKERS, h->nworkers);
+    put_text(p, H_JOB, KVS__JOB_MAX + 1, h->job);
+    return KVS__HELLO_BYTES;
+}
+
+int kvs__hello_decode(const void *buf, size_t len, struct kvs__hello *h, struct kvs__err *e)
+{
+    unsigned char m[KVS__HELLO_BYTES];
+    struct kvs__hello t;
+    struct kvs__err je;
+    int rc;
+
+    if (buf == NULL)
+        return kvs__fail(e, KVS_EPROTO, "hello: no message");
+    copy_once(m, buf, len < sizeof m ? len : sizeof m);
+    if ((rc = check_head(m, len, KVS__HELLO_BYTES, TYPE_HELLO, "hello", e)) != 0)
+        return rc;
+    if (get_u16(m, H_RSV0) != 0 || !zeros(m, H_RSV1, KVS__HELLO_BYTES - H_RSV1))
+        return kvs__fail(e, KVS_EPROTO, "hello: reserved bytes are not zero");
+
+    memset(&t, 0, sizeof t);
+    t.version = get_u32(m, H_VERSION);
+    t.mode = get_u8(m, H_MODE);
+    t.rank = get_i32(m, H_RANK);
+    t.nworkers = get_i32(m, H_NWORKERS);
+    if (t.mode != KVS__MODE_SYNC && t.mode != KVS__MODE_ASYNC)
+        return kvs__fail(e, KVS_EPROTO, "hello: unknown mode %u", (unsigned)t.mode);
+    if (t.nworkers < 1 || t.nworkers > 1024)
+        return kvs__fail(e, KVS_EPROTO, "hello: %" PRId32 " workers, expected 1 to 1024",
+                         t.nworkers);
+    if (t.rank < 0 || t.rank >= t.nworkers)
+        return kvs__fail(e, KVS_EPROTO, "hello: rank %" PRId32 " outside [0, %" PRId32 ")",
+                         t.rank, t.nworkers);
+    if (get_text(m, H_JOB, KVS__JOB_MAX + 1, t.job) < 0)
+        return kvs__fail(e, KVS_EPROTO, "hello: job name not NUL-terminated");
+    if (kvs__job_name_check(t.job, &je) != 0)
+        return kvs__fail(e, KVS_EPROTO, "hello: %s", je.msg);
+    *h = t;
+    return 0;
+}
+
+/* ---- welcome ------------------------------------------------------------ */
+
+size_t kvs__welcome_encode(const struct kvs__welcome *w, void *buf)
+{
+    unsigned char *p = buf;
+
+    memset(p, 0, KVS__WELCOME_BYTES);
+    put_u32(p, W_MAGIC, KVS__PROTO_MAGIC);
+    put_u8(p, W_TYPE, TYPE_WELCOME);
+    put_u32(p, W_VERSION, w->version);
+    put_i32(p, W_STATUS, w->status);
+    put_u32(p, W_WORKER, w->worker);
+    put_u32(p, W_SQ_ENTRIES, w->sq_entries);
+    put_u32(p, W_CQ_ENTRIES, w->cq_entries);
+    put_u64(p, W_CONTROL_SIZE, w->control_size);
+    put_u64(p, W_SEG_SIZE, w->seg_size);
+    put_u64(p, W_ARENA_SIZE, w->arena_size);
+    put_u64(p, W_STAGING_OFF, w->staging_off);
+    put_u64(p, W_STAGING_SIZE, w->staging_size);
+    put_text(p, W_MSG, KVS__MSG_MAX, w->msg);
+    return KVS__WELCOME_BYTES;
+}
+
+int kvs__welcome_decode(const void *buf, size_t len, struct kvs__welcome *w,
+                        struct kvs__err *e)
+{
+    unsigned char m[KVS__WELCOME_BYTES];
+    struct kvs__welcome t;
+    uint64_t end;
+    int rc;
+
+    if (buf == NULL)
+        return kvs__fail(e, KVS_EPROTO, "welcome: no message");
+    copy_once(m, buf, len < sizeof m ? len : sizeof m);
+    if ((rc = check_head(m, len, KVS__WELCOME_BYTES, TYPE_WELCOME, "welcome", e)) != 0)
+        return rc;
+    if (!zeros(m, W_RSV0, 3) || get_u32(m, W_RSV1) != 0 ||
+        !zeros(m, W_RSV2, KVS__WELCOME_BYTES - W_RSV2))
+        return kvs__fail(e, KVS_EPROTO, "welcome: reserved bytes are not zero");
+
+    memset(&t, 0, sizeof t);
+    t.version = get_u32(m, W_VERSION);
+    t.status = get_i32(m, W_STATUS);
+    t.worker = get_u32(m, W_WORKER);
+    t.sq_entries = get_u32(m, W_SQ_ENTRIES);
+    t.cq_entries = get_u32(m, W_CQ_ENTRIES);
+    t.control_size = get_u64(m, W_CONTROL_SIZE);
+    t.seg_size = get_u64(m, W_SEG_SIZE);
+    t.arena_size = get_u64(m, W_ARENA_SIZE);
+    t.staging_off = get_u64(m, W_STAGING_OFF);
+    t.staging_size = get_u64(m, W_STAGING_SIZE);
+    if (!status_ok(t.status))
+        return kvs__fail(e, KVS_EPROTO, "welcome: status %" PRId32 " is not an error code",
+                         t.status);
+    if (get_text(m, W_MSG, KVS__MSG_MAX, t.msg) < 0)
+        return kvs__fail(e, KVS_EPROTO, "welcome: message not NUL-terminated");
+    /* A refusal carries no geometry: the worker maps nothing. */
+    if (t.status == 0) {
+        if (!pow2(t.sq_entries) || !pow2(t.cq_entries))
+            return kvs__fail(e, KVS_EPROTO, "welcome: ring sizes %" PRIu32 "/%" PRIu32
+                             " are not powers of two", t.sq_entries, t.cq_entries);
+        if (t.control_size == 0 || t.seg_size == 0 || t.arena_size == 0)
+            return kvs__fail(e, KVS_EPROTO, "welcome: a segment of size 0");
+        if (__builtin_add_overflow(t.staging_off, t.staging_size, &end) || end > t.seg_size)
+            return kvs__fail(e, KVS_EPROTO, "welcome: staging %" PRIu64 "+%" PRIu64
+                             " outside the segment of %" PRIu64 " bytes",
+                             t.staging_off, t.staging_size, t.seg_size);
+    }
+    *w = t;
+    return 0;
+}
+
+/* ---- SQE ---------------------------------------------------------------- */
+
+void kvs__sqe_encode(const struct kvs__sqe *s, void *slot)
+{
+    unsigned char *p = slot;
+    size_t klen = s->key_len < KVS_MAX_KEY_LEN ? s->key_len : KVS_MAX_KEY_LEN;
+    int ndim = s->ndim < 0 ? 0 : s->ndim > KVS_MAX_NDIM ? KVS_MAX_NDIM : s->ndim;
+
+    memset(p, 0, KVS__SQE_BYTES);
+    put_u8(p, S_OP, s->op);
+    put_u8(p, S_FLAGS, s->flags);
+    put_u8(p, S_DTYPE, (uint8_t)s->dtype);
+    put_u8(p, S_NDIM, (uint8_t)s->ndim);
+    put_u16(p, S_KEY_LEN, s->key_len);
+    put_i32(p, S_PRIORITY, s->priority);
+    put_u64(p, S_SEQ, s->seq);
+    put_i64(p, S_KEY_ID, s->key_id);
+    put_u64(p, S_DATA_OFF, s->data_off);
+    put_u64(p, S_DATA_LEN, s->data_len);
+    put_u64(p, S_ARG, s->arg);
+    for (int d = 0; d < ndim; d++)
+        put_i64(p, S_SHAPE + 8 * (size_t)d, s->shape[d]);
+    memcpy(p + S_KEY_NAME, s->key_name, klen);
+}
+
+static int op_has_array(int op)
+{
+    return op == KVS__OP_INIT || op == KVS__OP_PUSH || op == KVS__OP_PULL;
+}
+
+static const char *op_name(int op)
+{
+    switch (op) {
+    case KVS__OP_INIT: return "INIT";
+    case KVS__OP_PUSH: return "PUSH";
+    case KVS__OP_PULL: return "PULL";
+    case KVS__OP_BARRIER: return "BARRIER";
+    case KVS__OP_SET_OPTIMIZER: return "SET_OPTIMIZER";
+    case KVS__OP_SAVE_STATES: return "SAVE_STATES";
+    case KVS__OP_LOAD_STATES: return "LOAD_STATES";
+    case KVS__OP_CLOSE: return "CLOSE";
+    default: return NULL;
+    }
+}
+
+int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
+                    struct kvs__err *e)
+{
+    /* The worker can rewrite its slot while we read it: one copy, and
+     * from here on only the copy. */
+    unsigned char m[KVS__SQE_BYTES];
+    struct kvs__sqe t;
+    const char *name;
+    uint64_t end;
+
+    copy_once(m, slot, sizeof m);
+    memset(&t, 0, sizeof t);
+    t.op = get_u8(m, S_OP);
+    t.flags = get_u8(m, S_FLAGS);
+    t.dtype = (kvs_dtype_t)get_u8(m, S_DTYPE);
+    t.ndim = get_u8(m, S_NDIM);
+    t.key_len = get_u16(m, S_KEY_LEN);
+    t.priority = get_i32(m, S_PRIORITY);
+    t.seq = get_u64(m, S_SEQ);
+    t.key_id = get_i64(m, S_KEY_ID);
+    t.data_off = get_u64(m, S_DATA_OFF);
+    t.data_len = get_u64(m, S_DATA_LEN);
+    t.arg = get_u64(m, S_ARG);
+
+    if ((name = op_name(t.op)) == NULL)
+        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 ": unknown op %u", t.seq,
+                         (unsigned)t.op);
+    if ((t.flags & ~KVS__SQE_LAST) != 0)
+        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): unknown flags 0x%02x",
+                         t.seq, name, (unsigned)t.flags);
+    if (get_u16(m, S_RSV0) != 0 || get_u32(m, S_RSV1) != 0 ||
+        !zeros(m, S_RSV2, KVS__SQE_BYTES - S_RSV2))
+        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): reserved bytes are not zero",
+                         t.seq, name);
+
+    /* ndim bounds every loop over the shape, whatever the op. */
+    if (t.ndim > KVS_MAX_NDIM)
+        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): ndim %d, at most %d",
+                         t.seq, name, t.ndim, KVS_MAX_NDIM);
+    for (int d = 0; d < KVS_MAX_NDIM; d++) {
+        int64_t x = get_i64(m, S_SHAPE + 8 * (size_t)d);
+
+        if (d >= t.ndim) {
+            if (x != 0)
+                return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): extent %d set "
+                                 "past ndim %d", t.seq, name, d, t.ndim);
+            continue;
+        }
+        if (x < 0)
+            return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): extent %" PRId64
+                             " in dimension %d", t.seq, name, x, d);
+        t.shape[d] = x;
+    }
+
+    if (op_has_array(t.op)) {
+        int64_t es = (int64_t)kvs_dtype_size(t.dtype), count = 1, bytes;
+        int empty = 0;
+
+        if (es == 0)
+            return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): unknown dtype %d",
+                             t.seq, name, (int)t.dtype);
+        /* The rule of kvs__array_check, which the engine applies: an empty
+         * array is empty however big its other extents, and a size must fit
+         * an int64. */
+        for (int d = 0; d < t.ndim; d++)
+            if (t.shape[d] == 0)
+                empty = 1;
+        for (int d = 0; d < t.ndim && !empty; d++)
+            if (__builtin_mul_overflow(count, t.shape[d], &count))
+                return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): shape "
+                                 "overflows 64 bits", t.seq, name);
+        if (empty)
+            count = 0;
+        if (__builtin_mul_overflow(count, es, &bytes))
+            return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): byte size "
+                             "overflows 64 bits", t.seq, name);
+        if ((t.op == KVS__OP_INIT || t.op == KVS__OP_PUSH) && t.data_len != (uint64_t)bytes)
+            return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): %" PRIu64
+                             " data bytes for a value of %" PRId64, t.seq, name,
+                             t.data_len, bytes);
+    }
+    if (t.op == KVS__OP_SET_OPTIMIZER || t.op == KVS__OP_SAVE_STATES ||
+        t.op == KVS__OP_LOAD_STATES) {
+        if (t.data_len < 1 || t.data_len > TEXT_MAX)
+            return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): text of %" PRIu64
+                             " bytes, expected 1 to %d", t.seq, name, t.data_len, TEXT_MAX);
+    }
+    /* Checked for every op: a range is harmless when unused and fatal
+     * when used unchecked. */
+    if (__builtin_add_overflow(t.data_off, t.data_len, &end) || end > staging_size)
+        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): data %" PRIu64 "+%" PRIu64
+                         " outside the staging area of %" PRIu64 " bytes", t.seq, name,
+                         t.data_off, t.data_len, staging_size);
+
+    if (t.key_len > KVS_MAX_KEY_LEN)
+        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): key of %u bytes, at most %d",
+                         t.seq, name, (unsigned)t.key_len, KVS_MAX_KEY_LEN);
+    if (memchr(m + S_KEY_NAME, 0, t.key_len) != NULL)
+        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): NUL inside the key name",
+                         t.seq, name);
+    if (!zeros(m, S_KEY_NAME + (size_t)t.key_len, KVS_MAX_KEY_LEN - (size_t)t.key_len))
+        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): bytes past the key name",
+                         t.seq, name);
+    memcpy(t.key_name, m + S_KEY_NAME, t.key_len);
+    t.key_name[t.key_len] = '\0';
+
+    *s = t;
+    return 0;
+}
+
+/* ---- CQE ---------------------------------------------------------------- */
+
+void kvs__cqe_encode(const struct kvs__cqe *c, void *slot)
+{
+    unsigned char *p = slot;
+
+    memset(p, 0, KVS__CQE_BYTES);
+    put_u64(p, C_SEQ, c->seq);
+    put_i32(p, C_STATUS, c->status);
+    put_u64(p, C_VALUE_OFF, c->value_off);
+    put_u64(p, C_VALUE_LEN, c->value_len);
+    put_u64(p, C_ROUND, c->round);
+    put_text(p, C_MSG, KVS__MSG_MAX, c->msg);
+}
+
+int kvs__cqe_decode(const void *slot, uint64_t arena_size, struct kvs__cqe *c,
+                    struct kvs__err *e)
+{
+    unsigned char m[KVS__CQE_BYTES];
+    struct kvs__cqe t;
+    uint64_t end;
+
+    copy_once(m, slot, sizeof m);
+    memset(&t, 0, sizeof t);
+    t.seq = get_u64(m, C_SEQ);
+    t.status = get_i32(m, C_STATUS);
+    t.value_off = get_u64(m, C_VALUE_OFF);
+    t.value_len = get_u64(m, C_VALUE_LEN);
+    t.round = get_u64(m, C_ROUND);
+
+    if (get_u32(m, C_RSV0) != 0 || !zeros(m, C_RSV1, KVS__CQE_BYTES - C_RSV1))
+        return kvs__fail(e, KVS_EPROTO, "completion %" PRIu64 ": reserved bytes are not zero",
+                         t.seq);
+    if (!status_ok(t.status))
+        return kvs__fail(e, KVS_EPROTO, "completion %" PRIu64 ": status %" PRId32
+                         " is not an error code", t.seq, t.status);
+    if (get_text(m, C_MSG, KVS__MSG_MAX, t.msg) < 0)
+        return kvs__fail(e, KVS_EPROTO, "completion %" PRIu64 ": message not NUL-terminated",
+                         t.seq);
+    if (__builtin_add_overflow(t.value_off, t.value_len, &end) || end > arena_size)
+        return kvs__fail(e, KVS_EPROTO, "completion %" PRIu64 ": value %" PRIu64 "+%" PRIu64
+                         " outside the arena of %" PRIu64 " bytes", t.seq, t.value_off,
+                         t.value_len, arena_size);
+    *c = t;
+    return 0;
+}

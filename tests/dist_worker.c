@@ -1,0 +1,351 @@
+/*
+ * dist_worker.c - one worker of a multi-process test job, started by
+ * test_dist.sh through kvsrun. argv[1] names the scenario; every scenario
+ * checks the values it pulls against what the job's workers pushed, and
+ * exits 0 when they are right, 1 with a message when not.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kvs.h>
+
+static kvs_t *kv;
+static int rank, nw;
+static const char *scenario;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "dist_worker %s rank %d: ", scenario, rank);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+static void ok(int rc, const char *what)
+{
+    if (rc != 0)
+        die("%s: %s (%s)", what, kvs_err_name(rc), kvs_last_error(kv));
+}
+
+static kvs_array_t f32(float *data, int64_t rows, int64_t cols)
+{
+    return (kvs_array_t){ .data = data, .dtype = KVS_FLOAT32, .ndim = 2,
+                          .shape = { rows, cols } };
+}
+
+static void fill(float *a, size_t n, float v)
+{
+    for (size_t i = 0; i < n; i++)
+        a[i] = v;
+}
+
+static void expect(const float *a, size_t n, float v, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fabsf(a[i] - v) > 1e-5f * (1 + fabsf(v)))
+            die("%s: element %zu is %g, expected %g", what, i, a[i], v);
+}
+
+static double now(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Pushes rank+1 to several keys, a few rounds: every pull is the sum over
+ * workers, N(N+1)/2, including for a key repeated in one push (local sum
+ * first) and for big arrays. */
+static void sums(int64_t rows, int64_t cols, int64_t base)
+{
+    size_t n = (size_t)(rows * cols);
+    float *v = malloc(n * sizeof *v), *o = malloc(n * sizeof *o);
+    kvs_key_t keys[3] = { KVS_INT_KEY(base), KVS_INT_KEY(base + 1), KVS_INT_KEY(base + 1) };
+    kvs_array_t vals[3], outs[2];
+    float total = nw * (nw + 1) / 2.0f;
+
+    if (!v || !o)
+        die("out of memory");
+    fill(v, n, 0);
+    vals[0] = vals[1] = vals[2] = f32(v, rows, cols);
+    ok(kvs_init(kv, 2, keys, vals), "init");
+    for (int round = 0; round < 3; round++) {
+        fill(v, n, (float)(rank + 1));
+        ok(kvs_push(kv, 3, keys, vals, 0), "push");
+        outs[0] = f32(o, rows, cols);
+        ok(kvs_pull(kv, 1, &keys[0], outs, 0), "pull");
+        expect(o, n, total, "key 1");
+        ok(kvs_pull(kv, 1, &keys[1], outs, 0), "pull");
+        expect(o, n, 2 * total, "key 2 (pushed twice per worker)");
+    }
+    /* pushpull in place: one round. */
+    fill(v, n, 1);
+    ok(kvs_pushpull(kv, 1, keys, vals, NULL, 0), "pushpull");
+    expect(v, n, (float)nw, "pushpull in place");
+    free(v);
+    free(o);
+}
+
+/* init: only rank 0's value is kept; every rank sees it once init returns. */
+static void init_rank0(void)
+{
+    float v[6], o[6];
+    kvs_key_t k = KVS_STR_KEY("weights");
+    kvs_array_t a = f32(v, 2, 3), out = f32(o, 2, 3);
+
+    fill(v, 6, 10.0f + rank);
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
+    expect(o, 6, 10.0f, "value after init");
+}
+
+/* sgd in kvsd: w -= lr * sum of the workers' gradients, once per round. */
+static void optimizer(void)
+{
+    float w[6], g[6], o[6];
+    kvs_key_t k = KVS_INT_KEY(7);
+    kvs_array_t a = f32(w, 2, 3), ga = f32(g, 2, 3), out = f32(o, 2, 3);
+    float expect_w = 1.0f;
+
+    fill(w, 6, 1.0f);
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    ok(kvs_set_optimizer(kv, "sgd lr=0.1"), "set_optimizer");
+    for (int round = 0; round < 3; round++) {
+        fill(g, 6, (float)(rank + 1));
+        ok(kvs_push(kv, 1, &k, &ga, 0), "push");
+        ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
+        expect_w = expect_w - 0.1f * (nw * (nw + 1) / 2.0f);
+        expect(o, 6, expect_w, "weight");
+    }
+    if (kvs_set_updater(kv, NULL, NULL) != KVS_ENOTSUP)
+        die("set_updater on a dist store must be KVS_ENOTSUP");
+}
+
+/* Optimizer states saved by one rank load back in kvsd. */
+static void states(void)
+{
+    char path[256];
+    float w[4] = { 1, 1, 1, 1 }, g[4] = { 1, 1, 1, 1 }, o[4], after[4];
+    kvs_key_t k = KVS_INT_KEY(1);
+    kvs_array_t a = { .data = w, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } };
+    kvs_array_t ga = a, out = a;
+
+    ga.data = g;
+    out.data = o;
+    snprintf(path, sizeof path, "%s/states.bin", getenv("KVS_TEST_DIR") ? getenv("KVS_TEST_DIR")
+                                                                        : "/tmp");
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    ok(kvs_set_optimizer(kv, "sgd lr=0.1 momentum=0.9"), "set_optimizer");
+    ok(kvs_push(kv, 1, &k, &ga, 0), "push");
+    ok(kvs_barrier(kv), "barrier");
+    if (rank == nw - 1)
+        ok(kvs_save_optimizer_states(kv, path, 0), "save");
+    ok(kvs_barrier(kv), "barrier");
+    ok(kvs_push(kv, 1, &k, &ga, 0), "push");
+    ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
+    memcpy(after, o, sizeof after);
+    /* Back to the saved momentum: the same push gives the same change again. */
+    ok(kvs_barrier(kv), "barrier");
+    if (rank == 0)
+        ok(kvs_load_optimizer_states(kv, path), "load");
+    ok(kvs_barrier(kv), "barrier");
+    ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
+    {
+        float before = o[0];
+
+        ok(kvs_push(kv, 1, &k, &ga, 0), "push");
+        ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
+        /* momentum after one round m1 = -0.1*N; the round after adds
+         * 0.9*m1 - 0.1*N: the same step as the second round took. */
+        expect(o, 4, before + (after[0] - (1 - 0.1f * nw)), "step after load");
+    }
+}
+
+/* Barriers: before barrier i each worker leaves a mark (after a staggered
+ * sleep); after it, every worker's mark for i must be there. */
+static void barrier(void)
+{
+    const char *dir = getenv("KVS_TEST_DIR");
+    char path[512];
+
+    if (!dir)
+        die("KVS_TEST_DIR is not set");
+    for (int i = 0; i < 5; i++) {
+        FILE *f;
+
+        usleep((useconds_t)(((rank * 7 + i * 3) % 5) * 20000));
+        snprintf(path, sizeof path, "%s/mark.%d.%d", dir, i, rank);
+        if (!(f = fopen(path, "w")))
+            die("cannot write %s", path);
+        fclose(f);
+        ok(kvs_barrier(kv), "barrier");
+        for (int r = 0; r < nw; r++) {
+            snprintf(path, sizeof path, "%s/mark.%d.%d", dir, i, r);
+            if (access(path, F_OK) != 0)
+                die("left barrier %d before rank %d reached it", i, r);
+        }
+    }
+}
+
+/* The last rank leaves after one round; the others' later rounds complete
+ * with the workers that remain. */
+static void uneven(void)
+{
+    float v[3], o[3];
+    kvs_key_t k = KVS_INT_KEY(9);
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 3 } }, out = a;
+
+    out.data = o;
+    fill(v, 3, 0);
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    fill(v, 3, 1);
+    ok(kvs_pushpull(kv, 1, &k, &a, &out, 0), "pushpull");
+    expect(o, 3, (float)nw, "first round");
+    if (rank == nw - 1) {
+        kvs_close(kv);
+        kv = NULL;
+        return;
+    }
+    for (int i = 0; i < 3; i++) {
+        ok(kvs_pushpull(kv, 1, &k, &a, &out, 0), "pushpull");
+        expect(o, 3, (float)(nw - 1), "round without the last rank");
+    }
+}
+
+/* dist_async: each push is applied as it comes; with sgd lr=-1 every push
+ * adds its gradient, so the total is every worker's pushes. */
+static void async_total(void)
+{
+    float v[4] = { 0, 0, 0, 0 }, o[4];
+    kvs_key_t k = KVS_INT_KEY(4);
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } }, out = a;
+
+    out.data = o;
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    ok(kvs_set_optimizer(kv, "sgd lr=-1"), "set_optimizer");
+    fill(v, 4, 1);
+    for (int i = 0; i < 100; i++)
+        ok(kvs_push(kv, 1, &k, &a, 0), "push");
+    ok(kvs_barrier(kv), "barrier");
+    ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
+    expect(o, 4, 100.0f * nw, "total");
+}
+
+/* Errors in a dist store are the local store's: unknown key, shape. */
+static void errors(void)
+{
+    float v[6] = { 0 }, o[4];
+    kvs_key_t k = KVS_INT_KEY(1), unknown = KVS_INT_KEY(99);
+    kvs_array_t a = f32(v, 2, 3), bad = { .data = o, .dtype = KVS_FLOAT32, .ndim = 1,
+                                          .shape = { 4 } };
+
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    if (kvs_pull(kv, 1, &unknown, &a, 0) != KVS_ENOKEY)
+        die("pull of an unknown key must be KVS_ENOKEY");
+    if (kvs_push(kv, 1, &k, &bad, 0) != KVS_ESHAPE)
+        die("push of a wrong shape must be KVS_ESHAPE");
+    if (!strstr(kvs_last_error(kv), "(2,3)"))
+        die("shape error names the stored shape: '%s'", kvs_last_error(kv));
+    ok(kvs_barrier(kv), "barrier after errors");
+}
+
+/* The last rank is killed mid-job: the others' round fails with
+ * KVS_EPEERDEAD within 2 s, and so does every later call. */
+static void peer_dies(void)
+{
+    float v[2] = { 1, 1 };
+    kvs_key_t k = KVS_INT_KEY(1);
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 2 } };
+    double t0;
+    int rc;
+
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    if (rank == nw - 1) {
+        usleep(300 * 1000);
+        raise(SIGKILL);
+    }
+    t0 = now();
+    rc = kvs_push(kv, 1, &k, &a, 0);
+    if (rc != KVS_EPEERDEAD)
+        die("push with a dead peer: %s, expected KVS_EPEERDEAD", kvs_err_name(rc));
+    if (now() - t0 > 2.5)
+        die("the dead peer was noticed after %.2f s", now() - t0);
+    if ((rc = kvs_barrier(kv)) != KVS_EPEERDEAD)
+        die("later call: %s, expected KVS_EPEERDEAD", kvs_err_name(rc));
+}
+
+/* kvsd is killed by the test script while this waits: the call fails
+ * within 2 s. Rank 0 writes "ready" to $KVS_TEST_DIR/ready first. */
+static void daemon_dies(void)
+{
+    float v[2] = { 1, 1 };
+    kvs_key_t k = KVS_INT_KEY(1);
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 2 } };
+    char path[256];
+    FILE *f;
+    double t0;
+    int rc = 0;
+
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    ok(kvs_barrier(kv), "barrier");
+    snprintf(path, sizeof path, "%s/ready.%d", getenv("KVS_TEST_DIR"), rank);
+    if (!(f = fopen(path, "w")))
+        die("cannot write %s", path);
+    fclose(f);
+    t0 = now();
+    while (now() - t0 < 20 && (rc = kvs_barrier(kv)) == 0)
+        usleep(10 * 1000);
+    if (rc != KVS_ECLOSED)
+        die("with kvsd gone: %s, expected KVS_ECLOSED", kvs_err_name(rc));
+}
+
+int main(int argc, char **argv)
+{
+    const char *type = "dist_sync";
+
+    scenario = argc > 1 ? argv[1] : "sums";
+    if (strcmp(scenario, "async") == 0)
+        type = "dist_async";
+    ok(kvs_create(type, &kv), "create");
+    rank = kvs_rank(kv);
+    nw = kvs_num_workers(kv);
+    if (strcmp(scenario, "sums") == 0)
+        sums(2, 3, 1);
+    else if (strcmp(scenario, "big") == 0)
+        (sums(1200, 1200, 1), sums(1211, 1211, 3));
+    else if (strcmp(scenario, "init") == 0)
+        init_rank0();
+    else if (strcmp(scenario, "optimizer") == 0)
+        optimizer();
+    else if (strcmp(scenario, "states") == 0)
+        states();
+    else if (strcmp(scenario, "barrier") == 0)
+        barrier();
+    else if (strcmp(scenario, "uneven") == 0)
+        uneven();
+    else if (strcmp(scenario, "async") == 0)
+        async_total();
+    else if (strcmp(scenario, "errors") == 0)
+        errors();
+    else if (strcmp(scenario, "peer_dies") == 0)
+        peer_dies();
+    else if (strcmp(scenario, "daemon_dies") == 0)
+        daemon_dies();
+    else
+        die("unknown scenario");
+    kvs_close(kv);
+    return 0;
+}

@@ -1,0 +1,413 @@
+/*
+ * fuzz_proto.c - a libFuzzer target for the four decoders of proto.c.
+ * Each input is offered to all of them: as a hello and as a welcome
+ * message (its exact length), and, cut or zero-padded to a slot, as an SQE
+ * and a CQE under a few staging/arena sizes (and one taken from the bytes
+ * after the slot). Whatever a decoder accepts must keep the promises its
+ * callers rely on, re-encode to the very bytes it came from, and decode
+ * again to the same struct.
+ *
+ * Built with -fsanitize=fuzzer, libFuzzer supplies main. Built with
+ * -DKVS_FUZZ_MAIN instead, it is a plain program: with "--seeds DIR" it
+ * writes valid encodings into DIR as a starting corpus; with files, it
+ * runs each through the target; with neither, it runs the seeds and a
+ * fixed sequence of mutations of them (a quick regression run).
+ */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Not assert(): a release build must still stop on a broken promise. */
+#define CHECK(cond)                                                                       \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);      \
+            abort();                                                                      \
+        }                                                                                 \
+    } while (0)
+
+static int status_ok(int32_t s)
+{
+    return s == 0 || (s >= -30999 && s <= -30000) || (s >= -4095 && s <= -1);
+}
+
+static int hello_eq(const struct kvs__hello *a, const struct kvs__hello *b)
+{
+    return a->version == b->version && a->mode == b->mode && a->rank == b->rank &&
+           a->nworkers == b->nworkers && strcmp(a->job, b->job) == 0;
+}
+
+static int welcome_eq(const struct kvs__welcome *a, const struct kvs__welcome *b)
+{
+    return a->version == b->version && a->status == b->status && a->worker == b->worker &&
+           a->control_size == b->control_size && a->seg_size == b->seg_size &&
+           a->arena_size == b->arena_size && a->sq_entries == b->sq_entries &&
+           a->cq_entries == b->cq_entries && a->staging_off == b->staging_off &&
+           a->staging_size == b->staging_size && strcmp(a->msg, b->msg) == 0;
+}
+
+static int sqe_eq(const struct kvs__sqe *a, const struct kvs__sqe *b)
+{
+    if (a->op != b->op || a->flags != b->flags || a->dtype != b->dtype || a->ndim != b->ndim ||
+        a->priority != b->priority || a->seq != b->seq || a->key_id != b->key_id ||
+        a->key_len != b->key_len || a->data_off != b->data_off ||
+        a->data_len != b->data_len || a->arg != b->arg)
+        return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d])
+            return 0;
+    return memcmp(a->key_name, b->key_name, (size_t)a->key_len + 1) == 0;
+}
+
+static int cqe_eq(const struct kvs__cqe *a, const struct kvs__cqe *b)
+{
+    return a->seq == b->seq && a->status == b->status && a->value_off == b->value_off &&
+           a->value_len == b->value_len && a->round == b->round && strcmp(a->msg, b->msg) == 0;
+}
+
+static void hello_one(const uint8_t *data, size_t size)
+{
+    struct kvs__hello h, h2;
+    struct kvs__err e;
+    unsigned char re[KVS__HELLO_BYTES];
+
+    if (kvs__hello_decode(data, size, &h, &e) != 0) {
+        CHECK(e.code == KVS_EPROTO);
+        return;
+    }
+    CHECK(size == KVS__HELLO_BYTES);
+    CHECK(h.version == KVS__PROTO_VERSION);
+    CHECK(h.mode == KVS__MODE_SYNC || h.mode == KVS__MODE_ASYNC);
+    CHECK(h.nworkers >= 1 && h.nworkers <= 1024 && h.rank >= 0 && h.rank < h.nworkers);
+    CHECK(strlen(h.job) >= 1 && strlen(h.job) <= KVS__JOB_MAX);
+    CHECK(kvs__hello_encode(&h, re) == KVS__HELLO_BYTES);
+    CHECK(memcmp(re, data, KVS__HELLO_BYTES) == 0);
+    CHECK(kvs__hello_decode(re, sizeof re, &h2, &e) == 0);
+    CHECK(hello_eq(&h, &h2));
+}
+
+static void welcome_one(const uint8_t *data, size_t size)
+{
+    struct kvs__welcome w, w2;
+    struct kvs__err e;
+    unsigned char re[KVS__WELCOME_BYTES];
+
+    if (kvs__welcome_decode(data, size, &w, &e) != 0) {
+        CHECK(e.code == KVS_EPROTO);
+        return;
+    }
+    CHECK(size == KVS__WELCOME_BYTES);
+    CHECK(status_ok(w.status));
+    CHECK(strlen(w.msg) < KVS__MSG_MAX);
+    if (w.status == 0) {
+        CHECK(w.staging_off <= w.seg_size && w.staging_size <= w.seg_size - w.staging_off);
+        CHECK(w.sq_entries != 0 && (w.sq_entries & (w.sq_entries - 1)) == 0);
+        CHECK(w.cq_entries != 0 && (w.cq_entries & (w.cq_entries - 1)) == 0);
+    }
+    CHECK(kvs__welcome_encode(&w, re) == KVS__WELCOME_BYTES);
+    CHECK(memcmp(re, data, KVS__WELCOME_BYTES) == 0);
+    CHECK(kvs__welcome_decode(re, sizeof re, &w2, &e) == 0);
+    CHECK(welcome_eq(&w, &w2));
+}
+
+static void sqe_one(const unsigned char *slot, uint64_t staging)
+{
+    struct kvs__sqe s, s2;
+    struct kvs__err e;
+    unsigned char re[KVS__SQE_BYTES];
+
+    if (kvs__sqe_decode(slot, staging, &s, &e) != 0) {
+        CHECK(e.code == KVS_EPROTO);
+        return;
+    }
+    CHECK(s.op >= KVS__OP_INIT && s.op <= KVS__OP_CLOSE);
+    CHECK((s.flags & ~KVS__SQE_LAST) == 0);
+    CHECK(s.ndim >= 0 && s.ndim <= KVS_MAX_NDIM);
+    CHECK(s.key_len <= KVS_MAX_KEY_LEN && strlen(s.key_name) == s.key_len);
+    CHECK(s.data_off <= staging && s.data_len <= staging - s.data_off);
+    if (s.op == KVS__OP_INIT || s.op == KVS__OP_PUSH || s.op == KVS__OP_PULL) {
+        int64_t count = 1, bytes;
+
+        CHECK(kvs_dtype_size(s.dtype) != 0);
+        for (int d = 0; d < s.ndim; d++)
+            CHECK(s.shape[d] >= 0);
+        /* Counted from the other end, with zeros first: the decoder's
+         * answer must not depend on the order of the extents. */
+        for (int d = s.ndim - 1; d >= 0; d--)
+            if (s.shape[d] == 0)
+                count = 0;
+        for (int d = s.ndim - 1; d >= 0 && count != 0; d--)
+            CHECK(!__builtin_mul_overflow(count, s.shape[d], &count));
+        CHECK(!__builtin_mul_overflow(count, (int64_t)kvs_dtype_size(s.dtype), &bytes));
+        if (s.op != KVS__OP_PULL)
+            CHECK((uint64_t)bytes == s.data_len);
+    }
+    if (s.op >= KVS__OP_SET_OPTIMIZER && s.op <= KVS__OP_LOAD_STATES)
+        CHECK(s.data_len >= 1 && s.data_len <= 4095);
+    kvs__sqe_encode(&s, re);
+    CHECK(memcmp(re, slot, KVS__SQE_BYTES) == 0);
+    CHECK(kvs__sqe_decode(re, staging, &s2, &e) == 0);
+    CHECK(sqe_eq(&s, &s2));
+}
+
+static void cqe_one(const unsigned char *slot, uint64_t arena)
+{
+    struct kvs__cqe c, c2;
+    struct kvs__err e;
+    unsigned char re[KVS__CQE_BYTES];
+
+    if (kvs__cqe_decode(slot, arena, &c, &e) != 0) {
+        CHECK(e.code == KVS_EPROTO);
+        return;
+    }
+    CHECK(status_ok(c.status));
+    CHECK(strlen(c.msg) < KVS__MSG_MAX);
+    CHECK(c.value_off <= arena && c.value_len <= arena - c.value_off);
+    kvs__cqe_encode(&c, re);
+    CHECK(memcmp(re, slot, KVS__CQE_BYTES) == 0);
+    CHECK(kvs__cqe_decode(re, arena, &c2, &e) == 0);
+    CHECK(cqe_eq(&c, &c2));
+}
+
+/* Eight bytes at off as a little-endian size, or fallback when the input
+ * is too short to hold them. */
+static uint64_t size_at(const uint8_t *data, size_t size, size_t off, uint64_t fallback)
+{
+    uint64_t v = 0;
+
+    if (size < off + 8)
+        return fallback;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | data[off + (size_t)i];
+    return v;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const uint64_t sizes[] = { 0, 4096, (uint64_t)1 << 40, UINT64_MAX };
+    /* Heap copies of the exact size, so that ASan sees a read past the end
+     * of a message even when the fuzzer's own buffer is bigger. */
+    uint8_t *msg = calloc(size ? size : 1, 1);
+    unsigned char *sqe = malloc(KVS__SQE_BYTES), *cqe = malloc(KVS__CQE_BYTES);
+
+    CHECK(msg != NULL && sqe != NULL && cqe != NULL);
+    if (size > 0)
+        memcpy(msg, data, size);
+    hello_one(msg, size);
+    welcome_one(msg, size);
+
+    memset(sqe, 0, KVS__SQE_BYTES);
+    memcpy(sqe, data, size < KVS__SQE_BYTES ? size : KVS__SQE_BYTES);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        sqe_one(sqe, sizes[i]);
+    sqe_one(sqe, size_at(data, size, KVS__SQE_BYTES, 65536));
+
+    memset(cqe, 0, KVS__CQE_BYTES);
+    memcpy(cqe, data, size < KVS__CQE_BYTES ? size : KVS__CQE_BYTES);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        cqe_one(cqe, sizes[i]);
+    cqe_one(cqe, size_at(data, size, KVS__CQE_BYTES, 1 << 20));
+
+    free(cqe);
+    free(sqe);
+    free(msg);
+    return 0;
+}
+
+#ifdef KVS_FUZZ_MAIN
+/* ---- seeds and the plain-program driver --------------------------------- */
+
+#define NSEEDS_MAX 32
+
+struct seed {
+    size_t len;
+    unsigned char bytes[KVS__SQE_BYTES + 8];
+};
+
+static size_t make_seeds(struct seed *out)
+{
+    size_t n = 0;
+    struct kvs__hello h;
+    struct kvs__welcome w;
+    struct kvs__cqe c;
+
+    memset(&h, 0, sizeof h);
+    h.version = KVS__PROTO_VERSION;
+    h.mode = KVS__MODE_ASYNC;
+    h.rank = 3;
+    h.nworkers = 8;
+    strcpy(h.job, "train-job.1");
+    out[n].len = kvs__hello_encode(&h, out[n].bytes);
+    n++;
+
+    memset(&w, 0, sizeof w);
+    w.version = KVS__PROTO_VERSION;
+    w.worker = 3;
+    w.control_size = 4096;
+    w.seg_size = 1 << 20;
+    w.arena_size = 1 << 24;
+    w.sq_entries = 256;
+    w.cq_entries = 256;
+    w.staging_off = 1 << 16;
+    w.staging_size = (1 << 20) - (1 << 16);
+    out[n].len = kvs__welcome_encode(&w, out[n].bytes);
+    n++;
+    w.status = KVS_EPROTO;
+    strcpy(w.msg, "version mismatch");
+    out[n].len = kvs__welcome_encode(&w, out[n].bytes);
+    n++;
+
+    for (int op = KVS__OP_INIT; op <= KVS__OP_CLOSE; op++) {
+        struct kvs__sqe s;
+
+        memset(&s, 0, sizeof s);
+        s.op = (uint8_t)op;
+        s.seq = (uint64_t)op * 11;
+        s.flags = op % 2 ? KVS__SQE_LAST : 0;
+        if (op <= KVS__OP_PULL) {
+            s.dtype = KVS_FLOAT32;
+            s.ndim = 2;
+            s.shape[0] = 4;
+            s.shape[1] = 8;
+            if (op != KVS__OP_PULL) {
+                s.data_off = 64;
+                s.data_len = 128;
+            }
+            if (op == KVS__OP_PUSH) {
+                s.key_len = 6;
+                strcpy(s.key_name, "weight");
+            } else {
+                s.key_id = 42;
+            }
+        } else if (op <= KVS__OP_LOAD_STATES) {
+            s.data_len = 32;
+            s.arg = op == KVS__OP_SAVE_STATES;
+        }
+        kvs__sqe_encode(&s, out[n].bytes);
+        out[n].len = KVS__SQE_BYTES;
+        if (op == KVS__OP_INIT) {      /* a seed that names its staging size */
+            uint64_t staging = 4096;
+
+            for (int i = 0; i < 8; i++)
+                out[n].bytes[KVS__SQE_BYTES + (size_t)i] = (unsigned char)(staging >> (8 * i));
+            out[n].len += 8;
+        }
+        n++;
+    }
+
+    memset(&c, 0, sizeof c);
+    c.seq = 11;
+    c.value_off = 4096;
+    c.value_len = 128;
+    c.round = 7;
+    kvs__cqe_encode(&c, out[n].bytes);
+    out[n].len = KVS__CQE_BYTES;
+    n++;
+    c.status = KVS_ESHAPE;
+    strcpy(c.msg, "key 7: shape (2,3) does not match stored (4,4)");
+    kvs__cqe_encode(&c, out[n].bytes);
+    out[n].len = KVS__CQE_BYTES;
+    n++;
+    return n;
+}
+
+static int write_seeds(const char *dir)
+{
+    struct seed *seeds = calloc(NSEEDS_MAX, sizeof *seeds);
+    size_t n;
+
+    if (seeds == NULL)
+        return 1;
+    n = make_seeds(seeds);
+    for (size_t i = 0; i < n; i++) {
+        char path[4096];
+        FILE *f;
+
+        snprintf(path, sizeof path, "%s/seed-%02zu", dir, i);
+        if ((f = fopen(path, "wb")) == NULL || fwrite(seeds[i].bytes, 1, seeds[i].len, f) !=
+            seeds[i].len || fclose(f) != 0) {
+            perror(path);
+            free(seeds);
+            return 1;
+        }
+    }
+    printf("%zu seeds written to %s\n", n, dir);
+    free(seeds);
+    return 0;
+}
+
+static int run_file(const char *path)
+{
+    static unsigned char buf[1 << 16];
+    FILE *f = fopen(path, "rb");
+    size_t n;
+
+    if (f == NULL) {
+        perror(path);
+        return 1;
+    }
+    n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    LLVMFuzzerTestOneInput(buf, n);
+    return 0;
+}
+
+/* Every seed, then each with one to four bytes changed, a million times
+ * over, from a fixed generator: the same run every time. */
+static int run_mutations(void)
+{
+    struct seed *seeds = calloc(NSEEDS_MAX, sizeof *seeds);
+    unsigned char buf[KVS__SQE_BYTES + 8];
+    uint64_t x = 0x2545f4914f6cdd1du;
+    size_t n;
+    long runs = 0;
+
+    if (seeds == NULL)
+        return 1;
+    n = make_seeds(seeds);
+    for (size_t i = 0; i < n; i++, runs++)
+        LLVMFuzzerTestOneInput(seeds[i].bytes, seeds[i].len);
+    for (long r = 0; r < 1000000; r++, runs++) {
+        const struct seed *s;
+        int k;
+
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s = &seeds[x % n];
+        memcpy(buf, s->bytes, s->len);
+        k = 1 + (int)((x >> 20) % 4);
+        for (int j = 0; j < k; j++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            buf[(x >> 8) % s->len] ^= (unsigned char)(1u << ((x >> 4) % 8));
+            if ((x >> 40) % 8 == 0)
+                buf[(x >> 24) % s->len] = (unsigned char)(x >> 48);
+        }
+        LLVMFuzzerTestOneInput(buf, s->len);
+    }
+    printf("%ld inputs, no failure\n", runs);
+    free(seeds);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--seeds") == 0)
+        return write_seeds(argv[2]);
+    if (argc > 1) {
+        for (int i = 1; i < argc; i++)
+            if (run_file(argv[i]) != 0)
+                return 1;
+        return 0;
+    }
+    return run_mutations();
+}
+#endif

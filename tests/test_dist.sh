@@ -1,0 +1,116 @@
+#!/bin/sh
+# Description: dist_sync and dist_async jobs of real processes (kvsd and
+# 2-4 workers, tests/dist_worker) get every semantic right, and survive a
+# worker or kvsd dying; nothing of a job is left behind.
+set -u
+bld=${top_builddir:-.}
+kvsd="$bld/daemon/kvsd"
+worker="$bld/tests/dist_worker"
+XDG_RUNTIME_DIR=$(mktemp -d)
+chmod 700 "$XDG_RUNTIME_DIR"
+export XDG_RUNTIME_DIR
+work=$(mktemp -d)
+trap 'pkill -f "kvsd --job kt-$$-" 2>/dev/null; rm -rf "$XDG_RUNTIME_DIR" "$work"' EXIT
+n_test=0
+failed=0
+
+tap() {  # tap STATUS NAME
+    n_test=$((n_test + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $n_test - $2"; else echo "not ok $n_test - $2"; failed=1; fi
+}
+
+start_kvsd() {  # start_kvsd JOB N: starts kvsd, waits for its socket
+    "$kvsd" --job "$1" -n "$2" -q &
+    kvsd_pid=$!
+    i=0
+    while [ ! -S "$XDG_RUNTIME_DIR/kvs/$1.sock" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+}
+
+# job N SCENARIO [EXPECTED_LAST_STATUS]: runs N workers; ranks below N-1
+# must exit 0, the last one with EXPECTED_LAST_STATUS (default 0); kvsd
+# must exit 0 and leave no socket or lock behind.
+job() {
+    n=$1 sc=$2 last=${3:-0}
+    name="kt-$$-$sc-$n"
+    dir="$work/$name"
+    mkdir -p "$dir"
+    start_kvsd "$name" "$n"
+    pids=""
+    r=0
+    while [ $r -lt "$n" ]; do
+        KVS_TEST_DIR=$dir KVS_JOB=$name KVS_RANK=$r KVS_NUM_WORKERS=$n KVS_TIMEOUT=30 \
+            timeout 60 "$worker" "$sc" &
+        pids="$pids $!"
+        r=$((r + 1))
+    done
+    st=0
+    r=0
+    for p in $pids; do
+        wait "$p"
+        s=$?
+        want=0
+        [ $r -eq $((n - 1)) ] && want=$last
+        [ "$s" -eq "$want" ] || { echo "# $sc rank $r exited $s, expected $want"; st=1; }
+        r=$((r + 1))
+    done
+    wait "$kvsd_pid" || { echo "# kvsd exited $?"; st=1; }
+    if ls "$XDG_RUNTIME_DIR/kvs/$name".* >/dev/null 2>&1; then
+        echo "# kvsd left files behind"; st=1
+    fi
+    tap $st "$sc with $n workers"
+}
+
+
+for n in 2 3 4; do job $n sums; done
+job 2 big
+job 3 init
+for n in 2 4; do job $n optimizer; done
+job 3 barrier
+for n in 2 3 4; do job $n uneven; done
+for n in 2 4; do job $n async; done
+job 2 errors
+job 3 states
+for n in 2 3 4; do job $n peer_dies 137; done
+
+# kvsd killed while workers wait: their next call fails within 2 s.
+name="kt-$$-daemon"
+mkdir -p "$work/$name"
+start_kvsd "$name" 2
+KVS_TEST_DIR=$work/$name KVS_JOB=$name KVS_RANK=0 KVS_NUM_WORKERS=2 timeout 60 "$worker" daemon_dies &
+w0=$!
+KVS_TEST_DIR=$work/$name KVS_JOB=$name KVS_RANK=1 KVS_NUM_WORKERS=2 timeout 60 "$worker" daemon_dies &
+w1=$!
+i=0
+while { [ ! -f "$work/$name/ready.0" ] || [ ! -f "$work/$name/ready.1" ]; } && [ $i -lt 200 ]; do
+    sleep 0.05; i=$((i + 1))
+done
+kill -9 "$kvsd_pid"
+wait "$w0"; s0=$?
+wait "$w1"; s1=$?
+tap $((s0 + s1)) "workers see kvsd die"
+
+# A stale socket of the dead kvsd is reclaimed by the next one.
+start_kvsd "$name" 1
+KVS_JOB=$name KVS_RANK=0 KVS_NUM_WORKERS=1 timeout 60 "$worker" sums
+s=$?
+wait "$kvsd_pid"
+tap $((s + $?)) "a new kvsd reclaims a dead one's socket"
+
+# A second kvsd for a job that has one is refused (exit 3).
+name="kt-$$-twice"
+start_kvsd "$name" 1
+first=$kvsd_pid
+timeout 10 "$kvsd" --job "$name" -n 1 -q
+s=$?
+kill "$first"
+wait "$first"
+[ $s -eq 3 ]
+tap $? "a second kvsd for the same job is refused"
+
+# No worker: a client of a job nobody serves gets KVS_ECLOSED, not a hang.
+KVS_JOB=kt-$$-nobody KVS_RANK=0 KVS_NUM_WORKERS=1 timeout 10 "$worker" sums 2>"$work/nobody.err"
+s=$?
+[ $s -eq 1 ] && grep -q KVS_ECLOSED "$work/nobody.err"
+tap $? "no kvsd: KVS_ECLOSED"
+echo "1..$n_test"
+exit 0
