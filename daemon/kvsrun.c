@@ -1,0 +1,820 @@
+/*
+ * kvsrun - the launcher of a dist_sync / dist_async job on one host. It
+ * makes sure a kvsd serves the job (starting one when none does), starts
+ * the N workers with KVS_JOB, KVS_RANK and KVS_NUM_WORKERS set, passes the
+ * signals it receives on to them, stops the rest when one fails, and on
+ * the way out leaves nothing of the job behind: no worker, nothing a
+ * worker left running in its process group, and, when kvsrun started the
+ * kvsd, no kvsd, socket or lock file.
+ *
+ * kvsrun never speaks kvsd's protocol (its probe connects and closes),
+ * never stops or cleans up after a kvsd it did not start, and never
+ * signals a process outside the job: only the process groups of its own
+ * workers and of the kvsd it started. Nothing here waits without a
+ * deadline; signals arrive through a signalfd, so no handler runs in the
+ * middle of anything.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kvs.h"
+#include "proto.h"
+#include "ring.h"
+#include "shm.h"
+
+#define MAX_WORKERS    1024
+#define SEC_NS         1000000000ll
+#define KVSD_START_NS  (10 * SEC_NS)   /* kvsd's socket must accept by then */
+#define KVSD_LEAVE_NS  (3 * SEC_NS)    /* kvsd's own exit after a job that succeeded */
+#define KILL_AFTER_NS  (2 * SEC_NS)    /* from SIGTERM to SIGKILL */
+#define GONE_NS        (5 * SEC_NS)    /* from SIGKILL to giving up on a process */
+#define EXEC_NS        (10 * SEC_NS)   /* fork to exec, as the error pipe tells */
+#define SLICE_MS       100             /* longest sleep between looks at children */
+#define PROBE_MS       20              /* between probes of a starting kvsd */
+
+/* Evaluates a system call until it fails with something other than EINTR.
+ * close() never goes through it: the descriptor is gone even on EINTR. */
+#define EINTR_RETRY(call)                                                                 \
+    __extension__({                                                                       \
+        __typeof__(call) r_;                                                              \
+        do {                                                                              \
+            r_ = (call);                                                                  \
+        } while (r_ == -1 && errno == EINTR);                                             \
+        r_;                                                                               \
+    })
+
+struct options {
+    int nworkers;
+    char job[KVS__JOB_MAX + 1];
+    int64_t grace_ns;
+    const char *kvsd;                  /* NULL: look for it */
+    const char *timeout;               /* NULL: KVS_TIMEOUT is left as it is */
+    char **argv;                       /* the workers' program and its arguments */
+};
+
+struct worker {
+    pid_t pid;                         /* also its process group; 0: not started */
+    int done;                          /* reaped */
+};
+
+struct run {
+    struct options o;
+    char dir[PATH_MAX];
+    char sock_path[PATH_MAX + 80], lock_path[PATH_MAX + 80];
+    sigset_t stop_set;                 /* the signals passed on to the workers */
+    sigset_t old_mask;                 /* restored in every child */
+    int sfd;                           /* signalfd: stop signals and SIGCHLD */
+    pid_t kvsd;                        /* the kvsd this kvsrun started, or 0 */
+    int kvsd_done, kvsd_status;
+    int kvsd_told;                     /* its ending has been reported */
+    struct worker *w;
+    int nstarted, nlive;
+    int first_status;                  /* first failure as an exit code; -1 none */
+    int stopping;                      /* a failure or a signal: the job ends */
+    int64_t term_at, kill_at, give_up_at; /* 0: not (yet) due */
+};
+
+static int64_t ms_to(int64_t deadline_ns)
+{
+    int64_t left = deadline_ns - kvs__now_ns();
+
+    if (left <= 0)
+        return 0;
+    return left / 1000000 + 1;
+}
+
+/* ---- options ---------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvsrun -n N [options] [--] PROGRAM [ARGS...]\n"
+            "Runs N workers of one dist_sync/dist_async job, with a kvsd to serve them.\n"
+            "  -n, --workers N          number of workers, 1..1024 (required)\n"
+            "  -j, --job NAME           the job's name (default: run-PID of kvsrun)\n"
+            "      --grace SECONDS      when a worker fails, the time the others get to\n"
+            "                           exit on their own before SIGTERM (default 5)\n"
+            "      --kvsd PATH          the kvsd to start (default: $KVSD, else the kvsd\n"
+            "                           beside kvsrun, else kvsd from PATH)\n"
+            "      --timeout SECONDS    exported to the workers as KVS_TIMEOUT\n"
+            "  -h, --help               this text\n"
+            "      --version            kvsrun's version\n"
+            "Exit status: that of the first worker to fail (128+S when signal S killed it),\n"
+            "0 when every worker succeeded, 1 when kvsrun failed, 2 on a usage error.\n");
+}
+
+/* Seconds with fractions, in [lo, hi]. strtod alone would take "nan",
+ * "inf" and "" too. */
+static int parse_seconds(const char *s, double lo, double hi, int64_t *ns)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(s, &end);
+    if (end == s || *end != '\0' || errno != 0 || !isfinite(v) || v < lo || v > hi)
+        return -1;
+    if (ns)
+        *ns = (int64_t)(v * (double)SEC_NS);
+    return 0;
+}
+
+/* Returns -1 to go on, else the exit status (0 after --help/--version,
+ * 2 on a usage error, with the message already written). */
+static int parse_options(struct options *o, int argc, char **argv)
+{
+    enum { OPT_GRACE = 256, OPT_KVSD, OPT_TIMEOUT, OPT_VERSION };
+    static const struct option longs[] = {
+        { "workers", required_argument, NULL, 'n' },
+        { "job", required_argument, NULL, 'j' },
+        { "grace", required_argument, NULL, OPT_GRACE },
+        { "kvsd", required_argument, NULL, OPT_KVSD },
+        { "timeout", required_argument, NULL, OPT_TIMEOUT },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, OPT_VERSION },
+        { NULL, 0, NULL, 0 },
+    };
+    struct kvs__err e = { 0, "" };
+    int c;
+
+    o->grace_ns = 5 * SEC_NS;
+    opterr = 0;                        /* our messages carry "kvsrun: ", not argv[0] */
+    /* '+': options end at PROGRAM, whose own options are its business;
+     * ':': a missing value is told apart from an unknown option. */
+    while ((c = getopt_long(argc, argv, "+:n:j:h", longs, NULL)) != -1) {
+        char *end;
+        long v;
+
+        switch (c) {
+        case 'n':
+            errno = 0;
+            v = strtol(optarg, &end, 10);
+            if (end == optarg || *end || errno || v < 1 || v > MAX_WORKERS) {
+                fprintf(stderr, "kvsrun: --workers '%s' is not a number in 1..%d\n", optarg,
+                        MAX_WORKERS);
+                return 2;
+            }
+            o->nworkers = (int)v;
+            break;
+        case 'j':
+            if (kvs__job_name_check(optarg, &e) != 0) {
+                fprintf(stderr, "kvsrun: %s\n", e.msg);
+                return 2;
+            }
+            snprintf(o->job, sizeof o->job, "%s", optarg);
+            break;
+        case OPT_GRACE:
+            if (parse_seconds(optarg, 0, 86400.0, &o->grace_ns) != 0) {
+                fprintf(stderr, "kvsrun: --grace '%s' is not a number of seconds in "
+                        "0..86400\n", optarg);
+                return 2;
+            }
+            break;
+        case OPT_KVSD:
+            if (!*optarg) {
+                fprintf(stderr, "kvsrun: --kvsd needs a path\n");
+                return 2;
+            }
+            o->kvsd = optarg;
+            break;
+        case OPT_TIMEOUT:
+            /* The bounds are those the library accepts: anything else it
+             * would silently replace by its default. */
+            if (parse_seconds(optarg, 0, 86400.0 * 365, NULL) != 0
+                || strtod(optarg, NULL) <= 0) {
+                fprintf(stderr, "kvsrun: --timeout '%s' is not a number of seconds above 0 "
+                        "(at most a year)\n", optarg);
+                return 2;
+            }
+            o->timeout = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case OPT_VERSION:
+            printf("kvsrun (%s)\n", kvs_version(NULL, NULL, NULL));
+            return 0;
+        case ':':
+            fprintf(stderr, "kvsrun: option '%s' needs a value\n", argv[optind - 1]);
+            fprintf(stderr, "Try 'kvsrun --help'.\n");
+            return 2;
+        default:
+            if (optopt > 0 && optopt < 256)
+                fprintf(stderr, "kvsrun: unknown option '-%c'\n", optopt);
+            else
+                fprintf(stderr, "kvsrun: unknown option '%s'\n", argv[optind - 1]);
+            fprintf(stderr, "Try 'kvsrun --help'.\n");
+            return 2;
+        }
+    }
+    if (o->nworkers == 0) {
+        fprintf(stderr, "kvsrun: -n N is required\nTry 'kvsrun --help'.\n");
+        return 2;
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "kvsrun: no program to run\nTry 'kvsrun --help'.\n");
+        return 2;
+    }
+    o->argv = argv + optind;
+    if (!o->job[0])
+        snprintf(o->job, sizeof o->job, "run-%ld", (long)getpid());
+    return -1;
+}
+
+/* ---- children ---------------------------------------------------------- */
+
+static void describe(char *buf, size_t size, int status)
+{
+    if (WIFEXITED(status))
+        snprintf(buf, size, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, size, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else
+        snprintf(buf, size, "ended with wait status %#x", (unsigned)status);
+}
+
+/* The shell's convention: the exit code, or 128 + the signal. */
+static int exit_code(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return 1;
+}
+
+/* Sends sig to every started worker's process group that may still have
+ * members; reaped leaders' groups are the sweep's business. */
+static void signal_workers(struct run *r, int sig)
+{
+    for (int i = 0; i < r->nstarted; i++)
+        if (!r->w[i].done)
+            kill(-r->w[i].pid, sig);
+}
+
+/* The job is ending: the live workers get until term_at, then SIGTERM.
+ * Only the first reason counts: a later one must not put SIGTERM off. */
+static void begin_stop(struct run *r, int64_t term_at)
+{
+    if (r->stopping)
+        return;
+    r->stopping = 1;
+    r->term_at = term_at;
+}
+
+/* Collects every child that has ended: workers, the kvsd, and orphans of
+ * the workers, which come to kvsrun because it is their subreaper. */
+static void reap(struct run *r)
+{
+    char what[128];
+    pid_t p;
+    int st;
+
+    while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+        if (r->kvsd && p == r->kvsd) {
+            r->kvsd_done = 1;
+            r->kvsd_status = st;
+            /* Its normal end is the workers' leaving; anything else, while
+             * workers still run, is the reason they are about to fail. */
+            if (r->nlive > 0 && (!WIFEXITED(st) || WEXITSTATUS(st) != 0)) {
+                describe(what, sizeof what, st);
+                fprintf(stderr, "kvsrun: kvsd (pid %ld) %s while the job ran\n", (long)p,
+                        what);
+                r->kvsd_told = 1;
+            }
+            continue;
+        }
+        for (int i = 0; i < r->nstarted; i++) {
+            if (r->w[i].pid != p || r->w[i].done)
+                continue;
+            r->w[i].done = 1;
+            r->nlive--;
+            if (exit_code(st) != 0 && r->first_status < 0) {
+                r->first_status = exit_code(st);
+                describe(what, sizeof what, st);
+                if (r->nlive > 0 && !r->stopping)
+                    fprintf(stderr, "kvsrun: rank %d (pid %ld) %s; the other workers get "
+                            "%.3g s to exit\n", i, (long)p, what,
+                            (double)r->o.grace_ns / SEC_NS);
+                else
+                    fprintf(stderr, "kvsrun: rank %d (pid %ld) %s\n", i, (long)p, what);
+                begin_stop(r, kvs__now_ns() + r->o.grace_ns);
+            }
+            break;
+        }
+    }
+}
+
+/* Reads every pending signal. A stop signal goes on to the workers' groups
+ * at once (the workers are not in kvsrun's group, so a terminal's ^C
+ * reaches them only this way). Returns the last stop signal read, 0 when
+ * none came. */
+static int take_signals(struct run *r)
+{
+    struct signalfd_siginfo si;
+    int last = 0;
+
+    while (EINTR_RETRY(read(r->sfd, &si, sizeof si)) == (ssize_t)sizeof si) {
+        int sig = (int)si.ssi_signo;
+
+        if (sig == SIGCHLD || !sigismember(&r->stop_set, sig))
+            continue;
+        signal_workers(r, sig);
+        last = sig;
+    }
+    return last;
+}
+
+/* Sleeps until a signal comes or deadline_ns passes, SLICE_MS at most. */
+static void wait_slice(struct run *r, int64_t deadline_ns)
+{
+    struct pollfd p = { .fd = r->sfd, .events = POLLIN };
+    int64_t ms = ms_to(deadline_ns);
+
+    /* EINTR (a stop and continue) only ends the slice early. */
+    poll(&p, 1, (int)(ms < SLICE_MS ? ms : SLICE_MS));
+}
+
+/* Forks a child in a process group of its own, with kvsrun's original
+ * signal mask, that runs argv (PATH searched when argv[0] has no '/').
+ * rank >= 0: a worker, with the job's variables set; rank < 0: the kvsd,
+ * reading nothing from kvsrun's stdin. Returns 0 and *pid, or -errno when
+ * fork failed or the program could not be run (the exec's errno comes
+ * back through a close-on-exec pipe, so the caller can say why). */
+static int spawn(struct run *r, char *const argv[], int rank, pid_t *pid)
+{
+    pid_t parent = getpid(), p;
+    int ep[2], err = 0, rc = 0;
+    ssize_t n;
+
+    if (pipe2(ep, O_CLOEXEC) != 0)
+        return -errno;
+    p = fork();
+    if (p < 0) {
+        rc = -errno;
+        goto out_pipe;
+    }
+    if (p == 0) {
+        char num[16];
+
+        close(ep[0]);
+        setpgid(0, 0);
+        /* Should kvsrun itself be killed (SIGKILL leaves it no say), its
+         * children must not run on without it: kvsd then cleans up, and
+         * the workers end. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(127);
+        if (rank >= 0) {
+            snprintf(num, sizeof num, "%d", rank);
+            if (setenv("KVS_RANK", num, 1) != 0)
+                goto child_fail;
+            snprintf(num, sizeof num, "%d", r->o.nworkers);
+            if (setenv("KVS_NUM_WORKERS", num, 1) != 0 || setenv("KVS_JOB", r->o.job, 1) != 0)
+                goto child_fail;
+            if (r->o.timeout && setenv("KVS_TIMEOUT", r->o.timeout, 1) != 0)
+                goto child_fail;
+        } else {
+            int fd = EINTR_RETRY(open("/dev/null", O_RDONLY));
+
+            if (fd < 0 || dup2(fd, 0) < 0)
+                goto child_fail;
+            if (fd != 0)
+                close(fd);
+        }
+        sigprocmask(SIG_SETMASK, &r->old_mask, NULL);
+        execvp(argv[0], argv);
+    child_fail:
+        err = errno;
+        n = write(ep[1], &err, sizeof err);
+        (void)n;
+        _exit(127);
+    }
+    /* Also here, so that the group exists before kvsrun signals it; EACCES
+     * means the child has already exec'd, after its own setpgid. */
+    setpgid(p, p);
+    close(ep[1]);
+    ep[1] = -1;
+    {
+        struct pollfd pf = { .fd = ep[0], .events = POLLIN };
+        int64_t deadline = kvs__now_ns() + EXEC_NS;
+
+        /* Past the deadline the exec is taken to have happened: the child
+         * is reaped and reported like any other. */
+        while (poll(&pf, 1, (int)ms_to(deadline)) < 0 && errno == EINTR) {
+        }
+        if (pf.revents) {
+            n = EINTR_RETRY(read(ep[0], &err, sizeof err));
+            if (n == (ssize_t)sizeof err)
+                rc = -err;
+        }
+    }
+    *pid = p;
+out_pipe:
+    close(ep[0]);
+    if (ep[1] >= 0)
+        close(ep[1]);
+    return rc;
+}
+
+/* ---- kvsd --------------------------------------------------------------- */
+
+/* 1 when a kvsd listens at the socket: the connection was queued, or its
+ * backlog is full (EAGAIN, which only a live listener gives); 0 when
+ * nobody does. Non-blocking, so a kvsd that does not accept cannot hold
+ * kvsrun up; the connection is closed at once, which kvsd takes as a
+ * client that left before its hello. */
+static int probe(const char *path)
+{
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    int s, rc;
+
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return 0;
+    rc = EINTR_RETRY(connect(s, (const struct sockaddr *)&a, sizeof a));
+    rc = rc == 0 || errno == EAGAIN || errno == EISCONN;
+    close(s);
+    return rc;
+}
+
+static int executable(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+/* The kvsd to start: --kvsd, $KVSD, the kvsd beside kvsrun's executable,
+ * else "kvsd" for execvp to find in PATH. An uninstalled libtool build
+ * runs the real program from .libs/ behind a wrapper script one level up,
+ * and kvsd's may be at either place. */
+static const char *find_kvsd(const struct run *r, char *buf, size_t size)
+{
+    const char *env = getenv("KVSD");
+    char exe[PATH_MAX], *slash;
+    ssize_t n;
+
+    if (r->o.kvsd)
+        return r->o.kvsd;
+    if (env && *env)
+        return env;
+    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        if ((slash = strrchr(exe, '/')) != NULL) {
+            *slash = '\0';
+            snprintf(buf, size, "%s/kvsd", exe);
+            if (executable(buf))
+                return buf;
+            slash = strrchr(exe, '/');
+            if (slash && strcmp(slash + 1, ".libs") == 0) {
+                *slash = '\0';
+                snprintf(buf, size, "%s/kvsd", exe);
+                if (executable(buf))
+                    return buf;
+            }
+        }
+    }
+    return "kvsd";
+}
+
+/* Starts kvsd for the job and waits until its socket accepts. Returns 0,
+ * else kvsrun's exit status (the message written). */
+static int start_kvsd(struct run *r)
+{
+    char buf[PATH_MAX + 16], num[16], what[128];
+    const char *path = find_kvsd(r, buf, sizeof buf);
+    char *argv[] = { (char *)path, "--job", r->o.job, "-n", num, "-q", NULL };
+    int64_t deadline;
+    pid_t pid = 0;
+    int rc, sig;
+
+    snprintf(num, sizeof num, "%d", r->o.nworkers);
+    if ((rc = spawn(r, argv, -1, &pid)) != 0) {
+        fprintf(stderr, "kvsrun: cannot run kvsd '%s': %s\n", path, strerror(-rc));
+        return 1;
+    }
+    r->kvsd = pid;
+    deadline = kvs__now_ns() + KVSD_START_NS;
+    for (;;) {
+        if (probe(r->sock_path))
+            return 0;
+        reap(r);
+        if (r->kvsd_done) {
+            describe(what, sizeof what, r->kvsd_status);
+            fprintf(stderr, "kvsrun: kvsd '%s' %s before it served job '%s'%s\n", path, what,
+                    r->o.job,
+                    WIFEXITED(r->kvsd_status) && WEXITSTATUS(r->kvsd_status) == 3
+                        ? " (another kvsd serves it)" : "");
+            r->kvsd_told = 1;
+            return 1;
+        }
+        if (kvs__now_ns() >= deadline) {
+            fprintf(stderr, "kvsrun: kvsd '%s' (pid %ld) did not listen on %s within %lld s\n",
+                    path, (long)r->kvsd, r->sock_path, KVSD_START_NS / SEC_NS);
+            return 1;
+        }
+        if ((sig = take_signals(r)) != 0)
+            return 128 + sig;
+        {
+            int64_t next = kvs__now_ns() + PROBE_MS * 1000000ll;
+
+            wait_slice(r, next < deadline ? next : deadline);
+        }
+    }
+}
+
+/* Waits until the kvsd is reaped or deadline_ns; a stop signal ends the
+ * wait early when cut_short is set. Returns 1 when it is gone. */
+static int wait_kvsd(struct run *r, int64_t deadline_ns, int cut_short)
+{
+    for (;;) {
+        reap(r);
+        if (r->kvsd_done)
+            return 1;
+        if (take_signals(r) && cut_short)
+            return 0;
+        if (kvs__now_ns() >= deadline_ns)
+            return 0;
+        wait_slice(r, deadline_ns);
+    }
+}
+
+/* kvsd removes its socket and lock itself when it ends cleanly; after a
+ * SIGKILL or a crash they stay. They are removed only under the job's
+ * lock: should another kvsd have taken the job meanwhile, its files are
+ * not kvsrun's to touch. */
+static void remove_job_files(struct run *r)
+{
+    int fd = EINTR_RETRY(open(r->lock_path, O_RDWR | O_CLOEXEC));
+
+    if (fd < 0) {
+        if (errno == ENOENT && !probe(r->sock_path))
+            unlink(r->sock_path);
+        return;
+    }
+    if (EINTR_RETRY(flock(fd, LOCK_EX | LOCK_NB)) == 0) {
+        unlink(r->sock_path);
+        unlink(r->lock_path);
+    }
+    close(fd);
+}
+
+/* Ends the kvsd kvsrun started: its own exit first when the job succeeded
+ * (it leaves once every worker has), else SIGTERM at once, SIGKILL 2 s
+ * later. Returns 0, or 1 when it could not be ended. */
+static int stop_kvsd(struct run *r, int wait_first)
+{
+    char what[128];
+
+    if (!r->kvsd)
+        return 0;
+    if (!r->kvsd_done && wait_first)
+        wait_kvsd(r, kvs__now_ns() + KVSD_LEAVE_NS, 1);
+    if (!r->kvsd_done) {
+        kill(-r->kvsd, SIGTERM);
+        wait_kvsd(r, kvs__now_ns() + KILL_AFTER_NS, 0);
+    }
+    if (!r->kvsd_done) {
+        fprintf(stderr, "kvsrun: kvsd (pid %ld) ignored SIGTERM; killing it\n", (long)r->kvsd);
+        kill(-r->kvsd, SIGKILL);
+        wait_kvsd(r, kvs__now_ns() + GONE_NS, 0);
+    }
+    if (!r->kvsd_done) {
+        fprintf(stderr, "kvsrun: kvsd (pid %ld) did not end after SIGKILL; %s is left\n",
+                (long)r->kvsd, r->sock_path);
+        return 1;
+    }
+    /* A SIGKILL of kvsrun's own has been reported above. */
+    if (!r->kvsd_told && exit_code(r->kvsd_status) != 0
+        && !(WIFSIGNALED(r->kvsd_status) && WTERMSIG(r->kvsd_status) == SIGKILL)) {
+        describe(what, sizeof what, r->kvsd_status);
+        fprintf(stderr, "kvsrun: kvsd (pid %ld) %s\n", (long)r->kvsd, what);
+    }
+    remove_job_files(r);
+    return 0;
+}
+
+/* ---- workers ------------------------------------------------------------ */
+
+/* Returns 0 when every worker was started, else kvsrun's exit status (the
+ * message written): 126/127 when the program cannot be run, as a shell
+ * says, 1 when fork failed. Workers already started are then stopped by
+ * the caller. */
+static int start_workers(struct run *r)
+{
+    for (int i = 0; i < r->o.nworkers; i++) {
+        pid_t pid = 0;
+        int rc = spawn(r, r->o.argv, i, &pid);
+
+        if (rc != 0 && pid == 0) {
+            fprintf(stderr, "kvsrun: cannot start rank %d: %s\n", i, strerror(-rc));
+            return 1;
+        }
+        if (rc != 0) {
+            /* Every rank runs the same program: one failed exec is all. */
+            fprintf(stderr, "kvsrun: cannot run '%s': %s\n", r->o.argv[0], strerror(-rc));
+            return rc == -ENOENT ? 127 : 126;
+        }
+        r->w[i].pid = pid;
+        r->nstarted++;
+        r->nlive++;
+    }
+    return 0;
+}
+
+/* Runs until every started worker is reaped: stop signals are passed on,
+ * a failure or a signal starts the stop (grace, SIGTERM, SIGKILL 2 s
+ * later). Returns 0, or 1 when some worker outlived SIGKILL. */
+static int supervise(struct run *r)
+{
+    for (;;) {
+        int64_t now, next;
+
+        if (take_signals(r) && !r->stopping)
+            begin_stop(r, kvs__now_ns() + r->o.grace_ns);
+        reap(r);
+        if (r->nlive == 0)
+            return 0;
+        now = kvs__now_ns();
+        if (r->term_at && now >= r->term_at) {
+            signal_workers(r, SIGTERM);
+            r->term_at = 0;
+            r->kill_at = now + KILL_AFTER_NS;
+        }
+        if (r->kill_at && now >= r->kill_at) {
+            signal_workers(r, SIGKILL);
+            r->kill_at = 0;
+            r->give_up_at = now + GONE_NS;
+        }
+        if (r->give_up_at && now >= r->give_up_at) {
+            fprintf(stderr, "kvsrun: %d worker(s) did not end after SIGKILL; leaving them\n",
+                    r->nlive);
+            return 1;
+        }
+        next = now + SLICE_MS * 1000000ll;
+        if (r->term_at && r->term_at < next)
+            next = r->term_at;
+        if (r->kill_at && r->kill_at < next)
+            next = r->kill_at;
+        wait_slice(r, next);
+    }
+}
+
+/* 1 when some process is still in a worker's group (EPERM: one that
+ * changed its uid, still there). */
+static int groups_left(const struct run *r)
+{
+    for (int i = 0; i < r->nstarted; i++)
+        if (kill(-r->w[i].pid, 0) == 0 || errno == EPERM)
+            return 1;
+    return 0;
+}
+
+static void signal_groups(const struct run *r, int sig)
+{
+    for (int i = 0; i < r->nstarted; i++)
+        kill(-r->w[i].pid, sig);
+}
+
+/* What a worker left running in its group after it ended (a background
+ * command, a helper) belongs to the job and ends with it: SIGTERM, then
+ * SIGKILL. The groups cannot be another's yet: a process group's id is
+ * not given out again while the group has members. */
+static void sweep(struct run *r)
+{
+    int64_t deadline;
+
+    if (!groups_left(r))
+        return;
+    fprintf(stderr, "kvsrun: the workers left processes behind; stopping them\n");
+    signal_groups(r, SIGTERM);
+    for (int round = 0; round < 2; round++) {
+        deadline = kvs__now_ns() + (round == 0 ? KILL_AFTER_NS : GONE_NS);
+        for (;;) {
+            reap(r);
+            take_signals(r);
+            if (!groups_left(r))
+                return;
+            if (kvs__now_ns() >= deadline)
+                break;
+            wait_slice(r, deadline);
+        }
+        if (round == 0)
+            signal_groups(r, SIGKILL);
+    }
+    fprintf(stderr, "kvsrun: processes of job '%s' outlived SIGKILL\n", r->o.job);
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+/* The stop signals kvsrun takes over; one ignored when kvsrun started (a
+ * background command of a script ignores SIGINT) stays ignored. */
+static int setup_signals(struct run *r)
+{
+    static const int stops[] = { SIGINT, SIGTERM, SIGHUP };
+    sigset_t all;
+
+    sigemptyset(&r->stop_set);
+    for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) {
+        struct sigaction sa;
+
+        if (sigaction(stops[i], NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+            continue;
+        sigaddset(&r->stop_set, stops[i]);
+    }
+    all = r->stop_set;
+    sigaddset(&all, SIGCHLD);
+    if (sigprocmask(SIG_BLOCK, &all, &r->old_mask) != 0)
+        return -errno;
+    r->sfd = signalfd(-1, &all, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (r->sfd < 0) {
+        int rc = -errno;
+
+        sigprocmask(SIG_SETMASK, &r->old_mask, NULL);
+        return rc;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct run r;
+    struct kvs__err e = { 0, "" };
+    struct sockaddr_un a;
+    int rc, status = 1, job_failed = 1;
+
+    r.first_status = -1;
+    r.sfd = -1;
+    if ((rc = parse_options(&r.o, argc, argv)) >= 0)
+        return rc;
+    if (kvs__runtime_dir(r.dir, sizeof r.dir, &e) != 0) {
+        fprintf(stderr, "kvsrun: %s\n", e.msg);
+        return 1;
+    }
+    snprintf(r.sock_path, sizeof r.sock_path, "%s/%s.sock", r.dir, r.o.job);
+    snprintf(r.lock_path, sizeof r.lock_path, "%s/%s.lock", r.dir, r.o.job);
+    if (strlen(r.sock_path) >= sizeof a.sun_path) {
+        fprintf(stderr, "kvsrun: socket path %s is longer than a Unix socket's %zu bytes\n",
+                r.sock_path, sizeof a.sun_path - 1);
+        return 1;
+    }
+    r.w = calloc((size_t)r.o.nworkers, sizeof *r.w);
+    if (!r.w) {
+        fprintf(stderr, "kvsrun: out of memory\n");
+        return 1;
+    }
+    if ((rc = setup_signals(&r)) != 0) {
+        fprintf(stderr, "kvsrun: cannot take over signals: %s\n", strerror(-rc));
+        goto out_free;
+    }
+    /* Orphans of the workers come to kvsrun rather than to init, so that
+     * they are reaped here and their groups empty while kvsrun watches. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+    if (!probe(r.sock_path) && (rc = start_kvsd(&r)) != 0) {
+        status = rc;
+        goto out_kvsd;
+    }
+    if ((rc = start_workers(&r)) != 0) {
+        status = rc;
+        begin_stop(&r, kvs__now_ns());
+        supervise(&r);
+        sweep(&r);
+        goto out_kvsd;
+    }
+    rc = supervise(&r);
+    sweep(&r);
+    status = r.first_status >= 0 ? r.first_status : rc;
+    job_failed = r.stopping || rc != 0;
+
+out_kvsd:
+    if (stop_kvsd(&r, !job_failed) != 0 && status == 0)
+        status = 1;
+    close(r.sfd);
+    sigprocmask(SIG_SETMASK, &r.old_mask, NULL);
+out_free:
+    free(r.w);
+    return status;
+}
