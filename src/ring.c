@@ -97,20 +97,23 @@ uint32_t kvs__bell_seq(struct kvs__bell *b)
 
 /*
  * Why no wake-up can be lost. The ringer does  seq++ ; read sleepers  and
- * the waiter does  sleepers++ ; read seq ; FUTEX_WAIT(seq == seen), all four
- * seq_cst, so they fall in one total order that keeps each thread's program
- * order. If the ringer's read of sleepers comes before the waiter's
- * increment, then the ringer's seq++ comes before the waiter's read of seq,
- * which therefore sees the new value and the waiter does not sleep. If it
- * comes after, the ringer sees sleepers > 0 and calls FUTEX_WAKE; the
- * kernel compares seq with seen under the futex bucket lock before queueing
- * the waiter, so a wake that arrives before the waiter is queued makes
- * FUTEX_WAIT return EAGAIN instead of sleeping. With acquire/release alone
- * both reads could see the old values (a store-load reordering, which x86
- * does) and the waiter would sleep through the ring.
+ * the waiter does  sleepers++ ; read seq ; FUTEX_WAIT(seq == seen). The
+ * four memory operations are seq_cst, so they fall in one total order that
+ * keeps each thread's program order. If the ringer's read of sleepers comes
+ * before the waiter's increment, then the ringer's seq++ comes before the
+ * waiter's read of seq, which therefore sees the new value: the waiter does
+ * not sleep. If it comes after, the ringer sees sleepers > 0 and calls
+ * FUTEX_WAKE; the kernel compares seq with seen under the futex bucket lock
+ * before queueing the waiter, so a wake that comes before the waiter is
+ * queued makes FUTEX_WAIT return EAGAIN instead of sleeping. With release
+ * and acquire alone, each side's read could be ordered before its own write
+ * (C11 allows it, and so do weakly ordered CPUs; x86's locked add happens
+ * not to), both would see the old values, and the waiter would sleep
+ * through the ring.
  *
  * The seq++ is also a release: data published before kvs__bell_ring (a
- * ring's tail) is visible to a waiter that has seen seq move.
+ * ring's tail) is visible to a waiter that has seen seq move. The one thing
+ * this cannot see is exactly 2^32 rings between taking seen and waiting.
  */
 void kvs__bell_ring(struct kvs__bell *b)
 {

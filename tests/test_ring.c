@@ -3,9 +3,11 @@
  * draining and wrapping (the free-running counters across 2^32 too),
  * indexes corrupted by the other side (-EPROTO, never an access out of
  * bounds: the rings live in exactly-sized heap blocks that ASan watches),
- * the doorbells' timeouts, signals and wake-ups, and a million sequenced
- * entries through an 8-slot ring between two threads and between two
- * processes, each side sleeping on a bell when the ring is full or empty.
+ * the doorbells' timeouts, signals and wake-ups (rings raced against
+ * waiters on their way to sleep, to catch a lost one), and a million
+ * sequenced entries through an 8-slot ring between two threads and between
+ * two processes, each side sleeping on a bell when the ring is full or
+ * empty.
  * Meant to run under -fsanitize=thread as well, the fork test included:
  * every thread has been joined by the time it forks.
  *
@@ -48,7 +50,7 @@
 #define STREAM_ENTRIES 8u
 #define SLOT      16u                  /* two uint64_t: the number and a check word */
 #define SPIN_NS   (50 * US)            /* about one cross-core futex wake-up */
-/* How long one wait of a stream may take before it counts as a lost
+/* How long one wait for a ring may take before it counts as a lost
  * wake-up. Per wait, not per stream: on a box with more runnable processes
  * than cores a stream can take many seconds without anything being wrong. */
 #define WAIT_LIMIT (5 * SEC)
@@ -448,6 +450,17 @@ static int64_t elapsed_since(int64_t t0)
     return kvs__now_ns() - t0;
 }
 
+/* A wait that only a ring may end. A lost wake-up does not make
+ * kvs__bell_wait fail: by its deadline the sequence has long moved, so it
+ * returns 0; a wait that lasted until its deadline is the sign. */
+static int wait_rung(struct kvs__bell *b, uint32_t seen, int64_t spin_ns)
+{
+    int64_t deadline = kvs__now_ns() + WAIT_LIMIT;
+    int rc = kvs__bell_wait(b, seen, deadline, spin_ns);
+
+    return rc == 0 && kvs__now_ns() >= deadline ? -ETIMEDOUT : rc;
+}
+
 static void test_now_ns(void **state)
 {
     struct timespec ts;
@@ -596,6 +609,67 @@ static void test_bell_wakes_threads(void **state)
     }
 }
 
+/* A ring that lands while the waiter is on its way to sleep: the waiter
+ * publishes that it has taken the sequence, and the ringer rings at once,
+ * so the two race through sleepers and seq round after round. A lost
+ * wake-up leaves the waiter asleep until its deadline. (A bell_ring that
+ * reads sleepers before it bumps seq fails here once anything, even a
+ * microsecond's delay, comes between the two.) */
+#define RACE_ROUNDS 20000
+
+struct racer {
+    struct kvs__bell bell;
+    _Atomic uint32_t ready;            /* rounds whose sequence the waiter took */
+    int rc;                            /* 0, or 1 + the round that timed out */
+};
+
+static void *race_waiter(void *arg)
+{
+    struct racer *x = arg;
+
+    for (uint32_t i = 0; i < RACE_ROUNDS; i++) {
+        uint32_t seen = kvs__bell_seq(&x->bell);
+
+        atomic_store(&x->ready, i + 1);
+        /* A varying head start for the ringer, so that its read of sleepers
+         * falls before, inside and after this side's way into the wait. */
+        for (volatile uint32_t k = 0; k < (i * 7919u) % 4096; k++)
+            ;
+        if (wait_rung(&x->bell, seen, 0) != 0) {
+            x->rc = (int)i + 1;
+            atomic_store(&x->ready, UINT32_MAX);
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+static void test_bell_race(void **state)
+{
+    struct racer x;
+    pthread_t tid;
+    (void)state;
+
+    memset(&x, 0, sizeof x);
+    assert_int_equal(pthread_create(&tid, NULL, race_waiter, &x), 0);
+    for (uint32_t i = 0; i < RACE_ROUNDS; i++) {
+        uint32_t r;
+
+        /* Yielding only now and then: a sched_yield on every pass would
+         * make this side too slow to ring inside the waiter's window. */
+        for (uint32_t k = 1; (r = atomic_load(&x.ready)) < i + 1; k++)
+            if (k % 256 == 0)
+                sched_yield();
+        if (r == UINT32_MAX)
+            break;
+        kvs__bell_ring(&x.bell);
+    }
+    assert_int_equal(pthread_join(tid, NULL), 0);
+    assert_int_equal(x.rc, 0);
+    assert_int_equal(atomic_load(&x.bell.seq), RACE_ROUNDS);
+    assert_int_equal(atomic_load(&x.bell.sleepers), 0);
+}
+
 static void on_signal(int sig)
 {
     (void)sig;
@@ -660,7 +734,7 @@ static int64_t produce(struct kvs__ring *r, struct bells *b, uint64_t n)
                 break;
             if (err != 0)
                 return err;
-            if (kvs__bell_wait(&b->space, seen, kvs__now_ns() + WAIT_LIMIT, SPIN_NS) != 0)
+            if (wait_rung(&b->space, seen, SPIN_NS) != 0)
                 return -ETIMEDOUT;
         }
         s[0] = i;
@@ -687,7 +761,7 @@ static int64_t consume(struct kvs__ring *r, struct bells *b, uint64_t n)
                 break;
             if (err != 0)
                 return err;
-            if (kvs__bell_wait(&b->data, seen, kvs__now_ns() + WAIT_LIMIT, SPIN_NS) != 0)
+            if (wait_rung(&b->data, seen, SPIN_NS) != 0)
                 return -ETIMEDOUT;
         }
         if (s[0] != i || s[1] != check_word(i))
@@ -776,7 +850,7 @@ static int child_main(struct shared *sh, void *ring_mem_p)
     /* 2: ping-pong, both sides sleeping in the futex every time. */
     seen = 0;
     for (int i = 0; i < PINGS; i++) {
-        if (kvs__bell_wait(&sh->ping.space, seen, kvs__now_ns() + WAIT_LIMIT, 0) != 0)
+        if (wait_rung(&sh->ping.space, seen, 0) != 0)
             return 12;
         seen = kvs__bell_seq(&sh->ping.space);
         kvs__bell_ring(&sh->ping.data);
@@ -824,7 +898,7 @@ static void test_stream_processes(void **state)
     for (int i = 0; i < PINGS && rc == 0; i++) {
         seen = kvs__bell_seq(&sh->ping.data);
         kvs__bell_ring(&sh->ping.space);
-        rc = kvs__bell_wait(&sh->ping.data, seen, kvs__now_ns() + WAIT_LIMIT, 0);
+        rc = wait_rung(&sh->ping.data, seen, 0);
     }
     if (rc != 0)
         kill(pid, SIGKILL);
@@ -861,6 +935,7 @@ int main(void)
         cmocka_unit_test(test_bell_no_sleep),
         cmocka_unit_test(test_bell_already_moved),
         cmocka_unit_test(test_bell_wakes_threads),
+        cmocka_unit_test(test_bell_race),
         cmocka_unit_test(test_bell_signals),
         cmocka_unit_test(test_stream_threads),
         cmocka_unit_test(test_stream_processes),
