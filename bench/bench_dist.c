@@ -25,19 +25,16 @@
 #define _POSIX_C_SOURCE 200809L        /* clock_gettime, posix_memalign */
 #endif
 
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kvs.h"
+#include "bench.h"
 
-#define MIN_SIZE    ((size_t)4 << 10)           /* 4 KiB */
 #define DEFAULT_MAX ((size_t)64 << 20)          /* 64 MiB */
-#define LIMIT_MAX   ((size_t)1 << 30)           /* refuse more than 1 GiB */
 #define MIN_REPS    5
 #define MAX_REPS    100000
 #define WARMUP_REPS 3
@@ -54,6 +51,7 @@ struct opts {
 static kvs_t *kv;
 static int rank, nw;
 static double slots[MAX_WORKERS];      /* one value per worker, see exchange() */
+static char who[32];                   /* "bench_dist rank 3", once the rank is known */
 
 /* Rank 0 speaks for the job before the store exists: printing usage or an
  * argument error once, not once per worker. */
@@ -87,76 +85,10 @@ static void arg_error(const char *prog, const char *fmt, const char *arg)
     exit(2);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* "64M", "1048576", "16KiB": a whole number of bytes with an optional
- * binary suffix. Returns 0, or -1 for anything else or an overflow. */
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    unsigned long long v;
-    unsigned shift = 0;
-
-    if (s == NULL || *s < '0' || *s > '9')
-        return -1;                     /* strtoull would take "-1" and " 1" */
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno != 0 || end == s)
-        return -1;
-    if (*end != '\0') {
-        switch (*end++) {
-        case 'K': case 'k': shift = 10; break;
-        case 'M': case 'm': shift = 20; break;
-        case 'G': case 'g': shift = 30; break;
-        default: return -1;
-        }
-        if (strcmp(end, "") != 0 && strcmp(end, "iB") != 0 && strcmp(end, "B") != 0)
-            return -1;
-    }
-    if (v > (unsigned long long)SIZE_MAX >> shift)
-        return -1;
-    *out = (size_t)v << shift;
-    return 0;
-}
-
-static int parse_seconds(const char *s, double *out)
-{
-    char *end;
-    double v;
-
-    if (s == NULL || *s == '\0')
-        return -1;
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !(v > 0.0) || v > 600.0)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* Accepts "--name value" and "--name=value". Returns the value, or NULL
- * when arg is not this option; *i moves past a separate value. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name)
-{
-    size_t len = strlen(name);
-    const char *arg = argv[*i];
-
-    if (strncmp(arg, name, len) != 0 || (arg[len] != '=' && arg[len] != '\0'))
-        return NULL;
-    if (arg[len] == '=')
-        return arg + len + 1;
-    if (*i + 1 >= argc)
-        arg_error(argv[0], "%s needs a value", name);
-    return argv[++*i];
-}
-
 static void parse_args(int argc, char **argv, struct opts *o)
 {
+    int speak = is_rank0_env();
+
     o->max_size = DEFAULT_MAX;
     o->seconds = 0.5;
 
@@ -164,40 +96,19 @@ static void parse_args(int argc, char **argv, struct opts *o)
         const char *v;
 
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            if (is_rank0_env())
+            if (speak)
                 usage(stdout, argv[0]);
             exit(0);
-        } else if ((v = opt_value(argc, argv, &i, "--max-size")) != NULL) {
-            if (parse_size(v, &o->max_size) != 0 || o->max_size < MIN_SIZE ||
-                o->max_size > LIMIT_MAX)
+        } else if ((v = opt_value(argc, argv, &i, "--max-size", speak)) != NULL) {
+            if (parse_max_size(v, &o->max_size) != 0)
                 arg_error(argv[0], "--max-size '%s': want bytes in 4K..1G", v);
-        } else if ((v = opt_value(argc, argv, &i, "--seconds")) != NULL) {
+        } else if ((v = opt_value(argc, argv, &i, "--seconds", speak)) != NULL) {
             if (parse_seconds(v, &o->seconds) != 0)
                 arg_error(argv[0], "--seconds '%s': want a number in (0, 600]", v);
         } else {
             arg_error(argv[0], "unknown argument '%s' (see --help)", argv[i]);
         }
     }
-}
-
-static void check_kvs(int rc, const char *what)
-{
-    if (rc != 0) {
-        fprintf(stderr, "bench_dist rank %d: %s failed: %s (%s): %s\n", rank, what,
-                kvs_err_name(rc), kvs_strerror(rc), kvs_last_error(kv));
-        exit(1);
-    }
-}
-
-static void *xalloc(size_t bytes)
-{
-    void *p = NULL;
-
-    if (posix_memalign(&p, 64, bytes) != 0) {
-        fprintf(stderr, "bench_dist rank %d: cannot allocate %zu bytes\n", rank, bytes);
-        exit(1);
-    }
-    return p;
 }
 
 /* Key 0 holds one float64 per worker. Each worker fills its own slot,
@@ -208,7 +119,7 @@ static void exchange(void)
     kvs_key_t k = KVS_INT_KEY(0);
     kvs_array_t a = { .data = slots, .dtype = KVS_FLOAT64, .ndim = 1, .shape = { nw } };
 
-    check_kvs(kvs_pushpull(kv, 1, &k, &a, NULL, 0), "exchange (kvs_pushpull of key 0)");
+    check_kvs(kvs_pushpull(kv, 1, &k, &a, NULL, 0), kv, "exchange (kvs_pushpull of key 0)");
 }
 
 static double broadcast(double v)
@@ -264,18 +175,6 @@ static void verify(const float *out, size_t n, long round, size_t bytes, int mod
     }
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static double median(double *v, long n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 struct result {
     long reps[NMODES];
     double us[NMODES];                 /* median round, the slowest worker's */
@@ -307,7 +206,7 @@ static double one_round(kvs_key_t key, float *val, float *out, size_t n, size_t 
     oa.data = out;
     fill(val, n, round);
     memset(out, 0xff, bytes);          /* NaN: a round that writes nothing fails */
-    check_kvs(kvs_barrier(kv), "kvs_barrier");
+    check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
     t0 = now_s();
     if (mode == PUSHPULL) {
         rc = kvs_pushpull(kv, 1, &key, &va, &oa, 0);
@@ -317,7 +216,7 @@ static double one_round(kvs_key_t key, float *val, float *out, size_t n, size_t 
             rc = kvs_pull(kv, 1, &key, &oa, 0);
     }
     t1 = now_s();
-    check_kvs(rc, mode_name[mode]);
+    check_kvs(rc, kv, mode_name[mode]);
     verify(out, n, round, bytes, mode);
     return t1 - t0;
 }
@@ -328,15 +227,11 @@ static void run_size(const struct opts *o, int index, size_t bytes, struct resul
     kvs_key_t key = KVS_INT_KEY(1 + index);           /* a key per size */
     float *val = xalloc(bytes), *out = xalloc(bytes);
     kvs_array_t init = { .data = val, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { (int64_t)n } };
-    double *t = malloc(MAX_REPS * sizeof *t);
+    double *t = alloc_times(MAX_REPS);
     long round = 0;
 
-    if (t == NULL) {
-        fprintf(stderr, "bench_dist rank %d: out of memory\n", rank);
-        exit(1);
-    }
     memset(val, 0, bytes);
-    check_kvs(kvs_init(kv, 1, &key, &init), "kvs_init");
+    check_kvs(kvs_init(kv, 1, &key, &init), kv, "kvs_init");
     for (int mode = 0; mode < NMODES; mode++) {
         long reps = 0, more;
         double start;
@@ -360,25 +255,18 @@ static void run_size(const struct opts *o, int index, size_t bytes, struct resul
     free(out);
 }
 
-static void size_label(char *buf, size_t len, size_t bytes)
-{
-    if (bytes >= ((size_t)1 << 30) && bytes % ((size_t)1 << 30) == 0)
-        snprintf(buf, len, "%zu GiB", bytes >> 30);
-    else if (bytes >= ((size_t)1 << 20) && bytes % ((size_t)1 << 20) == 0)
-        snprintf(buf, len, "%zu MiB", bytes >> 20);
-    else
-        snprintf(buf, len, "%zu KiB", bytes >> 10);
-}
-
 int main(int argc, char **argv)
 {
     struct opts o;
     kvs_key_t k0 = KVS_INT_KEY(0);
     kvs_array_t a0;
 
+    bench_who = "bench_dist rank 0";    /* until the store says otherwise */
     parse_args(argc, argv, &o);
-    check_kvs(kvs_create("dist_sync", &kv), "kvs_create(\"dist_sync\")");
+    check_kvs(kvs_create("dist_sync", &kv), kv, "kvs_create(\"dist_sync\")");
     rank = kvs_rank(kv);
+    snprintf(who, sizeof who, "bench_dist rank %d", rank);
+    bench_who = who;
     nw = kvs_num_workers(kv);
     if (nw > MAX_WORKERS) {
         fprintf(stderr, "bench_dist: %d workers; at most %d\n", nw, MAX_WORKERS);
@@ -386,7 +274,7 @@ int main(int argc, char **argv)
     }
     memset(slots, 0, sizeof slots);
     a0 = (kvs_array_t){ .data = slots, .dtype = KVS_FLOAT64, .ndim = 1, .shape = { nw } };
-    check_kvs(kvs_init(kv, 1, &k0, &a0), "kvs_init of key 0");
+    check_kvs(kvs_init(kv, 1, &k0, &a0), kv, "kvs_init of key 0");
     /* Every worker runs rank 0's sizes, whatever its own arguments. */
     o.max_size = (size_t)broadcast((double)o.max_size);
 
@@ -403,12 +291,12 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
-    for (size_t bytes = MIN_SIZE, i = 0; bytes <= o.max_size; bytes *= 4, i++) {
+    for (size_t bytes = BENCH_MIN_SIZE, i = 0; bytes <= o.max_size; bytes *= 4, i++) {
         struct result r;
         char label[32];
 
         run_size(&o, (int)i, bytes, &r);
-        check_kvs(kvs_barrier(kv), "kvs_barrier");
+        check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
         if (rank == 0) {
             size_label(label, sizeof label, bytes);
             printf("%-8s", label);

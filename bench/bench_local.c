@@ -14,19 +14,16 @@
 #endif
 
 #include <errno.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kvs.h"
+#include "bench.h"
 
-#define MIN_SIZE      ((size_t)4 << 10)          /* 4 KiB */
 #define DEFAULT_MAX   ((size_t)64 << 20)         /* 64 MiB */
-#define LIMIT_MAX     ((size_t)1 << 30)          /* refuse more than 1 GiB per buffer */
 #define GOAL_SIZE     ((size_t)1 << 20)          /* the goal applies from 1 MiB up */
 #define GOAL_RATIO    0.8
 #define MIN_REPS      5
@@ -59,59 +56,6 @@ static void usage(FILE *f, const char *prog)
             prog, MIN_REPS);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* "64M", "1048576", "16KiB": a whole number of bytes with an optional
- * binary suffix. Returns 0, or -1 for anything else or an overflow. */
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    unsigned long long v;
-    unsigned shift = 0;
-
-    if (s == NULL || *s < '0' || *s > '9')
-        return -1;                     /* strtoull would accept "-1" and " 1" */
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno != 0 || end == s)
-        return -1;
-    if (*end != '\0') {
-        switch (*end) {
-        case 'K': case 'k': shift = 10; break;
-        case 'M': case 'm': shift = 20; break;
-        case 'G': case 'g': shift = 30; break;
-        default: return -1;
-        }
-        end++;
-        if (strcmp(end, "") != 0 && strcmp(end, "iB") != 0 && strcmp(end, "B") != 0)
-            return -1;
-    }
-    if (v > (unsigned long long)SIZE_MAX >> shift)
-        return -1;
-    *out = (size_t)v << shift;
-    return 0;
-}
-
-static int parse_double(const char *s, double *out)
-{
-    char *end;
-    double v;
-
-    if (s == NULL || *s == '\0')
-        return -1;
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !isfinite(v))
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static int parse_int(const char *s, long lo, long hi, int *out)
 {
     char *end;
@@ -127,27 +71,6 @@ static int parse_int(const char *s, long lo, long hi, int *out)
     return 0;
 }
 
-/* Accepts "--name value" and "--name=value". Returns the value, or NULL
- * when arg is not this option; *i moves past a separate value. Exits on a
- * missing value. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name)
-{
-    size_t len = strlen(name);
-    const char *arg = argv[*i];
-
-    if (strncmp(arg, name, len) != 0)
-        return NULL;
-    if (arg[len] == '=')
-        return arg + len + 1;
-    if (arg[len] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "%s: %s needs a value\n", argv[0], name);
-        exit(2);
-    }
-    return argv[++*i];
-}
-
 static void parse_args(int argc, char **argv, struct opts *o)
 {
     o->max_size = DEFAULT_MAX;
@@ -160,19 +83,17 @@ static void parse_args(int argc, char **argv, struct opts *o)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout, argv[0]);
             exit(0);
-        } else if ((v = opt_value(argc, argv, &i, "--max-size")) != NULL) {
-            if (parse_size(v, &o->max_size) != 0 || o->max_size < MIN_SIZE ||
-                o->max_size > LIMIT_MAX) {
+        } else if ((v = opt_value(argc, argv, &i, "--max-size", 1)) != NULL) {
+            if (parse_max_size(v, &o->max_size) != 0) {
                 fprintf(stderr, "%s: --max-size '%s': want bytes in 4K..1G\n", argv[0], v);
                 exit(2);
             }
-        } else if ((v = opt_value(argc, argv, &i, "--seconds")) != NULL) {
-            if (parse_double(v, &o->seconds) != 0 || !(o->seconds > 0.0) ||
-                o->seconds > 600.0) {
+        } else if ((v = opt_value(argc, argv, &i, "--seconds", 1)) != NULL) {
+            if (parse_seconds(v, &o->seconds) != 0) {
                 fprintf(stderr, "%s: --seconds '%s': want a number in (0, 600]\n", argv[0], v);
                 exit(2);
             }
-        } else if ((v = opt_value(argc, argv, &i, "--threads")) != NULL) {
+        } else if ((v = opt_value(argc, argv, &i, "--threads", 1)) != NULL) {
             if (parse_int(v, 0, 64, &o->threads) != 0) {
                 fprintf(stderr, "%s: --threads '%s': want an integer in 0..64\n", argv[0], v);
                 exit(2);
@@ -183,25 +104,6 @@ static void parse_args(int argc, char **argv, struct opts *o)
             exit(2);
         }
     }
-}
-
-static void check_kvs(int rc, const kvs_t *kv, const char *what)
-{
-    if (rc != 0) {
-        fprintf(stderr, "bench_local: %s failed: %s (%s): %s\n", what, kvs_err_name(rc),
-                kvs_strerror(rc), kvs_last_error(kv));
-        exit(1);
-    }
-}
-
-static void *xalloc(size_t bytes)
-{
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes) != 0) {
-        fprintf(stderr, "bench_local: cannot allocate %zu bytes\n", bytes);
-        exit(1);
-    }
-    return p;
 }
 
 /* The plain C side: the same sum and copy a push/pull round does, on one
@@ -234,28 +136,6 @@ static void verify(const float *out, const float *want, size_t n, const char *wh
             abort();
         }
     }
-}
-
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static double median(double *v, long n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static void size_label(char *buf, size_t len, size_t bytes)
-{
-    if (bytes >= ((size_t)1 << 30) && bytes % ((size_t)1 << 30) == 0)
-        snprintf(buf, len, "%zu GiB", bytes >> 30);
-    else if (bytes >= ((size_t)1 << 20) && bytes % ((size_t)1 << 20) == 0)
-        snprintf(buf, len, "%zu MiB", bytes >> 20);
-    else
-        snprintf(buf, len, "%zu KiB", bytes >> 10);
 }
 
 struct result {
@@ -296,12 +176,8 @@ static void run_size(const struct opts *o, size_t bytes, struct result *r)
     stored = xalloc(bytes);
     plain_out = xalloc(bytes);
     kvs_out = xalloc(bytes);
-    kt = malloc(MAX_REPS * sizeof *kt);
-    pt = malloc(MAX_REPS * sizeof *pt);
-    if (kt == NULL || pt == NULL) {
-        fprintf(stderr, "bench_local: out of memory\n");
-        exit(1);
-    }
+    kt = alloc_times(MAX_REPS);
+    pt = alloc_times(MAX_REPS);
 
     for (size_t i = 0; i < n; i++) {
         src[0][i] = (float)(i % 97);
@@ -382,6 +258,7 @@ int main(int argc, char **argv)
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     kvs_t *probe;
 
+    bench_who = "bench_local";
     parse_args(argc, argv, &o);
 
     probe = open_store(&o, &threads_used);
@@ -402,7 +279,7 @@ int main(int argc, char **argv)
            "kvs_GB/s", "plain_GB/s", "ratio", "goal");
     fflush(stdout);
 
-    for (size_t bytes = MIN_SIZE; bytes <= o.max_size && nres < 16; bytes *= 4) {
+    for (size_t bytes = BENCH_MIN_SIZE; bytes <= o.max_size && nres < 16; bytes *= 4) {
         struct result *r = &res[nres++];
         char label[32];
         double kvs_gbs, plain_gbs, ratio;

@@ -10,6 +10,12 @@
  * the engine, and posts completions; it sleeps on the daemon's doorbell,
  * which workers and the socket thread ring.
  *
+ * kvsctl connects to the same socket and sends a control request instead
+ * of a hello. The socket thread checks it and queues the connection; the
+ * serve thread, which alone owns the engine and the job's state, writes
+ * the answer, sends it with a short deadline and closes the connection.
+ * The socket thread never looks at the engine, the rounds or the counters.
+ *
  * kvsd trusts nothing a worker wrote: every request slot is decoded and
  * checked (proto.c), ring indices are checked (ring.c); a worker whose ring
  * or request is bad is evicted, and the others go on. Nothing here waits
@@ -19,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -42,6 +49,9 @@
 #define HANDSHAKE_NS    (2 * 1000000000ll)
 #define SERVE_SLICE_NS  (100 * 1000000ll)
 #define SPIN_NS         (20 * 1000ll)
+#define CTL_QUEUE_MAX   16             /* control connections waiting for the serve thread */
+#define CTL_SEND_NS     (50 * 1000000ll)   /* the serve thread's wait to send one answer */
+#define CTL_TAIL_ROOM   80             /* room kept in a listing for "... N more" */
 
 /* ---- options ---------------------------------------------------------- */
 
@@ -112,6 +122,25 @@ struct coll {
     struct coll *next;
 };
 
+/* A control connection, checked by the socket thread, waiting for its
+ * answer from the serve thread. */
+struct ctl_conn {
+    int fd;
+    uint8_t command;                   /* enum kvs__ctl_command */
+    pid_t pid;                         /* kvsctl's, for messages */
+};
+
+/* What kvsd has done, for kvsctl stats. Serve thread only. */
+struct stats {
+    uint64_t rounds;                   /* sync rounds closed, over every key */
+    uint64_t pushes, pulls;            /* push and pull requests that succeeded */
+    uint64_t bytes_pushed;             /* their data: each request's, as the worker sent it */
+    uint64_t bytes_pulled;             /* the values the pulls were answered with */
+    uint64_t collectives;              /* inits of a key, barriers, set_optimizer: finished */
+    uint64_t waits;                    /* sleeps of the serve loop on its doorbell */
+    uint64_t failed;                   /* requests completed with an error */
+};
+
 struct daemon {
     struct options o;
     char dir[PATH_MAX], sock_path[PATH_MAX + 80], lock_path[PATH_MAX + 80];
@@ -136,6 +165,12 @@ struct daemon {
     struct req *pending;               /* sorted: priority high first, then arrival */
     struct coll *colls;
     uint64_t order;
+    struct stats st;
+
+    pthread_mutex_t ctl_lock;          /* ctlq between the socket and serve threads */
+    struct ctl_conn ctlq[CTL_QUEUE_MAX];
+    int nctl;
+    struct kvs__ctl_reply reply;       /* the serve thread's answer being written */
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -252,6 +287,12 @@ static void complete(struct daemon *d, struct req *r, int status, const char *ms
 {
     struct kvs__cqe c = { .seq = r->s.seq, .status = status };
 
+    if (status != 0) {
+        d->st.failed++;
+    } else if (r->s.op == KVS__OP_PUSH) {
+        d->st.pushes++;
+        d->st.bytes_pushed += r->s.data_len;
+    }
     if (status && msg)
         snprintf(c.msg, sizeof c.msg, "%s", msg);
     post(d, r->w, &c);
@@ -278,6 +319,24 @@ static int expected(const struct daemon *d)
 static void fail_job(struct daemon *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Fails every waiting request: those in rounds and pulls, and those in
+ * collectives. */
+static void fail_waiting(struct daemon *d, int status, const char *msg)
+{
+    complete_list(d, d->pending, status, msg);
+    d->pending = NULL;
+    while (d->colls) {
+        struct coll *c = d->colls;
+
+        d->colls = c->next;
+        complete_list(d, c->reqs, status, msg);
+        free(c->arrived);
+        free((char *)c->key.name);
+        free(c->spec);
+        free(c);
+    }
+}
+
 /* A worker died: every waiting request and every later one fails. */
 static void fail_job(struct daemon *d, const char *fmt, ...)
 {
@@ -290,18 +349,7 @@ static void fail_job(struct daemon *d, const char *fmt, ...)
         d->failed = 1;
         say(d, "%s", d->fail_msg);
     }
-    complete_list(d, d->pending, KVS_EPEERDEAD, d->fail_msg);
-    d->pending = NULL;
-    while (d->colls) {
-        struct coll *c = d->colls;
-
-        d->colls = c->next;
-        complete_list(d, c->reqs, KVS_EPEERDEAD, d->fail_msg);
-        free(c->arrived);
-        free((char *)c->key.name);
-        free(c->spec);
-        free(c);
-    }
+    fail_waiting(d, KVS_EPEERDEAD, d->fail_msg);
 }
 
 static void worker_release(struct daemon *d, struct worker *w)
@@ -407,6 +455,7 @@ static int close_round(struct daemon *d, const struct kvs__sqe *s, struct round 
         return 0;
     status = apply(d, s, rd->accum, &e);
     rd->done++;
+    d->st.rounds++;
     rd->ncontrib = 0;
     memset(rd->contrib, 0, (size_t)d->nworkers);
     /* The pushes of this round wait in pending: finish them now. */
@@ -457,6 +506,8 @@ static int serve_pending(struct daemon *d)
                                       .value_len = info.bytes, .round = rd ? rd->done : 0 };
                 post(d, r->w, &c);
                 free(r);
+                d->st.pulls++;
+                d->st.bytes_pulled += info.bytes;
             }
             progress = 1;
             continue;
@@ -550,6 +601,7 @@ static void coll_finish(struct daemon *d, struct coll *c)
     while (*p != c)
         p = &(*p)->next;
     *p = c->next;
+    d->st.collectives++;
     complete_list(d, c->reqs, c->status, c->msg);
     free(c->arrived);
     free((char *)c->key.name);
@@ -751,6 +803,313 @@ static int drain(struct daemon *d, int wi)
     return progress;
 }
 
+/* ---- control: kvsctl's requests --------------------------------------- */
+
+/* An answer being written into a reply's text. A piece that does not fit
+ * is left out whole and marks the text full: an answer is cut between
+ * lines, never inside one. */
+struct text {
+    char *buf;
+    size_t len, cap;
+    int full;
+};
+
+static void text_raw(struct text *t, const char *s, size_t n)
+{
+    if (t->full || n > t->cap - t->len) {
+        t->full = 1;
+        return;
+    }
+    memcpy(t->buf + t->len, s, n);
+    t->len += n;
+}
+
+static void text_add(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void text_add(struct text *t, const char *fmt, ...)
+{
+    char line[1024], safe[4 * sizeof line];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    text_raw(t, safe,
+             kvs__ctl_text_escape(safe, sizeof safe, line, strnlen(line, sizeof line), 0));
+}
+
+/* 7, or "name" quoted and escaped. */
+static void key_text(char *buf, size_t size, kvs_key_t key)
+{
+    size_t n;
+
+    if (!key.name) {
+        snprintf(buf, size, "%" PRId64, key.id);
+        return;
+    }
+    buf[0] = '"';
+    n = 1 + kvs__ctl_text_escape(buf + 1, size - 2, key.name, strlen(key.name), 1);
+    buf[n++] = '"';
+    buf[n] = '\0';
+}
+
+/* As Python writes a shape: (), (4,), (2,3). */
+static void shape_text(char *buf, size_t size, int ndim, const int64_t *shape)
+{
+    size_t o = (size_t)snprintf(buf, size, "(");
+
+    for (int i = 0; i < ndim && o < size; i++)
+        o += (size_t)snprintf(buf + o, size - o, "%s%" PRId64, i ? "," : "", shape[i]);
+    if (o < size)
+        snprintf(buf + o, size - o, "%s)", ndim == 1 ? "," : "");
+}
+
+static void ctl_status(struct daemon *d, struct text *t)
+{
+    const char *spec = kvs__engine_optimizer(d->eng);
+    int nworkers, sync, live = 0, dead = 0;
+
+    /* The socket thread sets both from the first hello. */
+    pthread_mutex_lock(&d->lock);
+    nworkers = d->nworkers;
+    sync = d->sync;
+    pthread_mutex_unlock(&d->lock);
+    for (int i = 0; i < MAX_WORKERS; i++) {
+        int st = atomic_load(&d->workers[i].state);
+
+        live += st == W_LIVE;
+        dead += st == W_DEAD;
+    }
+    text_add(t, "job: %s\n", d->o.job);
+    text_add(t, "kvsd pid: %ld\n", (long)getpid());
+    text_add(t, "mode: %s\n", sync < 0 ? "unknown yet" : sync ? "sync" : "async");
+    if (nworkers > 0)
+        text_add(t, "workers: %d expected, %d connected, %d left, %d dead\n", nworkers, live,
+                 d->left, dead);
+    else
+        text_add(t, "workers: unknown yet, %d connected, %d left, %d dead\n", live, d->left,
+                 dead);
+    text_add(t, "keys: %zu\n", kvs__engine_nkeys(d->eng));
+    text_add(t, "optimizer: %s\n", spec ? spec : "none");
+    if (d->failed)
+        text_add(t, "failed: yes: %s\n", d->fail_msg);
+    else
+        text_add(t, "failed: no\n");
+}
+
+static void ctl_stats(struct daemon *d, struct text *t)
+{
+    const struct stats *s = &d->st;
+
+    text_add(t, "rounds: %" PRIu64 "\n", s->rounds);
+    text_add(t, "pushes: %" PRIu64 "\n", s->pushes);
+    text_add(t, "pulls: %" PRIu64 "\n", s->pulls);
+    text_add(t, "bytes pushed: %" PRIu64 "\n", s->bytes_pushed);
+    text_add(t, "bytes pulled: %" PRIu64 "\n", s->bytes_pulled);
+    text_add(t, "collectives: %" PRIu64 "\n", s->collectives);
+    text_add(t, "waits: %" PRIu64 "\n", s->waits);
+    text_add(t, "requests failed: %" PRIu64 "\n", s->failed);
+}
+
+/* The keys listing takes two walks: one for the columns' widths, one for
+ * the lines, as many as fit. */
+struct listing {
+    struct text *t;
+    int pass;
+    int wkey, wdtype, wshape, wversion;
+    size_t shown;
+};
+
+#define KEY_TEXT_MAX   (4 * KVS_MAX_KEY_LEN + 3)
+#define SHAPE_TEXT_MAX (KVS_MAX_NDIM * 21 + 4)
+#define WIDTH_MAX      40                  /* a longer key only shifts its own line */
+
+static int width(int w, size_t n)
+{
+    return n > (size_t)w ? (n > WIDTH_MAX ? WIDTH_MAX : (int)n) : w;
+}
+
+/* Columns a terminal gives the text: one per character, not per byte (a
+ * name may hold UTF-8; what it shows wider is not worth a table). */
+static size_t columns(const char *s)
+{
+    size_t n = 0;
+
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+static int list_key(void *ctx, kvs_key_t key, const struct kvs__entry_info *info)
+{
+    struct listing *l = ctx;
+    char ks[KEY_TEXT_MAX + 1], shape[SHAPE_TEXT_MAX], version[24];
+    char line[KEY_TEXT_MAX + SHAPE_TEXT_MAX + 128];
+    const struct round *rd = *info->front;
+    size_t kcols;
+    int n;
+
+    key_text(ks, sizeof ks, key);
+    kcols = columns(ks);
+    shape_text(shape, sizeof shape, info->ndim, info->shape);
+    snprintf(version, sizeof version, "%" PRIu64, info->version);
+    if (l->pass == 0) {
+        l->wkey = width(l->wkey, kcols);
+        l->wdtype = width(l->wdtype, strlen(kvs_dtype_name(info->dtype)));
+        l->wshape = width(l->wshape, strlen(shape));
+        l->wversion = width(l->wversion, strlen(version));
+        return 0;
+    }
+    /* The key is padded by columns, the other fields are ASCII. */
+    n = snprintf(line, sizeof line, "%s%*s  %-*s  %-*s  %-*s  %" PRIu64 "\n", ks,
+                 kcols < (size_t)l->wkey ? l->wkey - (int)kcols : 0, "", l->wdtype,
+                 kvs_dtype_name(info->dtype), l->wshape, shape, l->wversion, version,
+                 rd ? rd->done : 0);
+    if (n < 0 || (size_t)n >= sizeof line || l->t->len + (size_t)n + CTL_TAIL_ROOM > l->t->cap)
+        return 1;                      /* full: the rest is counted, not shown */
+    text_raw(l->t, line, (size_t)n);
+    l->shown++;
+    return 0;
+}
+
+static int ctl_keys(struct daemon *d, struct text *t, struct kvs__err *e)
+{
+    struct listing l = { .t = t, .wkey = 3, .wdtype = 5, .wshape = 5, .wversion = 7 };
+    size_t total = kvs__engine_nkeys(d->eng);
+    int rc;
+
+    if ((rc = kvs__engine_foreach(d->eng, list_key, &l, e)) < 0)
+        return rc;
+    text_add(t, "%-*s  %-*s  %-*s  %-*s  %s\n", l.wkey, "KEY", l.wdtype, "DTYPE", l.wshape,
+             "SHAPE", l.wversion, "VERSION", "ROUNDS");
+    l.pass = 1;
+    if ((rc = kvs__engine_foreach(d->eng, list_key, &l, e)) < 0)
+        return rc;
+    if (l.shown < total)
+        text_add(t, "... and %zu more keys, not shown\n", total - l.shown);
+    return 0;
+}
+
+/* Sends one reply and waits at most until deadline_ns; the connection is
+ * the caller's to close. Errors only cost kvsctl its answer. */
+static void ctl_send(int fd, const struct kvs__ctl_reply *r, int64_t deadline_ns)
+{
+    unsigned char *msg = malloc(KVS__CTL_REPLY_HEAD + (size_t)r->len);
+    size_t len;
+
+    if (!msg)
+        return;
+    if ((len = kvs__ctl_reply_encode(r, msg)) != 0)
+        kvs__sock_send(fd, msg, len, NULL, 0, deadline_ns, NULL);
+    free(msg);
+}
+
+/* Answers the control requests the socket thread queued (serve thread).
+ * Returns 1 when one of them was stop. */
+static int ctl_serve(struct daemon *d)
+{
+    struct ctl_conn q[CTL_QUEUE_MAX];
+    int n, stop = 0;
+
+    pthread_mutex_lock(&d->ctl_lock);
+    n = d->nctl;
+    memcpy(q, d->ctlq, sizeof q[0] * (size_t)n);
+    d->nctl = 0;
+    pthread_mutex_unlock(&d->ctl_lock);
+    for (int i = 0; i < n; i++) {
+        struct kvs__ctl_reply *r = &d->reply;
+        struct text t = { r->text, 0, KVS__CTL_TEXT_MAX, 0 };
+        struct kvs__err e = { 0, "" };
+        int rc = 0;
+
+        switch (q[i].command) {
+        case KVS__CTL_STATUS:
+            ctl_status(d, &t);
+            break;
+        case KVS__CTL_KEYS:
+            rc = ctl_keys(d, &t, &e);
+            break;
+        case KVS__CTL_STATS:
+            ctl_stats(d, &t);
+            break;
+        case KVS__CTL_STOP:
+            text_add(&t, "stopping\n");
+            stop = 1;
+            say(d, "told to stop by kvsctl (pid %d)", (int)q[i].pid);
+            break;
+        default:                       /* the decoder let no other through */
+            rc = kvs__fail(&e, KVS_EPROTO, "unknown command");
+        }
+        if (rc != 0) {
+            t.len = 0;
+            t.full = 0;
+            text_add(&t, "%s\n", e.msg);
+        }
+        r->version = KVS__PROTO_VERSION;
+        r->status = rc;
+        r->len = (uint32_t)t.len;
+        ctl_send(q[i].fd, r, kvs__now_ns() + CTL_SEND_NS);
+        close(q[i].fd);
+    }
+    return stop;
+}
+
+static void ctl_refuse(int fd, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* An answer from the socket thread: a request it will not queue. */
+static void ctl_refuse(int fd, int status, const char *fmt, ...)
+{
+    struct kvs__ctl_reply *r = malloc(sizeof *r);
+    char msg[KVS__ERR_MSG_MAX];
+    va_list ap;
+
+    if (!r)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    r->version = KVS__PROTO_VERSION;
+    r->status = status;
+    r->len = (uint32_t)kvs__ctl_text_escape(r->text, KVS__CTL_TEXT_MAX + 1, msg, strlen(msg),
+                                            0);
+    ctl_send(fd, r, kvs__now_ns() + HANDSHAKE_NS);
+    free(r);
+}
+
+/* A connection whose first message is a control request (socket thread):
+ * checked, then queued for the serve thread, which answers and closes it.
+ * Takes fd. */
+static void ctl_accept(struct daemon *d, int fd, const void *msg, size_t len, pid_t pid)
+{
+    struct kvs__err e = { 0, "" };
+    struct kvs__ctl_request q;
+    int queued = 0;
+
+    if (kvs__ctl_request_decode(msg, len, &q, &e) != 0) {
+        ctl_refuse(fd, KVS_EPROTO, "%s", e.msg);
+    } else if (strcmp(q.job, d->o.job) != 0) {
+        ctl_refuse(fd, KVS_EBADARG, "this kvsd serves job '%s', not '%s'", d->o.job, q.job);
+    } else {
+        pthread_mutex_lock(&d->ctl_lock);
+        if (d->nctl < CTL_QUEUE_MAX) {
+            d->ctlq[d->nctl++] = (struct ctl_conn){ .fd = fd, .command = q.command, .pid = pid };
+            queued = 1;
+        }
+        pthread_mutex_unlock(&d->ctl_lock);
+        if (queued) {
+            kvs__bell_ring(d->bell);
+            return;
+        }
+        ctl_refuse(fd, -EBUSY, "kvsd has %d control requests waiting; try again",
+                   CTL_QUEUE_MAX);
+    }
+    close(fd);
+}
+
 /* ---- the handshake (socket thread) ------------------------------------ */
 
 static int refuse(int fd, int status, const char *fmt, ...)
@@ -798,6 +1157,10 @@ static void handshake(struct daemon *d, int fd)
     if (kvs__sock_recv(fd, buf, sizeof buf, &len, NULL, 0, &nfds, kvs__now_ns() + HANDSHAKE_NS,
                        &e) != 0)
         goto drop;
+    if (kvs__msg_type(buf, len) == KVS__MSG_CTL_REQUEST) {
+        ctl_accept(d, fd, buf, len, pid);
+        return;
+    }
     if (kvs__hello_decode(buf, len, &h, &e) != 0) {
         refuse(fd, KVS_EPROTO, "%s", e.msg);
         goto drop;
@@ -842,8 +1205,16 @@ static void handshake(struct daemon *d, int fd)
     w->seg_size = l.size;
     head_init(w->seg, KVS__SEG_WORKER, l.size);
     w->bell = (struct kvs__bell *)((char *)w->seg + KVS__WORKER_BELL_OFF);
-    kvs__ring_attach(&w->sq, (char *)w->seg + l.sq_off, d->o.sq_entries, KVS__SQE_BYTES, 1);
-    kvs__ring_attach(&w->cq, (char *)w->seg + l.cq_off, d->o.cq_entries, KVS__CQE_BYTES, 1);
+    /* setup() checked this geometry through kvs__worker_layout. */
+    if (kvs__ring_attach(&w->sq, (char *)w->seg + l.sq_off, d->o.sq_entries,
+                         KVS__SQE_BYTES, 1) != 0
+        || kvs__ring_attach(&w->cq, (char *)w->seg + l.cq_off, d->o.cq_entries,
+                            KVS__CQE_BYTES, 1) != 0) {
+        kvs__unmap(w->seg, w->seg_size);
+        w->seg = NULL;
+        refuse(fd, KVS_EPROTO, "kvsd: bad ring geometry");
+        goto drop;
+    }
     w->staging = (unsigned char *)w->seg + l.staging_off;
     w->staging_size = l.staging_size;
     w->batch_tail = &w->batch;
@@ -963,10 +1334,18 @@ static int setup(struct daemon *d, struct kvs__err *e)
 
 static void teardown(struct daemon *d)
 {
+    /* Control connections queued after the serve loop ended get no answer. */
+    pthread_mutex_lock(&d->ctl_lock);
+    for (int i = 0; i < d->nctl; i++)
+        close(d->ctlq[i].fd);
+    d->nctl = 0;
+    pthread_mutex_unlock(&d->ctl_lock);
+    /* Waiting requests are answered while their workers' rings are still
+     * mapped; releasing a worker unmaps them. */
+    fail_waiting(d, KVS_ECLOSED, "kvsd stopped");
     for (int i = 0; i < MAX_WORKERS; i++)
         if (d->workers[i].state != W_FREE)
             worker_release(d, &d->workers[i]);
-    complete_list(d, d->pending, KVS_ECLOSED, "kvsd stopped");
     kvs__engine_free(d->eng);
     if (d->listen_fd >= 0) {
         close(d->listen_fd);
@@ -984,6 +1363,8 @@ static void serve(struct daemon *d)
         uint32_t seen = kvs__bell_seq(d->bell);
         int progress = 0, live = 0;
 
+        if (ctl_serve(d))
+            return;
         for (int i = 0; i < MAX_WORKERS; i++) {
             struct worker *w = &d->workers[i];
 
@@ -1012,8 +1393,10 @@ static void serve(struct daemon *d)
             say(d, "every worker has left: exiting");
             return;
         }
-        if (!progress)
+        if (!progress) {
+            d->st.waits++;
             kvs__bell_wait(d->bell, seen, kvs__now_ns() + SERVE_SLICE_NS, SPIN_NS);
+        }
     }
 }
 
@@ -1038,7 +1421,7 @@ static void usage(FILE *f)
             "  -q, --quiet          no messages on stderr\n"
             "  -h, --help           this text\n"
             "      --version        the version\n"
-            "kvsd exits when every worker has left, or on SIGINT/SIGTERM.\n");
+            "kvsd exits when every worker has left, on SIGINT/SIGTERM, or on kvsctl stop.\n");
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -1138,6 +1521,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < MAX_WORKERS; i++)
         d.workers[i].sock = -1;
     pthread_mutex_init(&d.lock, NULL);
+    pthread_mutex_init(&d.ctl_lock, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);

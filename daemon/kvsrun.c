@@ -39,6 +39,7 @@
 #include "proto.h"
 #include "ring.h"
 #include "shm.h"
+#include "sys.h"
 
 #define MAX_WORKERS    1024
 #define SEC_NS         1000000000ll
@@ -50,16 +51,6 @@
 #define SLICE_MS       100             /* longest sleep between looks at children */
 #define PROBE_MS       20              /* between probes of a starting kvsd */
 
-/* Evaluates a system call until it fails with something other than EINTR.
- * close() never goes through it: the descriptor is gone even on EINTR. */
-#define EINTR_RETRY(call)                                                                 \
-    __extension__({                                                                       \
-        __typeof__(call) r_;                                                              \
-        do {                                                                              \
-            r_ = (call);                                                                  \
-        } while (r_ == -1 && errno == EINTR);                                             \
-        r_;                                                                               \
-    })
 
 struct options {
     int nworkers;

@@ -289,6 +289,56 @@ void kvs__engine_set_front_free(struct kvs__engine *eng, void (*fn)(void *front)
     eng->front_free = fn;
 }
 
+static int entry_order(const void *a, const void *b)
+{
+    const struct entry *x = *(const struct entry *const *)a, *y = *(const struct entry *const *)b;
+
+    if (x->key.name && y->key.name)
+        return strcmp(x->key.name, y->key.name);
+    if (x->key.name || y->key.name)    /* one store holds one kind; order them anyway */
+        return x->key.name ? 1 : -1;
+    return (x->key.id > y->key.id) - (x->key.id < y->key.id);
+}
+
+int kvs__engine_foreach(struct kvs__engine *eng,
+                        int (*fn)(void *ctx, kvs_key_t key, const struct kvs__entry_info *info),
+                        void *ctx, struct kvs__err *e)
+{
+    struct entry **list;
+    size_t n = 0;
+    int rc = 0;
+
+    if (eng->len == 0)
+        return 0;
+    if (!(list = malloc(sizeof *list * eng->len)))
+        return kvs__fail(e, -ENOMEM, "out of memory for a list of %zu keys", eng->len);
+    for (size_t i = 0; i < eng->cap; i++)
+        if (eng->slots[i])
+            list[n++] = eng->slots[i];
+    qsort(list, n, sizeof *list, entry_order);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const struct entry *ent = list[i];
+        struct kvs__entry_info info = { .value = ent->value, .bytes = ent->bytes,
+                                        .count = ent->count, .dtype = ent->dtype,
+                                        .ndim = ent->ndim, .shape = ent->shape,
+                                        .version = ent->version, .front = &list[i]->front };
+
+        rc = fn(ctx, ent->key, &info);
+    }
+    free(list);
+    return rc;
+}
+
+size_t kvs__engine_nkeys(const struct kvs__engine *eng)
+{
+    return eng->len;
+}
+
+const char *kvs__engine_optimizer(const struct kvs__engine *eng)
+{
+    return eng->optim ? kvs__optim_spec(eng->optim) : NULL;
+}
+
 /* ---- argument checks -------------------------------------------------- */
 
 /* Checks a list call's count, lists, keys (length, one kind, the store's

@@ -80,6 +80,19 @@ int kvs__engine_lookup(struct kvs__engine *eng, kvs_key_t key, struct kvs__entry
  * KVS_EDTYPE or KVS_ESHAPE with the detail a push or pull would give. */
 int kvs__engine_check(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t *a,
                       struct kvs__err *e);
+/* Calls fn(ctx, key, info) for every stored key, in key order (int keys
+ * ascending, string keys by strcmp), so that what a front shows of the
+ * store does not depend on the table's layout. key.name and info are valid
+ * during the call only; fn must not change the engine. A non-zero return of
+ * fn stops the walk and is returned. Errors: -ENOMEM. */
+int kvs__engine_foreach(struct kvs__engine *eng,
+                        int (*fn)(void *ctx, kvs_key_t key, const struct kvs__entry_info *info),
+                        void *ctx, struct kvs__err *e);
+/* The number of stored keys. */
+size_t kvs__engine_nkeys(const struct kvs__engine *eng);
+/* The optimizer's spec with every parameter written out, or NULL when none
+ * is set. Valid until the update rule changes or the engine is freed. */
+const char *kvs__engine_optimizer(const struct kvs__engine *eng);
 /* Called with an entry's front pointer when the entry goes away. */
 void kvs__engine_set_front_free(struct kvs__engine *eng, void (*fn)(void *front));
 

@@ -1,7 +1,8 @@
 /*
  * proto.h - what crosses between a worker and kvsd: the handshake messages
  * on the socket, and the request (SQE) and completion (CQE) slots of the
- * rings in shared memory. Encoding writes every field at a fixed
+ * rings in shared memory; and between kvsctl and kvsd: the control request
+ * and its reply on the same socket. Encoding writes every field at a fixed
  * little-endian offset; decoding reads the bytes once into a local struct
  * and checks every field before anyone uses it. Decoders are fuzzed
  * (tests/fuzz_proto.c).
@@ -46,6 +47,16 @@ struct kvs__welcome {                  /* kvsd -> worker, with 3 fds on success:
 #define KVS__HELLO_BYTES   96
 #define KVS__WELCOME_BYTES 288
 
+/* The first message on a connection to kvsd is a hello (a worker) or a
+ * control request (kvsctl); the type byte after the magic tells which.
+ * Returns the KVS__MSG_* type of buf when it is at least long enough to
+ * hold one and starts with the magic, else 0. Decides nothing else: the
+ * type's decoder checks the whole message. */
+enum kvs__msg_type {
+    KVS__MSG_HELLO = 1, KVS__MSG_WELCOME = 2, KVS__MSG_CTL_REQUEST = 3, KVS__MSG_CTL_REPLY = 4,
+};
+int kvs__msg_type(const void *buf, size_t len);
+
 /* encode returns the bytes written (KVS__*_BYTES; buf must hold that many).
  * decode: 0, or KVS_EPROTO with a detail (bad magic, version, type, length,
  * field out of range, job name not NUL-terminated or bad characters). */
@@ -54,6 +65,64 @@ int kvs__hello_decode(const void *buf, size_t len, struct kvs__hello *h, struct 
 size_t kvs__welcome_encode(const struct kvs__welcome *w, void *buf);
 int kvs__welcome_decode(const void *buf, size_t len, struct kvs__welcome *w,
                         struct kvs__err *e);
+
+/* ---- control (socket): kvsctl -> kvsd, then one reply, then kvsd closes ---- */
+
+enum kvs__ctl_command {
+    KVS__CTL_STATUS = 1,    /* the job: mode, workers, keys, optimizer, failure */
+    KVS__CTL_KEYS = 2,      /* one line per key */
+    KVS__CTL_STATS = 3,     /* kvsd's counters */
+    KVS__CTL_STOP = 4,      /* kvsd answers, then exits as on SIGTERM */
+};
+
+struct kvs__ctl_request {              /* kvsctl -> kvsd, first message */
+    uint32_t version;                  /* KVS__PROTO_VERSION */
+    uint8_t command;                   /* enum kvs__ctl_command */
+    char job[KVS__JOB_MAX + 1];        /* the job kvsctl means; kvsd checks it is its own */
+};
+
+/* Text of a reply: at most KVS__CTL_TEXT_MAX bytes of UTF-8 without NUL,
+ * C0 controls other than tab and newline, DEL or C1 controls, so that
+ * printing it to a terminal can do nothing but print. */
+#define KVS__CTL_TEXT_MAX 60000
+
+struct kvs__ctl_reply {                /* kvsd -> kvsctl */
+    uint32_t version;
+    int32_t status;                    /* 0, or a negative kvs/errno code; text says why */
+    uint32_t len;                      /* bytes of text */
+    char text[KVS__CTL_TEXT_MAX + 1];  /* NUL-terminated after decoding */
+};
+
+#define KVS__CTL_REQUEST_BYTES 96
+#define KVS__CTL_REPLY_HEAD    24      /* a reply is this head, then len bytes of text */
+#define KVS__CTL_REPLY_MAX     (KVS__CTL_REPLY_HEAD + KVS__CTL_TEXT_MAX)
+
+/* The command's name ("status", "keys", "stats", "stop"), or NULL. */
+const char *kvs__ctl_command_name(int command);
+
+/* The bytes (1 to 4) of the character at s, of the n bytes there, when a
+ * reply's text may hold it; 0 when not (see KVS__CTL_TEXT_MAX). */
+size_t kvs__ctl_text_char(const void *s, size_t n);
+
+/* Writes s[0..n) into buf (size > 0 bytes, always NUL-terminated) as a
+ * reply's text may hold it: what kvs__ctl_text_char refuses becomes \xNN;
+ * with quote non-zero, '"', '\\', tab and newline become \", \\, \t and
+ * \n too, so that a key name reads as one quoted word. Stops before a
+ * character that would not fit whole. Returns the bytes written. */
+size_t kvs__ctl_text_escape(char *buf, size_t size, const char *s, size_t n, int quote);
+
+/* request: encode returns KVS__CTL_REQUEST_BYTES; decode as hello's (unknown
+ * command, job name). reply: encode writes KVS__CTL_REPLY_HEAD + r->len bytes
+ * (buf must hold that many; r->len at most KVS__CTL_TEXT_MAX) and returns
+ * that count, or 0 when r->len is too big; decode checks that len is exactly
+ * the head plus the text's length, the status, and every byte of the text.
+ * A decode that fails leaves *out alone. */
+size_t kvs__ctl_request_encode(const struct kvs__ctl_request *q, void *buf);
+int kvs__ctl_request_decode(const void *buf, size_t len, struct kvs__ctl_request *q,
+                            struct kvs__err *e);
+size_t kvs__ctl_reply_encode(const struct kvs__ctl_reply *r, void *buf);
+int kvs__ctl_reply_decode(const void *buf, size_t len, struct kvs__ctl_reply *r,
+                          struct kvs__err *e);
 
 /* ---- ring slots (shared memory) ---- */
 

@@ -26,6 +26,7 @@
 
 #include "ring.h"
 #include "shm.h"
+#include "sys.h"
 
 /* The most descriptors one message may carry, both ways. The receive
  * buffer has room for more than the sender may attach, so that a peer
@@ -34,18 +35,6 @@
 #define SEND_FDS_MAX 4
 #define RECV_FDS_MAX 8
 
-/* Evaluates a system call until it fails with something other than EINTR.
- * close() is the one call never put through it: on Linux the descriptor
- * is gone even when close reports EINTR, and a retry could close a
- * descriptor another thread has just been given. */
-#define EINTR_RETRY(call)                                                                 \
-    __extension__({                                                                       \
-        __typeof__(call) r_;                                                              \
-        do {                                                                              \
-            r_ = (call);                                                                  \
-        } while (r_ == -1 && errno == EINTR);                                             \
-        r_;                                                                               \
-    })
 
 /* Records -errno (read at once, before anything can change it) with a
  * detail "what: strerror". */

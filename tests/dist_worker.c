@@ -1,8 +1,9 @@
 /*
  * dist_worker.c - one worker of a multi-process test job, started by
- * test_dist.sh through kvsrun. argv[1] names the scenario; every scenario
- * checks the values it pulls against what the job's workers pushed, and
- * exits 0 when they are right, 1 with a message when not.
+ * test_dist.sh, test_kvsrun.sh and test_kvsctl.sh. argv[1] names the
+ * scenario; every scenario checks the values it pulls against what the
+ * job's workers pushed, and exits 0 when they are right, 1 with a message
+ * when not.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -312,6 +313,88 @@ static void daemon_dies(void)
         die("with kvsd gone: %s, expected KVS_ECLOSED", kvs_err_name(rc));
 }
 
+/* Holds a known job still while test_kvsctl.sh looks at it: int keys 1
+ * (float32 (2,3)) and 2 (int32 (4,)), three sync rounds pushed to key 1
+ * and one pull of it, a barrier; then rank 0 writes $KVS_TEST_DIR/held and
+ * every rank waits for $KVS_TEST_DIR/release (30 s at most). With
+ * $KVS_TEST_EXPECT_CLOSED set, kvsd has been stopped meanwhile: the next
+ * call must fail with KVS_ECLOSED. */
+static void hold(void)
+{
+    const char *dir = getenv("KVS_TEST_DIR");
+    float v[6], o[6];
+    int32_t iv[4] = { 0 };
+    kvs_key_t keys[2] = { KVS_INT_KEY(1), KVS_INT_KEY(2) };
+    kvs_array_t vals[2] = { f32(v, 2, 3),
+                            { .data = iv, .dtype = KVS_INT32, .ndim = 1, .shape = { 4 } } };
+    kvs_array_t out = f32(o, 2, 3);
+    char path[512];
+    double t0;
+    int rc;
+
+    if (!dir)
+        die("KVS_TEST_DIR is not set");
+    fill(v, 6, 0);
+    ok(kvs_init(kv, 2, keys, vals), "init");
+    for (int round = 0; round < 3; round++) {
+        fill(v, 6, (float)(rank + 1));
+        ok(kvs_push(kv, 1, &keys[0], &vals[0], 0), "push");
+    }
+    ok(kvs_pull(kv, 1, &keys[0], &out, 0), "pull");
+    expect(o, 6, nw * (nw + 1) / 2.0f, "key 1 after three rounds");
+    ok(kvs_barrier(kv), "barrier");
+    if (rank == 0) {
+        FILE *f;
+
+        snprintf(path, sizeof path, "%s/held", dir);
+        if (!(f = fopen(path, "w")) || fclose(f) != 0)
+            die("cannot write %s", path);
+    }
+    snprintf(path, sizeof path, "%s/release", dir);
+    t0 = now();
+    while (access(path, F_OK) != 0) {
+        if (now() - t0 > 30)
+            die("%s did not appear within 30 s", path);
+        usleep(10 * 1000);
+    }
+    if (getenv("KVS_TEST_EXPECT_CLOSED")) {
+        if ((rc = kvs_barrier(kv)) != KVS_ECLOSED)
+            die("with kvsd stopped: %s, expected KVS_ECLOSED", kvs_err_name(rc));
+    }
+}
+
+/* kvsd is stopped (kvsctl stop) while rank 0 waits in a sync round rank 1
+ * never pushes to, and rank 1 in a barrier rank 0 never reaches: both
+ * calls must fail with KVS_ECLOSED. Rank 1 writes $KVS_TEST_DIR/waiting a
+ * second after the barrier, time enough for rank 0's push to be in kvsd. */
+static void stop_waits(void)
+{
+    const char *dir = getenv("KVS_TEST_DIR");
+    float v[6];
+    kvs_key_t k = KVS_INT_KEY(1);
+    kvs_array_t a = f32(v, 2, 3);
+    char path[512];
+    FILE *f;
+    int rc;
+
+    if (!dir)
+        die("KVS_TEST_DIR is not set");
+    fill(v, 6, 1);
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    ok(kvs_barrier(kv), "barrier");
+    if (rank == 0) {
+        if ((rc = kvs_push(kv, 1, &k, &a, 0)) != KVS_ECLOSED)
+            die("push while kvsd stops: %s, expected KVS_ECLOSED", kvs_err_name(rc));
+        return;
+    }
+    usleep(1000 * 1000);
+    snprintf(path, sizeof path, "%s/waiting", dir);
+    if (!(f = fopen(path, "w")) || fclose(f) != 0)
+        die("cannot write %s", path);
+    if ((rc = kvs_barrier(kv)) != KVS_ECLOSED)
+        die("barrier while kvsd stops: %s, expected KVS_ECLOSED", kvs_err_name(rc));
+}
+
 int main(int argc, char **argv)
 {
     const char *type = "dist_sync";
@@ -344,6 +427,10 @@ int main(int argc, char **argv)
         peer_dies();
     else if (strcmp(scenario, "daemon_dies") == 0)
         daemon_dies();
+    else if (strcmp(scenario, "hold") == 0)
+        hold();
+    else if (strcmp(scenario, "stop_waits") == 0)
+        stop_waits();
     else
         die("unknown scenario");
     kvs_close(kv);

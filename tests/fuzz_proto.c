@@ -1,11 +1,12 @@
 /*
- * fuzz_proto.c - a libFuzzer target for the four decoders of proto.c.
- * Each input is offered to all of them: as a hello and as a welcome
- * message (its exact length), and, cut or zero-padded to a slot, as an SQE
- * and a CQE under a few staging/arena sizes (and one taken from the bytes
- * after the slot). Whatever a decoder accepts must keep the promises its
- * callers rely on, re-encode to the very bytes it came from, and decode
- * again to the same struct.
+ * fuzz_proto.c - a libFuzzer target for the decoders of proto.c. Each
+ * input is offered to all of them: as a hello, a welcome, a control request
+ * and a control reply (its exact length; kvs__msg_type must name what its
+ * head says), and, cut or zero-padded to a slot, as an SQE and a CQE under
+ * a few staging/arena sizes (and one taken from the bytes after the slot).
+ * Whatever a decoder accepts must keep the promises its callers rely on,
+ * re-encode to the very bytes it came from, and decode again to the same
+ * struct.
  *
  * Built with -fsanitize=fuzzer, libFuzzer supplies main. Built with
  * -DKVS_FUZZ_MAIN instead, it is a plain program: with "--seeds DIR" it
@@ -116,6 +117,59 @@ static void welcome_one(const uint8_t *data, size_t size)
     CHECK(welcome_eq(&w, &w2));
 }
 
+static void ctl_request_one(const uint8_t *data, size_t size)
+{
+    struct kvs__ctl_request q, q2;
+    struct kvs__err e;
+    unsigned char re[KVS__CTL_REQUEST_BYTES];
+
+    if (kvs__ctl_request_decode(data, size, &q, &e) != 0) {
+        CHECK(e.code == KVS_EPROTO);
+        return;
+    }
+    CHECK(size == KVS__CTL_REQUEST_BYTES);
+    CHECK(kvs__msg_type(data, size) == KVS__MSG_CTL_REQUEST);
+    CHECK(q.version == KVS__PROTO_VERSION);
+    CHECK(kvs__ctl_command_name(q.command) != NULL);
+    CHECK(strlen(q.job) >= 1 && strlen(q.job) <= KVS__JOB_MAX);
+    CHECK(kvs__ctl_request_encode(&q, re) == KVS__CTL_REQUEST_BYTES);
+    CHECK(memcmp(re, data, KVS__CTL_REQUEST_BYTES) == 0);
+    CHECK(kvs__ctl_request_decode(re, sizeof re, &q2, &e) == 0);
+    CHECK(q.version == q2.version && q.command == q2.command && strcmp(q.job, q2.job) == 0);
+}
+
+/* The reply is big: both structs and the re-encoding are static (the
+ * target runs on one thread), not fresh memory for every input. */
+static void ctl_reply_one(const uint8_t *data, size_t size)
+{
+    static struct kvs__ctl_reply r_, r2_;
+    static unsigned char re[KVS__CTL_REPLY_MAX];
+    struct kvs__ctl_reply *r = &r_, *r2 = &r2_;
+    struct kvs__err e;
+
+    if (kvs__ctl_reply_decode(data, size, r, &e) != 0) {
+        CHECK(e.code == KVS_EPROTO);
+        return;
+    }
+    CHECK(kvs__msg_type(data, size) == KVS__MSG_CTL_REPLY);
+    CHECK(r->version == KVS__PROTO_VERSION);
+    CHECK(status_ok(r->status));
+    CHECK(r->len <= KVS__CTL_TEXT_MAX && size == KVS__CTL_REPLY_HEAD + (size_t)r->len);
+    CHECK(strlen(r->text) == r->len);
+    for (size_t i = 0, k; i < r->len; i += k) {
+        k = kvs__ctl_text_char(r->text + i, r->len - i);
+        CHECK(k >= 1 && k <= 4);
+        /* What a terminal would act on never gets through. */
+        CHECK((unsigned char)r->text[i] >= 0x20 || r->text[i] == '\t' || r->text[i] == '\n');
+        CHECK((unsigned char)r->text[i] != 0x7f);
+    }
+    CHECK(kvs__ctl_reply_encode(r, re) == size);
+    CHECK(memcmp(re, data, size) == 0);
+    CHECK(kvs__ctl_reply_decode(re, size, r2, &e) == 0);
+    CHECK(r->version == r2->version && r->status == r2->status && r->len == r2->len &&
+          memcmp(r->text, r2->text, (size_t)r->len + 1) == 0);
+}
+
 static void sqe_one(const unsigned char *slot, uint64_t staging)
 {
     struct kvs__sqe s, s2;
@@ -201,6 +255,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(msg, data, size);
     hello_one(msg, size);
     welcome_one(msg, size);
+    ctl_request_one(msg, size);
+    ctl_reply_one(msg, size);
+    if (size >= 5 && kvs__msg_type(msg, size) != 0)
+        CHECK(kvs__msg_type(msg, size) == msg[4]);
 
     memset(sqe, 0, KVS__SQE_BYTES);
     memcpy(sqe, data, size < KVS__SQE_BYTES ? size : KVS__SQE_BYTES);
@@ -235,6 +293,8 @@ static size_t make_seeds(struct seed *out)
     size_t n = 0;
     struct kvs__hello h;
     struct kvs__welcome w;
+    struct kvs__ctl_request q;
+    struct kvs__ctl_reply *r = calloc(1, sizeof *r);
     struct kvs__cqe c;
 
     memset(&h, 0, sizeof h);
@@ -314,6 +374,33 @@ static size_t make_seeds(struct seed *out)
     kvs__cqe_encode(&c, out[n].bytes);
     out[n].len = KVS__CQE_BYTES;
     n++;
+
+    for (int k = KVS__CTL_STATUS; k <= KVS__CTL_STOP; k++) {
+        memset(&q, 0, sizeof q);
+        q.version = KVS__PROTO_VERSION;
+        q.command = (uint8_t)k;
+        strcpy(q.job, k % 2 ? "default" : "train-job.1");
+        out[n].len = kvs__ctl_request_encode(&q, out[n].bytes);
+        n++;
+    }
+    /* Replies small enough for a seed: an answer with multi-byte text, an
+     * empty one, a refusal. */
+    CHECK(r != NULL);
+    r->version = KVS__PROTO_VERSION;
+    strcpy(r->text, "KEY  DTYPE\n\"w\xc3\xa9\"  float32\t(2,3)\n\xe2\x82\xac\xf0\x9f\x98\x80\n");
+    r->len = (uint32_t)strlen(r->text);
+    out[n].len = kvs__ctl_reply_encode(r, out[n].bytes);
+    n++;
+    r->len = 0;
+    out[n].len = kvs__ctl_reply_encode(r, out[n].bytes);
+    n++;
+    r->status = KVS_EBADARG;
+    strcpy(r->text, "this kvsd serves job 'a', not 'b'");
+    r->len = (uint32_t)strlen(r->text);
+    out[n].len = kvs__ctl_reply_encode(r, out[n].bytes);
+    n++;
+    free(r);
+    CHECK(n <= NSEEDS_MAX);
     return n;
 }
 

@@ -1,0 +1,254 @@
+#!/bin/sh
+# Description: kvsctl reads a held 2-worker dist_sync job right (status, keys, stats with exact counts), stops a kvsd cleanly (workers then get KVS_ECLOSED, nothing is left), and fails plainly for a job nobody serves or a bad command.
+# TAP output. Programs: $top_builddir/daemon/kvsd, daemon/kvsctl and
+# tests/dist_worker (scenario "hold": int keys 1, float32 (2,3), and 2,
+# int32 (4,); three sync rounds pushed to key 1, one pull; a barrier; then
+# it waits for $KVS_TEST_DIR/release; and "stop_waits"). Every job runs in
+# a private XDG_RUNTIME_DIR; every command runs under timeout.
+set -u
+bld=${top_builddir:-.}
+kvsd=$bld/daemon/kvsd
+kvsctl=$bld/daemon/kvsctl
+worker=$bld/tests/dist_worker
+
+echo "1..15"
+if [ ! -x "$kvsd" ] || [ ! -x "$kvsctl" ] || [ ! -x "$worker" ]; then
+    i=1
+    while [ $i -le 15 ]; do
+        echo "ok $i # SKIP $kvsd, $kvsctl or $worker not built"
+        i=$((i + 1))
+    done
+    exit 0
+fi
+
+rt=$(mktemp -d) || exit 1
+chmod 700 "$rt"
+XDG_RUNTIME_DIR=$rt
+export XDG_RUNTIME_DIR
+unset KVS_JOB KVS_RANK KVS_NUM_WORKERS KVS_TIMEOUT KVS_TEST_EXPECT_CLOSED
+dir=$rt/kvs
+bg=""                                  # background pids to end on the way out
+# TERM, which timeout passes on to the kvsd or worker it runs.
+trap 'for p in $bg; do kill -TERM "$p" 2>/dev/null; done; rm -rf "$rt"' EXIT
+
+n=0
+tap() {  # tap STATUS NAME
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
+}
+
+# wait_for TENTHS CMD...: 0 as soon as CMD succeeds, 1 when time runs out.
+wait_for() {
+    wf_ticks=$1
+    shift
+    while ! "$@"; do
+        wf_ticks=$((wf_ticks - 1))
+        if [ $wf_ticks -le 0 ]; then return 1; fi
+        sleep 0.1
+    done
+}
+
+# gone PID: the process has ended (a child not yet waited for is a zombie,
+# which kill -0 still finds).
+gone() {
+    ! kill -0 "$1" 2>/dev/null || [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)" = Z ]
+}
+
+now_ms() { date +%s%3N; }
+
+# start_job NAME [ENV=VALUE...]: kvsd for a 2-worker job and its two
+# "hold" workers, then waits until they hold. Sets kvsd_pid, w0, w1, work.
+start_job() {
+    job=$1
+    shift
+    work=$rt/$job
+    mkdir -p "$work"
+    timeout 60 "$kvsd" --job "$job" -n 2 -q &
+    kvsd_pid=$!
+    bg="$bg $kvsd_pid"
+    wait_for 100 test -S "$dir/$job.sock" || echo "# kvsd of $job did not listen"
+    env "$@" KVS_TEST_DIR="$work" KVS_JOB="$job" KVS_RANK=0 KVS_NUM_WORKERS=2 KVS_TIMEOUT=30 \
+        timeout 60 "$worker" hold &
+    w0=$!
+    env "$@" KVS_TEST_DIR="$work" KVS_JOB="$job" KVS_RANK=1 KVS_NUM_WORKERS=2 KVS_TIMEOUT=30 \
+        timeout 60 "$worker" hold &
+    w1=$!
+    bg="$bg $w0 $w1"
+    wait_for 300 test -e "$work/held" || echo "# the workers of $job did not hold"
+}
+
+# ctl NAME ARGS...: runs kvsctl, output in $rt/NAME.out and .err, status in ctl_rc.
+ctl() {
+    out=$1
+    shift
+    timeout 10 "$kvsctl" "$@" >"$rt/$out.out" 2>"$rt/$out.err"
+    ctl_rc=$?
+    sed 's/^/#   /' "$rt/$out.out" "$rt/$out.err"
+}
+
+# field FILE NAME: the value of a "NAME: value" line.
+field() { sed -n "s/^$2: //p" "$1"; }
+
+# ---- a held job, looked at ----------------------------------------------
+job=kvsctl-test-$$-look
+start_job "$job"
+
+ctl status -j "$job" status
+st=$ctl_rc
+[ "$(field "$rt/status.out" job)" = "$job" ] || st=1
+[ "$(field "$rt/status.out" mode)" = sync ] || st=1
+[ "$(field "$rt/status.out" workers)" = "2 expected, 2 connected, 0 left, 0 dead" ] || st=1
+[ "$(field "$rt/status.out" keys)" = 2 ] || st=1
+[ "$(field "$rt/status.out" optimizer)" = none ] || st=1
+[ "$(field "$rt/status.out" failed)" = no ] || st=1
+tap $st "status: sync, 2 workers connected, 2 keys, no optimizer, not failed"
+
+# The job name comes from KVS_JOB when -j is not given.
+KVS_JOB=$job timeout 10 "$kvsctl" status >"$rt/status2.out" 2>"$rt/status2.err"
+st=$?
+[ "$(field "$rt/status2.out" job)" = "$job" ] || st=1
+tap $st "status: the job from KVS_JOB"
+
+# keys: header, then key 1 (version: init + 3 rounds) and key 2, in order.
+ctl keys -j "$job" keys
+st=$ctl_rc
+[ "$(awk 'NR == 1 { print $1, $2, $3, $4, $5 }' "$rt/keys.out")" = "KEY DTYPE SHAPE VERSION ROUNDS" ] || st=1
+[ "$(awk 'NR == 2 { print $1, $2, $3, $4, $5 }' "$rt/keys.out")" = "1 float32 (2,3) 4 3" ] || st=1
+[ "$(awk 'NR == 3 { print $1, $2, $3, $4, $5 }' "$rt/keys.out")" = "2 int32 (4,) 1 0" ] || st=1
+[ "$(wc -l <"$rt/keys.out")" -eq 3 ] || st=1
+tap $st "keys: 1 float32 (2,3) version 4, 3 rounds; 2 int32 (4,) version 1, 0 rounds"
+
+# stats, exactly: a push or pull counts once per key per worker call, with
+# the bytes of its value: 3 rounds x 2 workers x 24 bytes (float32 2x3)
+# pushed, 1 pull x 2 workers x 24 bytes pulled. Collectives: the init of
+# key 1, the init of key 2, the barrier.
+ctl stats -j "$job" stats
+st=$ctl_rc
+[ "$(field "$rt/stats.out" rounds)" = 3 ] || st=1
+[ "$(field "$rt/stats.out" pushes)" = 6 ] || st=1
+[ "$(field "$rt/stats.out" pulls)" = 2 ] || st=1
+[ "$(field "$rt/stats.out" "bytes pushed")" = $((3 * 2 * 24)) ] || st=1
+[ "$(field "$rt/stats.out" "bytes pulled")" = $((2 * 24)) ] || st=1
+[ "$(field "$rt/stats.out" collectives)" = 3 ] || st=1
+[ "$(field "$rt/stats.out" "requests failed")" = 0 ] || st=1
+waits=$(field "$rt/stats.out" waits)
+case $waits in ''|*[!0-9]*) st=1 ;; esac
+tap $st "stats: 3 rounds, 6 pushes of 144 bytes, 2 pulls of 48 bytes, 3 collectives, 0 failed"
+
+# Released, the workers close and kvsd exits 0 on its own, leaving nothing.
+touch "$work/release"
+st=0
+wait "$w0" || { echo "# rank 0 failed"; st=1; }
+wait "$w1" || { echo "# rank 1 failed"; st=1; }
+wait_for 50 gone "$kvsd_pid" || { echo "# kvsd still runs"; st=1; }
+wait "$kvsd_pid" || { echo "# kvsd exited $?"; st=1; }
+[ ! -e "$dir/$job.sock" ] && [ ! -e "$dir/$job.lock" ] || { echo "# files left"; st=1; }
+tap $st "released: workers and kvsd exit 0, no socket or lock left"
+
+# ---- a kvsd before any worker ---------------------------------------------
+job=kvsctl-test-$$-early
+timeout 60 "$kvsd" --job "$job" -q &
+kvsd_pid=$!
+bg="$bg $kvsd_pid"
+wait_for 100 test -S "$dir/$job.sock"
+ctl early -j "$job" status
+st=$ctl_rc
+[ "$(field "$rt/early.out" mode)" = "unknown yet" ] || st=1
+[ "$(field "$rt/early.out" workers)" = "unknown yet, 0 connected, 0 left, 0 dead" ] || st=1
+[ "$(field "$rt/early.out" keys)" = 0 ] || st=1
+ctl early-keys -j "$job" keys
+[ $ctl_rc -eq 0 ] && [ "$(wc -l <"$rt/early-keys.out")" -eq 1 ] || st=1
+tap $st "status and keys before any worker: mode and workers unknown yet, no keys"
+
+# stop of a kvsd nobody uses: it exits 0 at once.
+ctl early-stop -j "$job" stop
+st=$ctl_rc
+[ "$(cat "$rt/early-stop.out")" = stopping ] || st=1
+wait_for 30 gone "$kvsd_pid" || { echo "# kvsd still runs"; st=1; }
+wait "$kvsd_pid" || { echo "# kvsd exited $?"; st=1; }
+tap $st "stop of an idle kvsd"
+
+# ---- a held job, stopped ----------------------------------------------------
+job=kvsctl-test-$$-stop
+start_job "$job" KVS_TEST_EXPECT_CLOSED=1
+t0=$(now_ms)
+ctl stop -j "$job" stop
+st=$ctl_rc
+[ "$(cat "$rt/stop.out")" = stopping ] || st=1
+tap $st "stop: kvsd answers 'stopping'"
+
+st=0
+wait_for 30 gone "$kvsd_pid" || { echo "# kvsd still runs 3 s after stop"; st=1; }
+took=$(($(now_ms) - t0))
+echo "# kvsd was gone $took ms after kvsctl stop began"
+[ $took -le 3000 ] || st=1
+wait "$kvsd_pid" || { echo "# kvsd exited $?"; st=1; }
+tap $st "stop: kvsd exits 0 within 3 s"
+
+[ ! -e "$dir/$job.sock" ] && [ ! -e "$dir/$job.lock" ]
+tap $? "stop: no socket or lock left"
+
+# Released, each worker's next call fails with KVS_ECLOSED (the scenario
+# checks it and exits 0 then).
+touch "$work/release"
+st=0
+wait "$w0" || { echo "# rank 0 exited $?"; st=1; }
+wait "$w1" || { echo "# rank 1 exited $?"; st=1; }
+tap $st "stop: the workers' next call fails with KVS_ECLOSED"
+
+# ---- stopped while workers wait ---------------------------------------------
+# Rank 0 waits in a round rank 1 never pushes to, rank 1 in a barrier rank
+# 0 never reaches (scenario stop_waits): kvsd answers both with KVS_ECLOSED
+# as it stops, and still exits 0 leaving nothing.
+job=kvsctl-test-$$-waits
+work=$rt/$job
+mkdir -p "$work"
+timeout 60 "$kvsd" --job "$job" -n 2 -q &
+kvsd_pid=$!
+bg="$bg $kvsd_pid"
+wait_for 100 test -S "$dir/$job.sock"
+for r in 0 1; do
+    KVS_TEST_DIR=$work KVS_JOB=$job KVS_RANK=$r KVS_NUM_WORKERS=2 KVS_TIMEOUT=30 \
+        timeout 60 "$worker" stop_waits &
+    eval "w$r=\$!"
+done
+bg="$bg $w0 $w1"
+wait_for 300 test -e "$work/waiting" || echo "# the workers of $job did not wait"
+ctl waits -j "$job" stop
+st=$ctl_rc
+wait_for 30 gone "$kvsd_pid" || { echo "# kvsd still runs 3 s after stop"; st=1; }
+wait "$kvsd_pid" || { echo "# kvsd exited $?"; st=1; }
+wait "$w0" || { echo "# rank 0 exited $?"; st=1; }
+wait "$w1" || { echo "# rank 1 exited $?"; st=1; }
+[ ! -e "$dir/$job.sock" ] && [ ! -e "$dir/$job.lock" ] || { echo "# files left"; st=1; }
+tap $st "stop while a round and a barrier wait: both fail with KVS_ECLOSED, kvsd exits 0"
+
+# ---- errors -----------------------------------------------------------------
+job=kvsctl-test-$$-nobody
+ctl nobody -j "$job" status
+st=0
+[ $ctl_rc -eq 1 ] || st=1
+grep -q "kvsctl: no kvsd serves job '$job'" "$rt/nobody.err" || st=1
+[ ! -s "$rt/nobody.out" ] || st=1
+tap $st "a job nobody serves: exit 1, 'no kvsd serves job'"
+
+st=0
+ctl unknown -j "$job" frobnicate
+[ $ctl_rc -eq 2 ] && grep -q "unknown command 'frobnicate'" "$rt/unknown.err" || st=1
+ctl none -j "$job"
+[ $ctl_rc -eq 2 ] || st=1
+ctl two -j "$job" status keys
+[ $ctl_rc -eq 2 ] || st=1
+ctl badopt -x status
+[ $ctl_rc -eq 2 ] || st=1
+ctl badjob -j ../x status
+[ $ctl_rc -eq 2 ] || st=1
+tap $st "usage errors (unknown or no command, two commands, bad option or job): exit 2"
+
+st=0
+ctl help --help
+[ $ctl_rc -eq 0 ] && grep -q "usage: kvsctl" "$rt/help.out" || st=1
+ctl version --version
+[ $ctl_rc -eq 0 ] && grep -q "^kvsctl (kvs " "$rt/version.out" || st=1
+tap $st "--help and --version"
+exit 0
