@@ -283,15 +283,46 @@ static void flush_backlog(struct daemon *d, struct worker *w)
         kvs__bell_ring(w->bell);
 }
 
+static kvs_key_t sqe_key(const struct kvs__sqe *s)
+{
+    return s->key_len ? KVS_STR_KEY(s->key_name) : KVS_INT_KEY(s->key_id);
+}
+
+static kvs_array_t sqe_array(const struct kvs__sqe *s, void *data)
+{
+    kvs_array_t a = { .data = data, .dtype = s->dtype, .ndim = s->ndim, .device = KVS_HOST };
+
+    memcpy(a.shape, s->shape, sizeof a.shape[0] * (size_t)s->ndim);
+    return a;
+}
+
+/* A completion that hands the worker the key's value in the arena. */
+static void value_cqe(struct daemon *d, const struct kvs__entry_info *info,
+                      struct kvs__cqe *c)
+{
+    const struct round *rd = *info->front;
+
+    c->value_off = (uint64_t)((unsigned char *)info->value - d->arena);
+    c->value_len = info->bytes;
+    c->round = rd ? rd->done : 0;
+    d->st.pulls++;
+    d->st.bytes_pulled += info->bytes;
+}
+
 static void complete(struct daemon *d, struct req *r, int status, const char *msg)
 {
     struct kvs__cqe c = { .seq = r->s.seq, .status = status };
+    struct kvs__entry_info info;
 
     if (status != 0) {
         d->st.failed++;
     } else if (r->s.op == KVS__OP_PUSH) {
         d->st.pushes++;
         d->st.bytes_pushed += r->s.data_len;
+        /* pushpull: the value the push made, without a pull's round trip */
+        if ((r->s.flags & KVS__SQE_VALUE)
+            && kvs__engine_lookup(d->eng, sqe_key(&r->s), &info, NULL) == 0)
+            value_cqe(d, &info, &c);
     }
     if (status && msg)
         snprintf(c.msg, sizeof c.msg, "%s", msg);
@@ -371,19 +402,6 @@ static void worker_release(struct daemon *d, struct worker *w)
 }
 
 /* ---- requests --------------------------------------------------------- */
-
-static kvs_key_t sqe_key(const struct kvs__sqe *s)
-{
-    return s->key_len ? KVS_STR_KEY(s->key_name) : KVS_INT_KEY(s->key_id);
-}
-
-static kvs_array_t sqe_array(const struct kvs__sqe *s, void *data)
-{
-    kvs_array_t a = { .data = data, .dtype = s->dtype, .ndim = s->ndim, .device = KVS_HOST };
-
-    memcpy(a.shape, s->shape, sizeof a.shape[0] * (size_t)s->ndim);
-    return a;
-}
 
 static struct round *round_of(struct daemon *d, const struct kvs__entry_info *info)
 {
@@ -501,13 +519,11 @@ static int serve_pending(struct daemon *d)
             }
             *p = r->next;
             {
-                struct kvs__cqe c = { .seq = r->s.seq,
-                                      .value_off = (uint64_t)((unsigned char *)info.value - d->arena),
-                                      .value_len = info.bytes, .round = rd ? rd->done : 0 };
+                struct kvs__cqe c = { .seq = r->s.seq };
+
+                value_cqe(d, &info, &c);
                 post(d, r->w, &c);
                 free(r);
-                d->st.pulls++;
-                d->st.bytes_pulled += info.bytes;
             }
             progress = 1;
             continue;

@@ -284,7 +284,8 @@ static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *c
     c->next_seq += (uint64_t)n;
     for (int i = 0; i < n; i++) {
         reqs[i].seq = base + (uint64_t)i;
-        reqs[i].flags = i == n - 1 ? KVS__SQE_LAST : 0;
+        reqs[i].flags = (uint8_t)((reqs[i].flags & ~KVS__SQE_LAST)
+                                  | (i == n - 1 ? KVS__SQE_LAST : 0));
     }
     while (done < n) {
         uint32_t seen = kvs__bell_seq(c->wbell);
@@ -438,12 +439,13 @@ static int group_match(kvs_t *kv, const struct groups *g, const kvs_key_t *keys,
  * kvs__sum makes of the group's arrays (summing repeated keys here, as
  * MXNet's workers merge their devices before sending). Groups are sent in
  * batches that fit in staging; each batch is all-or-nothing in kvsd. */
-static int send_groups(kvs_t *kv, uint8_t op, const struct groups *g, const kvs_key_t *keys,
-                       const kvs_array_t *arrs, int priority)
+static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups *g,
+                       const kvs_key_t *keys, const kvs_array_t *arrs, int priority,
+                       struct kvs__cqe *out)
 {
     struct kvs__client *c = kv->client;
     struct kvs__sqe *reqs = calloc((size_t)(g->ng ? g->ng : 1), sizeof *reqs);
-    struct kvs__cqe *cqes = calloc((size_t)(g->ng ? g->ng : 1), sizeof *cqes);
+    struct kvs__cqe *cqes = out ? out : calloc((size_t)(g->ng ? g->ng : 1), sizeof *cqes);
     const void **in = malloc(sizeof *in * (size_t)(g->n ? g->n : 1));
     int rc = 0, start = 0;
 
@@ -475,8 +477,8 @@ static int send_groups(kvs_t *kv, uint8_t op, const struct groups *g, const kvs_
                     in[k++] = arrs[i].data;
             kvs__sum(a->dtype, c->staging + off, in, k, kvs__array_count(a),
                      (int)kv->opt_threads);
-            reqs[end] = (struct kvs__sqe){ .op = op, .priority = priority, .data_off = off,
-                                           .data_len = bytes };
+            reqs[end] = (struct kvs__sqe){ .op = op, .flags = flags, .priority = priority,
+                                           .data_off = off, .data_len = bytes };
             sqe_key(&reqs[end], keys[g->first[end]]);
             sqe_array(&reqs[end], a);
             off += (bytes + 63) & ~(uint64_t)63;
@@ -487,7 +489,8 @@ static int send_groups(kvs_t *kv, uint8_t op, const struct groups *g, const kvs_
     }
 out:
     free(in);
-    free(cqes);
+    if (cqes != out)
+        free(cqes);
     free(reqs);
     return rc;
 }
@@ -517,7 +520,7 @@ static int dist_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
             }
         }
     } else {
-        rc = send_groups(kv, KVS__OP_INIT, &g, keys, values, 0);
+        rc = send_groups(kv, KVS__OP_INIT, 0, &g, keys, values, 0, NULL);
     }
     free(g.gid);
     return rc;
@@ -535,7 +538,7 @@ static int dist_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
     if ((rc = group(kv, n, keys, &g)) != 0)
         return rc;
     if ((rc = group_match(kv, &g, keys, values, "value")) == 0)
-        rc = send_groups(kv, KVS__OP_PUSH, &g, keys, values, priority);
+        rc = send_groups(kv, KVS__OP_PUSH, 0, &g, keys, values, priority, NULL);
     free(g.gid);
     return rc;
 }
@@ -631,22 +634,41 @@ static int dist_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
     return pull_groups(kv, n, keys, outs, NULL, priority);
 }
 
+/* One request per key: the push's completion carries the value it made. */
 static int dist_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                          kvs_array_t *outs, int priority)
 {
     kvs_array_t *dst = outs ? outs : (kvs_array_t *)values;
+    struct kvs__cqe *cqes = NULL;
+    struct groups g;
     int rc;
 
     if ((rc = usable(kv)) != 0
+        || (rc = kvs__check_list(NULL, n, keys, values, "value", &kv->err)) != 0
         || (outs && (rc = kvs__check_list(NULL, n, keys, outs, "out", &kv->err)) != 0))
         return rc;
     for (int i = 0; outs && i < n; i++)
         if (outs[i].dtype != values[i].dtype || !kvs__same_shape(&outs[i], &values[i]))
             return kvs__fail(&kv->err, outs[i].dtype != values[i].dtype ? KVS_EDTYPE
                              : KVS_ESHAPE, "out %d does not match value %d", i, i);
-    if ((rc = dist_push(kv, n, keys, values, priority)) != 0)
+    if ((rc = group(kv, n, keys, &g)) != 0)
         return rc;
-    return pull_groups(kv, n, keys, dst, NULL, priority);
+    if ((rc = group_match(kv, &g, keys, values, "value")) != 0)
+        goto out;
+    if (!(cqes = calloc((size_t)(g.ng ? g.ng : 1), sizeof *cqes))) {
+        rc = kvs__fail(&kv->err, -ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = send_groups(kv, KVS__OP_PUSH, KVS__SQE_VALUE, &g, keys, values, priority,
+                          cqes)) != 0)
+        goto out;
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = copy_value(kv, &cqes[g.gid[i]], dst[i].data,
+                        kvs__array_count(&dst[i]) * kvs_dtype_size(dst[i].dtype), NULL, 0, 0);
+out:
+    free(cqes);
+    free(g.gid);
+    return rc;
 }
 
 static int dist_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,

@@ -699,7 +699,8 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
     if ((name = op_name(t.op)) == NULL)
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 ": unknown op %u", t.seq,
                          (unsigned)t.op);
-    if ((t.flags & ~KVS__SQE_LAST) != 0)
+    if ((t.flags & ~KVS__SQE_FLAGS) != 0
+        || ((t.flags & KVS__SQE_VALUE) && t.op != KVS__OP_PUSH))
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): unknown flags 0x%02x",
                          t.seq, name, (unsigned)t.flags);
     if (get_u16(m, S_RSV0) != 0 || get_u32(m, S_RSV1) != 0 ||

@@ -151,7 +151,10 @@ struct kvs__sqe {
     uint64_t data_off, data_len;       /* a range of the staging area */
     uint64_t arg;                      /* PULL: min_round; SAVE: dump flag */
 };
-#define KVS__SQE_LAST 0x01             /* the last slot of one list call */
+#define KVS__SQE_LAST  0x01            /* the last slot of one list call */
+#define KVS__SQE_VALUE 0x02            /* PUSH: complete with the key's value once
+                                        * applied, as a PULL would (pushpull) */
+#define KVS__SQE_FLAGS (KVS__SQE_LAST | KVS__SQE_VALUE)
 
 struct kvs__cqe {
     uint64_t seq;                      /* the SQE's seq */

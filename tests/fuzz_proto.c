@@ -181,7 +181,8 @@ static void sqe_one(const unsigned char *slot, uint64_t staging)
         return;
     }
     CHECK(s.op >= KVS__OP_INIT && s.op <= KVS__OP_CLOSE);
-    CHECK((s.flags & ~KVS__SQE_LAST) == 0);
+    CHECK((s.flags & ~KVS__SQE_FLAGS) == 0);
+    CHECK(!(s.flags & KVS__SQE_VALUE) || s.op == KVS__OP_PUSH);
     CHECK(s.ndim >= 0 && s.ndim <= KVS_MAX_NDIM);
     CHECK(s.key_len <= KVS_MAX_KEY_LEN && strlen(s.key_name) == s.key_len);
     CHECK(s.data_off <= staging && s.data_len <= staging - s.data_off);

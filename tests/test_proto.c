@@ -1188,7 +1188,8 @@ static void test_sqe_fields(void **state)
     s = sqe_ok(KVS__OP_PUSH); s.op = 0;          sqe_bad(&s, STAGING, "unknown op 0");
     s = sqe_ok(KVS__OP_PUSH); s.op = 9;          sqe_bad(&s, STAGING, "unknown op 9");
     s = sqe_ok(KVS__OP_PUSH); s.op = 255;        sqe_bad(&s, STAGING, "unknown op 255");
-    s = sqe_ok(KVS__OP_PUSH); s.flags = 0x02;    sqe_bad(&s, STAGING, "flags");
+    s = sqe_ok(KVS__OP_PULL); s.flags = 0x02;    sqe_bad(&s, STAGING, "flags");
+    s = sqe_ok(KVS__OP_PUSH); s.flags = 0x04;    sqe_bad(&s, STAGING, "flags");
     s = sqe_ok(KVS__OP_PUSH); s.flags = 0x81;    sqe_bad(&s, STAGING, "flags");
     s = sqe_ok(KVS__OP_PUSH); s.dtype = (kvs_dtype_t)7;   sqe_bad(&s, STAGING, "dtype 7");
     s = sqe_ok(KVS__OP_PULL); s.dtype = (kvs_dtype_t)255; sqe_bad(&s, STAGING, "dtype 255");
@@ -1414,7 +1415,7 @@ static void test_sqe_concurrent(void **state)
         ok++;
         /* Whatever the decoder saw, what it returns keeps its promises. */
         assert_true(out.op >= KVS__OP_INIT && out.op <= KVS__OP_CLOSE);
-        assert_true((out.flags & ~KVS__SQE_LAST) == 0);
+        assert_true((out.flags & ~KVS__SQE_FLAGS) == 0);
         assert_true(out.ndim >= 0 && out.ndim <= KVS_MAX_NDIM);
         assert_true(out.key_len <= KVS_MAX_KEY_LEN);
         assert_int_equal(strlen(out.key_name), out.key_len);
