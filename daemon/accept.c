@@ -1,0 +1,194 @@
+/*
+ * accept.c - the socket thread: it accepts connections on the job's
+ * socket, checks the peer's uid before anything is sent, and runs the
+ * handshake that gives a worker its slot and segment (rings, staging) and
+ * the control and arena descriptors; a connection that opens with a control
+ * request goes to control.c instead. It watches every live worker's socket:
+ * one that closes without a CLOSE request marks its worker hup and rings
+ * the daemon's doorbell.
+ *
+ * It must never look at the engine, the rounds, the requests or the
+ * counters, and never touch a worker the serve thread owns: it fills only
+ * a FREE slot, and once the worker is LIVE sets nothing in it but hup. It
+ * never sends a byte to a client of another uid, and every wait has a
+ * deadline.
+ */
+#define _GNU_SOURCE
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "kvsd.h"
+#include "shm.h"
+
+/* ---- the handshake (socket thread) ------------------------------------ */
+
+static int refuse(int fd, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int refuse(int fd, int status, const char *fmt, ...)
+{
+    struct kvs__welcome w = { .version = KVS__PROTO_VERSION, .status = status };
+    unsigned char buf[KVS__WELCOME_BYTES];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(w.msg, sizeof w.msg, fmt, ap);
+    va_end(ap);
+    kvs__sock_send(fd, buf, kvs__welcome_encode(&w, buf), NULL, 0,
+                   kvs__now_ns() + HANDSHAKE_NS, NULL);
+    return status;
+}
+
+static void handshake(struct daemon *d, int fd)
+{
+    unsigned char buf[KVS__WELCOME_BYTES + KVS__HELLO_BYTES];   /* either message */
+    struct kvs__err e = { 0, "" };
+    struct kvs__hello h;
+    struct kvs__welcome wel = { .version = KVS__PROTO_VERSION };
+    const struct kvs__worker_layout l = d->wl;
+    struct worker *w = NULL;
+    uid_t uid;
+    pid_t pid;
+    size_t len;
+    int seg_fd = -1, nfds, wi = -1, fds[3];
+
+    if (kvs__sock_peer(fd, &uid, &pid, &e) != 0 || uid != geteuid()) {
+        say(d, "refused a client of uid %d", (int)uid);
+        goto drop;                     /* nothing is sent to another user */
+    }
+    if (kvs__sock_recv(fd, buf, sizeof buf, &len, NULL, 0, &nfds, kvs__now_ns() + HANDSHAKE_NS,
+                       &e) != 0)
+        goto drop;
+    if (kvs__msg_type(buf, len) == KVS__MSG_CTL_REQUEST) {
+        ctl_accept(d, fd, buf, len, pid);
+        return;
+    }
+    if (kvs__hello_decode(buf, len, &h, &e) != 0) {
+        refuse(fd, KVS_EPROTO, "%s", e.msg);
+        goto drop;
+    }
+    if (strcmp(h.job, d->o.job) != 0) {
+        refuse(fd, KVS_EBADARG, "this kvsd serves job '%s', not '%s'", d->o.job, h.job);
+        goto drop;
+    }
+    pthread_mutex_lock(&d->lock);
+    if (d->nworkers == 0)
+        d->nworkers = h.nworkers;
+    if (d->sync < 0)
+        d->sync = h.mode == KVS__MODE_SYNC;
+    if (h.nworkers != d->nworkers || d->sync != (h.mode == KVS__MODE_SYNC)) {
+        pthread_mutex_unlock(&d->lock);
+        refuse(fd, KVS_EBADARG, "the job has %d workers in %s mode; this worker says %d, %s",
+               d->nworkers, d->sync ? "sync" : "async", h.nworkers,
+               h.mode == KVS__MODE_SYNC ? "sync" : "async");
+        goto drop;
+    }
+    if (atomic_load(&d->workers[h.rank].state) != W_FREE) {
+        pthread_mutex_unlock(&d->lock);
+        refuse(fd, KVS_EBADARG, "rank %d has already joined the job", h.rank);
+        goto drop;
+    }
+    wi = h.rank;                       /* one slot per rank */
+    pthread_mutex_unlock(&d->lock);
+
+    /* The slot is FREE, so the serve thread does not look inside it until
+     * the state turns LIVE below (a release store). */
+    w = &d->workers[wi];
+    w->sock = -1;
+    w->hup = 0;
+    w->batch = NULL;
+    w->backlog = NULL;
+    w->batch_len = 0;
+    if (kvs__memfd_new("kvs-worker", l.size, 0, &seg_fd, &e) != 0
+        || kvs__map(seg_fd, l.size, 1, &w->seg, &e) != 0) {
+        refuse(fd, e.code, "%s", e.msg);
+        goto drop;
+    }
+    w->seg_size = l.size;
+    head_init(w->seg, KVS__SEG_WORKER, l.size);
+    w->bell = (struct kvs__bell *)((char *)w->seg + KVS__WORKER_BELL_OFF);
+    /* setup() checked this geometry through kvs__worker_layout. */
+    if (kvs__ring_attach(&w->sq, (char *)w->seg + l.sq_off, d->o.sq_entries,
+                         KVS__SQE_BYTES, 1) != 0
+        || kvs__ring_attach(&w->cq, (char *)w->seg + l.cq_off, d->o.cq_entries,
+                            KVS__CQE_BYTES, 1) != 0) {
+        kvs__unmap(w->seg, w->seg_size);
+        w->seg = NULL;
+        refuse(fd, KVS_EPROTO, "kvsd: bad ring geometry");
+        goto drop;
+    }
+    w->staging = (unsigned char *)w->seg + l.staging_off;
+    w->staging_size = l.staging_size;
+    w->batch_tail = &w->batch;
+    w->backlog_tail = &w->backlog;
+    w->rank = h.rank;
+    w->pid = pid;
+
+    wel.worker = (uint32_t)wi;
+    wel.control_size = KVS__CONTROL_SIZE;
+    wel.seg_size = l.size;
+    wel.arena_size = d->o.arena;
+    wel.sq_entries = d->o.sq_entries;
+    wel.cq_entries = d->o.cq_entries;
+    wel.staging_off = l.staging_off;
+    wel.staging_size = l.staging_size;
+    fds[0] = d->ctl_fd;
+    fds[1] = seg_fd;
+    fds[2] = d->arena_ro_fd;
+    len = kvs__welcome_encode(&wel, buf);
+    if (kvs__sock_send(fd, buf, len, fds, 3, kvs__now_ns() + HANDSHAKE_NS, &e) != 0) {
+        kvs__unmap(w->seg, w->seg_size);
+        w->seg = NULL;
+        goto drop;
+    }
+    close(seg_fd);
+    w->sock = fd;
+    atomic_store(&w->state, W_LIVE);
+    atomic_fetch_add(&d->connected, 1);
+    say(d, "rank %d (pid %d) joined", w->rank, (int)pid);
+    kvs__bell_ring(d->bell);
+    return;
+
+drop:
+    if (seg_fd >= 0)
+        close(seg_fd);
+    close(fd);
+}
+
+/* Accepts workers and watches their sockets until told to stop. */
+void *socket_thread(void *arg)
+{
+    struct daemon *d = arg;
+    struct pollfd p[MAX_WORKERS + 1];
+    int who[MAX_WORKERS + 1];
+
+    while (!stop_signal) {
+        int n = 0, fd;
+
+        p[n++] = (struct pollfd){ .fd = d->listen_fd, .events = POLLIN };
+        for (int i = 0; i < MAX_WORKERS; i++) {
+            if (atomic_load(&d->workers[i].state) == W_LIVE && !d->workers[i].hup) {
+                who[n] = i;
+                p[n++] = (struct pollfd){ .fd = d->workers[i].sock, .events = POLLIN };
+            }
+        }
+        if (poll(p, (nfds_t)n, 100) <= 0)
+            continue;
+        for (int i = 1; i < n; i++) {
+            char b;
+
+            if (p[i].revents && recv(p[i].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) {
+                d->workers[who[i]].hup = 1;
+                kvs__bell_ring(d->bell);
+            }
+        }
+        if ((p[0].revents & POLLIN) && kvs__sock_accept(d->listen_fd, 0, &fd, NULL) == 0)
+            handshake(d, fd);
+    }
+    return NULL;
+}

@@ -1,0 +1,336 @@
+/*
+ * control.c - kvsctl's channel into kvsd: the queue of checked control
+ * connections between the socket thread and the serve thread, and the
+ * answers to status, keys, stats and stop, written as text that is cut
+ * between lines, never inside one, when it does not fit.
+ *
+ * Two sides. ctl_accept runs on the socket thread: it decodes and checks
+ * the request, then queues the connection or refuses it; that side never
+ * looks at the engine, the rounds or the counters. ctl_serve runs on the
+ * serve thread, which alone owns the job's state: it writes each answer,
+ * sends it with a short deadline and closes the connection. Nothing here
+ * changes the store or a worker, and nothing waits without a deadline;
+ * stop only tells the serve loop to end.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kvsd.h"
+#include "shm.h"
+
+#define CTL_SEND_NS     (50 * 1000000ll)   /* the serve thread's wait to send one answer */
+#define CTL_TAIL_ROOM   80             /* room kept in a listing for "... N more" */
+
+/* ---- control: kvsctl's requests --------------------------------------- */
+
+/* An answer being written into a reply's text. A piece that does not fit
+ * is left out whole and marks the text full: an answer is cut between
+ * lines, never inside one. */
+struct text {
+    char *buf;
+    size_t len, cap;
+    int full;
+};
+
+static void text_raw(struct text *t, const char *s, size_t n)
+{
+    if (t->full || n > t->cap - t->len) {
+        t->full = 1;
+        return;
+    }
+    memcpy(t->buf + t->len, s, n);
+    t->len += n;
+}
+
+static void text_add(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void text_add(struct text *t, const char *fmt, ...)
+{
+    char line[1024], safe[4 * sizeof line];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    text_raw(t, safe,
+             kvs__ctl_text_escape(safe, sizeof safe, line, strnlen(line, sizeof line), 0));
+}
+
+/* 7, or "name" quoted and escaped. */
+static void key_text(char *buf, size_t size, kvs_key_t key)
+{
+    size_t n;
+
+    if (!key.name) {
+        snprintf(buf, size, "%" PRId64, key.id);
+        return;
+    }
+    buf[0] = '"';
+    n = 1 + kvs__ctl_text_escape(buf + 1, size - 2, key.name, strlen(key.name), 1);
+    buf[n++] = '"';
+    buf[n] = '\0';
+}
+
+/* As Python writes a shape: (), (4,), (2,3). */
+static void shape_text(char *buf, size_t size, int ndim, const int64_t *shape)
+{
+    size_t o = (size_t)snprintf(buf, size, "(");
+
+    for (int i = 0; i < ndim && o < size; i++)
+        o += (size_t)snprintf(buf + o, size - o, "%s%" PRId64, i ? "," : "", shape[i]);
+    if (o < size)
+        snprintf(buf + o, size - o, "%s)", ndim == 1 ? "," : "");
+}
+
+static void ctl_status(struct daemon *d, struct text *t)
+{
+    const char *spec = kvs__engine_optimizer(d->eng);
+    int nworkers, sync, live = 0, dead = 0;
+
+    /* The socket thread sets both from the first hello. */
+    pthread_mutex_lock(&d->lock);
+    nworkers = d->nworkers;
+    sync = d->sync;
+    pthread_mutex_unlock(&d->lock);
+    for (int i = 0; i < MAX_WORKERS; i++) {
+        int st = atomic_load(&d->workers[i].state);
+
+        live += st == W_LIVE;
+        dead += st == W_DEAD;
+    }
+    text_add(t, "job: %s\n", d->o.job);
+    text_add(t, "kvsd pid: %ld\n", (long)getpid());
+    text_add(t, "mode: %s\n", sync < 0 ? "unknown yet" : sync ? "sync" : "async");
+    if (nworkers > 0)
+        text_add(t, "workers: %d expected, %d connected, %d left, %d dead\n", nworkers, live,
+                 d->left, dead);
+    else
+        text_add(t, "workers: unknown yet, %d connected, %d left, %d dead\n", live, d->left,
+                 dead);
+    text_add(t, "keys: %zu\n", kvs__engine_nkeys(d->eng));
+    text_add(t, "optimizer: %s\n", spec ? spec : "none");
+    if (d->failed)
+        text_add(t, "failed: yes: %s\n", d->fail_msg);
+    else
+        text_add(t, "failed: no\n");
+}
+
+static void ctl_stats(struct daemon *d, struct text *t)
+{
+    const struct stats *s = &d->st;
+
+    text_add(t, "rounds: %" PRIu64 "\n", s->rounds);
+    text_add(t, "pushes: %" PRIu64 "\n", s->pushes);
+    text_add(t, "pulls: %" PRIu64 "\n", s->pulls);
+    text_add(t, "bytes pushed: %" PRIu64 "\n", s->bytes_pushed);
+    text_add(t, "bytes pulled: %" PRIu64 "\n", s->bytes_pulled);
+    text_add(t, "collectives: %" PRIu64 "\n", s->collectives);
+    text_add(t, "waits: %" PRIu64 "\n", s->waits);
+    text_add(t, "requests failed: %" PRIu64 "\n", s->failed);
+}
+
+/* The keys listing takes two walks: one for the columns' widths, one for
+ * the lines, as many as fit. */
+struct listing {
+    struct text *t;
+    int pass;
+    int wkey, wdtype, wshape, wversion;
+    size_t shown;
+};
+
+#define KEY_TEXT_MAX   (4 * KVS_MAX_KEY_LEN + 3)
+#define SHAPE_TEXT_MAX (KVS_MAX_NDIM * 21 + 4)
+#define WIDTH_MAX      40                  /* a longer key only shifts its own line */
+
+static int width(int w, size_t n)
+{
+    return n > (size_t)w ? (n > WIDTH_MAX ? WIDTH_MAX : (int)n) : w;
+}
+
+/* Columns a terminal gives the text: one per character, not per byte (a
+ * name may hold UTF-8; what it shows wider is not worth a table). */
+static size_t columns(const char *s)
+{
+    size_t n = 0;
+
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+static int list_key(void *ctx, kvs_key_t key, const struct kvs__entry_info *info)
+{
+    struct listing *l = ctx;
+    char ks[KEY_TEXT_MAX + 1], shape[SHAPE_TEXT_MAX], version[24];
+    char line[KEY_TEXT_MAX + SHAPE_TEXT_MAX + 128];
+    const struct round *rd = *info->front;
+    size_t kcols;
+    int n;
+
+    key_text(ks, sizeof ks, key);
+    kcols = columns(ks);
+    shape_text(shape, sizeof shape, info->ndim, info->shape);
+    snprintf(version, sizeof version, "%" PRIu64, info->version);
+    if (l->pass == 0) {
+        l->wkey = width(l->wkey, kcols);
+        l->wdtype = width(l->wdtype, strlen(kvs_dtype_name(info->dtype)));
+        l->wshape = width(l->wshape, strlen(shape));
+        l->wversion = width(l->wversion, strlen(version));
+        return 0;
+    }
+    /* The key is padded by columns, the other fields are ASCII. */
+    n = snprintf(line, sizeof line, "%s%*s  %-*s  %-*s  %-*s  %" PRIu64 "\n", ks,
+                 kcols < (size_t)l->wkey ? l->wkey - (int)kcols : 0, "", l->wdtype,
+                 kvs_dtype_name(info->dtype), l->wshape, shape, l->wversion, version,
+                 rd ? rd->done : 0);
+    if (n < 0 || (size_t)n >= sizeof line || l->t->len + (size_t)n + CTL_TAIL_ROOM > l->t->cap)
+        return 1;                      /* full: the rest is counted, not shown */
+    text_raw(l->t, line, (size_t)n);
+    l->shown++;
+    return 0;
+}
+
+static int ctl_keys(struct daemon *d, struct text *t, struct kvs__err *e)
+{
+    struct listing l = { .t = t, .wkey = 3, .wdtype = 5, .wshape = 5, .wversion = 7 };
+    size_t total = kvs__engine_nkeys(d->eng);
+    int rc;
+
+    if ((rc = kvs__engine_foreach(d->eng, list_key, &l, e)) < 0)
+        return rc;
+    text_add(t, "%-*s  %-*s  %-*s  %-*s  %s\n", l.wkey, "KEY", l.wdtype, "DTYPE", l.wshape,
+             "SHAPE", l.wversion, "VERSION", "ROUNDS");
+    l.pass = 1;
+    if ((rc = kvs__engine_foreach(d->eng, list_key, &l, e)) < 0)
+        return rc;
+    if (l.shown < total)
+        text_add(t, "... and %zu more keys, not shown\n", total - l.shown);
+    return 0;
+}
+
+/* Sends one reply and waits at most until deadline_ns; the connection is
+ * the caller's to close. Errors only cost kvsctl its answer. */
+static void ctl_send(int fd, const struct kvs__ctl_reply *r, int64_t deadline_ns)
+{
+    unsigned char *msg = malloc(KVS__CTL_REPLY_HEAD + (size_t)r->len);
+    size_t len;
+
+    if (!msg)
+        return;
+    if ((len = kvs__ctl_reply_encode(r, msg)) != 0)
+        kvs__sock_send(fd, msg, len, NULL, 0, deadline_ns, NULL);
+    free(msg);
+}
+
+/* Answers the control requests the socket thread queued (serve thread).
+ * Returns 1 when one of them was stop. */
+int ctl_serve(struct daemon *d)
+{
+    struct ctl_conn q[CTL_QUEUE_MAX];
+    int n, stop = 0;
+
+    pthread_mutex_lock(&d->ctl_lock);
+    n = d->nctl;
+    memcpy(q, d->ctlq, sizeof q[0] * (size_t)n);
+    d->nctl = 0;
+    pthread_mutex_unlock(&d->ctl_lock);
+    for (int i = 0; i < n; i++) {
+        struct kvs__ctl_reply *r = &d->reply;
+        struct text t = { r->text, 0, KVS__CTL_TEXT_MAX, 0 };
+        struct kvs__err e = { 0, "" };
+        int rc = 0;
+
+        switch (q[i].command) {
+        case KVS__CTL_STATUS:
+            ctl_status(d, &t);
+            break;
+        case KVS__CTL_KEYS:
+            rc = ctl_keys(d, &t, &e);
+            break;
+        case KVS__CTL_STATS:
+            ctl_stats(d, &t);
+            break;
+        case KVS__CTL_STOP:
+            text_add(&t, "stopping\n");
+            stop = 1;
+            say(d, "told to stop by kvsctl (pid %d)", (int)q[i].pid);
+            break;
+        default:                       /* the decoder let no other through */
+            rc = kvs__fail(&e, KVS_EPROTO, "unknown command");
+        }
+        if (rc != 0) {
+            t.len = 0;
+            t.full = 0;
+            text_add(&t, "%s\n", e.msg);
+        }
+        r->version = KVS__PROTO_VERSION;
+        r->status = rc;
+        r->len = (uint32_t)t.len;
+        ctl_send(q[i].fd, r, kvs__now_ns() + CTL_SEND_NS);
+        close(q[i].fd);
+    }
+    return stop;
+}
+
+static void ctl_refuse(int fd, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* An answer from the socket thread: a request it will not queue. */
+static void ctl_refuse(int fd, int status, const char *fmt, ...)
+{
+    struct kvs__ctl_reply *r = malloc(sizeof *r);
+    char msg[KVS__ERR_MSG_MAX];
+    va_list ap;
+
+    if (!r)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    r->version = KVS__PROTO_VERSION;
+    r->status = status;
+    r->len = (uint32_t)kvs__ctl_text_escape(r->text, KVS__CTL_TEXT_MAX + 1, msg, strlen(msg),
+                                            0);
+    ctl_send(fd, r, kvs__now_ns() + HANDSHAKE_NS);
+    free(r);
+}
+
+/* A connection whose first message is a control request (socket thread):
+ * checked, then queued for the serve thread, which answers and closes it.
+ * Takes fd. */
+void ctl_accept(struct daemon *d, int fd, const void *msg, size_t len, pid_t pid)
+{
+    struct kvs__err e = { 0, "" };
+    struct kvs__ctl_request q;
+    int queued = 0;
+
+    if (kvs__ctl_request_decode(msg, len, &q, &e) != 0) {
+        ctl_refuse(fd, KVS_EPROTO, "%s", e.msg);
+    } else if (strcmp(q.job, d->o.job) != 0) {
+        ctl_refuse(fd, KVS_EBADARG, "this kvsd serves job '%s', not '%s'", d->o.job, q.job);
+    } else {
+        pthread_mutex_lock(&d->ctl_lock);
+        if (d->nctl < CTL_QUEUE_MAX) {
+            d->ctlq[d->nctl++] = (struct ctl_conn){ .fd = fd, .command = q.command, .pid = pid };
+            queued = 1;
+        }
+        pthread_mutex_unlock(&d->ctl_lock);
+        if (queued) {
+            kvs__bell_ring(d->bell);
+            return;
+        }
+        ctl_refuse(fd, -EBUSY, "kvsd has %d control requests waiting; try again",
+                   CTL_QUEUE_MAX);
+    }
+    close(fd);
+}

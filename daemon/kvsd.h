@@ -1,0 +1,216 @@
+/*
+ * kvsd.h - what kvsd's files share: the daemon's state (struct daemon, its
+ * workers, requests, rounds, collectives and control queue), the limits
+ * more than one file uses, and the calls one file makes into another.
+ *
+ * It declares only: it must never define a function or an object, and
+ * nothing but kvsd's own files includes it. Which thread may touch what is
+ * said at each field and each call.
+ */
+#ifndef KVSD_H
+#define KVSD_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "engine.h"
+#include "layout.h"
+#include "proto.h"
+#include "ring.h"
+
+#define MAX_WORKERS     1024
+#define HANDSHAKE_NS    (2 * 1000000000ll)
+#define CTL_QUEUE_MAX   16             /* control connections waiting for the serve thread */
+
+/* ---- options ---------------------------------------------------------- */
+
+struct options {
+    char job[KVS__JOB_MAX + 1];
+    int nworkers;                      /* 0: from the first worker's hello */
+    uint64_t staging, arena;
+    uint32_t sq_entries, cq_entries;
+    int threads;
+    int quiet;
+};
+
+/* ---- state ------------------------------------------------------------ */
+
+enum wstate { W_FREE, W_LIVE, W_LEFT, W_DEAD };
+
+struct req {
+    struct kvs__sqe s;
+    int w;                             /* worker index */
+    uint64_t order;                    /* arrival, to keep order within a priority */
+    struct req *next;
+};
+
+struct done {                          /* a completion waiting for room in a CQ */
+    struct kvs__cqe c;
+    struct done *next;
+};
+
+struct worker {
+    _Atomic int state;                 /* enum wstate; written by the serve thread,
+                                        * but FREE -> LIVE by the socket thread */
+    int rank;
+    pid_t pid;
+    int sock;
+    _Atomic int hup;                   /* set by the socket thread */
+    void *seg;
+    size_t seg_size;
+    struct kvs__ring sq, cq;
+    struct kvs__bell *bell;
+    unsigned char *staging;
+    uint64_t staging_size;
+    struct req *batch, **batch_tail;   /* requests of a list call not yet ended */
+    struct done *backlog, **backlog_tail;
+    int batch_len;
+};
+
+/* Per key, the sync rounds (the engine entry's front pointer). */
+struct round {
+    uint64_t done;                     /* rounds applied */
+    int ncontrib;
+    unsigned char *contrib;            /* per worker: pushed to the open round */
+    uint64_t *last;                    /* per worker: the round its last push is in */
+    void *accum;                       /* the open round's sum */
+};
+
+/* A collective (init of a key, barrier, set_optimizer): completes when
+ * every worker still in the job has arrived. */
+struct coll {
+    uint8_t op;
+    kvs_key_t key;                     /* INIT: name owned */
+    unsigned char *arrived;
+    int narrived;
+    struct req *reqs;                  /* waiting, completed together */
+    int status;
+    char msg[KVS__MSG_MAX];
+    char *spec;                        /* SET_OPTIMIZER: rank 0's (or the first) spec */
+    int spec_rank;
+    struct coll *next;
+};
+
+/* A control connection, checked by the socket thread, waiting for its
+ * answer from the serve thread. */
+struct ctl_conn {
+    int fd;
+    uint8_t command;                   /* enum kvs__ctl_command */
+    pid_t pid;                         /* kvsctl's, for messages */
+};
+
+/* What kvsd has done, for kvsctl stats. Serve thread only. */
+struct stats {
+    uint64_t rounds;                   /* sync rounds closed, over every key */
+    uint64_t pushes, pulls;            /* push and pull requests that succeeded */
+    uint64_t bytes_pushed;             /* their data: each request's, as the worker sent it */
+    uint64_t bytes_pulled;             /* the values the pulls were answered with */
+    uint64_t collectives;              /* inits of a key, barriers, set_optimizer: finished */
+    uint64_t waits;                    /* sleeps of the serve loop on its doorbell */
+    uint64_t failed;                   /* requests completed with an error */
+};
+
+struct daemon {
+    struct options o;
+    char dir[PATH_MAX], sock_path[PATH_MAX + 80], lock_path[PATH_MAX + 80];
+    int lock_fd, listen_fd;
+    int sync;                          /* 1 dist_sync, 0 dist_async, -1 unknown yet */
+    int ctl_fd, arena_fd, arena_ro_fd;
+    void *ctl;
+    unsigned char *arena;
+    uint64_t arena_next;               /* bump pointer */
+    struct kvs__bell *bell;
+    struct kvs__engine *eng;
+    struct kvs__worker_layout wl;      /* every worker segment's layout */
+
+    pthread_mutex_t lock;              /* workers[] slots and states vs the socket thread */
+    struct worker workers[MAX_WORKERS];
+    int nworkers;                      /* the job's size, once known */
+    _Atomic int connected;             /* workers ever connected */
+    int left;                          /* workers that left cleanly */
+    int failed;                        /* a worker died: every round now fails */
+    char fail_msg[KVS__MSG_MAX];
+
+    struct req *pending;               /* sorted: priority high first, then arrival */
+    struct coll *colls;
+    uint64_t order;
+    struct stats st;
+
+    pthread_mutex_t ctl_lock;          /* ctlq between the socket and serve threads */
+    struct ctl_conn ctlq[CTL_QUEUE_MAX];
+    int nctl;
+    struct kvs__ctl_reply reply;       /* the serve thread's answer being written */
+};
+
+/* Set by SIGINT/SIGTERM, and by main when the serve loop ends: both threads
+ * stop at their next turn. */
+extern volatile sig_atomic_t stop_signal;
+
+/* ---- kvsd.c ------------------------------------------------------------ */
+
+/* A message on stderr, prefixed with the job, unless --quiet. Any thread. */
+void say(const struct daemon *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- arena.c: shared segments and the arena --------------------------- */
+
+/* Writes a segment's head (magic, layout, kind, size) at seg. */
+void head_init(void *seg, uint32_t kind, uint64_t size);
+
+/* The engine's allocator (struct kvs__mem, ctx is the daemon): values in
+ * the shared arena. Serve thread only, once setup is done. */
+void *arena_alloc(void *ctx, size_t bytes);
+void arena_free(void *ctx, void *p, size_t bytes);
+
+/* Bracket a write of a value in the arena with its block's seqlock: a
+ * worker copying the value meanwhile sees the sequence move and copies it
+ * again. */
+void seq_begin(void *value);
+void seq_end(void *value);
+
+/* ---- requests.c: the workers' requests (serve thread only) ------------ */
+
+/* Posts what w's full CQ held back. */
+void flush_backlog(struct daemon *d, struct worker *w);
+
+/* Completes every waiting request (pending and in collectives) with status
+ * and msg. */
+void fail_waiting(struct daemon *d, int status, const char *msg);
+
+/* A worker died or was evicted: fails every waiting request now, and
+ * through d->failed every later one; the first message is kept and said. */
+void fail_job(struct daemon *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Frees what a worker holds: its unfinished list call (completed with
+ * KVS_EPEERDEAD), its backlog, its segment and its socket. */
+void worker_release(struct daemon *d, struct worker *w);
+
+/* Frees a key's rounds (the engine's front free). */
+void round_free(void *p);
+
+/* One pass over the pending requests; 1 when something completed. */
+int serve_pending(struct daemon *d);
+
+/* Reads and runs every request worker wi has posted; 1 on progress. */
+int drain(struct daemon *d, int wi);
+
+/* ---- control.c: kvsctl's channel -------------------------------------- */
+
+/* Answers the queued control requests (serve thread); 1 when one was stop. */
+int ctl_serve(struct daemon *d);
+
+/* Checks and queues a control connection whose first message is msg
+ * (socket thread). Takes fd. */
+void ctl_accept(struct daemon *d, int fd, const void *msg, size_t len, pid_t pid);
+
+/* ---- accept.c: the socket thread -------------------------------------- */
+
+/* The socket thread's body (arg is the daemon): runs until stop_signal. */
+void *socket_thread(void *arg);
+
+#endif
