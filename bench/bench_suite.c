@@ -1,0 +1,314 @@
+/*
+ * bench_suite.c - the kvs cases of scripts/bench, run through the shared
+ * harness in round.h (the peers in bench/peers/ run through the same one).
+ *
+ *   bench_suite local -n N [--sizes LIST] [--seconds S] [--min-reps M]
+ *       the in-process `local` store: one kvs_pushpull of N values of one
+ *       key, in place (the key repeated N times: the N values are summed,
+ *       then every one of them receives the sum), per size.
+ *   kvsrun -n N bench_suite dist [--sizes LIST] [--resnet] [--seconds S] [--min-reps M]
+ *       dist_sync: every worker calls kvs_pushpull of one key in place, per
+ *       size; with --resnet, one kvs_pushpull list call of the 161 tensors
+ *       of ResNet-50 (resnet50_sizes.h).
+ *   kvsrun -n N bench_suite idle [--sleep S]
+ *       rank 0 enters kvs_barrier at once, the others sleep S seconds
+ *       (default 2) first: prints the CPU seconds rank 0 and kvsd used
+ *       while rank 0 waited.
+ *
+ * LIST is sizes in bytes per worker, e.g. 4K,256K,4M,64M (the default).
+ * Rank 0 prints one "row,..." line per case (see rh_print in round.h) and
+ * nothing else; errors go to stderr and exit 1. It uses only the public
+ * API in kvs.h, and /proc to find the job's kvsd (kvsrun's child) for its
+ * CPU time.
+ */
+#define _GNU_SOURCE                    /* clock_getcpuclockid, dirent */
+#include <dirent.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvs.h"
+#include "round.h"
+#include "resnet50_sizes.h"
+
+#define DEFAULT_SIZES "4K,256K,4M,64M"
+#define RESNET_KEY0   1000
+
+static kvs_t *kv;
+static char who[48] = "bench_suite";
+static pid_t kvsd_pid = -1;
+
+static void check(int rc, const char *what)
+{
+    if (rc != 0) {
+        fprintf(stderr, "%s: %s failed: %s (%s): %s\n", who, what, kvs_err_name(rc),
+                kvs_strerror(rc), kvs_last_error(kv));
+        exit(1);
+    }
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: bench_suite local -n N [--sizes LIST] [--seconds S] [--min-reps M]\n"
+            "       kvsrun -n N bench_suite dist [--sizes LIST] [--resnet] [--seconds S]"
+            " [--min-reps M]\n"
+            "       kvsrun -n N bench_suite idle [--sleep S]\n"
+            "  LIST: bytes per worker, e.g. %s (the default)\n", DEFAULT_SIZES);
+}
+
+/* ---- the job's kvsd, for its CPU time -------------------------------- */
+
+/* kvsrun starts kvsd and the workers as its children: the kvsd is our
+ * sibling. -1 when there is none (a kvsd started by hand). */
+static pid_t find_kvsd(void)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t parent = getppid(), found = -1;
+
+    if (!d)
+        return -1;
+    while ((e = readdir(d)) != NULL && found < 0) {
+        char path[300], buf[512], *p;
+        FILE *f;
+        int ppid;
+
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        if (!(f = fopen(path, "r")))
+            continue;
+        p = fgets(buf, sizeof buf, f);
+        fclose(f);
+        /* "pid (comm) state ppid ..." */
+        if (!p || !strstr(buf, " (kvsd) ") || !(p = strrchr(buf, ')')))
+            continue;
+        if (sscanf(p + 1, " %*c %d", &ppid) == 1 && ppid == parent)
+            found = (pid_t)atol(e->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
+static double kvsd_cpu(void)
+{
+    clockid_t id;
+    struct timespec ts;
+
+    if (kvsd_pid < 0 || clock_getcpuclockid(kvsd_pid, &id) != 0
+        || clock_gettime(id, &ts) != 0)
+        return NAN;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- job primitives over the store ----------------------------------- */
+
+static void job_barrier(void *ctx)
+{
+    (void)ctx;
+    check(kvs_barrier(kv), "kvs_barrier");
+}
+
+/* Key 0 holds one float64 per worker: a pushpull sums the vectors. */
+static void job_sum(void *ctx, double *v, int n)
+{
+    kvs_key_t k = KVS_INT_KEY(0);
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT64, .ndim = 1, .shape = { n } };
+
+    (void)ctx;
+    check(kvs_pushpull(kv, 1, &k, &a, NULL, 0), "kvs_pushpull of key 0");
+}
+
+/* ---- the op: one kvs_pushpull, in place ------------------------------ */
+
+struct pp {
+    int n;
+    kvs_key_t *keys;
+    kvs_array_t *vals;
+};
+
+static void op_pushpull(void *ctx)
+{
+    struct pp *p = ctx;
+
+    check(kvs_pushpull(kv, p->n, p->keys, p->vals, NULL, 0), "kvs_pushpull");
+}
+
+/* n list entries over the keys of b: entry i is key first_key + i % nkeys
+ * on buffer i / nkeys. */
+static void pp_init(struct pp *p, const struct rh_bufs *b, int64_t first_key)
+{
+    p->n = b->nkeys * b->nbuf;
+    p->keys = rh_alloc(sizeof *p->keys * (size_t)p->n);
+    p->vals = rh_alloc(sizeof *p->vals * (size_t)p->n);
+    for (int i = 0; i < p->n; i++) {
+        int j = i / b->nkeys, k = i % b->nkeys;
+
+        p->keys[i] = KVS_INT_KEY(first_key + k);
+        p->vals[i] = (kvs_array_t){ .data = b->buf[j] + b->offs[k], .dtype = KVS_FLOAT32,
+                                    .ndim = 1, .shape = { b->counts[k] }, .device = KVS_HOST };
+    }
+}
+
+static void pp_free(struct pp *p)
+{
+    free(p->keys);
+    free(p->vals);
+}
+
+/* Initialises the keys of b from buffer 0 (zeros), runs the case, prints. */
+static void run_case(const struct rh_comm *c, struct rh_bufs *b, int64_t first_key,
+                     const char *cas, const char *impl, int nworkers, double bytes,
+                     const struct rh_opts *o)
+{
+    struct pp p, init;
+    struct rh_result r;
+    struct rh_bufs one = *b;
+
+    one.nbuf = 1;
+    pp_init(&init, &one, first_key);
+    check(kvs_init(kv, init.n, init.keys, init.vals), "kvs_init");
+    pp_free(&init);
+    pp_init(&p, b, first_key);
+    rh_run(c, b, impl, op_pushpull, &p, c->nproc > 1 ? kvsd_cpu : NULL, o, &r);
+    if (c->rank == 0)
+        rh_print(cas, impl, nworkers, bytes, &r);
+    pp_free(&p);
+}
+
+int main(int argc, char **argv)
+{
+    struct rh_opts o = { .seconds = 1.0, .min_reps = 10 };
+    struct rh_comm c = { .rank = 0, .nproc = 1, .barrier = job_barrier, .sum = job_sum };
+    const char *mode, *sizes_arg = NULL;
+    size_t sizes[RH_MAX_SIZES];
+    int nsizes, nlocal = 0, resnet = 0;
+    double sleep_s = 2.0;
+
+    rh_who = who;
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    mode = argv[1];
+    if (strcmp(mode, "local") != 0 && strcmp(mode, "dist") != 0 && strcmp(mode, "idle") != 0) {
+        usage(stderr);
+        return 2;
+    }
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+        if (strcmp(a, "--resnet") == 0) {
+            resnet = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "bench_suite: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (strcmp(a, "-n") == 0)
+            nlocal = atoi(v);
+        else if (strcmp(a, "--sizes") == 0)
+            sizes_arg = v;
+        else if (strcmp(a, "--seconds") == 0)
+            o.seconds = atof(v);
+        else if (strcmp(a, "--min-reps") == 0)
+            o.min_reps = atol(v);
+        else if (strcmp(a, "--sleep") == 0)
+            sleep_s = atof(v);
+        else {
+            fprintf(stderr, "bench_suite: unknown argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    nsizes = rh_parse_sizes(sizes_arg ? sizes_arg : resnet ? "" : DEFAULT_SIZES, sizes,
+                            RH_MAX_SIZES);
+    if (nsizes < 0 || !(o.seconds > 0 && o.seconds <= 600) || o.min_reps < 1
+        || o.min_reps > RH_MAX_REPS || !(sleep_s >= 0 && sleep_s <= 600)
+        || (strcmp(mode, "local") == 0 && (nlocal < 1 || nlocal > 64))) {
+        fprintf(stderr, "bench_suite: bad arguments (see --help)\n");
+        return 2;
+    }
+
+    if (strcmp(mode, "local") == 0) {
+        check(kvs_create("local", &kv), "kvs_create(\"local\")");
+        for (int s = 0; s < nsizes; s++) {
+            long count = (long)(sizes[s] / sizeof(float));
+            struct rh_bufs b;
+
+            rh_bufs_init(&b, 1, &count, nlocal, 0, nlocal);
+            run_case(&c, &b, 1 + s, "allreduce", "kvs-local", nlocal, (double)sizes[s], &o);
+            rh_bufs_free(&b);
+        }
+        kvs_close(kv);
+        return 0;
+    }
+
+    check(kvs_create("dist_sync", &kv), "kvs_create(\"dist_sync\")");
+    c.rank = kvs_rank(kv);
+    c.nproc = kvs_num_workers(kv);
+    snprintf(who, sizeof who, "bench_suite rank %d", c.rank);
+    if (c.nproc > RH_MAX_PROCS) {
+        fprintf(stderr, "%s: at most %d workers\n", who, RH_MAX_PROCS);
+        return 1;
+    }
+    {
+        double zero[RH_MAX_PROCS] = { 0 };
+        kvs_key_t k0 = KVS_INT_KEY(0);
+        kvs_array_t a0 = { .data = zero, .dtype = KVS_FLOAT64, .ndim = 1,
+                           .shape = { c.nproc } };
+
+        check(kvs_init(kv, 1, &k0, &a0), "kvs_init of key 0");
+    }
+    if (c.rank == 0)
+        kvsd_pid = find_kvsd();
+
+    if (strcmp(mode, "idle") == 0) {
+        struct rh_result r = { .reps = 1 };
+
+        job_barrier(NULL);
+        if (c.rank == 0) {
+            double c0 = rh_cpu(), k0 = kvsd_cpu(), t0 = rh_now();
+
+            job_barrier(NULL);
+            r.median_s = rh_now() - t0;
+            r.cpu_s = rh_cpu() - c0;
+            r.aux_cpu_s = kvsd_cpu() - k0;
+            rh_print("idle", "kvs-dist", c.nproc, 0, &r);
+        } else {
+            struct timespec ts = { (time_t)sleep_s,
+                                   (long)((sleep_s - (double)(time_t)sleep_s) * 1e9) };
+
+            nanosleep(&ts, NULL);
+            job_barrier(NULL);
+        }
+        kvs_close(kv);
+        return 0;
+    }
+
+    for (int s = 0; s < nsizes; s++) {
+        long count = (long)(sizes[s] / sizeof(float));
+        struct rh_bufs b;
+
+        rh_bufs_init(&b, 1, &count, 1, c.rank, c.nproc);
+        run_case(&c, &b, 1 + s, "allreduce", "kvs-dist", c.nproc, (double)sizes[s], &o);
+        rh_bufs_free(&b);
+    }
+    if (resnet) {
+        struct rh_bufs b;
+
+        rh_bufs_init(&b, RESNET50_NTENSORS, resnet50_sizes, 1, c.rank, c.nproc);
+        run_case(&c, &b, RESNET_KEY0, "resnet50", "kvs-dist", c.nproc,
+                 (double)RESNET50_NVALUES * sizeof(float), &o);
+        rh_bufs_free(&b);
+    }
+    job_barrier(NULL);
+    kvs_close(kv);
+    return 0;
+}
