@@ -91,13 +91,19 @@ static int setup(struct daemon *d, struct kvs__err *e)
     unlink(d->sock_path);
     if ((rc = kvs__sock_listen(d->sock_path, &d->listen_fd, e)) != 0)
         return rc;
-    if ((rc = kvs__memfd_new("kvs-control", KVS__CONTROL_SIZE, 1, &d->ctl_fd, e)) != 0
+    if ((rc = kvs__memfd_new("kvs-control", KVS__CONTROL_SIZE, KVS__SEAL_SIZE, &d->ctl_fd,
+                             e)) != 0
         || (rc = kvs__map(d->ctl_fd, KVS__CONTROL_SIZE, 1, &d->ctl, e)) != 0)
         return rc;
     head_init(d->ctl, KVS__SEG_CONTROL, KVS__CONTROL_SIZE);
     d->bell = (struct kvs__bell *)((char *)d->ctl + KVS__CONTROL_BELL_OFF);
-    if ((rc = kvs__memfd_new("kvs-arena", d->o.arena, 1, &d->arena_fd, e)) != 0
+    /* Only kvsd's own mapping of the arena may write: workers get a
+     * read-only descriptor, and the write seal stops any descriptor of it
+     * from making a writable mapping later. */
+    if ((rc = kvs__memfd_new("kvs-arena", d->o.arena, KVS__SEAL_SIZE_OPEN, &d->arena_fd,
+                             e)) != 0
         || (rc = kvs__map(d->arena_fd, d->o.arena, 1, (void **)&d->arena, e)) != 0
+        || (rc = kvs__memfd_seal_writes(d->arena_fd, e)) != 0
         || (rc = kvs__memfd_reopen_ro(d->arena_fd, &d->arena_ro_fd, e)) != 0)
         return rc;
     head_init(d->arena, KVS__SEG_ARENA, d->o.arena);

@@ -150,7 +150,8 @@ int kvs__memfd_new(const char *name, size_t size, int seal, int *fd, struct kvs_
         goto fail_fd;
     }
     if (seal && EINTR_RETRY(fcntl(mfd, F_ADD_SEALS,
-                                  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) != 0) {
+                                  F_SEAL_SHRINK | F_SEAL_GROW
+                                  | (seal == KVS__SEAL_SIZE ? F_SEAL_SEAL : 0))) != 0) {
         rc = fail_errno(e, "F_ADD_SEALS on memfd", name);
         goto fail_fd;
     }
@@ -160,6 +161,13 @@ int kvs__memfd_new(const char *name, size_t size, int seal, int *fd, struct kvs_
 fail_fd:
     close(mfd);
     return rc;
+}
+
+int kvs__memfd_seal_writes(int fd, struct kvs__err *e)
+{
+    if (EINTR_RETRY(fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SEAL)) != 0)
+        return fail_errno(e, "F_ADD_SEALS (future writes) on memfd", NULL);
+    return 0;
 }
 
 int kvs__memfd_reopen_ro(int fd, int *ro_fd, struct kvs__err *e)

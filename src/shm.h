@@ -27,9 +27,21 @@ int kvs__runtime_dir(char *buf, size_t size, struct kvs__err *e);
  * Returns 0 or KVS_EBADARG. */
 int kvs__job_name_check(const char *job, struct kvs__err *e);
 
-/* A memfd of `size` bytes (zero-filled, close-on-exec). seal non-zero: sealed
- * against shrinking and growing, and the seals themselves sealed. */
+/* A memfd of `size` bytes (zero-filled, close-on-exec). seal:
+ *   0                  no seals, and none can be added;
+ *   KVS__SEAL_SIZE     sealed against shrinking and growing, and the seals
+ *                      themselves sealed;
+ *   KVS__SEAL_SIZE_OPEN  sealed against shrinking and growing; the creator
+ *                      maps it writable, then closes it with
+ *                      kvs__memfd_seal_writes. */
+#define KVS__SEAL_SIZE      1
+#define KVS__SEAL_SIZE_OPEN 2
 int kvs__memfd_new(const char *name, size_t size, int seal, int *fd, struct kvs__err *e);
+
+/* Seals a KVS__SEAL_SIZE_OPEN memfd against every later write: mappings
+ * made before stay writable, no new writable mapping or write() is allowed,
+ * whatever descriptor a receiver opens. Then seals the seals. */
+int kvs__memfd_seal_writes(int fd, struct kvs__err *e);
 
 /* A read-only descriptor of the same memfd (through /proc/self/fd), so that
  * a receiver cannot map it writable. */

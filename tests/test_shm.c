@@ -403,6 +403,48 @@ static void test_memfd_sealed(void **state)
     assert_int_equal(kvs__memfd_new(NULL, 1, 0, &fd, &e), -EINVAL);
 }
 
+/* The arena's sealing: kvsd's mapping made before the write seal keeps
+ * writing; afterwards no descriptor of the memfd, not even one reopened
+ * read-write through /proc, gives a writable mapping or a write(). */
+static void test_memfd_seal_writes(void **state)
+{
+    struct kvs__err e = { 0 };
+    const size_t size = 2 * 4096;
+    char path[64];
+    unsigned char *rw;
+    void *p;
+    int fd, rwfd, seals;
+
+    (void)state;
+    assert_int_equal(kvs__memfd_new("kvs-arena", size, KVS__SEAL_SIZE_OPEN, &fd, &e), 0);
+    assert_int_equal(kvs__map(fd, size, 1, &p, &e), 0);
+    rw = p;
+    assert_int_equal(kvs__memfd_seal_writes(fd, &e), 0);
+    seals = fcntl(fd, F_GET_SEALS);
+    assert_int_equal(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL | F_SEAL_FUTURE_WRITE),
+                     F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL | F_SEAL_FUTURE_WRITE);
+    assert_int_equal(kvs__memfd_check(fd, size, 1, &e), 0);
+
+    rw[5] = 42;                        /* the mapping made before still writes */
+    assert_int_equal(kvs__map(fd, size, 1, &p, &e), -EPERM);
+    assert_int_equal(pwrite(fd, "x", 1, 0), -1);
+    assert_int_equal(errno, EPERM);
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    rwfd = open(path, O_RDWR | O_CLOEXEC);
+    assert_true(rwfd >= 0);
+    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, rwfd, 0);
+    assert_true(p == MAP_FAILED);
+    assert_int_equal(errno, EPERM);
+    assert_int_equal(kvs__map(rwfd, size, 0, &p, &e), 0);   /* reading is fine */
+    assert_int_equal(((unsigned char *)p)[5], 42);
+    kvs__unmap(p, size);
+    close(rwfd);
+    kvs__unmap(rw, size);
+    /* No further seal can be added. */
+    assert_int_equal(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), -1);
+    close(fd);
+}
+
 static void test_memfd_reopen_ro(void **state)
 {
     struct kvs__err e = { 0 };
@@ -800,6 +842,7 @@ int main(void)
         cmocka_unit_test(test_job_names),
         cmocka_unit_test(test_memfd_plain),
         cmocka_unit_test(test_memfd_sealed),
+        cmocka_unit_test(test_memfd_seal_writes),
         cmocka_unit_test(test_memfd_reopen_ro),
         cmocka_unit_test(test_map_errors),
         cmocka_unit_test(test_sock_listen_connect),
