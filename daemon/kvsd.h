@@ -45,6 +45,8 @@ struct req {
     struct kvs__sqe s;
     int w;                             /* worker index */
     uint64_t order;                    /* arrival, to keep order within a priority */
+    uint64_t round;                    /* sync push: 0 until its data is summed into a
+                                        * round, then that round's number (from 1) */
     struct req *next;
 };
 

@@ -270,7 +270,7 @@ static int close_round(struct daemon *d, const struct kvs__sqe *s, struct round 
     for (struct req **p = &d->pending; *p;) {
         struct req *r = *p;
 
-        if (r->s.op == KVS__OP_PUSH && r->s.arg == 1 && r->s.data_off == rd->done
+        if (r->s.op == KVS__OP_PUSH && r->round == rd->done
             && r->s.key_len == s->key_len && r->s.key_id == s->key_id
             && strcmp(r->s.key_name, s->key_name) == 0) {
             *p = r->next;
@@ -318,9 +318,8 @@ int serve_pending(struct daemon *d)
             progress = 1;
             continue;
         }
-        /* A sync push: s.arg 0 = not yet in a round, 1 = its data is in the
-         * round numbered s.data_off (reused once the staging was copied). */
-        if (r->s.op == KVS__OP_PUSH && r->s.arg == 0) {
+        /* A sync push whose data is not in a round yet. */
+        if (r->s.op == KVS__OP_PUSH && r->round == 0) {
             if (!(rd = round_of(d, &info))) {
                 *p = r->next;
                 complete(d, r, -ENOMEM, "kvsd: out of memory for a round");
@@ -341,8 +340,7 @@ int serve_pending(struct daemon *d)
             rd->contrib[r->w] = 1;
             rd->ncontrib++;
             rd->last[r->w] = rd->done + 1;
-            r->s.arg = 1;
-            r->s.data_off = rd->done + 1;
+            r->round = rd->done + 1;
             progress = 1;
             {
                 struct kvs__sqe s = r->s;
@@ -366,7 +364,7 @@ static void close_rounds_after_leave(struct daemon *d)
         for (struct req *r = d->pending; r; r = r->next) {
             struct kvs__entry_info info;
 
-            if (r->s.op == KVS__OP_PUSH && r->s.arg == 1
+            if (r->s.op == KVS__OP_PUSH && r->round != 0
                 && kvs__engine_lookup(d->eng, sqe_key(&r->s), &info, NULL) == 0
                 && *info.front) {
                 struct kvs__sqe s = r->s;
@@ -521,7 +519,6 @@ static void run_list(struct daemon *d, struct req *list)
         switch (r->s.op) {
         case KVS__OP_PUSH:
             if (d->sync) {
-                r->s.arg = 0;
                 insert_pending(d, r);
             } else {
                 rc = apply(d, &r->s, w->staging + r->s.data_off, &e);
