@@ -2,14 +2,18 @@
  * bench_suite.c - the kvs cases of scripts/bench, run through the shared
  * harness in round.h (the peers in bench/peers/ run through the same one).
  *
- *   bench_suite local -n N [--sizes LIST] [--seconds S] [--min-reps M]
+ *   bench_suite local -n N [--sizes LIST] [--zero-copy] [--seconds S] [--min-reps M]
  *       the in-process `local` store: one kvs_pushpull of N values of one
  *       key, in place (the key repeated N times: the N values are summed,
  *       then every one of them receives the sum), per size.
- *   kvsrun -n N bench_suite dist [--sizes LIST] [--resnet] [--seconds S] [--min-reps M]
+ *   kvsrun -n N bench_suite dist [--sizes LIST] [--resnet] [--zero-copy] [--seconds S]
+ *                                [--min-reps M]
  *       dist_sync: every worker calls kvs_pushpull of one key in place, per
  *       size; with --resnet, one kvs_pushpull list call of the 161 tensors
  *       of ResNet-50 (resnet50_sizes.h).
+ *   --zero-copy: the values live in buffers of kvs_array_alloc and the op
+ *       is kvs_pushpull_view: no copy in, the results read where the store
+ *       keeps them (implementation names get "-zc").
  *   kvsrun -n N bench_suite idle [--sleep S]
  *       rank 0 enters kvs_barrier at once, the others sleep S seconds
  *       (default 2) first: prints the CPU seconds rank 0 and kvsd used
@@ -53,9 +57,10 @@ static void check(int rc, const char *what)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: bench_suite local -n N [--sizes LIST] [--seconds S] [--min-reps M]\n"
-            "       kvsrun -n N bench_suite dist [--sizes LIST] [--resnet] [--seconds S]"
+            "usage: bench_suite local -n N [--sizes LIST] [--zero-copy] [--seconds S]"
             " [--min-reps M]\n"
+            "       kvsrun -n N bench_suite dist [--sizes LIST] [--resnet] [--zero-copy]"
+            " [--seconds S] [--min-reps M]\n"
             "       kvsrun -n N bench_suite idle [--sleep S]\n"
             "  LIST: bytes per worker, e.g. %s (the default)\n", DEFAULT_SIZES);
 }
@@ -123,12 +128,14 @@ static void job_sum(void *ctx, double *v, int n)
     check(kvs_pushpull(kv, 1, &k, &a, NULL, 0), "kvs_pushpull of key 0");
 }
 
-/* ---- the op: one kvs_pushpull, in place ------------------------------ */
+/* ---- the op: one kvs_pushpull, in place, or kvs_pushpull_view --------- */
 
 struct pp {
     int n;
     kvs_key_t *keys;
     kvs_array_t *vals;
+    kvs_array_t *views;                /* zero-copy: the results */
+    struct rh_bufs *b;
 };
 
 static void op_pushpull(void *ctx)
@@ -137,6 +144,36 @@ static void op_pushpull(void *ctx)
 
     check(kvs_pushpull(kv, p->n, p->keys, p->vals, NULL, 0), "kvs_pushpull");
 }
+
+/* Entry i of the list is key i % nkeys of buffer i / nkeys: res[i]. */
+static void op_pushpull_view(void *ctx)
+{
+    struct pp *p = ctx;
+
+    check(kvs_pushpull_view(kv, p->n, p->keys, p->vals, p->views, 0), "kvs_pushpull_view");
+    for (int i = 0; i < p->n; i++)
+        p->b->res[i] = p->views[i].data;
+}
+
+static void *kvs_mem_alloc(void *ctx, size_t bytes)
+{
+    int64_t n = (int64_t)bytes;
+    kvs_array_t a;
+
+    (void)ctx;
+    check(kvs_array_alloc(kv, KVS_UINT8, 1, &n, &a), "kvs_array_alloc");
+    return a.data;
+}
+
+static void kvs_mem_release(void *ctx, void *p)
+{
+    kvs_array_t a = { .data = p };
+
+    (void)ctx;
+    check(kvs_array_free(kv, &a), "kvs_array_free");
+}
+
+static const struct rh_mem kvs_mem = { kvs_mem_alloc, kvs_mem_release, NULL };
 
 /* n list entries over the keys of b: entry i is key first_key + i % nkeys
  * on buffer i / nkeys. */
@@ -152,32 +189,47 @@ static void pp_init(struct pp *p, const struct rh_bufs *b, int64_t first_key)
         p->vals[i] = (kvs_array_t){ .data = b->buf[j] + b->offs[k], .dtype = KVS_FLOAT32,
                                     .ndim = 1, .shape = { b->counts[k] }, .device = KVS_HOST };
     }
+    p->views = rh_alloc(sizeof *p->views * (size_t)p->n);
+    memcpy(p->views, p->vals, sizeof *p->views * (size_t)p->n);
+    p->b = (struct rh_bufs *)b;
 }
 
 static void pp_free(struct pp *p)
 {
     free(p->keys);
     free(p->vals);
+    free(p->views);
 }
 
-/* Initialises the keys of b from buffer 0 (zeros), runs the case, prints. */
-static void run_case(const struct rh_comm *c, struct rh_bufs *b, int64_t first_key,
-                     const char *cas, const char *impl, int nworkers, double bytes,
-                     const struct rh_opts *o)
+/* Lays out the case's buffers (in kvs's memory for zero-copy),
+ * initialises the keys from buffer 0 (zeros), runs the case, prints. */
+static void run_case(const struct rh_comm *c, int nkeys, const long *counts, int nbuf,
+                     int64_t first_key, const char *cas, const char *impl, int zero_copy,
+                     int nworkers, double bytes, const struct rh_opts *o)
 {
+    char name[64];
     struct pp p, init;
     struct rh_result r;
-    struct rh_bufs one = *b;
+    struct rh_bufs b, one;
 
+    rh_bufs_init(&b, nkeys, counts, nbuf, nbuf > 1 ? 0 : c->rank, nworkers,
+                 zero_copy ? &kvs_mem : NULL);
+    one = b;
     one.nbuf = 1;
     pp_init(&init, &one, first_key);
     check(kvs_init(kv, init.n, init.keys, init.vals), "kvs_init");
     pp_free(&init);
-    pp_init(&p, b, first_key);
-    rh_run(c, b, impl, op_pushpull, &p, c->nproc > 1 ? kvsd_cpu : NULL, o, &r);
+    pp_init(&p, &b, first_key);
+    if (zero_copy)
+        b.res = rh_alloc(sizeof *b.res * (size_t)p.n);
+    snprintf(name, sizeof name, "%s%s", impl, zero_copy ? "-zc" : "");
+    rh_run(c, &b, name, zero_copy ? op_pushpull_view : op_pushpull, &p,
+           c->nproc > 1 ? kvsd_cpu : NULL, o, &r);
     if (c->rank == 0)
-        rh_print(cas, impl, nworkers, bytes, &r);
+        rh_print(cas, name, nworkers, bytes, &r);
     pp_free(&p);
+    free(b.res);
+    rh_bufs_free(&b);
 }
 
 int main(int argc, char **argv)
@@ -186,7 +238,7 @@ int main(int argc, char **argv)
     struct rh_comm c = { .rank = 0, .nproc = 1, .barrier = job_barrier, .sum = job_sum };
     const char *mode, *sizes_arg = NULL;
     size_t sizes[RH_MAX_SIZES];
-    int nsizes, nlocal = 0, resnet = 0;
+    int nsizes, nlocal = 0, resnet = 0, zero_copy = 0;
     double sleep_s = 2.0;
 
     rh_who = who;
@@ -202,8 +254,8 @@ int main(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
-        if (strcmp(a, "--resnet") == 0) {
-            resnet = 1;
+        if (strcmp(a, "--resnet") == 0 || strcmp(a, "--zero-copy") == 0) {
+            *(strcmp(a, "--resnet") == 0 ? &resnet : &zero_copy) = 1;
             continue;
         }
         if (!v) {
@@ -240,11 +292,9 @@ int main(int argc, char **argv)
         check(kvs_create("local", &kv), "kvs_create(\"local\")");
         for (int s = 0; s < nsizes; s++) {
             long count = (long)(sizes[s] / sizeof(float));
-            struct rh_bufs b;
 
-            rh_bufs_init(&b, 1, &count, nlocal, 0, nlocal);
-            run_case(&c, &b, 1 + s, "allreduce", "kvs-local", nlocal, (double)sizes[s], &o);
-            rh_bufs_free(&b);
+            run_case(&c, 1, &count, nlocal, 1 + s, "allreduce", "kvs-local", zero_copy,
+                     nlocal, (double)sizes[s], &o);
         }
         kvs_close(kv);
         return 0;
@@ -294,20 +344,13 @@ int main(int argc, char **argv)
 
     for (int s = 0; s < nsizes; s++) {
         long count = (long)(sizes[s] / sizeof(float));
-        struct rh_bufs b;
 
-        rh_bufs_init(&b, 1, &count, 1, c.rank, c.nproc);
-        run_case(&c, &b, 1 + s, "allreduce", "kvs-dist", c.nproc, (double)sizes[s], &o);
-        rh_bufs_free(&b);
+        run_case(&c, 1, &count, 1, 1 + s, "allreduce", "kvs-dist", zero_copy, c.nproc,
+                 (double)sizes[s], &o);
     }
-    if (resnet) {
-        struct rh_bufs b;
-
-        rh_bufs_init(&b, RESNET50_NTENSORS, resnet50_sizes, 1, c.rank, c.nproc);
-        run_case(&c, &b, RESNET_KEY0, "resnet50", "kvs-dist", c.nproc,
-                 (double)RESNET50_NVALUES * sizeof(float), &o);
-        rh_bufs_free(&b);
-    }
+    if (resnet)
+        run_case(&c, RESNET50_NTENSORS, resnet50_sizes, 1, RESNET_KEY0, "resnet50", "kvs-dist",
+                 zero_copy, c.nproc, (double)RESNET50_NVALUES * sizeof(float), &o);
     job_barrier(NULL);
     kvs_close(kv);
     return 0;

@@ -60,6 +60,13 @@ struct rh_comm {
     void (*sum)(void *ctx, double *v, int n);   /* in place, over processes */
 };
 
+/* Where buffers come from; NULL functions: the heap. */
+struct rh_mem {
+    void *(*alloc)(void *ctx, size_t bytes);   /* zero-filled, 64-byte aligned */
+    void (*release)(void *ctx, void *p);
+    void *ctx;
+};
+
 /* The tensors of a case, in one allocation per buffer, each tensor at a
  * 64-byte boundary. */
 struct rh_bufs {
@@ -71,6 +78,10 @@ struct rh_bufs {
     float **buf;
     int first_rank;                    /* rank of buf[0]; buf[j] is rank first_rank + j */
     int nranks;                        /* ranks summed over */
+    struct rh_mem mem;
+    const float **res;                 /* NULL: the op leaves results in place; else
+                                        * it points res[j * nkeys + k] at the result
+                                        * of key k of buffer j (a zero-copy view) */
 };
 
 struct rh_result {
@@ -108,9 +119,10 @@ static inline void *rh_alloc(size_t bytes)
     return p;
 }
 
-/* Lays out nkeys tensors of counts[] values, nbuf buffers of them. */
+/* Lays out nkeys tensors of counts[] values, nbuf buffers of them, from
+ * mem (NULL: the heap); results in place. */
 static inline void rh_bufs_init(struct rh_bufs *b, int nkeys, const long *counts, int nbuf,
-                         int first_rank, int nranks)
+                                int first_rank, int nranks, const struct rh_mem *mem)
 {
     size_t off = 0;
 
@@ -125,17 +137,24 @@ static inline void rh_bufs_init(struct rh_bufs *b, int nkeys, const long *counts
     b->nbuf = nbuf;
     b->buf = rh_alloc(sizeof(float *) * (size_t)nbuf);
     for (int j = 0; j < nbuf; j++) {
-        b->buf[j] = rh_alloc(off * sizeof(float));
+        b->buf[j] = mem && mem->alloc ? mem->alloc(mem->ctx, off * sizeof(float))
+                                      : rh_alloc(off * sizeof(float));
         memset(b->buf[j], 0, off * sizeof(float));   /* touch every page now */
     }
     b->first_rank = first_rank;
     b->nranks = nranks;
+    b->mem = mem ? *mem : (struct rh_mem){ 0 };
+    b->res = NULL;
 }
 
 static inline void rh_bufs_free(struct rh_bufs *b)
 {
-    for (int j = 0; j < b->nbuf; j++)
-        free(b->buf[j]);
+    for (int j = 0; j < b->nbuf; j++) {
+        if (b->mem.release)
+            b->mem.release(b->mem.ctx, b->buf[j]);
+        else
+            free(b->buf[j]);
+    }
     free(b->buf);
     free(b->offs);
 }
@@ -167,7 +186,7 @@ static inline void rh_verify(const struct rh_bufs *b, long round, const char *im
 
     for (int j = 0; j < b->nbuf; j++) {
         for (int k = 0; k < b->nkeys; k++) {
-            const float *v = b->buf[j] + b->offs[k];
+            const float *v = b->res ? b->res[j * b->nkeys + k] : b->buf[j] + b->offs[k];
             long n = b->counts[k], p = (7L * k) % 251;
 
             for (long i = 0; i < n; i++) {

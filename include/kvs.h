@@ -246,6 +246,58 @@ KVS_API int kvs_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arra
 KVS_API int kvs_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
                                 const kvs_array_t *row_ids, int priority);
 
+/* ---- Zero-copy buffers and views --------------------------------------- */
+/* A round of push and pull normally copies twice in each worker: the value
+ * pushed into memory the store can read, the value pulled out of the
+ * store's memory. A buffer allocated here already lives where the store
+ * reads pushes from (for dist types: this worker's staging area, which kvsd
+ * reads directly), so pushing it copies nothing; a view is the stored value
+ * itself, read in place, so pulling one copies nothing. */
+
+/* Allocates a zero-filled array of dtype and shape (ndim extents; shape may
+ * be NULL when ndim is 0) in the handle's buffer memory and describes it in
+ * *out (data 64-byte aligned, device KVS_HOST). Use it like any array:
+ * pushed, pulled into, pushed in place. A push whose value lies wholly in
+ * one buffer takes it without a copy (values of a repeated key are still
+ * summed into a copy first). The buffer is the caller's until
+ * kvs_array_free or kvs_close, which frees every buffer of the handle. It
+ * must not change while a push reading it runs (a push returns once the
+ * store has used it). For dist types buffers take the top of the staging
+ * area (kvsd --staging, 256 MiB by default), and the copies of ordinary
+ * calls use what lies below the lowest buffer.
+ * Errors: KVS_EBADARG (NULL kv or out, bad ndim or extent, NULL shape with
+ * ndim > 0), KVS_EDTYPE, -ENOSPC (no room left in the staging area: the
+ * detail gives its size), -ENOMEM. Thread-safe, like every call on kv. */
+KVS_API int kvs_array_alloc(kvs_t *kv, kvs_dtype_t dtype, int ndim, const int64_t *shape,
+                            kvs_array_t *out);
+
+/* Frees a buffer of kvs_array_alloc: arr->data must be the data pointer
+ * that call returned, from this handle, not freed yet; arr->data becomes
+ * NULL. Errors: KVS_EBADARG (NULL, or not a live buffer of this handle:
+ * nothing is freed). */
+KVS_API int kvs_array_free(kvs_t *kv, kvs_array_t *arr);
+
+/* Like kvs_pull, but instead of copying the value into views[i].data it
+ * points views[i].data at the stored value itself. views[i] states the
+ * dtype and shape the caller expects, as an out of kvs_pull does; its data
+ * is ignored on entry and set on success only. A view is read-only (in dist
+ * types it is mapped read-only: a write faults) and stays valid and
+ * unchanged:
+ *   local      until the next call on this handle that changes the key
+ *              (push, pushpull, reinit) or kvs_close;
+ *   dist_sync  until this worker pushes the key again (a round cannot
+ *              complete without it) or calls kvs_close.
+ * Errors: those of kvs_pull; KVS_ENOTSUP for dist_async, where other
+ * workers' pushes rewrite a value at any time (use kvs_pull there). */
+KVS_API int kvs_pull_view(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *views,
+                          int priority);
+
+/* kvs_push of values, then kvs_pull_view of the same keys, as one call (as
+ * kvs_pushpull is push and pull). views[i] must have values[i]'s dtype and
+ * shape. Errors: those of kvs_pushpull and kvs_pull_view. */
+KVS_API int kvs_pushpull_view(kvs_t *kv, int n, const kvs_key_t *keys,
+                              const kvs_array_t *values, kvs_array_t *views, int priority);
+
 /* ---- Update rules ---------------------------------------------------- */
 
 /* An updater: called once per key per push with the summed input, which it

@@ -2,7 +2,9 @@
  * client.c - the worker side of the dist store types: connects to the job's
  * kvsd, maps the segments it hands over, and turns each API call into
  * request slots on the worker's ring, then waits for their completions.
- * Pulls copy values straight out of the read-only arena.
+ * Pulls copy values straight out of the read-only arena, or hand out
+ * pointers to them (views). Zero-copy buffers live at the top of the
+ * staging area; pushes of them are sent by offset, without a copy.
  *
  * It never trusts what it reads from shared memory: completions are decoded
  * and checked (proto.c), ring indices are checked (ring.c), arena ranges
@@ -23,6 +25,7 @@
 #include <unistd.h>
 
 #include "array.h"
+#include "bufs.h"
 #include "compress.h"
 #include "front.h"
 #include "layout.h"
@@ -45,6 +48,8 @@ struct kvs__client {
     struct kvs__ring sq, cq;
     unsigned char *staging;
     uint64_t staging_size;
+    struct kvs__bufs bufs;             /* kvs_array_alloc's, as staging offsets */
+    int sync;                          /* dist_sync (views allowed) */
     uint64_t next_seq;
     int broken;                        /* 0, or the error every call now returns */
     char broken_msg[KVS__ERR_MSG_MAX];
@@ -140,6 +145,7 @@ static void client_free(struct kvs__client *c)
         kvs__unmap(c->ctl, c->ctl_size);
     if (c->sock >= 0)
         close(c->sock);
+    kvs__bufs_fini(&c->bufs);
     free(c);
 }
 
@@ -193,7 +199,8 @@ static int client_connect(kvs_t *kv, struct kvs__client *c, struct kvs__err *e)
     int fds[3], nfds = 0, rc;
     size_t len;
 
-    h.mode = strcmp(kv->type, "dist_async") == 0 ? KVS__MODE_ASYNC : KVS__MODE_SYNC;
+    c->sync = strcmp(kv->type, "dist_async") != 0;
+    h.mode = c->sync ? KVS__MODE_SYNC : KVS__MODE_ASYNC;
     snprintf(h.job, sizeof h.job, "%s", c->job);
     if ((rc = kvs__runtime_dir(dir, sizeof dir, e)) != 0)
         return rc;
@@ -435,10 +442,35 @@ static int group_match(kvs_t *kv, const struct groups *g, const kvs_key_t *keys,
     return 0;
 }
 
-/* Sends one request per group, each with its data in staging: what
- * kvs__sum makes of the group's arrays (summing repeated keys here, as
- * MXNet's workers merge their devices before sending). Groups are sent in
- * batches that fit in staging; each batch is all-or-nothing in kvsd. */
+/* Bytes at the bottom of staging free for the copies of one call: those
+ * below the lowest buffer. */
+static uint64_t transient_size(const struct kvs__client *c)
+{
+    return kvs__bufs_low(&c->bufs, c->staging_size) & ~(uint64_t)63;
+}
+
+/* Where a value already lies in staging: 1 and *off when it lies wholly in
+ * one buffer, 0 when it lies outside staging, KVS_EBADARG when it lies in
+ * staging but not in a live buffer (freed, or straddling two). */
+static int in_buffer(kvs_t *kv, const void *data, uint64_t bytes, uint64_t *off)
+{
+    const struct kvs__client *c = kv->client;
+    uintptr_t p = (uintptr_t)data, s = (uintptr_t)c->staging;
+
+    if (p < s || p - s >= c->staging_size)
+        return 0;
+    if (!kvs__bufs_find(&c->bufs, p - s, bytes))
+        return kvs__fail(&kv->err, KVS_EBADARG, "an array at %p lies in kvs's staging area "
+                         "but not in a live buffer of kvs_array_alloc", data);
+    *off = p - s;
+    return 1;
+}
+
+/* Sends one request per group, each with its data in staging: a buffer's
+ * as it lies, else what kvs__sum makes of the group's arrays (summing
+ * repeated keys here, as MXNet's workers merge their devices before
+ * sending) in the transient part. Groups are sent in batches that fit the
+ * transient part; each batch is all-or-nothing in kvsd. */
 static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups *g,
                        const kvs_key_t *keys, const kvs_array_t *arrs, int priority,
                        struct kvs__cqe *out)
@@ -447,6 +479,7 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
     struct kvs__sqe *reqs = calloc((size_t)(g->ng ? g->ng : 1), sizeof *reqs);
     struct kvs__cqe *cqes = out ? out : calloc((size_t)(g->ng ? g->ng : 1), sizeof *cqes);
     const void **in = malloc(sizeof *in * (size_t)(g->n ? g->n : 1));
+    uint64_t room = transient_size(c);
     int rc = 0, start = 0;
 
     if (!reqs || !cqes || !in) {
@@ -461,27 +494,36 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
             const kvs_array_t *a = &arrs[g->first[end]];
             size_t bytes = kvs__array_count(a) * kvs_dtype_size(a->dtype);
             char ks[KVS_MAX_KEY_LEN + 8];
-            int k = 0;
+            uint64_t at = off;
+            int k = 0, zc = 0;
 
-            if (bytes > c->staging_size) {
-                kvs__key_str(ks, sizeof ks, keys[g->first[end]]);
-                rc = kvs__fail(&kv->err, KVS_EBADARG, "key %s: %zu bytes do not fit the "
-                               "%llu-byte staging area (kvsd --staging)", ks, bytes,
-                               (unsigned long long)c->staging_size);
-                goto out;
-            }
-            if (off + bytes > c->staging_size)
-                break;
             for (int i = g->first[end]; i < g->n; i++)
                 if (g->gid[i] == end)
                     in[k++] = arrs[i].data;
-            kvs__sum(a->dtype, c->staging + off, in, k, kvs__array_count(a),
-                     (int)kv->opt_threads);
+            if (k == 1 && (zc = in_buffer(kv, a->data, bytes, &at)) < 0) {
+                rc = zc;
+                goto out;
+            }
+            if (!zc && bytes > room) {
+                kvs__key_str(ks, sizeof ks, keys[g->first[end]]);
+                rc = kvs__fail(&kv->err, KVS_EBADARG, "key %s: %zu bytes do not fit the "
+                               "%llu bytes below the lowest buffer in the %llu-byte "
+                               "staging area (kvsd --staging)", ks, bytes,
+                               (unsigned long long)room,
+                               (unsigned long long)c->staging_size);
+                goto out;
+            }
+            if (!zc && off + bytes > room)
+                break;
+            if (!zc) {
+                kvs__sum(a->dtype, c->staging + off, in, k, kvs__array_count(a),
+                         (int)kv->opt_threads);
+                off += (bytes + 63) & ~(uint64_t)63;
+            }
             reqs[end] = (struct kvs__sqe){ .op = op, .flags = flags, .priority = priority,
-                                           .data_off = off, .data_len = bytes };
+                                           .data_off = at, .data_len = bytes };
             sqe_key(&reqs[end], keys[g->first[end]]);
             sqe_array(&reqs[end], a);
-            off += (bytes + 63) & ~(uint64_t)63;
         }
         if ((rc = run(kv, reqs + start, end - start, cqes + start)) != 0)
             goto out;
@@ -543,6 +585,20 @@ static int dist_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
     return rc;
 }
 
+/* The block of a value a completion points to, once its range is checked
+ * against the arena and the size the caller expects. */
+static int value_block(kvs_t *kv, const struct kvs__cqe *q, size_t bytes,
+                       const struct kvs__block_head **bh)
+{
+    struct kvs__client *c = kv->client;
+
+    if (q->value_len != bytes || q->value_off < KVS__ARENA_DATA_OFF + sizeof **bh
+        || (q->value_off & 63) != 0)
+        return broken(kv, KVS_EPROTO, "kvsd answered a pull with a bad arena range%s", "");
+    *bh = (const struct kvs__block_head *)(c->arena + q->value_off - sizeof **bh);
+    return 0;
+}
+
 /* Copies a value out of the arena, retrying while kvsd rewrites it. */
 static int copy_value(kvs_t *kv, const struct kvs__cqe *q, void *dst, size_t bytes,
                       const int64_t *rows, int64_t nrows, size_t row_bytes)
@@ -550,11 +606,10 @@ static int copy_value(kvs_t *kv, const struct kvs__cqe *q, void *dst, size_t byt
     struct kvs__client *c = kv->client;
     const struct kvs__block_head *bh;
     int64_t deadline = kvs__now_ns() + kv->opt_timeout_ms * 1000000ll;
+    int rc;
 
-    if (q->value_len != bytes || q->value_off < KVS__ARENA_DATA_OFF + sizeof *bh
-        || (q->value_off & 63) != 0)
-        return broken(kv, KVS_EPROTO, "kvsd answered a pull with a bad arena range%s", "");
-    bh = (const struct kvs__block_head *)(c->arena + q->value_off - sizeof *bh);
+    if ((rc = value_block(kv, q, bytes, &bh)) != 0)
+        return rc;
     for (;;) {
         uint64_t s1 = atomic_load_explicit(&bh->seq, memory_order_acquire), s2;
 
@@ -580,10 +635,31 @@ static int copy_value(kvs_t *kv, const struct kvs__cqe *q, void *dst, size_t byt
     }
 }
 
+/* Hands out the value of a completion: a view of it in the arena (dist_sync
+ * only: kvsd rewrites it in the next round, which needs this worker's push),
+ * else a copy into out's data. */
+static int deliver(kvs_t *kv, const struct kvs__cqe *q, kvs_array_t *out, int view)
+{
+    size_t bytes = kvs__array_count(out) * kvs_dtype_size(out->dtype);
+    const struct kvs__block_head *bh;
+    int rc;
+
+    if (!view)
+        return copy_value(kv, q, out->data, bytes, NULL, 0, 0);
+    if ((rc = value_block(kv, q, bytes, &bh)) != 0)
+        return rc;
+    if (atomic_load_explicit(&bh->seq, memory_order_acquire) & 1)
+        return broken(kv, KVS_EPROTO, "kvsd answered a pull with a value it is still "
+                      "writing%s", "");
+    out->data = (void *)(kv->client->arena + q->value_off);
+    return 0;
+}
+
 /* Pulls every group's value; outs of a key all receive it. rows (may be
- * NULL): per out, the row ids to copy, others zeroed. */
+ * NULL): per out, the row ids to copy, others zeroed. view: outs get
+ * pointers to the values (rows NULL). */
 static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
-                       const kvs_array_t *rows, int priority)
+                       const kvs_array_t *rows, int view, int priority)
 {
     struct kvs__sqe *reqs = NULL;
     struct kvs__cqe *cqes = NULL;
@@ -592,7 +668,7 @@ static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *out
 
     if ((rc = group(kv, n, keys, &g)) != 0)
         return rc;
-    if ((rc = group_match(kv, &g, keys, outs, "out")) != 0)
+    if ((rc = group_match(kv, &g, keys, outs, view ? "view" : "out")) != 0)
         goto out;
     reqs = calloc((size_t)(g.ng ? g.ng : 1), sizeof *reqs);
     cqes = calloc((size_t)(g.ng ? g.ng : 1), sizeof *cqes);
@@ -612,7 +688,7 @@ static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *out
         size_t bytes = kvs__array_count(&outs[i]) * kvs_dtype_size(outs[i].dtype);
 
         if (!rows)
-            rc = copy_value(kv, &cqes[g.gid[i]], outs[i].data, bytes, NULL, 0, 0);
+            rc = deliver(kv, &cqes[g.gid[i]], &outs[i], view);
         else
             rc = copy_value(kv, &cqes[g.gid[i]], outs[i].data, bytes, rows[i].data,
                             rows[i].shape[0], outs[i].shape[0] ? bytes / (size_t)outs[i].shape[0] : 0);
@@ -631,26 +707,28 @@ static int dist_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
     if ((rc = usable(kv)) != 0 || (rc = kvs__check_list(NULL, n, keys, outs, "out",
                                                           &kv->err)) != 0)
         return rc;
-    return pull_groups(kv, n, keys, outs, NULL, priority);
+    return pull_groups(kv, n, keys, outs, NULL, 0, priority);
 }
 
-/* One request per key: the push's completion carries the value it made. */
-static int dist_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                         kvs_array_t *outs, int priority)
+/* One request per key: the push's completion carries the value it made.
+ * view: outs get pointers to the values. */
+static int pushpull_groups(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                           kvs_array_t *outs, int view, int priority)
 {
     kvs_array_t *dst = outs ? outs : (kvs_array_t *)values;
+    const char *what = view ? "view" : "out";
     struct kvs__cqe *cqes = NULL;
     struct groups g;
     int rc;
 
     if ((rc = usable(kv)) != 0
         || (rc = kvs__check_list(NULL, n, keys, values, "value", &kv->err)) != 0
-        || (outs && (rc = kvs__check_list(NULL, n, keys, outs, "out", &kv->err)) != 0))
+        || (outs && (rc = kvs__check_list(NULL, n, keys, outs, what, &kv->err)) != 0))
         return rc;
     for (int i = 0; outs && i < n; i++)
         if (outs[i].dtype != values[i].dtype || !kvs__same_shape(&outs[i], &values[i]))
             return kvs__fail(&kv->err, outs[i].dtype != values[i].dtype ? KVS_EDTYPE
-                             : KVS_ESHAPE, "out %d does not match value %d", i, i);
+                             : KVS_ESHAPE, "%s %d does not match value %d", what, i, i);
     if ((rc = group(kv, n, keys, &g)) != 0)
         return rc;
     if ((rc = group_match(kv, &g, keys, values, "value")) != 0)
@@ -663,12 +741,34 @@ static int dist_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arra
                           cqes)) != 0)
         goto out;
     for (int i = 0; i < n && rc == 0; i++)
-        rc = copy_value(kv, &cqes[g.gid[i]], dst[i].data,
-                        kvs__array_count(&dst[i]) * kvs_dtype_size(dst[i].dtype), NULL, 0, 0);
+        rc = deliver(kv, &cqes[g.gid[i]], &dst[i], view);
 out:
     free(cqes);
     free(g.gid);
     return rc;
+}
+
+static int dist_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                         kvs_array_t *outs, int priority)
+{
+    return pushpull_groups(kv, n, keys, values, outs, 0, priority);
+}
+
+static int dist_view(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                     kvs_array_t *views, int priority)
+{
+    int rc;
+
+    if (!kv->client->sync)
+        return kvs__fail(&kv->err, KVS_ENOTSUP, "views are not supported by %s: other "
+                         "workers' pushes rewrite a value at any time; use kvs_pull",
+                         kv->type);
+    if (values)
+        return pushpull_groups(kv, n, keys, values, views, 1, priority);
+    if ((rc = usable(kv)) != 0 || (rc = kvs__check_list(NULL, n, keys, views, "view",
+                                                          &kv->err)) != 0)
+        return rc;
+    return pull_groups(kv, n, keys, views, NULL, 1, priority);
 }
 
 static int dist_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
@@ -706,7 +806,7 @@ static int dist_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_arr
                                  "[0, %lld)", ks, (long long)id[j],
                                  (long long)outs[i].shape[0]);
     }
-    return pull_groups(kv, n, keys, outs, row_ids, priority);
+    return pull_groups(kv, n, keys, outs, row_ids, 0, priority);
 }
 
 /* ---- update rules and the rest ---------------------------------------- */
@@ -730,8 +830,11 @@ static int send_text(kvs_t *kv, uint8_t op, const char *text, uint64_t arg)
 
     if ((rc = usable(kv)) != 0)
         return rc;
-    if (len == 0 || len > 4095 || len > c->staging_size)
+    if (len == 0 || len > 4095)
         return kvs__fail(&kv->err, KVS_EBADARG, "text of %zu bytes: must be 1..4095", len);
+    if (len > transient_size(c))
+        return kvs__fail(&kv->err, -ENOSPC, "no room for %zu bytes of text: buffers of "
+                         "kvs_array_alloc fill the staging area", len);
     memcpy(c->staging, text, len);
     req.data_len = len;
     return run(kv, &req, 1, &cqe);
@@ -806,6 +909,37 @@ static int dist_barrier(kvs_t *kv)
     return run(kv, &req, 1, &cqe);
 }
 
+/* Buffers take the highest free range of staging: ordinary calls copy into
+ * the bottom part, below every buffer. */
+static int dist_array_alloc(kvs_t *kv, size_t bytes, void **p)
+{
+    struct kvs__client *c = kv->client;
+    uint64_t size = ((uint64_t)bytes + 63) & ~(uint64_t)63, off;
+    int rc;
+
+    if ((rc = usable(kv)) != 0)
+        return rc;
+    if (size < bytes || kvs__bufs_fit_top(&c->bufs, 0, c->staging_size, size, 64, &off) != 0)
+        return kvs__fail(&kv->err, -ENOSPC, "no room for a %zu-byte buffer in the %llu-byte "
+                         "staging area, where %zu buffers live (kvsd --staging sets its "
+                         "size)", bytes, (unsigned long long)c->staging_size, c->bufs.n);
+    if (kvs__bufs_add(&c->bufs, off, size) != 0)
+        return kvs__fail(&kv->err, -ENOMEM, "out of memory");
+    memset(c->staging + off, 0, size);
+    *p = c->staging + off;
+    return 0;
+}
+
+static int dist_array_free(kvs_t *kv, void *p)
+{
+    struct kvs__client *c = kv->client;
+    uintptr_t a = (uintptr_t)p, s = (uintptr_t)c->staging;
+
+    if (a < s || a - s >= c->staging_size)
+        return -ENOENT;
+    return kvs__bufs_remove(&c->bufs, a - s, NULL);
+}
+
 static int dist_apply_options(kvs_t *kv)
 {
     (void)kv;                          /* read from the handle at each call */
@@ -840,6 +974,9 @@ const struct kvs__store_ops kvs__dist_ops = {
     .pull = dist_pull,
     .pushpull = dist_pushpull,
     .row_sparse_pull = dist_row_sparse_pull,
+    .view = dist_view,
+    .array_alloc = dist_array_alloc,
+    .array_free = dist_array_free,
     .set_updater = dist_set_updater,
     .set_optimizer = dist_set_optimizer,
     .set_gradient_compression = dist_set_gradient_compression,

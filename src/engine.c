@@ -721,32 +721,51 @@ int kvs__engine_push(struct kvs__engine *eng, int n, const kvs_key_t *keys,
 
 /* ---- pull ------------------------------------------------------------- */
 
-static void pull_commit(struct kvs__engine *eng, const struct plan *p, kvs_array_t *outs)
+/* Hands each out its key's value: a copy into its data, or (view) the
+ * stored value itself. */
+static void pull_commit(struct kvs__engine *eng, const struct plan *p, kvs_array_t *outs,
+                        bool view)
 {
     for (int i = 0; i < p->n; i++) {
         const struct entry *ent = p->groups[p->gid[i]].ent;
 
-        kvs__copy(outs[i].data, ent->value, ent->bytes, eng->nthreads);
+        if (view)
+            outs[i].data = ent->value;
+        else
+            kvs__copy(outs[i].data, ent->value, ent->bytes, eng->nthreads);
     }
+}
+
+static int pull_run(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                    kvs_array_t *outs, bool view, struct kvs__err *e)
+{
+    struct plan p;
+    int rc;
+
+    if ((rc = kvs__check_list(eng, n, keys, outs, view ? "view" : "out", e)) != 0)
+        return rc;
+    if ((rc = plan_make(eng, n, keys, outs, false, &p, e)) != 0)
+        return rc;
+    pull_commit(eng, &p, outs, view);
+    plan_free(eng, &p);
+    return 0;
 }
 
 int kvs__engine_pull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
                      kvs_array_t *outs, struct kvs__err *e)
 {
-    struct plan p;
-    int rc;
-
-    if ((rc = kvs__check_list(eng, n, keys, outs, "out", e)) != 0)
-        return rc;
-    if ((rc = plan_make(eng, n, keys, outs, false, &p, e)) != 0)
-        return rc;
-    pull_commit(eng, &p, outs);
-    plan_free(eng, &p);
-    return 0;
+    return pull_run(eng, n, keys, outs, false, e);
 }
 
-int kvs__engine_pushpull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
-                         const kvs_array_t *values, kvs_array_t *outs, struct kvs__err *e)
+int kvs__engine_pull_view(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                          kvs_array_t *views, struct kvs__err *e)
+{
+    return pull_run(eng, n, keys, views, true, e);
+}
+
+static int pushpull_run(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                        const kvs_array_t *values, kvs_array_t *outs, bool view,
+                        struct kvs__err *e)
 {
     kvs_array_t *dst = outs ? outs : (kvs_array_t *)values;
     struct plan p;
@@ -754,7 +773,7 @@ int kvs__engine_pushpull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
 
     if ((rc = kvs__check_list(eng, n, keys, values, "value", e)) != 0)
         return rc;
-    if (outs && (rc = kvs__check_list(eng, n, keys, outs, "out", e)) != 0)
+    if (outs && (rc = kvs__check_list(eng, n, keys, outs, view ? "view" : "out", e)) != 0)
         return rc;
     if ((rc = plan_make(eng, n, keys, values, eng->init_on_push, &p, e)) != 0)
         return rc;
@@ -764,10 +783,23 @@ int kvs__engine_pushpull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
             goto out;
     }
     if ((rc = push_run(eng, &p, e)) == 0)
-        pull_commit(eng, &p, dst);
+        pull_commit(eng, &p, dst, view);
 out:
     plan_free(eng, &p);
     return rc;
+}
+
+int kvs__engine_pushpull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                         const kvs_array_t *values, kvs_array_t *outs, struct kvs__err *e)
+{
+    return pushpull_run(eng, n, keys, values, outs, false, e);
+}
+
+int kvs__engine_pushpull_view(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                              const kvs_array_t *values, kvs_array_t *views,
+                              struct kvs__err *e)
+{
+    return pushpull_run(eng, n, keys, values, views, true, e);
 }
 
 int kvs__engine_row_sparse_pull(struct kvs__engine *eng, int n, const kvs_key_t *keys,

@@ -45,6 +45,14 @@ int kvs__engine_pull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
                      kvs_array_t *outs, struct kvs__err *e);
 int kvs__engine_pushpull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
                          const kvs_array_t *values, kvs_array_t *outs, struct kvs__err *e);
+/* pull and pushpull, but each out (a view: data ignored on entry) gets the
+ * stored value's address instead of a copy; it stays valid until the key
+ * is pushed, re-initialised or the engine freed. pushpull_view needs views. */
+int kvs__engine_pull_view(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                          kvs_array_t *views, struct kvs__err *e);
+int kvs__engine_pushpull_view(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                              const kvs_array_t *values, kvs_array_t *views,
+                              struct kvs__err *e);
 int kvs__engine_row_sparse_pull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
                                 kvs_array_t *outs, const kvs_array_t *row_ids,
                                 struct kvs__err *e);

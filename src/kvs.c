@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "engine.h"
 #include "error.h"
 #include "front.h"
@@ -59,6 +60,41 @@ static int local_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_ar
     return kvs__engine_row_sparse_pull(kv->eng, n, keys, outs, row_ids, &kv->err);
 }
 
+static int local_view(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                      kvs_array_t *views, int priority)
+{
+    (void)priority;
+    if (values)
+        return kvs__engine_pushpull_view(kv->eng, n, keys, values, views, &kv->err);
+    return kvs__engine_pull_view(kv->eng, n, keys, views, &kv->err);
+}
+
+/* Buffers of the local store are plain heap memory: the engine copies a
+ * push into the stored value anyway, and views need no buffer. */
+static int local_array_alloc(kvs_t *kv, size_t bytes, void **p)
+{
+    size_t size = (bytes + 63) & ~(size_t)63;
+    void *m;
+
+    if (size < bytes || !(m = aligned_alloc(64, size)))
+        return kvs__fail(&kv->err, -ENOMEM, "out of memory for a %zu-byte buffer", bytes);
+    if (kvs__bufs_add(&kv->bufs, (uintptr_t)m, size) != 0) {
+        free(m);
+        return kvs__fail(&kv->err, -ENOMEM, "out of memory");
+    }
+    memset(m, 0, size);
+    *p = m;
+    return 0;
+}
+
+static int local_array_free(kvs_t *kv, void *p)
+{
+    if (kvs__bufs_remove(&kv->bufs, (uintptr_t)p, NULL) != 0)
+        return -ENOENT;
+    free(p);
+    return 0;
+}
+
 static int local_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx)
 {
     kvs__engine_set_updater(kv->eng, fn, ctx);
@@ -104,6 +140,9 @@ static int local_apply_options(kvs_t *kv)
 static void local_close(kvs_t *kv)
 {
     kvs__engine_free(kv->eng);
+    for (size_t i = 0; i < kv->bufs.n; i++)
+        free((void *)(uintptr_t)kv->bufs.r[i].off);
+    kvs__bufs_fini(&kv->bufs);
 }
 
 static const struct kvs__store_ops local_ops = {
@@ -113,6 +152,9 @@ static const struct kvs__store_ops local_ops = {
     .pull = local_pull,
     .pushpull = local_pushpull,
     .row_sparse_pull = local_row_sparse_pull,
+    .view = local_view,
+    .array_alloc = local_array_alloc,
+    .array_free = local_array_free,
     .set_updater = local_set_updater,
     .set_optimizer = local_set_optimizer,
     .set_gradient_compression = local_set_gradient_compression,
@@ -400,4 +442,92 @@ KVS_API int kvs_load_optimizer_states(kvs_t *kv, const char *path)
 KVS_API int kvs_barrier(kvs_t *kv)
 {
     LOCKED(kv, kv->ops->barrier(kv));
+}
+
+/* ---- zero-copy buffers and views -------------------------------------- */
+
+static int array_alloc(kvs_t *kv, kvs_dtype_t dtype, int ndim, const int64_t *shape,
+                       kvs_array_t *out)
+{
+    kvs_array_t a = { .dtype = dtype, .ndim = ndim, .device = KVS_HOST };
+    size_t bytes;
+    int rc;
+
+    if (!out)
+        return kvs__fail(&kv->err, KVS_EBADARG, "kvs_array_alloc: out is NULL");
+    if (ndim > 0 && !shape)
+        return kvs__fail(&kv->err, KVS_EBADARG, "kvs_array_alloc: shape is NULL with ndim %d",
+                         ndim);
+    if (ndim > 0 && ndim <= KVS_MAX_NDIM)
+        memcpy(a.shape, shape, sizeof a.shape[0] * (size_t)ndim);
+    a.data = out;                      /* not NULL, so that only the shape is judged */
+    if ((rc = kvs__array_check(&a, "kvs_array_alloc", &kv->err)) != 0)
+        return rc;
+    bytes = kvs__array_count(&a) * kvs_dtype_size(dtype);
+    if ((rc = kv->ops->array_alloc(kv, bytes ? bytes : 1, &a.data)) != 0)
+        return rc;
+    *out = a;
+    return 0;
+}
+
+static int array_free(kvs_t *kv, kvs_array_t *arr)
+{
+    if (!arr || !arr->data)
+        return kvs__fail(&kv->err, KVS_EBADARG, "kvs_array_free: %s is NULL",
+                         arr ? "data" : "arr");
+    if (kv->ops->array_free(kv, arr->data) != 0)
+        return kvs__fail(&kv->err, KVS_EBADARG, "kvs_array_free: %p is not a live buffer "
+                         "of this handle (freed already, or not from kvs_array_alloc)",
+                         arr->data);
+    arr->data = NULL;
+    return 0;
+}
+
+/* The views go to the store type as copies whose data is a placeholder the
+ * array checks accept; only a call that succeeded hands back pointers. */
+static int view(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                kvs_array_t *views, int priority)
+{
+    static char placeholder;
+    kvs_array_t *v;
+    int rc;
+
+    if (n < 0)
+        return kvs__fail(&kv->err, KVS_EBADARG, "negative count %d", n);
+    if (n > 0 && !views)
+        return kvs__fail(&kv->err, KVS_EBADARG, "view list is NULL with count %d", n);
+    if (!(v = malloc(sizeof *v * (size_t)(n ? n : 1))))
+        return kvs__fail(&kv->err, -ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        v[i] = views[i];
+        v[i].data = &placeholder;
+    }
+    if ((rc = kv->ops->view(kv, n, keys, values, v, priority)) == 0)
+        for (int i = 0; i < n; i++)
+            views[i].data = v[i].data;
+    free(v);
+    return rc;
+}
+
+KVS_API int kvs_array_alloc(kvs_t *kv, kvs_dtype_t dtype, int ndim, const int64_t *shape,
+                            kvs_array_t *out)
+{
+    LOCKED(kv, array_alloc(kv, dtype, ndim, shape, out));
+}
+
+KVS_API int kvs_array_free(kvs_t *kv, kvs_array_t *arr)
+{
+    LOCKED(kv, array_free(kv, arr));
+}
+
+KVS_API int kvs_pull_view(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *views,
+                          int priority)
+{
+    LOCKED(kv, view(kv, n, keys, NULL, views, priority));
+}
+
+KVS_API int kvs_pushpull_view(kvs_t *kv, int n, const kvs_key_t *keys,
+                              const kvs_array_t *values, kvs_array_t *views, int priority)
+{
+    LOCKED(kv, view(kv, n, keys, values, views, priority));
 }

@@ -6,6 +6,7 @@
  * when not.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -245,6 +246,91 @@ static void async_total(void)
     expect(o, 4, 100.0f * nw, "total");
 }
 
+/* Zero-copy buffers and views: pushes from buffers (alone, with a key
+ * repeated, beside ordinary arrays) make the same sums; a view is the
+ * round's value in kvsd's memory, unchanged while others run ahead, and
+ * the next round shows through it; buffers use up the staging area, and
+ * ordinary calls fail cleanly when they leave no room. */
+static void buffers(void)
+{
+    int64_t n = 1000;
+    float o[1000], total = nw * (nw + 1) / 2.0f;
+    kvs_key_t k1 = KVS_INT_KEY(1), k2[2] = { KVS_INT_KEY(2), KVS_INT_KEY(2) };
+    kvs_array_t g, h, stale, fillers[256], view = f32(NULL, 1, 1000), plain = f32(o, 1, 1000);
+    int nfill = 0, rc;
+
+    ok(kvs_array_alloc(kv, KVS_FLOAT32, 1, &n, &g), "alloc g");
+    ok(kvs_array_alloc(kv, KVS_FLOAT32, 1, &n, &h), "alloc h");
+    g.ndim = h.ndim = 2;               /* the shape f32() uses: (1, 1000) */
+    g.shape[0] = h.shape[0] = 1;
+    g.shape[1] = h.shape[1] = 1000;
+    ok(kvs_init(kv, 1, &k1, &g), "init 1");
+    ok(kvs_init(kv, 1, k2, &g), "init 2");
+    for (int round = 1; round <= 3; round++) {
+        fill(g.data, 1000, (float)(rank + round));
+        ok(kvs_pushpull_view(kv, 1, &k1, &g, &view, 0), "pushpull_view");
+        expect(view.data, 1000, total + (float)(nw * (round - 1)), "view after pushpull");
+        expect(g.data, 1000, (float)(rank + round), "buffer pushed");
+        fill(h.data, 1000, (float)(rank + 1));
+        fill(o, 1000, (float)(rank + 1));
+        ok(kvs_push(kv, 2, k2, (kvs_array_t[]){ h, plain }, 0), "push buffer + array");
+        ok(kvs_pull(kv, 1, k2, &h, 0), "pull into a buffer");
+        expect(h.data, 1000, 2 * total, "key 2 pulled into a buffer");
+    }
+    /* Rank 0's view of key 1 holds while the others wait at the barrier;
+     * the next round, which needs rank 0's push, shows through it. */
+    ok(kvs_pull_view(kv, 1, &k1, &view, 0), "pull_view");
+    ok(kvs_barrier(kv), "barrier");
+    expect(view.data, 1000, total + 2.0f * nw, "view across a barrier");
+    fill(g.data, 1000, 1);
+    ok(kvs_push(kv, 1, &k1, &g, 0), "push");
+    expect(view.data, 1000, (float)nw, "view after the next round");
+
+    /* A freed buffer is no longer one. */
+    stale = g;
+    ok(kvs_array_free(kv, &g), "free");
+    if (kvs_array_free(kv, &stale) != KVS_EBADARG)
+        die("a second free must be KVS_EBADARG");
+    if ((rc = kvs_push(kv, 1, &k1, &stale, 0)) != KVS_EBADARG)
+        die("a push from a freed buffer: %s, want KVS_EBADARG", kvs_err_name(rc));
+    /* Fill the staging area with buffers, big ones then ever smaller:
+     * ordinary calls then have no room. */
+    for (int s = 0; s < 5; s++) {
+        int64_t count = (int64_t[]){ 16 << 20, 1 << 18, 1 << 12, 64, 1 }[s];
+
+        while (nfill < 256 && (rc = kvs_array_alloc(kv, KVS_FLOAT32, 1, &count,
+                                                    &fillers[nfill])) == 0)
+            nfill++;
+        if (rc != -ENOSPC || !strstr(kvs_last_error(kv), "staging"))
+            die("allocating past the staging area: %s (%s), want -ENOSPC",
+                kvs_err_name(rc), kvs_last_error(kv));
+    }
+    if ((rc = kvs_push(kv, 1, &k1, &plain, 0)) != KVS_EBADARG)
+        die("a copy with no room left: %s, want KVS_EBADARG", kvs_err_name(rc));
+    if ((rc = kvs_set_optimizer(kv, "sgd lr=1")) != -ENOSPC)
+        die("a spec with no room left: %s, want -ENOSPC", kvs_err_name(rc));
+    /* Copies go below the lowest buffer: free the small (lowest) ones. */
+    while (nfill > 1)
+        ok(kvs_array_free(kv, &fillers[--nfill]), "free a filler");
+    fill(o, 1000, 2);
+    ok(kvs_pushpull(kv, 1, &k1, &plain, NULL, 0), "pushpull with room again");
+    expect(o, 1000, 2.0f * nw, "pushpull with room again");
+}
+
+/* Views need dist_sync: in dist_async other pushes land at any time. */
+static void async_view(void)
+{
+    float v[4] = { 0 };
+    kvs_key_t k = KVS_INT_KEY(9);
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } }, view = a;
+
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    if (kvs_pull_view(kv, 1, &k, &view, 0) != KVS_ENOTSUP || view.data != v)
+        die("pull_view in dist_async must be KVS_ENOTSUP and leave the view");
+    if (kvs_pushpull_view(kv, 1, &k, &a, &view, 0) != KVS_ENOTSUP)
+        die("pushpull_view in dist_async must be KVS_ENOTSUP");
+}
+
 /* Errors in a dist store are the local store's: unknown key, shape. */
 static void errors(void)
 {
@@ -420,7 +506,9 @@ int main(int argc, char **argv)
     else if (strcmp(scenario, "uneven") == 0)
         uneven();
     else if (strcmp(scenario, "async") == 0)
-        async_total();
+        (async_total(), async_view());
+    else if (strcmp(scenario, "buffers") == 0)
+        buffers();
     else if (strcmp(scenario, "errors") == 0)
         errors();
     else if (strcmp(scenario, "peer_dies") == 0)

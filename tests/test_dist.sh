@@ -69,6 +69,7 @@ job 3 barrier
 for n in 2 3 4; do job $n uneven; done
 for n in 2 4; do job $n async; done
 job 2 errors
+for n in 2 3; do job $n buffers; done
 job 3 states
 for n in 2 3 4; do job $n peer_dies 137; done
 

@@ -131,7 +131,7 @@ int main(int argc, char **argv)
         struct rh_bufs b;
         struct rh_result r;
 
-        rh_bufs_init(&b, 1, &count, 1, c.rank, c.nproc);
+        rh_bufs_init(&b, 1, &count, 1, c.rank, c.nproc, NULL);
         rh_run(&c, &b, "MPI_Allreduce", op_allreduce, &b, NULL, &o, &r);
         if (c.rank == 0)
             rh_print("allreduce", "mpi", c.nproc, (double)sizes[s], &r);
@@ -141,7 +141,7 @@ int main(int argc, char **argv)
         struct rh_bufs b;
         struct rh_result r;
 
-        rh_bufs_init(&b, RESNET50_NTENSORS, resnet50_sizes, 1, c.rank, c.nproc);
+        rh_bufs_init(&b, RESNET50_NTENSORS, resnet50_sizes, 1, c.rank, c.nproc, NULL);
         rh_run(&c, &b, "MPI_Allreduce", op_allreduce, &b, NULL, &o, &r);
         if (c.rank == 0)
             rh_print("resnet50", "mpi", c.nproc, (double)RESNET50_NVALUES * sizeof(float), &r);
