@@ -6,8 +6,8 @@
  * area): that worker is evicted, the other worker's round fails with
  * KVS_EPEERDEAD, and kvsd neither crashes nor hangs. A worker that closes
  * while pushes of it still wait in kvsd (whose data is in its staging
- * area) fails the job the same way. And a client of another user is
- * refused.
+ * area) fails the job the same way. A worker cannot resize its segment
+ * under kvsd. And a client of another user is refused.
  *
  * kvsd is $top_builddir/daemon/kvsd (or $KVSD), run in a private
  * XDG_RUNTIME_DIR.
@@ -43,7 +43,7 @@
 extern char **environ;
 
 struct raw {
-    int sock;
+    int sock, seg_fd;                  /* seg_fd: the segment's descriptor, kept open */
     void *ctl, *seg;
     const unsigned char *arena;
     struct kvs__welcome w;
@@ -119,8 +119,9 @@ static void raw_connect(struct raw *r, int rank, int n)
     assert_int_equal(kvs__map(fds[0], r->w.control_size, 1, &r->ctl, NULL), 0);
     assert_int_equal(kvs__map(fds[1], r->w.seg_size, 1, &r->seg, NULL), 0);
     assert_int_equal(kvs__map(fds[2], r->w.arena_size, 0, (void **)&r->arena, NULL), 0);
-    for (int i = 0; i < 3; i++)
-        close(fds[i]);
+    close(fds[0]);
+    close(fds[2]);
+    r->seg_fd = fds[1];
     assert_int_equal(kvs__worker_layout(r->w.sq_entries, r->w.cq_entries, r->w.staging_size, &l), 0);
     r->dbell = (struct kvs__bell *)((char *)r->ctl + KVS__CONTROL_BELL_OFF);
     assert_int_equal(kvs__ring_attach(&r->sq, (char *)r->seg + l.sq_off, r->w.sq_entries,
@@ -240,6 +241,7 @@ static void test_priority_order(void **state)
         assert_int_equal(c.status, 0);
     }
     close(r.sock);
+    close(r.seg_fd);
     assert_int_equal(kvsd_exit(), 0);
 }
 
@@ -310,6 +312,7 @@ static void evict_case(enum garbage g, const char *name)
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
     close(r.sock);
+    close(r.seg_fd);
     /* kvsd served through it all and leaves when both are gone. */
     assert_int_equal(kvsd_exit(), 0);
 }
@@ -402,6 +405,51 @@ static void test_close_with_push_waiting(void **state)
         assert_int_equal(WEXITSTATUS(status), 0);
     }
     close(r.sock);
+    close(r.seg_fd);
+    assert_int_equal(kvsd_exit(), 0);
+}
+
+/* A worker's segment is sealed against resizing: shrinking it would make
+ * kvsd fault on its next read of the rings or of push data in a round. The
+ * worker's tries fail with EPERM, and a push and a pull go on as before. */
+static void test_segment_size_sealed(void **state)
+{
+    struct kvs__sqe push = { .op = KVS__OP_PUSH, .flags = KVS__SQE_LAST, .dtype = KVS_FLOAT32,
+                             .ndim = 1, .shape = { 4 }, .seq = 2, .key_id = 1,
+                             .data_len = 16 };
+    struct kvs__sqe pull = { .op = KVS__OP_PULL, .flags = KVS__SQE_LAST, .dtype = KVS_FLOAT32,
+                             .ndim = 1, .shape = { 4 }, .seq = 3, .key_id = 1 };
+    struct kvs__sqe close_req = { .op = KVS__OP_CLOSE, .flags = KVS__SQE_LAST, .seq = 4 };
+    float v[4] = { 5, 6, 7, 8 }, o[4];
+    struct kvs__cqe c;
+    struct raw r;
+
+    (void)state;
+    setup_runtime_dir();
+    start_kvsd("raw-sealed", 1);
+    raw_connect(&r, 0, 1);
+    raw_init(&r, 1);
+    assert_int_equal(ftruncate(r.seg_fd, 0), -1);
+    assert_int_equal(errno, EPERM);
+    assert_int_equal(ftruncate(r.seg_fd, (off_t)r.w.seg_size * 2), -1);
+    assert_int_equal(errno, EPERM);
+    memcpy(r.staging, v, sizeof v);
+    raw_post(&r, &push);
+    raw_wait(&r, &c);
+    assert_int_equal(c.seq, 2);
+    assert_int_equal(c.status, 0);
+    raw_post(&r, &pull);
+    raw_wait(&r, &c);
+    assert_int_equal(c.seq, 3);
+    assert_int_equal(c.status, 0);
+    assert_int_equal(c.value_len, 16);
+    memcpy(o, r.arena + c.value_off, sizeof o);
+    assert_memory_equal(o, v, sizeof v);
+    raw_post(&r, &close_req);
+    raw_wait(&r, &c);
+    assert_int_equal(c.status, 0);
+    close(r.sock);
+    close(r.seg_fd);
     assert_int_equal(kvsd_exit(), 0);
 }
 
@@ -461,6 +509,7 @@ int main(void)
         cmocka_unit_test(test_evict_impossible_tail),
         cmocka_unit_test(test_evict_range_outside_staging),
         cmocka_unit_test(test_close_with_push_waiting),
+        cmocka_unit_test(test_segment_size_sealed),
         cmocka_unit_test(test_other_uid_refused),
     };
 
