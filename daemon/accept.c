@@ -104,7 +104,10 @@ static void handshake(struct daemon *d, int fd)
     w->batch = NULL;
     w->backlog = NULL;
     w->batch_len = 0;
-    if (kvs__memfd_new("kvs-worker", l.size, 0, &seg_fd, &e) != 0
+    /* The worker gets a writable descriptor: sealed against resizing, or
+     * it could shrink the segment under kvsd's mapping, and kvsd's next
+     * read of its rings or of push data waiting in a round would fault. */
+    if (kvs__memfd_new("kvs-worker", l.size, KVS__SEAL_SIZE, &seg_fd, &e) != 0
         || kvs__map(seg_fd, l.size, 1, &w->seg, &e) != 0) {
         refuse(fd, e.code, "%s", e.msg);
         goto drop;

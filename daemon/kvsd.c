@@ -156,8 +156,8 @@ static void serve(struct daemon *d)
                 drain(d, i);
                 if (w->state == W_LIVE) {
                     atomic_store(&w->state, W_DEAD);
-                    worker_release(d, w);
                     fail_job(d, "rank %d (pid %d) died", w->rank, (int)w->pid);
+                    worker_release(d, w);
                 }
             }
             if (w->state == W_LEFT && w->seg && !w->backlog)

@@ -45,8 +45,6 @@ struct req {
     struct kvs__sqe s;
     int w;                             /* worker index */
     uint64_t order;                    /* arrival, to keep order within a priority */
-    uint64_t round;                    /* sync push: 0 until its data is summed into a
-                                        * round, then that round's number (from 1) */
     struct req *next;
 };
 
@@ -73,13 +71,17 @@ struct worker {
     int batch_len;
 };
 
-/* Per key, the sync rounds (the engine entry's front pointer). */
+/* Per key, the sync rounds (the engine entry's front pointer). The open
+ * round holds its pushes, not a sum: each push's data stays in its
+ * worker's staging area, which the worker leaves alone until the push
+ * completes, and the engine sums them all at once when the round closes.
+ * So a worker's segment must stay mapped while it has a push here. */
 struct round {
     uint64_t done;                     /* rounds applied */
     int ncontrib;
-    unsigned char *contrib;            /* per worker: pushed to the open round */
+    struct req **contrib;              /* per worker: its push in the open round, or NULL */
     uint64_t *last;                    /* per worker: the round its last push is in */
-    void *accum;                       /* the open round's sum */
+    struct round *next, **pprev;       /* in the daemon's open list while ncontrib > 0 */
 };
 
 /* A collective (init of a key, barrier, set_optimizer): completes when
@@ -134,10 +136,13 @@ struct daemon {
     int nworkers;                      /* the job's size, once known */
     _Atomic int connected;             /* workers ever connected */
     int left;                          /* workers that left cleanly */
-    int failed;                        /* a worker died: every round now fails */
+    int failed;                        /* a worker died, was evicted or left mid-round:
+                                        * every round now fails */
     char fail_msg[KVS__MSG_MAX];
 
-    struct req *pending;               /* sorted: priority high first, then arrival */
+    struct req *pending;               /* sorted: priority high first, then arrival;
+                                        * pulls, and sync pushes not in a round yet */
+    struct round *open;                /* rounds holding pushes */
     struct coll *colls;
     uint64_t order;
     struct stats st;
@@ -179,17 +184,20 @@ void seq_end(void *value);
 /* Posts what w's full CQ held back. */
 void flush_backlog(struct daemon *d, struct worker *w);
 
-/* Completes every waiting request (pending and in collectives) with status
- * and msg. */
+/* Completes every waiting request (pending, in rounds and in collectives)
+ * with status and msg. */
 void fail_waiting(struct daemon *d, int status, const char *msg);
 
-/* A worker died or was evicted: fails every waiting request now, and
- * through d->failed every later one; the first message is kept and said. */
+/* A worker died, was evicted, or left with a push unfinished: fails every
+ * waiting request now, and through d->failed every later one; the first
+ * message is kept and said. */
 void fail_job(struct daemon *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Frees what a worker holds: its unfinished list call (completed with
- * KVS_EPEERDEAD), its backlog, its segment and its socket. */
+ * KVS_EPEERDEAD), its waiting requests, its backlog, its segment and its
+ * socket. A push of it still waiting, whose data is in the segment, fails
+ * the job (fail_job) before the segment goes. */
 void worker_release(struct daemon *d, struct worker *w);
 
 /* Frees a key's rounds (the engine's front free). */

@@ -1,18 +1,29 @@
 /*
  * requests.c - what the serve thread does with the workers' requests. It
  * drains each worker's request ring into list calls and checks a whole list
- * against the store before any of it takes effect; it runs sync pushes
- * through each key's rounds and pulls through the pending queue (priority
- * high first, then arrival), async pushes at once, and collectives (init of
- * a key, barrier, set_optimizer) once every worker still in the job has
- * arrived; it posts completions, keeping those a full CQ has no room for
- * in a backlog; it evicts a worker whose ring or request is bad, and fails
- * the job when a worker dies or is evicted.
+ * against the store before any of it takes effect; it runs pulls and sync
+ * pushes through the pending queue (priority high first, then arrival),
+ * async pushes at once, and collectives (init of a key, barrier,
+ * set_optimizer) once every worker still in the job has arrived; it posts
+ * completions, keeping those a full CQ has no room for in a backlog; it
+ * evicts a worker whose ring or request is bad, and fails the job when a
+ * worker dies, is evicted, or leaves with a push unfinished.
+ *
+ * A sync push leaves the pending queue for its key's open round, which
+ * keeps the request and not a copy of its data: the data stays in the
+ * worker's staging area, which a worker leaves alone until its push
+ * completes. When every worker still in the job has pushed, the round
+ * hands all of them to the engine as one push of the key repeated, and the
+ * engine sums them in one pass straight into the stored value (or into its
+ * scratch buffer for the optimizer): (N+1)*S bytes of memory traffic for N
+ * workers and S bytes, not a running sum's 3*N*S or so.
  *
  * Serve thread only. It must never wait on a worker, never use a request
  * slot before proto.c has decoded and checked it, never post to a worker
- * that is no longer LIVE, and never read a socket, accept a connection or
- * answer kvsctl (accept.c and control.c do).
+ * that is no longer LIVE, never unmap a worker's segment while a request
+ * of it still waits (its data would be gone from under a round), and never
+ * read a socket, accept a connection or answer kvsctl (accept.c and
+ * control.c do).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -133,6 +144,58 @@ static void complete_list(struct daemon *d, struct req *r, int status, const cha
     }
 }
 
+/* ---- the open rounds --------------------------------------------------- */
+
+static void open_link(struct daemon *d, struct round *rd)
+{
+    rd->next = d->open;
+    if (d->open)
+        d->open->pprev = &rd->next;
+    d->open = rd;
+    rd->pprev = &d->open;
+}
+
+static void open_unlink(struct round *rd)
+{
+    if (!rd->pprev)
+        return;
+    *rd->pprev = rd->next;
+    if (rd->next)
+        rd->next->pprev = rd->pprev;
+    rd->next = NULL;
+    rd->pprev = NULL;
+}
+
+/* Completes the open round's pushes with status and msg and leaves it
+ * empty; a pull of their workers then waits for no round. */
+static void round_empty(struct daemon *d, struct round *rd, int status, const char *msg)
+{
+    open_unlink(rd);
+    for (int i = 0; i < d->nworkers && rd->ncontrib > 0; i++) {
+        struct req *r = rd->contrib[i];
+
+        if (!r)
+            continue;
+        rd->contrib[i] = NULL;
+        rd->last[i] = rd->done;
+        rd->ncontrib--;
+        complete(d, r, status, msg);
+    }
+}
+
+/* 1 when a push of worker wi waits, in pending or in a round: its data is
+ * in wi's staging area. */
+static int holds_push(const struct daemon *d, int wi)
+{
+    for (const struct req *r = d->pending; r; r = r->next)
+        if (r->w == wi && r->s.op == KVS__OP_PUSH)
+            return 1;
+    for (const struct round *rd = d->open; rd; rd = rd->next)
+        if (rd->contrib[wi])
+            return 1;
+    return 0;
+}
+
 /* ---- workers: arrival, leaving, death --------------------------------- */
 
 static int expected(const struct daemon *d)
@@ -140,12 +203,14 @@ static int expected(const struct daemon *d)
     return d->nworkers - d->left;
 }
 
-/* Fails every waiting request: those in rounds and pulls, and those in
- * collectives. */
+/* Fails every waiting request: pulls and pushes in pending, pushes in
+ * rounds, and those in collectives. */
 void fail_waiting(struct daemon *d, int status, const char *msg)
 {
     complete_list(d, d->pending, status, msg);
     d->pending = NULL;
+    while (d->open)
+        round_empty(d, d->open, status, msg);
     while (d->colls) {
         struct coll *c = d->colls;
 
@@ -175,8 +240,27 @@ void fail_job(struct daemon *d, const char *fmt, ...)
 
 void worker_release(struct daemon *d, struct worker *w)
 {
+    int wi = (int)(w - d->workers);
+
     complete_list(d, w->batch, KVS_EPEERDEAD, "worker gone");
     w->batch = NULL;
+    /* A round must not keep data from a segment that is about to go, and a
+     * round without this worker's push cannot close honestly: the job
+     * fails. (A dead or evicted worker's job has failed already; one that
+     * left cleanly had nothing waiting.) */
+    if (holds_push(d, wi))
+        fail_job(d, "rank %d (pid %d) left the job with a push unfinished", w->rank,
+                 (int)w->pid);
+    for (struct req **p = &d->pending; *p;) {
+        struct req *r = *p;
+
+        if (r->w == wi) {
+            *p = r->next;
+            complete(d, r, KVS_EPEERDEAD, "worker gone");
+        } else {
+            p = &r->next;
+        }
+    }
     while (w->backlog) {
         struct done *dn = w->backlog;
 
@@ -202,13 +286,11 @@ static struct round *round_of(struct daemon *d, const struct kvs__entry_info *in
     r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
-    r->contrib = calloc((size_t)d->nworkers, 1);
+    r->contrib = calloc((size_t)d->nworkers, sizeof *r->contrib);
     r->last = calloc((size_t)d->nworkers, sizeof *r->last);
-    r->accum = malloc(info->bytes ? info->bytes : 1);
-    if (!r->contrib || !r->last || !r->accum) {
+    if (!r->contrib || !r->last) {
         free(r->contrib);
         free(r->last);
-        free(r->accum);
         free(r);
         return NULL;
     }
@@ -220,9 +302,12 @@ void round_free(void *p)
 {
     struct round *r = p;
 
+    /* The engine frees a round with its key's entry, only when the engine
+     * goes, after fail_waiting has emptied every round; the open list
+     * stays sound even so. */
+    open_unlink(r);
     free(r->contrib);
     free(r->last);
-    free(r->accum);
     free(r);
 }
 
@@ -236,53 +321,61 @@ static void insert_pending(struct daemon *d, struct req *r)
     *p = r;
 }
 
-/* Applies a round's sum through the engine, under the value's seqlock. */
-static int apply(struct daemon *d, const struct kvs__sqe *s, void *data, struct kvs__err *e)
+/* Pushes n values of one key (keys[] repeats it) through the engine,
+ * under the stored value's seqlock: the engine sums them in one pass
+ * straight into the value, or into its scratch buffer for the optimizer. */
+static int apply(struct daemon *d, int n, const kvs_key_t *keys, const kvs_array_t *vals,
+                 struct kvs__err *e)
 {
     struct kvs__entry_info info;
-    kvs_key_t key = sqe_key(s);
-    kvs_array_t a = sqe_array(s, data);
     int rc;
 
-    if ((rc = kvs__engine_lookup(d->eng, key, &info, e)) != 0)
+    if ((rc = kvs__engine_lookup(d->eng, keys[0], &info, e)) != 0)
         return rc;
     seq_begin(info.value);
-    rc = kvs__engine_push(d->eng, 1, &key, &a, e);
+    rc = kvs__engine_push(d->eng, n, keys, vals, e);
     seq_end(info.value);
     return rc;
 }
 
-/* Closes a key's open round when every worker still in the job pushed to
- * it: applies the sum and completes the round's pushes. 1 when closed. */
-static int close_round(struct daemon *d, const struct kvs__sqe *s, struct round *rd)
+/* Closes a key's open round when every worker still in the job has pushed
+ * to it: applies its pushes, each read from its worker's staging area, and
+ * completes them. 1 when closed. */
+static int close_round(struct daemon *d, struct round *rd)
 {
     struct kvs__err e = { 0, "" };
-    int status;
+    kvs_key_t *keys;
+    kvs_array_t *vals;
+    int n = 0, status;
 
     if (rd->ncontrib == 0 || rd->ncontrib < expected(d))
         return 0;
-    status = apply(d, s, rd->accum, &e);
+    keys = malloc(sizeof *keys * (size_t)rd->ncontrib);
+    vals = malloc(sizeof *vals * (size_t)rd->ncontrib);
+    if (!keys || !vals) {
+        status = kvs__fail(&e, -ENOMEM, "kvsd: out of memory closing a round");
+    } else {
+        /* In rank order: the sum does not depend on who came first. */
+        for (int i = 0; i < d->nworkers; i++) {
+            const struct req *r = rd->contrib[i];
+
+            if (!r)
+                continue;
+            keys[n] = sqe_key(&r->s);
+            vals[n++] = sqe_array(&r->s, d->workers[r->w].staging + r->s.data_off);
+        }
+        status = apply(d, n, keys, vals, &e);
+    }
+    free(keys);
+    free(vals);
     rd->done++;
     d->st.rounds++;
-    rd->ncontrib = 0;
-    memset(rd->contrib, 0, (size_t)d->nworkers);
-    /* The pushes of this round wait in pending: finish them now. */
-    for (struct req **p = &d->pending; *p;) {
-        struct req *r = *p;
-
-        if (r->s.op == KVS__OP_PUSH && r->round == rd->done
-            && r->s.key_len == s->key_len && r->s.key_id == s->key_id
-            && strcmp(r->s.key_name, s->key_name) == 0) {
-            *p = r->next;
-            complete(d, r, status, e.msg);
-        } else {
-            p = &r->next;
-        }
-    }
+    round_empty(d, rd, status, e.msg);
     return 1;
 }
 
-/* One pass over pending requests; returns 1 when something completed. */
+/* One pass over pending requests; returns 1 when something completed or
+ * a push joined a round. */
 int serve_pending(struct daemon *d)
 {
     struct kvs__err e = { 0, "" };
@@ -290,7 +383,6 @@ int serve_pending(struct daemon *d)
 
     for (struct req **p = &d->pending; *p;) {
         struct req *r = *p;
-        struct worker *w = &d->workers[r->w];
         struct kvs__entry_info info;
         struct round *rd;
         int rc;
@@ -318,38 +410,34 @@ int serve_pending(struct daemon *d)
             progress = 1;
             continue;
         }
-        /* A sync push whose data is not in a round yet. */
-        if (r->s.op == KVS__OP_PUSH && r->round == 0) {
-            if (!(rd = round_of(d, &info))) {
-                *p = r->next;
-                complete(d, r, -ENOMEM, "kvsd: out of memory for a round");
-                progress = 1;
-                continue;
-            }
-            if (rd->contrib[r->w]) {   /* already in the open round: wait for the next */
-                p = &r->next;
-                continue;
-            }
-            if (rd->ncontrib == 0) {
-                kvs__copy(rd->accum, w->staging + r->s.data_off, info.bytes, d->o.threads);
-            } else {
-                const void *in[2] = { rd->accum, w->staging + r->s.data_off };
-
-                kvs__sum(info.dtype, rd->accum, in, 2, info.count, d->o.threads);
-            }
-            rd->contrib[r->w] = 1;
-            rd->ncontrib++;
-            rd->last[r->w] = rd->done + 1;
-            r->round = rd->done + 1;
-            progress = 1;
-            {
-                struct kvs__sqe s = r->s;
-
-                close_round(d, &s, rd);
-            }
-            return progress;           /* the list changed under us: start over */
+        if (r->s.op != KVS__OP_PUSH) {
+            p = &r->next;
+            continue;
         }
-        p = &r->next;
+        /* A sync push: into its key's open round, unless it is already in. */
+        if (!(rd = round_of(d, &info))) {
+            *p = r->next;
+            complete(d, r, -ENOMEM, "kvsd: out of memory for a round");
+            progress = 1;
+            continue;
+        }
+        if (rd->contrib[r->w]) {       /* already in the open round: wait for the next */
+            p = &r->next;
+            continue;
+        }
+        *p = r->next;
+        r->next = NULL;
+        if (rd->ncontrib++ == 0)
+            open_link(d, rd);
+        rd->contrib[r->w] = r;
+        rd->last[r->w] = rd->done + 1;
+        progress = 1;
+        /* What waited on the round may go now: look again from the top, so
+         * that it goes in priority order. Only requests that still wait
+         * are above p, and rounds hold their pushes outside the queue, so
+         * this is not a rescan of everything. */
+        if (close_round(d, rd))
+            p = &d->pending;
     }
     return progress;
 }
@@ -357,24 +445,10 @@ int serve_pending(struct daemon *d)
 /* Every sync round whose missing workers have all left can close now. */
 static void close_rounds_after_leave(struct daemon *d)
 {
-    int closed;
-
-    do {
-        closed = 0;
-        for (struct req *r = d->pending; r; r = r->next) {
-            struct kvs__entry_info info;
-
-            if (r->s.op == KVS__OP_PUSH && r->round != 0
-                && kvs__engine_lookup(d->eng, sqe_key(&r->s), &info, NULL) == 0
-                && *info.front) {
-                struct kvs__sqe s = r->s;
-
-                /* Closing frees r and other pending requests: start over. */
-                if ((closed = close_round(d, &s, *info.front)))
-                    break;
-            }
-        }
-    } while (closed);
+    for (struct round *rd = d->open, *next; rd; rd = next) {
+        next = rd->next;               /* closing takes rd, and only rd, off the list */
+        close_round(d, rd);
+    }
 }
 
 /* ---- collectives ------------------------------------------------------ */
@@ -516,12 +590,25 @@ static void run_list(struct daemon *d, struct req *list)
 
         list = r->next;
         r->next = NULL;
+        /* After the list's CLOSE, or a failure of the job it caused,
+         * nothing more of it runs. */
+        if (w->state != W_LIVE) {
+            complete(d, r, KVS_EPROTO, "a request after the worker's close");
+            continue;
+        }
+        if (d->failed && r->s.op != KVS__OP_CLOSE) {
+            complete(d, r, KVS_EPEERDEAD, d->fail_msg);
+            continue;
+        }
         switch (r->s.op) {
         case KVS__OP_PUSH:
             if (d->sync) {
                 insert_pending(d, r);
             } else {
-                rc = apply(d, &r->s, w->staging + r->s.data_off, &e);
+                kvs_key_t key = sqe_key(&r->s);
+                kvs_array_t a = sqe_array(&r->s, w->staging + r->s.data_off);
+
+                rc = apply(d, 1, &key, &a, &e);
                 complete(d, r, rc, e.msg);
             }
             break;
@@ -539,6 +626,12 @@ static void run_list(struct daemon *d, struct req *list)
             complete(d, r, rc, e.msg);
             break;
         case KVS__OP_CLOSE:
+            /* A worker's calls return before it closes, so a push of it
+             * still waiting is a worker that does not keep the protocol:
+             * the round it is in cannot complete honestly. */
+            if (holds_push(d, r->w))
+                fail_job(d, "rank %d (pid %d) closed with a push unfinished", w->rank,
+                         (int)w->pid);
             complete(d, r, 0, NULL);
             atomic_store(&w->state, W_LEFT);
             d->left++;
@@ -556,8 +649,10 @@ static void evict(struct daemon *d, struct worker *w, const char *why)
 {
     say(d, "evicting rank %d (pid %d): %s", w->rank, (int)w->pid, why);
     atomic_store(&w->state, W_DEAD);
-    worker_release(d, w);
+    /* The job fails first, with this message: releasing would fail it
+     * with a vaguer one, for the pushes the worker leaves behind. */
     fail_job(d, "rank %d (pid %d) was evicted: %s", w->rank, (int)w->pid, why);
+    worker_release(d, w);
 }
 
 /* Reads every request a worker has posted. Returns 1 on progress. */

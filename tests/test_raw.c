@@ -4,8 +4,10 @@
  * and what it does with a worker that writes garbage into its own ring (an
  * unknown request, an impossible ring index, a range outside its staging
  * area): that worker is evicted, the other worker's round fails with
- * KVS_EPEERDEAD, and kvsd neither crashes nor hangs. And a client of
- * another user is refused.
+ * KVS_EPEERDEAD, and kvsd neither crashes nor hangs. A worker that closes
+ * while pushes of it still wait in kvsd (whose data is in its staging
+ * area) fails the job the same way. A worker cannot resize its segment
+ * under kvsd. And a client of another user is refused.
  *
  * kvsd is $top_builddir/daemon/kvsd (or $KVSD), run in a private
  * XDG_RUNTIME_DIR.
@@ -41,7 +43,7 @@
 extern char **environ;
 
 struct raw {
-    int sock;
+    int sock, seg_fd;                  /* seg_fd: the segment's descriptor, kept open */
     void *ctl, *seg;
     const unsigned char *arena;
     struct kvs__welcome w;
@@ -117,8 +119,9 @@ static void raw_connect(struct raw *r, int rank, int n)
     assert_int_equal(kvs__map(fds[0], r->w.control_size, 1, &r->ctl, NULL), 0);
     assert_int_equal(kvs__map(fds[1], r->w.seg_size, 1, &r->seg, NULL), 0);
     assert_int_equal(kvs__map(fds[2], r->w.arena_size, 0, (void **)&r->arena, NULL), 0);
-    for (int i = 0; i < 3; i++)
-        close(fds[i]);
+    close(fds[0]);
+    close(fds[2]);
+    r->seg_fd = fds[1];
     assert_int_equal(kvs__worker_layout(r->w.sq_entries, r->w.cq_entries, r->w.staging_size, &l), 0);
     r->dbell = (struct kvs__bell *)((char *)r->ctl + KVS__CONTROL_BELL_OFF);
     assert_int_equal(kvs__ring_attach(&r->sq, (char *)r->seg + l.sq_off, r->w.sq_entries,
@@ -154,10 +157,10 @@ static void raw_wait(struct raw *r, struct kvs__cqe *c)
     kvs__ring_pop(&r->cq);
 }
 
-static void raw_init(struct raw *r, uint64_t seq)
+static void raw_init_key(struct raw *r, uint64_t seq, uint64_t key)
 {
     struct kvs__sqe s = { .op = KVS__OP_INIT, .flags = KVS__SQE_LAST, .dtype = KVS_FLOAT32,
-                          .ndim = 1, .shape = { 4 }, .seq = seq, .key_id = 1,
+                          .ndim = 1, .shape = { 4 }, .seq = seq, .key_id = key,
                           .data_len = 16 };
     struct kvs__cqe c;
     float v[4] = { 1, 2, 3, 4 };
@@ -167,6 +170,11 @@ static void raw_init(struct raw *r, uint64_t seq)
     raw_wait(r, &c);
     assert_int_equal(c.seq, seq);
     assert_int_equal(c.status, 0);
+}
+
+static void raw_init(struct raw *r, uint64_t seq)
+{
+    raw_init_key(r, seq, 1);
 }
 
 /* 1 once kvsd has closed the connection, within 3 s; 0 if it has not. */
@@ -233,6 +241,7 @@ static void test_priority_order(void **state)
         assert_int_equal(c.status, 0);
     }
     close(r.sock);
+    close(r.seg_fd);
     assert_int_equal(kvsd_exit(), 0);
 }
 
@@ -303,6 +312,7 @@ static void evict_case(enum garbage g, const char *name)
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
     close(r.sock);
+    close(r.seg_fd);
     /* kvsd served through it all and leaves when both are gone. */
     assert_int_equal(kvsd_exit(), 0);
 }
@@ -323,6 +333,124 @@ static void test_evict_range_outside_staging(void **state)
 {
     (void)state;
     evict_case(BAD_RANGE, "range");
+}
+
+/* A worker that closes while its pushes wait in kvsd, one in key 1's open
+ * round and one behind it, posted with the CLOSE in one list: kvsd must
+ * not sum them after the worker's segment is gone, nor close a round
+ * without them. The job fails: both pushes and the CLOSE are answered
+ * (KVS_EPEERDEAD, KVS_EPEERDEAD, 0), the two real workers' pushes to key 2,
+ * waiting for this worker, fail with KVS_EPEERDEAD, and kvsd exits 0. */
+static void test_close_with_push_waiting(void **state)
+{
+    struct kvs__sqe push = { .op = KVS__OP_PUSH, .dtype = KVS_FLOAT32, .ndim = 1,
+                             .shape = { 4 }, .key_id = 1, .data_len = 16 };
+    struct kvs__sqe close_req = { .op = KVS__OP_CLOSE, .flags = KVS__SQE_LAST, .seq = 12 };
+    float v[4] = { 5, 5, 5, 5 };
+    int seen[3] = { 0, 0, 0 };
+    pid_t child[2];
+    struct raw r;
+
+    (void)state;
+    setup_runtime_dir();
+    start_kvsd("raw-close-push", 3);
+    for (int i = 0; i < 2; i++) {
+        child[i] = fork();
+        assert_true(child[i] >= 0);
+        if (child[i] == 0) {
+            kvs_t *kv;
+            float w[4] = { 1, 1, 1, 1 };
+            kvs_key_t k[2] = { KVS_INT_KEY(1), KVS_INT_KEY(2) };
+            kvs_array_t a[2] = { { .data = w, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } },
+                                 { .data = w, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } } };
+            int rc;
+
+            setenv("KVS_JOB", "raw-close-push", 1);
+            setenv("KVS_RANK", i ? "1" : "0", 1);
+            setenv("KVS_NUM_WORKERS", "3", 1);
+            if (kvs_create("dist_sync", &kv) || kvs_init(kv, 2, k, a))
+                _exit(2);
+            rc = kvs_push(kv, 1, &k[1], &a[1], 0);
+            kvs_close(kv);
+            _exit(rc == KVS_EPEERDEAD ? 0 : 3);
+        }
+    }
+    raw_connect(&r, 2, 3);
+    raw_init_key(&r, 1, 1);
+    raw_init_key(&r, 2, 2);
+    usleep(300 * 1000);                /* the real workers' pushes wait in key 2's round */
+    memcpy(r.staging, v, sizeof v);
+    push.seq = 10;
+    push.flags = KVS__SQE_LAST;
+    raw_post(&r, &push);
+    usleep(100 * 1000);                /* in key 1's round, waiting for the others */
+    push.seq = 11;
+    push.flags = 0;
+    raw_post(&r, &push);
+    raw_post(&r, &close_req);
+    for (int i = 0; i < 3; i++) {
+        struct kvs__cqe c;
+
+        raw_wait(&r, &c);
+        assert_true(c.seq >= 10 && c.seq <= 12);
+        assert_int_equal(seen[c.seq - 10], 0);
+        seen[c.seq - 10] = 1;
+        assert_int_equal(c.status, c.seq == 12 ? 0 : KVS_EPEERDEAD);
+    }
+    for (int i = 0; i < 2; i++) {
+        int status;
+
+        assert_int_equal(waitpid(child[i], &status, 0), child[i]);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    close(r.sock);
+    close(r.seg_fd);
+    assert_int_equal(kvsd_exit(), 0);
+}
+
+/* A worker's segment is sealed against resizing: shrinking it would make
+ * kvsd fault on its next read of the rings or of push data in a round. The
+ * worker's tries fail with EPERM, and a push and a pull go on as before. */
+static void test_segment_size_sealed(void **state)
+{
+    struct kvs__sqe push = { .op = KVS__OP_PUSH, .flags = KVS__SQE_LAST, .dtype = KVS_FLOAT32,
+                             .ndim = 1, .shape = { 4 }, .seq = 2, .key_id = 1,
+                             .data_len = 16 };
+    struct kvs__sqe pull = { .op = KVS__OP_PULL, .flags = KVS__SQE_LAST, .dtype = KVS_FLOAT32,
+                             .ndim = 1, .shape = { 4 }, .seq = 3, .key_id = 1 };
+    struct kvs__sqe close_req = { .op = KVS__OP_CLOSE, .flags = KVS__SQE_LAST, .seq = 4 };
+    float v[4] = { 5, 6, 7, 8 }, o[4];
+    struct kvs__cqe c;
+    struct raw r;
+
+    (void)state;
+    setup_runtime_dir();
+    start_kvsd("raw-sealed", 1);
+    raw_connect(&r, 0, 1);
+    raw_init(&r, 1);
+    assert_int_equal(ftruncate(r.seg_fd, 0), -1);
+    assert_int_equal(errno, EPERM);
+    assert_int_equal(ftruncate(r.seg_fd, (off_t)r.w.seg_size * 2), -1);
+    assert_int_equal(errno, EPERM);
+    memcpy(r.staging, v, sizeof v);
+    raw_post(&r, &push);
+    raw_wait(&r, &c);
+    assert_int_equal(c.seq, 2);
+    assert_int_equal(c.status, 0);
+    raw_post(&r, &pull);
+    raw_wait(&r, &c);
+    assert_int_equal(c.seq, 3);
+    assert_int_equal(c.status, 0);
+    assert_int_equal(c.value_len, 16);
+    memcpy(o, r.arena + c.value_off, sizeof o);
+    assert_memory_equal(o, v, sizeof v);
+    raw_post(&r, &close_req);
+    raw_wait(&r, &c);
+    assert_int_equal(c.status, 0);
+    close(r.sock);
+    close(r.seg_fd);
+    assert_int_equal(kvsd_exit(), 0);
 }
 
 /* kvsd checks the peer's uid before it sends anything: a client of
@@ -380,6 +508,8 @@ int main(void)
         cmocka_unit_test(test_evict_unknown_request),
         cmocka_unit_test(test_evict_impossible_tail),
         cmocka_unit_test(test_evict_range_outside_staging),
+        cmocka_unit_test(test_close_with_push_waiting),
+        cmocka_unit_test(test_segment_size_sealed),
         cmocka_unit_test(test_other_uid_refused),
     };
 
