@@ -172,6 +172,7 @@ static void serve(struct daemon *d)
         }
         while (serve_pending(d))
             progress = 1;
+        wake_workers(d);
         if (d->nworkers > 0 && d->connected >= d->nworkers && live == 0) {
             say(d, "every worker has left: exiting");
             return;

@@ -69,6 +69,8 @@ struct worker {
     struct req *batch, **batch_tail;   /* requests of a list call not yet ended */
     struct done *backlog, **backlog_tail;
     int batch_len;
+    int wake;                          /* ring its bell at the end of the serve pass:
+                                        * once for all the completions of a pass */
 };
 
 /* Per key, the sync rounds (the engine entry's front pointer). The open
@@ -180,6 +182,10 @@ void seq_begin(void *value);
 void seq_end(void *value);
 
 /* ---- requests.c: the workers' requests (serve thread only) ------------ */
+
+/* Rings the bell of every worker that got completions or ring room since
+ * the last call. */
+void wake_workers(struct daemon *d);
 
 /* Posts what w's full CQ held back. */
 void flush_backlog(struct daemon *d, struct worker *w);

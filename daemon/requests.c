@@ -52,7 +52,7 @@ static void post(struct daemon *d, int wi, const struct kvs__cqe *c)
     if (!w->backlog && (slot = kvs__ring_reserve(&w->cq, &err)) != NULL) {
         kvs__cqe_encode(c, slot);
         kvs__ring_commit(&w->cq);
-        kvs__bell_ring(w->bell);
+        w->wake = 1;
         return;
     }
     dn = malloc(sizeof *dn);
@@ -64,6 +64,19 @@ static void post(struct daemon *d, int wi, const struct kvs__cqe *c)
     dn->next = NULL;
     *w->backlog_tail = dn;
     w->backlog_tail = &dn->next;
+}
+
+void wake_workers(struct daemon *d)
+{
+    for (int i = 0; i < MAX_WORKERS; i++) {
+        struct worker *w = &d->workers[i];
+
+        if (w->wake) {
+            w->wake = 0;
+            if (w->seg && (w->state == W_LIVE || w->state == W_LEFT))
+                kvs__bell_ring(w->bell);
+        }
+    }
 }
 
 void flush_backlog(struct daemon *d, struct worker *w)
@@ -84,7 +97,7 @@ void flush_backlog(struct daemon *d, struct worker *w)
         posted = 1;
     }
     if (posted)
-        kvs__bell_ring(w->bell);
+        w->wake = 1;
 }
 
 static kvs_key_t sqe_key(const struct kvs__sqe *s)
@@ -697,6 +710,6 @@ int drain(struct daemon *d, int wi)
     if (err)
         evict(d, w, "its request ring is corrupt");
     if (progress && w->state == W_LIVE)
-        kvs__bell_ring(w->bell);       /* room in its request ring */
+        w->wake = 1;                   /* room in its request ring */
     return progress;
 }
