@@ -161,8 +161,10 @@ static int client_map(struct kvs__client *c, const struct kvs__welcome *w, const
         || l.size != w->seg_size || l.staging_off != w->staging_off
         || w->arena_size <= KVS__ARENA_DATA_OFF || w->arena_size > SIZE_MAX / 2)
         return kvs__fail(e, KVS_EPROTO, "kvsd's segment sizes do not fit this library's layout");
-    if ((rc = kvs__memfd_check(fds[0], w->control_size, 0, e)) != 0
-        || (rc = kvs__memfd_check(fds[1], w->seg_size, 0, e)) != 0
+    /* Sealed against resizing, all three: a segment cut short under a
+     * mapping would fault this process at its next access. */
+    if ((rc = kvs__memfd_check(fds[0], w->control_size, 1, e)) != 0
+        || (rc = kvs__memfd_check(fds[1], w->seg_size, 1, e)) != 0
         || (rc = kvs__memfd_check(fds[2], w->arena_size, 1, e)) != 0)
         return rc;
     if ((rc = kvs__map(fds[0], w->control_size, 1, &c->ctl, e)) != 0)
@@ -691,7 +693,8 @@ static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *out
             rc = deliver(kv, &cqes[g.gid[i]], &outs[i], view);
         else
             rc = copy_value(kv, &cqes[g.gid[i]], outs[i].data, bytes, rows[i].data,
-                            rows[i].shape[0], outs[i].shape[0] ? bytes / (size_t)outs[i].shape[0] : 0);
+                            rows[i].shape[0],
+                            outs[i].shape[0] ? bytes / (size_t)outs[i].shape[0] : 0);
     }
 out:
     free(cqes);

@@ -200,20 +200,20 @@ int kvs__memfd_check(int fd, size_t size, int need_seals, struct kvs__err *e)
     if (EINTR_RETRY(fstat(fd, &st)) != 0)
         return fail_errno(e, "fstat of received memfd", NULL);
     if (!S_ISREG(st.st_mode))
-        return kvs__fail(e, -EPROTO, "received descriptor %d is not a memfd", fd);
+        return kvs__fail(e, KVS_EPROTO, "received descriptor %d is not a memfd", fd);
     if (st.st_size < 0 || (uint64_t)st.st_size != (uint64_t)size)
-        return kvs__fail(e, -EPROTO, "received memfd has %lld bytes, expected %zu",
+        return kvs__fail(e, KVS_EPROTO, "received memfd has %lld bytes, expected %zu",
                          (long long)st.st_size, size);
     if (!need_seals)
         return 0;
     seals = EINTR_RETRY(fcntl(fd, F_GET_SEALS));
     if (seals < 0) {
         if (errno == EINVAL)           /* not a file that supports seals */
-            return kvs__fail(e, -EPROTO, "received descriptor %d carries no seals", fd);
+            return kvs__fail(e, KVS_EPROTO, "received descriptor %d carries no seals", fd);
         return fail_errno(e, "F_GET_SEALS on received memfd", NULL);
     }
     if ((seals & want) != want)
-        return kvs__fail(e, -EPROTO, "received memfd is not sealed against resizing "
+        return kvs__fail(e, KVS_EPROTO, "received memfd is not sealed against resizing "
                          "(seals 0x%x)", (unsigned)seals);
     return 0;
 }
@@ -383,7 +383,7 @@ int kvs__sock_peer(int fd, uid_t *uid, pid_t *pid, struct kvs__err *e)
     if (EINTR_RETRY(getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len)) != 0)
         return fail_errno(e, "getsockopt SO_PEERCRED", NULL);
     if (len != sizeof cred)
-        return kvs__fail(e, -EPROTO, "getsockopt SO_PEERCRED: %u bytes", (unsigned)len);
+        return kvs__fail(e, KVS_EPROTO, "getsockopt SO_PEERCRED: %u bytes", (unsigned)len);
     if (uid != NULL)
         *uid = cred.uid;
     if (pid != NULL)
@@ -507,15 +507,15 @@ int kvs__sock_recv(int fd, void *buf, size_t cap, size_t *len, int *fds, int max
         goto fail_fds;
     }
     if (msg.msg_flags & MSG_TRUNC) {
-        rc = kvs__fail(e, -EPROTO, "recv: message longer than %zu bytes", cap);
+        rc = kvs__fail(e, KVS_EPROTO, "recv: message longer than %zu bytes", cap);
         goto fail_fds;
     }
     if ((msg.msg_flags & MSG_CTRUNC) || ngot > maxfds) {
-        rc = kvs__fail(e, -EPROTO, "recv: more than %d descriptors attached", maxfds);
+        rc = kvs__fail(e, KVS_EPROTO, "recv: more than %d descriptors attached", maxfds);
         goto fail_fds;
     }
     if (other) {
-        rc = kvs__fail(e, -EPROTO, "recv: unexpected control message");
+        rc = kvs__fail(e, KVS_EPROTO, "recv: unexpected control message");
         goto fail_fds;
     }
     if (ngot > 0)

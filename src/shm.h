@@ -48,7 +48,7 @@ int kvs__memfd_seal_writes(int fd, struct kvs__err *e);
 int kvs__memfd_reopen_ro(int fd, int *ro_fd, struct kvs__err *e);
 
 /* Checks a received memfd: its size is exactly `size`, and with
- * need_seals non-zero it carries the grow/shrink seals. -EPROTO otherwise. */
+ * need_seals non-zero it carries the grow/shrink seals. KVS_EPROTO otherwise. */
 int kvs__memfd_check(int fd, size_t size, int need_seals, struct kvs__err *e);
 
 /* mmap MAP_SHARED of a whole segment, read-write or read-only. */
@@ -73,7 +73,7 @@ int kvs__sock_send(int fd, const void *buf, size_t len, const int *fds, int nfds
 
 /* Receives one message into buf (cap bytes) and up to maxfds descriptors
  * (close-on-exec), waiting until deadline_ns. A message longer than cap,
- * or more descriptors than maxfds, is -EPROTO (descriptors that came are
+ * or more descriptors than maxfds, is KVS_EPROTO (descriptors that came are
  * closed). A closed peer is -ECONNRESET. *len and *nfds are set on success. */
 int kvs__sock_recv(int fd, void *buf, size_t cap, size_t *len, int *fds, int maxfds,
                    int *nfds, int64_t deadline_ns, struct kvs__err *e);

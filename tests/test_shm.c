@@ -344,11 +344,11 @@ static void test_memfd_plain(void **state)
 
     /* What a receiver checks. */
     assert_int_equal(kvs__memfd_check(fd, sizeof buf, 0, &e), 0);
-    assert_int_equal(kvs__memfd_check(fd, sizeof buf, 1, &e), -EPROTO);
+    assert_int_equal(kvs__memfd_check(fd, sizeof buf, 1, &e), KVS_EPROTO);
     assert_detail(&e, "sealed");
-    assert_int_equal(kvs__memfd_check(fd, sizeof buf - 1, 0, &e), -EPROTO);
+    assert_int_equal(kvs__memfd_check(fd, sizeof buf - 1, 0, &e), KVS_EPROTO);
     assert_detail(&e, "8192");
-    assert_int_equal(kvs__memfd_check(fd, sizeof buf + 1, 0, &e), -EPROTO);
+    assert_int_equal(kvs__memfd_check(fd, sizeof buf + 1, 0, &e), KVS_EPROTO);
 
     /* It can still grow: the owner resizes unsealed segments. */
     assert_int_equal(ftruncate(fd, 2 * sizeof buf), 0);
@@ -362,7 +362,7 @@ static void test_memfd_plain(void **state)
         int p[2];
 
         assert_int_equal(pipe(p), 0);
-        assert_int_equal(kvs__memfd_check(p[0], 0, 0, &e), -EPROTO);
+        assert_int_equal(kvs__memfd_check(p[0], 0, 0, &e), KVS_EPROTO);
         close(p[0]);
         close(p[1]);
     }
@@ -394,7 +394,7 @@ static void test_memfd_sealed(void **state)
     assert_int_equal(pwrite(fd, "x", 1, (off_t)size - 1), 1);
 
     assert_int_equal(kvs__memfd_check(fd, size, 1, &e), 0);
-    assert_int_equal(kvs__memfd_check(fd, size + 4096, 1, &e), -EPROTO);
+    assert_int_equal(kvs__memfd_check(fd, size + 4096, 1, &e), KVS_EPROTO);
     close(fd);
 
     /* Bad arguments. */
@@ -715,7 +715,7 @@ static void test_sock_recv_refused(void **state)
     /* Too long for the buffer: refused, and its descriptors closed. */
     assert_int_equal(kvs__sock_send(c, msg, sizeof msg, fds, 3, 0, &e), 0);
     assert_int_equal(kvs__sock_recv(s, msg, 10, &len, got, 8, &ngot, clock_ns() + 1000 * MS,
-                                    &e), -EPROTO);
+                                    &e), KVS_EPROTO);
     assert_detail(&e, "longer than 10");
     assert_int_equal(ngot, 0);
     assert_int_equal(count_fds(), before);
@@ -723,14 +723,14 @@ static void test_sock_recv_refused(void **state)
     /* More descriptors than the receiver takes. */
     assert_int_equal(kvs__sock_send(c, msg, 8, fds, 3, 0, &e), 0);
     assert_int_equal(kvs__sock_recv(s, msg, sizeof msg, &len, got, 2, &ngot,
-                                    clock_ns() + 1000 * MS, &e), -EPROTO);
+                                    clock_ns() + 1000 * MS, &e), KVS_EPROTO);
     assert_detail(&e, "descriptors");
     assert_int_equal(count_fds(), before);
 
     /* Descriptors where none are wanted. */
     assert_int_equal(kvs__sock_send(c, msg, 8, fds, 1, 0, &e), 0);
     assert_int_equal(kvs__sock_recv(s, msg, sizeof msg, &len, NULL, 0, &ngot,
-                                    clock_ns() + 1000 * MS, &e), -EPROTO);
+                                    clock_ns() + 1000 * MS, &e), KVS_EPROTO);
     assert_int_equal(count_fds(), before);
 
     /* The connection still works after a refusal. */
