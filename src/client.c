@@ -289,14 +289,14 @@ static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *c
     }
     while (done < n) {
         uint32_t seen = kvs__bell_seq(c->wbell);
-        int progress = 0;
+        int posted = 0, consumed = 0;
         const void *slot;
         void *s;
 
         while (sent < n && (s = kvs__ring_reserve(&c->sq, &err)) != NULL) {
             kvs__sqe_encode(&reqs[sent++], s);
             kvs__ring_commit(&c->sq);
-            progress = 1;
+            posted = 1;
         }
         while (!err && (slot = kvs__ring_peek(&c->cq, &err)) != NULL) {
             struct kvs__cqe q;
@@ -315,15 +315,20 @@ static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *c
             got[i] = 1;
             cqes[i] = q;
             done++;
-            progress = 1;
+            consumed = 1;
         }
         if (err) {
             rc = broken(kv, KVS_EPROTO, "a ring shared with kvsd is corrupt (%s)",
                         kvs_strerror(err));
             goto out;
         }
-        if (progress) {
-            kvs__bell_ring(c->dbell);  /* new requests, or room for completions */
+        if (posted || consumed) {
+            /* New requests, or room for completions kvsd may be holding
+             * back; once all n are in it owes this worker none, and a
+             * ring would only wake it for nothing (a futex wake-up of
+             * another core costs the ringer some 10 us here). */
+            if (posted || done < n)
+                kvs__bell_ring(c->dbell);
             continue;
         }
         if (kvs__now_ns() >= deadline) {
