@@ -277,7 +277,7 @@ static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *c
     int64_t deadline = kvs__now_ns() + kv->opt_timeout_ms * 1000000ll;
     uint64_t base = c->next_seq;
     unsigned char *got = calloc((size_t)n, 1);
-    int sent = 0, done = 0, err = 0, rc = 0;
+    int sent = 0, done = 0, err = 0, rc = 0, quiet = 0;
 
     if (!got)
         return kvs__fail(&kv->err, -ENOMEM, "out of memory");
@@ -336,14 +336,17 @@ static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *c
                         "(KVS_OPT_TIMEOUT_MS)%s", "");
             goto out;
         }
-        if (daemon_gone(c)) {
+        /* Only after a whole slice without a ring: a dead kvsd rings no
+         * more, and the check is a system call or two on every pass. */
+        if (quiet && daemon_gone(c)) {
             rc = broken(kv, KVS_ECLOSED, "kvsd of job '%s' is gone", c->job);
             goto out;
         }
         {
             int64_t now = kvs__now_ns(), slice = now + WAIT_SLICE_NS;
 
-            kvs__bell_wait(c->wbell, seen, slice < deadline ? slice : deadline, SPIN_NS);
+            quiet = kvs__bell_wait(c->wbell, seen, slice < deadline ? slice : deadline,
+                                   SPIN_NS) != 0;
         }
     }
 out:
