@@ -151,6 +151,9 @@ static void handshake(struct daemon *d, int fd)
     }
     close(seg_fd);
     w->sock = fd;
+    /* The socket thread alone writes nslots: no lost update. */
+    if (wi >= atomic_load(&d->nslots))
+        atomic_store(&d->nslots, wi + 1);
     atomic_store(&w->state, W_LIVE);
     atomic_fetch_add(&d->connected, 1);
     say(d, "rank %d (pid %d) joined", w->rank, (int)pid);

@@ -135,6 +135,8 @@ struct daemon {
 
     pthread_mutex_t lock;              /* workers[] slots and states vs the socket thread */
     struct worker workers[MAX_WORKERS];
+    _Atomic int nslots;                /* workers[] slots ever used: the highest + 1; raised
+                                        * by the socket thread before a slot turns LIVE */
     int nworkers;                      /* the job's size, once known */
     _Atomic int connected;             /* workers ever connected */
     int left;                          /* workers that left cleanly */

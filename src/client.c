@@ -286,7 +286,7 @@ static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *c
     int64_t deadline = kvs__now_ns() + kv->opt_timeout_ms * 1000000ll;
     uint64_t base = c->next_seq;
     unsigned char *got = calloc((size_t)n, 1);
-    int sent = 0, done = 0, err = 0, rc = 0;
+    int sent = 0, done = 0, err = 0, rc = 0, quiet = 0;
 
     if (!got)
         return kvs__fail(&kv->err, -ENOMEM, "out of memory");
@@ -298,14 +298,14 @@ static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *c
     }
     while (done < n) {
         uint32_t seen = kvs__bell_seq(c->wbell);
-        int progress = 0;
+        int posted = 0, consumed = 0;
         const void *slot;
         void *s;
 
         while (sent < n && (s = kvs__ring_reserve(&c->sq, &err)) != NULL) {
             kvs__sqe_encode(&reqs[sent++], s);
             kvs__ring_commit(&c->sq);
-            progress = 1;
+            posted = 1;
         }
         while (!err && (slot = kvs__ring_peek(&c->cq, &err)) != NULL) {
             struct kvs__cqe q;
@@ -324,15 +324,20 @@ static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *c
             got[i] = 1;
             cqes[i] = q;
             done++;
-            progress = 1;
+            consumed = 1;
         }
         if (err) {
             rc = broken(kv, KVS_EPROTO, "a ring shared with kvsd is corrupt (%s)",
                         kvs_strerror(err));
             goto out;
         }
-        if (progress) {
-            kvs__bell_ring(c->dbell);  /* new requests, or room for completions */
+        if (posted || consumed) {
+            /* New requests, or room for completions kvsd may be holding
+             * back; once all n are in it owes this worker none, and a
+             * ring would only wake it for nothing (a futex wake-up of
+             * another core costs the ringer some 10 us here). */
+            if (posted || done < n)
+                kvs__bell_ring(c->dbell);
             continue;
         }
         if (kvs__now_ns() >= deadline) {
@@ -340,14 +345,17 @@ static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *c
                         "(KVS_OPT_TIMEOUT_MS)%s", "");
             goto out;
         }
-        if (daemon_gone(c)) {
+        /* Only after a whole slice without a ring: a dead kvsd rings no
+         * more, and the check is a system call or two on every pass. */
+        if (quiet && daemon_gone(c)) {
             rc = broken(kv, KVS_ECLOSED, "kvsd of job '%s' is gone", c->job);
             goto out;
         }
         {
             int64_t now = kvs__now_ns(), slice = now + WAIT_SLICE_NS;
 
-            kvs__bell_wait(c->wbell, seen, slice < deadline ? slice : deadline, SPIN_NS);
+            quiet = kvs__bell_wait(c->wbell, seen, slice < deadline ? slice : deadline,
+                                   SPIN_NS) != 0;
         }
     }
 out:

@@ -32,11 +32,17 @@
 #define MIN_SLOT     8u
 #define MAX_SLOT     65536u
 
-/* Spin iterations that only pause before each also yields the core: on
- * these boxes the side we wait for may need our core to make progress. */
-#define SPIN_PAUSES  256
-/* Pausing iterations between clock reads (a vDSO call, but not free). */
-#define CLOCK_EVERY  16
+/* Spin iterations that only pause before each also yields the core. A
+ * handful: enough to catch a bell rung from another running core (a cache
+ * line's round trip), no more. These boxes run more processes than cores
+ * and the scheduler often packs a job's processes onto fewer cores than
+ * it has, so the side we wait for is often runnable on our own core and
+ * can move only once we yield; every pause before the first yield is
+ * added to each such hand-over (256 pauses, some 7 us, made a 4 KiB
+ * round of 2 workers take over twice as long). A yield that finds no
+ * one else to run returns at once, so a spin that yields on every pass
+ * still sees the bell within a system call's time. */
+#define SPIN_PAUSES  8
 /* What a waiter sleeps for between polls when the futex call itself fails
  * (a seccomp filter refusing it): slow, but never a burnt core. */
 #define POLL_NS      1000000
@@ -134,12 +140,10 @@ static int spin(struct kvs__bell *b, uint32_t seen, int64_t end)
         if (atomic_load_explicit(&b->seq, memory_order_acquire) != seen)
             return 1;
         if (i < SPIN_PAUSES) {
-            cpu_relax();
-            if (i % CLOCK_EVERY != CLOCK_EVERY - 1)
-                continue;
-        } else {
-            sched_yield();
+            cpu_relax();               /* a few hundred ns in all: no clock read */
+            continue;
         }
+        sched_yield();
         if (kvs__now_ns() >= end)
             return 0;
     }
