@@ -709,7 +709,9 @@ int drain(struct daemon *d, int wi)
     }
     if (err)
         evict(d, w, "its request ring is corrupt");
-    if (progress && w->state == W_LIVE)
-        w->wake = 1;                   /* room in its request ring */
+    /* Room in its request ring matters only to a worker still posting a
+     * list call: one whose list ended waits for completions instead. */
+    if (progress && w->state == W_LIVE && w->batch)
+        w->wake = 1;
     return progress;
 }

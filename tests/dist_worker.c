@@ -331,6 +331,33 @@ static void async_view(void)
         die("pushpull_view in dist_async must be KVS_ENOTSUP");
 }
 
+/* One list call of more requests than the rings hold (1024 slots each):
+ * the worker waits for room mid-list and kvsd holds completions back
+ * until there is room; every value still comes out right. */
+static void long_list(void)
+{
+    enum { NK = 3000 };
+    static float v[NK][2], o[NK][2];
+    static kvs_key_t keys[NK];
+    static kvs_array_t vals[NK], outs[NK];
+
+    for (int i = 0; i < NK; i++) {
+        keys[i] = KVS_INT_KEY(100 + i);
+        vals[i] = f32(v[i], 1, 2);
+        outs[i] = f32(o[i], 1, 2);
+        fill(v[i], 2, 0);
+    }
+    ok(kvs_init(kv, NK, keys, vals), "init of a long list");
+    for (int round = 1; round <= 2; round++) {
+        for (int i = 0; i < NK; i++)
+            fill(v[i], 2, (float)(i % 7 + rank + round));
+        ok(kvs_pushpull(kv, NK, keys, vals, outs, 0), "pushpull of a long list");
+        for (int i = 0; i < NK; i++)
+            expect(o[i], 2, (float)nw * (float)(i % 7 + round) + nw * (nw - 1) / 2.0f,
+                   "long list");
+    }
+}
+
 /* Errors in a dist store are the local store's: unknown key, shape. */
 static void errors(void)
 {
@@ -509,6 +536,8 @@ int main(int argc, char **argv)
         (async_total(), async_view());
     else if (strcmp(scenario, "buffers") == 0)
         buffers();
+    else if (strcmp(scenario, "long_list") == 0)
+        long_list();
     else if (strcmp(scenario, "errors") == 0)
         errors();
     else if (strcmp(scenario, "peer_dies") == 0)

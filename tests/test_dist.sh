@@ -70,6 +70,7 @@ for n in 2 3 4; do job $n uneven; done
 for n in 2 4; do job $n async; done
 job 2 errors
 for n in 2 3; do job $n buffers; done
+for n in 2 3; do job $n long_list; done
 job 3 states
 for n in 2 3 4; do job $n peer_dies 137; done
 
