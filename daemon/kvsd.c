@@ -44,6 +44,7 @@
 
 #include "kvsd.h"
 #include "shm.h"
+#include "spec.h"
 
 #define SERVE_SLICE_NS  (100 * 1000000ll)
 #define SPIN_NS         (20 * 1000ll)
@@ -210,24 +211,6 @@ static void usage(FILE *f)
             "kvsd exits when every worker has left, on SIGINT/SIGTERM, or on kvsctl stop.\n");
 }
 
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    double mul = 1;
-
-    switch (*end) {
-    case 'K': case 'k': mul = 1024.0; end++; break;
-    case 'M': case 'm': mul = 1048576.0; end++; break;
-    case 'G': case 'g': mul = 1073741824.0; end++; break;
-    default: break;
-    }
-    if (*end != '\0' || !(v > 0) || v * mul > (double)((uint64_t)1 << 40))
-        return -1;
-    *out = ((uint64_t)(v * mul) + 4095) & ~(uint64_t)4095;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     static const struct option longs[] = {
@@ -280,7 +263,7 @@ int main(int argc, char **argv)
             break;
         case 's':
         case 'a':
-            if (parse_size(optarg, c == 's' ? &d.o.staging : &d.o.arena) != 0) {
+            if (kvs__parse_bytes(optarg, c == 's' ? &d.o.staging : &d.o.arena) != 0) {
                 fprintf(stderr, "kvsd: bad size '%s'\n", optarg);
                 return 2;
             }

@@ -44,7 +44,6 @@ enum wstate { W_FREE, W_LIVE, W_LEFT, W_DEAD };
 struct req {
     struct kvs__sqe s;
     int w;                             /* worker index */
-    uint64_t order;                    /* arrival, to keep order within a priority */
     struct req *next;
 };
 
@@ -84,6 +83,8 @@ struct round {
     struct req **contrib;              /* per worker: its push in the open round, or NULL */
     uint64_t *last;                    /* per worker: the round its last push is in */
     struct round *next, **pprev;       /* in the daemon's open list while ncontrib > 0 */
+    struct round *ready_next;          /* closing together with: see close_ready */
+    int ready;                         /* every push is in: to close in this pass */
 };
 
 /* A collective (init of a key, barrier, set_optimizer): completes when
@@ -148,7 +149,6 @@ struct daemon {
                                         * pulls, and sync pushes not in a round yet */
     struct round *open;                /* rounds holding pushes */
     struct coll *colls;
-    uint64_t order;
     struct stats st;
 
     pthread_mutex_t ctl_lock;          /* ctlq between the socket and serve threads */

@@ -39,6 +39,7 @@
 #include "proto.h"
 #include "ring.h"
 #include "shm.h"
+#include "spec.h"
 #include "sys.h"
 
 #define MAX_WORKERS    1024
@@ -58,6 +59,7 @@ struct options {
     int64_t grace_ns;
     const char *kvsd;                  /* NULL: look for it */
     const char *timeout;               /* NULL: KVS_TIMEOUT is left as it is */
+    const char *staging;               /* NULL: kvsd's default */
     char **argv;                       /* the workers' program and its arguments */
 };
 
@@ -106,6 +108,8 @@ static void usage(FILE *f)
             "      --kvsd PATH          the kvsd to start (default: $KVSD, else the kvsd\n"
             "                           beside kvsrun, else kvsd from PATH)\n"
             "      --timeout SECONDS    exported to the workers as KVS_TIMEOUT\n"
+            "      --staging BYTES      kvsd's staging area per worker, e.g. 1G: room for\n"
+            "                           zero-copy buffers and copies (kvsd's default 256M)\n"
             "  -h, --help               this text\n"
             "      --version            kvsrun's version\n"
             "Exit status: that of the first worker to fail (128+S when signal S killed it),\n"
@@ -132,13 +136,14 @@ static int parse_seconds(const char *s, double lo, double hi, int64_t *ns)
  * 2 on a usage error, with the message already written). */
 static int parse_options(struct options *o, int argc, char **argv)
 {
-    enum { OPT_GRACE = 256, OPT_KVSD, OPT_TIMEOUT, OPT_VERSION };
+    enum { OPT_GRACE = 256, OPT_KVSD, OPT_TIMEOUT, OPT_STAGING, OPT_VERSION };
     static const struct option longs[] = {
         { "workers", required_argument, NULL, 'n' },
         { "job", required_argument, NULL, 'j' },
         { "grace", required_argument, NULL, OPT_GRACE },
         { "kvsd", required_argument, NULL, OPT_KVSD },
         { "timeout", required_argument, NULL, OPT_TIMEOUT },
+        { "staging", required_argument, NULL, OPT_STAGING },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, OPT_VERSION },
         { NULL, 0, NULL, 0 },
@@ -197,6 +202,19 @@ static int parse_options(struct options *o, int argc, char **argv)
             }
             o->timeout = optarg;
             break;
+        case OPT_STAGING: {
+            uint64_t bytes;
+
+            /* kvsd's own rule, checked here so that a typo is a usage error
+             * of kvsrun, not a kvsd that fails to start. */
+            if (kvs__parse_bytes(optarg, &bytes) != 0) {
+                fprintf(stderr, "kvsrun: --staging '%s' is not a size in bytes (with K, M "
+                        "or G), above 0 and at most 1T\n", optarg);
+                return 2;
+            }
+            o->staging = optarg;
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;
@@ -496,12 +514,16 @@ static int start_kvsd(struct run *r)
 {
     char buf[PATH_MAX + 16], num[16], what[128];
     const char *path = find_kvsd(r, buf, sizeof buf);
-    char *argv[] = { (char *)path, "--job", r->o.job, "-n", num, "-q", NULL };
+    char *argv[] = { (char *)path, "--job", r->o.job, "-n", num, "-q", NULL, NULL, NULL };
     int64_t deadline;
     pid_t pid = 0;
     int rc, sig;
 
     snprintf(num, sizeof num, "%d", r->o.nworkers);
+    if (r->o.staging) {
+        argv[6] = "--staging";
+        argv[7] = (char *)r->o.staging;
+    }
     if ((rc = spawn(r, argv, -1, &pid)) != 0) {
         fprintf(stderr, "kvsrun: cannot run kvsd '%s': %s\n", path, strerror(-rc));
         return 1;

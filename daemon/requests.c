@@ -184,6 +184,7 @@ static void open_unlink(struct round *rd)
 static void round_empty(struct daemon *d, struct round *rd, int status, const char *msg)
 {
     open_unlink(rd);
+    rd->ready = 0;
     for (int i = 0; i < d->nworkers && rd->ncontrib > 0; i++) {
         struct req *r = rd->contrib[i];
 
@@ -324,6 +325,8 @@ void round_free(void *p)
     free(r);
 }
 
+/* Into the pending queue: after every request of its priority or higher,
+ * so that arrival order holds within a priority. */
 static void insert_pending(struct daemon *d, struct req *r)
 {
     struct req **p = &d->pending;
@@ -351,24 +354,29 @@ static int apply(struct daemon *d, int n, const kvs_key_t *keys, const kvs_array
     return rc;
 }
 
-/* Closes a key's open round when every worker still in the job has pushed
- * to it: applies its pushes, each read from its worker's staging area, and
- * completes them. 1 when closed. */
-static int close_round(struct daemon *d, struct round *rd)
+/* Applies the pushes of the rounds listed through ready_next, each read
+ * from its worker's staging area, as one engine push of every key (each
+ * repeated once per worker, in rank order: the sum does not depend on who
+ * came first), under each value's seqlock: the engine sums them as one job
+ * over its threads, straight into the values (into its scratch for the
+ * optimizer). All or nothing, as every engine call. */
+static int apply_rounds(struct daemon *d, struct round *list, struct kvs__err *e)
 {
-    struct kvs__err e = { 0, "" };
+    struct kvs__entry_info info;
     kvs_key_t *keys;
     kvs_array_t *vals;
-    int n = 0, status;
+    void **values;
+    int total = 0, nr = 0, n = 0, rc = 0;
 
-    if (rd->ncontrib == 0 || rd->ncontrib < expected(d))
-        return 0;
-    keys = malloc(sizeof *keys * (size_t)rd->ncontrib);
-    vals = malloc(sizeof *vals * (size_t)rd->ncontrib);
-    if (!keys || !vals) {
-        status = kvs__fail(&e, -ENOMEM, "kvsd: out of memory closing a round");
-    } else {
-        /* In rank order: the sum does not depend on who came first. */
+    for (struct round *rd = list; rd; rd = rd->ready_next, nr++)
+        total += rd->ncontrib;
+    keys = malloc(sizeof *keys * (size_t)total);
+    vals = malloc(sizeof *vals * (size_t)total);
+    values = malloc(sizeof *values * (size_t)nr);
+    if (!keys || !vals || !values)
+        rc = kvs__fail(e, -ENOMEM, "kvsd: out of memory closing a round");
+    nr = 0;
+    for (struct round *rd = list; rd && rc == 0; rd = rd->ready_next) {
         for (int i = 0; i < d->nworkers; i++) {
             const struct req *r = rd->contrib[i];
 
@@ -377,13 +385,61 @@ static int close_round(struct daemon *d, struct round *rd)
             keys[n] = sqe_key(&r->s);
             vals[n++] = sqe_array(&r->s, d->workers[r->w].staging + r->s.data_off);
         }
-        status = apply(d, n, keys, vals, &e);
+        if ((rc = kvs__engine_lookup(d->eng, keys[n - 1], &info, e)) == 0)
+            values[nr++] = info.value;
+    }
+    if (rc == 0) {
+        for (int i = 0; i < nr; i++)
+            seq_begin(values[i]);
+        rc = kvs__engine_push(d->eng, n, keys, vals, e);
+        for (int i = 0; i < nr; i++)
+            seq_end(values[i]);
     }
     free(keys);
     free(vals);
+    free(values);
+    return rc;
+}
+
+static void finish_round(struct daemon *d, struct round *rd, int status, const char *msg)
+{
+    rd->ready_next = NULL;
     rd->done++;
     d->st.rounds++;
-    round_empty(d, rd, status, e.msg);
+    round_empty(d, rd, status, msg);
+}
+
+/* Closes the rounds listed through ready_next, whose every push is in:
+ * together, so that the sums of many keys share kvsd's threads. If that
+ * fails (an optimizer refusing an integer key, memory), the engine has
+ * changed nothing: each round is then tried alone and gets its own status,
+ * so that one key's error is not another's. */
+static void close_ready(struct daemon *d, struct round *list)
+{
+    struct kvs__err e = { 0, "" };
+    int status = apply_rounds(d, list, &e), alone = status != 0 && list->ready_next;
+
+    for (struct round *rd = list, *next; rd; rd = next) {
+        next = rd->ready_next;
+        if (alone) {
+            struct kvs__err one = { 0, "" };
+
+            rd->ready_next = NULL;
+            finish_round(d, rd, apply_rounds(d, rd, &one), one.msg);
+        } else {
+            finish_round(d, rd, status, e.msg);
+        }
+    }
+}
+
+/* Closes a key's open round when every worker still in the job has pushed
+ * to it. 1 when closed. */
+static int close_round(struct daemon *d, struct round *rd)
+{
+    if (rd->ncontrib == 0 || rd->ncontrib < expected(d))
+        return 0;
+    rd->ready_next = NULL;
+    close_ready(d, rd);
     return 1;
 }
 
@@ -392,6 +448,7 @@ static int close_round(struct daemon *d, struct round *rd)
 int serve_pending(struct daemon *d)
 {
     struct kvs__err e = { 0, "" };
+    struct round *ready = NULL;
     int progress = 0;
 
     for (struct req **p = &d->pending; *p;) {
@@ -445,13 +502,17 @@ int serve_pending(struct daemon *d)
         rd->contrib[r->w] = r;
         rd->last[r->w] = rd->done + 1;
         progress = 1;
-        /* What waited on the round may go now: look again from the top, so
-         * that it goes in priority order. Only requests that still wait
-         * are above p, and rounds hold their pushes outside the queue, so
-         * this is not a rescan of everything. */
-        if (close_round(d, rd))
-            p = &d->pending;
+        if (!rd->ready && rd->ncontrib >= expected(d)) {
+            rd->ready = 1;
+            rd->ready_next = ready;
+            ready = rd;
+        }
     }
+    /* The rounds this pass filled close together (a list call of many keys
+     * arrives in one pass); what waited on them goes in the next pass,
+     * which starts from the top again, in priority order. */
+    if (ready)
+        close_ready(d, ready);
     return progress;
 }
 
@@ -590,7 +651,8 @@ static void run_list(struct daemon *d, struct req *list)
         if (r->s.op == KVS__OP_PUSH || r->s.op == KVS__OP_PULL) {
             kvs_array_t a = sqe_array(&r->s, NULL);
 
-            rc = kvs__engine_check(d->eng, sqe_key(&r->s), &a, &e);
+            rc = r->s.op == KVS__OP_PUSH ? kvs__engine_check_push(d->eng, sqe_key(&r->s), &a, &e)
+                                         : kvs__engine_check(d->eng, sqe_key(&r->s), &a, &e);
         }
     }
     if (rc != 0) {
@@ -691,7 +753,6 @@ int drain(struct daemon *d, int wi)
         kvs__ring_pop(&w->sq);
         progress = 1;
         r->w = wi;
-        r->order = d->order++;
         *w->batch_tail = r;
         w->batch_tail = &r->next;
         if (++w->batch_len > (int)w->sq.entries * 64) {

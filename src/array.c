@@ -9,6 +9,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "array.h"
@@ -488,6 +489,123 @@ void kvs__sum(kvs_dtype_t dtype, void *out, const void *const *in, int k, size_t
     /* Half the threshold per chunk: a share big enough to pay for waking
      * a thread, small enough that 1 MiB already splits in two. */
     kvs__parallel_for(n, (PARALLEL_BYTES / 2) / es, nthreads, sum_task, &job);
+}
+
+/* ---- Many sums as one job ------------------------------------------- */
+
+struct many_job {
+    const struct kvs__sum_item *items;
+    const size_t *start;               /* m + 1 byte offsets: item i is [start[i], start[i+1]) */
+    int m;
+};
+
+/* The items' bytes laid end to end; a chunk [begin, end) of that line sums
+ * the elements that start in it, so the chunks split every item exactly. */
+static void many_task(void *ctx, size_t begin, size_t end)
+{
+    const struct many_job *job = ctx;
+    int lo = 0, hi = job->m;
+
+    while (lo < hi) {                  /* the first item that ends after begin */
+        int mid = lo + (hi - lo) / 2;
+
+        if (job->start[mid + 1] <= begin)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (int i = lo; i < job->m && job->start[i] < end; i++) {
+        const struct kvs__sum_item *it = &job->items[i];
+        size_t es = kvs_dtype_size(it->dtype), s = job->start[i],
+               bytes = job->start[i + 1] - s,
+               b = begin > s ? begin - s : 0, e = end - s < bytes ? end - s : bytes,
+               e0 = (b + es - 1) / es, e1 = (e + es - 1) / es;
+
+        if (e0 < e1)
+            sum_ranges[(unsigned)it->dtype](it->out, it->in, it->k, e0, e1);
+    }
+}
+
+struct out_range {
+    uintptr_t lo, hi;
+    int item;
+};
+
+static int out_range_cmp(const void *a, const void *b)
+{
+    const struct out_range *x = a, *y = b;
+
+    return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* 1 when an output overlaps another item's output or inputs (or when that
+ * cannot be checked for want of memory). */
+static int items_overlap(const struct kvs__sum_item *items, int m, const size_t *start)
+{
+    struct out_range *r = malloc(sizeof *r * (size_t)m);
+    int clash = 0;
+
+    if (!r)
+        return 1;
+    for (int i = 0; i < m; i++)
+        r[i] = (struct out_range){ (uintptr_t)items[i].out,
+                                   (uintptr_t)items[i].out + (start[i + 1] - start[i]), i };
+    qsort(r, (size_t)m, sizeof *r, out_range_cmp);
+    for (int i = 1; i < m && !clash; i++)
+        clash = r[i].lo < r[i - 1].hi;
+    for (int i = 0; i < m && !clash; i++) {
+        size_t bytes = start[i + 1] - start[i];
+
+        for (int j = 0; j < items[i].k && !clash; j++) {
+            uintptr_t lo = (uintptr_t)items[i].in[j], hi = lo + bytes;
+            int a = 0, b = m;
+
+            while (a < b) {            /* the first output that ends after lo */
+                int mid = a + (b - a) / 2;
+
+                if (r[mid].hi <= lo)
+                    a = mid + 1;
+                else
+                    b = mid;
+            }
+            for (int x = a; x < m && r[x].lo < hi && !clash; x++)
+                clash = r[x].item != i;
+        }
+    }
+    free(r);
+    return clash;
+}
+
+void kvs__sum_many(const struct kvs__sum_item *items, int m, int nthreads)
+{
+    size_t *start, total = 0;
+    int ok = 1;
+
+    if (m <= 0)
+        return;
+    if (!(start = malloc(sizeof *start * ((size_t)m + 1))))
+        ok = 0;
+    for (int i = 0; ok && i < m; i++) {
+        size_t bytes;
+
+        start[i] = total;
+        if (items[i].k <= 0 || kvs_dtype_size(items[i].dtype) == 0
+            || __builtin_mul_overflow(items[i].n, kvs_dtype_size(items[i].dtype), &bytes)
+            || __builtin_add_overflow(total, bytes, &total))
+            ok = 0;                    /* empty sums and the like: one at a time */
+    }
+    if (ok)
+        start[m] = total;
+    if (!ok || total < PARALLEL_BYTES || nthreads == 1 || items_overlap(items, m, start)) {
+        for (int i = 0; i < m; i++)
+            kvs__sum(items[i].dtype, items[i].out, items[i].in, items[i].k, items[i].n,
+                     nthreads);
+    } else {
+        struct many_job job = { items, start, m };
+
+        kvs__parallel_for(total, PARALLEL_BYTES / 2, nthreads, many_task, &job);
+    }
+    free(start);
 }
 
 /* ---- Copy and conversion -------------------------------------------- */

@@ -44,6 +44,23 @@ uint16_t kvs__f32_to_bf16(float f);
 void kvs__sum(kvs_dtype_t dtype, void *out, const void *const *in, int k, size_t n,
               int nthreads);
 
+/* One sum of a batch for kvs__sum_many: out[j] = in[0][j] + ... +
+ * in[k-1][j] for j < n, as kvs__sum computes it. */
+struct kvs__sum_item {
+    kvs_dtype_t dtype;
+    void *out;
+    const void *const *in;
+    int k;
+    size_t n;
+};
+
+/* The sums of items[0..m), each exactly as kvs__sum would make it, but
+ * split over the threads as one job: arrays too small for kvs__sum to
+ * split still share the threads when there are many. When one item's
+ * output overlaps another item's inputs or output the items run one after
+ * another, in order, as separate kvs__sum calls would. */
+void kvs__sum_many(const struct kvs__sum_item *items, int m, int nthreads);
+
 /* memcpy that splits big copies over several threads like kvs__sum. */
 void kvs__copy(void *dst, const void *src, size_t bytes, int nthreads);
 

@@ -284,6 +284,28 @@ int kvs__engine_check(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t 
     return entry_match(ent, a, e);
 }
 
+/* 0 when the update rule can update the entry: an optimizer needs a
+ * floating-point key. */
+static int optim_takes(const struct kvs__engine *eng, const struct entry *ent,
+                       struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+
+    if (eng->optim && !kvs__dtype_is_float(ent->dtype))
+        return kvs__fail(e, KVS_EDTYPE, "key %s: optimizer %s needs a floating-point key, "
+                         "not %s", KEYSTR(ks, ent->key), kvs__optim_name(eng->optim),
+                         kvs_dtype_name(ent->dtype));
+    return 0;
+}
+
+int kvs__engine_check_push(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t *a,
+                           struct kvs__err *e)
+{
+    int rc = kvs__engine_check(eng, key, a, e);
+
+    return rc ? rc : optim_takes(eng, table_get(eng, key), e);
+}
+
 void kvs__engine_set_front_free(struct kvs__engine *eng, void (*fn)(void *front))
 {
     eng->front_free = fn;
@@ -589,7 +611,6 @@ out:
 /* Acquires what the update rule needs for each group of a push plan. */
 static int push_prepare(struct kvs__engine *eng, struct plan *p, struct kvs__err *e)
 {
-    char ks[KVS_MAX_KEY_LEN + 8];
     int rc;
 
     for (int g = 0; g < p->ngroups; g++) {
@@ -598,12 +619,9 @@ static int push_prepare(struct kvs__engine *eng, struct plan *p, struct kvs__err
 
         if (gr->fresh)
             continue;                  /* initialised by this push: no update */
+        if ((rc = optim_takes(eng, ent, e)) != 0)
+            return rc;
         if (eng->optim) {
-            if (!kvs__dtype_is_float(ent->dtype))
-                return kvs__fail(e, KVS_EDTYPE,
-                                 "key %s: optimizer %s needs a floating-point key, not %s",
-                                 KEYSTR(ks, ent->key), kvs__optim_name(eng->optim),
-                                 kvs_dtype_name(ent->dtype));
             if (!ent->ostate
                 && (rc = kvs__optim_state_new(eng->optim, ent->dtype, ent->count,
                                               &gr->ostate, e)) != 0)
@@ -668,14 +686,39 @@ static int push_updater(struct kvs__engine *eng, struct plan *p, struct kvs__err
     return 0;
 }
 
+/* The sums that go straight into stored values (new keys, and every key
+ * under ASSIGN), as one job over the threads: a list of many small keys
+ * shares them as a big array would. Without memory for the batch, one by
+ * one. */
+static void push_sums(struct kvs__engine *eng, struct plan *p)
+{
+    struct kvs__sum_item *items = malloc(sizeof *items * (size_t)(p->ngroups ? p->ngroups : 1));
+    int m = 0;
+
+    for (int g = 0; g < p->ngroups; g++) {
+        struct group *gr = &p->groups[g];
+        struct entry *ent = gr->ent;
+
+        if (!gr->fresh && (eng->optim || eng->updater))
+            continue;
+        if (items)
+            items[m++] = (struct kvs__sum_item){ ent->dtype, ent->value, gr->in, gr->k,
+                                                 ent->count };
+        else
+            kvs__sum(ent->dtype, ent->value, gr->in, gr->k, ent->count, eng->nthreads);
+    }
+    kvs__sum_many(items, m, eng->nthreads);
+    free(items);
+}
+
 static void push_commit(struct kvs__engine *eng, struct plan *p)
 {
+    push_sums(eng, p);
     for (int g = 0; g < p->ngroups; g++) {
         struct group *gr = &p->groups[g];
         struct entry *ent = gr->ent;
 
         if (gr->fresh) {
-            kvs__sum(ent->dtype, ent->value, gr->in, gr->k, ent->count, eng->nthreads);
             table_put(eng, ent);
             gr->fresh = false;
         } else if (eng->optim) {
@@ -685,8 +728,6 @@ static void push_commit(struct kvs__engine *eng, struct plan *p)
             }
             kvs__optim_update(eng->optim, ent->ostate, ent->dtype, ent->value,
                               merged(eng, gr), ent->count);
-        } else if (!eng->updater) {
-            kvs__sum(ent->dtype, ent->value, gr->in, gr->k, ent->count, eng->nthreads);
         }
         ent->version++;
     }

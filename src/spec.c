@@ -118,6 +118,30 @@ int kvs__spec_double(const char *s, size_t len, double *out)
     return 0;
 }
 
+int kvs__parse_bytes(const char *s, uint64_t *out)
+{
+    char buf[64];
+    size_t len = strlen(s);
+    double v, mul = 1.0;
+
+    if (len > 0) {
+        switch (s[len - 1]) {
+        case 'K': case 'k': mul = 1024.0; len--; break;
+        case 'M': case 'm': mul = 1048576.0; len--; break;
+        case 'G': case 'g': mul = 1073741824.0; len--; break;
+        default: break;
+        }
+    }
+    if (len >= sizeof buf)
+        return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    if (kvs__spec_double(buf, len, &v) != 0 || !(v > 0) || v * mul > (double)((uint64_t)1 << 40))
+        return -1;
+    *out = ((uint64_t)(v * mul) + 4095) & ~(uint64_t)4095;
+    return 0;
+}
+
 int kvs__spec_float(const char *s, size_t len, float *out)
 {
     locale_t c = kvs__spec_c_locale();

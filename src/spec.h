@@ -11,6 +11,7 @@
 
 #include <locale.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Tokens quoted in detail messages are cut to this many bytes. */
 #define KVS__SPEC_SHOWN 64
@@ -57,6 +58,12 @@ static inline int kvs__spec_shown(size_t len)
  * errno is left as it was. Thread-safe. */
 int kvs__spec_double(const char *s, size_t len, double *out);
 int kvs__spec_float(const char *s, size_t len, float *out);
+
+/* A size for a command line: a positive number of bytes (fractions
+ * allowed) with an optional K, M or G suffix (powers of 1024), at most
+ * 2^40, rounded up to a multiple of 4096. 0 with *out, or -1 (*out
+ * unchanged). kvsd's and kvsrun's --staging and --arena. Thread-safe. */
+int kvs__parse_bytes(const char *s, uint64_t *out);
 
 /* The "C" locale, for writing numbers that kvs__spec_double reads back
  * (e.g. through uselocale around snprintf); (locale_t)0 in the unlikely

@@ -13,11 +13,11 @@ kvsrun=$top_builddir/daemon/kvsrun
 kvsd=$top_builddir/daemon/kvsd
 worker=${DIST_WORKER:-$top_builddir/tests/dist_worker}
 
-echo "1..20"
+echo "1..22"
 if [ ! -x "$kvsrun" ] || [ ! -x "$kvsd" ]; then
     # The plan above is kept: every case is reported as skipped.
     i=1
-    while [ $i -le 20 ]; do
+    while [ $i -le 22 ]; do
         echo "ok $i # SKIP $kvsrun or $kvsd not built"
         i=$((i + 1))
     done
@@ -295,6 +295,24 @@ if [ -x "$worker" ]; then
 else
     skip "no worker program $worker"
 fi
+
+next_job
+if [ -x "$worker" ]; then
+    # 64 KiB of staging: the 1200x1200 float32 arrays of "big" cannot be
+    # copied in, and the worker says why.
+    kvsr 30 -n 1 --staging 64K "$worker" big
+    expect_rc 1
+    if ! grep -q "staging area" "$out"; then fail "no word of the staging area"; fi
+    report "--staging reaches kvsd"
+else
+    skip "no worker program $worker"
+fi
+
+next_job
+kvsr 10 -n 1 --staging 12X /bin/true
+expect_rc 2
+if ! grep -q "not a size" "$out"; then fail "no usage message"; fi
+report "a bad --staging is a usage error"
 
 next_job
 if [ -x "$worker" ]; then

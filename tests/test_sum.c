@@ -1,0 +1,141 @@
+/*
+ * test_sum.c - unit tests of kvs__sum_many (array.c): a batch of sums,
+ * split over threads as one job, gives every item exactly what kvs__sum
+ * gives it alone, whatever the sizes, dtypes and thread counts; and when
+ * one item's output is another's input, the items run in order, as
+ * separate calls would.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "array.h"
+
+#define NITEMS 40
+
+static void fill(void *p, size_t bytes, unsigned seed)
+{
+    unsigned char *b = p;
+
+    for (size_t i = 0; i < bytes; i++) {
+        seed = seed * 1103515245u + 12345u;
+        b[i] = (unsigned char)(seed >> 16);
+    }
+}
+
+/* Items of every dtype and of sizes from 0 to past the split threshold,
+ * with 1 to 5 inputs, the output sometimes its own first input: each is
+ * compared with kvs__sum on a copy, byte for byte. */
+static void test_many_matches_one_by_one(void **state)
+{
+    static const kvs_dtype_t dts[] = { KVS_FLOAT32, KVS_FLOAT64, KVS_FLOAT16, KVS_BFLOAT16,
+                                       KVS_INT32, KVS_INT64, KVS_UINT8 };
+    struct kvs__sum_item items[NITEMS];
+    void *want[NITEMS], *ins[NITEMS][5];
+    const void *inp[NITEMS][5];
+
+    (void)state;
+    for (int threads = 1; threads <= 4; threads *= 2) {
+        for (int i = 0; i < NITEMS; i++) {
+            kvs_dtype_t dt = dts[i % 7];
+            size_t es = kvs_dtype_size(dt),
+                   n = i == 3 ? 0 : i % 9 == 0 ? ((size_t)3 << 20) / es + 7 : (size_t)(i * 997 + 1);
+            int k = 1 + i % 5;
+
+            for (int j = 0; j < k; j++) {
+                ins[i][j] = malloc(n * es + 1);
+                assert_non_null(ins[i][j]);
+                fill(ins[i][j], n * es, (unsigned)(i * 7 + j));
+                if (dt == KVS_FLOAT32 || dt == KVS_FLOAT64)   /* no NaN payloads to compare */
+                    for (size_t e = 0; e < n; e++) {
+                        if (dt == KVS_FLOAT32)
+                            ((float *)ins[i][j])[e] = (float)((e * 31 + (size_t)j) % 1000) / 8;
+                        else
+                            ((double *)ins[i][j])[e] = (double)((e * 17 + (size_t)j) % 999) / 4;
+                    }
+                inp[i][j] = ins[i][j];
+            }
+            want[i] = malloc(n * es + 1);
+            assert_non_null(want[i]);
+            /* Odd items sum into their first input, in place. */
+            items[i] = (struct kvs__sum_item){ dt, i % 2 ? ins[i][0] : malloc(n * es + 1),
+                                               inp[i], k, n };
+            assert_non_null(items[i].out);
+            kvs__sum(dt, want[i], inp[i], k, n, 1);
+        }
+        kvs__sum_many(items, NITEMS, threads);
+        for (int i = 0; i < NITEMS; i++) {
+            size_t bytes = items[i].n * kvs_dtype_size(items[i].dtype);
+
+            if (memcmp(items[i].out, want[i], bytes) != 0)
+                fail_msg("threads %d: item %d (%s, %zu values, %d inputs) differs", threads, i,
+                         kvs_dtype_name(items[i].dtype), items[i].n, items[i].k);
+            if (i % 2 == 0)
+                free(items[i].out);
+            for (int j = 0; j < items[i].k; j++)
+                free(ins[i][j]);
+            free(want[i]);
+        }
+    }
+}
+
+/* Item 1 reads item 0's output: it must see item 0's new value, as it
+ * would after a kvs__sum of item 0. Big enough that a split would run
+ * them side by side. */
+static void test_many_output_read_by_later_item(void **state)
+{
+    size_t n = (size_t)4 << 20;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
+    const void *in0[2], *in1[1];
+    struct kvs__sum_item items[2];
+
+    (void)state;
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(c);
+    for (size_t i = 0; i < n; i++) {
+        a[i] = 1.0f;
+        b[i] = 2.0f;
+        c[i] = -1.0f;
+    }
+    in0[0] = a;
+    in0[1] = b;
+    in1[0] = a;                        /* item 1 copies item 0's output */
+    items[0] = (struct kvs__sum_item){ KVS_FLOAT32, a, in0, 2, n };
+    items[1] = (struct kvs__sum_item){ KVS_FLOAT32, c, in1, 1, n };
+    kvs__sum_many(items, 2, 4);
+    for (size_t i = 0; i < n; i++) {
+        if (a[i] != 3.0f || c[i] != 3.0f)
+            fail_msg("element %zu: %g and %g, want 3 and 3", i, (double)a[i], (double)c[i]);
+    }
+    free(a);
+    free(b);
+    free(c);
+}
+
+static void test_many_empty(void **state)
+{
+    float out = 5.0f;
+    struct kvs__sum_item item = { KVS_FLOAT32, &out, NULL, 0, 1 };
+
+    (void)state;
+    kvs__sum_many(NULL, 0, 2);         /* nothing to do */
+    kvs__sum_many(&item, 1, 2);        /* the empty sum is zero, as kvs__sum has it */
+    assert_true(out == 0.0f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_many_matches_one_by_one),
+        cmocka_unit_test(test_many_output_read_by_later_item),
+        cmocka_unit_test(test_many_empty),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
