@@ -145,6 +145,11 @@ static void serve(struct daemon *d)
 {
     while (!stop_signal) {
         uint32_t seen = kvs__bell_seq(d->bell);
+        /* connected before the slots: the socket thread raises nslots,
+         * then makes the slot LIVE, then counts the worker, so a worker
+         * counted here is seen below, and "every worker connected, none
+         * live" cannot come from a pass that missed one just arriving. */
+        int connected = atomic_load(&d->connected);
         /* Only the slots ever used: a pass over all MAX_WORKERS of them
          * touched a cache line each and was most of a pass's time. */
         int progress = 0, live = 0, nslots = atomic_load(&d->nslots);
@@ -176,7 +181,7 @@ static void serve(struct daemon *d)
         while (serve_pending(d))
             progress = 1;
         wake_workers(d);
-        if (d->nworkers > 0 && d->connected >= d->nworkers && live == 0) {
+        if (d->nworkers > 0 && connected >= d->nworkers && live == 0) {
             say(d, "every worker has left: exiting");
             return;
         }

@@ -68,7 +68,9 @@ static void post(struct daemon *d, int wi, const struct kvs__cqe *c)
 
 void wake_workers(struct daemon *d)
 {
-    for (int i = 0; i < MAX_WORKERS; i++) {
+    int nslots = atomic_load(&d->nslots);
+
+    for (int i = 0; i < nslots; i++) {
         struct worker *w = &d->workers[i];
 
         if (w->wake) {
