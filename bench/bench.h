@@ -166,6 +166,36 @@ static inline double *alloc_times(long n)
     return t;
 }
 
+/* The test of a measuring loop `for (rep = -warm-up rounds; ; rep++)`
+ * that has taken `reps` timed rounds (those with rep >= 0): 0 once there
+ * are at least min of them and either max or `seconds` have passed since
+ * the first; else 1. Keeps the deadline in *t_end. */
+static inline int bench_more(long rep, long reps, long min, long max, double seconds,
+                             double *t_end)
+{
+    if (rep >= 0 && reps >= min && (reps >= max || now_s() >= *t_end))
+        return 0;
+    if (rep == 0)
+        *t_end = now_s() + seconds;
+    return 1;
+}
+
+/* One timed round of a single-process store: push the n values, then
+ * pull key into *out. Returns the seconds it took; exits with status 1
+ * when either call fails. */
+static inline double bench_push_pull(kvs_t *kv, int n, const kvs_key_t *keys,
+                                     const kvs_array_t *vals, kvs_key_t key, kvs_array_t *out)
+{
+    double t0 = now_s(), t1;
+    int rc = kvs_push(kv, n, keys, vals, 0);
+
+    if (rc == 0)
+        rc = kvs_pull(kv, 1, &key, out, 0);
+    t1 = now_s();
+    check_kvs(rc, kv, "kvs_push/kvs_pull");
+    return t1 - t0;
+}
+
 static inline int cmp_double(const void *x, const void *y)
 {
     double a = *(const double *)x, b = *(const double *)y;

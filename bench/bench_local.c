@@ -204,25 +204,15 @@ static void run_size(const struct opts *o, size_t bytes, struct result *r)
     /* Repetitions alternate kvs and plain so that clock or thermal drift
      * during the run hits both alike. The outputs are poisoned with NaN
      * before each round (untimed), so a round that writes nothing fails. */
-    for (long rep = -WARMUP_REPS; ; rep++) {
-        double t0, t1;
-        int rc;
-
-        if (rep >= 0 && reps >= MIN_REPS && (reps >= MAX_REPS || now_s() >= t_end))
-            break;
-        if (rep == 0)
-            t_end = now_s() + o->seconds;
+    for (long rep = -WARMUP_REPS;
+         bench_more(rep, reps, MIN_REPS, MAX_REPS, o->seconds, &t_end); rep++) {
+        double t0, t1, t;
 
         memset(kvs_out, 0xff, bytes);
-        t0 = now_s();
-        rc = kvs_push(kv, NSRC, keys, vals, 0);
-        if (rc == 0)
-            rc = kvs_pull(kv, 1, &key, &out_arr, 0);
-        t1 = now_s();
-        check_kvs(rc, kv, "kvs_push/kvs_pull");
+        t = bench_push_pull(kv, NSRC, keys, vals, key, &out_arr);
         verify(kvs_out, want, n, "kvs", bytes, rep);
         if (rep >= 0)
-            kt[reps] = t1 - t0;
+            kt[reps] = t;
 
         memset(plain_out, 0xff, bytes);
         t0 = now_s();

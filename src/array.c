@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
 #include "array.h"
 #include "pool.h"
 
@@ -392,10 +394,27 @@ DEFINE_PLAIN_SUM(u32, uint32_t)
 DEFINE_PLAIN_SUM(u64, uint64_t)
 DEFINE_PLAIN_SUM(u8, uint8_t)
 
+/* Faster half kernels for this CPU (array_x86.c), or NULL: picked once,
+ * used by every half sum and conversion below. */
+static const struct kvs__half_kernels *fast_f16, *fast_bf16;
+static pthread_once_t fast_once = PTHREAD_ONCE_INIT;
+
+static void pick_fast_kernels(void)
+{
+    fast_f16 = kvs__half_x86(KVS_FLOAT16);
+    fast_bf16 = kvs__half_x86(KVS_BFLOAT16);
+}
+
+static const struct kvs__half_kernels *fast_kernels(kvs_dtype_t dtype)
+{
+    pthread_once(&fast_once, pick_fast_kernels);
+    return dtype == KVS_FLOAT16 ? fast_f16 : fast_bf16;
+}
+
 /* float16 and bfloat16: each chunk is widened into float32 scratch, the
  * inputs are added there, and the result is rounded once. Every input of a
  * chunk is read before its output is written, so aliasing needs no care. */
-#define DEFINE_HALF_SUM(sfx, to_float, from_float)                                        \
+#define DEFINE_HALF_SUM(sfx, dtype, to_float, from_float)                                        \
     static inline __attribute__((always_inline)) void widen_##sfx(                       \
         float *restrict t, const uint16_t *restrict a, size_t n)                          \
     {                                                                                     \
@@ -430,17 +449,22 @@ DEFINE_PLAIN_SUM(u8, uint8_t)
     static void sum_range_##sfx(void *out, const void *const *in, int k, size_t begin,   \
                                 size_t end)                                               \
     {                                                                                     \
+        const struct kvs__half_kernels *fast = fast_kernels(dtype);                       \
         uint16_t *o = out;                                                                \
         size_t c = begin;                                                                 \
                                                                                           \
+        if (fast && k >= 2) {                                                             \
+            fast->sum(o, in, k, begin, end);                                              \
+            return;                                                                       \
+        }                                                                                 \
         for (; end - c >= CHUNK; c += CHUNK)                                              \
             chunk_##sfx(o + c, in, k, c, CHUNK);                                          \
         if (c < end)                                                                      \
             chunk_##sfx(o + c, in, k, c, end - c);                                        \
     }
 
-DEFINE_HALF_SUM(f16, half_to_float, float_to_half)
-DEFINE_HALF_SUM(bf16, bf16_to_float, float_to_bf16)
+DEFINE_HALF_SUM(f16, KVS_FLOAT16, half_to_float, float_to_half)
+DEFINE_HALF_SUM(bf16, KVS_BFLOAT16, bf16_to_float, float_to_bf16)
 
 static sum_range_fn *const sum_ranges[] = {
     [KVS_FLOAT32]  = sum_range_f32,
@@ -646,10 +670,16 @@ void kvs__to_f32(kvs_dtype_t dtype, float *dst, const void *src, size_t n)
         FOR_EACH(i, n, dst[i] = (float)((const double *)src)[i]);
         break;
     case KVS_FLOAT16:
-        FOR_EACH(i, n, dst[i] = half_to_float(((const uint16_t *)src)[i]));
+        if (fast_kernels(dtype))
+            fast_kernels(dtype)->widen(dst, src, n);
+        else
+            FOR_EACH(i, n, dst[i] = half_to_float(((const uint16_t *)src)[i]));
         break;
     case KVS_BFLOAT16:
-        FOR_EACH(i, n, dst[i] = bf16_to_float(((const uint16_t *)src)[i]));
+        if (fast_kernels(dtype))
+            fast_kernels(dtype)->widen(dst, src, n);
+        else
+            FOR_EACH(i, n, dst[i] = bf16_to_float(((const uint16_t *)src)[i]));
         break;
     default:
         /* Not a float dtype: the caller checks kvs__dtype_is_float first. */
@@ -668,10 +698,16 @@ void kvs__from_f32(kvs_dtype_t dtype, void *dst, const float *src, size_t n)
         FOR_EACH(i, n, ((double *)dst)[i] = (double)src[i]);
         break;
     case KVS_FLOAT16:
-        FOR_EACH(i, n, ((uint16_t *)dst)[i] = float_to_half(src[i]));
+        if (fast_kernels(dtype))
+            fast_kernels(dtype)->narrow(dst, src, n);
+        else
+            FOR_EACH(i, n, ((uint16_t *)dst)[i] = float_to_half(src[i]));
         break;
     case KVS_BFLOAT16:
-        FOR_EACH(i, n, ((uint16_t *)dst)[i] = float_to_bf16(src[i]));
+        if (fast_kernels(dtype))
+            fast_kernels(dtype)->narrow(dst, src, n);
+        else
+            FOR_EACH(i, n, ((uint16_t *)dst)[i] = float_to_bf16(src[i]));
         break;
     default:
         break;

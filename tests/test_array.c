@@ -1,8 +1,9 @@
 /*
  * test_array.c - unit tests of array.c: dtype sizes and names, the checks
  * of caller arrays, shape text, float16/bfloat16 conversion (hand-worked
- * bit patterns and an independent nearest-value reference), and the sum
- * and copy kernels for every dtype on one and several threads. The thread
+ * bit patterns and an independent nearest-value reference), the sum and
+ * copy kernels for every dtype on one and several threads, and the x86
+ * half kernels (array_x86.c) against the portable conversions. The thread
  * pool itself is tested in test_pool.c.
  */
 #include <float.h>
@@ -897,6 +898,163 @@ static void test_f32_round_trip(void **state)
     free(d);
 }
 
+/* ---- the x86 half kernels ----------------------------------------- */
+/* array_x86.c's kernels against the portable one-value conversions, bit
+ * for bit, on every input; skipped where the CPU or build has none (the
+ * portable loops, tested above, are then what runs). */
+
+#define MAXK 6
+#define MAXN 70
+
+struct half_type {
+    kvs_dtype_t dtype;
+    float (*to_f32)(uint16_t);
+    uint16_t (*from_f32)(float);
+};
+
+static const struct half_type half_types[] = {
+    { KVS_FLOAT16, kvs__f16_to_f32, kvs__f32_to_f16 },
+    { KVS_BFLOAT16, kvs__bf16_to_f32, kvs__f32_to_bf16 },
+};
+
+static const struct kvs__half_kernels *kernels_or_skip(kvs_dtype_t dtype)
+{
+    const struct kvs__half_kernels *k = kvs__half_x86(dtype);
+
+    if (!k) {
+        print_message("no AVX2+F16C kernels on this CPU or build\n");
+        skip();
+    }
+    return k;
+}
+
+/* Every one of the 65536 patterns, NaNs included, in runs of every length
+ * from 1 to 17 so that each tail length is seen. */
+static void test_half_widen_every_pattern(void **state)
+{
+    enum { N = 0x10000 };
+    uint16_t *h = malloc(N * sizeof *h);
+    float *f = malloc(N * sizeof *f);
+
+    (void)state;
+    assert_non_null(h);
+    assert_non_null(f);
+    for (size_t t = 0; t < 2; t++) {
+        const struct kvs__half_kernels *k = kernels_or_skip(half_types[t].dtype);
+
+        for (uint32_t i = 0; i < N; i++)
+            h[i] = (uint16_t)i;
+        for (size_t i = 0, len = 1; i < N; i += len, len = len % 17 + 1)
+            k->widen(f + i, h + i, len < N - i ? len : N - i);
+        for (uint32_t i = 0; i < N; i++)
+            if (fbits(f[i]) != fbits(half_types[t].to_f32((uint16_t)i)))
+                fail_msg("%s: widen(0x%04x) = 0x%08x, portable 0x%08x",
+                         kvs_dtype_name(half_types[t].dtype), i, fbits(f[i]),
+                         fbits(half_types[t].to_f32((uint16_t)i)));
+    }
+    free(h);
+    free(f);
+}
+
+/* Floats around every half value and every rounding midpoint (one ulp
+ * either side and on it), the specials, and a sweep of all 2^32 patterns
+ * with a stride, each rounded by the kernel and by the portable code. */
+static void test_half_narrow_matches(void **state)
+{
+    enum { PER = 7 };
+    size_t cap = 0x10000 * PER + 70000, n = 0;
+    float *f = malloc(cap * sizeof *f);
+    uint16_t *h = malloc(cap * sizeof *h);
+
+    (void)state;
+    assert_non_null(f);
+    assert_non_null(h);
+    for (size_t t = 0; t < 2; t++) {
+        const struct kvs__half_kernels *k = kernels_or_skip(half_types[t].dtype);
+
+        n = 0;
+        for (uint32_t i = 0; i < 0x10000; i++) {
+            uint32_t lo = fbits(half_types[t].to_f32((uint16_t)i)),
+                     hi = fbits(half_types[t].to_f32((uint16_t)(i + 1))),
+                     mid = lo + (hi - lo) / 2;
+
+            f[n++] = bitsf(lo);
+            f[n++] = bitsf(lo + 1);
+            f[n++] = bitsf(lo - 1);
+            f[n++] = bitsf(mid);
+            f[n++] = bitsf(mid + 1);
+            f[n++] = bitsf(mid - 1);
+            f[n++] = bitsf((uint32_t)rnd());
+        }
+        for (uint64_t u = 0; u <= 0xffffffffu; u += 65537)
+            f[n++] = bitsf((uint32_t)u);
+        f[n++] = bitsf(0x7f800001);     /* a signalling NaN */
+        f[n++] = bitsf(0xffc00000);
+        f[n++] = 65519.99f;
+        f[n++] = 65520.0f;
+        f[n++] = 0x1p-25f;
+        f[n++] = 3.0f * 0x1p-26f;
+        assert_true(n <= cap);
+        for (size_t i = 0, len = 1; i < n; i += len, len = len % 17 + 1)
+            k->narrow(h + i, f + i, len < n - i ? len : n - i);
+        for (size_t i = 0; i < n; i++)
+            if (h[i] != half_types[t].from_f32(f[i]))
+                fail_msg("%s: narrow(0x%08x) = 0x%04x, portable 0x%04x",
+                         kvs_dtype_name(half_types[t].dtype), fbits(f[i]), h[i],
+                         half_types[t].from_f32(f[i]));
+    }
+    free(f);
+    free(h);
+}
+
+/* Random patterns (NaNs, infinities and subnormals among them) summed over
+ * k = 2..6 inputs at every length up to MAXN and from an offset, into a
+ * separate output and into the first and the last input. */
+static void test_half_sum_matches(void **state)
+{
+    uint16_t buf[MAXK][MAXN], want[MAXN], out[MAXN];
+    const void *in[MAXK];
+
+    (void)state;
+    for (size_t t = 0; t < 2; t++) {
+        const struct kvs__half_kernels *k = kernels_or_skip(half_types[t].dtype);
+
+        for (int nk = 2; nk <= MAXK; nk++)
+            for (size_t n = 0; n <= MAXN; n++)
+                for (int alias = 0; alias < 3; alias++) {
+                    size_t begin = n % 5 < n ? n % 5 : 0;
+                    uint16_t *o = alias == 0 ? out : alias == 1 ? buf[0] : buf[nk - 1];
+
+                    for (int j = 0; j < nk; j++) {
+                        for (size_t i = 0; i < n; i++)
+                            /* Mostly ordinary values, so that sums round. */
+                            buf[j][i] = (uint16_t)(rnd() % 8 ? 0x3000 + rnd() % 0x1800
+                                                             : rnd() & 0xffff);
+                        in[j] = buf[j];
+                    }
+                    for (size_t i = 0; i < n; i++) {
+                        float s = half_types[t].to_f32(buf[0][i]);
+
+                        for (int j = 1; j < nk; j++)
+                            s += half_types[t].to_f32(buf[j][i]);
+                        want[i] = half_types[t].from_f32(s);
+                    }
+                    memset(out, 0xa5, sizeof out);
+                    k->sum(o, in, nk, begin, n);
+                    for (size_t i = begin; i < n; i++)
+                        if (o[i] != want[i])
+                            fail_msg("%s k=%d n=%zu alias=%d: element %zu is 0x%04x, want "
+                                     "0x%04x",
+                                     kvs_dtype_name(half_types[t].dtype), nk, n, alias, i, o[i],
+                                     want[i]);
+                    if (alias == 0)
+                        for (size_t i = 0; i < MAXN; i++)
+                            if (i < begin || i >= n)
+                                assert_int_equal(out[i], 0xa5a5);   /* nothing outside */
+                }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -915,6 +1073,9 @@ int main(void)
         cmocka_unit_test(test_sum_degenerate),
         cmocka_unit_test(test_copy),
         cmocka_unit_test(test_f32_round_trip),
+        cmocka_unit_test(test_half_widen_every_pattern),
+        cmocka_unit_test(test_half_narrow_matches),
+        cmocka_unit_test(test_half_sum_matches),
     };
 
     return cmocka_run_group_tests_name("array", tests, NULL, NULL);
