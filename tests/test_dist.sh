@@ -6,24 +6,22 @@ set -u
 bld=${top_builddir:-.}
 kvsd="$bld/daemon/kvsd"
 worker="$bld/tests/dist_worker"
-XDG_RUNTIME_DIR=$(mktemp -d)
-chmod 700 "$XDG_RUNTIME_DIR"
-export XDG_RUNTIME_DIR
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+private_runtime
 work=$(mktemp -d)
-trap 'pkill -f "kvsd --job kt-$$-" 2>/dev/null; rm -rf "$XDG_RUNTIME_DIR" "$work"' EXIT
+trap 'pkill -f "kvsd --job kt-$$-" 2>/dev/null; rm -rf "$rt" "$work"' EXIT
 n_test=0
-failed=0
 
 tap() {  # tap STATUS NAME
     n_test=$((n_test + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n_test - $2"; else echo "not ok $n_test - $2"; failed=1; fi
+    if [ "$1" -eq 0 ]; then echo "ok $n_test - $2"; else echo "not ok $n_test - $2"; fi
 }
 
 start_kvsd() {  # start_kvsd JOB N: starts kvsd, waits for its socket
     "$kvsd" --job "$1" -n "$2" -q &
     kvsd_pid=$!
-    i=0
-    while [ ! -S "$XDG_RUNTIME_DIR/kvs/$1.sock" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+    wait_for 50 test -S "$XDG_RUNTIME_DIR/kvs/$1.sock"
 }
 
 # job N SCENARIO [EXPECTED_LAST_STATUS]: runs N workers; ranks below N-1
@@ -82,10 +80,7 @@ KVS_TEST_DIR=$work/$name KVS_JOB=$name KVS_RANK=0 KVS_NUM_WORKERS=2 timeout 60 "
 w0=$!
 KVS_TEST_DIR=$work/$name KVS_JOB=$name KVS_RANK=1 KVS_NUM_WORKERS=2 timeout 60 "$worker" daemon_dies &
 w1=$!
-i=0
-while { [ ! -f "$work/$name/ready.0" ] || [ ! -f "$work/$name/ready.1" ]; } && [ $i -lt 200 ]; do
-    sleep 0.05; i=$((i + 1))
-done
+wait_for 100 test -f "$work/$name/ready.0" && wait_for 100 test -f "$work/$name/ready.1"
 kill -9 "$kvsd_pid"
 wait "$w0"; s0=$?
 wait "$w1"; s1=$?

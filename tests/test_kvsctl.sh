@@ -11,20 +11,15 @@ kvsd=$bld/daemon/kvsd
 kvsctl=$bld/daemon/kvsctl
 worker=$bld/tests/dist_worker
 
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+
 echo "1..15"
 if [ ! -x "$kvsd" ] || [ ! -x "$kvsctl" ] || [ ! -x "$worker" ]; then
-    i=1
-    while [ $i -le 15 ]; do
-        echo "ok $i # SKIP $kvsd, $kvsctl or $worker not built"
-        i=$((i + 1))
-    done
-    exit 0
+    skip_all 15 "$kvsd, $kvsctl or $worker not built"
 fi
 
-rt=$(mktemp -d) || exit 1
-chmod 700 "$rt"
-XDG_RUNTIME_DIR=$rt
-export XDG_RUNTIME_DIR
+private_runtime
 unset KVS_JOB KVS_RANK KVS_NUM_WORKERS KVS_TIMEOUT KVS_TEST_EXPECT_CLOSED
 dir=$rt/kvs
 bg=""                                  # background pids to end on the way out
@@ -36,25 +31,6 @@ tap() {  # tap STATUS NAME
     n=$((n + 1))
     if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
 }
-
-# wait_for TENTHS CMD...: 0 as soon as CMD succeeds, 1 when time runs out.
-wait_for() {
-    wf_ticks=$1
-    shift
-    while ! "$@"; do
-        wf_ticks=$((wf_ticks - 1))
-        if [ $wf_ticks -le 0 ]; then return 1; fi
-        sleep 0.1
-    done
-}
-
-# gone PID: the process has ended (a child not yet waited for is a zombie,
-# which kill -0 still finds).
-gone() {
-    ! kill -0 "$1" 2>/dev/null || [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)" = Z ]
-}
-
-now_ms() { date +%s%3N; }
 
 # start_job NAME [ENV=VALUE...]: kvsd for a 2-worker job and its two
 # "hold" workers, then waits until they hold. Sets kvsd_pid, w0, w1, work.

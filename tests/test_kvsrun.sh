@@ -13,22 +13,17 @@ kvsrun=$top_builddir/daemon/kvsrun
 kvsd=$top_builddir/daemon/kvsd
 worker=${DIST_WORKER:-$top_builddir/tests/dist_worker}
 
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+
 echo "1..22"
 if [ ! -x "$kvsrun" ] || [ ! -x "$kvsd" ]; then
-    # The plan above is kept: every case is reported as skipped.
-    i=1
-    while [ $i -le 22 ]; do
-        echo "ok $i # SKIP $kvsrun or $kvsd not built"
-        i=$((i + 1))
-    done
-    exit 0
+    skip_all 22 "$kvsrun or $kvsd not built"
 fi
 
-rt=$(mktemp -d) || exit 1
-chmod 700 "$rt"
-XDG_RUNTIME_DIR=$rt
+private_runtime
 KVSD=$kvsd                             # the kvsd under test, not one from PATH
-export XDG_RUNTIME_DIR KVSD
+export KVSD
 unset KVS_JOB KVS_RANK KVS_NUM_WORKERS KVS_TIMEOUT
 dir=$rt/kvs
 out=$rt/out
@@ -38,8 +33,6 @@ trap 'for p in $bg; do kill -KILL "$p" 2>/dev/null; done; rm -rf "$rt"' EXIT
 n=0
 bad=""
 case_no=0
-
-now_ms() { date +%s%3N; }
 
 # A fresh job name per case; zero-padded so that no name is a prefix of
 # another (pgrep -f matches substrings).
@@ -65,17 +58,6 @@ leftovers() {
 }
 
 job_procs() { grep -lzxF "KVS_JOB=$1" /proc/[0-9]*/environ 2>/dev/null | wc -l; }
-
-# wait_for SECONDS CMD...: 0 as soon as CMD succeeds, 1 when time runs out.
-wait_for() {
-    wf_ticks=$(($1 * 10))
-    shift
-    while ! "$@"; do
-        wf_ticks=$((wf_ticks - 1))
-        if [ $wf_ticks -le 0 ]; then return 1; fi
-        sleep 0.1
-    done
-}
 
 at_least_procs() { [ "$(job_procs "$1")" -ge "$2" ]; }
 
@@ -189,12 +171,12 @@ start_bg() {
     tpid=$!
     bg="$bg $tpid"
     kpid=""
-    wait_for 10 eval 'kpid=$(pgrep -P "$tpid")'
+    wait_for 100 eval 'kpid=$(pgrep -P "$tpid")'
 }
 
 next_job
 start_bg -n 2 sleep 30
-if ! wait_for 10 at_least_procs "$j" 2; then fail "workers did not start"; fi
+if ! wait_for 100 at_least_procs "$j" 2; then fail "workers did not start"; fi
 t0=$(now_ms)
 kill -TERM "$kpid"
 wait "$tpid"
@@ -207,7 +189,7 @@ report "SIGTERM to kvsrun stops the job at once (143)"
 next_job
 start_bg -n 2 sh -c 'trap "exit 42" TERM; sleep 30 & wait'
 # Two shells and their two sleeps: the traps are set.
-if ! wait_for 10 at_least_procs "$j" 4; then fail "workers did not start"; fi
+if ! wait_for 100 at_least_procs "$j" 4; then fail "workers did not start"; fi
 kill -TERM "$kpid"
 wait "$tpid"
 rc=$?
@@ -236,7 +218,7 @@ next_job
 timeout -k 5 60 "$kvsd" --job "$j" -n 2 -q >> "$out" 2>&1 &
 dpid=$!
 bg="$bg $dpid"
-if ! wait_for 10 test -S "$dir/$j.sock"; then fail "kvsd did not make its socket"; fi
+if ! wait_for 100 test -S "$dir/$j.sock"; then fail "kvsd did not make its socket"; fi
 timeout 10 "$kvsd" --job "$j" -n 2 -q >> "$out" 2>&1
 rc=$?
 expect_rc 3
