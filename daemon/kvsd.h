@@ -41,9 +41,16 @@ struct options {
 
 enum wstate { W_FREE, W_LIVE, W_LEFT, W_DEAD };
 
+/* A request. A push's or an init's data is read from its worker's staging
+ * area while `lent` (see KVS__CQE_HELD in proto.h), else from `copy`, which
+ * kvsd made (a SPILL, a worker leaving, an init waiting for the others). */
 struct req {
     struct kvs__sqe s;
     int w;                             /* worker index */
+    uint8_t lent;                      /* data still in the worker's staging */
+    uint8_t acked;                     /* completed early with KVS__CQE_HELD: the
+                                        * worker waits for a release, not a completion */
+    void *copy;                        /* kvsd's copy of the data, or NULL */
     struct req *next;
 };
 
@@ -79,26 +86,30 @@ struct worker {
  * So a worker's segment must stay mapped while it has a push here. */
 struct round {
     uint64_t done;                     /* rounds applied */
-    int ncontrib;
+    int ncontrib;                      /* pushes in the open round */
+    int nlive;                         /* of them, from workers still in the job: the
+                                        * round closes when every one of those pushed */
     struct req **contrib;              /* per worker: its push in the open round, or NULL */
     uint64_t *last;                    /* per worker: the round its last push is in */
+    int *queued;                       /* per worker: its pushes waiting in pending for a
+                                        * later round; its pulls wait for them too */
+    uint64_t failed_round;             /* the last round whose update failed (0: none):
+                                        * pulls waiting for it get its status */
+    int fail_status;
+    char fail_msg[KVS__MSG_MAX];
     struct round *next, **pprev;       /* in the daemon's open list while ncontrib > 0 */
     struct round *ready_next;          /* closing together with: see close_ready */
     int ready;                         /* every push is in: to close in this pass */
 };
 
-/* A collective (init of a key, barrier, set_optimizer): completes when
- * every worker still in the job has arrived. */
+/* A collective (init of a key, barrier): completes when every worker
+ * still in the job has arrived. */
 struct coll {
     uint8_t op;
     kvs_key_t key;                     /* INIT: name owned */
     unsigned char *arrived;
     int narrived;
     struct req *reqs;                  /* waiting, completed together */
-    int status;
-    char msg[KVS__MSG_MAX];
-    char *spec;                        /* SET_OPTIMIZER: rank 0's (or the first) spec */
-    int spec_rank;
     struct coll *next;
 };
 
@@ -116,7 +127,7 @@ struct stats {
     uint64_t pushes, pulls;            /* push and pull requests that succeeded */
     uint64_t bytes_pushed;             /* their data: each request's, as the worker sent it */
     uint64_t bytes_pulled;             /* the values the pulls were answered with */
-    uint64_t collectives;              /* inits of a key, barriers, set_optimizer: finished */
+    uint64_t collectives;              /* inits of a key, barriers: finished */
     uint64_t waits;                    /* sleeps of the serve loop on its doorbell */
     uint64_t failed;                   /* requests completed with an error */
 };
@@ -204,8 +215,8 @@ void fail_job(struct daemon *d, const char *fmt, ...)
 
 /* Frees what a worker holds: its unfinished list call (completed with
  * KVS_EPEERDEAD), its waiting requests, its backlog, its segment and its
- * socket. A push of it still waiting, whose data is in the segment, fails
- * the job (fail_job) before the segment goes. */
+ * socket. A push of it still waiting whose data is in the segment (a
+ * worker that died) fails the job (fail_job) before the segment goes. */
 void worker_release(struct daemon *d, struct worker *w);
 
 /* Frees a key's rounds (the engine's front free). */

@@ -3,16 +3,21 @@
  * drains each worker's request ring into list calls and checks a whole list
  * against the store before any of it takes effect; it runs pulls and sync
  * pushes through the pending queue (priority high first, then arrival),
- * async pushes at once, and collectives (init of a key, barrier,
- * set_optimizer) once every worker still in the job has arrived; it posts
+ * async pushes at once, and collectives (init of a key, barrier) once
+ * every worker still in the job has arrived; it posts
  * completions, keeping those a full CQ has no room for in a backlog; it
  * evicts a worker whose ring or request is bad, and fails the job when a
  * worker dies, is evicted, or leaves with a push unfinished.
  *
- * A sync push leaves the pending queue for its key's open round, which
- * keeps the request and not a copy of its data: the data stays in the
- * worker's staging area, which a worker leaves alone until its push
- * completes. When every worker still in the job has pushed, the round
+ * A sync push is answered at once (KVS__CQE_HELD: taken), so that a push
+ * never waits for the other workers; it then waits in the pending queue
+ * and in its key's open round, which keep the request and not a copy of
+ * its data: the data stays lent in the worker's staging area, which the
+ * worker leaves alone until kvsd releases it (KVS__CQE_RELEASE) when the
+ * round closes. A SPILL, or the worker leaving, makes kvsd copy what it
+ * still borrows, so that no worker ever waits on another for staging
+ * room and a closed worker's last pushes still count. When every worker
+ * still in the job has pushed, the round
  * hands all of them to the engine as one push of the key repeated, and the
  * engine sums them in one pass straight into the stored value (or into its
  * scratch buffer for the optimizer): (N+1)*S bytes of memory traffic for N
@@ -104,7 +109,7 @@ void flush_backlog(struct daemon *d, struct worker *w)
 
 static kvs_key_t sqe_key(const struct kvs__sqe *s)
 {
-    return s->key_len ? KVS_STR_KEY(s->key_name) : KVS_INT_KEY(s->key_id);
+    return (s->flags & KVS__SQE_STRKEY) ? KVS_STR_KEY(s->key_name) : KVS_INT_KEY(s->key_id);
 }
 
 static kvs_array_t sqe_array(const struct kvs__sqe *s, void *data)
@@ -128,6 +133,18 @@ static void value_cqe(struct daemon *d, const struct kvs__entry_info *info,
     d->st.bytes_pulled += info->bytes;
 }
 
+/* Where a request's data is now: kvsd's copy, or the worker's staging. */
+static void *req_data(const struct daemon *d, const struct req *r)
+{
+    return r->copy ? r->copy : d->workers[r->w].staging + r->s.data_off;
+}
+
+static void req_free(struct req *r)
+{
+    free(r->copy);
+    free(r);
+}
+
 static void complete(struct daemon *d, struct req *r, int status, const char *msg)
 {
     struct kvs__cqe c = { .seq = r->s.seq, .status = status };
@@ -146,7 +163,54 @@ static void complete(struct daemon *d, struct req *r, int status, const char *ms
     if (status && msg)
         snprintf(c.msg, sizeof c.msg, "%s", msg);
     post(d, r->w, &c);
-    free(r);
+    req_free(r);
+}
+
+/* Answers a sync push as soon as it is taken: its call returns while the
+ * data stays lent until the round closes (KVS__CQE_HELD). */
+static void ack(struct daemon *d, struct req *r)
+{
+    struct kvs__cqe c = { .seq = r->s.seq, .flags = KVS__CQE_HELD };
+
+    r->acked = 1;
+    d->st.pushes++;
+    d->st.bytes_pushed += r->s.data_len;
+    post(d, r->w, &c);
+}
+
+/* Ends a request: one answered early gets its data released, if kvsd
+ * still borrowed it, and nothing else (its call has returned); any other
+ * gets its completion. */
+static void finish(struct daemon *d, struct req *r, int status, const char *msg)
+{
+    if (r->acked) {
+        struct kvs__cqe c = { .seq = r->s.seq, .flags = KVS__CQE_RELEASE };
+
+        if (status != 0)
+            d->st.failed++;
+        if (r->lent)
+            post(d, r->w, &c);
+        req_free(r);
+        return;
+    }
+    complete(d, r, status, msg);
+}
+
+/* Copies a lent push's data out of its worker's staging, and releases it
+ * there if its call has returned (else its completion will). */
+static int unlend(struct daemon *d, struct req *r)
+{
+    struct kvs__cqe c = { .seq = r->s.seq, .flags = KVS__CQE_RELEASE };
+
+    if (!r->lent)
+        return 0;
+    if (!(r->copy = malloc(r->s.data_len ? r->s.data_len : 1)))
+        return -ENOMEM;
+    memcpy(r->copy, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
+    r->lent = 0;
+    if (r->acked)
+        post(d, r->w, &c);
+    return 0;
 }
 
 static void complete_list(struct daemon *d, struct req *r, int status, const char *msg)
@@ -154,7 +218,7 @@ static void complete_list(struct daemon *d, struct req *r, int status, const cha
     while (r) {
         struct req *next = r->next;
 
-        complete(d, r, status, msg);
+        finish(d, r, status, msg);
         r = next;
     }
 }
@@ -195,19 +259,33 @@ static void round_empty(struct daemon *d, struct round *rd, int status, const ch
         rd->contrib[i] = NULL;
         rd->last[i] = rd->done;
         rd->ncontrib--;
-        complete(d, r, status, msg);
+        finish(d, r, status, msg);
     }
+    rd->nlive = 0;
 }
 
-/* 1 when a push of worker wi waits, in pending or in a round: its data is
- * in wi's staging area. */
-static int holds_push(const struct daemon *d, int wi)
+/* Copies every push of worker wi whose data is still lent (waiting in
+ * pending or in a round), releasing its staging. 0, or -ENOMEM with the
+ * pushes copied so far released. */
+static int spill(struct daemon *d, int wi)
+{
+    for (struct req *r = d->pending; r; r = r->next)
+        if (r->w == wi && unlend(d, r) != 0)
+            return -ENOMEM;
+    for (struct round *rd = d->open; rd; rd = rd->next)
+        if (rd->contrib[wi] && unlend(d, rd->contrib[wi]) != 0)
+            return -ENOMEM;
+    return 0;
+}
+
+/* 1 when kvsd still reads a push of worker wi from wi's staging. */
+static int lends(const struct daemon *d, int wi)
 {
     for (const struct req *r = d->pending; r; r = r->next)
-        if (r->w == wi && r->s.op == KVS__OP_PUSH)
+        if (r->w == wi && r->lent)
             return 1;
     for (const struct round *rd = d->open; rd; rd = rd->next)
-        if (rd->contrib[wi])
+        if (rd->contrib[wi] && rd->contrib[wi]->lent)
             return 1;
     return 0;
 }
@@ -234,7 +312,6 @@ void fail_waiting(struct daemon *d, int status, const char *msg)
         complete_list(d, c->reqs, status, msg);
         free(c->arrived);
         free((char *)c->key.name);
-        free(c->spec);
         free(c);
     }
 }
@@ -260,19 +337,19 @@ void worker_release(struct daemon *d, struct worker *w)
 
     complete_list(d, w->batch, KVS_EPEERDEAD, "worker gone");
     w->batch = NULL;
-    /* A round must not keep data from a segment that is about to go, and a
-     * round without this worker's push cannot close honestly: the job
-     * fails. (A dead or evicted worker's job has failed already; one that
-     * left cleanly had nothing waiting.) */
-    if (holds_push(d, wi))
+    /* A round must not keep data from a segment that is about to go: the
+     * job fails. (A dead or evicted worker's job has failed already; one
+     * that left cleanly had its pushes copied when it left.) */
+    if (lends(d, wi))
         fail_job(d, "rank %d (pid %d) left the job with a push unfinished", w->rank,
                  (int)w->pid);
+    /* Pushes of a worker that left were copied: they still count. */
     for (struct req **p = &d->pending; *p;) {
         struct req *r = *p;
 
-        if (r->w == wi) {
+        if (r->w == wi && !r->copy) {
             *p = r->next;
-            complete(d, r, KVS_EPEERDEAD, "worker gone");
+            finish(d, r, KVS_EPEERDEAD, "worker gone");
         } else {
             p = &r->next;
         }
@@ -304,9 +381,11 @@ static struct round *round_of(struct daemon *d, const struct kvs__entry_info *in
         return NULL;
     r->contrib = calloc((size_t)d->nworkers, sizeof *r->contrib);
     r->last = calloc((size_t)d->nworkers, sizeof *r->last);
-    if (!r->contrib || !r->last) {
+    r->queued = calloc((size_t)d->nworkers, sizeof *r->queued);
+    if (!r->contrib || !r->last || !r->queued) {
         free(r->contrib);
         free(r->last);
+        free(r->queued);
         free(r);
         return NULL;
     }
@@ -324,19 +403,32 @@ void round_free(void *p)
     open_unlink(r);
     free(r->contrib);
     free(r->last);
+    free(r->queued);
     free(r);
 }
 
+/* Where the previous request of a list went into the pending queue. */
+struct place {
+    struct req **p;                    /* NULL: nowhere yet */
+    int32_t priority;
+};
+
 /* Into the pending queue: after every request of its priority or higher,
- * so that arrival order holds within a priority. */
-static void insert_pending(struct daemon *d, struct req *r)
+ * so that arrival order holds within a priority. Every request before
+ * h->p has h->priority or higher, so a request of no higher priority (all
+ * of a list, usually) is placed from there: a list of n requests costs one
+ * walk of the queue, not n. h is valid only while nothing else changes
+ * the queue. */
+static void insert_pending(struct daemon *d, struct req *r, struct place *h)
 {
-    struct req **p = &d->pending;
+    struct req **p = h->p && r->s.priority <= h->priority ? h->p : &d->pending;
 
     while (*p && (*p)->s.priority >= r->s.priority)
         p = &(*p)->next;
     r->next = *p;
     *p = r;
+    h->p = &r->next;
+    h->priority = r->s.priority;
 }
 
 /* Pushes n values of one key (keys[] repeats it) through the engine,
@@ -385,7 +477,7 @@ static int apply_rounds(struct daemon *d, struct round *list, struct kvs__err *e
             if (!r)
                 continue;
             keys[n] = sqe_key(&r->s);
-            vals[n++] = sqe_array(&r->s, d->workers[r->w].staging + r->s.data_off);
+            vals[n++] = sqe_array(&r->s, req_data(d, r));
         }
         if ((rc = kvs__engine_lookup(d->eng, keys[n - 1], &info, e)) == 0)
             values[nr++] = info.value;
@@ -403,11 +495,18 @@ static int apply_rounds(struct daemon *d, struct round *list, struct kvs__err *e
     return rc;
 }
 
+/* A round's pushes were answered when taken: a failed update reaches the
+ * workers through their pulls of the key, which wait for this round. */
 static void finish_round(struct daemon *d, struct round *rd, int status, const char *msg)
 {
     rd->ready_next = NULL;
     rd->done++;
     d->st.rounds++;
+    if (status != 0) {
+        rd->failed_round = rd->done;
+        rd->fail_status = status;
+        snprintf(rd->fail_msg, sizeof rd->fail_msg, "%s", msg ? msg : "");
+    }
     round_empty(d, rd, status, msg);
 }
 
@@ -438,7 +537,7 @@ static void close_ready(struct daemon *d, struct round *list)
  * to it. 1 when closed. */
 static int close_round(struct daemon *d, struct round *rd)
 {
-    if (rd->ncontrib == 0 || rd->ncontrib < expected(d))
+    if (rd->ncontrib == 0 || rd->nlive < expected(d))
         return 0;
     rd->ready_next = NULL;
     close_ready(d, rd);
@@ -467,17 +566,19 @@ int serve_pending(struct daemon *d)
         }
         if (r->s.op == KVS__OP_PULL) {
             rd = *info.front;
-            if (d->sync && rd && rd->done < rd->last[r->w]) {
+            if (d->sync && rd && (rd->done < rd->last[r->w] || rd->queued[r->w] > 0)) {
                 p = &r->next;
                 continue;
             }
             *p = r->next;
-            {
+            if (d->sync && rd && rd->last[r->w] != 0 && rd->failed_round == rd->last[r->w]) {
+                complete(d, r, rd->fail_status, rd->fail_msg);
+            } else {
                 struct kvs__cqe c = { .seq = r->s.seq };
 
                 value_cqe(d, &info, &c);
                 post(d, r->w, &c);
-                free(r);
+                req_free(r);
             }
             progress = 1;
             continue;
@@ -503,8 +604,10 @@ int serve_pending(struct daemon *d)
             open_link(d, rd);
         rd->contrib[r->w] = r;
         rd->last[r->w] = rd->done + 1;
+        rd->queued[r->w]--;
+        rd->nlive += d->workers[r->w].state == W_LIVE;
         progress = 1;
-        if (!rd->ready && rd->ncontrib >= expected(d)) {
+        if (!rd->ready && rd->nlive >= expected(d)) {
             rd->ready = 1;
             rd->ready_next = ready;
             ready = rd;
@@ -518,9 +621,14 @@ int serve_pending(struct daemon *d)
     return progress;
 }
 
-/* Every sync round whose missing workers have all left can close now. */
-static void close_rounds_after_leave(struct daemon *d)
+/* Worker wi has left: its pushes in open rounds still count, but the rounds
+ * no longer wait for it, and those whose missing workers have all left
+ * close now. */
+static void close_rounds_after_leave(struct daemon *d, int wi)
 {
+    for (struct round *rd = d->open; rd; rd = rd->next)
+        if (rd->contrib[wi])
+            rd->nlive--;
     for (struct round *rd = d->open, *next; rd; rd = next) {
         next = rd->next;               /* closing takes rd, and only rd, off the list */
         close_round(d, rd);
@@ -536,30 +644,57 @@ static struct coll *coll_find(struct daemon *d, const struct kvs__sqe *s)
             continue;
         if (s->op != KVS__OP_INIT)
             return c;
-        if ((c->key.name == NULL) == (s->key_len == 0)
+        if ((c->key.name != NULL) == ((s->flags & KVS__SQE_STRKEY) != 0)
             && (c->key.name ? strcmp(c->key.name, s->key_name) == 0 : c->key.id == s->key_id))
             return c;
     }
     return NULL;
 }
 
+/* An init stores the value of the lowest rank that called it (rank 0,
+ * unless rank 0 has left the job), once every worker has: values of
+ * another dtype or shape than that one fail the init for everyone, so
+ * that no worker trains on a value it did not expect. */
+static int coll_init(struct daemon *d, struct coll *c, struct kvs__err *e)
+{
+    const struct req *first = NULL;
+    char ks[KVS_MAX_KEY_LEN + 8], s1[96], s2[96];
+    kvs_key_t key;
+    kvs_array_t a;
+
+    for (const struct req *r = c->reqs; r; r = r->next)
+        if (!first || d->workers[r->w].rank < d->workers[first->w].rank)
+            first = r;
+    key = sqe_key(&first->s);
+    for (const struct req *r = c->reqs; r; r = r->next) {
+        if (r->s.dtype == first->s.dtype && r->s.ndim == first->s.ndim
+            && memcmp(r->s.shape, first->s.shape, sizeof r->s.shape[0] * (size_t)r->s.ndim) == 0)
+            continue;
+        kvs__key_str(ks, sizeof ks, key);
+        kvs__shape_str(s1, sizeof s1, r->s.ndim, r->s.shape);
+        kvs__shape_str(s2, sizeof s2, first->s.ndim, first->s.shape);
+        return kvs__fail(e, r->s.dtype != first->s.dtype ? KVS_EDTYPE : KVS_ESHAPE,
+                         "key %s: rank %d's init value is %s %s, rank %d's %s %s: nothing "
+                         "stored", ks, d->workers[r->w].rank, kvs_dtype_name(r->s.dtype), s1,
+                         d->workers[first->w].rank, kvs_dtype_name(first->s.dtype), s2);
+    }
+    a = sqe_array(&first->s, first->copy);
+    return kvs__engine_init(d->eng, 1, &key, &a, 0, e);
+}
+
 static void coll_finish(struct daemon *d, struct coll *c)
 {
     struct coll **p = &d->colls;
     struct kvs__err e = { 0, "" };
+    int status = c->op == KVS__OP_INIT ? coll_init(d, c, &e) : 0;
 
-    if (c->op == KVS__OP_SET_OPTIMIZER && c->status == 0 && c->spec) {
-        c->status = kvs__engine_set_optimizer(d->eng, c->spec, &e);
-        snprintf(c->msg, sizeof c->msg, "%s", e.msg);
-    }
     while (*p != c)
         p = &(*p)->next;
     *p = c->next;
     d->st.collectives++;
-    complete_list(d, c->reqs, c->status, c->msg);
+    complete_list(d, c->reqs, status, e.msg);
     free(c->arrived);
     free((char *)c->key.name);
-    free(c->spec);
     free(c);
 }
 
@@ -574,18 +709,25 @@ static void colls_check(struct daemon *d)
 
 static void coll_arrive(struct daemon *d, struct req *r)
 {
-    struct worker *w = &d->workers[r->w];
     struct coll *c = coll_find(d, &r->s);
-    struct kvs__err e = { 0, "" };
 
     if (c && c->arrived[r->w]) {
         complete(d, r, KVS_EBADARG, "this worker already waits in the same collective");
         return;
     }
+    /* An init's value is needed when the last worker arrives, and a worker
+     * may leave before that: kvsd keeps a copy. */
+    if (r->s.op == KVS__OP_INIT
+        && (!(r->copy = malloc(r->s.data_len ? r->s.data_len : 1)))) {
+        complete(d, r, -ENOMEM, "kvsd: out of memory for an init value");
+        return;
+    }
+    if (r->copy)
+        memcpy(r->copy, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
     if (!c) {
         c = calloc(1, sizeof *c);
         if (!c || !(c->arrived = calloc((size_t)d->nworkers, 1))
-            || (r->s.key_len && !(c->key.name = strdup(r->s.key_name)))) {
+            || ((r->s.flags & KVS__SQE_STRKEY) && !(c->key.name = strdup(r->s.key_name)))) {
             if (c)
                 free(c->arrived);
             free(c);
@@ -594,25 +736,8 @@ static void coll_arrive(struct daemon *d, struct req *r)
         }
         c->op = r->s.op;
         c->key.id = r->s.key_id;
-        c->spec_rank = INT_MAX;
         c->next = d->colls;
         d->colls = c;
-    }
-    if (r->s.op == KVS__OP_INIT && w->rank == 0) {
-        kvs_key_t key = sqe_key(&r->s);
-        kvs_array_t a = sqe_array(&r->s, w->staging + r->s.data_off);
-
-        c->status = kvs__engine_init(d->eng, 1, &key, &a, 0, &e);
-        snprintf(c->msg, sizeof c->msg, "%s", e.msg);
-    }
-    if (r->s.op == KVS__OP_SET_OPTIMIZER && w->rank < c->spec_rank) {
-        char *spec = strndup((char *)w->staging + r->s.data_off, r->s.data_len);
-
-        if (spec) {
-            free(c->spec);
-            c->spec = spec;
-            c->spec_rank = w->rank;
-        }
     }
     c->arrived[r->w] = 1;
     c->narrived++;
@@ -620,6 +745,30 @@ static void coll_arrive(struct daemon *d, struct req *r)
     c->reqs = r;
     if (c->narrived >= expected(d))
         coll_finish(d, c);
+}
+
+/* Any worker may set the optimizer, at any time (as MXNet lets any worker
+ * send it to the servers): it replaces the one before and drops its state.
+ * The same spec again is a no-op that keeps the state, so that every
+ * worker may make the same call at start-up whenever it gets there. */
+static int set_optimizer(struct daemon *d, const struct req *r, struct kvs__err *e)
+{
+    const struct worker *w = &d->workers[r->w];
+    const char *cur = kvs__engine_optimizer(d->eng);
+    char spec[4096], *was = NULL;
+    int rc;
+
+    memcpy(spec, w->staging + r->s.data_off, r->s.data_len);
+    spec[r->s.data_len] = '\0';
+    if (cur && strcmp(cur, spec) == 0)
+        return 0;
+    if (cur && !(was = strdup(cur)))
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory");
+    if ((rc = kvs__engine_set_optimizer(d->eng, spec, e)) == 0)
+        say(d, "rank %d set the optimizer to '%s'%s%s%s", w->rank, spec,
+            was ? " (was '" : "", was ? was : "", was ? "': its state is dropped)" : "");
+    free(was);
+    return rc;
 }
 
 /* ---- a worker's requests ---------------------------------------------- */
@@ -643,6 +792,7 @@ static int text_op(struct daemon *d, struct req *r, struct kvs__err *e)
 static void run_list(struct daemon *d, struct req *list)
 {
     struct kvs__err e = { 0, "" };
+    struct place at = { NULL, 0 };
     int rc = 0;
 
     if (d->failed && list->s.op != KVS__OP_CLOSE) {
@@ -664,9 +814,15 @@ static void run_list(struct daemon *d, struct req *list)
     while (list) {
         struct req *r = list;
         struct worker *w = &d->workers[r->w];
+        struct kvs__entry_info info;
+        struct round *rd;
 
         list = r->next;
         r->next = NULL;
+        /* Only pushes and pulls go into the queue: anything else may
+         * change it, and with it the place of the last insertion. */
+        if (r->s.op != KVS__OP_PUSH && r->s.op != KVS__OP_PULL)
+            at.p = NULL;
         /* After the list's CLOSE, or a failure of the job it caused,
          * nothing more of it runs. */
         if (w->state != W_LIVE) {
@@ -679,23 +835,41 @@ static void run_list(struct daemon *d, struct req *list)
         }
         switch (r->s.op) {
         case KVS__OP_PUSH:
-            if (d->sync) {
-                insert_pending(d, r);
-            } else {
+            if (!d->sync) {
                 kvs_key_t key = sqe_key(&r->s);
                 kvs_array_t a = sqe_array(&r->s, w->staging + r->s.data_off);
 
                 rc = apply(d, 1, &key, &a, &e);
                 complete(d, r, rc, e.msg);
+                break;
             }
+            /* Checked above, so the key is there: its round counts the
+             * push as queued until it joins one. */
+            if (kvs__engine_lookup(d->eng, sqe_key(&r->s), &info, &e) != 0
+                || !(rd = round_of(d, &info))) {
+                complete(d, r, -ENOMEM, "kvsd: out of memory for a round");
+                break;
+            }
+            rd->queued[r->w]++;
+            r->lent = 1;
+            insert_pending(d, r, &at);
+            if (!(r->s.flags & KVS__SQE_VALUE))
+                ack(d, r);
             break;
         case KVS__OP_PULL:
-            insert_pending(d, r);
+            insert_pending(d, r, &at);
             break;
         case KVS__OP_INIT:
         case KVS__OP_BARRIER:
-        case KVS__OP_SET_OPTIMIZER:
             coll_arrive(d, r);
+            break;
+        case KVS__OP_SET_OPTIMIZER:
+            rc = set_optimizer(d, r, &e);
+            complete(d, r, rc, e.msg);
+            break;
+        case KVS__OP_SPILL:
+            rc = spill(d, r->w);
+            complete(d, r, rc, rc ? "kvsd: out of memory copying pushes out of staging" : NULL);
             break;
         case KVS__OP_SAVE_STATES:
         case KVS__OP_LOAD_STATES:
@@ -703,17 +877,17 @@ static void run_list(struct daemon *d, struct req *list)
             complete(d, r, rc, e.msg);
             break;
         case KVS__OP_CLOSE:
-            /* A worker's calls return before it closes, so a push of it
-             * still waiting is a worker that does not keep the protocol:
-             * the round it is in cannot complete honestly. */
-            if (holds_push(d, r->w))
-                fail_job(d, "rank %d (pid %d) closed with a push unfinished", w->rank,
-                         (int)w->pid);
+            /* Its pushes still waiting count in their rounds, as they
+             * would have had it stayed: kvsd keeps copies, since the
+             * worker's segment goes. */
+            if (spill(d, r->w) != 0)
+                fail_job(d, "rank %d (pid %d) left, and kvsd had no memory to keep its "
+                         "last pushes", w->rank, (int)w->pid);
             complete(d, r, 0, NULL);
             atomic_store(&w->state, W_LEFT);
             d->left++;
             say(d, "rank %d left the job", w->rank);
-            close_rounds_after_leave(d);
+            close_rounds_after_leave(d, r->w);
             colls_check(d);
             break;
         default:
@@ -757,8 +931,8 @@ int drain(struct daemon *d, int wi)
         r->w = wi;
         *w->batch_tail = r;
         w->batch_tail = &r->next;
-        if (++w->batch_len > (int)w->sq.entries * 64) {
-            evict(d, w, "a list call without end");
+        if (++w->batch_len > KVS__LIST_MAX) {
+            evict(d, w, "a list call of more than KVS__LIST_MAX requests");
             return 1;
         }
         if (r->s.flags & KVS__SQE_LAST) {

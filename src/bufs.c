@@ -106,3 +106,8 @@ uint64_t kvs__bufs_low(const struct kvs__bufs *b, uint64_t none)
 {
     return b->n ? b->r[0].off : none;
 }
+
+uint64_t kvs__bufs_high(const struct kvs__bufs *b, uint64_t none)
+{
+    return b->n ? b->r[b->n - 1].off + b->r[b->n - 1].len : none;
+}

@@ -5,7 +5,7 @@
  * (ranges are staging offsets, taken from the top, so that the bottom stays
  * free for the copies of ordinary calls); the local store mallocs them
  * (ranges are addresses). Knows nothing of memory itself: it never reads or
- * writes a buffer. Not thread-safe: the handle's lock covers it.
+ * writes a buffer. Not thread-safe: its owner's lock covers it.
  */
 #ifndef KVS_BUFS_H
 #define KVS_BUFS_H
@@ -44,5 +44,8 @@ int kvs__bufs_fit_top(const struct kvs__bufs *b, uint64_t lo, uint64_t hi, uint6
 
 /* The lowest offset of any range, or none when b is empty. */
 uint64_t kvs__bufs_low(const struct kvs__bufs *b, uint64_t none);
+
+/* The end of the highest range, or none when b is empty. */
+uint64_t kvs__bufs_high(const struct kvs__bufs *b, uint64_t none);
 
 #endif

@@ -6,6 +6,21 @@
  * pointers to them (views). Zero-copy buffers live at the top of the
  * staging area; pushes of them are sent by offset, without a copy.
  *
+ * Threads: calls of several threads run at once. A short lock covers the
+ * rings, the staging allocations and the table of calls waiting; one list
+ * call is posted at a time (kvsd reads a list as consecutive slots); any
+ * waiting thread reaps the completion ring for all of them and rings this
+ * worker's own doorbell to wake the siblings it found completions for. A
+ * thread waiting for a round therefore never holds up another's call.
+ *
+ * Staging: the copies of a call go in a range of the staging area below
+ * the lowest zero-copy buffer. A dist_sync push returns once kvsd has
+ * taken it, but kvsd reads its data from staging until the round closes:
+ * the range comes back when kvsd returns every request's data (proto.h,
+ * KVS__CQE_HELD). When no range is free, the client asks kvsd to copy what
+ * it still reads (a SPILL), which depends on kvsd alone, never on another
+ * worker: so pushes in any order never wait for each other.
+ *
  * It never trusts what it reads from shared memory: completions are decoded
  * and checked (proto.c), ring indices are checked (ring.c), arena ranges
  * are checked against the arena's size. Every wait has a deadline
@@ -18,6 +33,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +55,30 @@
 #define SPIN_NS         (20 * 1000ll)       /* spin before sleeping: half a futex wake-up */
 #define CONNECT_WAIT_NS (10 * 1000000000ll) /* handshake deadline */
 
+/* A list call waiting for its completions. */
+struct waiter {
+    uint64_t base;                     /* seq of its first request */
+    int n, done;
+    struct kvs__cqe *cqes;             /* per request, in order */
+    unsigned char *got;
+    struct waiter *next;
+};
+
+/* Staging lent to kvsd by one list call of pushes or inits: a range of the
+ * transient area (len 0: none) and the call's requests, until kvsd has
+ * returned the data of each. */
+struct hold {
+    uint64_t base;                     /* seq of its first request */
+    int n, refs;                       /* requests; of them, not returned yet */
+    unsigned char *returned;           /* per request */
+    uint64_t off, len;
+    int zc;                            /* some data lies in zero-copy buffers */
+    struct hold *next;
+};
+
 struct kvs__client {
+    pthread_mutex_t lock;              /* all below but what connecting set up */
+    pthread_mutex_t post;              /* held while one list call is posted */
     int sock;
     char job[KVS__JOB_MAX + 1];
     void *ctl, *seg;
@@ -49,6 +89,9 @@ struct kvs__client {
     unsigned char *staging;
     uint64_t staging_size;
     struct kvs__bufs bufs;             /* kvs_array_alloc's, as staging offsets */
+    struct kvs__bufs xfer;             /* the transient ranges in use */
+    struct waiter *waiters;
+    struct hold *holds;
     int sync;                          /* dist_sync (views allowed) */
     uint64_t next_seq;
     int broken;                        /* 0, or the error every call now returns */
@@ -146,6 +189,16 @@ static void client_free(struct kvs__client *c)
     if (c->sock >= 0)
         close(c->sock);
     kvs__bufs_fini(&c->bufs);
+    kvs__bufs_fini(&c->xfer);
+    while (c->holds) {
+        struct hold *h = c->holds;
+
+        c->holds = h->next;
+        free(h->returned);
+        free(h);
+    }
+    pthread_mutex_destroy(&c->post);
+    pthread_mutex_destroy(&c->lock);
     free(c);
 }
 
@@ -209,8 +262,9 @@ static int client_connect(kvs_t *kv, struct kvs__client *c, struct kvs__err *e)
     snprintf(path, sizeof path, "%s/%s.sock", dir, c->job);
     if ((rc = kvs__sock_connect(path, &c->sock, e)) != 0) {
         if (rc == -ENOENT || rc == -ECONNREFUSED)
-            return kvs__fail(e, KVS_ECLOSED, "no kvsd serves job '%s' (%s): start the job "
-                             "with kvsrun, or kvsd --job %s", c->job, path, c->job);
+            return kvs__fail(e, KVS_ECLOSED, "no kvsd serves job '%s' (%s): start workers "
+                             "with kvsrun -n N PROGRAM, or set KVS_JOB to a running job's "
+                             "name", c->job, path);
         return rc;
     }
     len = kvs__hello_encode(&h, buf);
@@ -234,16 +288,17 @@ static int client_connect(kvs_t *kv, struct kvs__client *c, struct kvs__err *e)
     return rc;
 }
 
-static int dist_open(kvs_t *kv)
+static int dist_open(kvs_t *kv, struct kvs__err *e)
 {
     struct kvs__client *c = calloc(1, sizeof *c);
     int rc;
 
     if (!c)
-        return kvs__fail(&kv->err, -ENOMEM, "out of memory");
+        return kvs__fail(e, -ENOMEM, "out of memory");
     c->sock = -1;
-    if ((rc = job_env(kv, c->job, &kv->err)) != 0
-        || (rc = client_connect(kv, c, &kv->err)) != 0) {
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->post, NULL);
+    if ((rc = job_env(kv, c->job, e)) != 0 || (rc = client_connect(kv, c, e)) != 0) {
         client_free(c);
         return rc;
     }
@@ -253,13 +308,36 @@ static int dist_open(kvs_t *kv)
 
 /* ---- requests --------------------------------------------------------- */
 
-static int broken(kvs_t *kv, int code, const char *fmt, const char *detail)
+/* Breaks the handle (c->lock held): every later call returns code. */
+static int broken(struct kvs__client *c, struct kvs__err *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int broken(struct kvs__client *c, struct kvs__err *e, int code, const char *fmt, ...)
 {
-    struct kvs__client *c = kv->client;
+    va_list ap;
 
-    c->broken = code;
-    snprintf(c->broken_msg, sizeof c->broken_msg, fmt, detail);
-    return kvs__fail(&kv->err, code, "%s", c->broken_msg);
+    if (!c->broken) {
+        c->broken = code;
+        va_start(ap, fmt);
+        vsnprintf(c->broken_msg, sizeof c->broken_msg, fmt, ap);
+        va_end(ap);
+    }
+    return kvs__fail(e, c->broken, "%s", c->broken_msg);
+}
+
+/* 0, or the error of a broken handle (c->lock held). */
+static int usable_locked(struct kvs__client *c, struct kvs__err *e)
+{
+    return c->broken ? kvs__fail(e, c->broken, "%s", c->broken_msg) : 0;
+}
+
+static int usable(struct kvs__client *c, struct kvs__err *e)
+{
+    int rc;
+
+    pthread_mutex_lock(&c->lock);
+    rc = usable_locked(c, e);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
 }
 
 /* 1 when kvsd has closed our socket (it died, or stopped). */
@@ -275,118 +353,234 @@ static int daemon_gone(struct kvs__client *c)
     return recv(c->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-/* Posts reqs[0..n) (the last flagged as the end of the list) and waits for
- * all their completions, stored in cqes[] in the same order. Returns 0 when
- * every request got a completion (each with its own status), else the error
- * that broke the handle. */
-static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *cqes)
+/* kvsd has returned the data of request seq, if a hold lent it. */
+static void hold_return(struct kvs__client *c, uint64_t seq)
+{
+    for (struct hold **p = &c->holds, *h; (h = *p) != NULL; p = &h->next) {
+        uint64_t i = seq - h->base;
+
+        if (seq < h->base || i >= (uint64_t)h->n)
+            continue;
+        if (!h->returned[i]) {
+            h->returned[i] = 1;
+            if (--h->refs == 0) {
+                *p = h->next;
+                if (h->len)
+                    kvs__bufs_remove(&c->xfer, h->off, NULL);
+                free(h->returned);
+                free(h);
+            }
+        }
+        return;
+    }
+}
+
+/* Reaps the completion ring for every waiting call (c->lock held). *woke:
+ * set when a call of another thread got completions. */
+static int reap(struct kvs__client *c, const struct waiter *self, int *woke, struct kvs__err *e)
+{
+    struct kvs__err de = { 0, "" };
+    const void *slot;
+    int err = 0, consumed = 0;
+
+    while ((slot = kvs__ring_peek(&c->cq, &err)) != NULL) {
+        struct kvs__cqe q;
+        struct waiter *w;
+
+        if (kvs__cqe_decode(slot, c->arena_size, &q, &de) != 0)
+            return broken(c, e, KVS_EPROTO, "bad completion from kvsd: %s", de.msg);
+        kvs__ring_pop(&c->cq);
+        consumed = 1;
+        if (q.flags & KVS__CQE_RELEASE) {
+            hold_return(c, q.seq);
+            continue;
+        }
+        for (w = c->waiters; w; w = w->next)
+            if (q.seq >= w->base && q.seq - w->base < (uint64_t)w->n)
+                break;
+        if (!w || w->got[q.seq - w->base])
+            return broken(c, e, KVS_EPROTO, "kvsd completed request %llu, never made or "
+                          "completed twice", (unsigned long long)q.seq);
+        w->got[q.seq - w->base] = 1;
+        w->cqes[q.seq - w->base] = q;
+        w->done++;
+        if (w != self)
+            *woke = 1;
+        if (!(q.flags & KVS__CQE_HELD))
+            hold_return(c, q.seq);
+    }
+    if (err)
+        return broken(c, e, KVS_EPROTO, "a ring shared with kvsd is corrupt (%s)",
+                      kvs_strerror(err));
+    /* Room for completions kvsd may be holding back, for a call still
+     * waiting; once none waits, kvsd owes nothing urgent, and a ring would
+     * only wake it for nothing (a futex wake-up of another core costs the
+     * ringer some 10 us here). */
+    if (consumed)
+        for (const struct waiter *w = c->waiters; w; w = w->next)
+            if (w->done < w->n) {
+                kvs__bell_ring(c->dbell);
+                break;
+            }
+    return 0;
+}
+
+/* Sleeps until this worker's doorbell rings, a wait slice passes or the
+ * deadline does (c->lock held, released while asleep). *quiet tells
+ * whether the last sleep ended without a ring: only then is kvsd's socket
+ * checked, since a dead kvsd rings no more and the check costs a system
+ * call or two. */
+static int sleep_bell(struct kvs__client *c, uint32_t seen, int64_t deadline, int *quiet,
+                      const char *what, struct kvs__err *e)
+{
+    int64_t now = kvs__now_ns(), slice = now + WAIT_SLICE_NS;
+
+    if (now >= deadline)
+        return broken(c, e, KVS_ETIMEDOUT, "%s: no answer within the deadline "
+                      "(KVS_TIMEOUT, KVS_OPT_TIMEOUT_MS)", what);
+    if (*quiet && daemon_gone(c))
+        return broken(c, e, KVS_ECLOSED, "%s: kvsd of job '%s' is gone", what, c->job);
+    pthread_mutex_unlock(&c->lock);
+    *quiet = kvs__bell_wait(c->wbell, seen, slice < deadline ? slice : deadline, SPIN_NS) != 0;
+    pthread_mutex_lock(&c->lock);
+    return usable_locked(c, e);
+}
+
+/* Posts reqs[0..n) as one list call (the last flagged as its end) and
+ * waits for their completions, stored in cqes[] in order. h: the staging
+ * the call lends kvsd, tracked until returned (the call's requests' seqs
+ * are filled in here). Returns 0 when every request got a completion (each
+ * with its own status), else the error that broke the handle. */
+static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *cqes,
+                     struct hold *h, const char *what, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
-    struct kvs__err e = { 0, "" };
-    int64_t deadline = kvs__now_ns() + kv->opt_timeout_ms * 1000000ll;
-    uint64_t base = c->next_seq;
-    unsigned char *got = calloc((size_t)n, 1);
-    int sent = 0, done = 0, err = 0, rc = 0, quiet = 0;
+    struct kvs__opts o;
+    struct waiter w = { .n = n, .cqes = cqes };
+    int64_t deadline;
+    int sent = 0, rc = 0, quiet = 0, woke = 0;
 
-    if (!got)
-        return kvs__fail(&kv->err, -ENOMEM, "out of memory");
+    kvs__opts_get(kv, &o);
+    deadline = kvs__now_ns() + o.timeout_ms * 1000000ll;
+    if (!(w.got = calloc((size_t)(n ? n : 1), 1))) {
+        if (h) {
+            free(h->returned);
+            free(h);
+        }
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    }
+    pthread_mutex_lock(&c->post);
+    pthread_mutex_lock(&c->lock);
+    if ((rc = usable_locked(c, e)) != 0) {
+        if (h) {
+            if (h->len)
+                kvs__bufs_remove(&c->xfer, h->off, NULL);
+            free(h->returned);
+            free(h);
+        }
+        pthread_mutex_unlock(&c->post);
+        goto out;
+    }
+    w.base = c->next_seq;
     c->next_seq += (uint64_t)n;
     for (int i = 0; i < n; i++) {
-        reqs[i].seq = base + (uint64_t)i;
+        reqs[i].seq = w.base + (uint64_t)i;
         reqs[i].flags = (uint8_t)((reqs[i].flags & ~KVS__SQE_LAST)
                                   | (i == n - 1 ? KVS__SQE_LAST : 0));
     }
-    while (done < n) {
-        uint32_t seen = kvs__bell_seq(c->wbell);
-        int posted = 0, consumed = 0;
-        const void *slot;
-        void *s;
+    w.next = c->waiters;
+    c->waiters = &w;
+    if (h) {
+        h->base = w.base;
+        h->n = h->refs = n;
+        h->next = c->holds;
+        c->holds = h;
+    }
+    while (sent < n && rc == 0) {
+        int err = 0;
+        void *s = kvs__ring_reserve(&c->sq, &err);
+        uint32_t seen;
 
-        while (sent < n && (s = kvs__ring_reserve(&c->sq, &err)) != NULL) {
+        if (s) {
             kvs__sqe_encode(&reqs[sent++], s);
             kvs__ring_commit(&c->sq);
-            posted = 1;
-        }
-        while (!err && (slot = kvs__ring_peek(&c->cq, &err)) != NULL) {
-            struct kvs__cqe q;
-            uint64_t i;
-
-            if (kvs__cqe_decode(slot, c->arena_size, &q, &e) != 0) {
-                rc = broken(kv, KVS_EPROTO, "bad completion from kvsd: %s", e.msg);
-                goto out;
-            }
-            kvs__ring_pop(&c->cq);
-            i = q.seq - base;
-            if (q.seq < base || i >= (uint64_t)n || got[i]) {
-                rc = broken(kv, KVS_EPROTO, "kvsd completed a request %s", "never made");
-                goto out;
-            }
-            got[i] = 1;
-            cqes[i] = q;
-            done++;
-            consumed = 1;
-        }
-        if (err) {
-            rc = broken(kv, KVS_EPROTO, "a ring shared with kvsd is corrupt (%s)",
-                        kvs_strerror(err));
-            goto out;
-        }
-        if (posted || consumed) {
-            /* New requests, or room for completions kvsd may be holding
-             * back; once all n are in it owes this worker none, and a
-             * ring would only wake it for nothing (a futex wake-up of
-             * another core costs the ringer some 10 us here). */
-            if (posted || done < n)
-                kvs__bell_ring(c->dbell);
             continue;
         }
-        if (kvs__now_ns() >= deadline) {
-            rc = broken(kv, KVS_ETIMEDOUT, "no answer from kvsd within the deadline "
-                        "(KVS_OPT_TIMEOUT_MS)%s", "");
-            goto out;
+        if (err) {
+            rc = broken(c, e, KVS_EPROTO, "a ring shared with kvsd is corrupt (%s)",
+                        kvs_strerror(err));
+            break;
         }
-        /* Only after a whole slice without a ring: a dead kvsd rings no
-         * more, and the check is a system call or two on every pass. */
-        if (quiet && daemon_gone(c)) {
-            rc = broken(kv, KVS_ECLOSED, "kvsd of job '%s' is gone", c->job);
-            goto out;
-        }
-        {
-            int64_t now = kvs__now_ns(), slice = now + WAIT_SLICE_NS;
-
-            quiet = kvs__bell_wait(c->wbell, seen, slice < deadline ? slice : deadline,
-                                   SPIN_NS) != 0;
-        }
+        /* The ring is full: kvsd drains it on its own, whoever waits. */
+        kvs__bell_ring(c->dbell);
+        seen = kvs__bell_seq(c->wbell);
+        if ((rc = reap(c, &w, &woke, e)) == 0)
+            rc = sleep_bell(c, seen, deadline, &quiet, what, e);
     }
+    pthread_mutex_unlock(&c->post);
+    if (rc == 0)
+        kvs__bell_ring(c->dbell);
+    while (rc == 0) {
+        uint32_t seen = kvs__bell_seq(c->wbell);
+
+        if ((rc = reap(c, &w, &woke, e)) != 0 || w.done == n)
+            break;
+        rc = sleep_bell(c, seen, deadline, &quiet, what, e);
+    }
+    for (struct waiter **p = &c->waiters; *p; p = &(*p)->next)
+        if (*p == &w) {
+            *p = w.next;
+            break;
+        }
 out:
-    free(got);
+    pthread_mutex_unlock(&c->lock);
+    /* Siblings whose completions this thread reaped sleep on the same bell. */
+    if (woke)
+        kvs__bell_ring(c->wbell);
+    free(w.got);
     return rc;
 }
 
 /* The first failed completion of a batch, as the call's error. */
-static int batch_status(kvs_t *kv, const struct kvs__cqe *cqes, int n)
+static int batch_status(struct kvs__client *c, const struct kvs__cqe *cqes, int n,
+                        struct kvs__err *e)
 {
     for (int i = 0; i < n; i++) {
         if (cqes[i].status != 0) {
-            if (cqes[i].status == KVS_EPEERDEAD)
-                broken(kv, KVS_EPEERDEAD, "%s", cqes[i].msg);
-            return kvs__fail(&kv->err, cqes[i].status, "%s", cqes[i].msg);
+            if (cqes[i].status == KVS_EPEERDEAD) {
+                pthread_mutex_lock(&c->lock);
+                broken(c, e, KVS_EPEERDEAD, "%s", cqes[i].msg);
+                pthread_mutex_unlock(&c->lock);
+            }
+            return kvs__fail(e, cqes[i].status, "%s", cqes[i].msg);
         }
     }
     return 0;
 }
 
 /* Runs a batch and returns the first error of its completions. */
-static int run(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *cqes)
+static int run(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *cqes, struct hold *h,
+               const char *what, struct kvs__err *e)
 {
-    int rc = run_batch(kv, reqs, n, cqes);
+    int rc = run_batch(kv, reqs, n, cqes, h, what, e);
 
-    return rc ? rc : batch_status(kv, cqes, n);
+    return rc ? rc : batch_status(kv->client, cqes, n, e);
+}
+
+/* Asks kvsd to copy every push whose data it still reads from staging,
+ * and waits until it has returned them: kvsd alone, no other worker. */
+static int spill(kvs_t *kv, struct kvs__err *e)
+{
+    struct kvs__sqe req = { .op = KVS__OP_SPILL };
+    struct kvs__cqe cqe;
+
+    return run(kv, &req, 1, &cqe, NULL, "making room in staging", e);
 }
 
 static void sqe_key(struct kvs__sqe *s, kvs_key_t key)
 {
     if (key.name) {
+        s->flags |= KVS__SQE_STRKEY;
         s->key_len = (uint16_t)strlen(key.name);
         memcpy(s->key_name, key.name, s->key_len + 1u);
     } else {
@@ -401,41 +595,137 @@ static void sqe_array(struct kvs__sqe *s, const kvs_array_t *a)
     memcpy(s->shape, a->shape, sizeof s->shape[0] * (size_t)a->ndim);
 }
 
-static int usable(kvs_t *kv)
+/* ---- staging ------------------------------------------------------------ */
+
+/* Bytes at the bottom of staging for the copies of calls: those below the
+ * lowest buffer (c->lock held). */
+static uint64_t transient_size(const struct kvs__client *c)
+{
+    return kvs__bufs_low(&c->bufs, c->staging_size) & ~(uint64_t)63;
+}
+
+/* 1 when some staging lent to kvsd is not returned yet; zc: only counting
+ * holds with data in buffers (c->lock held). */
+static int lending(const struct kvs__client *c, int zc)
+{
+    for (const struct hold *h = c->holds; h; h = h->next)
+        if (!zc || h->zc)
+            return 1;
+    return 0;
+}
+
+/* Takes a range of bytes (> 0) in the transient part of staging for one
+ * call. When none is free it has kvsd copy what it still reads from
+ * staging (a spill), then waits for ranges being filled by sibling threads
+ * to be posted and returned: nothing here waits for another worker. */
+static int xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *what,
+                     struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
+    struct kvs__opts o;
+    int64_t deadline;
+    int rc, quiet = 0;
 
-    if (c->broken)
-        return kvs__fail(&kv->err, c->broken, "%s", c->broken_msg);
-    return 0;
+    kvs__opts_get(kv, &o);
+    deadline = kvs__now_ns() + o.timeout_ms * 1000000ll;
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        uint64_t room = transient_size(c);
+        uint32_t seen = kvs__bell_seq(c->wbell);
+        int woke = 0, lent;
+
+        if ((rc = usable_locked(c, e)) != 0)
+            break;
+        if (bytes > room) {
+            rc = kvs__fail(e, -ENOSPC, "%s: %llu bytes do not fit the %llu bytes below the "
+                           "lowest buffer in the %llu-byte staging area (kvsrun --staging "
+                           "sets its size)", what, (unsigned long long)bytes,
+                           (unsigned long long)room, (unsigned long long)c->staging_size);
+            break;
+        }
+        if (kvs__bufs_fit_top(&c->xfer, 0, room, bytes, 64, off) == 0) {
+            if (kvs__bufs_add(&c->xfer, *off, bytes) != 0)
+                rc = kvs__fail(e, -ENOMEM, "out of memory");
+            break;
+        }
+        lent = lending(c, 0);
+        pthread_mutex_unlock(&c->lock);
+        if (lent && (rc = spill(kv, e)) != 0)
+            return rc;
+        pthread_mutex_lock(&c->lock);
+        if (lent)
+            continue;
+        if ((rc = reap(c, NULL, &woke, e)) != 0
+            || (rc = sleep_bell(c, seen, deadline, &quiet, what, e)) != 0)
+            break;
+        if (woke) {
+            pthread_mutex_unlock(&c->lock);
+            kvs__bell_ring(c->wbell);
+            pthread_mutex_lock(&c->lock);
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
 }
 
 /* ---- data calls ------------------------------------------------------- */
 
-/* A grouped list: per group its first index; per index its group. */
+/* A grouped list: per group its first index and its members; per index its
+ * group. */
 struct groups {
     int n, ng;
     int *gid, *first;
+    int *member, *mstart;              /* group g's indices: member[mstart[g]..mstart[g+1]) */
 };
 
-static int group(kvs_t *kv, int n, const kvs_key_t *keys, struct groups *g)
+static void groups_free(struct groups *g)
+{
+    free(g->gid);
+    free(g->member);
+}
+
+static int group(int n, const kvs_key_t *keys, struct groups *g, struct kvs__err *e)
 {
     g->n = n;
+    g->member = NULL;
     g->gid = malloc(sizeof(int) * 2 * (size_t)(n ? n : 1));
     if (!g->gid)
-        return kvs__fail(&kv->err, -ENOMEM, "out of memory");
+        return kvs__fail(e, -ENOMEM, "out of memory");
     g->first = g->gid + n;
-    g->ng = kvs__group_keys(n, keys, g->gid, g->first, &kv->err);
+    g->ng = kvs__group_keys(n, keys, g->gid, g->first, e);
     if (g->ng < 0) {
         free(g->gid);
         return g->ng;
+    }
+    /* Members by group, in list order (a counting sort): linear, where a
+     * search per group would cost the square of the list's length. */
+    g->member = malloc(sizeof(int) * ((size_t)n + (size_t)g->ng + 1));
+    if (!g->member) {
+        free(g->gid);
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    }
+    g->mstart = g->member + n;
+    memset(g->mstart, 0, sizeof(int) * ((size_t)g->ng + 1));
+    for (int i = 0; i < n; i++)
+        g->mstart[g->gid[i] + 1]++;
+    for (int j = 0; j < g->ng; j++)
+        g->mstart[j + 1] += g->mstart[j];
+    {
+        int *fill = g->gid + n;        /* reuse first[] as cursors, then restore it */
+
+        for (int j = 0; j < g->ng; j++)
+            fill[j] = g->mstart[j];
+        for (int i = 0; i < n; i++)
+            g->member[fill[g->gid[i]]++] = i;
+        for (int j = 0; j < g->ng; j++)
+            fill[j] = g->member[g->mstart[j]];
     }
     return 0;
 }
 
 /* Arrays of one key must agree with the key's first array. */
-static int group_match(kvs_t *kv, const struct groups *g, const kvs_key_t *keys,
-                       const kvs_array_t *arrs, const char *what)
+static int group_match(const struct groups *g, const kvs_key_t *keys, const kvs_array_t *arrs,
+                       const char *what, struct kvs__err *e)
 {
     char ks[KVS_MAX_KEY_LEN + 8];
 
@@ -444,7 +734,7 @@ static int group_match(kvs_t *kv, const struct groups *g, const kvs_key_t *keys,
 
         if (arrs[i].dtype != f->dtype || !kvs__same_shape(&arrs[i], f)) {
             kvs__key_str(ks, sizeof ks, keys[i]);
-            return kvs__fail(&kv->err, arrs[i].dtype != f->dtype ? KVS_EDTYPE : KVS_ESHAPE,
+            return kvs__fail(e, arrs[i].dtype != f->dtype ? KVS_EDTYPE : KVS_ESHAPE,
                              "key %s: %s %d differs in dtype or shape from %s %d of the "
                              "same key", ks, what, i, what, g->first[g->gid[i]]);
         }
@@ -452,95 +742,133 @@ static int group_match(kvs_t *kv, const struct groups *g, const kvs_key_t *keys,
     return 0;
 }
 
-/* Bytes at the bottom of staging free for the copies of one call: those
- * below the lowest buffer. */
-static uint64_t transient_size(const struct kvs__client *c)
-{
-    return kvs__bufs_low(&c->bufs, c->staging_size) & ~(uint64_t)63;
-}
-
 /* Where a value already lies in staging: 1 and *off when it lies wholly in
  * one buffer, 0 when it lies outside staging, KVS_EBADARG when it lies in
- * staging but not in a live buffer (freed, or straddling two). */
-static int in_buffer(kvs_t *kv, const void *data, uint64_t bytes, uint64_t *off)
+ * staging but not in a live buffer (freed, or straddling two). c->lock held. */
+static int in_buffer(const struct kvs__client *c, const void *data, uint64_t bytes,
+                     uint64_t *off, struct kvs__err *e)
 {
-    const struct kvs__client *c = kv->client;
     uintptr_t p = (uintptr_t)data, s = (uintptr_t)c->staging;
 
     if (p < s || p - s >= c->staging_size)
         return 0;
     if (!kvs__bufs_find(&c->bufs, p - s, bytes))
-        return kvs__fail(&kv->err, KVS_EBADARG, "an array at %p lies in kvs's staging area "
+        return kvs__fail(e, KVS_EBADARG, "an array at %p lies in kvs's staging area "
                          "but not in a live buffer of kvs_array_alloc", data);
     *off = p - s;
     return 1;
 }
 
+static size_t array_bytes(const kvs_array_t *a)
+{
+    return kvs__array_count(a) * kvs_dtype_size(a->dtype);
+}
+
 /* Sends one request per group, each with its data in staging: a buffer's
  * as it lies, else what kvs__sum makes of the group's arrays (summing
  * repeated keys here, as MXNet's workers merge their devices before
- * sending) in the transient part. Groups are sent in batches that fit the
- * transient part; each batch is all-or-nothing in kvsd. */
+ * sending) in a transient range. Groups go in batches that fit the
+ * transient part and KVS__LIST_MAX; each batch is all-or-nothing in kvsd.
+ * out: the completions, per group (may be NULL). */
 static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups *g,
                        const kvs_key_t *keys, const kvs_array_t *arrs, int priority,
-                       struct kvs__cqe *out)
+                       struct kvs__cqe *out, const char *what, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
-    struct kvs__sqe *reqs = calloc((size_t)(g->ng ? g->ng : 1), sizeof *reqs);
-    struct kvs__cqe *cqes = out ? out : calloc((size_t)(g->ng ? g->ng : 1), sizeof *cqes);
+    size_t ng = (size_t)(g->ng ? g->ng : 1);
+    struct kvs__sqe *reqs = calloc(ng, sizeof *reqs);
+    struct kvs__cqe *cqes = out ? out : calloc(ng, sizeof *cqes);
+    uint64_t *at = malloc(ng * sizeof *at);     /* per group: buffer offset, or ~0 */
     const void **in = malloc(sizeof *in * (size_t)(g->n ? g->n : 1));
-    uint64_t room = transient_size(c);
+    struct kvs__sum_item *items = malloc(ng * sizeof *items);
+    struct kvs__opts o;
+    uint64_t room;
     int rc = 0, start = 0;
 
-    if (!reqs || !cqes || !in) {
-        rc = kvs__fail(&kv->err, -ENOMEM, "out of memory");
+    kvs__opts_get(kv, &o);
+    if (!reqs || !cqes || !at || !in || !items) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
-    while (start < g->ng) {
-        uint64_t off = 0;
-        int end = start;
+    for (int i = 0; i < g->n; i++)
+        in[i] = arrs[g->member[i]].data;
+    pthread_mutex_lock(&c->lock);
+    room = transient_size(c);
+    for (int j = 0; j < g->ng && rc == 0; j++) {
+        const kvs_array_t *a = &arrs[g->first[j]];
+        uint64_t bytes = array_bytes(a);
+        int zc = 0;
 
-        for (; end < g->ng; end++) {
-            const kvs_array_t *a = &arrs[g->first[end]];
-            size_t bytes = kvs__array_count(a) * kvs_dtype_size(a->dtype);
+        at[j] = ~(uint64_t)0;
+        if (g->mstart[j + 1] - g->mstart[j] == 1 && (zc = in_buffer(c, a->data, bytes,
+                                                                     &at[j], e)) < 0)
+            rc = zc;
+        else if (!zc && bytes > room) {
             char ks[KVS_MAX_KEY_LEN + 8];
-            uint64_t at = off;
-            int k = 0, zc = 0;
 
-            for (int i = g->first[end]; i < g->n; i++)
-                if (g->gid[i] == end)
-                    in[k++] = arrs[i].data;
-            if (k == 1 && (zc = in_buffer(kv, a->data, bytes, &at)) < 0) {
-                rc = zc;
-                goto out;
-            }
-            if (!zc && bytes > room) {
-                kvs__key_str(ks, sizeof ks, keys[g->first[end]]);
-                rc = kvs__fail(&kv->err, KVS_EBADARG, "key %s: %zu bytes do not fit the "
-                               "%llu bytes below the lowest buffer in the %llu-byte "
-                               "staging area (kvsd --staging)", ks, bytes,
-                               (unsigned long long)room,
-                               (unsigned long long)c->staging_size);
-                goto out;
-            }
-            if (!zc && off + bytes > room)
-                break;
-            if (!zc) {
-                kvs__sum(a->dtype, c->staging + off, in, k, kvs__array_count(a),
-                         (int)kv->opt_threads);
-                off += (bytes + 63) & ~(uint64_t)63;
-            }
-            reqs[end] = (struct kvs__sqe){ .op = op, .flags = flags, .priority = priority,
-                                           .data_off = at, .data_len = bytes };
-            sqe_key(&reqs[end], keys[g->first[end]]);
-            sqe_array(&reqs[end], a);
+            kvs__key_str(ks, sizeof ks, keys[g->first[j]]);
+            rc = kvs__fail(e, KVS_EBADARG, "key %s: %llu bytes do not fit the %llu bytes "
+                           "below the lowest buffer in the %llu-byte staging area "
+                           "(kvsrun --staging sets its size)", ks, (unsigned long long)bytes,
+                           (unsigned long long)room, (unsigned long long)c->staging_size);
         }
-        if ((rc = run(kv, reqs + start, end - start, cqes + start)) != 0)
-            goto out;
+    }
+    pthread_mutex_unlock(&c->lock);
+    while (rc == 0 && start < g->ng) {
+        uint64_t total = 0, off = 0, pos = 0;
+        struct hold *h;
+        int end = start, m = 0, zc = 0;
+
+        for (; end < g->ng && end - start < KVS__LIST_MAX; end++) {
+            uint64_t bytes = at[end] == ~(uint64_t)0 ? (array_bytes(&arrs[g->first[end]]) + 63)
+                                                            & ~(uint64_t)63 : 0;
+
+            if (total + bytes > room)
+                break;
+            total += bytes;
+        }
+        if (!(h = calloc(1, sizeof *h)) || !(h->returned = calloc((size_t)(end - start), 1))) {
+            free(h);
+            rc = kvs__fail(e, -ENOMEM, "out of memory");
+            break;
+        }
+        if (total && (rc = xfer_take(kv, total, &off, what, e)) != 0) {
+            free(h->returned);
+            free(h);
+            break;
+        }
+        h->off = off;
+        h->len = total;
+        for (int j = start; j < end; j++) {
+            const kvs_array_t *a = &arrs[g->first[j]];
+            uint64_t bytes = array_bytes(a), data_off = at[j];
+
+            if (data_off == ~(uint64_t)0) {
+                data_off = off + pos;
+                items[m++] = (struct kvs__sum_item){
+                    .dtype = a->dtype, .out = c->staging + data_off,
+                    .in = in + g->mstart[j], .k = g->mstart[j + 1] - g->mstart[j],
+                    .n = kvs__array_count(a) };
+                pos += (bytes + 63) & ~(uint64_t)63;
+            } else {
+                zc = 1;
+            }
+            reqs[j] = (struct kvs__sqe){ .op = op, .flags = flags, .priority = priority,
+                                         .data_off = data_off, .data_len = bytes };
+            sqe_key(&reqs[j], keys[g->first[j]]);
+            sqe_array(&reqs[j], a);
+        }
+        h->zc = zc;
+        /* The range is this call's alone: filled without the lock. */
+        kvs__sum_many(items, m, (int)o.threads);
+        if ((rc = run(kv, reqs + start, end - start, cqes + start, h, what, e)) != 0)
+            break;
         start = end;
     }
 out:
+    free(items);
     free(in);
+    free(at);
     if (cqes != out)
         free(cqes);
     free(reqs);
@@ -548,77 +876,82 @@ out:
 }
 
 static int dist_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                     int replace)
+                     int replace, struct kvs__err *e)
 {
     char ks[KVS_MAX_KEY_LEN + 8];
     struct groups g;
     int rc;
 
-    if ((rc = usable(kv)) != 0 || (rc = kvs__check_list(NULL, n, keys, values, "value",
-                                                          &kv->err)) != 0)
+    if ((rc = usable(kv->client, e)) != 0
+        || (rc = kvs__check_list(NULL, n, keys, values, "value", e)) != 0)
         return rc;
     if (replace)
-        return kvs__fail(&kv->err, KVS_ENOTSUP, "kvs_reinit is not supported by %s yet",
-                         kv->type);
-    if ((rc = group(kv, n, keys, &g)) != 0)
+        return kvs__fail(e, KVS_ENOTSUP, "kvs_reinit is not supported by %s yet", kv->type);
+    if ((rc = group(n, keys, &g, e)) != 0)
         return rc;
     if (g.ng != n) {
         for (int i = 0; i < n; i++) {
             if (g.first[g.gid[i]] != i) {
                 kvs__key_str(ks, sizeof ks, keys[i]);
-                rc = kvs__fail(&kv->err, KVS_EKEYEXISTS, "key %s: appears twice in one init",
-                               ks);
+                rc = kvs__fail(e, KVS_EKEYEXISTS, "key %s: appears twice in one init", ks);
                 break;
             }
         }
     } else {
-        rc = send_groups(kv, KVS__OP_INIT, 0, &g, keys, values, 0, NULL);
+        rc = send_groups(kv, KVS__OP_INIT, 0, &g, keys, values, 0, NULL, "kvs_init", e);
     }
-    free(g.gid);
+    groups_free(&g);
     return rc;
 }
 
 static int dist_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                     int priority)
+                     int priority, struct kvs__err *e)
 {
     struct groups g;
     int rc;
 
-    if ((rc = usable(kv)) != 0 || (rc = kvs__check_list(NULL, n, keys, values, "value",
-                                                          &kv->err)) != 0)
+    if ((rc = usable(kv->client, e)) != 0
+        || (rc = kvs__check_list(NULL, n, keys, values, "value", e)) != 0)
         return rc;
-    if ((rc = group(kv, n, keys, &g)) != 0)
+    if ((rc = group(n, keys, &g, e)) != 0)
         return rc;
-    if ((rc = group_match(kv, &g, keys, values, "value")) == 0)
-        rc = send_groups(kv, KVS__OP_PUSH, 0, &g, keys, values, priority, NULL);
-    free(g.gid);
+    if ((rc = group_match(&g, keys, values, "value", e)) == 0)
+        rc = send_groups(kv, KVS__OP_PUSH, 0, &g, keys, values, priority, NULL, "kvs_push", e);
+    groups_free(&g);
     return rc;
 }
 
 /* The block of a value a completion points to, once its range is checked
  * against the arena and the size the caller expects. */
-static int value_block(kvs_t *kv, const struct kvs__cqe *q, size_t bytes,
-                       const struct kvs__block_head **bh)
+static int value_block(struct kvs__client *c, const struct kvs__cqe *q, size_t bytes,
+                       const struct kvs__block_head **bh, struct kvs__err *e)
 {
-    struct kvs__client *c = kv->client;
-
     if (q->value_len != bytes || q->value_off < KVS__ARENA_DATA_OFF + sizeof **bh
-        || (q->value_off & 63) != 0)
-        return broken(kv, KVS_EPROTO, "kvsd answered a pull with a bad arena range%s", "");
+        || (q->value_off & 63) != 0) {
+        pthread_mutex_lock(&c->lock);
+        broken(c, e, KVS_EPROTO, "kvsd answered a pull with a bad arena range");
+        pthread_mutex_unlock(&c->lock);
+        return KVS_EPROTO;
+    }
     *bh = (const struct kvs__block_head *)(c->arena + q->value_off - sizeof **bh);
     return 0;
 }
 
-/* Copies a value out of the arena, retrying while kvsd rewrites it. */
+/* Copies a value out of the arena, retrying while kvsd rewrites it. rows
+ * non-NULL: only those nrows rows (of row_bytes), every other row zero. */
 static int copy_value(kvs_t *kv, const struct kvs__cqe *q, void *dst, size_t bytes,
-                      const int64_t *rows, int64_t nrows, size_t row_bytes)
+                      const int64_t *rows, int64_t nrows, size_t row_bytes,
+                      struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
     const struct kvs__block_head *bh;
-    int64_t deadline = kvs__now_ns() + kv->opt_timeout_ms * 1000000ll;
+    struct kvs__opts o;
+    int64_t deadline;
     int rc;
 
-    if ((rc = value_block(kv, q, bytes, &bh)) != 0)
+    kvs__opts_get(kv, &o);
+    deadline = kvs__now_ns() + o.timeout_ms * 1000000ll;
+    if ((rc = value_block(c, q, bytes, &bh, e)) != 0)
         return rc;
     for (;;) {
         uint64_t s1 = atomic_load_explicit(&bh->seq, memory_order_acquire), s2;
@@ -627,7 +960,7 @@ static int copy_value(kvs_t *kv, const struct kvs__cqe *q, void *dst, size_t byt
             const unsigned char *src = c->arena + q->value_off;
 
             if (!rows) {
-                kvs__copy(dst, src, bytes, (int)kv->opt_threads);
+                kvs__copy(dst, src, bytes, (int)o.threads);
             } else {
                 memset(dst, 0, bytes);
                 for (int64_t j = 0; j < nrows; j++)
@@ -639,29 +972,37 @@ static int copy_value(kvs_t *kv, const struct kvs__cqe *q, void *dst, size_t byt
             if (s1 == s2)
                 return 0;
         }
-        if (kvs__now_ns() >= deadline)
-            return broken(kv, KVS_ETIMEDOUT, "a value stayed busy in kvsd past the "
-                          "deadline%s", "");
+        if (kvs__now_ns() >= deadline) {
+            pthread_mutex_lock(&c->lock);
+            rc = broken(c, e, KVS_ETIMEDOUT, "a value stayed busy in kvsd past the deadline");
+            pthread_mutex_unlock(&c->lock);
+            return rc;
+        }
     }
 }
 
 /* Hands out the value of a completion: a view of it in the arena (dist_sync
  * only: kvsd rewrites it in the next round, which needs this worker's push),
  * else a copy into out's data. */
-static int deliver(kvs_t *kv, const struct kvs__cqe *q, kvs_array_t *out, int view)
+static int deliver(kvs_t *kv, const struct kvs__cqe *q, kvs_array_t *out, int view,
+                   struct kvs__err *e)
 {
-    size_t bytes = kvs__array_count(out) * kvs_dtype_size(out->dtype);
+    struct kvs__client *c = kv->client;
+    size_t bytes = array_bytes(out);
     const struct kvs__block_head *bh;
     int rc;
 
     if (!view)
-        return copy_value(kv, q, out->data, bytes, NULL, 0, 0);
-    if ((rc = value_block(kv, q, bytes, &bh)) != 0)
+        return copy_value(kv, q, out->data, bytes, NULL, 0, 0, e);
+    if ((rc = value_block(c, q, bytes, &bh, e)) != 0)
         return rc;
-    if (atomic_load_explicit(&bh->seq, memory_order_acquire) & 1)
-        return broken(kv, KVS_EPROTO, "kvsd answered a pull with a value it is still "
-                      "writing%s", "");
-    out->data = (void *)(kv->client->arena + q->value_off);
+    if (atomic_load_explicit(&bh->seq, memory_order_acquire) & 1) {
+        pthread_mutex_lock(&c->lock);
+        rc = broken(c, e, KVS_EPROTO, "kvsd answered a pull with a value it is still writing");
+        pthread_mutex_unlock(&c->lock);
+        return rc;
+    }
+    out->data = (void *)(c->arena + q->value_off);
     return 0;
 }
 
@@ -669,21 +1010,22 @@ static int deliver(kvs_t *kv, const struct kvs__cqe *q, kvs_array_t *out, int vi
  * NULL): per out, the row ids to copy, others zeroed. view: outs get
  * pointers to the values (rows NULL). */
 static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
-                       const kvs_array_t *rows, int view, int priority)
+                       const kvs_array_t *rows, int view, int priority, const char *what,
+                       struct kvs__err *e)
 {
     struct kvs__sqe *reqs = NULL;
     struct kvs__cqe *cqes = NULL;
     struct groups g;
     int rc;
 
-    if ((rc = group(kv, n, keys, &g)) != 0)
+    if ((rc = group(n, keys, &g, e)) != 0)
         return rc;
-    if ((rc = group_match(kv, &g, keys, outs, view ? "view" : "out")) != 0)
+    if ((rc = group_match(&g, keys, outs, view ? "view" : "out", e)) != 0)
         goto out;
     reqs = calloc((size_t)(g.ng ? g.ng : 1), sizeof *reqs);
     cqes = calloc((size_t)(g.ng ? g.ng : 1), sizeof *cqes);
     if (!reqs || !cqes) {
-        rc = kvs__fail(&kv->err, -ENOMEM, "out of memory");
+        rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
     for (int j = 0; j < g.ng; j++) {
@@ -692,39 +1034,43 @@ static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *out
         sqe_key(&reqs[j], keys[g.first[j]]);
         sqe_array(&reqs[j], &outs[g.first[j]]);
     }
-    if ((rc = run(kv, reqs, g.ng, cqes)) != 0)
-        goto out;
+    for (int start = 0; start < g.ng && rc == 0; start += KVS__LIST_MAX) {
+        int len = g.ng - start < KVS__LIST_MAX ? g.ng - start : KVS__LIST_MAX;
+
+        rc = run(kv, reqs + start, len, cqes + start, NULL, what, e);
+    }
     for (int i = 0; i < n && rc == 0; i++) {
-        size_t bytes = kvs__array_count(&outs[i]) * kvs_dtype_size(outs[i].dtype);
+        size_t bytes = array_bytes(&outs[i]);
 
         if (!rows)
-            rc = deliver(kv, &cqes[g.gid[i]], &outs[i], view);
-        else
-            rc = copy_value(kv, &cqes[g.gid[i]], outs[i].data, bytes, rows[i].data,
-                            rows[i].shape[0],
-                            outs[i].shape[0] ? bytes / (size_t)outs[i].shape[0] : 0);
+            rc = deliver(kv, &cqes[g.gid[i]], &outs[i], view, e);
+        else    /* the ids' data may be NULL when there are none: then no row */
+            rc = copy_value(kv, &cqes[g.gid[i]], outs[i].data, bytes,
+                            rows[i].data ? rows[i].data : (const int64_t *)"", rows[i].shape[0],
+                            outs[i].shape[0] ? bytes / (size_t)outs[i].shape[0] : 0, e);
     }
 out:
     free(cqes);
     free(reqs);
-    free(g.gid);
+    groups_free(&g);
     return rc;
 }
 
-static int dist_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs, int priority)
+static int dist_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs, int priority,
+                     struct kvs__err *e)
 {
     int rc;
 
-    if ((rc = usable(kv)) != 0 || (rc = kvs__check_list(NULL, n, keys, outs, "out",
-                                                          &kv->err)) != 0)
+    if ((rc = usable(kv->client, e)) != 0
+        || (rc = kvs__check_list(NULL, n, keys, outs, "out", e)) != 0)
         return rc;
-    return pull_groups(kv, n, keys, outs, NULL, 0, priority);
+    return pull_groups(kv, n, keys, outs, NULL, 0, priority, "kvs_pull", e);
 }
 
 /* One request per key: the push's completion carries the value it made.
  * view: outs get pointers to the values. */
 static int pushpull_groups(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                           kvs_array_t *outs, int view, int priority)
+                           kvs_array_t *outs, int view, int priority, struct kvs__err *e)
 {
     kvs_array_t *dst = outs ? outs : (kvs_array_t *)values;
     const char *what = view ? "view" : "out";
@@ -732,67 +1078,67 @@ static int pushpull_groups(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_ar
     struct groups g;
     int rc;
 
-    if ((rc = usable(kv)) != 0
-        || (rc = kvs__check_list(NULL, n, keys, values, "value", &kv->err)) != 0
-        || (outs && (rc = kvs__check_list(NULL, n, keys, outs, what, &kv->err)) != 0))
+    if ((rc = usable(kv->client, e)) != 0
+        || (rc = kvs__check_list(NULL, n, keys, values, "value", e)) != 0
+        || (outs && (rc = kvs__check_list(NULL, n, keys, outs, what, e)) != 0))
         return rc;
     for (int i = 0; outs && i < n; i++)
         if (outs[i].dtype != values[i].dtype || !kvs__same_shape(&outs[i], &values[i]))
-            return kvs__fail(&kv->err, outs[i].dtype != values[i].dtype ? KVS_EDTYPE
-                             : KVS_ESHAPE, "%s %d does not match value %d", what, i, i);
-    if ((rc = group(kv, n, keys, &g)) != 0)
+            return kvs__fail(e, outs[i].dtype != values[i].dtype ? KVS_EDTYPE : KVS_ESHAPE,
+                             "%s %d does not match value %d", what, i, i);
+    if ((rc = group(n, keys, &g, e)) != 0)
         return rc;
-    if ((rc = group_match(kv, &g, keys, values, "value")) != 0)
+    if ((rc = group_match(&g, keys, values, "value", e)) != 0)
         goto out;
     if (!(cqes = calloc((size_t)(g.ng ? g.ng : 1), sizeof *cqes))) {
-        rc = kvs__fail(&kv->err, -ENOMEM, "out of memory");
+        rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
-    if ((rc = send_groups(kv, KVS__OP_PUSH, KVS__SQE_VALUE, &g, keys, values, priority,
-                          cqes)) != 0)
+    if ((rc = send_groups(kv, KVS__OP_PUSH, KVS__SQE_VALUE, &g, keys, values, priority, cqes,
+                          view ? "kvs_pushpull_view" : "kvs_pushpull", e)) != 0)
         goto out;
     for (int i = 0; i < n && rc == 0; i++)
-        rc = deliver(kv, &cqes[g.gid[i]], &dst[i], view);
+        rc = deliver(kv, &cqes[g.gid[i]], &dst[i], view, e);
 out:
     free(cqes);
-    free(g.gid);
+    groups_free(&g);
     return rc;
 }
 
 static int dist_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                         kvs_array_t *outs, int priority)
+                         kvs_array_t *outs, int priority, struct kvs__err *e)
 {
-    return pushpull_groups(kv, n, keys, values, outs, 0, priority);
+    return pushpull_groups(kv, n, keys, values, outs, 0, priority, e);
 }
 
 static int dist_view(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                     kvs_array_t *views, int priority)
+                     kvs_array_t *views, int priority, struct kvs__err *e)
 {
     int rc;
 
     if (!kv->client->sync)
-        return kvs__fail(&kv->err, KVS_ENOTSUP, "views are not supported by %s: other "
+        return kvs__fail(e, KVS_ENOTSUP, "views are not supported by %s: other "
                          "workers' pushes rewrite a value at any time; use kvs_pull",
                          kv->type);
     if (values)
-        return pushpull_groups(kv, n, keys, values, views, 1, priority);
-    if ((rc = usable(kv)) != 0 || (rc = kvs__check_list(NULL, n, keys, views, "view",
-                                                          &kv->err)) != 0)
+        return pushpull_groups(kv, n, keys, values, views, 1, priority, e);
+    if ((rc = usable(kv->client, e)) != 0
+        || (rc = kvs__check_list(NULL, n, keys, views, "view", e)) != 0)
         return rc;
-    return pull_groups(kv, n, keys, views, NULL, 1, priority);
+    return pull_groups(kv, n, keys, views, NULL, 1, priority, "kvs_pull_view", e);
 }
 
 static int dist_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
-                                const kvs_array_t *row_ids, int priority)
+                                const kvs_array_t *row_ids, int priority, struct kvs__err *e)
 {
     char ks[KVS_MAX_KEY_LEN + 8], name[KVS_MAX_KEY_LEN + 40];
     int rc;
 
-    if ((rc = usable(kv)) != 0 || (rc = kvs__check_list(NULL, n, keys, outs, "out",
-                                                          &kv->err)) != 0)
+    if ((rc = usable(kv->client, e)) != 0
+        || (rc = kvs__check_list(NULL, n, keys, outs, "out", e)) != 0)
         return rc;
     if (n > 0 && !row_ids)
-        return kvs__fail(&kv->err, KVS_EBADARG, "row_ids list is NULL with count %d", n);
+        return kvs__fail(e, KVS_EBADARG, "row_ids list is NULL with count %d", n);
     /* An out has the stored shape (kvsd checks it), so its rows bound the ids. */
     for (int i = 0; i < n; i++) {
         const kvs_array_t *ids = &row_ids[i];
@@ -800,160 +1146,195 @@ static int dist_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_arr
 
         kvs__key_str(ks, sizeof ks, keys[i]);
         snprintf(name, sizeof name, "key %s: row_ids %d", ks, i);
-        if ((rc = kvs__array_check(ids, name, &kv->err)) != 0)
+        if ((rc = kvs__array_check(ids, name, e)) != 0)
             return rc;
         if (ids->dtype != KVS_INT64)
-            return kvs__fail(&kv->err, KVS_EDTYPE, "%s: dtype %s, row ids must be int64",
+            return kvs__fail(e, KVS_EDTYPE, "%s: dtype %s, row ids must be int64",
                              name, kvs_dtype_name(ids->dtype));
         if (ids->ndim != 1)
-            return kvs__fail(&kv->err, KVS_ESHAPE, "%s: %d dimensions, row ids must be 1-D",
+            return kvs__fail(e, KVS_ESHAPE, "%s: %d dimensions, row ids must be 1-D",
                              name, ids->ndim);
         if (outs[i].ndim < 1)
-            return kvs__fail(&kv->err, KVS_ESHAPE, "key %s: a scalar has no rows", ks);
+            return kvs__fail(e, KVS_ESHAPE, "key %s: a scalar has no rows", ks);
         id = ids->data;
         for (int64_t j = 0; j < ids->shape[0]; j++)
             if (id[j] < 0 || id[j] >= outs[i].shape[0])
-                return kvs__fail(&kv->err, KVS_ERANGE, "key %s: row id %lld out of range "
+                return kvs__fail(e, KVS_ERANGE, "key %s: row id %lld out of range "
                                  "[0, %lld)", ks, (long long)id[j],
                                  (long long)outs[i].shape[0]);
     }
-    return pull_groups(kv, n, keys, outs, row_ids, 0, priority);
+    return pull_groups(kv, n, keys, outs, row_ids, 0, priority, "kvs_row_sparse_pull", e);
 }
 
 /* ---- update rules and the rest ---------------------------------------- */
 
-static int dist_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx)
+static int dist_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx, struct kvs__err *e)
 {
     (void)fn;
     (void)ctx;
-    return kvs__fail(&kv->err, KVS_ENOTSUP, "custom updaters are not supported by %s: "
+    return kvs__fail(e, KVS_ENOTSUP, "custom updaters are not supported by %s: "
                      "updates run in kvsd, use kvs_set_optimizer", kv->type);
 }
 
 /* Sends a text argument (a spec, a path) through staging. */
-static int send_text(kvs_t *kv, uint8_t op, const char *text, uint64_t arg)
+static int send_text(kvs_t *kv, uint8_t op, const char *text, uint64_t arg, const char *what,
+                     struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
     struct kvs__sqe req = { .op = op, .arg = arg };
     struct kvs__cqe cqe;
     size_t len = strlen(text);
+    struct hold *h;
+    uint64_t off;
     int rc;
 
-    if ((rc = usable(kv)) != 0)
+    if ((rc = usable(c, e)) != 0)
         return rc;
     if (len == 0 || len > 4095)
-        return kvs__fail(&kv->err, KVS_EBADARG, "text of %zu bytes: must be 1..4095", len);
-    if (len > transient_size(c))
-        return kvs__fail(&kv->err, -ENOSPC, "no room for %zu bytes of text: buffers of "
-                         "kvs_array_alloc fill the staging area", len);
-    memcpy(c->staging, text, len);
+        return kvs__fail(e, KVS_EBADARG, "%s: text of %zu bytes: must be 1..4095", what, len);
+    if (!(h = calloc(1, sizeof *h)) || !(h->returned = calloc(1, 1))) {
+        free(h);
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    }
+    if ((rc = xfer_take(kv, len, &off, what, e)) != 0) {
+        free(h->returned);
+        free(h);
+        return rc;
+    }
+    memcpy(c->staging + off, text, len);
+    h->off = off;
+    h->len = len;
+    req.data_off = off;
     req.data_len = len;
-    return run(kv, &req, 1, &cqe);
+    return run(kv, &req, 1, &cqe, h, what, e);
 }
 
-static int dist_set_optimizer(kvs_t *kv, const char *spec)
+static int dist_set_optimizer(kvs_t *kv, const char *spec, struct kvs__err *e)
 {
     struct kvs__optim *o;
     int rc;
 
     if (!spec)
-        return kvs__fail(&kv->err, KVS_EBADARG, "optimizer spec is NULL");
+        return kvs__fail(e, KVS_EBADARG, "optimizer spec is NULL");
     /* Refuse a bad spec here, with the parser's own message. */
-    if ((rc = kvs__optim_parse(spec, &o, &kv->err)) != 0)
+    if ((rc = kvs__optim_parse(spec, &o, e)) != 0)
         return rc;
-    rc = send_text(kv, KVS__OP_SET_OPTIMIZER, kvs__optim_spec(o), 0);
+    rc = send_text(kv, KVS__OP_SET_OPTIMIZER, kvs__optim_spec(o), 0, "kvs_set_optimizer", e);
     kvs__optim_free(o);
     return rc;
 }
 
-static int dist_set_gradient_compression(kvs_t *kv, const char *spec)
+static int dist_set_gradient_compression(kvs_t *kv, const char *spec, struct kvs__err *e)
 {
     struct kvs__gc gc;
     int rc;
 
-    if ((rc = kvs__gc_parse(spec, &gc, &kv->err)) != 0)
+    if ((rc = kvs__gc_parse(spec, &gc, e)) != 0)
         return rc;
     if (gc.type == KVS__GC_NONE)
         return 0;
-    return kvs__fail(&kv->err, KVS_ENOTSUP, "2bit compression for %s is not implemented "
-                     "yet", kv->type);
+    return kvs__fail(e, KVS_ENOTSUP, "2bit compression for %s is not implemented yet",
+                     kv->type);
 }
 
 /* kvsd runs in another directory: relative paths are made absolute here. */
-static int path_op(kvs_t *kv, uint8_t op, const char *path, uint64_t arg)
+static int path_op(kvs_t *kv, uint8_t op, const char *path, uint64_t arg, const char *what,
+                   struct kvs__err *e)
 {
     char abs[PATH_MAX];
 
     if (!path || !*path)
-        return kvs__fail(&kv->err, KVS_EBADARG, "path is NULL or empty");
+        return kvs__fail(e, KVS_EBADARG, "path is NULL or empty");
     if (path[0] == '/') {
         snprintf(abs, sizeof abs, "%s", path);
     } else {
         if (!getcwd(abs, sizeof abs))
-            return kvs__fail(&kv->err, -errno, "getcwd: %s", strerror(errno));
+            return kvs__fail(e, -errno, "getcwd: %s", strerror(errno));
         if (strlen(abs) + 1 + strlen(path) >= sizeof abs)
-            return kvs__fail(&kv->err, -ENAMETOOLONG, "path %s is too long", path);
+            return kvs__fail(e, -ENAMETOOLONG, "path %s is too long", path);
         strcat(abs, "/");
         strcat(abs, path);
     }
-    return send_text(kv, op, abs, arg);
+    return send_text(kv, op, abs, arg, what, e);
 }
 
-static int dist_save_states(kvs_t *kv, const char *path, int dump_optimizer)
+static int dist_save_states(kvs_t *kv, const char *path, int dump_optimizer,
+                            struct kvs__err *e)
 {
-    return path_op(kv, KVS__OP_SAVE_STATES, path, dump_optimizer != 0);
+    return path_op(kv, KVS__OP_SAVE_STATES, path, dump_optimizer != 0,
+                   "kvs_save_optimizer_states", e);
 }
 
-static int dist_load_states(kvs_t *kv, const char *path)
+static int dist_load_states(kvs_t *kv, const char *path, struct kvs__err *e)
 {
-    return path_op(kv, KVS__OP_LOAD_STATES, path, 0);
+    return path_op(kv, KVS__OP_LOAD_STATES, path, 0, "kvs_load_optimizer_states", e);
 }
 
-static int dist_barrier(kvs_t *kv)
+static int dist_barrier(kvs_t *kv, struct kvs__err *e)
 {
     struct kvs__sqe req = { .op = KVS__OP_BARRIER };
     struct kvs__cqe cqe;
-    int rc;
 
-    if ((rc = usable(kv)) != 0)
-        return rc;
-    return run(kv, &req, 1, &cqe);
+    return run(kv, &req, 1, &cqe, NULL, "kvs_barrier", e);
 }
 
-/* Buffers take the highest free range of staging: ordinary calls copy into
- * the bottom part, below every buffer. */
-static int dist_array_alloc(kvs_t *kv, size_t bytes, void **p)
+/* Buffers take the highest free range of staging, above every transient
+ * range in use: ordinary calls copy into the bottom part, below every
+ * buffer. */
+static int dist_array_alloc(kvs_t *kv, size_t bytes, void **p, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
     uint64_t size = ((uint64_t)bytes + 63) & ~(uint64_t)63, off;
     int rc;
 
-    if ((rc = usable(kv)) != 0)
-        return rc;
-    if (size < bytes || kvs__bufs_fit_top(&c->bufs, 0, c->staging_size, size, 64, &off) != 0)
-        return kvs__fail(&kv->err, -ENOSPC, "no room for a %zu-byte buffer in the %llu-byte "
-                         "staging area, where %zu buffers live (kvsd --staging sets its "
-                         "size)", bytes, (unsigned long long)c->staging_size, c->bufs.n);
-    if (kvs__bufs_add(&c->bufs, off, size) != 0)
-        return kvs__fail(&kv->err, -ENOMEM, "out of memory");
+    pthread_mutex_lock(&c->lock);
+    if ((rc = usable_locked(c, e)) != 0)
+        goto out;
+    if (size < bytes || kvs__bufs_fit_top(&c->bufs, kvs__bufs_high(&c->xfer, 0),
+                                          c->staging_size, size, 64, &off) != 0) {
+        rc = kvs__fail(e, -ENOSPC, "no room for a %zu-byte buffer in the %llu-byte staging "
+                       "area, where %zu buffers live (kvsrun --staging sets its size)",
+                       bytes, (unsigned long long)c->staging_size, c->bufs.n);
+        goto out;
+    }
+    if (kvs__bufs_add(&c->bufs, off, size) != 0) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory");
+        goto out;
+    }
     memset(c->staging + off, 0, size);
     *p = c->staging + off;
-    return 0;
+out:
+    pthread_mutex_unlock(&c->lock);
+    return rc;
 }
 
-static int dist_array_free(kvs_t *kv, void *p)
+/* A buffer kvsd may still read (a push of it whose round is open) is
+ * copied by kvsd first, so that its memory can be handed out again. */
+static int dist_array_free(kvs_t *kv, void *p, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
     uintptr_t a = (uintptr_t)p, s = (uintptr_t)c->staging;
+    int rc, lent;
 
     if (a < s || a - s >= c->staging_size)
         return -ENOENT;
-    return kvs__bufs_remove(&c->bufs, a - s, NULL);
+    pthread_mutex_lock(&c->lock);
+    lent = !c->broken && lending(c, 1) && kvs__bufs_find(&c->bufs, a - s, 0);
+    pthread_mutex_unlock(&c->lock);
+    if (lent && (rc = spill(kv, e)) != 0)
+        return rc;
+    pthread_mutex_lock(&c->lock);
+    rc = kvs__bufs_remove(&c->bufs, a - s, NULL);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
 }
 
-static int dist_apply_options(kvs_t *kv)
+static int dist_apply_options(kvs_t *kv, struct kvs__err *e)
 {
-    (void)kv;                          /* read from the handle at each call */
+    /* Read from the handle at each call, but for this one. */
+    if (kv->opt_init_on_push)
+        return kvs__fail(e, KVS_ENOTSUP, "KVS_OPT_INIT_ON_PUSH is not supported by %s: "
+                         "init every key with kvs_init", kv->type);
     return 0;
 }
 
@@ -962,16 +1343,18 @@ static void dist_close(kvs_t *kv)
     struct kvs__client *c = kv->client;
     struct kvs__sqe req = { .op = KVS__OP_CLOSE };
     struct kvs__cqe cqe;
+    struct kvs__err e = { 0, "" };
 
     if (!c)
         return;
-    /* Leave the job cleanly, so that later rounds complete without us. A
-     * short deadline: kvsd may be gone. */
+    /* Leave the job cleanly, so that later rounds complete without us (kvsd
+     * keeps copies of our pushes still in open rounds). A short deadline:
+     * kvsd may be gone. */
     if (!c->broken) {
         int64_t t = kv->opt_timeout_ms;
 
         kv->opt_timeout_ms = t < 2000 ? t : 2000;
-        run_batch(kv, &req, 1, &cqe);
+        run_batch(kv, &req, 1, &cqe, NULL, "kvs_close", &e);
         kv->opt_timeout_ms = t;
     }
     client_free(c);
@@ -979,6 +1362,7 @@ static void dist_close(kvs_t *kv)
 }
 
 const struct kvs__store_ops kvs__dist_ops = {
+    .concurrent = 1,
     .open = dist_open,
     .init = dist_init,
     .push = dist_push,

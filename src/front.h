@@ -12,40 +12,50 @@
 #include "engine.h"
 #include "error.h"
 
-/* What one store type does; chosen by kvs_create. */
+/* What one store type does; chosen by kvs_create. Every call reports a
+ * failure's detail in e, which the front copies to the handle. */
 struct kvs__store_ops {
-    int (*open)(kvs_t *kv);            /* after the handle's fields are set */
+    /* 0: the front serialises every call under the handle's lock. 1: the
+     * type takes what locks it needs itself, so that calls of several
+     * threads progress independently (a dist call waiting for the other
+     * workers must not hold up its siblings); e is then the calling
+     * thread's own. */
+    int concurrent;
+    int (*open)(kvs_t *kv, struct kvs__err *e);   /* after the handle's fields are set */
     int (*init)(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                int replace);
+                int replace, struct kvs__err *e);
     int (*push)(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                int priority);
-    int (*pull)(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs, int priority);
+                int priority, struct kvs__err *e);
+    int (*pull)(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs, int priority,
+                struct kvs__err *e);
     int (*pushpull)(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                    kvs_array_t *outs, int priority);
+                    kvs_array_t *outs, int priority, struct kvs__err *e);
     int (*row_sparse_pull)(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
-                           const kvs_array_t *row_ids, int priority);
+                           const kvs_array_t *row_ids, int priority, struct kvs__err *e);
     /* pull_view (values NULL) or pushpull_view. The views' data hold a
      * placeholder the checks accept; set to the values on success. */
     int (*view)(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                kvs_array_t *views, int priority);
+                kvs_array_t *views, int priority, struct kvs__err *e);
     /* A zero-filled buffer of bytes (> 0), 64-byte aligned, or a failure
      * with a detail; array_free: -ENOENT when p is not a live buffer. */
-    int (*array_alloc)(kvs_t *kv, size_t bytes, void **p);
-    int (*array_free)(kvs_t *kv, void *p);
-    int (*set_updater)(kvs_t *kv, kvs_updater_t fn, void *ctx);
-    int (*set_optimizer)(kvs_t *kv, const char *spec);
-    int (*set_gradient_compression)(kvs_t *kv, const char *spec);
-    int (*save_states)(kvs_t *kv, const char *path, int dump_optimizer);
-    int (*load_states)(kvs_t *kv, const char *path);
-    int (*barrier)(kvs_t *kv);
-    int (*apply_options)(kvs_t *kv);
+    int (*array_alloc)(kvs_t *kv, size_t bytes, void **p, struct kvs__err *e);
+    int (*array_free)(kvs_t *kv, void *p, struct kvs__err *e);
+    int (*set_updater)(kvs_t *kv, kvs_updater_t fn, void *ctx, struct kvs__err *e);
+    int (*set_optimizer)(kvs_t *kv, const char *spec, struct kvs__err *e);
+    int (*set_gradient_compression)(kvs_t *kv, const char *spec, struct kvs__err *e);
+    int (*save_states)(kvs_t *kv, const char *path, int dump_optimizer, struct kvs__err *e);
+    int (*load_states)(kvs_t *kv, const char *path, struct kvs__err *e);
+    int (*barrier)(kvs_t *kv, struct kvs__err *e);
+    /* After an option changed; a failure makes the front restore it. */
+    int (*apply_options)(kvs_t *kv, struct kvs__err *e);
     void (*close)(kvs_t *kv);
 };
 
 struct kvs {
     const struct kvs__store_ops *ops;
     char *type;                        /* as given to kvs_create */
-    pthread_mutex_t lock;              /* serialises every call but the getters */
+    pthread_mutex_t lock;              /* serialises every call but the getters (for
+                                        * concurrent types: options and err only) */
     struct kvs__err err;               /* last failure, under lock */
     int64_t opt_init_on_push, opt_threads, opt_timeout_ms;
     int rank, nworkers;
@@ -55,5 +65,12 @@ struct kvs {
 };
 
 extern const struct kvs__store_ops kvs__dist_ops;
+
+/* The options a call of a concurrent type works with, read under the
+ * handle's lock. */
+struct kvs__opts {
+    int64_t init_on_push, threads, timeout_ms;
+};
+void kvs__opts_get(kvs_t *kv, struct kvs__opts *o);
 
 #endif

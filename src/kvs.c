@@ -21,117 +21,122 @@
 
 /* ---- the local store: the engine in this process ---------------------- */
 
-static int local_open(kvs_t *kv)
+static int local_open(kvs_t *kv, struct kvs__err *e)
 {
-    return kvs__engine_new(NULL, &kv->eng, &kv->err);
+    return kvs__engine_new(NULL, &kv->eng, e);
 }
 
 static int local_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                      int replace)
+                      int replace, struct kvs__err *e)
 {
-    return kvs__engine_init(kv->eng, n, keys, values, replace, &kv->err);
+    return kvs__engine_init(kv->eng, n, keys, values, replace, e);
 }
 
 static int local_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                      int priority)
+                      int priority, struct kvs__err *e)
 {
     (void)priority;                    /* nothing waits in an in-process store */
-    return kvs__engine_push(kv->eng, n, keys, values, &kv->err);
+    return kvs__engine_push(kv->eng, n, keys, values, e);
 }
 
 static int local_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
-                      int priority)
+                      int priority, struct kvs__err *e)
 {
     (void)priority;
-    return kvs__engine_pull(kv->eng, n, keys, outs, &kv->err);
+    return kvs__engine_pull(kv->eng, n, keys, outs, e);
 }
 
 static int local_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                          kvs_array_t *outs, int priority)
+                          kvs_array_t *outs, int priority, struct kvs__err *e)
 {
     (void)priority;
-    return kvs__engine_pushpull(kv->eng, n, keys, values, outs, &kv->err);
+    return kvs__engine_pushpull(kv->eng, n, keys, values, outs, e);
 }
 
 static int local_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
-                                 const kvs_array_t *row_ids, int priority)
+                                 const kvs_array_t *row_ids, int priority, struct kvs__err *e)
 {
     (void)priority;
-    return kvs__engine_row_sparse_pull(kv->eng, n, keys, outs, row_ids, &kv->err);
+    return kvs__engine_row_sparse_pull(kv->eng, n, keys, outs, row_ids, e);
 }
 
 static int local_view(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                      kvs_array_t *views, int priority)
+                      kvs_array_t *views, int priority, struct kvs__err *e)
 {
     (void)priority;
     if (values)
-        return kvs__engine_pushpull_view(kv->eng, n, keys, values, views, &kv->err);
-    return kvs__engine_pull_view(kv->eng, n, keys, views, &kv->err);
+        return kvs__engine_pushpull_view(kv->eng, n, keys, values, views, e);
+    return kvs__engine_pull_view(kv->eng, n, keys, views, e);
 }
 
 /* Buffers of the local store are plain heap memory: the engine copies a
  * push into the stored value anyway, and views need no buffer. */
-static int local_array_alloc(kvs_t *kv, size_t bytes, void **p)
+static int local_array_alloc(kvs_t *kv, size_t bytes, void **p, struct kvs__err *e)
 {
     size_t size = (bytes + 63) & ~(size_t)63;
     void *m;
 
     if (size < bytes || !(m = aligned_alloc(64, size)))
-        return kvs__fail(&kv->err, -ENOMEM, "out of memory for a %zu-byte buffer", bytes);
+        return kvs__fail(e, -ENOMEM, "out of memory for a %zu-byte buffer", bytes);
     if (kvs__bufs_add(&kv->bufs, (uintptr_t)m, size) != 0) {
         free(m);
-        return kvs__fail(&kv->err, -ENOMEM, "out of memory");
+        return kvs__fail(e, -ENOMEM, "out of memory");
     }
     memset(m, 0, size);
     *p = m;
     return 0;
 }
 
-static int local_array_free(kvs_t *kv, void *p)
+static int local_array_free(kvs_t *kv, void *p, struct kvs__err *e)
 {
+    (void)e;                           /* the front words the failure */
     if (kvs__bufs_remove(&kv->bufs, (uintptr_t)p, NULL) != 0)
         return -ENOENT;
     free(p);
     return 0;
 }
 
-static int local_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx)
+static int local_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx, struct kvs__err *e)
 {
+    (void)e;
     kvs__engine_set_updater(kv->eng, fn, ctx);
     return 0;
 }
 
-static int local_set_optimizer(kvs_t *kv, const char *spec)
+static int local_set_optimizer(kvs_t *kv, const char *spec, struct kvs__err *e)
 {
-    return kvs__engine_set_optimizer(kv->eng, spec, &kv->err);
+    return kvs__engine_set_optimizer(kv->eng, spec, e);
 }
 
-static int local_set_gradient_compression(kvs_t *kv, const char *spec)
+static int local_set_gradient_compression(kvs_t *kv, const char *spec, struct kvs__err *e)
 {
     (void)spec;                        /* MXNet's local store refuses it outright too */
-    return kvs__fail(&kv->err, KVS_ENOTSUP,
+    return kvs__fail(e, KVS_ENOTSUP,
                      "gradient compression is not supported by store type %s: nothing "
                      "crosses a process boundary", kv->type);
 }
 
-static int local_save_states(kvs_t *kv, const char *path, int dump_optimizer)
+static int local_save_states(kvs_t *kv, const char *path, int dump_optimizer,
+                             struct kvs__err *e)
 {
-    return kvs__engine_save_states(kv->eng, path, dump_optimizer, &kv->err);
+    return kvs__engine_save_states(kv->eng, path, dump_optimizer, e);
 }
 
-static int local_load_states(kvs_t *kv, const char *path)
+static int local_load_states(kvs_t *kv, const char *path, struct kvs__err *e)
 {
-    return kvs__engine_load_states(kv->eng, path, &kv->err);
+    return kvs__engine_load_states(kv->eng, path, e);
 }
 
-static int local_barrier(kvs_t *kv)
+static int local_barrier(kvs_t *kv, struct kvs__err *e)
 {
     (void)kv;                          /* one worker: everyone is already here */
+    (void)e;
     return 0;
 }
 
-static int local_apply_options(kvs_t *kv)
+static int local_apply_options(kvs_t *kv, struct kvs__err *e)
 {
+    (void)e;
     kvs__engine_set_init_on_push(kv->eng, (int)kv->opt_init_on_push);
     kvs__engine_set_threads(kv->eng, (int)kv->opt_threads);
     return 0;
@@ -146,6 +151,7 @@ static void local_close(kvs_t *kv)
 }
 
 static const struct kvs__store_ops local_ops = {
+    .concurrent = 0,
     .open = local_open,
     .init = local_init,
     .push = local_push,
@@ -264,14 +270,13 @@ KVS_API int kvs_create(const char *type, kvs_t **out)
     kv->nworkers = 1;
     kv->opt_timeout_ms = default_timeout_ms();
     pthread_mutex_init(&kv->lock, NULL);
-    if ((rc = kv->ops->open(kv)) != 0) {
-        err = kv->err;
+    if ((rc = kv->ops->open(kv, &err)) != 0) {
         pthread_mutex_destroy(&kv->lock);
         free(kv->type);
         free(kv);
         goto fail;
     }
-    kv->ops->apply_options(kv);
+    kv->ops->apply_options(kv, &err);
     *out = kv;
     return 0;
 
@@ -304,8 +309,48 @@ KVS_API void kvs_close(kvs_t *kv)
         return rc_;                                                          \
     } while (0)
 
+/* Runs a call of the store type, which reports its failure in e (the
+ * expression may use it), and keeps that as the handle's last error. The
+ * handle's lock is held across the call for serialised types, and only
+ * while the error is kept for concurrent ones. NULL handle: KVS_EBADARG. */
+#define CALL(kv, call)                                                       \
+    do {                                                                     \
+        struct kvs__err err_ = { 0, "" }, *e = &err_;                        \
+        int rc_, serial_;                                                    \
+        if (!(kv))                                                           \
+            return KVS_EBADARG;                                              \
+        serial_ = !(kv)->ops->concurrent;                                    \
+        if (serial_)                                                         \
+            pthread_mutex_lock(&(kv)->lock);                                 \
+        rc_ = (call);                                                        \
+        if (rc_ != 0) {                                                      \
+            if (!serial_)                                                    \
+                pthread_mutex_lock(&(kv)->lock);                             \
+            (kv)->err = err_;                                                \
+            if (!serial_)                                                    \
+                pthread_mutex_unlock(&(kv)->lock);                           \
+        }                                                                    \
+        if (serial_)                                                         \
+            pthread_mutex_unlock(&(kv)->lock);                               \
+        (void)e;                                                             \
+        return rc_;                                                          \
+    } while (0)
+
+void kvs__opts_get(kvs_t *kv, struct kvs__opts *o)
+{
+    pthread_mutex_lock(&kv->lock);
+    o->init_on_push = kv->opt_init_on_push;
+    o->threads = kv->opt_threads;
+    o->timeout_ms = kv->opt_timeout_ms;
+    pthread_mutex_unlock(&kv->lock);
+}
+
 static int set_option(kvs_t *kv, kvs_option_t opt, int64_t value)
 {
+    int64_t init_on_push = kv->opt_init_on_push, threads = kv->opt_threads,
+            timeout_ms = kv->opt_timeout_ms;
+    int rc;
+
     switch (opt) {
     case KVS_OPT_INIT_ON_PUSH:
         if (value != 0 && value != 1)
@@ -329,7 +374,12 @@ static int set_option(kvs_t *kv, kvs_option_t opt, int64_t value)
     default:
         return kvs__fail(&kv->err, KVS_EBADARG, "unknown option %d", (int)opt);
     }
-    return kv->ops->apply_options(kv);
+    if ((rc = kv->ops->apply_options(kv, &kv->err)) != 0) {
+        kv->opt_init_on_push = init_on_push;
+        kv->opt_threads = threads;
+        kv->opt_timeout_ms = timeout_ms;
+    }
+    return rc;
 }
 
 static int get_option(kvs_t *kv, kvs_option_t opt, int64_t *value)
@@ -382,103 +432,107 @@ KVS_API int kvs_num_workers(const kvs_t *kv)
 
 KVS_API int kvs_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values)
 {
-    LOCKED(kv, kv->ops->init(kv, n, keys, values, 0));
+    CALL(kv, kv->ops->init(kv, n, keys, values, 0, e));
 }
 
 KVS_API int kvs_reinit(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values)
 {
-    LOCKED(kv, kv->ops->init(kv, n, keys, values, 1));
+    CALL(kv, kv->ops->init(kv, n, keys, values, 1, e));
 }
 
 KVS_API int kvs_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                      int priority)
 {
-    LOCKED(kv, kv->ops->push(kv, n, keys, values, priority));
+    CALL(kv, kv->ops->push(kv, n, keys, values, priority, e));
 }
 
 KVS_API int kvs_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
                      int priority)
 {
-    LOCKED(kv, kv->ops->pull(kv, n, keys, outs, priority));
+    CALL(kv, kv->ops->pull(kv, n, keys, outs, priority, e));
 }
 
 KVS_API int kvs_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                          kvs_array_t *outs, int priority)
 {
-    LOCKED(kv, kv->ops->pushpull(kv, n, keys, values, outs, priority));
+    CALL(kv, kv->ops->pushpull(kv, n, keys, values, outs, priority, e));
 }
 
 KVS_API int kvs_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
                                 const kvs_array_t *row_ids, int priority)
 {
-    LOCKED(kv, kv->ops->row_sparse_pull(kv, n, keys, outs, row_ids, priority));
+    CALL(kv, kv->ops->row_sparse_pull(kv, n, keys, outs, row_ids, priority, e));
 }
 
 KVS_API int kvs_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx)
 {
-    LOCKED(kv, kv->ops->set_updater(kv, fn, ctx));
+    CALL(kv, kv->ops->set_updater(kv, fn, ctx, e));
 }
 
 KVS_API int kvs_set_optimizer(kvs_t *kv, const char *spec)
 {
-    LOCKED(kv, kv->ops->set_optimizer(kv, spec));
+    CALL(kv, kv->ops->set_optimizer(kv, spec, e));
 }
 
 KVS_API int kvs_set_gradient_compression(kvs_t *kv, const char *spec)
 {
-    LOCKED(kv, kv->ops->set_gradient_compression(kv, spec));
+    CALL(kv, kv->ops->set_gradient_compression(kv, spec, e));
 }
 
 KVS_API int kvs_save_optimizer_states(kvs_t *kv, const char *path, int dump_optimizer)
 {
-    LOCKED(kv, kv->ops->save_states(kv, path, dump_optimizer));
+    CALL(kv, kv->ops->save_states(kv, path, dump_optimizer, e));
 }
 
 KVS_API int kvs_load_optimizer_states(kvs_t *kv, const char *path)
 {
-    LOCKED(kv, kv->ops->load_states(kv, path));
+    CALL(kv, kv->ops->load_states(kv, path, e));
 }
 
 KVS_API int kvs_barrier(kvs_t *kv)
 {
-    LOCKED(kv, kv->ops->barrier(kv));
+    CALL(kv, kv->ops->barrier(kv, e));
 }
 
 /* ---- zero-copy buffers and views -------------------------------------- */
 
 static int array_alloc(kvs_t *kv, kvs_dtype_t dtype, int ndim, const int64_t *shape,
-                       kvs_array_t *out)
+                       kvs_array_t *out, struct kvs__err *e)
 {
     kvs_array_t a = { .dtype = dtype, .ndim = ndim, .device = KVS_HOST };
     size_t bytes;
     int rc;
 
     if (!out)
-        return kvs__fail(&kv->err, KVS_EBADARG, "kvs_array_alloc: out is NULL");
+        return kvs__fail(e, KVS_EBADARG, "kvs_array_alloc: out is NULL");
     if (ndim > 0 && !shape)
-        return kvs__fail(&kv->err, KVS_EBADARG, "kvs_array_alloc: shape is NULL with ndim %d",
+        return kvs__fail(e, KVS_EBADARG, "kvs_array_alloc: shape is NULL with ndim %d",
                          ndim);
     if (ndim > 0 && ndim <= KVS_MAX_NDIM)
         memcpy(a.shape, shape, sizeof a.shape[0] * (size_t)ndim);
     a.data = out;                      /* not NULL, so that only the shape is judged */
-    if ((rc = kvs__array_check(&a, "kvs_array_alloc", &kv->err)) != 0)
+    if ((rc = kvs__array_check(&a, "kvs_array_alloc", e)) != 0)
         return rc;
     bytes = kvs__array_count(&a) * kvs_dtype_size(dtype);
-    if ((rc = kv->ops->array_alloc(kv, bytes ? bytes : 1, &a.data)) != 0)
+    if ((rc = kv->ops->array_alloc(kv, bytes ? bytes : 1, &a.data, e)) != 0)
         return rc;
     *out = a;
     return 0;
 }
 
-static int array_free(kvs_t *kv, kvs_array_t *arr)
+static int array_free(kvs_t *kv, kvs_array_t *arr, struct kvs__err *e)
 {
+    int rc;
+
     if (!arr || !arr->data)
-        return kvs__fail(&kv->err, KVS_EBADARG, "kvs_array_free: %s is NULL",
+        return kvs__fail(e, KVS_EBADARG, "kvs_array_free: %s is NULL",
                          arr ? "data" : "arr");
-    if (kv->ops->array_free(kv, arr->data) != 0)
-        return kvs__fail(&kv->err, KVS_EBADARG, "kvs_array_free: %p is not a live buffer "
+    if ((rc = kv->ops->array_free(kv, arr->data, e)) == -ENOENT)
+        return kvs__fail(e, KVS_EBADARG, "kvs_array_free: %p is not a live buffer "
                          "of this handle (freed already, or not from kvs_array_alloc)",
                          arr->data);
+    if (rc != 0)
+        return rc;
     arr->data = NULL;
     return 0;
 }
@@ -486,23 +540,23 @@ static int array_free(kvs_t *kv, kvs_array_t *arr)
 /* The views go to the store type as copies whose data is a placeholder the
  * array checks accept; only a call that succeeded hands back pointers. */
 static int view(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                kvs_array_t *views, int priority)
+                kvs_array_t *views, int priority, struct kvs__err *e)
 {
     static char placeholder;
     kvs_array_t *v;
     int rc;
 
     if (n < 0)
-        return kvs__fail(&kv->err, KVS_EBADARG, "negative count %d", n);
+        return kvs__fail(e, KVS_EBADARG, "negative count %d", n);
     if (n > 0 && !views)
-        return kvs__fail(&kv->err, KVS_EBADARG, "view list is NULL with count %d", n);
+        return kvs__fail(e, KVS_EBADARG, "view list is NULL with count %d", n);
     if (!(v = malloc(sizeof *v * (size_t)(n ? n : 1))))
-        return kvs__fail(&kv->err, -ENOMEM, "out of memory");
+        return kvs__fail(e, -ENOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         v[i] = views[i];
         v[i].data = &placeholder;
     }
-    if ((rc = kv->ops->view(kv, n, keys, values, v, priority)) == 0)
+    if ((rc = kv->ops->view(kv, n, keys, values, v, priority, e)) == 0)
         for (int i = 0; i < n; i++)
             views[i].data = v[i].data;
     free(v);
@@ -512,22 +566,22 @@ static int view(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *valu
 KVS_API int kvs_array_alloc(kvs_t *kv, kvs_dtype_t dtype, int ndim, const int64_t *shape,
                             kvs_array_t *out)
 {
-    LOCKED(kv, array_alloc(kv, dtype, ndim, shape, out));
+    CALL(kv, array_alloc(kv, dtype, ndim, shape, out, e));
 }
 
 KVS_API int kvs_array_free(kvs_t *kv, kvs_array_t *arr)
 {
-    LOCKED(kv, array_free(kv, arr));
+    CALL(kv, array_free(kv, arr, e));
 }
 
 KVS_API int kvs_pull_view(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *views,
                           int priority)
 {
-    LOCKED(kv, view(kv, n, keys, NULL, views, priority));
+    CALL(kv, view(kv, n, keys, NULL, views, priority, e));
 }
 
 KVS_API int kvs_pushpull_view(kvs_t *kv, int n, const kvs_key_t *keys,
                               const kvs_array_t *values, kvs_array_t *views, int priority)
 {
-    LOCKED(kv, view(kv, n, keys, values, views, priority));
+    CALL(kv, view(kv, n, keys, values, views, priority, e));
 }

@@ -112,7 +112,7 @@ enum {
 enum {
     C_SEQ = 0,         /* u64 */
     C_STATUS = 8,      /* i32 */
-    C_RSV0 = 12,       /* u32, zero */
+    C_FLAGS = 12,      /* u32 */
     C_VALUE_OFF = 16,  /* u64 */
     C_VALUE_LEN = 24,  /* u64 */
     C_ROUND = 32,      /* u64 */
@@ -679,6 +679,7 @@ static const char *op_name(int op)
     case KVS__OP_SAVE_STATES: return "SAVE_STATES";
     case KVS__OP_LOAD_STATES: return "LOAD_STATES";
     case KVS__OP_CLOSE: return "CLOSE";
+    case KVS__OP_SPILL: return "SPILL";
     default: return NULL;
     }
 }
@@ -711,7 +712,8 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 ": unknown op %u", t.seq,
                          (unsigned)t.op);
     if ((t.flags & ~KVS__SQE_FLAGS) != 0
-        || ((t.flags & KVS__SQE_VALUE) && t.op != KVS__OP_PUSH))
+        || ((t.flags & KVS__SQE_VALUE) && t.op != KVS__OP_PUSH)
+        || ((t.flags & KVS__SQE_STRKEY) && !op_has_array(t.op)))
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): unknown flags 0x%02x",
                          t.seq, name, (unsigned)t.flags);
     if (get_u16(m, S_RSV0) != 0 || get_u32(m, S_RSV1) != 0 ||
@@ -781,6 +783,9 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
     if (t.key_len > KVS_MAX_KEY_LEN)
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): key of %u bytes, at most %d",
                          t.seq, name, (unsigned)t.key_len, KVS_MAX_KEY_LEN);
+    if (t.key_len > 0 && !(t.flags & KVS__SQE_STRKEY))
+        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): a key name without the "
+                         "string-key flag", t.seq, name);
     if (memchr(m + S_KEY_NAME, 0, t.key_len) != NULL)
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): NUL inside the key name",
                          t.seq, name);
@@ -803,6 +808,7 @@ void kvs__cqe_encode(const struct kvs__cqe *c, void *slot)
     memset(p, 0, KVS__CQE_BYTES);
     put_u64(p, C_SEQ, c->seq);
     put_i32(p, C_STATUS, c->status);
+    put_u32(p, C_FLAGS, c->flags);
     put_u64(p, C_VALUE_OFF, c->value_off);
     put_u64(p, C_VALUE_LEN, c->value_len);
     put_u64(p, C_ROUND, c->round);
@@ -820,13 +826,18 @@ int kvs__cqe_decode(const void *slot, uint64_t arena_size, struct kvs__cqe *c,
     memset(&t, 0, sizeof t);
     t.seq = get_u64(m, C_SEQ);
     t.status = get_i32(m, C_STATUS);
+    t.flags = get_u32(m, C_FLAGS);
     t.value_off = get_u64(m, C_VALUE_OFF);
     t.value_len = get_u64(m, C_VALUE_LEN);
     t.round = get_u64(m, C_ROUND);
 
-    if (get_u32(m, C_RSV0) != 0 || !zeros(m, C_RSV1, KVS__CQE_BYTES - C_RSV1))
+    if (!zeros(m, C_RSV1, KVS__CQE_BYTES - C_RSV1))
         return kvs__fail(e, KVS_EPROTO, "completion %" PRIu64 ": reserved bytes are not zero",
                          t.seq);
+    if ((t.flags & ~(uint32_t)KVS__CQE_FLAGS) != 0 || t.flags == KVS__CQE_FLAGS
+        || ((t.flags & KVS__CQE_HELD) && t.status != 0))
+        return kvs__fail(e, KVS_EPROTO, "completion %" PRIu64 ": flags 0x%x", t.seq,
+                         (unsigned)t.flags);
     if (!status_ok(t.status))
         return kvs__fail(e, KVS_EPROTO, "completion %" PRIu64 ": status %" PRId32
                          " is not an error code", t.seq, t.status);

@@ -17,7 +17,7 @@
 #include "error.h"
 
 #define KVS__PROTO_MAGIC   0x3150534bu  /* "KSP1" little-endian */
-#define KVS__PROTO_VERSION 1u
+#define KVS__PROTO_VERSION 2u
 #define KVS__JOB_MAX       64           /* job name bytes, without NUL */
 #define KVS__MSG_MAX       200          /* detail message bytes in a CQE, with NUL */
 
@@ -135,7 +135,14 @@ enum kvs__op {
     KVS__OP_SAVE_STATES = 6,    /* absolute path at data_off/data_len; arg = dump flag */
     KVS__OP_LOAD_STATES = 7,    /* absolute path at data_off/data_len */
     KVS__OP_CLOSE = 8,          /* this worker leaves the job cleanly */
+    KVS__OP_SPILL = 9,          /* copy every push of this worker whose data kvsd still
+                                 * reads from staging, and release it */
 };
+
+/* The most requests one list call (up to its LAST slot) may hold: kvsd keeps
+ * a whole list in memory until its end, to check all of it before any of
+ * it takes effect. Longer calls are sent in parts of at most this many. */
+#define KVS__LIST_MAX (1 << 22)
 
 struct kvs__sqe {
     uint8_t op;                        /* enum kvs__op */
@@ -146,7 +153,8 @@ struct kvs__sqe {
     int32_t priority;
     uint64_t seq;                      /* the worker's request number, echoed in the CQE */
     int64_t key_id;                    /* int key */
-    uint16_t key_len;                  /* 0: int key; else 1..KVS_MAX_KEY_LEN name bytes */
+    uint16_t key_len;                  /* string keys (KVS__SQE_STRKEY): 0..KVS_MAX_KEY_LEN
+                                        * name bytes; int keys: 0 */
     char key_name[KVS_MAX_KEY_LEN + 1];/* NUL-terminated, no NUL inside */
     uint64_t data_off, data_len;       /* a range of the staging area */
     uint64_t arg;                      /* PULL: min_round; SAVE: dump flag */
@@ -154,11 +162,23 @@ struct kvs__sqe {
 #define KVS__SQE_LAST  0x01            /* the last slot of one list call */
 #define KVS__SQE_VALUE 0x02            /* PUSH: complete with the key's value once
                                         * applied, as a PULL would (pushpull) */
-#define KVS__SQE_FLAGS (KVS__SQE_LAST | KVS__SQE_VALUE)
+#define KVS__SQE_STRKEY 0x04           /* the key is key_name, a string (maybe empty) */
+#define KVS__SQE_FLAGS (KVS__SQE_LAST | KVS__SQE_VALUE | KVS__SQE_STRKEY)
+
+/* A push's data (in staging) is lent to kvsd from its request until it is
+ * returned, exactly once: by the push's completion without KVS__CQE_HELD,
+ * or, when the completion carried KVS__CQE_HELD (a dist_sync push taken
+ * into its key's round, which closes later), by a KVS__CQE_RELEASE entry
+ * with the push's seq once kvsd no longer reads it (the round closed, or
+ * kvsd copied it on a SPILL). Only then may the worker reuse that staging. */
+#define KVS__CQE_HELD    0x01
+#define KVS__CQE_RELEASE 0x02          /* not a completion: seq's data is returned */
+#define KVS__CQE_FLAGS   (KVS__CQE_HELD | KVS__CQE_RELEASE)
 
 struct kvs__cqe {
     uint64_t seq;                      /* the SQE's seq */
     int32_t status;                    /* 0 or a negative code */
+    uint32_t flags;                    /* KVS__CQE_* */
     uint64_t value_off, value_len;     /* PULL: the value's bytes in the arena */
     uint64_t round;                    /* PULL: the round the value belongs to */
     char msg[KVS__MSG_MAX];            /* detail when status != 0 */

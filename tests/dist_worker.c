@@ -303,6 +303,7 @@ static void buffers(void)
     expect(view.data, 1000, total + 2.0f * nw, "view across a barrier");
     fill(g.data, 1000, 1);
     ok(kvs_push(kv, 1, &k1, &g, 0), "push");
+    ok(kvs_pull_view(kv, 1, &k1, &view, 0), "pull_view after the push");
     expect(view.data, 1000, (float)nw, "view after the next round");
 
     /* A freed buffer is no longer one. */
@@ -410,10 +411,13 @@ static void peer_dies(void)
         usleep(300 * 1000);
         raise(SIGKILL);
     }
+    /* The push returns once taken; the pull waits for the round the dead
+     * peer never joins. */
+    ok(kvs_push(kv, 1, &k, &a, 0), "push");
     t0 = now();
-    rc = kvs_push(kv, 1, &k, &a, 0);
+    rc = kvs_pull(kv, 1, &k, &a, 0);
     if (rc != KVS_EPEERDEAD)
-        die("push with a dead peer: %s, expected KVS_EPEERDEAD", kvs_err_name(rc));
+        die("pull with a dead peer: %s, expected KVS_EPEERDEAD", kvs_err_name(rc));
     if (now() - t0 > 2.5)
         die("the dead peer was noticed after %.2f s", now() - t0);
     if ((rc = kvs_barrier(kv)) != KVS_EPEERDEAD)
@@ -515,8 +519,9 @@ static void stop_waits(void)
     ok(kvs_init(kv, 1, &k, &a), "init");
     ok(kvs_barrier(kv), "barrier");
     if (rank == 0) {
-        if ((rc = kvs_push(kv, 1, &k, &a, 0)) != KVS_ECLOSED)
-            die("push while kvsd stops: %s, expected KVS_ECLOSED", kvs_err_name(rc));
+        ok(kvs_push(kv, 1, &k, &a, 0), "push");
+        if ((rc = kvs_pull(kv, 1, &k, &a, 0)) != KVS_ECLOSED)
+            die("pull while kvsd stops: %s, expected KVS_ECLOSED", kvs_err_name(rc));
         return;
     }
     usleep(1000 * 1000);

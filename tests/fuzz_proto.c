@@ -69,7 +69,8 @@ static int sqe_eq(const struct kvs__sqe *a, const struct kvs__sqe *b)
 static int cqe_eq(const struct kvs__cqe *a, const struct kvs__cqe *b)
 {
     return a->seq == b->seq && a->status == b->status && a->value_off == b->value_off &&
-           a->value_len == b->value_len && a->round == b->round && strcmp(a->msg, b->msg) == 0;
+           a->value_len == b->value_len && a->round == b->round && a->flags == b->flags &&
+           strcmp(a->msg, b->msg) == 0;
 }
 
 static void hello_one(const uint8_t *data, size_t size)
@@ -180,9 +181,10 @@ static void sqe_one(const unsigned char *slot, uint64_t staging)
         CHECK(e.code == KVS_EPROTO);
         return;
     }
-    CHECK(s.op >= KVS__OP_INIT && s.op <= KVS__OP_CLOSE);
+    CHECK(s.op >= KVS__OP_INIT && s.op <= KVS__OP_SPILL);
     CHECK((s.flags & ~KVS__SQE_FLAGS) == 0);
     CHECK(!(s.flags & KVS__SQE_VALUE) || s.op == KVS__OP_PUSH);
+    CHECK(s.key_len == 0 || (s.flags & KVS__SQE_STRKEY));
     CHECK(s.ndim >= 0 && s.ndim <= KVS_MAX_NDIM);
     CHECK(s.key_len <= KVS_MAX_KEY_LEN && strlen(s.key_name) == s.key_len);
     CHECK(s.data_off <= staging && s.data_len <= staging - s.data_off);
@@ -222,6 +224,8 @@ static void cqe_one(const unsigned char *slot, uint64_t arena)
         return;
     }
     CHECK(status_ok(c.status));
+    CHECK((c.flags & ~(uint32_t)KVS__CQE_FLAGS) == 0);
+    CHECK(!(c.flags & KVS__CQE_HELD) || c.status == 0);
     CHECK(strlen(c.msg) < KVS__MSG_MAX);
     CHECK(c.value_off <= arena && c.value_len <= arena - c.value_off);
     kvs__cqe_encode(&c, re);
@@ -324,7 +328,7 @@ static size_t make_seeds(struct seed *out)
     out[n].len = kvs__welcome_encode(&w, out[n].bytes);
     n++;
 
-    for (int op = KVS__OP_INIT; op <= KVS__OP_CLOSE; op++) {
+    for (int op = KVS__OP_INIT; op <= KVS__OP_SPILL; op++) {
         struct kvs__sqe s;
 
         memset(&s, 0, sizeof s);
@@ -341,6 +345,7 @@ static size_t make_seeds(struct seed *out)
                 s.data_len = 128;
             }
             if (op == KVS__OP_PUSH) {
+                s.flags |= KVS__SQE_STRKEY;
                 s.key_len = 6;
                 strcpy(s.key_name, "weight");
             } else {

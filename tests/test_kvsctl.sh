@@ -173,7 +173,7 @@ wait "$w1" || { echo "# rank 1 exited $?"; st=1; }
 tap $st "stop: the workers' next call fails with KVS_ECLOSED"
 
 # ---- stopped while workers wait ---------------------------------------------
-# Rank 0 waits in a round rank 1 never pushes to, rank 1 in a barrier rank
+# Rank 0 waits to pull a round rank 1 never pushes to, rank 1 in a barrier rank
 # 0 never reaches (scenario stop_waits): kvsd answers both with KVS_ECLOSED
 # as it stops, and still exits 0 leaving nothing.
 job=kvsctl-test-$$-waits

@@ -161,7 +161,7 @@ static void test_hello_fields(void **state)
     struct kvs__hello h;
 
     (void)state;
-    h = hello_ok(); h.version = 2;          hello_bad(&h, "version 2");
+    h = hello_ok(); h.version = 3;          hello_bad(&h, "version 3");
     h = hello_ok(); h.version = 0;          hello_bad(&h, "version 0");
     h = hello_ok(); h.mode = 0;             hello_bad(&h, "mode 0");
     h = hello_ok(); h.mode = 3;             hello_bad(&h, "mode 3");
@@ -308,7 +308,7 @@ static void test_welcome_fields(void **state)
     size_t j;
 
     (void)state;
-    w = welcome_ok(); w.version = 2;            welcome_bad(&w, "version 2");
+    w = welcome_ok(); w.version = 3;            welcome_bad(&w, "version 3");
     w = welcome_ok(); w.status = 1;             welcome_bad(&w, "status 1");
     w = welcome_ok(); w.status = -5000;         welcome_bad(&w, "status -5000");
     w = welcome_ok(); w.status = -4096;         welcome_bad(&w, "status -4096");
@@ -451,7 +451,7 @@ static void test_ctl_request_fields(void **state)
     struct kvs__ctl_request q;
 
     (void)state;
-    q = ctlq_ok(KVS__CTL_STATUS); q.version = 2;        ctlq_bad(&q, "version 2");
+    q = ctlq_ok(KVS__CTL_STATUS); q.version = 3;        ctlq_bad(&q, "version 3");
     q = ctlq_ok(KVS__CTL_STATUS); q.version = 0;        ctlq_bad(&q, "version 0");
     q = ctlq_ok(0);                                     ctlq_bad(&q, "command 0");
     q = ctlq_ok(KVS__CTL_STOP + 1);                     ctlq_bad(&q, "command 5");
@@ -745,9 +745,9 @@ static void test_ctl_reply_fields(void **state)
         free(r);
     }
     r = ctlr_new(0, "x");
-    r->version = 2;
+    r->version = 3;
     kvs__ctl_reply_encode(r, m);
-    ctlr_bytes_bad(m, KVS__CTL_REPLY_HEAD + 1, "version 2");
+    ctlr_bytes_bad(m, KVS__CTL_REPLY_HEAD + 1, "version 3");
     r->version = KVS__PROTO_VERSION;
     kvs__ctl_reply_encode(r, m);
     m[2] ^= 4;

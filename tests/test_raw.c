@@ -270,9 +270,9 @@ static void evict_case(enum garbage g, const char *name)
         setenv("KVS_JOB", njob, 1);
         setenv("KVS_RANK", "0", 1);
         setenv("KVS_NUM_WORKERS", "2", 1);
-        if (kvs_create("dist_sync", &kv) || kvs_init(kv, 1, &k, &a))
+        if (kvs_create("dist_sync", &kv) || kvs_init(kv, 1, &k, &a) || kvs_push(kv, 1, &k, &a, 0))
             _exit(2);
-        rc = kvs_push(kv, 1, &k, &a, 0);
+        rc = kvs_pull(kv, 1, &k, &a, 0);
         kvs_close(kv);
         _exit(rc == KVS_EPEERDEAD ? 0 : 3);
     }
@@ -336,18 +336,20 @@ static void test_evict_range_outside_staging(void **state)
 }
 
 /* A worker that closes while its pushes wait in kvsd, one in key 1's open
- * round and one behind it, posted with the CLOSE in one list: kvsd must
- * not sum them after the worker's segment is gone, nor close a round
- * without them. The job fails: both pushes and the CLOSE are answered
- * (KVS_EPEERDEAD, KVS_EPEERDEAD, 0), the two real workers' pushes to key 2,
- * waiting for this worker, fail with KVS_EPEERDEAD, and kvsd exits 0. */
+ * round and one queued behind it for the next, posted with the CLOSE in
+ * one list: both were taken (answered at once, KVS__CQE_HELD), so they
+ * still count, from copies kvsd makes before the worker's segment goes
+ * (their data is released first, then the CLOSE is answered). The two
+ * real workers push key 1 twice and pull: the first round sums the three
+ * workers' first pushes, the second the raw worker's queued push and the
+ * real workers' second ones. */
 static void test_close_with_push_waiting(void **state)
 {
     struct kvs__sqe push = { .op = KVS__OP_PUSH, .dtype = KVS_FLOAT32, .ndim = 1,
                              .shape = { 4 }, .key_id = 1, .data_len = 16 };
     struct kvs__sqe close_req = { .op = KVS__OP_CLOSE, .flags = KVS__SQE_LAST, .seq = 12 };
-    float v[4] = { 5, 5, 5, 5 };
-    int seen[3] = { 0, 0, 0 };
+    float v[8] = { 5, 5, 5, 5, 7, 7, 7, 7 };
+    int held = 0, released = 0, closed = 0;
     pid_t child[2];
     struct raw r;
 
@@ -359,44 +361,57 @@ static void test_close_with_push_waiting(void **state)
         assert_true(child[i] >= 0);
         if (child[i] == 0) {
             kvs_t *kv;
-            float w[4] = { 1, 1, 1, 1 };
-            kvs_key_t k[2] = { KVS_INT_KEY(1), KVS_INT_KEY(2) };
-            kvs_array_t a[2] = { { .data = w, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } },
-                                 { .data = w, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } } };
-            int rc;
+            float w[4] = { 1, 1, 1, 1 }, o[4];
+            kvs_key_t k = KVS_INT_KEY(1);
+            kvs_array_t a = { .data = w, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } },
+                        out = a;
 
+            out.data = o;
             setenv("KVS_JOB", "raw-close-push", 1);
             setenv("KVS_RANK", i ? "1" : "0", 1);
             setenv("KVS_NUM_WORKERS", "3", 1);
-            if (kvs_create("dist_sync", &kv) || kvs_init(kv, 2, k, a))
+            if (kvs_create("dist_sync", &kv) || kvs_init(kv, 1, &k, &a))
                 _exit(2);
-            rc = kvs_push(kv, 1, &k[1], &a[1], 0);
+            /* Round 1 after the raw worker's first push: 1 + 1 + 5. */
+            usleep(300 * 1000);
+            if (kvs_push(kv, 1, &k, &a, 0) || kvs_pull(kv, 1, &k, &out, 0) || o[0] != 7)
+                _exit(3);
+            /* Round 2, the raw worker long gone: 1 + 1 + 7. */
+            if (kvs_push(kv, 1, &k, &a, 0) || kvs_pull(kv, 1, &k, &out, 0) || o[0] != 9)
+                _exit(4);
             kvs_close(kv);
-            _exit(rc == KVS_EPEERDEAD ? 0 : 3);
+            _exit(0);
         }
     }
     raw_connect(&r, 2, 3);
     raw_init_key(&r, 1, 1);
-    raw_init_key(&r, 2, 2);
-    usleep(300 * 1000);                /* the real workers' pushes wait in key 2's round */
     memcpy(r.staging, v, sizeof v);
     push.seq = 10;
     push.flags = KVS__SQE_LAST;
     raw_post(&r, &push);
-    usleep(100 * 1000);                /* in key 1's round, waiting for the others */
     push.seq = 11;
     push.flags = 0;
+    push.data_off = 16;
     raw_post(&r, &push);
     raw_post(&r, &close_req);
-    for (int i = 0; i < 3; i++) {
+    while (!closed) {
         struct kvs__cqe c;
 
         raw_wait(&r, &c);
-        assert_true(c.seq >= 10 && c.seq <= 12);
-        assert_int_equal(seen[c.seq - 10], 0);
-        seen[c.seq - 10] = 1;
-        assert_int_equal(c.status, c.seq == 12 ? 0 : KVS_EPEERDEAD);
+        assert_int_equal(c.status, 0);
+        if (c.flags & KVS__CQE_HELD) {
+            assert_true(c.seq == 10 || c.seq == 11);
+            held++;
+        } else if (c.flags & KVS__CQE_RELEASE) {
+            assert_true(c.seq == 10 || c.seq == 11);
+            released++;
+        } else {
+            assert_int_equal(c.seq, 12);
+            closed = 1;
+        }
     }
+    assert_int_equal(held, 2);
+    assert_int_equal(released, 2);
     for (int i = 0; i < 2; i++) {
         int status;
 
@@ -435,9 +450,13 @@ static void test_segment_size_sealed(void **state)
     assert_int_equal(errno, EPERM);
     memcpy(r.staging, v, sizeof v);
     raw_post(&r, &push);
-    raw_wait(&r, &c);
+    raw_wait(&r, &c);                  /* taken at once, ... */
     assert_int_equal(c.seq, 2);
     assert_int_equal(c.status, 0);
+    assert_int_equal(c.flags, KVS__CQE_HELD);
+    raw_wait(&r, &c);                  /* ... released when its round closed */
+    assert_int_equal(c.seq, 2);
+    assert_int_equal(c.flags, KVS__CQE_RELEASE);
     raw_post(&r, &pull);
     raw_wait(&r, &c);
     assert_int_equal(c.seq, 3);

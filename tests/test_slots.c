@@ -204,6 +204,7 @@ static void test_sqe_roundtrip_edges(void **state)
     s.key_id = INT64_MIN;
     s.arg = UINT64_MAX;
     s.key_len = KVS_MAX_KEY_LEN;
+    s.flags |= KVS__SQE_STRKEY;
     fill(s.key_name, KVS_MAX_KEY_LEN, 'k');
     s.key_name[0] = '\xff';            /* names are bytes, not text */
     sqe_good(&s, STAGING);
@@ -272,6 +273,7 @@ static void test_sqe_roundtrip_edges(void **state)
     /* A string key of one byte; staging as big as it gets. */
     s = sqe_ok(KVS__OP_PULL);
     s.key_len = 1;
+    s.flags |= KVS__SQE_STRKEY;
     strcpy(s.key_name, "w");
     sqe_good(&s, UINT64_MAX);
     s = sqe_ok(KVS__OP_PUSH);
@@ -285,10 +287,10 @@ static void test_sqe_fields(void **state)
 
     (void)state;
     s = sqe_ok(KVS__OP_PUSH); s.op = 0;          sqe_bad(&s, STAGING, "unknown op 0");
-    s = sqe_ok(KVS__OP_PUSH); s.op = 9;          sqe_bad(&s, STAGING, "unknown op 9");
+    s = sqe_ok(KVS__OP_PUSH); s.op = 10;         sqe_bad(&s, STAGING, "unknown op 10");
     s = sqe_ok(KVS__OP_PUSH); s.op = 255;        sqe_bad(&s, STAGING, "unknown op 255");
     s = sqe_ok(KVS__OP_PULL); s.flags = 0x02;    sqe_bad(&s, STAGING, "flags");
-    s = sqe_ok(KVS__OP_PUSH); s.flags = 0x04;    sqe_bad(&s, STAGING, "flags");
+    s = sqe_ok(KVS__OP_PUSH); s.flags = 0x08;    sqe_bad(&s, STAGING, "flags");
     s = sqe_ok(KVS__OP_PUSH); s.flags = 0x81;    sqe_bad(&s, STAGING, "flags");
     s = sqe_ok(KVS__OP_PUSH); s.dtype = (kvs_dtype_t)7;   sqe_bad(&s, STAGING, "dtype 7");
     s = sqe_ok(KVS__OP_PULL); s.dtype = (kvs_dtype_t)255; sqe_bad(&s, STAGING, "dtype 255");
@@ -329,16 +331,32 @@ static void test_sqe_fields(void **state)
     }
     s = sqe_ok(KVS__OP_PULL);
     s.key_len = KVS_MAX_KEY_LEN + 1;
+    s.flags |= KVS__SQE_STRKEY;
     fill(s.key_name, KVS_MAX_KEY_LEN, 'k');
     sqe_bad(&s, STAGING, "key of 256");
     s = sqe_ok(KVS__OP_PULL);
     s.key_len = 5;
+    s.flags |= KVS__SQE_STRKEY;
     memcpy(s.key_name, "ab\0cd", 6);
     sqe_bad(&s, STAGING, "NUL");
     s = sqe_ok(KVS__OP_PULL);
     s.key_len = 3;
+    s.flags |= KVS__SQE_STRKEY;
     memcpy(s.key_name, "ab\0", 4);             /* a NUL as the last name byte */
     sqe_bad(&s, STAGING, "NUL");
+    /* A name is a string key only with the flag, and the flag alone is the
+     * empty string key, not int key 0. */
+    s = sqe_ok(KVS__OP_PULL);
+    s.key_len = 1;
+    strcpy(s.key_name, "w");
+    sqe_bad(&s, STAGING, "string-key flag");
+    s = sqe_ok(KVS__OP_PULL);
+    s.flags |= KVS__SQE_STRKEY;
+    s.key_id = 0;
+    sqe_good(&s, STAGING);
+    s = sqe_ok(KVS__OP_BARRIER);
+    s.flags |= KVS__SQE_STRKEY;
+    sqe_bad(&s, STAGING, "flags");
 }
 
 /* Bytes the encoder leaves zero (reserved, unused extents, the rest of the
@@ -350,6 +368,7 @@ static void test_sqe_every_byte(void **state)
 
     (void)state;
     s.key_len = 2;
+    s.flags |= KVS__SQE_STRKEY;
     strcpy(s.key_name, "w0");
     for (size_t i = 0; i < KVS__SQE_BYTES; i++) {
         for (unsigned f = 1; f < 256; f <<= 1) {
@@ -418,6 +437,11 @@ static void test_cqe_fields(void **state)
     c = cqe_ok();                           cqe_bad(&c, 4096 + 47, "arena");
     c = cqe_ok(); c.value_off = UINT64_MAX; cqe_bad(&c, UINT64_MAX, "arena");
     c = cqe_ok(); c.value_len = UINT64_MAX; cqe_bad(&c, UINT64_MAX, "arena");
+    c = cqe_ok(); c.flags = 0x4;            cqe_bad(&c, 1 << 20, "flags");
+    c = cqe_ok(); c.flags = KVS__CQE_HELD | KVS__CQE_RELEASE;
+    cqe_bad(&c, 1 << 20, "flags");
+    c = cqe_ok(); c.flags = KVS__CQE_HELD; c.status = KVS_ESHAPE;
+    cqe_bad(&c, 1 << 20, "flags");
 
     c = cqe_ok();
     strcpy(c.msg, "boom");
@@ -447,7 +471,7 @@ static void test_cqe_every_byte(void **state)
             if (kvs__cqe_decode(b, UINT64_MAX, &out, NULL) == 0 && out.seq == c.seq &&
                 out.status == c.status && out.value_off == c.value_off &&
                 out.value_len == c.value_len && out.round == c.round &&
-                strcmp(out.msg, c.msg) == 0)
+                out.flags == c.flags && strcmp(out.msg, c.msg) == 0)
                 fail_msg("byte %zu ^ 0x%02x is ignored", i, f);
         }
     }
@@ -499,6 +523,7 @@ static void test_sqe_concurrent(void **state)
     (void)state;
     sc.slot = exact(KVS__SQE_BYTES);
     s.key_len = 100;
+    s.flags |= KVS__SQE_STRKEY;
     fill(s.key_name, 100, 'n');
     kvs__sqe_encode(&s, sc.slot);
     atomic_init(&sc.stop, 0);
