@@ -55,7 +55,7 @@ static void handshake(struct daemon *d, int fd)
     uid_t uid;
     pid_t pid;
     size_t len;
-    int seg_fd = -1, nfds, wi = -1, fds[3];
+    int seg_fd = -1, nfds, wi = -1, fds[3], st;
 
     if (kvs__sock_peer(fd, &uid, &pid, &e) != 0 || uid != geteuid()) {
         say(d, "refused a client of uid %d", (int)uid);
@@ -88,9 +88,11 @@ static void handshake(struct daemon *d, int fd)
                h.mode == KVS__MODE_SYNC ? "sync" : "async");
         goto drop;
     }
-    if (atomic_load(&d->workers[h.rank].state) != W_FREE) {
+    if ((st = atomic_load(&d->workers[h.rank].state)) != W_FREE) {
         pthread_mutex_unlock(&d->lock);
-        refuse(fd, KVS_EBADARG, "rank %d has already joined the job", h.rank);
+        refuse(fd, KVS_EBADARG, st == W_LEFT ? "rank %d left the job (kvs_close); a job's "
+               "worker joins it once" : st == W_DEAD ? "rank %d died or was evicted: the job "
+               "has failed" : "rank %d has already joined the job", h.rank);
         goto drop;
     }
     wi = h.rank;                       /* one slot per rank */

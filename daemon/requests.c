@@ -883,11 +883,11 @@ static void run_list(struct daemon *d, struct req *list)
             if (spill(d, r->w) != 0)
                 fail_job(d, "rank %d (pid %d) left, and kvsd had no memory to keep its "
                          "last pushes", w->rank, (int)w->pid);
-            complete(d, r, 0, NULL);
+            complete(d, r, 0, NULL);   /* frees r */
             atomic_store(&w->state, W_LEFT);
             d->left++;
             say(d, "rank %d left the job", w->rank);
-            close_rounds_after_leave(d, r->w);
+            close_rounds_after_leave(d, (int)(w - d->workers));
             colls_check(d);
             break;
         default:

@@ -16,13 +16,30 @@
  *    ndim in [0, KVS_MAX_NDIM] (ndim 0 is a scalar of one element) and every
  *    extent >= 0. kvs never keeps a pointer to caller memory after a call
  *    returns: init and push copy their input.
- *  - Calls are synchronous: when one returns, its work is done and output
- *    arrays hold their values. The priority arguments order requests that wait
- *    in a store daemon; in-process stores have nothing waiting and ignore them.
- *  - Threads: one kvs_t may be used from several threads at once; calls on the
- *    same handle are serialised, each is atomic with respect to the others.
- *    Updater callbacks run on the calling thread with the handle locked and
- *    must not call kvs functions on the same handle.
+ *  - Calls are synchronous: when one returns, its inputs may be reused and
+ *    its output arrays hold their values. A push returns once the store has
+ *    taken its values, never waiting for other workers (in dist_sync its
+ *    round completes when the others push; a pull waits for that). The
+ *    priority arguments order requests that wait in a store daemon;
+ *    in-process stores have nothing waiting and ignore them.
+ *  - Threads: one kvs_t may be used from several threads at once.
+ *    In-process stores serialise the calls of a handle: each is atomic with
+ *    respect to the others. In dist stores calls of several threads run at
+ *    once and progress independently: a thread waiting for a round or a
+ *    barrier never holds up another thread's call (a push from an autograd
+ *    hook while another thread pulls works). Each call is still atomic for
+ *    the store (kvsd checks a whole list before any of it takes effect);
+ *    calls of different threads on the same key are ordered as kvsd
+ *    receives them. kvs_close must not run while another thread uses the
+ *    handle. Updater callbacks run on the calling thread with the handle
+ *    locked and must not call kvs functions on the same handle.
+ *  - Collective calls in dist types, which every worker still in the job
+ *    must make (in the same order): kvs_init of a key and kvs_barrier. They
+ *    return when every worker has made them; a worker that never does makes
+ *    the others fail with KVS_ETIMEDOUT at their deadline. Every other call
+ *    is the calling worker's own: kvs_set_optimizer (any one worker may set
+ *    the job's optimizer), kvs_save/load_optimizer_states (any one worker),
+ *    kvs_set_gradient_compression, push, pull and the rest.
  *
  * Every name this header exports starts with kvs_ or KVS_.
  */
@@ -72,7 +89,7 @@ KVS_API const char *kvs_version(int *major, int *minor, int *patch);
     XX(PEERDEAD,  -30015, "a worker of the job died")                         \
     XX(TIMEDOUT,  -30016, "deadline passed")                                  \
     XX(PROTO,     -30017, "protocol or layout version mismatch")              \
-    XX(CLOSED,    -30018, "the store's daemon is gone")
+    XX(CLOSED,    -30018, "no store daemon serves the job, or it is gone")
 
 typedef enum {
 #define KVS_ERR_ENUM_(name, value, msg) KVS_E##name = (value),
@@ -142,11 +159,15 @@ typedef struct kvs kvs_t;              /* opaque handle */
  * "default"), and the rank and number of workers from KVS_RANK and
  * KVS_NUM_WORKERS (set by kvsrun), else OMPI_COMM_WORLD_RANK/SIZE,
  * PMI_RANK/SIZE or SLURM_PROCID/NTASKS, else rank 0 of 1. In dist types:
- * init stores rank 0's value and returns when every worker has called it;
- * kvs_barrier returns when every worker reached it; a worker that calls
- * kvs_close leaves the job (later rounds complete without it); a worker that
- * dies fails every round that needed it, and every later call of the others,
- * with KVS_EPEERDEAD. Custom updaters, kvs_reinit and 2bit compression are
+ * init stores the value of rank 0 (of the lowest rank still in the job, if
+ * rank 0 has left) and returns when every worker has called it; values of
+ * another dtype or shape than that one fail the init for every worker
+ * (KVS_EDTYPE, KVS_ESHAPE) and store nothing; kvs_barrier returns when
+ * every worker reached it; a worker that calls kvs_close leaves the job:
+ * its pushes already made still count in their rounds, and later rounds
+ * complete without it; a worker that dies fails every round that needed
+ * it, and every later call of the others, with KVS_EPEERDEAD. Custom
+ * updaters, kvs_reinit, KVS_OPT_INIT_ON_PUSH and 2bit compression are
  * KVS_ENOTSUP there.
  * Errors: KVS_EBADARG (type or out NULL, a bad environment variable),
  * KVS_EBADTYPE (unknown name), KVS_ENOTSUP, KVS_ECLOSED (no kvsd serves the
@@ -164,7 +185,8 @@ KVS_API void kvs_close(kvs_t *kv);
 typedef enum {
     /* 1: a push to a key never initialised initialises it with the (summed)
      * pushed value, as MXNet before 1.0 did; the updater is not called for
-     * that first push. 0 (default): such a push is KVS_ENOKEY. */
+     * that first push. 0 (default): such a push is KVS_ENOKEY. In-process
+     * stores only: dist stores refuse 1 with KVS_ENOTSUP. */
     KVS_OPT_INIT_ON_PUSH = 1,
     /* Number of threads (the caller included) that sum and copy big arrays;
      * 0 (default) picks the number of online CPUs, at most 8. 1..64. */
@@ -217,6 +239,14 @@ KVS_API int kvs_reinit(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_
  * integers wrap). Then, per key in order of first appearance: without
  * updater or optimizer the stored value becomes the sum; with an updater,
  * updater(key, sum, stored); with an optimizer, its update rule.
+ * In dist_sync that happens once per round, to the sum over workers: the
+ * push returns as soon as kvsd has taken this worker's values (they may be
+ * reused at once), whatever the other workers do, so workers may push keys
+ * in different orders and in separate calls; a later pull of the key waits
+ * for the round. A worker that pushes a key twice before the round closes
+ * has its second push counted in the next round. An error of the update
+ * itself (found when the round closes) is returned by the pulls of the key
+ * that wait for that round.
  * Errors: KVS_ENOKEY, KVS_ESHAPE, KVS_EDTYPE (value does not match the
  * stored key), KVS_UPDATER (a callback returned non-zero: the call has then
  * changed nothing, as updaters work on copies that are kept only when every
@@ -226,7 +256,9 @@ KVS_API int kvs_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
 
 /* Copies the stored value of keys[i] into outs[i]; a key may repeat, every
  * out of it receives the value. The value includes every push this caller
- * made before. Errors: KVS_ENOKEY, KVS_ESHAPE, KVS_EDTYPE. */
+ * made before (in dist_sync: the call waits for the round of this worker's
+ * last push of the key). Errors: KVS_ENOKEY, KVS_ESHAPE, KVS_EDTYPE, and
+ * the error of a failed update in that round. */
 KVS_API int kvs_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
                      int priority);
 
@@ -238,8 +270,9 @@ KVS_API int kvs_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arra
 
 /* Pulls only some rows (sub-arrays along dimension 0) of keys[i] into
  * outs[i], which has the stored shape: rows named in row_ids[i] (a 1-D
- * KVS_INT64 array; unsorted, repeats allowed) receive the stored rows, every
- * other row is zero. Stored values must have ndim >= 1.
+ * KVS_INT64 array; unsorted, repeats allowed; data may be NULL when it has
+ * no element: then every row is zero) receive the stored rows, every other
+ * row is zero. Stored values must have ndim >= 1.
  * Errors: KVS_ERANGE (a row id < 0 or >= the number of rows), KVS_EDTYPE
  * (row ids not int64), KVS_ESHAPE (row ids not 1-D, or a scalar key), and
  * those of kvs_pull. */
@@ -260,11 +293,17 @@ KVS_API int kvs_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_arr
  * pushed, pulled into, pushed in place. A push whose value lies wholly in
  * one buffer takes it without a copy (values of a repeated key are still
  * summed into a copy first). The buffer is the caller's until
- * kvs_array_free or kvs_close, which frees every buffer of the handle. It
- * must not change while a push reading it runs (a push returns once the
- * store has used it). For dist types buffers take the top of the staging
- * area (kvsd --staging, 256 MiB by default), and the copies of ordinary
- * calls use what lies below the lowest buffer.
+ * kvs_array_free or kvs_close, which frees every buffer of the handle.
+ * The store reads a pushed buffer until the push has taken effect: in
+ * dist_sync, until the push's round closes, which needs the other workers,
+ * so the push returns before that. Rule: do not write a buffer you pushed
+ * until a call that waits for that round has returned: a pull, pushpull or
+ * view of the key, or a barrier after which every worker has pulled it.
+ * Nothing waits for the rule, so it cannot deadlock; breaking it changes
+ * what the round sums. kvs_array_free of a buffer the store still reads
+ * has kvsd copy it first. For dist types buffers take the top of the
+ * staging area (kvsrun --staging, 256 MiB by default), and the copies of
+ * ordinary calls use what lies below the lowest buffer.
  * Errors: KVS_EBADARG (NULL kv or out, bad ndim or extent, NULL shape with
  * ndim > 0), KVS_EDTYPE, -ENOSPC (no room left in the staging area: the
  * detail gives its size), -ENOMEM. Thread-safe, like every call on kv. */
@@ -285,8 +324,9 @@ KVS_API int kvs_array_free(kvs_t *kv, kvs_array_t *arr);
  * unchanged:
  *   local      until the next call on this handle that changes the key
  *              (push, pushpull, reinit) or kvs_close;
- *   dist_sync  until this worker pushes the key again (a round cannot
- *              complete without it) or calls kvs_close.
+ *   dist_sync  until this worker pushes the key again and then pulls it or
+ *              views it (the round after that push cannot complete before
+ *              this worker's push), or calls kvs_close.
  * Errors: those of kvs_pull; KVS_ENOTSUP for dist_async, where other
  * workers' pushes rewrite a value at any time (use kvs_pull there). */
 KVS_API int kvs_pull_view(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *views,
@@ -324,6 +364,13 @@ KVS_API int kvs_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx);
  * applies bias correction with a per-key update count. Float keys only;
  * float16/bfloat16 are computed in float32 with float32 state.
  * Replaces any updater or optimizer and drops optimizer state.
+ * In dist types the optimizer is the job's, kept by kvsd, and this is not
+ * a collective call: any one worker may set it (as MXNet lets any worker
+ * send its optimizer to the servers), and it applies to every round that
+ * closes after kvsd received it. A later call with another spec, from any
+ * worker, replaces it and drops its state (kvsd says so on stderr); a call
+ * with the spec already set is a no-op that keeps the state, so every
+ * worker may make the same call at start-up.
  * Errors: KVS_EBADARG (NULL), KVS_ESPEC (unknown optimizer or parameter, a
  * value that is not a finite number, a parameter twice; the detail names it).
  * A push with an optimizer to an integer key is KVS_EDTYPE. */
@@ -331,29 +378,36 @@ KVS_API int kvs_set_optimizer(kvs_t *kv, const char *spec);
 
 /* Sets gradient compression for values crossing a process or host
  * boundary: "2bit threshold=0.5" (threshold > 0; 0.5 by default) or "none".
- * Errors: KVS_ENOTSUP for in-process stores (as MXNet's 'local'),
- * KVS_ESPEC for a bad spec. */
+ * Errors: KVS_ENOTSUP for in-process stores (as MXNet's 'local') and, in
+ * this version, for "2bit" in dist types ("none" is accepted); KVS_ESPEC
+ * for a bad spec. Not a collective call. */
 KVS_API int kvs_set_gradient_compression(kvs_t *kv, const char *spec);
 
 /* Writes the optimizer's per-key state to path, atomically (a temporary file
  * in the same directory, fsync, rename, fsync of the directory): the file at
  * path is either the old one or the complete new one. With dump_optimizer
  * non-zero the optimizer's spec is saved too, and kvs_load_optimizer_states
- * restores it. The file is versioned and checksummed.
+ * restores it. The file is versioned and checksummed. In dist types any one
+ * worker may call it (not a collective call): kvsd writes the job's state,
+ * with the rounds closed so far, to path (relative paths are taken from the
+ * caller's working directory).
  * Errors: KVS_ENOOPT (no optimizer set), KVS_EBADARG, -errno of the system. */
 KVS_API int kvs_save_optimizer_states(kvs_t *kv, const char *path, int dump_optimizer);
 
 /* Replaces the optimizer's state with that saved in path (keys absent from
  * the file start afresh); a file saved with dump_optimizer also replaces the
- * optimizer. The whole file is checked before anything changes.
+ * optimizer. The whole file is checked before anything changes. In dist
+ * types any one worker may call it, for the whole job (not collective).
  * Errors: KVS_ECORRUPT (bad magic, version, checksum, length), KVS_ENOOPT
  * (no optimizer set and none in the file), KVS_ESPEC (the file's state is
  * for another optimizer), KVS_ENOKEY / KVS_ESHAPE / KVS_EDTYPE (a state for
  * a key not in the store or of another size or dtype), -errno. */
 KVS_API int kvs_load_optimizer_states(kvs_t *kv, const char *path);
 
-/* Returns when every worker has reached the barrier; a no-op returning 0 for
- * in-process stores. Errors: KVS_EBADARG (NULL). */
+/* Returns when every worker still in the job has reached the barrier (a
+ * collective call); a no-op returning 0 for in-process stores.
+ * Errors: KVS_EBADARG (NULL), and for dist types those of every wait:
+ * KVS_ETIMEDOUT, KVS_EPEERDEAD, KVS_ECLOSED. */
 KVS_API int kvs_barrier(kvs_t *kv);
 
 #ifdef __cplusplus
