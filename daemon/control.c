@@ -92,6 +92,15 @@ static void shape_text(char *buf, size_t size, int ndim, const int64_t *shape)
         snprintf(buf + o, size - o, "%s)", ndim == 1 ? "," : "");
 }
 
+static void wait_line(void *ctx, const char *line)
+{
+    struct text *t = ctx;
+    char esc[4 * (KVS_MAX_KEY_LEN + 320)];
+
+    kvs__ctl_text_escape(esc, sizeof esc, line, strlen(line), 0);
+    text_add(t, "waiting: %s\n", esc);
+}
+
 static void ctl_status(struct daemon *d, struct text *t)
 {
     const char *spec = kvs__engine_optimizer(d->eng);
@@ -123,6 +132,7 @@ static void ctl_status(struct daemon *d, struct text *t)
         text_add(t, "failed: yes: %s\n", d->fail_msg);
     else
         text_add(t, "failed: no\n");
+    list_waits(d, wait_line, t);
 }
 
 static void ctl_stats(struct daemon *d, struct text *t)

@@ -164,7 +164,8 @@ static void serve(struct daemon *d)
                 drain(d, i);
                 if (w->state == W_LIVE) {
                     atomic_store(&w->state, W_DEAD);
-                    fail_job(d, "rank %d (pid %d) died", w->rank, (int)w->pid);
+                    fail_job(d, KVS_EPEERDEAD, "rank %d (pid %d) died", w->rank,
+                             (int)w->pid);
                     worker_release(d, w);
                 }
             }

@@ -152,8 +152,9 @@ struct daemon {
     int nworkers;                      /* the job's size, once known */
     _Atomic int connected;             /* workers ever connected */
     int left;                          /* workers that left cleanly */
-    int failed;                        /* a worker died, was evicted or left mid-round:
-                                        * every round now fails */
+    int failed;                        /* 0, or why every request now fails: a worker
+                                        * died or was evicted (KVS_EPEERDEAD), one gave
+                                        * up waiting (KVS_ETIMEDOUT) */
     char fail_msg[KVS__MSG_MAX];
 
     struct req *pending;               /* sorted: priority high first, then arrival;
@@ -207,11 +208,19 @@ void flush_backlog(struct daemon *d, struct worker *w);
  * with status and msg. */
 void fail_waiting(struct daemon *d, int status, const char *msg);
 
-/* A worker died, was evicted, or left with a push unfinished: fails every
- * waiting request now, and through d->failed every later one; the first
- * message is kept and said. */
-void fail_job(struct daemon *d, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* A worker died, was evicted, or gave up waiting: fails every waiting
+ * request now, and through d->failed every later one, with status (the
+ * first failure's) and its message, which is kept and said. */
+void fail_job(struct daemon *d, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* What worker wi's request seq waits for, in words: the call, the key, the
+ * round, and the ranks that have not come ("" when nothing of it waits). */
+void explain_wait(const struct daemon *d, int wi, uint64_t seq, char *buf, size_t size);
+
+/* One line per wait in kvsd (open rounds, collectives) and who is missing,
+ * for kvsctl status: calls line(ctx, text) for each. */
+void list_waits(const struct daemon *d, void (*line)(void *ctx, const char *text), void *ctx);
 
 /* Frees what a worker holds: its unfinished list call (completed with
  * KVS_EPEERDEAD), its waiting requests, its backlog, its segment and its

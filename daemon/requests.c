@@ -316,8 +316,9 @@ void fail_waiting(struct daemon *d, int status, const char *msg)
     }
 }
 
-/* A worker died: every waiting request and every later one fails. */
-void fail_job(struct daemon *d, const char *fmt, ...)
+/* The job cannot go on: every waiting request and every later one fails
+ * with the first failure's status and message. */
+void fail_job(struct daemon *d, int status, const char *fmt, ...)
 {
     va_list ap;
 
@@ -325,10 +326,10 @@ void fail_job(struct daemon *d, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(d->fail_msg, sizeof d->fail_msg, fmt, ap);
         va_end(ap);
-        d->failed = 1;
+        d->failed = status;
         say(d, "%s", d->fail_msg);
     }
-    fail_waiting(d, KVS_EPEERDEAD, d->fail_msg);
+    fail_waiting(d, d->failed, d->fail_msg);
 }
 
 void worker_release(struct daemon *d, struct worker *w)
@@ -341,8 +342,8 @@ void worker_release(struct daemon *d, struct worker *w)
      * job fails. (A dead or evicted worker's job has failed already; one
      * that left cleanly had its pushes copied when it left.) */
     if (lends(d, wi))
-        fail_job(d, "rank %d (pid %d) left the job with a push unfinished", w->rank,
-                 (int)w->pid);
+        fail_job(d, KVS_EPEERDEAD, "rank %d (pid %d) left the job with a push unfinished",
+                 w->rank, (int)w->pid);
     /* Pushes of a worker that left were copied: they still count. */
     for (struct req **p = &d->pending; *p;) {
         struct req *r = *p;
@@ -771,6 +772,112 @@ static int set_optimizer(struct daemon *d, const struct req *r, struct kvs__err 
     return rc;
 }
 
+/* ---- what waits ------------------------------------------------------- */
+
+/* The ranks still in the job (connected or not yet) that have not joined
+ * the round rd or the collective c, as "1, 3". */
+static void missing_ranks(const struct daemon *d, const struct round *rd, const struct coll *c,
+                          char *buf, size_t size)
+{
+    size_t o = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < d->nworkers && o + 16 < size; i++) {
+        int st = d->workers[i].state;
+
+        if (st == W_LEFT || st == W_DEAD || (rd ? rd->contrib[i] != NULL : c->arrived[i]))
+            continue;
+        o += (size_t)snprintf(buf + o, size - o, "%s%d", o ? ", " : "", i);
+    }
+}
+
+static void round_text(const struct daemon *d, const struct round *rd, const char *call,
+                       kvs_key_t key, char *buf, size_t size)
+{
+    char ks[KVS_MAX_KEY_LEN + 8], who[160];
+
+    kvs__key_str(ks, sizeof ks, key);
+    missing_ranks(d, rd, NULL, who, sizeof who);
+    snprintf(buf, size, "%s%skey %s round %llu: %d of %d workers pushed, waiting for rank%s "
+             "%s", call, *call ? " of " : "", ks, (unsigned long long)rd->done + 1,
+             rd->nlive, expected(d), strchr(who, ',') ? "s" : "", who);
+}
+
+static void coll_text(const struct daemon *d, const struct coll *c, char *buf, size_t size)
+{
+    char ks[KVS_MAX_KEY_LEN + 8], who[160];
+
+    missing_ranks(d, NULL, c, who, sizeof who);
+    if (c->op == KVS__OP_INIT) {
+        kvs__key_str(ks, sizeof ks, c->key);
+        snprintf(buf, size, "kvs_init of key %s: %d of %d workers called it, waiting for "
+                 "rank%s %s", ks, c->narrived, expected(d), strchr(who, ',') ? "s" : "", who);
+    } else {
+        snprintf(buf, size, "kvs_barrier: %d of %d workers arrived, waiting for rank%s %s",
+                 c->narrived, expected(d), strchr(who, ',') ? "s" : "", who);
+    }
+}
+
+void explain_wait(const struct daemon *d, int wi, uint64_t seq, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    for (const struct req *r = d->pending; r; r = r->next) {
+        struct kvs__entry_info info;
+
+        if (r->w != wi || r->s.seq != seq)
+            continue;
+        if (kvs__engine_lookup(d->eng, sqe_key(&r->s), &info, NULL) == 0 && *info.front)
+            round_text(d, *info.front, r->s.op == KVS__OP_PULL ? "kvs_pull" : "kvs_pushpull",
+                       sqe_key(&r->s), buf, size);
+        return;
+    }
+    for (const struct round *rd = d->open; rd; rd = rd->next)
+        if (rd->contrib[wi] && rd->contrib[wi]->s.seq == seq) {
+            round_text(d, rd, "kvs_pushpull", sqe_key(&rd->contrib[wi]->s), buf, size);
+            return;
+        }
+    for (const struct coll *c = d->colls; c; c = c->next)
+        for (const struct req *r = c->reqs; r; r = r->next)
+            if (r->w == wi && r->s.seq == seq) {
+                coll_text(d, c, buf, size);
+                return;
+            }
+}
+
+void list_waits(const struct daemon *d, void (*line)(void *ctx, const char *text), void *ctx)
+{
+    char buf[KVS_MAX_KEY_LEN + 320];
+
+    for (const struct round *rd = d->open; rd; rd = rd->next) {
+        for (int i = 0; i < d->nworkers; i++) {
+            if (rd->contrib[i]) {
+                round_text(d, rd, "", sqe_key(&rd->contrib[i]->s), buf, sizeof buf);
+                line(ctx, buf);
+                break;
+            }
+        }
+    }
+    for (const struct coll *c = d->colls; c; c = c->next) {
+        coll_text(d, c, buf, sizeof buf);
+        line(ctx, buf);
+    }
+}
+
+/* A worker gave up waiting for request arg (its deadline passed): it is
+ * told what that request waits for, and the job fails with that cause, so
+ * that the others learn why too instead of a bare "rank 0 died" later. */
+static void gave_up(struct daemon *d, struct req *r)
+{
+    const struct worker *w = &d->workers[r->w];
+    char why[KVS__MSG_MAX];
+
+    explain_wait(d, r->w, r->s.arg, why, sizeof why);
+    if (!why[0])
+        snprintf(why, sizeof why, "kvsd holds nothing of it waiting");
+    fail_job(d, KVS_ETIMEDOUT, "rank %d gave up waiting (KVS_TIMEOUT): %s", w->rank, why);
+    complete(d, r, KVS_ETIMEDOUT, why);
+}
+
 /* ---- a worker's requests ---------------------------------------------- */
 
 static int text_op(struct daemon *d, struct req *r, struct kvs__err *e)
@@ -795,8 +902,8 @@ static void run_list(struct daemon *d, struct req *list)
     struct place at = { NULL, 0 };
     int rc = 0;
 
-    if (d->failed && list->s.op != KVS__OP_CLOSE) {
-        complete_list(d, list, KVS_EPEERDEAD, d->fail_msg);
+    if (d->failed && list->s.op != KVS__OP_CLOSE && list->s.op != KVS__OP_EXPLAIN) {
+        complete_list(d, list, d->failed, d->fail_msg);
         return;
     }
     for (struct req *r = list; r && rc == 0; r = r->next) {
@@ -829,8 +936,8 @@ static void run_list(struct daemon *d, struct req *list)
             complete(d, r, KVS_EPROTO, "a request after the worker's close");
             continue;
         }
-        if (d->failed && r->s.op != KVS__OP_CLOSE) {
-            complete(d, r, KVS_EPEERDEAD, d->fail_msg);
+        if (d->failed && r->s.op != KVS__OP_CLOSE && r->s.op != KVS__OP_EXPLAIN) {
+            complete(d, r, d->failed, d->fail_msg);
             continue;
         }
         switch (r->s.op) {
@@ -867,6 +974,9 @@ static void run_list(struct daemon *d, struct req *list)
             rc = set_optimizer(d, r, &e);
             complete(d, r, rc, e.msg);
             break;
+        case KVS__OP_EXPLAIN:
+            gave_up(d, r);
+            break;
         case KVS__OP_SPILL:
             rc = spill(d, r->w);
             complete(d, r, rc, rc ? "kvsd: out of memory copying pushes out of staging" : NULL);
@@ -881,8 +991,8 @@ static void run_list(struct daemon *d, struct req *list)
              * would have had it stayed: kvsd keeps copies, since the
              * worker's segment goes. */
             if (spill(d, r->w) != 0)
-                fail_job(d, "rank %d (pid %d) left, and kvsd had no memory to keep its "
-                         "last pushes", w->rank, (int)w->pid);
+                fail_job(d, KVS_EPEERDEAD, "rank %d (pid %d) left, and kvsd had no memory "
+                         "to keep its last pushes", w->rank, (int)w->pid);
             complete(d, r, 0, NULL);   /* frees r */
             atomic_store(&w->state, W_LEFT);
             d->left++;
@@ -902,7 +1012,7 @@ static void evict(struct daemon *d, struct worker *w, const char *why)
     atomic_store(&w->state, W_DEAD);
     /* The job fails first, with this message: releasing would fail it
      * with a vaguer one, for the pushes the worker leaves behind. */
-    fail_job(d, "rank %d (pid %d) was evicted: %s", w->rank, (int)w->pid, why);
+    fail_job(d, KVS_EPEERDEAD, "rank %d (pid %d) was evicted: %s", w->rank, (int)w->pid, why);
     worker_release(d, w);
 }
 

@@ -54,6 +54,8 @@
 #define WAIT_SLICE_NS   (100 * 1000000ll)   /* how often a wait checks that kvsd lives */
 #define SPIN_NS         (20 * 1000ll)       /* spin before sleeping: half a futex wake-up */
 #define CONNECT_WAIT_NS (10 * 1000000000ll) /* handshake deadline */
+#define EXPLAIN_MS      1000                /* for kvsd to say what a call timed out on */
+#define CLOSE_MS        2000                /* for kvsd to take a CLOSE: it may be gone */
 
 /* A list call waiting for its completions. */
 struct waiter {
@@ -446,13 +448,33 @@ static int sleep_bell(struct kvs__client *c, uint32_t seen, int64_t deadline, in
     return usable_locked(c, e);
 }
 
+static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *cqes,
+                     struct hold *h, int64_t timeout_ms, const char *what, struct kvs__err *e);
+
+/* This worker gives up waiting for request seq: kvsd says what it waits
+ * for (which ranks have not come), into why, and fails the job with that
+ * cause so that the other workers learn it too. */
+static void explain(kvs_t *kv, uint64_t seq, char *why, size_t size)
+{
+    struct kvs__sqe req = { .op = KVS__OP_EXPLAIN, .arg = seq };
+    struct kvs__cqe cqe = { .status = 0 };
+    struct kvs__err e = { 0, "" };
+
+    if (run_batch(kv, &req, 1, &cqe, NULL, EXPLAIN_MS, "asking kvsd", &e) == 0 && cqe.msg[0])
+        snprintf(why, size, "%s", cqe.msg);
+    else
+        snprintf(why, size, "kvsd did not say what it waits for");
+}
+
 /* Posts reqs[0..n) as one list call (the last flagged as its end) and
  * waits for their completions, stored in cqes[] in order. h: the staging
  * the call lends kvsd, tracked until returned (the call's requests' seqs
- * are filled in here). Returns 0 when every request got a completion (each
- * with its own status), else the error that broke the handle. */
+ * are filled in here). timeout_ms: 0 for the handle's deadline, after
+ * which kvsd is asked what the call waited for; else this one, without
+ * asking. Returns 0 when every request got a completion (each with its own
+ * status), else the error that broke the handle. */
 static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *cqes,
-                     struct hold *h, const char *what, struct kvs__err *e)
+                     struct hold *h, int64_t timeout_ms, const char *what, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
     struct kvs__opts o;
@@ -461,6 +483,8 @@ static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *c
     int sent = 0, rc = 0, quiet = 0, woke = 0;
 
     kvs__opts_get(kv, &o);
+    if (timeout_ms)
+        o.timeout_ms = timeout_ms;
     deadline = kvs__now_ns() + o.timeout_ms * 1000000ll;
     if (!(w.got = calloc((size_t)(n ? n : 1), 1))) {
         if (h) {
@@ -525,6 +549,19 @@ static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *c
 
         if ((rc = reap(c, &w, &woke, e)) != 0 || w.done == n)
             break;
+        if (!timeout_ms && kvs__now_ns() >= deadline) {
+            char why[KVS__MSG_MAX];
+            int i = 0;
+
+            while (w.got[i])
+                i++;
+            pthread_mutex_unlock(&c->lock);
+            explain(kv, w.base + (uint64_t)i, why, sizeof why);
+            pthread_mutex_lock(&c->lock);
+            rc = broken(c, e, KVS_ETIMEDOUT, "%s: gave up after %.3g s (KVS_TIMEOUT): %s",
+                        what, (double)o.timeout_ms / 1000, why);
+            break;
+        }
         rc = sleep_bell(c, seen, deadline, &quiet, what, e);
     }
     for (struct waiter **p = &c->waiters; *p; p = &(*p)->next)
@@ -547,7 +584,7 @@ static int batch_status(struct kvs__client *c, const struct kvs__cqe *cqes, int 
 {
     for (int i = 0; i < n; i++) {
         if (cqes[i].status != 0) {
-            if (cqes[i].status == KVS_EPEERDEAD) {
+            if (cqes[i].status == KVS_EPEERDEAD || cqes[i].status == KVS_ETIMEDOUT) {
                 pthread_mutex_lock(&c->lock);
                 broken(c, e, KVS_EPEERDEAD, "%s", cqes[i].msg);
                 pthread_mutex_unlock(&c->lock);
@@ -562,7 +599,7 @@ static int batch_status(struct kvs__client *c, const struct kvs__cqe *cqes, int 
 static int run(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *cqes, struct hold *h,
                const char *what, struct kvs__err *e)
 {
-    int rc = run_batch(kv, reqs, n, cqes, h, what, e);
+    int rc = run_batch(kv, reqs, n, cqes, h, 0, what, e);
 
     return rc ? rc : batch_status(kv->client, cqes, n, e);
 }
@@ -1350,13 +1387,8 @@ static void dist_close(kvs_t *kv)
     /* Leave the job cleanly, so that later rounds complete without us (kvsd
      * keeps copies of our pushes still in open rounds). A short deadline:
      * kvsd may be gone. */
-    if (!c->broken) {
-        int64_t t = kv->opt_timeout_ms;
-
-        kv->opt_timeout_ms = t < 2000 ? t : 2000;
-        run_batch(kv, &req, 1, &cqe, NULL, "kvs_close", &e);
-        kv->opt_timeout_ms = t;
-    }
+    if (!c->broken)
+        run_batch(kv, &req, 1, &cqe, NULL, CLOSE_MS, "kvs_close", &e);
     client_free(c);
     kv->client = NULL;
 }

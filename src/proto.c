@@ -680,6 +680,7 @@ static const char *op_name(int op)
     case KVS__OP_LOAD_STATES: return "LOAD_STATES";
     case KVS__OP_CLOSE: return "CLOSE";
     case KVS__OP_SPILL: return "SPILL";
+    case KVS__OP_EXPLAIN: return "EXPLAIN";
     default: return NULL;
     }
 }

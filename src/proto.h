@@ -129,7 +129,7 @@ int kvs__ctl_reply_decode(const void *buf, size_t len, struct kvs__ctl_reply *r,
 enum kvs__op {
     KVS__OP_INIT = 1,       /* key, dtype, shape, value at data_off/data_len in staging */
     KVS__OP_PUSH = 2,       /* same */
-    KVS__OP_PULL = 3,       /* key, dtype, shape; min_round = rounds this worker pushed */
+    KVS__OP_PULL = 3,       /* key, dtype, shape: the value after this worker's pushes */
     KVS__OP_BARRIER = 4,
     KVS__OP_SET_OPTIMIZER = 5,  /* spec text at data_off/data_len (no NUL), < 4096 */
     KVS__OP_SAVE_STATES = 6,    /* absolute path at data_off/data_len; arg = dump flag */
@@ -137,6 +137,9 @@ enum kvs__op {
     KVS__OP_CLOSE = 8,          /* this worker leaves the job cleanly */
     KVS__OP_SPILL = 9,          /* copy every push of this worker whose data kvsd still
                                  * reads from staging, and release it */
+    KVS__OP_EXPLAIN = 10,       /* this worker gave up waiting for request arg: say
+                                 * what it waits for (in the CQE's message) and fail
+                                 * the job with that cause */
 };
 
 /* The most requests one list call (up to its LAST slot) may hold: kvsd keeps
@@ -157,7 +160,7 @@ struct kvs__sqe {
                                         * name bytes; int keys: 0 */
     char key_name[KVS_MAX_KEY_LEN + 1];/* NUL-terminated, no NUL inside */
     uint64_t data_off, data_len;       /* a range of the staging area */
-    uint64_t arg;                      /* PULL: min_round; SAVE: dump flag */
+    uint64_t arg;                      /* SAVE: dump flag; EXPLAIN: a seq */
 };
 #define KVS__SQE_LAST  0x01            /* the last slot of one list call */
 #define KVS__SQE_VALUE 0x02            /* PUSH: complete with the key's value once

@@ -532,6 +532,42 @@ static void stop_waits(void)
         die("barrier while kvsd stops: %s, expected KVS_ECLOSED", kvs_err_name(rc));
 }
 
+/* Rank 0 gives up waiting (a 1 s deadline) for a round rank 2 never
+ * pushes to: its error says what it waited for (the call, the key, the
+ * round, the missing rank), and the others get that cause, not a bare
+ * "rank 0 died". */
+static void timeout_says(void)
+{
+    float v[2] = { 1, 1 };
+    kvs_key_t k = KVS_INT_KEY(7);
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 2 } };
+    const char *msg;
+    int rc;
+
+    if (nw != 3)
+        die("needs 3 workers");
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    if (rank == 0) {
+        ok(kvs_set_option(kv, KVS_OPT_TIMEOUT_MS, 1000), "timeout");
+        ok(kvs_push(kv, 1, &k, &a, 0), "push");
+        rc = kvs_pull(kv, 1, &k, &a, 0);
+        msg = kvs_last_error(kv);
+        if (rc != KVS_ETIMEDOUT || !strstr(msg, "kvs_pull") || !strstr(msg, "key 7")
+            || !strstr(msg, "round 1") || !strstr(msg, "rank 2") || strstr(msg, "rank 1"))
+            die("pull past the deadline: %s (%s)", kvs_err_name(rc), msg);
+        return;
+    }
+    if (rank == 1) {
+        ok(kvs_push(kv, 1, &k, &a, 0), "push");
+        rc = kvs_pull(kv, 1, &k, &a, 0);
+    } else {
+        rc = kvs_barrier(kv);
+    }
+    msg = kvs_last_error(kv);
+    if (rc != KVS_ETIMEDOUT || !strstr(msg, "rank 0 gave up") || !strstr(msg, "key 7"))
+        die("after rank 0 gave up: %s (%s)", kvs_err_name(rc), msg);
+}
+
 int main(int argc, char **argv)
 {
     const char *type = "dist_sync";
@@ -572,6 +608,8 @@ int main(int argc, char **argv)
         hold();
     else if (strcmp(scenario, "stop_waits") == 0)
         stop_waits();
+    else if (strcmp(scenario, "timeout_says") == 0)
+        timeout_says();
     else
         die("unknown scenario");
     kvs_close(kv);

@@ -181,7 +181,7 @@ static void sqe_one(const unsigned char *slot, uint64_t staging)
         CHECK(e.code == KVS_EPROTO);
         return;
     }
-    CHECK(s.op >= KVS__OP_INIT && s.op <= KVS__OP_SPILL);
+    CHECK(s.op >= KVS__OP_INIT && s.op <= KVS__OP_EXPLAIN);
     CHECK((s.flags & ~KVS__SQE_FLAGS) == 0);
     CHECK(!(s.flags & KVS__SQE_VALUE) || s.op == KVS__OP_PUSH);
     CHECK(s.key_len == 0 || (s.flags & KVS__SQE_STRKEY));
@@ -328,7 +328,7 @@ static size_t make_seeds(struct seed *out)
     out[n].len = kvs__welcome_encode(&w, out[n].bytes);
     n++;
 
-    for (int op = KVS__OP_INIT; op <= KVS__OP_SPILL; op++) {
+    for (int op = KVS__OP_INIT; op <= KVS__OP_EXPLAIN; op++) {
         struct kvs__sqe s;
 
         memset(&s, 0, sizeof s);

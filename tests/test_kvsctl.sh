@@ -190,8 +190,15 @@ for r in 0 1; do
 done
 bg="$bg $w0 $w1"
 wait_for 300 test -e "$work/waiting" || echo "# the workers of $job did not wait"
-ctl waits -j "$job" stop
+# status names each wait and who is missing
+ctl waitlist -j "$job" status
 st=$ctl_rc
+grep -q '^waiting: key 1 round 1: 1 of 2 workers pushed, waiting for rank 1$' "$rt/waitlist.out" ||
+    { echo "# status does not show the open round"; st=1; }
+grep -q '^waiting: kvs_barrier: 1 of 2 workers arrived, waiting for rank 0$' "$rt/waitlist.out" ||
+    { echo "# status does not show the barrier"; st=1; }
+ctl waits -j "$job" stop
+[ "$ctl_rc" -eq 0 ] || st=1
 wait_for 30 gone "$kvsd_pid" || { echo "# kvsd still runs 3 s after stop"; st=1; }
 wait "$kvsd_pid" || { echo "# kvsd exited $?"; st=1; }
 wait "$w0" || { echo "# rank 0 exited $?"; st=1; }

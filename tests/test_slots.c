@@ -287,7 +287,7 @@ static void test_sqe_fields(void **state)
 
     (void)state;
     s = sqe_ok(KVS__OP_PUSH); s.op = 0;          sqe_bad(&s, STAGING, "unknown op 0");
-    s = sqe_ok(KVS__OP_PUSH); s.op = 10;         sqe_bad(&s, STAGING, "unknown op 10");
+    s = sqe_ok(KVS__OP_PUSH); s.op = 11;         sqe_bad(&s, STAGING, "unknown op 11");
     s = sqe_ok(KVS__OP_PUSH); s.op = 255;        sqe_bad(&s, STAGING, "unknown op 255");
     s = sqe_ok(KVS__OP_PULL); s.flags = 0x02;    sqe_bad(&s, STAGING, "flags");
     s = sqe_ok(KVS__OP_PUSH); s.flags = 0x08;    sqe_bad(&s, STAGING, "flags");
