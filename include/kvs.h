@@ -359,8 +359,10 @@ KVS_API int kvs_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx);
  *   "sgd  lr=0.01 momentum=0 wd=0 rescale_grad=1 clip_gradient=-1"
  *   "adam lr=0.001 beta1=0.9 beta2=0.999 epsilon=1e-8 wd=0 rescale_grad=1
  *         clip_gradient=-1"
- * (clip_gradient <= 0: no clipping, as MXNet; momentum <= 0: plain sgd, no
- * momentum state.) The update formulas are MXNet's; adam
+ * Values are decimal numbers (no hex, inf or nan) in MXNet's ranges: lr > 0,
+ * momentum, beta1 and beta2 in [0, 1), wd and epsilon >= 0; clip_gradient
+ * <= 0 means no clipping, as MXNet; momentum 0: plain sgd, no momentum
+ * state. The update formulas are MXNet's; adam
  * applies bias correction with a per-key update count. Float keys only;
  * float16/bfloat16 are computed in float32 with float32 state.
  * Replaces any updater or optimizer and drops optimizer state.

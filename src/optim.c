@@ -34,9 +34,15 @@
 
 enum optim_kind { OPTIM_SGD, OPTIM_ADAM };
 
+/* The values MXNet's optimizers make sense of (its own checks, and where
+ * its formulas stop meaning anything: a negative lr ascends, beta or
+ * momentum 1 never forgets). */
+enum range { ANY, POSITIVE, NONNEG, UNIT };   /* (-inf,inf) (0,inf) [0,inf) [0,1) */
+
 struct param_def {
     const char *name;
     double dflt;                       /* MXNet 1.9's default */
+    enum range range;
 };
 
 struct optim_def {
@@ -54,22 +60,42 @@ enum { ADAM_LR, ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON, ADAM_WD, ADAM_RESCALE, ADA
 /* clip_gradient -1 stands for MXNet's None. lr 0.01 is the Optimizer base
  * class's learning_rate, which SGD inherits. */
 static const struct param_def sgd_params[SGD_NPARAMS] = {
-    [SGD_LR]       = { "lr",            0.01 },
-    [SGD_MOMENTUM] = { "momentum",      0.0 },
-    [SGD_WD]       = { "wd",            0.0 },
-    [SGD_RESCALE]  = { "rescale_grad",  1.0 },
-    [SGD_CLIP]     = { "clip_gradient", -1.0 },
+    [SGD_LR]       = { "lr",            0.01,  POSITIVE },
+    [SGD_MOMENTUM] = { "momentum",      0.0,   UNIT },
+    [SGD_WD]       = { "wd",            0.0,   NONNEG },
+    [SGD_RESCALE]  = { "rescale_grad",  1.0,   ANY },
+    [SGD_CLIP]     = { "clip_gradient", -1.0,  ANY },
 };
 
 static const struct param_def adam_params[ADAM_NPARAMS] = {
-    [ADAM_LR]      = { "lr",            0.001 },
-    [ADAM_BETA1]   = { "beta1",         0.9 },
-    [ADAM_BETA2]   = { "beta2",         0.999 },
-    [ADAM_EPSILON] = { "epsilon",       1e-8 },
-    [ADAM_WD]      = { "wd",            0.0 },
-    [ADAM_RESCALE] = { "rescale_grad",  1.0 },
-    [ADAM_CLIP]    = { "clip_gradient", -1.0 },
+    [ADAM_LR]      = { "lr",            0.001, POSITIVE },
+    [ADAM_BETA1]   = { "beta1",         0.9,   UNIT },
+    [ADAM_BETA2]   = { "beta2",         0.999, UNIT },
+    [ADAM_EPSILON] = { "epsilon",       1e-8,  NONNEG },
+    [ADAM_WD]      = { "wd",            0.0,   NONNEG },
+    [ADAM_RESCALE] = { "rescale_grad",  1.0,   ANY },
+    [ADAM_CLIP]    = { "clip_gradient", -1.0,  ANY },
 };
+
+static int in_range(double v, enum range r)
+{
+    switch (r) {
+    case POSITIVE: return v > 0;
+    case NONNEG: return v >= 0;
+    case UNIT: return v >= 0 && v < 1;
+    default: return 1;
+    }
+}
+
+static const char *range_text(enum range r)
+{
+    switch (r) {
+    case POSITIVE: return "> 0";
+    case NONNEG: return ">= 0";
+    case UNIT: return "in [0, 1)";
+    default: return "finite";
+    }
+}
 
 static const struct optim_def optim_defs[] = {
     { "sgd",  OPTIM_SGD,  SGD_NPARAMS,  sgd_params },
@@ -171,8 +197,15 @@ int kvs__optim_parse(const char *spec, struct kvs__optim **out, struct kvs__err 
         given |= 1u << i;
         if (par.value_len > OPTIM_NUMBER_MAX ||
             kvs__spec_double(par.value, par.value_len, &o->p[i]) != 0) {
-            rc = kvs__fail(e, KVS_ESPEC, "%s: %s '%.*s' is not a finite number", def->name,
-                           def->params[i].name, kvs__spec_shown(par.value_len), par.value);
+            rc = kvs__fail(e, KVS_ESPEC, "%s: %s '%.*s' is not a finite decimal number",
+                           def->name, def->params[i].name, kvs__spec_shown(par.value_len),
+                           par.value);
+            goto fail;
+        }
+        if (!in_range(o->p[i], def->params[i].range)) {
+            rc = kvs__fail(e, KVS_ESPEC, "%s: %s '%.*s' is out of range: it must be %s",
+                           def->name, def->params[i].name, kvs__spec_shown(par.value_len),
+                           par.value, range_text(def->params[i].range));
             goto fail;
         }
     }

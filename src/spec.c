@@ -108,7 +108,8 @@ int kvs__spec_double(const char *s, size_t len, double *out)
     double v;
     int saved_errno = errno;           /* strtod's ERANGE is judged here, not left to the caller */
 
-    if (len == 0)
+    /* Decimal only: strtod would also take hex, "inf" and "nan". */
+    if (len == 0 || strspn(s, "0123456789+-.eE") < len)
         return -1;
     v = c != (locale_t)0 ? strtod_l(s, &end, c) : strtod(s, &end);
     errno = saved_errno;

@@ -246,8 +246,8 @@ static void uneven(void)
     }
 }
 
-/* dist_async: each push is applied as it comes; with sgd lr=-1 every push
- * adds its gradient, so the total is every worker's pushes. */
+/* dist_async: each push is applied as it comes; with sgd lr=1 every push
+ * subtracts its gradient, so the total is minus every worker's pushes. */
 static void async_total(void)
 {
     float v[4] = { 0, 0, 0, 0 }, o[4];
@@ -256,13 +256,13 @@ static void async_total(void)
 
     out.data = o;
     ok(kvs_init(kv, 1, &k, &a), "init");
-    ok(kvs_set_optimizer(kv, "sgd lr=-1"), "set_optimizer");
+    ok(kvs_set_optimizer(kv, "sgd lr=1"), "set_optimizer");
     fill(v, 4, 1);
     for (int i = 0; i < 100; i++)
         ok(kvs_push(kv, 1, &k, &a, 0), "push");
     ok(kvs_barrier(kv), "barrier");
     ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
-    expect(o, 4, 100.0f * nw, "total");
+    expect(o, 4, -100.0f * nw, "total");
 }
 
 /* Zero-copy buffers and views: pushes from buffers (alone, with a key

@@ -62,7 +62,7 @@ static void test_parse_values_round_trip(void **state)
         "  sgd\tclip_gradient=5\t\tlr=0.1  \n",
         ("adam lr=3e-4 beta1=0.8 beta2=0.95 epsilon=1e-7 wd=0.01 rescale_grad=0.125 "
          "clip_gradient=10"),
-        "adam epsilon=0x1p-30 lr=-0",
+        "adam epsilon=9.3132257461547852e-10 lr=1e-300",
         "SGD lr=1",
     };
     (void)state;
@@ -107,14 +107,23 @@ static void test_parse_errors(void **state)
         { "sgd lr =0.1", "'lr' has no '=value'" },
         { "", "empty" },
         { " \t ", "empty" },
-        { "sgd lr=", "lr '' is not a finite number" },
-        { "sgd lr=abc", "lr 'abc' is not a finite number" },
-        { "sgd lr=0.1x", "lr '0.1x' is not a finite number" },
-        { "sgd lr=0.1=2", "is not a finite number" },
-        { "sgd wd=inf", "wd 'inf' is not a finite number" },
-        { "sgd wd=nan", "is not a finite number" },
-        { "sgd lr=1e999", "is not a finite number" },
-        { "adam beta2=-INFINITY", "is not a finite number" },
+        { "sgd lr=", "lr '' is not a finite decimal number" },
+        { "sgd lr=abc", "lr 'abc' is not a finite decimal number" },
+        { "sgd lr=0.1x", "lr '0.1x' is not a finite decimal number" },
+        { "sgd lr=0.1=2", "is not a finite decimal number" },
+        { "sgd wd=inf", "wd 'inf' is not a finite decimal number" },
+        { "sgd wd=nan", "is not a finite decimal number" },
+        { "sgd lr=0x10", "lr '0x10' is not a finite decimal number" },
+        { "sgd lr=0", "lr '0' is out of range: it must be > 0" },
+        { "sgd lr=-0.1", "lr '-0.1' is out of range" },
+        { "sgd momentum=1", "momentum '1' is out of range: it must be in [0, 1)" },
+        { "sgd momentum=-0.5", "momentum '-0.5' is out of range" },
+        { "sgd wd=-1", "wd '-1' is out of range: it must be >= 0" },
+        { "adam beta1=1", "beta1 '1' is out of range: it must be in [0, 1)" },
+        { "adam beta2=1.5", "beta2 '1.5' is out of range" },
+        { "adam epsilon=-1e-8", "epsilon '-1e-8' is out of range" },
+        { "sgd lr=1e999", "is not a finite decimal number" },
+        { "adam beta2=-INFINITY", "is not a finite decimal number" },
     };
     (void)state;
 
@@ -164,7 +173,7 @@ static void test_state_shapes(void **state)
 
     {
         /* MXNet runs the momentum rule only for momentum > 0. */
-        struct kvs__optim *neg = parse_ok("sgd momentum=-0.5");
+        struct kvs__optim *neg = parse_ok("sgd momentum=0");
         s = state_ok(neg, KVS_FLOAT32, 5);
         assert_int_equal(s->nbuf, 0);
         assert_int_equal(kvs__optim_nbuf(neg), 0);
