@@ -131,6 +131,7 @@ static void teardown(struct daemon *d)
         if (d->workers[i].state != W_FREE)
             worker_release(d, &d->workers[i]);
     kvs__engine_free(d->eng);
+    free(d->coll_tab);
     if (d->listen_fd >= 0) {
         close(d->listen_fd);
         unlink(d->sock_path);

@@ -110,7 +110,8 @@ struct coll {
     unsigned char *arrived;
     int narrived;
     struct req *reqs;                  /* waiting, completed together */
-    struct coll *next;
+    struct coll *next, **pprev;        /* the daemon's list */
+    struct coll *hnext;                /* its bucket in the daemon's table */
 };
 
 /* A control connection, checked by the socket thread, waiting for its
@@ -160,7 +161,9 @@ struct daemon {
     struct req *pending;               /* sorted: priority high first, then arrival;
                                         * pulls, and sync pushes not in a round yet */
     struct round *open;                /* rounds holding pushes */
-    struct coll *colls;
+    struct coll *colls;                /* waiting: a list, and a table by op and key */
+    struct coll **coll_tab;
+    size_t coll_cap, ncolls;           /* cap: 0 or a power of two */
     struct stats st;
 
     pthread_mutex_t ctl_lock;          /* ctlq between the socket and serve threads */

@@ -297,6 +297,9 @@ static int expected(const struct daemon *d)
     return d->nworkers - d->left;
 }
 
+static void coll_unlink(struct daemon *d, struct coll *c);
+static void coll_free(struct coll *c);
+
 /* Fails every waiting request: pulls and pushes in pending, pushes in
  * rounds, and those in collectives. */
 void fail_waiting(struct daemon *d, int status, const char *msg)
@@ -308,11 +311,9 @@ void fail_waiting(struct daemon *d, int status, const char *msg)
     while (d->colls) {
         struct coll *c = d->colls;
 
-        d->colls = c->next;
+        coll_unlink(d, c);
         complete_list(d, c->reqs, status, msg);
-        free(c->arrived);
-        free((char *)c->key.name);
-        free(c);
+        coll_free(c);
     }
 }
 
@@ -638,18 +639,96 @@ static void close_rounds_after_leave(struct daemon *d, int wi)
 
 /* ---- collectives ------------------------------------------------------ */
 
+/* Collectives waiting are found by a hash of their op and key: a list
+ * call may init hundreds of thousands of keys, each its own collective. */
+static uint64_t coll_hash(uint8_t op, int str, int64_t id, const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ op ^ ((uint64_t)str << 8);
+
+    if (str) {
+        for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+            h = (h ^ *p) * 0x100000001b3ull;
+    } else {
+        h = (h ^ (uint64_t)id) * 0x100000001b3ull;
+    }
+    return h ^ (h >> 29);
+}
+
+static size_t coll_bucket(const struct daemon *d, const struct coll *c)
+{
+    return coll_hash(c->op, c->key.name != NULL, c->key.id, c->key.name) & (d->coll_cap - 1);
+}
+
 static struct coll *coll_find(struct daemon *d, const struct kvs__sqe *s)
 {
-    for (struct coll *c = d->colls; c; c = c->next) {
-        if (c->op != s->op)
-            continue;
-        if (s->op != KVS__OP_INIT)
+    int str = (s->flags & KVS__SQE_STRKEY) != 0;
+    int64_t id = s->op == KVS__OP_INIT && !str ? s->key_id : 0;
+    const char *name = s->op == KVS__OP_INIT && str ? s->key_name : "";
+
+    if (d->coll_cap == 0)
+        return NULL;
+    str = s->op == KVS__OP_INIT && str;
+    for (struct coll *c = d->coll_tab[coll_hash(s->op, str, id, name) & (d->coll_cap - 1)]; c;
+         c = c->hnext)
+        if (c->op == s->op && (c->key.name != NULL) == str
+            && (str ? strcmp(c->key.name, name) == 0 : c->key.id == id))
             return c;
-        if ((c->key.name != NULL) == ((s->flags & KVS__SQE_STRKEY) != 0)
-            && (c->key.name ? strcmp(c->key.name, s->key_name) == 0 : c->key.id == s->key_id))
-            return c;
-    }
     return NULL;
+}
+
+/* Links a new collective into the list and the table (grown to keep
+ * chains short). 0 or -ENOMEM. */
+static int coll_link(struct daemon *d, struct coll *c)
+{
+    if (2 * (d->ncolls + 1) > d->coll_cap) {
+        size_t cap = d->coll_cap ? 2 * d->coll_cap : 64;
+        struct coll **tab = calloc(cap, sizeof *tab);
+
+        if (!tab)
+            return -ENOMEM;
+        free(d->coll_tab);
+        d->coll_tab = tab;
+        d->coll_cap = cap;
+        for (struct coll *o = d->colls; o; o = o->next) {
+            size_t b = coll_bucket(d, o);
+
+            o->hnext = tab[b];
+            tab[b] = o;
+        }
+    }
+    {
+        size_t b = coll_bucket(d, c);
+
+        c->hnext = d->coll_tab[b];
+        d->coll_tab[b] = c;
+    }
+    c->next = d->colls;
+    if (d->colls)
+        d->colls->pprev = &c->next;
+    c->pprev = &d->colls;
+    d->colls = c;
+    d->ncolls++;
+    return 0;
+}
+
+static void coll_unlink(struct daemon *d, struct coll *c)
+{
+    struct coll **p = &d->coll_tab[coll_bucket(d, c)];
+
+    while (*p != c)
+        p = &(*p)->hnext;
+    *p = c->hnext;
+    *c->pprev = c->next;
+    if (c->next)
+        c->next->pprev = c->pprev;
+    d->ncolls--;
+}
+
+static void coll_free(struct coll *c)
+{
+    free(c->arrived);
+    free((char *)c->key.name);
+    free(c);
 }
 
 /* An init stores the value of the lowest rank that called it (rank 0,
@@ -685,18 +764,13 @@ static int coll_init(struct daemon *d, struct coll *c, struct kvs__err *e)
 
 static void coll_finish(struct daemon *d, struct coll *c)
 {
-    struct coll **p = &d->colls;
     struct kvs__err e = { 0, "" };
     int status = c->op == KVS__OP_INIT ? coll_init(d, c, &e) : 0;
 
-    while (*p != c)
-        p = &(*p)->next;
-    *p = c->next;
+    coll_unlink(d, c);
     d->st.collectives++;
     complete_list(d, c->reqs, status, e.msg);
-    free(c->arrived);
-    free((char *)c->key.name);
-    free(c);
+    coll_free(c);
 }
 
 static void colls_check(struct daemon *d)
@@ -726,19 +800,23 @@ static void coll_arrive(struct daemon *d, struct req *r)
     if (r->copy)
         memcpy(r->copy, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
     if (!c) {
+        int str = r->s.op == KVS__OP_INIT && (r->s.flags & KVS__SQE_STRKEY);
+
         c = calloc(1, sizeof *c);
         if (!c || !(c->arrived = calloc((size_t)d->nworkers, 1))
-            || ((r->s.flags & KVS__SQE_STRKEY) && !(c->key.name = strdup(r->s.key_name)))) {
+            || (str && !(c->key.name = strdup(r->s.key_name)))) {
             if (c)
-                free(c->arrived);
-            free(c);
+                coll_free(c);
             complete(d, r, -ENOMEM, "kvsd: out of memory");
             return;
         }
         c->op = r->s.op;
-        c->key.id = r->s.key_id;
-        c->next = d->colls;
-        d->colls = c;
+        c->key.id = r->s.op == KVS__OP_INIT && !str ? r->s.key_id : 0;
+        if (coll_link(d, c) != 0) {
+            coll_free(c);
+            complete(d, r, -ENOMEM, "kvsd: out of memory");
+            return;
+        }
     }
     c->arrived[r->w] = 1;
     c->narrived++;

@@ -558,8 +558,11 @@ static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *c
             pthread_mutex_unlock(&c->lock);
             explain(kv, w.base + (uint64_t)i, why, sizeof why);
             pthread_mutex_lock(&c->lock);
-            rc = broken(c, e, KVS_ETIMEDOUT, "%s: gave up after %.3g s (KVS_TIMEOUT): %s",
-                        what, (double)o.timeout_ms / 1000, why);
+            /* Over what asking may have said: this is why the handle broke. */
+            c->broken = KVS_ETIMEDOUT;
+            snprintf(c->broken_msg, sizeof c->broken_msg, "%s: gave up after %.3g s "
+                     "(KVS_TIMEOUT): %s", what, (double)o.timeout_ms / 1000, why);
+            rc = kvs__fail(e, c->broken, "%s", c->broken_msg);
             break;
         }
         rc = sleep_bell(c, seen, deadline, &quiet, what, e);
