@@ -51,6 +51,7 @@ struct req {
     uint8_t acked;                     /* completed early with KVS__CQE_HELD: the
                                         * worker waits for a release, not a completion */
     void *copy;                        /* kvsd's copy of the data, or NULL */
+    struct round *rd;                  /* PUSH, PULL: its key's rounds */
     struct req *next;
 };
 
@@ -85,6 +86,8 @@ struct worker {
  * completes, and the engine sums them all at once when the round closes.
  * So a worker's segment must stay mapped while it has a push here. */
 struct round {
+    void *value;                       /* the key's value in the arena, and its bytes */
+    uint64_t bytes;
     uint64_t done;                     /* rounds applied */
     int ncontrib;                      /* pushes in the open round */
     int nlive;                         /* of them, from workers still in the job: the

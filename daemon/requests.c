@@ -121,16 +121,13 @@ static kvs_array_t sqe_array(const struct kvs__sqe *s, void *data)
 }
 
 /* A completion that hands the worker the key's value in the arena. */
-static void value_cqe(struct daemon *d, const struct kvs__entry_info *info,
-                      struct kvs__cqe *c)
+static void value_cqe(struct daemon *d, const struct round *rd, struct kvs__cqe *c)
 {
-    const struct round *rd = *info->front;
-
-    c->value_off = (uint64_t)((unsigned char *)info->value - d->arena);
-    c->value_len = info->bytes;
-    c->round = rd ? rd->done : 0;
+    c->value_off = (uint64_t)((unsigned char *)rd->value - d->arena);
+    c->value_len = rd->bytes;
+    c->round = rd->done;
     d->st.pulls++;
-    d->st.bytes_pulled += info->bytes;
+    d->st.bytes_pulled += rd->bytes;
 }
 
 /* Where a request's data is now: kvsd's copy, or the worker's staging. */
@@ -148,7 +145,6 @@ static void req_free(struct req *r)
 static void complete(struct daemon *d, struct req *r, int status, const char *msg)
 {
     struct kvs__cqe c = { .seq = r->s.seq, .status = status };
-    struct kvs__entry_info info;
 
     if (status != 0) {
         d->st.failed++;
@@ -156,9 +152,8 @@ static void complete(struct daemon *d, struct req *r, int status, const char *ms
         d->st.pushes++;
         d->st.bytes_pushed += r->s.data_len;
         /* pushpull: the value the push made, without a pull's round trip */
-        if ((r->s.flags & KVS__SQE_VALUE)
-            && kvs__engine_lookup(d->eng, sqe_key(&r->s), &info, NULL) == 0)
-            value_cqe(d, &info, &c);
+        if (r->s.flags & KVS__SQE_VALUE)
+            value_cqe(d, r->rd, &c);
     }
     if (status && msg)
         snprintf(c.msg, sizeof c.msg, "%s", msg);
@@ -372,6 +367,9 @@ void worker_release(struct daemon *d, struct worker *w)
 
 /* ---- requests --------------------------------------------------------- */
 
+/* The key's rounds, made at its first push or pull. The value's place
+ * never changes in kvsd (no reinit, no updater swapping buffers), so the
+ * round keeps it: a request that knows its round needs no key lookup. */
 static struct round *round_of(struct daemon *d, const struct kvs__entry_info *info)
 {
     struct round *r = *info->front;
@@ -391,6 +389,8 @@ static struct round *round_of(struct daemon *d, const struct kvs__entry_info *in
         free(r);
         return NULL;
     }
+    r->value = info->value;
+    r->bytes = info->bytes;
     *info->front = r;
     return r;
 }
@@ -436,17 +436,14 @@ static void insert_pending(struct daemon *d, struct req *r, struct place *h)
 /* Pushes n values of one key (keys[] repeats it) through the engine,
  * under the stored value's seqlock: the engine sums them in one pass
  * straight into the value, or into its scratch buffer for the optimizer. */
-static int apply(struct daemon *d, int n, const kvs_key_t *keys, const kvs_array_t *vals,
-                 struct kvs__err *e)
+static int apply(struct daemon *d, struct round *rd, int n, const kvs_key_t *keys,
+                 const kvs_array_t *vals, struct kvs__err *e)
 {
-    struct kvs__entry_info info;
     int rc;
 
-    if ((rc = kvs__engine_lookup(d->eng, keys[0], &info, e)) != 0)
-        return rc;
-    seq_begin(info.value);
+    seq_begin(rd->value);
     rc = kvs__engine_push(d->eng, n, keys, vals, e);
-    seq_end(info.value);
+    seq_end(rd->value);
     return rc;
 }
 
@@ -458,7 +455,6 @@ static int apply(struct daemon *d, int n, const kvs_key_t *keys, const kvs_array
  * optimizer). All or nothing, as every engine call. */
 static int apply_rounds(struct daemon *d, struct round *list, struct kvs__err *e)
 {
-    struct kvs__entry_info info;
     kvs_key_t *keys;
     kvs_array_t *vals;
     void **values;
@@ -481,8 +477,7 @@ static int apply_rounds(struct daemon *d, struct round *list, struct kvs__err *e
             keys[n] = sqe_key(&r->s);
             vals[n++] = sqe_array(&r->s, req_data(d, r));
         }
-        if ((rc = kvs__engine_lookup(d->eng, keys[n - 1], &info, e)) == 0)
-            values[nr++] = info.value;
+        values[nr++] = rd->value;
     }
     if (rc == 0) {
         for (int i = 0; i < nr; i++)
@@ -550,35 +545,25 @@ static int close_round(struct daemon *d, struct round *rd)
  * a push joined a round. */
 int serve_pending(struct daemon *d)
 {
-    struct kvs__err e = { 0, "" };
     struct round *ready = NULL;
     int progress = 0;
 
     for (struct req **p = &d->pending; *p;) {
         struct req *r = *p;
-        struct kvs__entry_info info;
-        struct round *rd;
-        int rc;
+        struct round *rd = r->rd;      /* pending requests are pushes and pulls */
 
-        if ((rc = kvs__engine_lookup(d->eng, sqe_key(&r->s), &info, &e)) != 0) {
-            *p = r->next;
-            complete(d, r, rc, e.msg);
-            progress = 1;
-            continue;
-        }
         if (r->s.op == KVS__OP_PULL) {
-            rd = *info.front;
-            if (d->sync && rd && (rd->done < rd->last[r->w] || rd->queued[r->w] > 0)) {
+            if (d->sync && (rd->done < rd->last[r->w] || rd->queued[r->w] > 0)) {
                 p = &r->next;
                 continue;
             }
             *p = r->next;
-            if (d->sync && rd && rd->last[r->w] != 0 && rd->failed_round == rd->last[r->w]) {
+            if (d->sync && rd->last[r->w] != 0 && rd->failed_round == rd->last[r->w]) {
                 complete(d, r, rd->fail_status, rd->fail_msg);
             } else {
                 struct kvs__cqe c = { .seq = r->s.seq };
 
-                value_cqe(d, &info, &c);
+                value_cqe(d, rd, &c);
                 post(d, r->w, &c);
                 req_free(r);
             }
@@ -590,12 +575,6 @@ int serve_pending(struct daemon *d)
             continue;
         }
         /* A sync push: into its key's open round, unless it is already in. */
-        if (!(rd = round_of(d, &info))) {
-            *p = r->next;
-            complete(d, r, -ENOMEM, "kvsd: out of memory for a round");
-            progress = 1;
-            continue;
-        }
         if (rd->contrib[r->w]) {       /* already in the open round: wait for the next */
             p = &r->next;
             continue;
@@ -900,13 +879,10 @@ void explain_wait(const struct daemon *d, int wi, uint64_t seq, char *buf, size_
 {
     buf[0] = '\0';
     for (const struct req *r = d->pending; r; r = r->next) {
-        struct kvs__entry_info info;
-
         if (r->w != wi || r->s.seq != seq)
             continue;
-        if (kvs__engine_lookup(d->eng, sqe_key(&r->s), &info, NULL) == 0 && *info.front)
-            round_text(d, *info.front, r->s.op == KVS__OP_PULL ? "kvs_pull" : "kvs_pushpull",
-                       sqe_key(&r->s), buf, size);
+        round_text(d, r->rd, r->s.op == KVS__OP_PULL ? "kvs_pull" : "kvs_pushpull",
+                   sqe_key(&r->s), buf, size);
         return;
     }
     for (const struct round *rd = d->open; rd; rd = rd->next)
@@ -987,9 +963,13 @@ static void run_list(struct daemon *d, struct req *list)
     for (struct req *r = list; r && rc == 0; r = r->next) {
         if (r->s.op == KVS__OP_PUSH || r->s.op == KVS__OP_PULL) {
             kvs_array_t a = sqe_array(&r->s, NULL);
+            struct kvs__entry_info info;
 
-            rc = r->s.op == KVS__OP_PUSH ? kvs__engine_check_push(d->eng, sqe_key(&r->s), &a, &e)
-                                         : kvs__engine_check(d->eng, sqe_key(&r->s), &a, &e);
+            rc = r->s.op == KVS__OP_PUSH
+                     ? kvs__engine_check_push(d->eng, sqe_key(&r->s), &a, &info, &e)
+                     : kvs__engine_check(d->eng, sqe_key(&r->s), &a, &info, &e);
+            if (rc == 0 && !(r->rd = round_of(d, &info)))
+                rc = kvs__fail(&e, -ENOMEM, "kvsd: out of memory for a round");
         }
     }
     if (rc != 0) {
@@ -999,8 +979,6 @@ static void run_list(struct daemon *d, struct req *list)
     while (list) {
         struct req *r = list;
         struct worker *w = &d->workers[r->w];
-        struct kvs__entry_info info;
-        struct round *rd;
 
         list = r->next;
         r->next = NULL;
@@ -1024,18 +1002,12 @@ static void run_list(struct daemon *d, struct req *list)
                 kvs_key_t key = sqe_key(&r->s);
                 kvs_array_t a = sqe_array(&r->s, w->staging + r->s.data_off);
 
-                rc = apply(d, 1, &key, &a, &e);
+                rc = apply(d, r->rd, 1, &key, &a, &e);
                 complete(d, r, rc, e.msg);
                 break;
             }
-            /* Checked above, so the key is there: its round counts the
-             * push as queued until it joins one. */
-            if (kvs__engine_lookup(d->eng, sqe_key(&r->s), &info, &e) != 0
-                || !(rd = round_of(d, &info))) {
-                complete(d, r, -ENOMEM, "kvsd: out of memory for a round");
-                break;
-            }
-            rd->queued[r->w]++;
+            /* Queued in its key's round until it joins one. */
+            r->rd->queued[r->w]++;
             r->lent = 1;
             insert_pending(d, r, &at);
             if (!(r->s.flags & KVS__SQE_VALUE))

@@ -255,6 +255,14 @@ static int entry_match(const struct entry *ent, const kvs_array_t *arr, struct k
     return 0;
 }
 
+static void entry_info(struct entry *ent, struct kvs__entry_info *out)
+{
+    *out = (struct kvs__entry_info){ .value = ent->value, .bytes = ent->bytes,
+                                     .count = ent->count, .dtype = ent->dtype,
+                                     .ndim = ent->ndim, .shape = ent->shape,
+                                     .version = ent->version, .front = &ent->front };
+}
+
 int kvs__engine_lookup(struct kvs__engine *eng, kvs_key_t key, struct kvs__entry_info *out,
                        struct kvs__err *e)
 {
@@ -263,15 +271,13 @@ int kvs__engine_lookup(struct kvs__engine *eng, kvs_key_t key, struct kvs__entry
 
     if (!ent)
         return kvs__fail(e, KVS_ENOKEY, "key %s: not initialised", KEYSTR(ks, key));
-    *out = (struct kvs__entry_info){ .value = ent->value, .bytes = ent->bytes,
-                                     .count = ent->count, .dtype = ent->dtype,
-                                     .ndim = ent->ndim, .shape = ent->shape,
-                                     .version = ent->version, .front = &ent->front };
+    entry_info(ent, out);
     return 0;
 }
 
-int kvs__engine_check(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t *a,
-                      struct kvs__err *e)
+/* The stored entry a matches, in *out. */
+static int check_entry(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t *a,
+                       struct entry **out, struct kvs__err *e)
 {
     char ks[KVS_MAX_KEY_LEN + 8];
     struct entry *ent = table_get(eng, key);
@@ -281,7 +287,19 @@ int kvs__engine_check(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t 
                          kind_name(kind_of(key)), kind_name(eng->kind));
     if (!ent)
         return kvs__fail(e, KVS_ENOKEY, "key %s: not initialised", KEYSTR(ks, key));
+    *out = ent;
     return entry_match(ent, a, e);
+}
+
+int kvs__engine_check(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t *a,
+                      struct kvs__entry_info *info, struct kvs__err *e)
+{
+    struct entry *ent;
+    int rc = check_entry(eng, key, a, &ent, e);
+
+    if (rc == 0 && info)
+        entry_info(ent, info);
+    return rc;
 }
 
 /* 0 when the update rule can update the entry: an optimizer needs a
@@ -299,11 +317,14 @@ static int optim_takes(const struct kvs__engine *eng, const struct entry *ent,
 }
 
 int kvs__engine_check_push(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t *a,
-                           struct kvs__err *e)
+                           struct kvs__entry_info *info, struct kvs__err *e)
 {
-    int rc = kvs__engine_check(eng, key, a, e);
+    struct entry *ent;
+    int rc = check_entry(eng, key, a, &ent, e);
 
-    return rc ? rc : optim_takes(eng, table_get(eng, key), e);
+    if (rc == 0 && (rc = optim_takes(eng, ent, e)) == 0 && info)
+        entry_info(ent, info);
+    return rc;
 }
 
 void kvs__engine_set_front_free(struct kvs__engine *eng, void (*fn)(void *front))

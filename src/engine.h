@@ -84,14 +84,15 @@ struct kvs__entry_info {
 /* 0, or KVS_ENOKEY with a detail. */
 int kvs__engine_lookup(struct kvs__engine *eng, kvs_key_t key, struct kvs__entry_info *out,
                        struct kvs__err *e);
-/* 0 when a has the dtype and shape of the stored key; else KVS_ENOKEY,
+/* 0 when a has the dtype and shape of the stored key, and the key's info
+ * in *info (may be NULL), as kvs__engine_lookup gives it; else KVS_ENOKEY,
  * KVS_EDTYPE or KVS_ESHAPE with the detail a push or pull would give. */
 int kvs__engine_check(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t *a,
-                      struct kvs__err *e);
+                      struct kvs__entry_info *info, struct kvs__err *e);
 /* kvs__engine_check, and for a push also what the update rule needs:
  * KVS_EDTYPE for an integer key under an optimizer. */
 int kvs__engine_check_push(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t *a,
-                           struct kvs__err *e);
+                           struct kvs__entry_info *info, struct kvs__err *e);
 /* Calls fn(ctx, key, info) for every stored key, in key order (int keys
  * ascending, string keys by strcmp), so that what a front shows of the
  * store does not depend on the table's layout. key.name and info are valid
