@@ -532,6 +532,44 @@ static void stop_waits(void)
         die("barrier while kvsd stops: %s, expected KVS_ECLOSED", kvs_err_name(rc));
 }
 
+/* Rank 0 pushes more than its staging area holds (5 keys of 64 MiB, 256
+ * MiB of staging) before the other ranks push anything: kvsd reads pushes
+ * from staging until their rounds close, so rank 0 runs out of room and
+ * has kvsd copy what it holds, instead of waiting for the others. Then
+ * every rank pushes in the reverse order and pulls the sums. */
+static void spill(void)
+{
+    enum { NK = 5 };
+    const int64_t n = 16 << 20;        /* floats: 64 MiB */
+    float *v = malloc((size_t)n * sizeof *v), *o = malloc((size_t)n * sizeof *o);
+    kvs_key_t k[NK];
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { n } }, out = a;
+    float total = nw * (nw + 1) / 2.0f;
+
+    if (!v || !o)
+        die("out of memory");
+    out.data = o;
+    fill(v, (size_t)n, 0);
+    for (int i = 0; i < NK; i++) {
+        k[i] = KVS_INT_KEY(i + 1);
+        ok(kvs_init(kv, 1, &k[i], &a), "init");
+    }
+    if (rank != 0)
+        usleep(500 * 1000);            /* rank 0's pushes wait in open rounds */
+    for (int i = 0; i < NK; i++) {
+        int j = rank == 0 ? i : NK - 1 - i;
+
+        fill(v, (size_t)n, (float)(rank + 1 + j));
+        ok(kvs_push(kv, 1, &k[j], &a, 0), "push");
+    }
+    for (int i = 0; i < NK; i++) {
+        ok(kvs_pull(kv, 1, &k[i], &out, 0), "pull");
+        expect(o, (size_t)n, total + (float)(nw * i), "sum after a spill");
+    }
+    free(v);
+    free(o);
+}
+
 /* Rank 0 gives up waiting (a 1 s deadline) for a round rank 2 never
  * pushes to: its error says what it waited for (the call, the key, the
  * round, the missing rank), and the others get that cause, not a bare
@@ -610,6 +648,8 @@ int main(int argc, char **argv)
         stop_waits();
     else if (strcmp(scenario, "timeout_says") == 0)
         timeout_says();
+    else if (strcmp(scenario, "spill") == 0)
+        spill();
     else
         die("unknown scenario");
     kvs_close(kv);

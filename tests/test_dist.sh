@@ -72,6 +72,7 @@ for n in 2 3; do job $n long_list; done
 job 3 states
 for n in 2 3 4; do job $n peer_dies 137; done
 job 3 timeout_says
+job 2 spill
 
 # kvsd killed while workers wait: their next call fails within 2 s.
 name="kt-$$-daemon"
