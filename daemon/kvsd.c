@@ -133,6 +133,7 @@ static void teardown(struct daemon *d)
             worker_release(d, &d->workers[i]);
     kvs__engine_free(d->eng);
     free(d->coll_tab);
+    reqs_cache_free(d);
     if (d->listen_fd >= 0) {
         close(d->listen_fd);
         unlink(d->sock_path);

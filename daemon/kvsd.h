@@ -166,6 +166,8 @@ struct daemon {
     struct round *open;                /* rounds holding pushes */
     struct coll *colls;                /* waiting: a list, and a table by op and key */
     struct coll **coll_tab;
+    struct req *free_reqs;             /* freed requests kept for reuse */
+    int nfree_reqs;
     size_t coll_cap, ncolls;           /* cap: 0 or a power of two */
     struct stats st;
 
@@ -233,6 +235,9 @@ void list_waits(const struct daemon *d, void (*line)(void *ctx, const char *text
  * socket. A push of it still waiting whose data is in the segment (a
  * worker that died) fails the job (fail_job) before the segment goes. */
 void worker_release(struct daemon *d, struct worker *w);
+
+/* Frees the requests kept for reuse (at teardown). */
+void reqs_cache_free(struct daemon *d);
 
 /* Frees a key's rounds (the engine's front free). */
 void round_free(void *p);

@@ -136,10 +136,50 @@ static void *req_data(const struct daemon *d, const struct req *r)
     return r->copy ? r->copy : d->workers[r->w].staging + r->s.data_off;
 }
 
-static void req_free(struct req *r)
+/* Requests come and go by the hundred thousand in a long list call: the
+ * freed ones are kept for the next (up to REQ_CACHE), not handed back to
+ * malloc each time. */
+#define REQ_CACHE 65536
+
+static struct req *req_new(struct daemon *d, int wi)
+{
+    struct req *r = d->free_reqs;
+
+    if (r) {
+        d->free_reqs = r->next;
+        d->nfree_reqs--;
+    } else if (!(r = malloc(sizeof *r))) {
+        return NULL;
+    }
+    r->w = wi;
+    r->lent = r->acked = 0;
+    r->copy = NULL;
+    r->rd = NULL;
+    r->next = NULL;
+    return r;
+}
+
+static void req_free(struct daemon *d, struct req *r)
 {
     free(r->copy);
-    free(r);
+    if (d->nfree_reqs >= REQ_CACHE) {
+        free(r);
+        return;
+    }
+    r->next = d->free_reqs;
+    d->free_reqs = r;
+    d->nfree_reqs++;
+}
+
+void reqs_cache_free(struct daemon *d)
+{
+    while (d->free_reqs) {
+        struct req *r = d->free_reqs;
+
+        d->free_reqs = r->next;
+        free(r);
+    }
+    d->nfree_reqs = 0;
 }
 
 static void complete(struct daemon *d, struct req *r, int status, const char *msg)
@@ -158,7 +198,7 @@ static void complete(struct daemon *d, struct req *r, int status, const char *ms
     if (status && msg)
         snprintf(c.msg, sizeof c.msg, "%s", msg);
     post(d, r->w, &c);
-    req_free(r);
+    req_free(d, r);
 }
 
 /* Answers a sync push as soon as it is taken: its call returns while the
@@ -185,7 +225,7 @@ static void finish(struct daemon *d, struct req *r, int status, const char *msg)
             d->st.failed++;
         if (r->lent)
             post(d, r->w, &c);
-        req_free(r);
+        req_free(d, r);
         return;
     }
     complete(d, r, status, msg);
@@ -565,7 +605,7 @@ int serve_pending(struct daemon *d)
 
                 value_cqe(d, rd, &c);
                 post(d, r->w, &c);
-                req_free(r);
+                req_free(d, r);
             }
             progress = 1;
             continue;
@@ -1075,20 +1115,19 @@ int drain(struct daemon *d, int wi)
     const void *slot;
 
     while (w->state == W_LIVE && (slot = kvs__ring_peek(&w->sq, &err)) != NULL) {
-        struct req *r = calloc(1, sizeof *r);
+        struct req *r = req_new(d, wi);
 
         if (!r) {
             say(d, "out of memory reading rank %d's requests", w->rank);
             break;
         }
         if (kvs__sqe_decode(slot, w->staging_size, &r->s, &e) != 0) {
-            free(r);
+            req_free(d, r);
             evict(d, w, e.msg);
             return 1;
         }
         kvs__ring_pop(&w->sq);
         progress = 1;
-        r->w = wi;
         *w->batch_tail = r;
         w->batch_tail = &r->next;
         if (++w->batch_len > KVS__LIST_MAX) {
