@@ -193,9 +193,11 @@ typedef enum {
     KVS_OPT_THREADS = 2,
     /* Deadline in milliseconds for any one wait of a dist store (a round,
      * a barrier, a pull): past it the call fails with KVS_ETIMEDOUT and the
-     * handle is unusable. Default: KVS_TIMEOUT (seconds, fractions
-     * allowed) from the environment, else 120000. 1..one year. In-process
-     * stores never wait and ignore it. */
+     * handle is unusable. Default: KVS_TIMEOUT (seconds, a decimal number,
+     * fractions allowed, in (0, 31536000]) from the environment, else
+     * 120000; any other KVS_TIMEOUT makes kvs_create fail with
+     * KVS_EBADARG. 1..one year. In-process stores never wait and ignore
+     * it. */
     KVS_OPT_TIMEOUT_MS = 3,
 } kvs_option_t;
 KVS_API int kvs_set_option(kvs_t *kv, kvs_option_t opt, int64_t value);

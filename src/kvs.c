@@ -15,6 +15,7 @@
 #include "engine.h"
 #include "error.h"
 #include "front.h"
+#include "spec.h"
 
 #define KVS__STR_(x) #x
 #define KVS__STR(x) KVS__STR_(x)
@@ -218,20 +219,23 @@ KVS_API const char *kvs_version(int *major, int *minor, int *patch)
 
 /* ---- life ------------------------------------------------------------- */
 
-/* KVS_TIMEOUT, in seconds (fractions allowed), else two minutes: long
- * enough for a slow worker's step, short enough that a stuck job ends. */
-static int64_t default_timeout_ms(void)
+/* KVS_TIMEOUT, in seconds (a decimal number, fractions allowed, in (0,
+ * one year]), else two minutes: long enough for a slow worker's step,
+ * short enough that a stuck job ends. Anything else set there is
+ * KVS_EBADARG: a deadline the user did not mean is worse than none. */
+static int default_timeout_ms(int64_t *ms, struct kvs__err *e)
 {
     const char *s = getenv("KVS_TIMEOUT");
-    char *end;
     double v;
 
-    if (s && *s) {
-        v = strtod(s, &end);
-        if (*end == '\0' && v > 0 && v <= 86400.0 * 365)
-            return (int64_t)(v * 1000.0 + 0.5) > 0 ? (int64_t)(v * 1000.0 + 0.5) : 1;
-    }
-    return 120000;
+    *ms = 120000;
+    if (!s || !*s)
+        return 0;
+    if (kvs__spec_double(s, strlen(s), &v) != 0 || !(v > 0) || v > 86400.0 * 365)
+        return kvs__fail(e, KVS_EBADARG, "KVS_TIMEOUT=%.64s is not a number of seconds in "
+                         "(0, 31536000]", s);
+    *ms = (int64_t)(v * 1000.0 + 0.5) > 0 ? (int64_t)(v * 1000.0 + 0.5) : 1;
+    return 0;
 }
 
 KVS_API int kvs_create(const char *type, kvs_t **out)
@@ -268,7 +272,11 @@ KVS_API int kvs_create(const char *type, kvs_t **out)
     }
     kv->ops = ops;
     kv->nworkers = 1;
-    kv->opt_timeout_ms = default_timeout_ms();
+    if ((rc = default_timeout_ms(&kv->opt_timeout_ms, &err)) != 0) {
+        free(kv->type);
+        free(kv);
+        goto fail;
+    }
     pthread_mutex_init(&kv->lock, NULL);
     if ((rc = kv->ops->open(kv, &err)) != 0) {
         pthread_mutex_destroy(&kv->lock);

@@ -189,6 +189,40 @@ static void test_create_unknown_type(void **state)
     }
 }
 
+/* A KVS_TIMEOUT that is not a number of seconds is refused, for every
+ * type, not silently replaced by the default. */
+static void test_create_bad_timeout_env(void **state)
+{
+    static const char *const bad[] = { "abc", "0", "-5", "30s", "inf", "nan", "0x10", "1e9",
+                                       " 5", "" };
+    kvs_t *kv;
+    int64_t ms;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("KVS_TIMEOUT", bad[i], 1);
+        if (!*bad[i]) {                /* empty: unset, the default */
+            assert_int_equal(kvs_create("local", &kv), 0);
+            assert_int_equal(kvs_get_option(kv, KVS_OPT_TIMEOUT_MS, &ms), 0);
+            assert_int_equal(ms, 120000);
+            kvs_close(kv);
+            continue;
+        }
+        kv = (kvs_t *)&kv;
+        assert_int_equal(kvs_create("local", &kv), KVS_EBADARG);
+        assert_null(kv);
+        assert_non_null(strstr(kvs_last_error(NULL), "KVS_TIMEOUT="));
+        assert_int_equal(kvs_create("dist_sync", &kv), KVS_EBADARG);
+        assert_non_null(strstr(kvs_last_error(NULL), "KVS_TIMEOUT="));
+    }
+    setenv("KVS_TIMEOUT", "2.5", 1);
+    assert_int_equal(kvs_create("local", &kv), 0);
+    assert_int_equal(kvs_get_option(kv, KVS_OPT_TIMEOUT_MS, &ms), 0);
+    assert_int_equal(ms, 2500);
+    kvs_close(kv);
+    unsetenv("KVS_TIMEOUT");
+}
+
 static void test_create_null_args(void **state)
 {
     kvs_t *kv = (kvs_t *)(uintptr_t)0x1;
@@ -721,6 +755,7 @@ int main(void)
         cmocka_unit_test(test_create_local_types),
         cmocka_unit_test(test_create_unknown_type),
         cmocka_unit_test(test_create_null_args),
+        cmocka_unit_test(test_create_bad_timeout_env),
         cmocka_unit_test(test_create_later_types_are_known),
         cmocka_unit_test(test_null_handle_calls),
         cmocka_unit_test(test_dtype_float32),
