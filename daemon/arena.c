@@ -44,6 +44,11 @@ void *arena_alloc(void *ctx, size_t bytes)
     return bh + 1;
 }
 
+uint64_t arena_room(const struct daemon *d)
+{
+    return d->o.arena - d->arena_next;
+}
+
 void arena_free(void *ctx, void *p, size_t bytes)
 {
     (void)ctx;

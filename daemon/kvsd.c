@@ -198,6 +198,21 @@ static void serve(struct daemon *d)
 
 /* ---- main ------------------------------------------------------------- */
 
+/* The arena is a memfd that takes memory only where values are written,
+ * and workers map it read-only once, at its full size: so it is sized for
+ * the biggest store the machine could hold (its memory; at least 4 GiB),
+ * not for the store at hand, and a model of a billion parameters fits
+ * without flags. */
+static uint64_t default_arena(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t mem = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0,
+             min = 4ull << 30, max = 1ull << 40;
+
+    mem = (mem + (1ull << 30) - 1) & ~((1ull << 30) - 1);
+    return mem < min ? min : mem > max ? max : mem;
+}
+
 static void on_signal(int sig)
 {
     (void)sig;
@@ -212,7 +227,8 @@ static void usage(FILE *f)
             "  -j, --job NAME       the job (as KVS_JOB in the workers)\n"
             "  -n, --workers N      the job's number of workers (default: from the first)\n"
             "      --staging BYTES  staging area per worker (default 256M)\n"
-            "      --arena BYTES    room for stored values (default 4G, sparse)\n"
+            "      --arena BYTES    room for stored values (default: the machine's memory,\n"
+            "                       at least 4G; sparse until values fill it)\n"
             "      --threads N      threads for big sums (default: online CPUs, at most 8)\n"
             "  -q, --quiet          no messages on stderr\n"
             "  -h, --help           this text\n"
@@ -245,7 +261,7 @@ int main(int argc, char **argv)
     mallopt(M_MMAP_THRESHOLD, 256 << 20);
     mallopt(M_TRIM_THRESHOLD, 512 << 20);
     d.o.staging = 256ull << 20;
-    d.o.arena = 4ull << 30;
+    d.o.arena = default_arena();
     d.o.sq_entries = 1024;
     d.o.cq_entries = 1024;
     d.sync = -1;

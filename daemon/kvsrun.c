@@ -60,6 +60,7 @@ struct options {
     const char *kvsd;                  /* NULL: look for it */
     const char *timeout;               /* NULL: KVS_TIMEOUT is left as it is */
     const char *staging;               /* NULL: kvsd's default */
+    const char *arena;                 /* NULL: kvsd's default */
     char **argv;                       /* the workers' program and its arguments */
 };
 
@@ -110,6 +111,8 @@ static void usage(FILE *f)
             "      --timeout SECONDS    exported to the workers as KVS_TIMEOUT\n"
             "      --staging BYTES      kvsd's staging area per worker, e.g. 1G: room for\n"
             "                           zero-copy buffers and copies (kvsd's default 256M)\n"
+            "      --arena BYTES        room for the job's stored values (kvsd's default:\n"
+            "                           the machine's memory, at least 4G; sparse)\n"
             "  -h, --help               this text\n"
             "      --version            kvsrun's version\n"
             "Exit status: that of the first worker to fail (128+S when signal S killed it),\n"
@@ -136,7 +139,7 @@ static int parse_seconds(const char *s, double lo, double hi, int64_t *ns)
  * 2 on a usage error, with the message already written). */
 static int parse_options(struct options *o, int argc, char **argv)
 {
-    enum { OPT_GRACE = 256, OPT_KVSD, OPT_TIMEOUT, OPT_STAGING, OPT_VERSION };
+    enum { OPT_GRACE = 256, OPT_KVSD, OPT_TIMEOUT, OPT_STAGING, OPT_ARENA, OPT_VERSION };
     static const struct option longs[] = {
         { "workers", required_argument, NULL, 'n' },
         { "job", required_argument, NULL, 'j' },
@@ -144,6 +147,7 @@ static int parse_options(struct options *o, int argc, char **argv)
         { "kvsd", required_argument, NULL, OPT_KVSD },
         { "timeout", required_argument, NULL, OPT_TIMEOUT },
         { "staging", required_argument, NULL, OPT_STAGING },
+        { "arena", required_argument, NULL, OPT_ARENA },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, OPT_VERSION },
         { NULL, 0, NULL, 0 },
@@ -202,17 +206,19 @@ static int parse_options(struct options *o, int argc, char **argv)
             }
             o->timeout = optarg;
             break;
-        case OPT_STAGING: {
+        case OPT_STAGING:
+        case OPT_ARENA: {
             uint64_t bytes;
 
             /* kvsd's own rule, checked here so that a typo is a usage error
              * of kvsrun, not a kvsd that fails to start. */
             if (kvs__parse_bytes(optarg, &bytes) != 0) {
-                fprintf(stderr, "kvsrun: --staging '%s' is not a size in bytes (with K, M "
-                        "or G), above 0 and at most 1T\n", optarg);
+                fprintf(stderr, "kvsrun: --%s '%s' is not a size in bytes (with K, M "
+                        "or G), above 0 and at most 1T\n",
+                        c == OPT_STAGING ? "staging" : "arena", optarg);
                 return 2;
             }
-            o->staging = optarg;
+            *(c == OPT_STAGING ? &o->staging : &o->arena) = optarg;
             break;
         }
         case 'h':
@@ -514,15 +520,21 @@ static int start_kvsd(struct run *r)
 {
     char buf[PATH_MAX + 16], num[16], what[128];
     const char *path = find_kvsd(r, buf, sizeof buf);
-    char *argv[] = { (char *)path, "--job", r->o.job, "-n", num, "-q", NULL, NULL, NULL };
+    char *argv[] = { (char *)path, "--job", r->o.job, "-n", num, "-q", NULL, NULL, NULL, NULL,
+                     NULL };
+    int argc = 6;
     int64_t deadline;
     pid_t pid = 0;
     int rc, sig;
 
     snprintf(num, sizeof num, "%d", r->o.nworkers);
     if (r->o.staging) {
-        argv[6] = "--staging";
-        argv[7] = (char *)r->o.staging;
+        argv[argc++] = "--staging";
+        argv[argc++] = (char *)r->o.staging;
+    }
+    if (r->o.arena) {
+        argv[argc++] = "--arena";
+        argv[argc++] = (char *)r->o.arena;
     }
     if ((rc = spawn(r, argv, -1, &pid)) != 0) {
         fprintf(stderr, "kvsrun: cannot run kvsd '%s': %s\n", path, strerror(-rc));

@@ -760,6 +760,7 @@ static int coll_init(struct daemon *d, struct coll *c, struct kvs__err *e)
     char ks[KVS_MAX_KEY_LEN + 8], s1[96], s2[96];
     kvs_key_t key;
     kvs_array_t a;
+    int rc;
 
     for (const struct req *r = c->reqs; r; r = r->next)
         if (!first || d->workers[r->w].rank < d->workers[first->w].rank)
@@ -778,7 +779,16 @@ static int coll_init(struct daemon *d, struct coll *c, struct kvs__err *e)
                          d->workers[first->w].rank, kvs_dtype_name(first->s.dtype), s2);
     }
     a = sqe_array(&first->s, first->copy);
-    return kvs__engine_init(d->eng, 1, &key, &a, 0, e);
+    rc = kvs__engine_init(d->eng, 1, &key, &a, 0, e);
+    if (rc == -ENOMEM && arena_room(d) < sizeof(struct kvs__block_head) + first->s.data_len) {
+        kvs__key_str(ks, sizeof ks, key);
+        rc = kvs__fail(e, -ENOMEM, "key %s: kvsd's arena is full: %llu of its %llu bytes are "
+                       "used, %llu more needed (kvsrun --arena, kvsd --arena set its size)",
+                       ks, (unsigned long long)(d->o.arena - arena_room(d)),
+                       (unsigned long long)d->o.arena,
+                       (unsigned long long)(sizeof(struct kvs__block_head) + first->s.data_len));
+    }
+    return rc;
 }
 
 static void coll_finish(struct daemon *d, struct coll *c)

@@ -570,6 +570,58 @@ static void spill(void)
     free(o);
 }
 
+/* A store bigger than the 4 GiB kvsd once capped its arena at: 25 keys of
+ * 200 MB (5 GB), with kvsd's default flags; the first and last key are
+ * pulled back and checked. */
+static void arena_big(void)
+{
+    enum { NK = 25 };
+    const int64_t n = 50 << 20;        /* floats: 200 MiB */
+    float *v = malloc((size_t)n * sizeof *v);
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { n } };
+
+    if (!v)
+        die("out of memory");
+    for (int i = 0; i < NK; i++) {
+        kvs_key_t k = KVS_INT_KEY(i);
+
+        v[0] = v[n - 1] = (float)i;
+        ok(kvs_init(kv, 1, &k, &a), "init");
+    }
+    for (int i = 0; i < NK; i += NK - 1) {
+        kvs_key_t k = KVS_INT_KEY(i);
+
+        v[0] = v[n - 1] = -1;
+        ok(kvs_pull(kv, 1, &k, &a, 0), "pull");
+        if (v[0] != (float)i || v[n - 1] != (float)i)
+            die("key %d: pulled %g .. %g", i, v[0], v[n - 1]);
+    }
+    free(v);
+}
+
+/* kvsd started with --arena 100M: a second key of 64 MiB does not fit,
+ * and the error says that the arena is full and how to make it bigger. */
+static void arena_full(void)
+{
+    const int64_t n = 16 << 20;        /* floats: 64 MiB */
+    float *v = calloc((size_t)n, sizeof *v);
+    kvs_key_t k[2] = { KVS_INT_KEY(1), KVS_INT_KEY(2) };
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { n } };
+    int rc;
+
+    if (!v)
+        die("out of memory");
+    ok(kvs_init(kv, 1, &k[0], &a), "init");
+    rc = kvs_init(kv, 1, &k[1], &a);
+    if (rc != -ENOMEM || !strstr(kvs_last_error(kv), "arena is full")
+        || !strstr(kvs_last_error(kv), "--arena"))
+        die("init past the arena: %s (%s)", kvs_err_name(rc), kvs_last_error(kv));
+    if ((rc = kvs_pull(kv, 1, &k[1], &a, 0)) != KVS_ENOKEY)
+        die("a key that did not fit: %s, want KVS_ENOKEY", kvs_err_name(rc));
+    ok(kvs_pull(kv, 1, &k[0], &a, 0), "the key that fit");
+    free(v);
+}
+
 /* Rank 0 gives up waiting (a 1 s deadline) for a round rank 2 never
  * pushes to: its error says what it waited for (the call, the key, the
  * round, the missing rank), and the others get that cause, not a bare
@@ -650,6 +702,10 @@ int main(int argc, char **argv)
         timeout_says();
     else if (strcmp(scenario, "spill") == 0)
         spill();
+    else if (strcmp(scenario, "arena_big") == 0)
+        arena_big();
+    else if (strcmp(scenario, "arena_full") == 0)
+        arena_full();
     else
         die("unknown scenario");
     kvs_close(kv);

@@ -18,21 +18,25 @@ tap() {  # tap STATUS NAME
     if [ "$1" -eq 0 ]; then echo "ok $n_test - $2"; else echo "not ok $n_test - $2"; fi
 }
 
-start_kvsd() {  # start_kvsd JOB N: starts kvsd, waits for its socket
-    "$kvsd" --job "$1" -n "$2" -q &
+start_kvsd() {  # start_kvsd JOB N [KVSD OPTIONS]: starts kvsd, waits for its socket
+    j=$1 nw=$2
+    shift 2
+    "$kvsd" --job "$j" -n "$nw" -q "$@" &
     kvsd_pid=$!
-    wait_for 50 test -S "$XDG_RUNTIME_DIR/kvs/$1.sock"
+    wait_for 50 test -S "$XDG_RUNTIME_DIR/kvs/$j.sock"
 }
 
-# job N SCENARIO [EXPECTED_LAST_STATUS]: runs N workers; ranks below N-1
-# must exit 0, the last one with EXPECTED_LAST_STATUS (default 0); kvsd
-# must exit 0 and leave no socket or lock behind.
+# job N SCENARIO [EXPECTED_LAST_STATUS [KVSD OPTIONS]]: runs N workers;
+# ranks below N-1 must exit 0, the last one with EXPECTED_LAST_STATUS
+# (default 0); kvsd must exit 0 and leave no socket or lock behind.
 job() {
     n=$1 sc=$2 last=${3:-0}
+    shift 2
+    [ $# -gt 0 ] && shift
     name="kt-$$-$sc-$n"
     dir="$work/$name"
     mkdir -p "$dir"
-    start_kvsd "$name" "$n"
+    start_kvsd "$name" "$n" "$@"
     pids=""
     r=0
     while [ $r -lt "$n" ]; do
@@ -73,6 +77,16 @@ job 3 states
 for n in 2 3 4; do job $n peer_dies 137; done
 job 3 timeout_says
 job 2 spill
+job 1 arena_full 0 --arena 100M
+# 5 GB with kvsd's default flags, where memory allows (not under the
+# sanitizers, whose shadow memory would double it).
+avail=$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo)
+if [ -n "${KVS_SAN_CFLAGS:-}" ] || [ "${avail:-0}" -lt 12 ]; then
+    n_test=$((n_test + 1))
+    echo "ok $n_test - arena_big with 1 worker # SKIP ${avail:-?} GiB available, or a sanitizer build"
+else
+    job 1 arena_big
+fi
 
 # kvsd killed while workers wait: their next call fails within 2 s.
 name="kt-$$-daemon"
