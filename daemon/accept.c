@@ -90,9 +90,14 @@ static void handshake(struct daemon *d, int fd)
     }
     if ((st = atomic_load(&d->workers[h.rank].state)) != W_FREE) {
         pthread_mutex_unlock(&d->lock);
-        refuse(fd, KVS_EBADARG, st == W_LEFT ? "rank %d left the job (kvs_close); a job's "
-               "worker joins it once" : st == W_DEAD ? "rank %d died or was evicted: the job "
-               "has failed" : "rank %d has already joined the job", h.rank);
+        if (st == W_LEFT)
+            refuse(fd, KVS_EBADARG, "rank %d left the job (kvs_close); a worker joins a job "
+                   "once", h.rank);
+        else if (st == W_DEAD)
+            refuse(fd, KVS_EBADARG, "rank %d died or was evicted: the job has failed", h.rank);
+        else
+            refuse(fd, KVS_EBADARG, "rank %d has already joined job '%s' (is another job "
+                   "running under that name? kvsrun -j names a job)", h.rank, d->o.job);
         goto drop;
     }
     wi = h.rank;                       /* one slot per rank */

@@ -56,6 +56,7 @@
 struct options {
     int nworkers;
     char job[KVS__JOB_MAX + 1];
+    int job_picked;                    /* no -j: kvsrun made the name up */
     int64_t grace_ns;
     const char *kvsd;                  /* NULL: look for it */
     const char *timeout;               /* NULL: KVS_TIMEOUT is left as it is */
@@ -249,8 +250,10 @@ static int parse_options(struct options *o, int argc, char **argv)
         return 2;
     }
     o->argv = argv + optind;
-    if (!o->job[0])
+    if (!o->job[0]) {
         snprintf(o->job, sizeof o->job, "run-%ld", (long)getpid());
+        o->job_picked = 1;
+    }
     return -1;
 }
 
@@ -818,6 +821,9 @@ int main(int argc, char **argv)
      * they are reaped here and their groups empty while kvsrun watches. */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
+    /* A name kvsrun made up is said, so that kvsctl -j can find the job. */
+    if (r.o.job_picked)
+        fprintf(stderr, "kvsrun: job %s (kvsctl -j %s status)\n", r.o.job, r.o.job);
     if (!probe(r.sock_path) && (rc = start_kvsd(&r)) != 0) {
         status = rc;
         goto out_kvsd;

@@ -16,9 +16,9 @@ worker=${DIST_WORKER:-$top_builddir/tests/dist_worker}
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-echo "1..22"
+echo "1..25"
 if [ ! -x "$kvsrun" ] || [ ! -x "$kvsd" ]; then
-    skip_all 22 "$kvsrun or $kvsd not built"
+    skip_all 25 "$kvsrun or $kvsd not built"
 fi
 
 private_runtime
@@ -295,6 +295,43 @@ kvsr 10 -n 1 --staging 12X /bin/true
 expect_rc 2
 if ! grep -q "not a size" "$out"; then fail "no usage message"; fi
 report "a bad --staging is a usage error"
+
+next_job
+kvsr 10 -n 1 --arena 4Q /bin/true
+expect_rc 2
+if ! grep -q "kvsrun: --arena '4Q' is not a size" "$out"; then fail "no usage message"; fi
+report "a bad --arena is a usage error"
+
+# Without -j kvsrun names the job itself, and says the name.
+next_job
+timeout -k 5 20 "$kvsrun" -n 1 sh -c 'echo "job=$KVS_JOB"' >> "$out" 2>&1
+rc=$?
+expect_rc 0
+picked=$(sed -n 's/^job=//p' "$out")
+j=$picked                              # what report looks for left behind
+if [ -z "$picked" ] || ! grep -q "^kvsrun: job $picked (kvsctl -j $picked status)$" "$out"; then
+    fail "the name kvsrun picked ('$picked') is not said"
+fi
+report "kvsrun says the job name it picks"
+
+# A second job under the name of a running one: its workers are told why.
+next_job
+if [ -x "$worker" ]; then
+    mkdir -p "$rt/$j"
+    KVS_TEST_DIR=$rt/$j timeout -k 5 30 "$kvsrun" -j "$j" -n 1 "$worker" hold >> "$out" 2>&1 &
+    first=$!
+    bg="$bg $first"
+    wait_for 100 test -e "$rt/$j/held"
+    kvsr 20 -n 1 "$worker" sums
+    [ "$rc" -ne 0 ] || fail "the second job ran"
+    grep -q "rank 0 has already joined job '$j' (is another job running under that name" \
+        "$out" || fail "the second job's worker is not told why"
+    : > "$rt/$j/release"
+    wait "$first" || fail "the first job failed"
+    report "a second job under a running job's name is told so"
+else
+    skip "no worker program $worker"
+fi
 
 next_job
 if [ -x "$worker" ]; then
