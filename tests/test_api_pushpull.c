@@ -544,6 +544,37 @@ static void rsp_unchanged_at(kvs_t *kv, int line)
     expect_rows_at(all, (const int[5]){ 1, 1, 1, 1, 1 }, line);
 }
 
+/* No row ids, their data NULL or not: every byte of the out is zero, for
+ * every dtype (the dist types get the same case in tests/dist_training). */
+static void test_row_sparse_pull_no_ids_every_dtype(void **state)
+{
+    static const kvs_dtype_t dts[] = { KVS_FLOAT32, KVS_FLOAT64, KVS_FLOAT16, KVS_BFLOAT16,
+                                       KVS_INT32, KVS_INT64, KVS_UINT8 };
+    kvs_t *kv = new_store("local");
+    unsigned char v[4 * 3 * 8], out[sizeof v];
+    int64_t some[1] = { 0 };
+    (void)state;
+    memset(v, 0x3c, sizeof v);
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        size_t bytes = 12 * kvs_dtype_size(dts[d]);
+
+        OK(kvs_init(kv, 1, (kvs_key_t[]){ IK((int64_t)d) },
+                    (kvs_array_t[]){ ARR(v, dts[d], 2, 4, 3) }));
+        for (int null = 0; null < 2; null++) {
+            memset(out, SENTINEL, sizeof out);
+            OK(kvs_row_sparse_pull(kv, 1, (kvs_key_t[]){ IK((int64_t)d) },
+                                   (kvs_array_t[]){ ARR(out, dts[d], 2, 4, 3) },
+                                   (kvs_array_t[]){ ARR(null ? NULL : some, KVS_INT64, 1, 0) },
+                                   0));
+            for (size_t i = 0; i < bytes; i++)
+                if (out[i] != 0)
+                    fail_msg("%s, ids %s: byte %zu is 0x%02x", kvs_dtype_name(dts[d]),
+                             null ? "NULL" : "not NULL", i, out[i]);
+        }
+    }
+    kvs_close(kv);
+}
+
 static void test_row_sparse_pull_basic(void **state)
 {
     kvs_t *kv = rsp_store();
@@ -850,6 +881,7 @@ int main(void)
         FX(test_pushpull),
         cmocka_unit_test(test_row_sparse_pull_basic),
         cmocka_unit_test(test_row_sparse_pull_errors),
+        cmocka_unit_test(test_row_sparse_pull_no_ids_every_dtype),
         cmocka_unit_test(test_row_sparse_pull_several_outs),
         FX(test_options),
         cmocka_unit_test(test_threads_option_identical_sums),

@@ -33,7 +33,7 @@ job() {
     n=$1 sc=$2 last=${3:-0}
     shift 2
     [ $# -gt 0 ] && shift
-    name="kt-$$-$sc-$n"
+    name="kt-$$-$sc-$n${type:+-$type}"
     dir="$work/$name"
     mkdir -p "$dir"
     start_kvsd "$name" "$n" "$@"
@@ -41,7 +41,7 @@ job() {
     r=0
     while [ $r -lt "$n" ]; do
         KVS_TEST_DIR=$dir KVS_JOB=$name KVS_RANK=$r KVS_NUM_WORKERS=$n KVS_TIMEOUT=30 \
-            timeout 60 "$worker" "$sc" &
+            timeout 60 "${prog:-$worker}" "$sc" ${type:+"$type"} &
         pids="$pids $!"
         r=$((r + 1))
     done
@@ -78,6 +78,23 @@ for n in 2 3 4; do job $n peer_dies 137; done
 job 3 timeout_says
 job 2 spill
 job 1 arena_full 0 --arena 100M
+
+# What training code does (tests/dist_training): pushes in any order and
+# from threads, a close after the last push, an init after rank 0 left, the
+# empty string key, 100,000 keys in a call, a lone optimizer, empty row ids,
+# zero-copy buffers in any order.
+prog=$bld/tests/dist_training
+for n in 2 3; do job $n push_order; done
+for n in 2 3; do job $n threads; done
+job 3 push_close
+job 3 init_after_leave
+job 2 empty_key
+job 2 many_keys
+for n in 2 3; do job $n lone_optimizer; done
+for type in dist_sync dist_async; do job 2 row_sparse_empty; done
+type=
+job 2 buffers_order
+prog=
 # 5 GB with kvsd's default flags, where memory allows (not under the
 # sanitizers, whose shadow memory would double it).
 avail=$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo)

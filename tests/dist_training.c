@@ -1,0 +1,345 @@
+/*
+ * dist_training.c - one worker of a multi-process test job (test_dist.sh)
+ * that does what real training code does with a dist store: pushes layer
+ * by layer in its own order, from several threads, closes after its last
+ * push, inits after rank 0 left, uses the empty string key, sends lists of
+ * 100,000 keys, lets one worker set the optimizer, pulls rows by empty row
+ * id lists, and pushes zero-copy buffers in any order. argv[1] names the
+ * scenario, argv[2] the store type (dist_sync by default); every value
+ * pulled is checked. Exit 0 when all is right, 1 with a message when not.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvs.h>
+
+#include "distutil.h"
+
+static float tri(int upto)             /* 1 + 2 + ... + upto */
+{
+    return upto * (upto + 1) / 2.0f;
+}
+
+/* Each rank pushes six keys in separate calls, even ranks in ascending
+ * order, odd ranks descending, then pulls them: a push never waits for the
+ * others. Key 7 is pushed twice before it is pulled: the pull gives the
+ * round of this worker's last push (ASSIGN: that round's sum). */
+static void push_order(void)
+{
+    enum { NK = 6 };
+    float v[6], o[6];
+    kvs_array_t a = f32(v, 2, 3), out = f32(o, 2, 3);
+    kvs_key_t k7 = KVS_INT_KEY(7);
+
+    fill(v, 6, 0);
+    for (int i = 1; i <= NK + 1; i++) {
+        kvs_key_t k = KVS_INT_KEY(i);
+
+        ok(kvs_init(kv, 1, &k, &a), "init");
+    }
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < NK; i++) {
+            kvs_key_t k = KVS_INT_KEY(rank % 2 ? NK - i : i + 1);
+
+            fill(v, 6, (float)(rank + 1 + step));
+            ok(kvs_push(kv, 1, &k, &a, 0), "push");
+        }
+        fill(v, 6, 1);
+        ok(kvs_push(kv, 1, &k7, &a, 0), "first push of key 7");
+        fill(v, 6, 10.0f * (rank + 1));
+        ok(kvs_push(kv, 1, &k7, &a, 0), "second push of key 7");
+        for (int i = 1; i <= NK; i++) {
+            kvs_key_t k = KVS_INT_KEY(i);
+
+            ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
+            expect(o, 6, tri(nw) + (float)(nw * step), "a key pushed in any order");
+        }
+        ok(kvs_pull(kv, 1, &k7, &out, 0), "pull key 7");
+        expect(o, 6, 10.0f * tri(nw), "key 7 after two pushes");
+    }
+}
+
+/* Four threads share the handle, each with its own key; thread t pushes
+ * and pulls in separate calls when t is even, with pushpull when odd. A
+ * thread waiting for its round never holds up its siblings. */
+enum { NTHREADS = 4, THREAD_STEPS = 20 };
+
+static void *thread_steps(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    float v[64], o[64];
+    kvs_key_t k = KVS_INT_KEY(100 + t);
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 64 } }, out = a;
+
+    out.data = o;
+    for (int s = 0; s < THREAD_STEPS; s++) {
+        fill(v, 64, (float)(rank + s + t));
+        if (t % 2)
+            ok(kvs_pushpull(kv, 1, &k, &a, &out, 0), "pushpull");
+        else
+            (ok(kvs_push(kv, 1, &k, &a, 0), "push"), ok(kvs_pull(kv, 1, &k, &out, 0), "pull"));
+        expect(o, 64, tri(nw - 1) + (float)(nw * (s + t)), "a thread's key");
+    }
+    return NULL;
+}
+
+static void threads(void)
+{
+    float z[64] = { 0 };
+    kvs_key_t k[NTHREADS];
+    kvs_array_t a[NTHREADS];
+    pthread_t th[NTHREADS];
+
+    for (int t = 0; t < NTHREADS; t++) {
+        k[t] = KVS_INT_KEY(100 + t);
+        a[t] = (kvs_array_t){ .data = z, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 64 } };
+    }
+    ok(kvs_init(kv, NTHREADS, k, a), "init");
+    for (int t = 0; t < NTHREADS; t++)
+        if (pthread_create(&th[t], NULL, thread_steps, (void *)(intptr_t)t) != 0)
+            die("pthread_create");
+    for (int t = 0; t < NTHREADS; t++)
+        pthread_join(th[t], NULL);
+}
+
+/* The last rank pushes and closes without pulling: its push counts in the
+ * round, and the next round is the others' alone. */
+static void push_close(void)
+{
+    float v[4], o[4];
+    kvs_key_t k = KVS_INT_KEY(1);
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } }, out = a;
+
+    out.data = o;
+    fill(v, 4, 0);
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    fill(v, 4, (float)(rank + 1));
+    ok(kvs_push(kv, 1, &k, &a, 0), "push");
+    if (rank == nw - 1)
+        return;                        /* main closes the handle */
+    ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
+    expect(o, 4, tri(nw), "the round of the rank that closed");
+    ok(kvs_push(kv, 1, &k, &a, 0), "push without it");
+    ok(kvs_pull(kv, 1, &k, &out, 0), "pull without it");
+    expect(o, 4, tri(nw - 1), "a round without the rank that closed");
+}
+
+/* Rank 0 leaves; an init then keeps the value of the lowest rank left.
+ * Values of different shapes fail the init for everyone, storing nothing. */
+static void init_after_leave(void)
+{
+    float v[9], o[6];
+    kvs_key_t k1 = KVS_INT_KEY(1), k2 = KVS_INT_KEY(2), k3 = KVS_INT_KEY(3);
+    kvs_array_t a = f32(v, 2, 3), out = f32(o, 2, 3), odd = f32(v, 3, 3);
+    int rc;
+
+    fill(v, 9, 0);
+    ok(kvs_init(kv, 1, &k1, &a), "init 1");
+    ok(kvs_barrier(kv), "barrier");
+    if (rank == 0)
+        return;
+    fill(v, 6, (float)(rank + 1));
+    ok(kvs_init(kv, 1, &k2, &a), "init 2 after rank 0 left");
+    ok(kvs_pull(kv, 1, &k2, &out, 0), "pull 2");
+    expect(o, 6, 2, "the value of rank 1, the lowest left");
+    rc = kvs_init(kv, 1, &k3, rank == 1 ? &a : &odd);
+    if (rc != KVS_ESHAPE || !strstr(kvs_last_error(kv), "nothing stored"))
+        die("init of different shapes: %s (%s), want KVS_ESHAPE", kvs_err_name(rc),
+            kvs_last_error(kv));
+    if ((rc = kvs_pull(kv, 1, &k3, &out, 0)) != KVS_ENOKEY)
+        die("pull of a key whose init failed: %s, want KVS_ENOKEY", kvs_err_name(rc));
+}
+
+/* The empty string is a string key like any other. */
+static void empty_key(void)
+{
+    float v[2] = { 3, 4 }, w[2] = { 5, 6 }, o[2];
+    kvs_key_t keys[2] = { KVS_STR_KEY(""), KVS_STR_KEY("a") }, zero = KVS_INT_KEY(0);
+    kvs_array_t vals[2] = { { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 2 } },
+                            { .data = w, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 2 } } };
+    kvs_array_t out = vals[0];
+    int rc;
+
+    out.data = o;
+    ok(kvs_init(kv, 2, keys, vals), "init \"\" and \"a\"");
+    ok(kvs_pull(kv, 1, &keys[0], &out, 0), "pull \"\"");
+    if (o[0] != 3 || o[1] != 4)
+        die("key \"\": %g %g", o[0], o[1]);
+    ok(kvs_pull(kv, 1, &keys[1], &out, 0), "pull \"a\"");
+    if (o[0] != 5 || o[1] != 6)
+        die("key \"a\": %g %g", o[0], o[1]);
+    if ((rc = kvs_pull(kv, 1, &zero, &out, 0)) != KVS_EKEYKIND)
+        die("int key 0 in a string-key store: %s, want KVS_EKEYKIND", kvs_err_name(rc));
+}
+
+/* One init and one pushpull of 100,000 keys, more than a ring holds many
+ * times over; then one pull of them all. */
+static void many_keys(void)
+{
+    enum { NK = 100000 };
+    kvs_key_t *k = malloc(sizeof *k * NK);
+    kvs_array_t *a = malloc(sizeof *a * NK), *o = malloc(sizeof *o * NK);
+    float *v = malloc(sizeof *v * NK), *w = malloc(sizeof *w * NK);
+    double t0;
+
+    if (!k || !a || !o || !v || !w)
+        die("out of memory");
+    for (int i = 0; i < NK; i++) {
+        k[i] = KVS_INT_KEY(i);
+        v[i] = (float)i;
+        a[i] = (kvs_array_t){ .data = &v[i], .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 1 } };
+        o[i] = a[i];
+        o[i].data = &w[i];
+    }
+    t0 = now();
+    ok(kvs_init(kv, NK, k, a), "init");
+    fprintf(stderr, "many_keys rank %d: init of %d keys %.3f s\n", rank, NK, now() - t0);
+    for (int i = 0; i < NK; i++)
+        v[i] = (float)(rank + 1);
+    t0 = now();
+    ok(kvs_pushpull(kv, NK, k, a, o, 0), "pushpull");
+    fprintf(stderr, "many_keys rank %d: pushpull %.3f s\n", rank, now() - t0);
+    expect(w, NK, tri(nw), "pushpull of many keys");
+    memset(w, 0, sizeof *w * NK);
+    ok(kvs_pull(kv, NK, k, o, 0), "pull");
+    expect(w, NK, tri(nw), "pull of many keys");
+    free(k), free(a), free(o), free(v), free(w);
+}
+
+/* Only rank 0 sets the optimizer; later the same spec from rank 1 is a
+ * no-op that keeps the state (momentum here), another spec replaces it. */
+static void lone_optimizer(void)
+{
+    float v[1] = { 1 }, o[1];
+    kvs_key_t k = KVS_INT_KEY(1);
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 1 } }, out = a;
+    float mom;
+
+    out.data = o;
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    ok(kvs_barrier(kv), "barrier");
+    if (rank == 0)
+        ok(kvs_set_optimizer(kv, "sgd lr=0.5 momentum=0.5"), "set_optimizer on rank 0");
+    ok(kvs_barrier(kv), "barrier after set_optimizer");
+    /* step 1: mom = -0.5 * N, w = 1 - 0.5 N */
+    ok(kvs_push(kv, 1, &k, &a, 0), "push");
+    ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
+    mom = -0.5f * (float)nw;
+    expect(o, 1, 1 + mom, "after one step of the lone optimizer");
+    ok(kvs_barrier(kv), "barrier");
+    if (rank == nw - 1)
+        ok(kvs_set_optimizer(kv, "sgd momentum=0.5 lr=0.5"), "the same spec again");
+    ok(kvs_barrier(kv), "barrier");
+    ok(kvs_push(kv, 1, &k, &a, 0), "push");
+    ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
+    /* step 2 with the state kept: mom = 0.5 mom - 0.5 N */
+    expect(o, 1, 1 + mom + (0.5f * mom - 0.5f * (float)nw), "the state kept");
+    ok(kvs_barrier(kv), "barrier");
+    if (rank == nw - 1)
+        ok(kvs_set_optimizer(kv, "sgd lr=1"), "another spec");
+    ok(kvs_barrier(kv), "barrier");
+    ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
+    mom = o[0];
+    ok(kvs_push(kv, 1, &k, &a, 0), "push");
+    ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
+    expect(o, 1, mom - (float)nw, "the replacing optimizer, without momentum");
+}
+
+/* A row_sparse_pull whose row ids are empty gives an all-zero out, whether
+ * the ids' data is NULL or not, for every dtype. */
+static void row_sparse_empty(void)
+{
+    static const kvs_dtype_t dts[] = { KVS_FLOAT32, KVS_FLOAT64, KVS_FLOAT16, KVS_BFLOAT16,
+                                       KVS_INT32, KVS_INT64, KVS_UINT8 };
+    unsigned char v[4 * 3 * 8], o[sizeof v];
+    int64_t some[1] = { 0 };
+
+    memset(v, 0x3c, sizeof v);
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        kvs_key_t k = KVS_INT_KEY((int64_t)d);
+        kvs_array_t a = { .data = v, .dtype = dts[d], .ndim = 2, .shape = { 4, 3 } }, out = a;
+        size_t bytes = 12 * kvs_dtype_size(dts[d]);
+
+        out.data = o;
+        ok(kvs_init(kv, 1, &k, &a), "init");
+        for (int null = 0; null < 2; null++) {
+            kvs_array_t ids = { .data = null ? NULL : some, .dtype = KVS_INT64, .ndim = 1,
+                                .shape = { 0 } };
+
+            memset(o, 0xa5, sizeof o);
+            ok(kvs_row_sparse_pull(kv, 1, &k, &out, &ids, 0), "row_sparse_pull");
+            for (size_t i = 0; i < bytes; i++)
+                if (o[i] != 0)
+                    die("%s, row ids %s: byte %zu of the out is 0x%02x, not 0",
+                        kvs_dtype_name(dts[d]), null ? "NULL" : "not NULL", i, o[i]);
+        }
+    }
+}
+
+/* Zero-copy buffers pushed in rank-dependent orders, then pulled: a pushed
+ * buffer is written again only after a pull of its key returned. */
+static void buffers_order(void)
+{
+    enum { NK = 4 };
+    int64_t n = 256;
+    kvs_array_t b[NK], out;
+    float o[256];
+
+    for (int i = 0; i < NK; i++) {
+        kvs_key_t k = KVS_INT_KEY(i);
+
+        ok(kvs_array_alloc(kv, KVS_FLOAT32, 1, &n, &b[i]), "alloc");
+        ok(kvs_init(kv, 1, &k, &b[i]), "init");
+    }
+    out = b[0];
+    out.data = o;
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < NK; i++) {
+            int j = rank % 2 ? NK - 1 - i : i;
+            kvs_key_t k = KVS_INT_KEY(j);
+
+            fill(b[j].data, 256, (float)(rank + 1 + step + j));
+            ok(kvs_push(kv, 1, &k, &b[j], 0), "push a buffer");
+        }
+        for (int j = 0; j < NK; j++) {
+            kvs_key_t k = KVS_INT_KEY(j);
+
+            ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
+            expect(o, 256, tri(nw) + (float)(nw * (step + j)), "a buffer's key");
+        }
+    }
+    for (int i = 0; i < NK; i++)
+        ok(kvs_array_free(kv, &b[i]), "free");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        void (*run)(void);
+    } scenarios[] = {
+        { "push_order", push_order }, { "threads", threads }, { "push_close", push_close },
+        { "init_after_leave", init_after_leave }, { "empty_key", empty_key },
+        { "many_keys", many_keys }, { "lone_optimizer", lone_optimizer },
+        { "row_sparse_empty", row_sparse_empty }, { "buffers_order", buffers_order },
+    };
+    const char *type = argc > 2 ? argv[2] : "dist_sync";
+    size_t i;
+
+    scenario = argc > 1 ? argv[1] : "push_order";
+    for (i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++)
+        if (strcmp(scenario, scenarios[i].name) == 0)
+            break;
+    if (i == sizeof scenarios / sizeof scenarios[0])
+        die("unknown scenario");
+    ok(kvs_create(type, &kv), "create");
+    rank = kvs_rank(kv);
+    nw = kvs_num_workers(kv);
+    scenarios[i].run();
+    kvs_close(kv);
+    return 0;
+}

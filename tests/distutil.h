@@ -1,0 +1,72 @@
+/*
+ * distutil.h - what the worker programs of multi-process test jobs share
+ * (tests/dist_worker.c, tests/dist_training.c): the job's handle, rank and
+ * size, and checks that end the worker with a message naming the scenario
+ * and rank. Included once per program.
+ */
+#ifndef KVS_TESTS_DISTUTIL_H
+#define KVS_TESTS_DISTUTIL_H
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kvs.h>
+
+static kvs_t *kv;
+static int rank, nw;
+static const char *scenario;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "%s %s rank %d: ", program_invocation_short_name, scenario, rank);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    /* At once, without exit handlers: a failed scenario leaves its buffers
+     * behind, which a leak checker would otherwise report over the failure. */
+    fflush(stderr);
+    _exit(1);
+}
+
+static void ok(int rc, const char *what)
+{
+    if (rc != 0)
+        die("%s: %s (%s)", what, kvs_err_name(rc), kvs_last_error(kv));
+}
+
+static kvs_array_t f32(float *data, int64_t rows, int64_t cols)
+{
+    return (kvs_array_t){ .data = data, .dtype = KVS_FLOAT32, .ndim = 2,
+                          .shape = { rows, cols } };
+}
+
+static void fill(float *a, size_t n, float v)
+{
+    for (size_t i = 0; i < n; i++)
+        a[i] = v;
+}
+
+static void expect(const float *a, size_t n, float v, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fabsf(a[i] - v) > 1e-5f * (1 + fabsf(v)))
+            die("%s: element %zu is %g, expected %g", what, i, a[i], v);
+}
+
+static double now(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+#endif
