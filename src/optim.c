@@ -110,7 +110,21 @@ struct kvs__optim {
 
 /* ---- Spec ------------------------------------------------------------ */
 
-/* Writes o->spec; %.17g gives back the same double when parsed. */
+/* The fewest significant digits that read back as v ("0.1", not
+ * "0.10000000000000001"): what a person wrote is what they see again. */
+static int shortest(char *buf, size_t size, double v)
+{
+    int n = 0;
+
+    for (int prec = 1; prec <= 17; prec++) {
+        n = snprintf(buf, size, "%.*g", prec, v);
+        if (n < 0 || (size_t)n >= size || strtod(buf, NULL) == v)
+            break;
+    }
+    return n;
+}
+
+/* Writes o->spec, each number in the fewest digits that parse back to it. */
 static int format_spec(struct kvs__optim *o)
 {
     size_t used;
@@ -126,8 +140,11 @@ static int format_spec(struct kvs__optim *o)
     n = snprintf(o->spec, sizeof o->spec, "%s", o->def->name);
     used = n < 0 ? sizeof o->spec : (size_t)n;
     for (size_t i = 0; i < o->def->nparams && used < sizeof o->spec; i++) {
-        n = snprintf(o->spec + used, sizeof o->spec - used, " %s=%.17g",
-                     o->def->params[i].name, o->p[i]);
+        char num[32];
+
+        shortest(num, sizeof num, o->p[i]);
+        n = snprintf(o->spec + used, sizeof o->spec - used, " %s=%s", o->def->params[i].name,
+                     num);
         used = n < 0 ? sizeof o->spec : used + (size_t)n;
     }
 

@@ -48,9 +48,9 @@ static void test_parse_defaults(void **state)
 
     o = parse_ok("adam");
     assert_string_equal(kvs__optim_name(o), "adam");
-    /* %.17g: 0.9 is not exact in binary and says so. */
+    /* The fewest digits that read back exactly: 0.9, not 0.90000000000000002. */
     assert_string_equal(kvs__optim_spec(o),
-                        "adam lr=0.001 beta1=0.90000000000000002 beta2=0.999 epsilon=1e-08 "
+                        "adam lr=0.001 beta1=0.9 beta2=0.999 epsilon=1e-08 "
                         "wd=0 rescale_grad=1 clip_gradient=-1");
     kvs__optim_free(o);
 }
@@ -81,8 +81,13 @@ static void test_parse_values_round_trip(void **state)
     {
         struct kvs__optim *o = parse_ok("  sgd\tclip_gradient=5\t\tlr=0.1  \n");
         assert_string_equal(kvs__optim_spec(o),
-                            "sgd lr=0.10000000000000001 momentum=0 wd=0 rescale_grad=1 "
-                            "clip_gradient=5");
+                            "sgd lr=0.1 momentum=0 wd=0 rescale_grad=1 clip_gradient=5");
+        kvs__optim_free(o);
+        /* Short, and still exact: 1/3 needs 16 digits. */
+        o = parse_ok("sgd lr=0.33333333333333331 wd=1e-300");
+        assert_string_equal(kvs__optim_spec(o),
+                            "sgd lr=0.3333333333333333 momentum=0 wd=1e-300 rescale_grad=1 "
+                            "clip_gradient=-1");
         kvs__optim_free(o);
         o = parse_ok("SGD lr=1");
         assert_string_equal(kvs__optim_name(o), "sgd");
