@@ -989,30 +989,34 @@ int kvs__engine_save_states(struct kvs__engine *eng, const char *path, int dump_
 
 /* Checks that a loaded record fits the store and the optimizer o. */
 static int check_record(const struct kvs__engine *eng, const struct kvs__optim *o,
-                        const struct kvs__state_rec *r, struct kvs__err *e)
+                        const struct kvs__state_rec *r, const char *path, struct kvs__err *e)
 {
-    char ks[KVS_MAX_KEY_LEN + 8];
+    char ks[KVS_MAX_KEY_LEN + 8], shape[KVS_MAX_NDIM * 21 + 4];
     const struct entry *ent;
     const struct kvs__optim_state *s = r->state;
     kvs_dtype_t sdt;
 
     KEYSTR(ks, r->key);
     if (eng->kind != KIND_NONE && kind_of(r->key) != eng->kind)
-        return kvs__fail(e, KVS_EKEYKIND, "state file: %s key %s in a store of %s keys",
-                         kind_name(kind_of(r->key)), ks, kind_name(eng->kind));
+        return kvs__fail(e, KVS_EKEYKIND, "state file '%s': %s key %s in a store of %s keys",
+                         path, kind_name(kind_of(r->key)), ks, kind_name(eng->kind));
     if (!(ent = table_get(eng, r->key)))
-        return kvs__fail(e, KVS_ENOKEY, "state file: key %s not initialised", ks);
+        return kvs__fail(e, KVS_ENOKEY, "state file '%s': key %s not initialised", path, ks);
     if (r->key_dtype != ent->dtype)
-        return kvs__fail(e, KVS_EDTYPE, "state file: key %s state for %s, stored is %s", ks,
-                         kvs_dtype_name(r->key_dtype), kvs_dtype_name(ent->dtype));
+        return kvs__fail(e, KVS_EDTYPE, "state file '%s': key %s state for %s, stored is %s",
+                         path, ks, kvs_dtype_name(r->key_dtype), kvs_dtype_name(ent->dtype));
     sdt = ent->dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32;
-    if (s->count != ent->count || s->dtype != sdt)
-        return kvs__fail(e, KVS_ESHAPE, "state file: key %s state of %zu %s, stored has %zu %s",
-                         ks, s->count, kvs_dtype_name(s->dtype), ent->count,
-                         kvs_dtype_name(sdt));
+    if (s->count != ent->count || s->dtype != sdt) {
+        kvs__shape_str(shape, sizeof shape, ent->ndim, ent->shape);
+        return kvs__fail(e, KVS_ESHAPE, "state file '%s': key %s has a state of %zu %s, the "
+                         "stored key is %s %s (%zu elements)", path, ks, s->count,
+                         kvs_dtype_name(s->dtype), kvs_dtype_name(ent->dtype), shape,
+                         ent->count);
+    }
     if (s->nbuf != kvs__optim_nbuf(o))
-        return kvs__fail(e, KVS_ESPEC, "state file: key %s has %d state arrays, %s keeps %d",
-                         ks, s->nbuf, kvs__optim_spec(o), kvs__optim_nbuf(o));
+        return kvs__fail(e, KVS_ESPEC, "state file '%s': key %s has %d state arrays, %s "
+                         "keeps %d", path, ks, s->nbuf, kvs__optim_spec(o),
+                         kvs__optim_nbuf(o));
     return 0;
 }
 
@@ -1048,7 +1052,7 @@ int kvs__engine_load_states(struct kvs__engine *eng, const char *path, struct kv
         goto out;
     }
     for (size_t i = 0; i < f->n; i++) {
-        if ((rc = check_record(eng, o, &f->recs[i], e)) != 0)
+        if ((rc = check_record(eng, o, &f->recs[i], path, e)) != 0)
             goto out;
         keys[i] = f->recs[i].key;
     }

@@ -813,6 +813,8 @@ static void test_load_mismatches(void **state)
     OK(kvs_reinit(kv, 1, (kvs_key_t[]){ IK(5) },
                   (kvs_array_t[]){ ARR(((const float[]){ 0, 0, 0 }), KVS_FLOAT32, 1, 3) }));
     EXPECT_RC(kvs_load_optimizer_states(kv, s.path), KVS_ESHAPE);
+    EXPECT_DETAIL(kv, s.path);                /* the file, and the shape stored */
+    EXPECT_DETAIL(kv, "float32 (3)");
     kvs_close(kv);
     /* key 5 of another dtype */
     kv = state_store("sgd lr=0.1 momentum=0.9", s.w2, s.w2_5);
