@@ -80,11 +80,12 @@ struct worker {
                                         * once for all the completions of a pass */
 };
 
-/* Per key, the sync rounds (the engine entry's front pointer). The open
- * round holds its pushes, not a sum: each push's data stays in its
- * worker's staging area, which the worker leaves alone until the push
- * completes, and the engine sums them all at once when the round closes.
- * So a worker's segment must stay mapped while it has a push here. */
+/* Per key, what kvsd keeps beside the engine (the entry's front pointer),
+ * made at the key's first push or pull: where its value lies, and its sync
+ * rounds. The open round holds its pushes, not a sum: each push's data
+ * stays lent in its worker's staging area until the round closes (or kvsd
+ * copies it), and the engine sums them all at once when the round closes.
+ * So a worker's segment must stay mapped while a push of it here is lent. */
 struct round {
     void *value;                       /* the key's value in the arena, and its bytes */
     uint64_t bytes;
