@@ -154,7 +154,9 @@ static void init_after_leave(void)
         die("pull of a key whose init failed: %s, want KVS_ENOKEY", kvs_err_name(rc));
 }
 
-/* The empty string is a string key like any other. */
+/* The empty string is a string key like any other. (Also: dist types
+ * refuse KVS_OPT_INIT_ON_PUSH, which they do not implement, and keep the
+ * option as it was.) */
 static void empty_key(void)
 {
     float v[2] = { 3, 4 }, w[2] = { 5, 6 }, o[2];
@@ -165,6 +167,17 @@ static void empty_key(void)
     int rc;
 
     out.data = o;
+    if ((rc = kvs_set_option(kv, KVS_OPT_INIT_ON_PUSH, 1)) != KVS_ENOTSUP
+        || !strstr(kvs_last_error(kv), "KVS_OPT_INIT_ON_PUSH"))
+        die("KVS_OPT_INIT_ON_PUSH: %s (%s), want KVS_ENOTSUP", kvs_err_name(rc),
+            kvs_last_error(kv));
+    {
+        int64_t on = -1;
+
+        ok(kvs_get_option(kv, KVS_OPT_INIT_ON_PUSH, &on), "get_option");
+        if (on != 0)
+            die("KVS_OPT_INIT_ON_PUSH reads %lld after it was refused", (long long)on);
+    }
     ok(kvs_init(kv, 2, keys, vals), "init \"\" and \"a\"");
     ok(kvs_pull(kv, 1, &keys[0], &out, 0), "pull \"\"");
     if (o[0] != 3 || o[1] != 4)
