@@ -326,9 +326,10 @@ KVS_API int kvs_array_free(kvs_t *kv, kvs_array_t *arr);
  * unchanged:
  *   local      until the next call on this handle that changes the key
  *              (push, pushpull, reinit) or kvs_close;
- *   dist_sync  until this worker pushes the key again and then pulls it or
- *              views it (the round after that push cannot complete before
- *              this worker's push), or calls kvs_close.
+ *   dist_sync  until this worker pushes the key again (the next round
+ *              cannot close without that push; once it is made, the round
+ *              may close, and the value change, at any time), or calls
+ *              kvs_close.
  * Errors: those of kvs_pull; KVS_ENOTSUP for dist_async, where other
  * workers' pushes rewrite a value at any time (use kvs_pull there). */
 KVS_API int kvs_pull_view(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *views,
