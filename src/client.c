@@ -57,11 +57,31 @@
 #define EXPLAIN_MS      1000                /* for kvsd to say what a call timed out on */
 #define CLOSE_MS        2000                /* for kvsd to take a CLOSE: it may be gone */
 
+/* What a completion says of one request, kept per request of a call: a
+ * list of 200,000 keys keeps 5 MB of these, not 50 MB of whole slots. */
+struct answer {
+    int32_t status;
+    uint64_t value_off, value_len;     /* PULL, PUSH with KVS__SQE_VALUE */
+};
+
+/* A call's answers: one per request, and the message of the first request
+ * (in list order) that failed. */
+struct answers {
+    struct answer *a;
+    int failed;                        /* its index, or -1 */
+    char msg[KVS__MSG_MAX];
+};
+
+/* Makes the request slot of a call's request i (all fields but seq and the
+ * end-of-list flag), from ctx: requests are made as they are posted,
+ * never all at once. */
+typedef void (*req_fill_fn)(const void *ctx, int i, struct kvs__sqe *s);
+
 /* A list call waiting for its completions. */
 struct waiter {
     uint64_t base;                     /* seq of its first request */
     int n, done;
-    struct kvs__cqe *cqes;             /* per request, in order */
+    struct answers *ans;
     unsigned char *got;
     struct waiter *next;
 };
@@ -388,6 +408,7 @@ static int reap(struct kvs__client *c, const struct waiter *self, int *woke, str
     while ((slot = kvs__ring_peek(&c->cq, &err)) != NULL) {
         struct kvs__cqe q;
         struct waiter *w;
+        int i;
 
         if (kvs__cqe_decode(slot, c->arena_size, &q, &de) != 0)
             return broken(c, e, KVS_EPROTO, "bad completion from kvsd: %s", de.msg);
@@ -403,8 +424,13 @@ static int reap(struct kvs__client *c, const struct waiter *self, int *woke, str
         if (!w || w->got[q.seq - w->base])
             return broken(c, e, KVS_EPROTO, "kvsd completed request %llu, never made or "
                           "completed twice", (unsigned long long)q.seq);
-        w->got[q.seq - w->base] = 1;
-        w->cqes[q.seq - w->base] = q;
+        i = (int)(q.seq - w->base);
+        w->got[i] = 1;
+        w->ans->a[i] = (struct answer){ q.status, q.value_off, q.value_len };
+        if (q.status != 0 && (w->ans->failed < 0 || i < w->ans->failed)) {
+            w->ans->failed = i;
+            memcpy(w->ans->msg, q.msg, sizeof w->ans->msg);
+        }
         w->done++;
         if (w != self)
             *woke = 1;
@@ -448,8 +474,20 @@ static int sleep_bell(struct kvs__client *c, uint32_t seen, int64_t deadline, in
     return usable_locked(c, e);
 }
 
-static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *cqes,
+static int run_batch(kvs_t *kv, req_fill_fn fill, const void *ctx, int n, struct answers *ans,
                      struct hold *h, int64_t timeout_ms, const char *what, struct kvs__err *e);
+
+/* A fill for calls whose few requests are made beforehand: ctx is the
+ * array of them. */
+static void fill_from(const void *ctx, int i, struct kvs__sqe *s)
+{
+    *s = ((const struct kvs__sqe *)ctx)[i];
+}
+
+/* One request's answers, for calls of one request. */
+#define ONE_ANSWER(name)                                                     \
+    struct answer name##_a;                                                  \
+    struct answers name = { .a = &name##_a, .failed = -1 }
 
 /* This worker gives up waiting for request seq: kvsd says what it waits
  * for (which ranks have not come), into why, and fails the job with that
@@ -457,28 +495,30 @@ static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *c
 static void explain(kvs_t *kv, uint64_t seq, char *why, size_t size)
 {
     struct kvs__sqe req = { .op = KVS__OP_EXPLAIN, .arg = seq };
-    struct kvs__cqe cqe = { .status = 0 };
     struct kvs__err e = { 0, "" };
+    ONE_ANSWER(ans);
 
-    if (run_batch(kv, &req, 1, &cqe, NULL, EXPLAIN_MS, "asking kvsd", &e) == 0 && cqe.msg[0])
-        snprintf(why, size, "%s", cqe.msg);
+    if (run_batch(kv, fill_from, &req, 1, &ans, NULL, EXPLAIN_MS, "asking kvsd", &e) == 0
+        && ans.failed == 0 && ans.msg[0])
+        snprintf(why, size, "%s", ans.msg);
     else
         snprintf(why, size, "kvsd did not say what it waits for");
 }
 
-/* Posts reqs[0..n) as one list call (the last flagged as its end) and
- * waits for their completions, stored in cqes[] in order. h: the staging
+/* Posts the n requests fill makes as one list call (the last flagged as
+ * its end) and waits for their completions, kept in ans in order (its
+ * array has room for n). h: the staging
  * the call lends kvsd, tracked until returned (the call's requests' seqs
  * are filled in here). timeout_ms: 0 for the handle's deadline, after
  * which kvsd is asked what the call waited for; else this one, without
  * asking. Returns 0 when every request got a completion (each with its own
  * status), else the error that broke the handle. */
-static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *cqes,
+static int run_batch(kvs_t *kv, req_fill_fn fill, const void *ctx, int n, struct answers *ans,
                      struct hold *h, int64_t timeout_ms, const char *what, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
     struct kvs__opts o;
-    struct waiter w = { .n = n, .cqes = cqes };
+    struct waiter w = { .n = n, .ans = ans };
     int64_t deadline;
     int sent = 0, rc = 0, quiet = 0, woke = 0;
 
@@ -507,11 +547,7 @@ static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *c
     }
     w.base = c->next_seq;
     c->next_seq += (uint64_t)n;
-    for (int i = 0; i < n; i++) {
-        reqs[i].seq = w.base + (uint64_t)i;
-        reqs[i].flags = (uint8_t)((reqs[i].flags & ~KVS__SQE_LAST)
-                                  | (i == n - 1 ? KVS__SQE_LAST : 0));
-    }
+    ans->failed = -1;
     w.next = c->waiters;
     c->waiters = &w;
     if (h) {
@@ -526,8 +562,14 @@ static int run_batch(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *c
         uint32_t seen;
 
         if (s) {
-            kvs__sqe_encode(&reqs[sent++], s);
+            struct kvs__sqe q;
+
+            fill(ctx, sent, &q);
+            q.seq = w.base + (uint64_t)sent;
+            q.flags = (uint8_t)((q.flags & ~KVS__SQE_LAST) | (sent == n - 1 ? KVS__SQE_LAST : 0));
+            kvs__sqe_encode(&q, s);
             kvs__ring_commit(&c->sq);
+            sent++;
             continue;
         }
         if (err) {
@@ -582,29 +624,28 @@ out:
 }
 
 /* The first failed completion of a batch, as the call's error. */
-static int batch_status(struct kvs__client *c, const struct kvs__cqe *cqes, int n,
-                        struct kvs__err *e)
+static int batch_status(struct kvs__client *c, const struct answers *ans, struct kvs__err *e)
 {
-    for (int i = 0; i < n; i++) {
-        if (cqes[i].status != 0) {
-            if (cqes[i].status == KVS_EPEERDEAD || cqes[i].status == KVS_ETIMEDOUT) {
-                pthread_mutex_lock(&c->lock);
-                broken(c, e, KVS_EPEERDEAD, "%s", cqes[i].msg);
-                pthread_mutex_unlock(&c->lock);
-            }
-            return kvs__fail(e, cqes[i].status, "%s", cqes[i].msg);
-        }
+    int status;
+
+    if (ans->failed < 0)
+        return 0;
+    status = ans->a[ans->failed].status;
+    if (status == KVS_EPEERDEAD || status == KVS_ETIMEDOUT) {
+        pthread_mutex_lock(&c->lock);
+        broken(c, e, status, "%s", ans->msg);
+        pthread_mutex_unlock(&c->lock);
     }
-    return 0;
+    return kvs__fail(e, status, "%s", ans->msg);
 }
 
 /* Runs a batch and returns the first error of its completions. */
-static int run(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *cqes, struct hold *h,
-               const char *what, struct kvs__err *e)
+static int run(kvs_t *kv, req_fill_fn fill, const void *ctx, int n, struct answers *ans,
+               struct hold *h, const char *what, struct kvs__err *e)
 {
-    int rc = run_batch(kv, reqs, n, cqes, h, 0, what, e);
+    int rc = run_batch(kv, fill, ctx, n, ans, h, 0, what, e);
 
-    return rc ? rc : batch_status(kv->client, cqes, n, e);
+    return rc ? rc : batch_status(kv->client, ans, e);
 }
 
 /* Asks kvsd to copy every push whose data it still reads from staging,
@@ -612,9 +653,9 @@ static int run(kvs_t *kv, struct kvs__sqe *reqs, int n, struct kvs__cqe *cqes, s
 static int spill(kvs_t *kv, struct kvs__err *e)
 {
     struct kvs__sqe req = { .op = KVS__OP_SPILL };
-    struct kvs__cqe cqe;
+    ONE_ANSWER(ans);
 
-    return run(kv, &req, 1, &cqe, NULL, "making room in staging", e);
+    return run(kv, fill_from, &req, 1, &ans, NULL, "making room in staging", e);
 }
 
 static void sqe_key(struct kvs__sqe *s, kvs_key_t key)
@@ -804,29 +845,54 @@ static size_t array_bytes(const kvs_array_t *a)
     return kvs__array_count(a) * kvs_dtype_size(a->dtype);
 }
 
+/* What the requests of send_groups are made from. */
+struct groups_src {
+    uint8_t op, flags;
+    int priority, start;               /* start: the batch's first group */
+    const struct groups *g;
+    const kvs_key_t *keys;
+    const kvs_array_t *arrs;
+    const uint64_t *at;                /* per group: its data's staging offset */
+};
+
+static void fill_group(const void *ctx, int i, struct kvs__sqe *s)
+{
+    const struct groups_src *src = ctx;
+    int j = src->start + i;
+    const kvs_array_t *a = &src->arrs[src->g->first[j]];
+
+    *s = (struct kvs__sqe){ .op = src->op, .flags = src->flags, .priority = src->priority,
+                            .data_off = src->at[j], .data_len = array_bytes(a) };
+    sqe_key(s, src->keys[src->g->first[j]]);
+    sqe_array(s, a);
+}
+
 /* Sends one request per group, each with its data in staging: a buffer's
  * as it lies, else what kvs__sum makes of the group's arrays (summing
  * repeated keys here, as MXNet's workers merge their devices before
  * sending) in a transient range. Groups go in batches that fit the
  * transient part and KVS__LIST_MAX; each batch is all-or-nothing in kvsd.
- * out: the completions, per group (may be NULL). */
+ * out: the answers, per group (may be NULL; its array has room for
+ * every group). */
 static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups *g,
                        const kvs_key_t *keys, const kvs_array_t *arrs, int priority,
-                       struct kvs__cqe *out, const char *what, struct kvs__err *e)
+                       struct answers *out, const char *what, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
     size_t ng = (size_t)(g->ng ? g->ng : 1);
-    struct kvs__sqe *reqs = calloc(ng, sizeof *reqs);
-    struct kvs__cqe *cqes = out ? out : calloc(ng, sizeof *cqes);
-    uint64_t *at = malloc(ng * sizeof *at);     /* per group: buffer offset, or ~0 */
+    struct answer *own = out ? NULL : malloc(ng * sizeof *own);
+    struct answers ans = { .a = out ? out->a : own, .failed = -1 };
+    uint64_t *at = malloc(ng * sizeof *at);     /* per group: staging offset; ~0: to place */
     const void **in = malloc(sizeof *in * (size_t)(g->n ? g->n : 1));
     struct kvs__sum_item *items = malloc(ng * sizeof *items);
+    struct groups_src src = { .op = op, .flags = flags, .priority = priority, .g = g,
+                              .keys = keys, .arrs = arrs, .at = at };
     struct kvs__opts o;
     uint64_t room;
     int rc = 0, start = 0;
 
     kvs__opts_get(kv, &o);
-    if (!reqs || !cqes || !at || !in || !items) {
+    if (!ans.a || !at || !in || !items) {
         rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
@@ -856,6 +922,7 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
     pthread_mutex_unlock(&c->lock);
     while (rc == 0 && start < g->ng) {
         uint64_t total = 0, off = 0, pos = 0;
+        struct answers part = { .a = ans.a + start, .failed = -1 };
         struct hold *h;
         int end = start, m = 0, zc = 0;
 
@@ -881,27 +948,23 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
         h->len = total;
         for (int j = start; j < end; j++) {
             const kvs_array_t *a = &arrs[g->first[j]];
-            uint64_t bytes = array_bytes(a), data_off = at[j];
 
-            if (data_off == ~(uint64_t)0) {
-                data_off = off + pos;
-                items[m++] = (struct kvs__sum_item){
-                    .dtype = a->dtype, .out = c->staging + data_off,
-                    .in = in + g->mstart[j], .k = g->mstart[j + 1] - g->mstart[j],
-                    .n = kvs__array_count(a) };
-                pos += (bytes + 63) & ~(uint64_t)63;
-            } else {
+            if (at[j] != ~(uint64_t)0) {
                 zc = 1;
+                continue;
             }
-            reqs[j] = (struct kvs__sqe){ .op = op, .flags = flags, .priority = priority,
-                                         .data_off = data_off, .data_len = bytes };
-            sqe_key(&reqs[j], keys[g->first[j]]);
-            sqe_array(&reqs[j], a);
+            at[j] = off + pos;
+            items[m++] = (struct kvs__sum_item){
+                .dtype = a->dtype, .out = c->staging + at[j],
+                .in = in + g->mstart[j], .k = g->mstart[j + 1] - g->mstart[j],
+                .n = kvs__array_count(a) };
+            pos += (array_bytes(a) + 63) & ~(uint64_t)63;
         }
         h->zc = zc;
         /* The range is this call's alone: filled without the lock. */
         kvs__sum_many(items, m, (int)o.threads);
-        if ((rc = run(kv, reqs + start, end - start, cqes + start, h, what, e)) != 0)
+        src.start = start;
+        if ((rc = run(kv, fill_group, &src, end - start, &part, h, what, e)) != 0)
             break;
         start = end;
     }
@@ -909,9 +972,7 @@ out:
     free(items);
     free(in);
     free(at);
-    if (cqes != out)
-        free(cqes);
-    free(reqs);
+    free(own);
     return rc;
 }
 
@@ -963,7 +1024,7 @@ static int dist_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
 
 /* The block of a value a completion points to, once its range is checked
  * against the arena and the size the caller expects. */
-static int value_block(struct kvs__client *c, const struct kvs__cqe *q, size_t bytes,
+static int value_block(struct kvs__client *c, const struct answer *q, size_t bytes,
                        const struct kvs__block_head **bh, struct kvs__err *e)
 {
     if (q->value_len != bytes || q->value_off < KVS__ARENA_DATA_OFF + sizeof **bh
@@ -979,7 +1040,7 @@ static int value_block(struct kvs__client *c, const struct kvs__cqe *q, size_t b
 
 /* Copies a value out of the arena, retrying while kvsd rewrites it. rows
  * non-NULL: only those nrows rows (of row_bytes), every other row zero. */
-static int copy_value(kvs_t *kv, const struct kvs__cqe *q, void *dst, size_t bytes,
+static int copy_value(kvs_t *kv, const struct answer *q, void *dst, size_t bytes,
                       const int64_t *rows, int64_t nrows, size_t row_bytes,
                       struct kvs__err *e)
 {
@@ -1024,7 +1085,7 @@ static int copy_value(kvs_t *kv, const struct kvs__cqe *q, void *dst, size_t byt
 /* Hands out the value of a completion: a view of it in the arena (dist_sync
  * only: kvsd rewrites it in the next round, which needs this worker's push),
  * else a copy into out's data. */
-static int deliver(kvs_t *kv, const struct kvs__cqe *q, kvs_array_t *out, int view,
+static int deliver(kvs_t *kv, const struct answer *q, kvs_array_t *out, int view,
                    struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
@@ -1046,6 +1107,24 @@ static int deliver(kvs_t *kv, const struct kvs__cqe *q, kvs_array_t *out, int vi
     return 0;
 }
 
+/* What the requests of pull_groups are made from. */
+struct pull_src {
+    int priority, start;
+    const struct groups *g;
+    const kvs_key_t *keys;
+    const kvs_array_t *outs;
+};
+
+static void fill_pull(const void *ctx, int i, struct kvs__sqe *s)
+{
+    const struct pull_src *src = ctx;
+    int j = src->start + i;
+
+    *s = (struct kvs__sqe){ .op = KVS__OP_PULL, .priority = src->priority };
+    sqe_key(s, src->keys[src->g->first[j]]);
+    sqe_array(s, &src->outs[src->g->first[j]]);
+}
+
 /* Pulls every group's value; outs of a key all receive it. rows (may be
  * NULL): per out, the row ids to copy, others zeroed. view: outs get
  * pointers to the values (rows NULL). */
@@ -1053,45 +1132,39 @@ static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *out
                        const kvs_array_t *rows, int view, int priority, const char *what,
                        struct kvs__err *e)
 {
-    struct kvs__sqe *reqs = NULL;
-    struct kvs__cqe *cqes = NULL;
+    struct pull_src src = { .priority = priority, .keys = keys, .outs = outs };
+    struct answer *a = NULL;
     struct groups g;
     int rc;
 
     if ((rc = group(n, keys, &g, e)) != 0)
         return rc;
+    src.g = &g;
     if ((rc = group_match(&g, keys, outs, view ? "view" : "out", e)) != 0)
         goto out;
-    reqs = calloc((size_t)(g.ng ? g.ng : 1), sizeof *reqs);
-    cqes = calloc((size_t)(g.ng ? g.ng : 1), sizeof *cqes);
-    if (!reqs || !cqes) {
+    if (!(a = malloc((size_t)(g.ng ? g.ng : 1) * sizeof *a))) {
         rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
-    for (int j = 0; j < g.ng; j++) {
-        reqs[j].op = KVS__OP_PULL;
-        reqs[j].priority = priority;
-        sqe_key(&reqs[j], keys[g.first[j]]);
-        sqe_array(&reqs[j], &outs[g.first[j]]);
-    }
     for (int start = 0; start < g.ng && rc == 0; start += KVS__LIST_MAX) {
         int len = g.ng - start < KVS__LIST_MAX ? g.ng - start : KVS__LIST_MAX;
+        struct answers part = { .a = a + start, .failed = -1 };
 
-        rc = run(kv, reqs + start, len, cqes + start, NULL, what, e);
+        src.start = start;
+        rc = run(kv, fill_pull, &src, len, &part, NULL, what, e);
     }
     for (int i = 0; i < n && rc == 0; i++) {
         size_t bytes = array_bytes(&outs[i]);
 
         if (!rows)
-            rc = deliver(kv, &cqes[g.gid[i]], &outs[i], view, e);
+            rc = deliver(kv, &a[g.gid[i]], &outs[i], view, e);
         else    /* the ids' data may be NULL when there are none: then no row */
-            rc = copy_value(kv, &cqes[g.gid[i]], outs[i].data, bytes,
+            rc = copy_value(kv, &a[g.gid[i]], outs[i].data, bytes,
                             rows[i].data ? rows[i].data : (const int64_t *)"", rows[i].shape[0],
                             outs[i].shape[0] ? bytes / (size_t)outs[i].shape[0] : 0, e);
     }
 out:
-    free(cqes);
-    free(reqs);
+    free(a);
     groups_free(&g);
     return rc;
 }
@@ -1114,7 +1187,7 @@ static int pushpull_groups(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_ar
 {
     kvs_array_t *dst = outs ? outs : (kvs_array_t *)values;
     const char *what = view ? "view" : "out";
-    struct kvs__cqe *cqes = NULL;
+    struct answers ans = { .a = NULL, .failed = -1 };
     struct groups g;
     int rc;
 
@@ -1130,17 +1203,17 @@ static int pushpull_groups(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_ar
         return rc;
     if ((rc = group_match(&g, keys, values, "value", e)) != 0)
         goto out;
-    if (!(cqes = calloc((size_t)(g.ng ? g.ng : 1), sizeof *cqes))) {
+    if (!(ans.a = malloc((size_t)(g.ng ? g.ng : 1) * sizeof *ans.a))) {
         rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
-    if ((rc = send_groups(kv, KVS__OP_PUSH, KVS__SQE_VALUE, &g, keys, values, priority, cqes,
+    if ((rc = send_groups(kv, KVS__OP_PUSH, KVS__SQE_VALUE, &g, keys, values, priority, &ans,
                           view ? "kvs_pushpull_view" : "kvs_pushpull", e)) != 0)
         goto out;
     for (int i = 0; i < n && rc == 0; i++)
-        rc = deliver(kv, &cqes[g.gid[i]], &dst[i], view, e);
+        rc = deliver(kv, &ans.a[g.gid[i]], &dst[i], view, e);
 out:
-    free(cqes);
+    free(ans.a);
     groups_free(&g);
     return rc;
 }
@@ -1222,8 +1295,8 @@ static int send_text(kvs_t *kv, uint8_t op, const char *text, uint64_t arg, cons
 {
     struct kvs__client *c = kv->client;
     struct kvs__sqe req = { .op = op, .arg = arg };
-    struct kvs__cqe cqe;
     size_t len = strlen(text);
+    ONE_ANSWER(ans);
     struct hold *h;
     uint64_t off;
     int rc;
@@ -1246,7 +1319,7 @@ static int send_text(kvs_t *kv, uint8_t op, const char *text, uint64_t arg, cons
     h->len = len;
     req.data_off = off;
     req.data_len = len;
-    return run(kv, &req, 1, &cqe, h, what, e);
+    return run(kv, fill_from, &req, 1, &ans, h, what, e);
 }
 
 static int dist_set_optimizer(kvs_t *kv, const char *spec, struct kvs__err *e)
@@ -1313,9 +1386,9 @@ static int dist_load_states(kvs_t *kv, const char *path, struct kvs__err *e)
 static int dist_barrier(kvs_t *kv, struct kvs__err *e)
 {
     struct kvs__sqe req = { .op = KVS__OP_BARRIER };
-    struct kvs__cqe cqe;
+    ONE_ANSWER(ans);
 
-    return run(kv, &req, 1, &cqe, NULL, "kvs_barrier", e);
+    return run(kv, fill_from, &req, 1, &ans, NULL, "kvs_barrier", e);
 }
 
 /* Buffers take the highest free range of staging, above every transient
@@ -1382,8 +1455,8 @@ static void dist_close(kvs_t *kv)
 {
     struct kvs__client *c = kv->client;
     struct kvs__sqe req = { .op = KVS__OP_CLOSE };
-    struct kvs__cqe cqe;
     struct kvs__err e = { 0, "" };
+    ONE_ANSWER(ans);
 
     if (!c)
         return;
@@ -1391,7 +1464,7 @@ static void dist_close(kvs_t *kv)
      * keeps copies of our pushes still in open rounds). A short deadline:
      * kvsd may be gone. */
     if (!c->broken)
-        run_batch(kv, &req, 1, &cqe, NULL, CLOSE_MS, "kvs_close", &e);
+        run_batch(kv, fill_from, &req, 1, &ans, NULL, CLOSE_MS, "kvs_close", &e);
     client_free(c);
     kv->client = NULL;
 }
