@@ -231,8 +231,10 @@ static void finish(struct daemon *d, struct req *r, int status, const char *msg)
     complete(d, r, status, msg);
 }
 
-/* Copies a lent push's data out of its worker's staging, and releases it
- * there if its call has returned (else its completion will). */
+/* Copies a lent push's data out of its worker's staging and releases it
+ * there at once, whether its call has returned or still waits (a pushpull):
+ * its completion, later, returns nothing more (the worker counts each
+ * request's data back once). */
 static int unlend(struct daemon *d, struct req *r)
 {
     struct kvs__cqe c = { .seq = r->s.seq, .flags = KVS__CQE_RELEASE };
@@ -243,8 +245,7 @@ static int unlend(struct daemon *d, struct req *r)
         return -ENOMEM;
     memcpy(r->copy, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
     r->lent = 0;
-    if (r->acked)
-        post(d, r->w, &c);
+    post(d, r->w, &c);
     return 0;
 }
 

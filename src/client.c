@@ -705,7 +705,7 @@ static int xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *what,
     struct kvs__client *c = kv->client;
     struct kvs__opts o;
     int64_t deadline;
-    int rc, quiet = 0;
+    int rc, quiet = 0, spilled = 0;
 
     kvs__opts_get(kv, &o);
     deadline = kvs__now_ns() + o.timeout_ms * 1000000ll;
@@ -713,7 +713,7 @@ static int xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *what,
     for (;;) {
         uint64_t room = transient_size(c);
         uint32_t seen = kvs__bell_seq(c->wbell);
-        int woke = 0, lent;
+        int woke = 0;
 
         if ((rc = usable_locked(c, e)) != 0)
             break;
@@ -729,13 +729,17 @@ static int xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *what,
                 rc = kvs__fail(e, -ENOMEM, "out of memory");
             break;
         }
-        lent = lending(c, 0);
-        pthread_mutex_unlock(&c->lock);
-        if (lent && (rc = spill(kv, e)) != 0)
-            return rc;
-        pthread_mutex_lock(&c->lock);
-        if (lent)
+        /* One spill, then a wait for a ring, before the next spill: what
+         * lends staging then is new, and a spill cannot turn into a loop. */
+        if (!spilled && lending(c, 0)) {
+            pthread_mutex_unlock(&c->lock);
+            if ((rc = spill(kv, e)) != 0)
+                return rc;
+            pthread_mutex_lock(&c->lock);
+            spilled = 1;
             continue;
+        }
+        spilled = 0;
         if ((rc = reap(c, NULL, &woke, e)) != 0
             || (rc = sleep_bell(c, seen, deadline, &quiet, what, e)) != 0)
             break;

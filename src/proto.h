@@ -169,11 +169,13 @@ struct kvs__sqe {
 #define KVS__SQE_FLAGS (KVS__SQE_LAST | KVS__SQE_VALUE | KVS__SQE_STRKEY)
 
 /* A push's data (in staging) is lent to kvsd from its request until it is
- * returned, exactly once: by the push's completion without KVS__CQE_HELD,
- * or, when the completion carried KVS__CQE_HELD (a dist_sync push taken
- * into its key's round, which closes later), by a KVS__CQE_RELEASE entry
- * with the push's seq once kvsd no longer reads it (the round closed, or
- * kvsd copied it on a SPILL). Only then may the worker reuse that staging. */
+ * returned: by a KVS__CQE_RELEASE entry with the push's seq once kvsd no
+ * longer reads it (the round closed, or kvsd copied it on a SPILL or when
+ * the worker left), or by the push's completion when it comes without
+ * KVS__CQE_HELD. A completion with KVS__CQE_HELD (a dist_sync push taken
+ * into its key's round, which closes later) returns nothing. Whichever
+ * comes first returns the data; the worker counts each request once and
+ * may reuse that staging only then. */
 #define KVS__CQE_HELD    0x01
 #define KVS__CQE_RELEASE 0x02          /* not a completion: seq's data is returned */
 #define KVS__CQE_FLAGS   (KVS__CQE_HELD | KVS__CQE_RELEASE)
