@@ -4,7 +4,8 @@
  * by layer in its own order, from several threads, closes after its last
  * push, inits after rank 0 left, uses the empty string key, sends lists of
  * 100,000 keys, lets one worker set the optimizer, pulls rows by empty row
- * id lists, and pushes zero-copy buffers in any order. argv[1] names the
+ * id lists, pushes zero-copy buffers in any order, and crowds threads into
+ * a small staging area. argv[1] names the
  * scenario, argv[2] the store type (dist_sync by default); every value
  * pulled is checked. Exit 0 when all is right, 1 with a message when not.
  */
@@ -329,6 +330,80 @@ static void buffers_order(void)
         ok(kvs_array_free(kv, &b[i]), "free");
 }
 
+/* Three threads share a staging area too small for all they push (the
+ * job's kvsd runs with --staging 20K): each step, every rank's thread t
+ * pushes, pushpulls or pushes then pulls the same keys of its own (in
+ * rank-dependent orders, in one list or separate calls, the same choices
+ * on every rank), so a thread short of room has kvsd copy what its
+ * siblings lent, pushpulls still waiting included, and every value is
+ * still the sum of the ranks' pushes. */
+enum { CROWD_THREADS = 3, CROWD_KEYS = 4, CROWD_STEPS = 100, CROWD_LEN = 1000 };
+
+static void *crowd_steps(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    unsigned seed = 1234u + (unsigned)t;   /* the same on every rank */
+    float *v = malloc(sizeof *v * CROWD_LEN * CROWD_KEYS), *o = malloc(sizeof *o * CROWD_LEN);
+
+    if (!v || !o)
+        die("out of memory");
+    for (int s = 0; s < CROWD_STEPS; s++) {
+        int mode = rand_r(&seed) % 3, nk = 1 + rand_r(&seed) % CROWD_KEYS;
+        kvs_key_t k[CROWD_KEYS];
+        kvs_array_t a[CROWD_KEYS], out = { .data = o, .dtype = KVS_FLOAT32, .ndim = 1,
+                                           .shape = { CROWD_LEN } };
+
+        for (int j = 0; j < nk; j++) {
+            int key = t * CROWD_KEYS + (j + (rank % 2 ? s : 0)) % nk;
+
+            k[j] = KVS_INT_KEY(key);
+            fill(v + j * CROWD_LEN, CROWD_LEN, (float)(rank + s + key));
+            a[j] = (kvs_array_t){ .data = v + j * CROWD_LEN, .dtype = KVS_FLOAT32, .ndim = 1,
+                                  .shape = { CROWD_LEN } };
+        }
+        if (mode == 0) {
+            ok(kvs_pushpull(kv, nk, k, a, NULL, 0), "pushpull");
+            for (int j = 0; j < nk; j++)
+                expect(v + j * CROWD_LEN, CROWD_LEN,
+                       tri(nw - 1) + (float)(nw * (s + (int)k[j].id)), "pushpull in a crowd");
+            continue;
+        }
+        if (mode == 1)
+            ok(kvs_push(kv, nk, k, a, 0), "push of a list");
+        for (int j = 0; mode == 2 && j < nk; j++)
+            ok(kvs_push(kv, 1, &k[j], &a[j], 0), "push");
+        for (int j = 0; j < nk; j++) {
+            ok(kvs_pull(kv, 1, &k[j], &out, 0), "pull");
+            expect(o, CROWD_LEN, tri(nw - 1) + (float)(nw * (s + (int)k[j].id)),
+                   "pull in a crowd");
+        }
+    }
+    free(v);
+    free(o);
+    return NULL;
+}
+
+static void crowded(void)
+{
+    float *z = calloc(CROWD_LEN, sizeof *z);
+    pthread_t th[CROWD_THREADS];
+
+    if (!z)
+        die("out of memory");
+    for (int i = 0; i < CROWD_THREADS * CROWD_KEYS; i++) {
+        kvs_key_t k = KVS_INT_KEY(i);
+        kvs_array_t a = { .data = z, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { CROWD_LEN } };
+
+        ok(kvs_init(kv, 1, &k, &a), "init");
+    }
+    for (int t = 0; t < CROWD_THREADS; t++)
+        if (pthread_create(&th[t], NULL, crowd_steps, (void *)(intptr_t)t) != 0)
+            die("pthread_create");
+    for (int t = 0; t < CROWD_THREADS; t++)
+        pthread_join(th[t], NULL);
+    free(z);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -339,6 +414,7 @@ int main(int argc, char **argv)
         { "init_after_leave", init_after_leave }, { "empty_key", empty_key },
         { "many_keys", many_keys }, { "lone_optimizer", lone_optimizer },
         { "row_sparse_empty", row_sparse_empty }, { "buffers_order", buffers_order },
+        { "crowded", crowded },
     };
     const char *type = argc > 2 ? argv[2] : "dist_sync";
     size_t i;

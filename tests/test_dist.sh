@@ -82,7 +82,7 @@ job 1 arena_full 0 --arena 100M
 # What training code does (tests/dist_training): pushes in any order and
 # from threads, a close after the last push, an init after rank 0 left, the
 # empty string key, 100,000 keys in a call, a lone optimizer, empty row ids,
-# zero-copy buffers in any order.
+# zero-copy buffers in any order, threads crowding a small staging area.
 prog=$bld/tests/dist_training
 for n in 2 3; do job $n push_order; done
 for n in 2 3; do job $n threads; done
@@ -94,6 +94,7 @@ for n in 2 3; do job $n lone_optimizer; done
 for type in dist_sync dist_async; do job 2 row_sparse_empty; done
 type=
 job 2 buffers_order
+job 3 crowded 0 --staging 20K
 prog=
 # 5 GB with kvsd's default flags, where memory allows (not under the
 # sanitizers, whose shadow memory would double it).
