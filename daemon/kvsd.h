@@ -167,6 +167,7 @@ struct daemon {
     struct round *open;                /* rounds holding pushes */
     struct coll *colls;                /* waiting: a list, and a table by op and key */
     struct coll **coll_tab;
+    struct coll *inits;                /* inits complete, values to store: finish_inits */
     struct req *free_reqs;             /* freed requests kept for reuse */
     int nfree_reqs;
     size_t coll_cap, ncolls;           /* cap: 0 or a power of two */

@@ -754,52 +754,112 @@ static void coll_free(struct coll *c)
 /* An init stores the value of the lowest rank that called it (rank 0,
  * unless rank 0 has left the job), once every worker has: values of
  * another dtype or shape than that one fail the init for everyone, so
- * that no worker trains on a value it did not expect. */
-static int coll_init(struct daemon *d, struct coll *c, struct kvs__err *e)
+ * that no worker trains on a value it did not expect. 0 and that value's
+ * request in *first, or the error. */
+static int init_value(const struct daemon *d, const struct coll *c, const struct req **first,
+                      struct kvs__err *e)
 {
-    const struct req *first = NULL;
+    const struct req *f = NULL;
     char ks[KVS_MAX_KEY_LEN + 8], s1[96], s2[96];
-    kvs_key_t key;
-    kvs_array_t a;
-    int rc;
 
     for (const struct req *r = c->reqs; r; r = r->next)
-        if (!first || d->workers[r->w].rank < d->workers[first->w].rank)
-            first = r;
-    key = sqe_key(&first->s);
+        if (!f || d->workers[r->w].rank < d->workers[f->w].rank)
+            f = r;
     for (const struct req *r = c->reqs; r; r = r->next) {
-        if (r->s.dtype == first->s.dtype && r->s.ndim == first->s.ndim
-            && memcmp(r->s.shape, first->s.shape, sizeof r->s.shape[0] * (size_t)r->s.ndim) == 0)
+        if (r->s.dtype == f->s.dtype && r->s.ndim == f->s.ndim
+            && memcmp(r->s.shape, f->s.shape, sizeof r->s.shape[0] * (size_t)r->s.ndim) == 0)
             continue;
-        kvs__key_str(ks, sizeof ks, key);
+        kvs__key_str(ks, sizeof ks, sqe_key(&f->s));
         kvs__shape_str(s1, sizeof s1, r->s.ndim, r->s.shape);
-        kvs__shape_str(s2, sizeof s2, first->s.ndim, first->s.shape);
-        return kvs__fail(e, r->s.dtype != first->s.dtype ? KVS_EDTYPE : KVS_ESHAPE,
+        kvs__shape_str(s2, sizeof s2, f->s.ndim, f->s.shape);
+        return kvs__fail(e, r->s.dtype != f->s.dtype ? KVS_EDTYPE : KVS_ESHAPE,
                          "key %s: rank %d's init value is %s %s, rank %d's %s %s: nothing "
                          "stored", ks, d->workers[r->w].rank, kvs_dtype_name(r->s.dtype), s1,
-                         d->workers[first->w].rank, kvs_dtype_name(first->s.dtype), s2);
+                         d->workers[f->w].rank, kvs_dtype_name(f->s.dtype), s2);
     }
-    a = sqe_array(&first->s, first->copy);
-    rc = kvs__engine_init(d->eng, 1, &key, &a, 0, e);
-    if (rc == -ENOMEM && arena_room(d) < sizeof(struct kvs__block_head) + first->s.data_len) {
+    *first = f;
+    return 0;
+}
+
+/* Stores one init's value; a full arena is said as such. */
+static int init_one(struct daemon *d, const struct req *first, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    kvs_key_t key = sqe_key(&first->s);
+    kvs_array_t a = sqe_array(&first->s, first->copy);
+    uint64_t need = sizeof(struct kvs__block_head) + first->s.data_len;
+    int rc = kvs__engine_init(d->eng, 1, &key, &a, 0, e);
+
+    if (rc == -ENOMEM && arena_room(d) < need) {
         kvs__key_str(ks, sizeof ks, key);
         rc = kvs__fail(e, -ENOMEM, "key %s: kvsd's arena is full: %llu of its %llu bytes are "
                        "used, %llu more needed (kvsrun --arena, kvsd --arena set its size)",
                        ks, (unsigned long long)(d->o.arena - arena_room(d)),
-                       (unsigned long long)d->o.arena,
-                       (unsigned long long)(sizeof(struct kvs__block_head) + first->s.data_len));
+                       (unsigned long long)d->o.arena, (unsigned long long)need);
     }
     return rc;
 }
 
+/* Stores the values of the inits whose workers have all come (d->inits),
+ * in one engine call: a list of many keys is many inits, and one call per
+ * key costs more than the copying. If that call fails (it then changed
+ * nothing), each init is stored alone and gets its own status. */
+static void finish_inits(struct daemon *d)
+{
+    struct coll *list = d->inits;
+    struct kvs__err e = { 0, "" };
+    kvs_key_t *keys;
+    kvs_array_t *vals;
+    const struct req **first;
+    int n = 0, nok = 0, rc;
+
+    if (!list)
+        return;
+    d->inits = NULL;
+    for (struct coll *c = list; c; c = c->next)
+        n++;
+    keys = malloc(sizeof *keys * (size_t)n);
+    vals = malloc(sizeof *vals * (size_t)n);
+    first = calloc((size_t)n, sizeof *first);
+    if (keys && vals && first) {
+        int i = 0;
+
+        for (struct coll *c = list; c; c = c->next, i++) {
+            if (init_value(d, c, &first[i], &e) != 0)
+                continue;              /* stored alone below, with its error */
+            keys[nok] = sqe_key(&first[i]->s);
+            vals[nok++] = sqe_array(&first[i]->s, first[i]->copy);
+        }
+    }
+    rc = nok > 0 && nok == n ? kvs__engine_init(d->eng, n, keys, vals, 0, &e) : -1;
+    for (struct coll *c = list, *next; c; c = next) {
+        struct kvs__err one = { 0, "" };
+        const struct req *f;
+        int status = 0;
+
+        next = c->next;
+        if (rc != 0)
+            status = init_value(d, c, &f, &one) ? one.code : init_one(d, f, &one);
+        complete_list(d, c->reqs, status, one.msg);
+        coll_free(c);
+    }
+    free(keys);
+    free(vals);
+    free(first);
+}
+
+/* Every worker has come: a barrier completes now, an init joins the
+ * others of this pass (finish_inits). */
 static void coll_finish(struct daemon *d, struct coll *c)
 {
-    struct kvs__err e = { 0, "" };
-    int status = c->op == KVS__OP_INIT ? coll_init(d, c, &e) : 0;
-
     coll_unlink(d, c);
     d->st.collectives++;
-    complete_list(d, c->reqs, status, e.msg);
+    if (c->op == KVS__OP_INIT) {
+        c->next = d->inits;
+        d->inits = c;
+        return;
+    }
+    complete_list(d, c->reqs, 0, NULL);
     coll_free(c);
 }
 
@@ -1105,6 +1165,7 @@ static void run_list(struct daemon *d, struct req *list)
             complete(d, r, KVS_EPROTO, "unknown request");
         }
     }
+    finish_inits(d);
 }
 
 static void evict(struct daemon *d, struct worker *w, const char *why)
