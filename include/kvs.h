@@ -147,11 +147,12 @@ typedef struct kvs kvs_t;              /* opaque handle */
  *                           as given).
  *   "dist_sync"             the store lives in kvsd, the job's host daemon, and
  *                           is shared by the job's workers (processes). A push
- *                           round of a key completes when every worker still in
- *                           the job has pushed it: the update rule then sees
- *                           the sum over workers, once per round, and the push
- *                           calls return. A pull returns the value of the round
- *                           holding this worker's last push of the key.
+ *                           returns once kvsd has taken it; the round of a key
+ *                           completes when every worker still in the job has
+ *                           pushed it: the update rule then sees the sum over
+ *                           workers, once per round. A pull waits for, and
+ *                           returns the value of, the round holding this
+ *                           worker's last push of the key.
  *   "dist_async"            as dist_sync, but each push is applied on arrival.
  *   "device", "nccl", "dist_device_sync"
  *                           known types this build does not provide: KVS_ENOTSUP.
