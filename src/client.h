@@ -1,0 +1,128 @@
+/*
+ * client.h - what the two halves of the dist store types' worker side
+ * share: client_conn.c (the link to kvsd: connecting, posting list calls,
+ * waiting for their completions, staging lent to kvsd) and client.c (the
+ * API calls, made of list calls). Nothing here is API.
+ */
+#ifndef KVS_CLIENT_H
+#define KVS_CLIENT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "bufs.h"
+#include "error.h"
+#include "front.h"
+#include "proto.h"
+#include "ring.h"
+
+/* What a completion says of one request, kept per request of a call: a
+ * list of 200,000 keys keeps 5 MB of these, not 50 MB of whole slots. */
+struct kvs__answer {
+    int32_t status;
+    uint64_t value_off, value_len;     /* PULL, PUSH with KVS__SQE_VALUE */
+};
+
+/* A call's answers: one per request, and the message of the first request
+ * (in list order) that failed. */
+struct kvs__answers {
+    struct kvs__answer *a;
+    int failed;                        /* its index, or -1 */
+    char msg[KVS__MSG_MAX];
+};
+
+/* Makes the request slot of a call's request i (all fields but seq and the
+ * end-of-list flag), from ctx: requests are made as they are posted,
+ * never all at once. */
+typedef void (*kvs__fill_fn)(const void *ctx, int i, struct kvs__sqe *s);
+
+/* Staging lent to kvsd by one list call of pushes or inits: a range of the
+ * transient area (len 0: none) and the call's requests, until kvsd has
+ * returned the data of each. */
+struct kvs__hold {
+    uint64_t base;                     /* seq of its first request */
+    int n, refs;                       /* requests; of them, not returned yet */
+    unsigned char *returned;           /* per request */
+    uint64_t off, len;
+    int zc;                            /* some data lies in zero-copy buffers */
+    struct kvs__hold *next;
+};
+
+/* A handle's link to kvsd (kvs_t.client). */
+struct kvs__client {
+    pthread_mutex_t lock;              /* all below but what connecting set up */
+    pthread_mutex_t post;              /* held while one list call is posted */
+    int sock;
+    char job[KVS__JOB_MAX + 1];
+    void *ctl, *seg;
+    const unsigned char *arena;
+    size_t ctl_size, seg_size, arena_size;
+    struct kvs__bell *dbell, *wbell;
+    struct kvs__ring sq, cq;
+    unsigned char *staging;
+    uint64_t staging_size;
+    struct kvs__bufs bufs;             /* kvs_array_alloc's, as staging offsets */
+    struct kvs__bufs xfer;             /* the transient ranges in use */
+    struct kvs__waiter *waiters;       /* calls waiting for completions */
+    struct kvs__hold *holds;
+    int sync;                          /* dist_sync (views allowed) */
+    uint64_t next_seq;
+    int broken;                        /* 0, or the error every call now returns */
+    char broken_msg[KVS__ERR_MSG_MAX];
+};
+
+/* One answer, for calls of one request. */
+#define KVS__ONE_ANSWER(name)                                                \
+    struct kvs__answer name##_a;                                             \
+    struct kvs__answers name = { .a = &name##_a, .failed = -1 }
+
+/* Connects kv to its job's kvsd (rank, size and job from the environment)
+ * and sets kv->client; kvs__client_free undoes it. */
+int kvs__client_open(kvs_t *kv, struct kvs__err *e);
+void kvs__client_free(struct kvs__client *c);
+
+/* Posts the n requests fill makes as one list call and waits for their
+ * completions, kept in ans in order (its array has room for n). h: the
+ * staging the call lends kvsd (owned from here on, tracked until kvsd has
+ * returned it), or NULL. timeout_ms: 0 for the handle's deadline, after
+ * which kvsd is asked what the call waited for; else this one, without
+ * asking. Returns 0 when every request got a completion (each with its own
+ * status), else the error that broke the handle. kvs__client_run: the
+ * same with the handle's deadline, and the first failed completion as the
+ * call's error. */
+int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n,
+                          struct kvs__answers *ans, struct kvs__hold *h, int64_t timeout_ms,
+                          const char *what, struct kvs__err *e);
+int kvs__client_run(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n,
+                    struct kvs__answers *ans, struct kvs__hold *h, const char *what,
+                    struct kvs__err *e);
+
+/* A fill for calls whose few requests are made beforehand: ctx is the
+ * array of them. */
+void kvs__client_fill_from(const void *ctx, int i, struct kvs__sqe *s);
+
+/* Has kvsd copy every push whose data it still reads from staging, and
+ * waits until it has returned them: kvsd alone, no other worker. */
+int kvs__client_spill(kvs_t *kv, struct kvs__err *e);
+
+/* Takes bytes (> 0) of the transient part of staging for one call, in
+ * *off, spilling and waiting for siblings as needed (never for another
+ * worker); the range is the call's hold's from then on. */
+int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *what,
+                          struct kvs__err *e);
+
+/* Bytes of staging below the lowest buffer; 1 when some staging (with zc:
+ * of buffers) is lent to kvsd. c->lock held. */
+uint64_t kvs__client_transient(const struct kvs__client *c);
+int kvs__client_lending(const struct kvs__client *c, int zc);
+
+/* 0, or the error of a broken handle; _locked: c->lock held. */
+int kvs__client_usable(struct kvs__client *c, struct kvs__err *e);
+int kvs__client_usable_locked(struct kvs__client *c, struct kvs__err *e);
+
+/* Breaks the handle (c->lock held): every later call returns code; the
+ * first reason is kept. Returns code, recorded in e. */
+int kvs__client_broken(struct kvs__client *c, struct kvs__err *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif
