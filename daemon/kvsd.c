@@ -23,11 +23,11 @@
  *
  * This file is the program: options, set-up and teardown, and the serve
  * loop, which drives the rest (requests.c runs the workers' requests,
- * control.c kvsctl's channel, accept.c the socket thread, arena.c the
- * shared segments and the arena). It owns the process's signals, the job's
- * lock file and socket, the control and arena segments, and the threads;
- * it must never decode a request, post a completion or answer kvsctl
- * itself.
+ * collectives.c their inits and barriers, control.c kvsctl's channel,
+ * accept.c the socket thread, arena.c the shared segments and the arena).
+ * It owns the process's signals, the job's lock file and socket, the
+ * control and arena segments, and the threads; it must never decode a
+ * request, post a completion or answer kvsctl itself.
  */
 #define _GNU_SOURCE
 #include <errno.h>

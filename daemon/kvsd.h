@@ -252,6 +252,34 @@ int serve_pending(struct daemon *d);
 /* Reads and runs every request worker wi has posted; 1 on progress. */
 int drain(struct daemon *d, int wi);
 
+/* A request's key and its array (data: where its value lies). */
+kvs_key_t req_key(const struct kvs__sqe *s);
+kvs_array_t req_array(const struct kvs__sqe *s, void *data);
+
+/* Answers r with status (msg its detail when status != 0) and frees it;
+ * complete_list does so for every request of a list. */
+void complete(struct daemon *d, struct req *r, int status, const char *msg);
+void complete_list(struct daemon *d, struct req *r, int status, const char *msg);
+
+/* How many workers a round or a collective waits for: those still in the job. */
+int expected(const struct daemon *d);
+
+/* ---- collectives.c: init of a key, barrier (serve thread only) -------- */
+
+/* A worker's init or barrier arrives; the collective completes when every
+ * worker still in the job has come. */
+void coll_arrive(struct daemon *d, struct req *r);
+
+/* Completes the collectives that a worker's leaving leaves complete. */
+void colls_check(struct daemon *d);
+
+/* Stores the values of the inits completed since the last call, in one
+ * engine call, and answers their workers. run_list calls it at its end. */
+void finish_inits(struct daemon *d);
+
+/* Fails every collective waiting with status and msg. */
+void colls_fail(struct daemon *d, int status, const char *msg);
+
 /* ---- control.c: kvsctl's channel -------------------------------------- */
 
 /* Answers the queued control requests (serve thread); 1 when one was stop. */

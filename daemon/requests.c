@@ -3,11 +3,10 @@
  * drains each worker's request ring into list calls and checks a whole list
  * against the store before any of it takes effect; it runs pulls and sync
  * pushes through the pending queue (priority high first, then arrival),
- * async pushes at once, and collectives (init of a key, barrier) once
- * every worker still in the job has arrived; it posts
- * completions, keeping those a full CQ has no room for in a backlog; it
- * evicts a worker whose ring or request is bad, and fails the job when a
- * worker dies, is evicted, or leaves with a push unfinished.
+ * async pushes at once, and hands inits and barriers to collectives.c; it
+ * posts completions, keeping those a full CQ has no room for in a backlog;
+ * it evicts a worker whose ring or request is bad, and fails the job when a
+ * worker dies, is evicted, or gives up waiting.
  *
  * A sync push is answered at once (KVS__CQE_HELD: taken), so that a push
  * never waits for the other workers; it then waits in the pending queue
@@ -15,13 +14,13 @@
  * its data: the data stays lent in the worker's staging area, which the
  * worker leaves alone until kvsd releases it (KVS__CQE_RELEASE) when the
  * round closes. A SPILL, or the worker leaving, makes kvsd copy what it
- * still borrows, so that no worker ever waits on another for staging
- * room and a closed worker's last pushes still count. When every worker
- * still in the job has pushed, the round
- * hands all of them to the engine as one push of the key repeated, and the
- * engine sums them in one pass straight into the stored value (or into its
- * scratch buffer for the optimizer): (N+1)*S bytes of memory traffic for N
- * workers and S bytes, not a running sum's 3*N*S or so.
+ * still borrows, so that no worker ever waits on another for staging room
+ * and a closed worker's last pushes still count. When every worker still
+ * in the job has pushed, the round hands all of them to the engine as one
+ * push of the key repeated, and the engine sums them in one pass straight
+ * into the stored value (or into its scratch buffer for the optimizer):
+ * (N+1)*S bytes of memory traffic for N workers and S bytes, not a running
+ * sum's 3*N*S or so.
  *
  * Serve thread only. It must never wait on a worker, never use a request
  * slot before proto.c has decoded and checked it, never post to a worker
@@ -107,12 +106,12 @@ void flush_backlog(struct daemon *d, struct worker *w)
         w->wake = 1;
 }
 
-static kvs_key_t sqe_key(const struct kvs__sqe *s)
+kvs_key_t req_key(const struct kvs__sqe *s)
 {
     return (s->flags & KVS__SQE_STRKEY) ? KVS_STR_KEY(s->key_name) : KVS_INT_KEY(s->key_id);
 }
 
-static kvs_array_t sqe_array(const struct kvs__sqe *s, void *data)
+kvs_array_t req_array(const struct kvs__sqe *s, void *data)
 {
     kvs_array_t a = { .data = data, .dtype = s->dtype, .ndim = s->ndim, .device = KVS_HOST };
 
@@ -182,7 +181,7 @@ void reqs_cache_free(struct daemon *d)
     d->nfree_reqs = 0;
 }
 
-static void complete(struct daemon *d, struct req *r, int status, const char *msg)
+void complete(struct daemon *d, struct req *r, int status, const char *msg)
 {
     struct kvs__cqe c = { .seq = r->s.seq, .status = status };
 
@@ -249,7 +248,7 @@ static int unlend(struct daemon *d, struct req *r)
     return 0;
 }
 
-static void complete_list(struct daemon *d, struct req *r, int status, const char *msg)
+void complete_list(struct daemon *d, struct req *r, int status, const char *msg)
 {
     while (r) {
         struct req *next = r->next;
@@ -328,13 +327,10 @@ static int lends(const struct daemon *d, int wi)
 
 /* ---- workers: arrival, leaving, death --------------------------------- */
 
-static int expected(const struct daemon *d)
+int expected(const struct daemon *d)
 {
     return d->nworkers - d->left;
 }
-
-static void coll_unlink(struct daemon *d, struct coll *c);
-static void coll_free(struct coll *c);
 
 /* Fails every waiting request: pulls and pushes in pending, pushes in
  * rounds, and those in collectives. */
@@ -344,13 +340,7 @@ void fail_waiting(struct daemon *d, int status, const char *msg)
     d->pending = NULL;
     while (d->open)
         round_empty(d, d->open, status, msg);
-    while (d->colls) {
-        struct coll *c = d->colls;
-
-        coll_unlink(d, c);
-        complete_list(d, c->reqs, status, msg);
-        coll_free(c);
-    }
+    colls_fail(d, status, msg);
 }
 
 /* The job cannot go on: every waiting request and every later one fails
@@ -515,8 +505,8 @@ static int apply_rounds(struct daemon *d, struct round *list, struct kvs__err *e
 
             if (!r)
                 continue;
-            keys[n] = sqe_key(&r->s);
-            vals[n++] = sqe_array(&r->s, req_data(d, r));
+            keys[n] = req_key(&r->s);
+            vals[n++] = req_array(&r->s, req_data(d, r));
         }
         values[nr++] = rd->value;
     }
@@ -657,265 +647,6 @@ static void close_rounds_after_leave(struct daemon *d, int wi)
     }
 }
 
-/* ---- collectives ------------------------------------------------------ */
-
-/* Collectives waiting are found by a hash of their op and key: a list
- * call may init hundreds of thousands of keys, each its own collective. */
-static uint64_t coll_hash(uint8_t op, int str, int64_t id, const char *name)
-{
-    uint64_t h = 0xcbf29ce484222325ull ^ op ^ ((uint64_t)str << 8);
-
-    if (str) {
-        for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-            h = (h ^ *p) * 0x100000001b3ull;
-    } else {
-        h = (h ^ (uint64_t)id) * 0x100000001b3ull;
-    }
-    return h ^ (h >> 29);
-}
-
-static size_t coll_bucket(const struct daemon *d, const struct coll *c)
-{
-    return coll_hash(c->op, c->key.name != NULL, c->key.id, c->key.name) & (d->coll_cap - 1);
-}
-
-static struct coll *coll_find(struct daemon *d, const struct kvs__sqe *s)
-{
-    int str = (s->flags & KVS__SQE_STRKEY) != 0;
-    int64_t id = s->op == KVS__OP_INIT && !str ? s->key_id : 0;
-    const char *name = s->op == KVS__OP_INIT && str ? s->key_name : "";
-
-    if (d->coll_cap == 0)
-        return NULL;
-    str = s->op == KVS__OP_INIT && str;
-    for (struct coll *c = d->coll_tab[coll_hash(s->op, str, id, name) & (d->coll_cap - 1)]; c;
-         c = c->hnext)
-        if (c->op == s->op && (c->key.name != NULL) == str
-            && (str ? strcmp(c->key.name, name) == 0 : c->key.id == id))
-            return c;
-    return NULL;
-}
-
-/* Links a new collective into the list and the table (grown to keep
- * chains short). 0 or -ENOMEM. */
-static int coll_link(struct daemon *d, struct coll *c)
-{
-    if (2 * (d->ncolls + 1) > d->coll_cap) {
-        size_t cap = d->coll_cap ? 2 * d->coll_cap : 64;
-        struct coll **tab = calloc(cap, sizeof *tab);
-
-        if (!tab)
-            return -ENOMEM;
-        free(d->coll_tab);
-        d->coll_tab = tab;
-        d->coll_cap = cap;
-        for (struct coll *o = d->colls; o; o = o->next) {
-            size_t b = coll_bucket(d, o);
-
-            o->hnext = tab[b];
-            tab[b] = o;
-        }
-    }
-    {
-        size_t b = coll_bucket(d, c);
-
-        c->hnext = d->coll_tab[b];
-        d->coll_tab[b] = c;
-    }
-    c->next = d->colls;
-    if (d->colls)
-        d->colls->pprev = &c->next;
-    c->pprev = &d->colls;
-    d->colls = c;
-    d->ncolls++;
-    return 0;
-}
-
-static void coll_unlink(struct daemon *d, struct coll *c)
-{
-    struct coll **p = &d->coll_tab[coll_bucket(d, c)];
-
-    while (*p != c)
-        p = &(*p)->hnext;
-    *p = c->hnext;
-    *c->pprev = c->next;
-    if (c->next)
-        c->next->pprev = c->pprev;
-    d->ncolls--;
-}
-
-static void coll_free(struct coll *c)
-{
-    free(c->arrived);
-    free((char *)c->key.name);
-    free(c);
-}
-
-/* An init stores the value of the lowest rank that called it (rank 0,
- * unless rank 0 has left the job), once every worker has: values of
- * another dtype or shape than that one fail the init for everyone, so
- * that no worker trains on a value it did not expect. 0 and that value's
- * request in *first, or the error. */
-static int init_value(const struct daemon *d, const struct coll *c, const struct req **first,
-                      struct kvs__err *e)
-{
-    const struct req *f = NULL;
-    char ks[KVS_MAX_KEY_LEN + 8], s1[96], s2[96];
-
-    for (const struct req *r = c->reqs; r; r = r->next)
-        if (!f || d->workers[r->w].rank < d->workers[f->w].rank)
-            f = r;
-    for (const struct req *r = c->reqs; r; r = r->next) {
-        if (r->s.dtype == f->s.dtype && r->s.ndim == f->s.ndim
-            && memcmp(r->s.shape, f->s.shape, sizeof r->s.shape[0] * (size_t)r->s.ndim) == 0)
-            continue;
-        kvs__key_str(ks, sizeof ks, sqe_key(&f->s));
-        kvs__shape_str(s1, sizeof s1, r->s.ndim, r->s.shape);
-        kvs__shape_str(s2, sizeof s2, f->s.ndim, f->s.shape);
-        return kvs__fail(e, r->s.dtype != f->s.dtype ? KVS_EDTYPE : KVS_ESHAPE,
-                         "key %s: rank %d's init value is %s %s, rank %d's %s %s: nothing "
-                         "stored", ks, d->workers[r->w].rank, kvs_dtype_name(r->s.dtype), s1,
-                         d->workers[f->w].rank, kvs_dtype_name(f->s.dtype), s2);
-    }
-    *first = f;
-    return 0;
-}
-
-/* Stores one init's value; a full arena is said as such. */
-static int init_one(struct daemon *d, const struct req *first, struct kvs__err *e)
-{
-    char ks[KVS_MAX_KEY_LEN + 8];
-    kvs_key_t key = sqe_key(&first->s);
-    kvs_array_t a = sqe_array(&first->s, first->copy);
-    uint64_t need = sizeof(struct kvs__block_head) + first->s.data_len;
-    int rc = kvs__engine_init(d->eng, 1, &key, &a, 0, e);
-
-    if (rc == -ENOMEM && arena_room(d) < need) {
-        kvs__key_str(ks, sizeof ks, key);
-        rc = kvs__fail(e, -ENOMEM, "key %s: kvsd's arena is full: %llu of its %llu bytes are "
-                       "used, %llu more needed (kvsrun --arena, kvsd --arena set its size)",
-                       ks, (unsigned long long)(d->o.arena - arena_room(d)),
-                       (unsigned long long)d->o.arena, (unsigned long long)need);
-    }
-    return rc;
-}
-
-/* Stores the values of the inits whose workers have all come (d->inits),
- * in one engine call: a list of many keys is many inits, and one call per
- * key costs more than the copying. If that call fails (it then changed
- * nothing), each init is stored alone and gets its own status. */
-static void finish_inits(struct daemon *d)
-{
-    struct coll *list = d->inits;
-    struct kvs__err e = { 0, "" };
-    kvs_key_t *keys;
-    kvs_array_t *vals;
-    const struct req **first;
-    int n = 0, nok = 0, rc;
-
-    if (!list)
-        return;
-    d->inits = NULL;
-    for (struct coll *c = list; c; c = c->next)
-        n++;
-    keys = malloc(sizeof *keys * (size_t)n);
-    vals = malloc(sizeof *vals * (size_t)n);
-    first = calloc((size_t)n, sizeof *first);
-    if (keys && vals && first) {
-        int i = 0;
-
-        for (struct coll *c = list; c; c = c->next, i++) {
-            if (init_value(d, c, &first[i], &e) != 0)
-                continue;              /* stored alone below, with its error */
-            keys[nok] = sqe_key(&first[i]->s);
-            vals[nok++] = sqe_array(&first[i]->s, first[i]->copy);
-        }
-    }
-    rc = nok > 0 && nok == n ? kvs__engine_init(d->eng, n, keys, vals, 0, &e) : -1;
-    for (struct coll *c = list, *next; c; c = next) {
-        struct kvs__err one = { 0, "" };
-        const struct req *f;
-        int status = 0;
-
-        next = c->next;
-        if (rc != 0)
-            status = init_value(d, c, &f, &one) ? one.code : init_one(d, f, &one);
-        complete_list(d, c->reqs, status, one.msg);
-        coll_free(c);
-    }
-    free(keys);
-    free(vals);
-    free(first);
-}
-
-/* Every worker has come: a barrier completes now, an init joins the
- * others of this pass (finish_inits). */
-static void coll_finish(struct daemon *d, struct coll *c)
-{
-    coll_unlink(d, c);
-    d->st.collectives++;
-    if (c->op == KVS__OP_INIT) {
-        c->next = d->inits;
-        d->inits = c;
-        return;
-    }
-    complete_list(d, c->reqs, 0, NULL);
-    coll_free(c);
-}
-
-static void colls_check(struct daemon *d)
-{
-    for (struct coll *c = d->colls, *next; c; c = next) {
-        next = c->next;
-        if (c->narrived >= expected(d))
-            coll_finish(d, c);
-    }
-}
-
-static void coll_arrive(struct daemon *d, struct req *r)
-{
-    struct coll *c = coll_find(d, &r->s);
-
-    if (c && c->arrived[r->w]) {
-        complete(d, r, KVS_EBADARG, "this worker already waits in the same collective");
-        return;
-    }
-    /* An init's value is needed when the last worker arrives, and a worker
-     * may leave before that: kvsd keeps a copy. */
-    if (r->s.op == KVS__OP_INIT
-        && (!(r->copy = malloc(r->s.data_len ? r->s.data_len : 1)))) {
-        complete(d, r, -ENOMEM, "kvsd: out of memory for an init value");
-        return;
-    }
-    if (r->copy)
-        memcpy(r->copy, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
-    if (!c) {
-        int str = r->s.op == KVS__OP_INIT && (r->s.flags & KVS__SQE_STRKEY);
-
-        c = calloc(1, sizeof *c);
-        if (!c || !(c->arrived = calloc((size_t)d->nworkers, 1))
-            || (str && !(c->key.name = strdup(r->s.key_name)))) {
-            if (c)
-                coll_free(c);
-            complete(d, r, -ENOMEM, "kvsd: out of memory");
-            return;
-        }
-        c->op = r->s.op;
-        c->key.id = r->s.op == KVS__OP_INIT && !str ? r->s.key_id : 0;
-        if (coll_link(d, c) != 0) {
-            coll_free(c);
-            complete(d, r, -ENOMEM, "kvsd: out of memory");
-            return;
-        }
-    }
-    c->arrived[r->w] = 1;
-    c->narrived++;
-    r->next = c->reqs;
-    c->reqs = r;
-    if (c->narrived >= expected(d))
-        coll_finish(d, c);
-}
-
 /* Any worker may set the optimizer, at any time (as MXNet lets any worker
  * send it to the servers): it replaces the one before and drops its state.
  * The same spec again is a no-op that keeps the state, so that every
@@ -993,12 +724,12 @@ void explain_wait(const struct daemon *d, int wi, uint64_t seq, char *buf, size_
         if (r->w != wi || r->s.seq != seq)
             continue;
         round_text(d, r->rd, r->s.op == KVS__OP_PULL ? "kvs_pull" : "kvs_pushpull",
-                   sqe_key(&r->s), buf, size);
+                   req_key(&r->s), buf, size);
         return;
     }
     for (const struct round *rd = d->open; rd; rd = rd->next)
         if (rd->contrib[wi] && rd->contrib[wi]->s.seq == seq) {
-            round_text(d, rd, "kvs_pushpull", sqe_key(&rd->contrib[wi]->s), buf, size);
+            round_text(d, rd, "kvs_pushpull", req_key(&rd->contrib[wi]->s), buf, size);
             return;
         }
     for (const struct coll *c = d->colls; c; c = c->next)
@@ -1016,7 +747,7 @@ void list_waits(const struct daemon *d, void (*line)(void *ctx, const char *text
     for (const struct round *rd = d->open; rd; rd = rd->next) {
         for (int i = 0; i < d->nworkers; i++) {
             if (rd->contrib[i]) {
-                round_text(d, rd, "", sqe_key(&rd->contrib[i]->s), buf, sizeof buf);
+                round_text(d, rd, "", req_key(&rd->contrib[i]->s), buf, sizeof buf);
                 line(ctx, buf);
                 break;
             }
@@ -1073,12 +804,12 @@ static void run_list(struct daemon *d, struct req *list)
     }
     for (struct req *r = list; r && rc == 0; r = r->next) {
         if (r->s.op == KVS__OP_PUSH || r->s.op == KVS__OP_PULL) {
-            kvs_array_t a = sqe_array(&r->s, NULL);
+            kvs_array_t a = req_array(&r->s, NULL);
             struct kvs__entry_info info;
 
             rc = r->s.op == KVS__OP_PUSH
-                     ? kvs__engine_check_push(d->eng, sqe_key(&r->s), &a, &info, &e)
-                     : kvs__engine_check(d->eng, sqe_key(&r->s), &a, &info, &e);
+                     ? kvs__engine_check_push(d->eng, req_key(&r->s), &a, &info, &e)
+                     : kvs__engine_check(d->eng, req_key(&r->s), &a, &info, &e);
             if (rc == 0 && !(r->rd = round_of(d, &info)))
                 rc = kvs__fail(&e, -ENOMEM, "kvsd: out of memory for a round");
         }
@@ -1110,8 +841,8 @@ static void run_list(struct daemon *d, struct req *list)
         switch (r->s.op) {
         case KVS__OP_PUSH:
             if (!d->sync) {
-                kvs_key_t key = sqe_key(&r->s);
-                kvs_array_t a = sqe_array(&r->s, w->staging + r->s.data_off);
+                kvs_key_t key = req_key(&r->s);
+                kvs_array_t a = req_array(&r->s, w->staging + r->s.data_off);
 
                 rc = apply(d, r->rd, 1, &key, &a, &e);
                 complete(d, r, rc, e.msg);

@@ -1,0 +1,288 @@
+/*
+ * collectives.c - kvsd's collective calls, which complete when every worker
+ * still in the job has made them: an init of a key (which stores the value
+ * of the lowest rank, once all have come, and refuses values of different
+ * dtypes or shapes) and the barrier. Waiting collectives are found by a
+ * hash of op and key, since a list call may init hundreds of thousands of
+ * keys; the inits one list completes are stored in one engine call.
+ *
+ * Serve thread only. Like requests.c, it reads a request's data only from
+ * staging of a worker still LIVE, copying an init's value on arrival (the
+ * worker may leave before the last one comes).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "array.h"
+#include "kvsd.h"
+
+/* Collectives waiting are found by a hash of their op and key: a list
+ * call may init hundreds of thousands of keys, each its own collective. */
+static uint64_t coll_hash(uint8_t op, int str, int64_t id, const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ op ^ ((uint64_t)str << 8);
+
+    if (str) {
+        for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+            h = (h ^ *p) * 0x100000001b3ull;
+    } else {
+        h = (h ^ (uint64_t)id) * 0x100000001b3ull;
+    }
+    return h ^ (h >> 29);
+}
+
+static size_t coll_bucket(const struct daemon *d, const struct coll *c)
+{
+    return coll_hash(c->op, c->key.name != NULL, c->key.id, c->key.name) & (d->coll_cap - 1);
+}
+
+static struct coll *coll_find(struct daemon *d, const struct kvs__sqe *s)
+{
+    int str = (s->flags & KVS__SQE_STRKEY) != 0;
+    int64_t id = s->op == KVS__OP_INIT && !str ? s->key_id : 0;
+    const char *name = s->op == KVS__OP_INIT && str ? s->key_name : "";
+
+    if (d->coll_cap == 0)
+        return NULL;
+    str = s->op == KVS__OP_INIT && str;
+    for (struct coll *c = d->coll_tab[coll_hash(s->op, str, id, name) & (d->coll_cap - 1)]; c;
+         c = c->hnext)
+        if (c->op == s->op && (c->key.name != NULL) == str
+            && (str ? strcmp(c->key.name, name) == 0 : c->key.id == id))
+            return c;
+    return NULL;
+}
+
+/* Links a new collective into the list and the table (grown to keep
+ * chains short). 0 or -ENOMEM. */
+static int coll_link(struct daemon *d, struct coll *c)
+{
+    if (2 * (d->ncolls + 1) > d->coll_cap) {
+        size_t cap = d->coll_cap ? 2 * d->coll_cap : 64;
+        struct coll **tab = calloc(cap, sizeof *tab);
+
+        if (!tab)
+            return -ENOMEM;
+        free(d->coll_tab);
+        d->coll_tab = tab;
+        d->coll_cap = cap;
+        for (struct coll *o = d->colls; o; o = o->next) {
+            size_t b = coll_bucket(d, o);
+
+            o->hnext = tab[b];
+            tab[b] = o;
+        }
+    }
+    {
+        size_t b = coll_bucket(d, c);
+
+        c->hnext = d->coll_tab[b];
+        d->coll_tab[b] = c;
+    }
+    c->next = d->colls;
+    if (d->colls)
+        d->colls->pprev = &c->next;
+    c->pprev = &d->colls;
+    d->colls = c;
+    d->ncolls++;
+    return 0;
+}
+
+static void coll_unlink(struct daemon *d, struct coll *c)
+{
+    struct coll **p = &d->coll_tab[coll_bucket(d, c)];
+
+    while (*p != c)
+        p = &(*p)->hnext;
+    *p = c->hnext;
+    *c->pprev = c->next;
+    if (c->next)
+        c->next->pprev = c->pprev;
+    d->ncolls--;
+}
+
+static void coll_free(struct coll *c)
+{
+    free(c->arrived);
+    free((char *)c->key.name);
+    free(c);
+}
+
+/* An init stores the value of the lowest rank that called it (rank 0,
+ * unless rank 0 has left the job), once every worker has: values of
+ * another dtype or shape than that one fail the init for everyone, so
+ * that no worker trains on a value it did not expect. 0 and that value's
+ * request in *first, or the error. */
+static int init_value(const struct daemon *d, const struct coll *c, const struct req **first,
+                      struct kvs__err *e)
+{
+    const struct req *f = NULL;
+    char ks[KVS_MAX_KEY_LEN + 8], s1[96], s2[96];
+
+    for (const struct req *r = c->reqs; r; r = r->next)
+        if (!f || d->workers[r->w].rank < d->workers[f->w].rank)
+            f = r;
+    for (const struct req *r = c->reqs; r; r = r->next) {
+        if (r->s.dtype == f->s.dtype && r->s.ndim == f->s.ndim
+            && memcmp(r->s.shape, f->s.shape, sizeof r->s.shape[0] * (size_t)r->s.ndim) == 0)
+            continue;
+        kvs__key_str(ks, sizeof ks, req_key(&f->s));
+        kvs__shape_str(s1, sizeof s1, r->s.ndim, r->s.shape);
+        kvs__shape_str(s2, sizeof s2, f->s.ndim, f->s.shape);
+        return kvs__fail(e, r->s.dtype != f->s.dtype ? KVS_EDTYPE : KVS_ESHAPE,
+                         "key %s: rank %d's init value is %s %s, rank %d's %s %s: nothing "
+                         "stored", ks, d->workers[r->w].rank, kvs_dtype_name(r->s.dtype), s1,
+                         d->workers[f->w].rank, kvs_dtype_name(f->s.dtype), s2);
+    }
+    *first = f;
+    return 0;
+}
+
+/* Stores one init's value; a full arena is said as such. */
+static int init_one(struct daemon *d, const struct req *first, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    kvs_key_t key = req_key(&first->s);
+    kvs_array_t a = req_array(&first->s, first->copy);
+    uint64_t need = sizeof(struct kvs__block_head) + first->s.data_len;
+    int rc = kvs__engine_init(d->eng, 1, &key, &a, 0, e);
+
+    if (rc == -ENOMEM && arena_room(d) < need) {
+        kvs__key_str(ks, sizeof ks, key);
+        rc = kvs__fail(e, -ENOMEM, "key %s: kvsd's arena is full: %llu of its %llu bytes are "
+                       "used, %llu more needed (kvsrun --arena, kvsd --arena set its size)",
+                       ks, (unsigned long long)(d->o.arena - arena_room(d)),
+                       (unsigned long long)d->o.arena, (unsigned long long)need);
+    }
+    return rc;
+}
+
+/* Stores the values of the inits whose workers have all come (d->inits),
+ * in one engine call: a list of many keys is many inits, and one call per
+ * key costs more than the copying. If that call fails (it then changed
+ * nothing), each init is stored alone and gets its own status. */
+void finish_inits(struct daemon *d)
+{
+    struct coll *list = d->inits;
+    struct kvs__err e = { 0, "" };
+    kvs_key_t *keys;
+    kvs_array_t *vals;
+    const struct req **first;
+    int n = 0, nok = 0, rc;
+
+    if (!list)
+        return;
+    d->inits = NULL;
+    for (struct coll *c = list; c; c = c->next)
+        n++;
+    keys = malloc(sizeof *keys * (size_t)n);
+    vals = malloc(sizeof *vals * (size_t)n);
+    first = calloc((size_t)n, sizeof *first);
+    if (keys && vals && first) {
+        int i = 0;
+
+        for (struct coll *c = list; c; c = c->next, i++) {
+            if (init_value(d, c, &first[i], &e) != 0)
+                continue;              /* stored alone below, with its error */
+            keys[nok] = req_key(&first[i]->s);
+            vals[nok++] = req_array(&first[i]->s, first[i]->copy);
+        }
+    }
+    rc = nok > 0 && nok == n ? kvs__engine_init(d->eng, n, keys, vals, 0, &e) : -1;
+    for (struct coll *c = list, *next; c; c = next) {
+        struct kvs__err one = { 0, "" };
+        const struct req *f;
+        int status = 0;
+
+        next = c->next;
+        if (rc != 0)
+            status = init_value(d, c, &f, &one) ? one.code : init_one(d, f, &one);
+        complete_list(d, c->reqs, status, one.msg);
+        coll_free(c);
+    }
+    free(keys);
+    free(vals);
+    free(first);
+}
+
+/* Every worker has come: a barrier completes now, an init joins the
+ * others of this pass (finish_inits). */
+static void coll_finish(struct daemon *d, struct coll *c)
+{
+    coll_unlink(d, c);
+    d->st.collectives++;
+    if (c->op == KVS__OP_INIT) {
+        c->next = d->inits;
+        d->inits = c;
+        return;
+    }
+    complete_list(d, c->reqs, 0, NULL);
+    coll_free(c);
+}
+
+void colls_check(struct daemon *d)
+{
+    for (struct coll *c = d->colls, *next; c; c = next) {
+        next = c->next;
+        if (c->narrived >= expected(d))
+            coll_finish(d, c);
+    }
+}
+
+void coll_arrive(struct daemon *d, struct req *r)
+{
+    struct coll *c = coll_find(d, &r->s);
+
+    if (c && c->arrived[r->w]) {
+        complete(d, r, KVS_EBADARG, "this worker already waits in the same collective");
+        return;
+    }
+    /* An init's value is needed when the last worker arrives, and a worker
+     * may leave before that: kvsd keeps a copy. */
+    if (r->s.op == KVS__OP_INIT
+        && (!(r->copy = malloc(r->s.data_len ? r->s.data_len : 1)))) {
+        complete(d, r, -ENOMEM, "kvsd: out of memory for an init value");
+        return;
+    }
+    if (r->copy)
+        memcpy(r->copy, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
+    if (!c) {
+        int str = r->s.op == KVS__OP_INIT && (r->s.flags & KVS__SQE_STRKEY);
+
+        c = calloc(1, sizeof *c);
+        if (!c || !(c->arrived = calloc((size_t)d->nworkers, 1))
+            || (str && !(c->key.name = strdup(r->s.key_name)))) {
+            if (c)
+                coll_free(c);
+            complete(d, r, -ENOMEM, "kvsd: out of memory");
+            return;
+        }
+        c->op = r->s.op;
+        c->key.id = r->s.op == KVS__OP_INIT && !str ? r->s.key_id : 0;
+        if (coll_link(d, c) != 0) {
+            coll_free(c);
+            complete(d, r, -ENOMEM, "kvsd: out of memory");
+            return;
+        }
+    }
+    c->arrived[r->w] = 1;
+    c->narrived++;
+    r->next = c->reqs;
+    c->reqs = r;
+    if (c->narrived >= expected(d))
+        coll_finish(d, c);
+}
+
+void colls_fail(struct daemon *d, int status, const char *msg)
+{
+    while (d->colls) {
+        struct coll *c = d->colls;
+
+        coll_unlink(d, c);
+        complete_list(d, c->reqs, status, msg);
+        coll_free(c);
+    }
+}
