@@ -19,7 +19,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -120,19 +119,17 @@ static void usage(FILE *f)
             "0 when every worker succeeded, 1 when kvsrun failed, 2 on a usage error.\n");
 }
 
-/* Seconds with fractions, in [lo, hi]. strtod alone would take "nan",
- * "inf" and "" too. */
-static int parse_seconds(const char *s, double lo, double hi, int64_t *ns)
+/* Seconds with fractions, in [lo, hi], read as the library reads
+ * KVS_TIMEOUT (decimal only: strtod alone would take "0x10", " 5", "inf"
+ * and "nan" too), so that kvsrun never passes on a value the workers'
+ * kvs_create then refuses. */
+static int parse_seconds(const char *s, double lo, double hi, double *out)
 {
-    char *end;
     double v;
 
-    errno = 0;
-    v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno != 0 || !isfinite(v) || v < lo || v > hi)
+    if (kvs__spec_double(s, strlen(s), &v) != 0 || v < lo || v > hi)
         return -1;
-    if (ns)
-        *ns = (int64_t)(v * (double)SEC_NS);
+    *out = v;
     return 0;
 }
 
@@ -163,6 +160,7 @@ static int parse_options(struct options *o, int argc, char **argv)
     while ((c = getopt_long(argc, argv, "+:n:j:h", longs, NULL)) != -1) {
         char *end;
         long v;
+        double secs;
 
         switch (c) {
         case 'n':
@@ -183,11 +181,12 @@ static int parse_options(struct options *o, int argc, char **argv)
             snprintf(o->job, sizeof o->job, "%s", optarg);
             break;
         case OPT_GRACE:
-            if (parse_seconds(optarg, 0, 86400.0, &o->grace_ns) != 0) {
+            if (parse_seconds(optarg, 0, 86400.0, &secs) != 0) {
                 fprintf(stderr, "kvsrun: --grace '%s' is not a number of seconds in "
                         "0..86400\n", optarg);
                 return 2;
             }
+            o->grace_ns = (int64_t)(secs * (double)SEC_NS);
             break;
         case OPT_KVSD:
             if (!*optarg) {
@@ -197,10 +196,9 @@ static int parse_options(struct options *o, int argc, char **argv)
             o->kvsd = optarg;
             break;
         case OPT_TIMEOUT:
-            /* The bounds are those the library accepts: anything else it
-             * would silently replace by its default. */
-            if (parse_seconds(optarg, 0, 86400.0 * 365, NULL) != 0
-                || strtod(optarg, NULL) <= 0) {
+            /* The library's rule for KVS_TIMEOUT: anything else would make
+             * every worker's kvs_create fail. */
+            if (parse_seconds(optarg, 0, 86400.0 * 365, &secs) != 0 || !(secs > 0)) {
                 fprintf(stderr, "kvsrun: --timeout '%s' is not a number of seconds above 0 "
                         "(at most a year)\n", optarg);
                 return 2;

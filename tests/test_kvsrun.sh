@@ -151,12 +151,16 @@ report "a kvsd that exits before it serves: 1 and its status reported"
 next_job
 urc=""
 for args in "" "-n" "-n 0 true" "-n 1025 true" "-n x true" "-n 2" "-n 2 -j .hidden true" \
-    "-n 2 -j a/b true" "-n 2 --grace -1 true" "-n 2 --timeout 0 true" "--no-such-option"; do
+    "-n 2 -j a/b true" "-n 2 --grace -1 true" "-n 2 --timeout 0 true" "-n 2 --timeout 0x10 true" \
+    "-n 2 --timeout 30s true" "-n 2 --grace nan true" "--no-such-option"; do
     # shellcheck disable=SC2086
     timeout 10 "$kvsrun" $args >> "$out" 2>&1
     urc="$urc $?"
 done
-if [ "$urc" != " 2 2 2 2 2 2 2 2 2 2 2" ]; then fail "exit statuses$urc"; fi
+if [ "$urc" != " 2 2 2 2 2 2 2 2 2 2 2 2 2 2" ]; then fail "exit statuses$urc"; fi
+if ! grep -q "^kvsrun: --timeout '0x10' is not a number of seconds" "$out"; then
+    fail "a hex --timeout, which the workers' kvs_create would refuse, is taken"
+fi
 if grep -v -e '^kvsrun: ' -e "^Try 'kvsrun --help'" "$out" | grep -q .; then
     fail "a message without the 'kvsrun: ' prefix"
 fi
