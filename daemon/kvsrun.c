@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "kvs.h"
+#include "layout.h"
 #include "proto.h"
 #include "ring.h"
 #include "shm.h"
@@ -111,8 +112,9 @@ static void usage(FILE *f)
             "      --timeout SECONDS    exported to the workers as KVS_TIMEOUT\n"
             "      --staging BYTES      kvsd's staging area per worker, e.g. 1G: room for\n"
             "                           zero-copy buffers and copies (kvsd's default 256M)\n"
-            "      --arena BYTES        room for the job's stored values (kvsd's default:\n"
-            "                           the machine's memory, at least 4G; sparse)\n"
+            "      --arena BYTES        room for the job's stored values, at least 1M\n"
+            "                           (kvsd's default: the machine's memory and swap,\n"
+            "                           at least 4G; sparse)\n"
             "  -h, --help               this text\n"
             "      --version            kvsrun's version\n"
             "Exit status: that of the first worker to fail (128+S when signal S killed it),\n"
@@ -215,6 +217,11 @@ static int parse_options(struct options *o, int argc, char **argv)
                 fprintf(stderr, "kvsrun: --%s '%s' is not a size in bytes (with K, M "
                         "or G), above 0 and at most 1T\n",
                         c == OPT_STAGING ? "staging" : "arena", optarg);
+                return 2;
+            }
+            if (c == OPT_ARENA && bytes < KVS__ARENA_MIN) {
+                fprintf(stderr, "kvsrun: --arena '%s' is below the arena's minimum of 1M\n",
+                        optarg);
                 return 2;
             }
             *(c == OPT_STAGING ? &o->staging : &o->arena) = optarg;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Description: kvsrun starts kvsd and N workers, exits with the first failing worker's status, passes signals on, stops the rest, and leaves nothing of the job behind.
+# Description: kvsrun starts kvsd and N workers, exits with the first failing worker's status, passes signals on, stops the rest, leaves nothing of the job behind, and sizes the arena: --arena reaches kvsd, the default takes 5 GB.
 # TAP output. Programs: $top_builddir/daemon/kvsrun and daemon/kvsd; the kvs
 # worker (it pushes and pulls one key and checks the sum over the workers) is
 # $DIST_WORKER, else $top_builddir/tests/dist_worker. Every job runs in a
@@ -16,9 +16,9 @@ worker=${DIST_WORKER:-$top_builddir/tests/dist_worker}
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-echo "1..25"
+echo "1..27"
 if [ ! -x "$kvsrun" ] || [ ! -x "$kvsd" ]; then
-    skip_all 25 "$kvsrun or $kvsd not built"
+    skip_all 27 "$kvsrun or $kvsd not built"
 fi
 
 private_runtime
@@ -304,7 +304,43 @@ next_job
 kvsr 10 -n 1 --arena 4Q /bin/true
 expect_rc 2
 if ! grep -q "kvsrun: --arena '4Q' is not a size" "$out"; then fail "no usage message"; fi
-report "a bad --arena is a usage error"
+kvsr 10 -n 1 --arena 512K /bin/true
+expect_rc 2
+if ! grep -q "kvsrun: --arena '512K' is below the arena's minimum of 1M" "$out"; then
+    fail "no word of the minimum"
+fi
+report "a bad --arena, or one below 1M, is a usage error"
+
+# ---- the arena ------------------------------------------------------------
+
+next_job
+if [ -x "$worker" ]; then
+    # 100M of arena: a second value of 64 MiB does not fit; the worker
+    # checks that its init says the arena is full and names --arena, and
+    # that the first key is still there.
+    kvsr 30 -n 1 --arena 100M "$worker" arena_full
+    expect_rc 0
+    report "--arena reaches kvsd; an init past it says the arena is full"
+else
+    skip "no worker program $worker"
+fi
+
+# 5 GB of values (25 keys of 200 MB) with every flag at its default: past
+# the 4 GiB kvsd's arena once had. The sanitizers' shadow memory would
+# double it, and the box needs room for it and the other tests.
+next_job
+avail=$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo)
+if [ ! -x "$worker" ]; then
+    skip "no worker program $worker"
+elif [ -n "${KVS_SAN_CFLAGS:-}" ]; then
+    skip "a 5 GB store is not run in a sanitizer build ($KVS_SAN_CFLAGS)"
+elif [ "${avail:-0}" -lt 12 ]; then
+    skip "a 5 GB store needs 12 GiB of memory available, ${avail:-?} GiB are"
+else
+    kvsr 60 -n 1 "$worker" arena_big
+    expect_rc 0
+    report "a 5 GB store fits kvsd's default arena"
+fi
 
 # Without -j kvsrun names the job itself, and says the name.
 next_job
