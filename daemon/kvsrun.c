@@ -8,11 +8,12 @@
  * kvsd, no kvsd, socket or lock file.
  *
  * kvsrun never speaks kvsd's protocol (its probe connects and closes),
- * never stops or cleans up after a kvsd it did not start, and never
- * signals a process outside the job: only the process groups of its own
- * workers and of the kvsd it started. Nothing here waits without a
- * deadline; signals arrive through a signalfd, so no handler runs in the
- * middle of anything.
+ * never runs a job whose name another kvsrun holds (the job's .run file,
+ * locked while kvsrun runs), never stops or cleans up after a kvsd it did
+ * not start, and never signals a process outside the job: only the
+ * process groups of its own workers and of the kvsd it started. Nothing
+ * here waits without a deadline; signals arrive through a signalfd, so no
+ * handler runs in the middle of anything.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -73,7 +74,8 @@ struct worker {
 struct run {
     struct options o;
     char dir[PATH_MAX];
-    char sock_path[PATH_MAX + 80], lock_path[PATH_MAX + 80];
+    char sock_path[PATH_MAX + 80], lock_path[PATH_MAX + 80], run_path[PATH_MAX + 80];
+    int run_fd;                        /* run_path, locked: this kvsrun runs the job */
     sigset_t stop_set;                 /* the signals passed on to the workers */
     sigset_t old_mask;                 /* restored in every child */
     int sfd;                           /* signalfd: stop signals and SIGCHLD */
@@ -465,20 +467,98 @@ out_pipe:
  * backlog is full (EAGAIN, which only a live listener gives); 0 when
  * nobody does. Non-blocking, so a kvsd that does not accept cannot hold
  * kvsrun up; the connection is closed at once, which kvsd takes as a
- * client that left before its hello. */
-static int probe(const char *path)
+ * client that left before its hello. *pid (may be NULL): the listener's
+ * process when the connection was queued, else 0. */
+static int probe(const char *path, pid_t *pid)
 {
     struct sockaddr_un a = { .sun_family = AF_UNIX };
+    struct ucred cred;
+    socklen_t len = sizeof cred;
     int s, rc;
 
+    if (pid)
+        *pid = 0;
     snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
     s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (s < 0)
         return 0;
     rc = EINTR_RETRY(connect(s, (const struct sockaddr *)&a, sizeof a));
+    if (pid && (rc == 0 || errno == EISCONN)
+        && getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+        *pid = cred.pid;
     rc = rc == 0 || errno == EAGAIN || errno == EISCONN;
     close(s);
     return rc;
+}
+
+/* Takes the job's name for this kvsrun: NAME.run in the runtime
+ * directory, locked for as long as kvsrun runs, holding its pid. Two
+ * kvsruns under one name would send both jobs' workers to one kvsd, where
+ * the second's are refused or, worse, join the first job; so the second
+ * is refused here, before it starts anything, and told who has the name.
+ * A kvsd started by hand holds no such file, and kvsrun serves its job as
+ * before. Returns 0, else kvsrun's exit status (the message written). */
+static int claim_job(struct run *r)
+{
+    char buf[32], owner[64];
+    struct stat held, named;
+    pid_t kvsd;
+    ssize_t n;
+
+    /* The file is unlinked by its holder on the way out: a lock won on a
+     * file no longer at the path is worth nothing, so look again. */
+    for (int tries = 0; tries < 8; tries++) {
+        int fd = EINTR_RETRY(open(r->run_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+
+        if (fd < 0) {
+            fprintf(stderr, "kvsrun: cannot open %s: %s\n", r->run_path, strerror(errno));
+            return 1;
+        }
+        if (EINTR_RETRY(flock(fd, LOCK_EX | LOCK_NB)) != 0) {
+            int err = errno;
+
+            n = err == EWOULDBLOCK ? EINTR_RETRY(pread(fd, buf, sizeof buf - 1, 0)) : -1;
+            close(fd);
+            if (err != EWOULDBLOCK) {
+                fprintf(stderr, "kvsrun: cannot lock %s: %s\n", r->run_path, strerror(err));
+                return 1;
+            }
+            buf[n > 0 ? n : 0] = '\0';
+            if (probe(r->sock_path, &kvsd) && kvsd > 0)
+                snprintf(owner, sizeof owner, "kvsd pid %ld", (long)kvsd);
+            else if (atol(buf) > 0)
+                snprintf(owner, sizeof owner, "kvsrun pid %ld", atol(buf));
+            else                       /* it has locked, not yet written */
+                snprintf(owner, sizeof owner, "another kvsrun is starting it");
+            fprintf(stderr, "kvsrun: job %s is already running (%s); pick another name with "
+                    "-j\n", r->o.job, owner);
+            return 1;
+        }
+        if (fstat(fd, &held) == 0 && EINTR_RETRY(stat(r->run_path, &named)) == 0
+            && held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+            n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+            if (ftruncate(fd, 0) != 0 || EINTR_RETRY(pwrite(fd, buf, (size_t)n, 0)) != n)
+                fprintf(stderr, "kvsrun: cannot write %s: %s (the job runs; a second "
+                        "kvsrun under its name is still refused)\n", r->run_path,
+                        strerror(errno));
+            r->run_fd = fd;
+            return 0;
+        }
+        close(fd);
+    }
+    fprintf(stderr, "kvsrun: cannot take %s: it keeps being replaced\n", r->run_path);
+    return 1;
+}
+
+/* Gives the job's name back: unlinked while still locked, so that nobody
+ * takes a lock on a file that is about to go. */
+static void release_job(struct run *r)
+{
+    if (r->run_fd < 0)
+        return;
+    unlink(r->run_path);
+    close(r->run_fd);
+    r->run_fd = -1;
 }
 
 static int executable(const char *path)
@@ -551,7 +631,7 @@ static int start_kvsd(struct run *r)
     r->kvsd = pid;
     deadline = kvs__now_ns() + KVSD_START_NS;
     for (;;) {
-        if (probe(r->sock_path))
+        if (probe(r->sock_path, NULL))
             return 0;
         reap(r);
         if (r->kvsd_done) {
@@ -603,7 +683,7 @@ static void remove_job_files(struct run *r)
     int fd = EINTR_RETRY(open(r->lock_path, O_RDWR | O_CLOEXEC));
 
     if (fd < 0) {
-        if (errno == ENOENT && !probe(r->sock_path))
+        if (errno == ENOENT && !probe(r->sock_path, NULL))
             unlink(r->sock_path);
         return;
     }
@@ -800,6 +880,7 @@ int main(int argc, char **argv)
 
     r.first_status = -1;
     r.sfd = -1;
+    r.run_fd = -1;
     if ((rc = parse_options(&r.o, argc, argv)) >= 0)
         return rc;
     if (kvs__runtime_dir(r.dir, sizeof r.dir, &e) != 0) {
@@ -808,6 +889,7 @@ int main(int argc, char **argv)
     }
     snprintf(r.sock_path, sizeof r.sock_path, "%s/%s.sock", r.dir, r.o.job);
     snprintf(r.lock_path, sizeof r.lock_path, "%s/%s.lock", r.dir, r.o.job);
+    snprintf(r.run_path, sizeof r.run_path, "%s/%s.run", r.dir, r.o.job);
     if (strlen(r.sock_path) >= sizeof a.sun_path) {
         fprintf(stderr, "kvsrun: socket path %s is longer than a Unix socket's %zu bytes\n",
                 r.sock_path, sizeof a.sun_path - 1);
@@ -826,10 +908,14 @@ int main(int argc, char **argv)
      * they are reaped here and their groups empty while kvsrun watches. */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
+    if ((rc = claim_job(&r)) != 0) {
+        status = rc;
+        goto out_kvsd;
+    }
     /* A name kvsrun made up is said, so that kvsctl -j can find the job. */
     if (r.o.job_picked)
         fprintf(stderr, "kvsrun: job %s (kvsctl -j %s status)\n", r.o.job, r.o.job);
-    if (!probe(r.sock_path) && (rc = start_kvsd(&r)) != 0) {
+    if (!probe(r.sock_path, NULL) && (rc = start_kvsd(&r)) != 0) {
         status = rc;
         goto out_kvsd;
     }
@@ -848,6 +934,7 @@ int main(int argc, char **argv)
 out_kvsd:
     if (stop_kvsd(&r, !job_failed) != 0 && status == 0)
         status = 1;
+    release_job(&r);
     close(r.sfd);
     sigprocmask(SIG_SETMASK, &r.old_mask, NULL);
 out_free:

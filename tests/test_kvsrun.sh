@@ -52,7 +52,7 @@ leftovers() {
     grep -lzxF "KVS_JOB=$1" /proc/[0-9]*/environ 2>/dev/null | while read -r f; do
         echo "process ${f#/proc/} with KVS_JOB=$1"
     done
-    for f in "$dir/$1.sock" "$dir/$1.lock"; do
+    for f in "$dir/$1.sock" "$dir/$1.lock" "$dir/$1.run"; do
         if [ -e "$f" ]; then echo "file $f"; fi
     done
 }
@@ -354,7 +354,9 @@ if [ -z "$picked" ] || ! grep -q "^kvsrun: job $picked (kvsctl -j $picked status
 fi
 report "kvsrun says the job name it picks"
 
-# A second job under the name of a running one: its workers are told why.
+# A second kvsrun under the name of a running job is refused before it
+# starts a worker, and says whose the name is. A worker started without
+# kvsrun into that job is refused by kvsd, and told why.
 next_job
 if [ -x "$worker" ]; then
     mkdir -p "$rt/$j"
@@ -362,13 +364,21 @@ if [ -x "$worker" ]; then
     first=$!
     bg="$bg $first"
     wait_for 100 test -e "$rt/$j/held"
-    kvsr 20 -n 1 "$worker" sums
-    [ "$rc" -ne 0 ] || fail "the second job ran"
+    dpid=$(pgrep -f -- "--job $j -n")
+    kvsr 20 -n 1 sh -c 'echo "second job started"'
+    expect_rc 1
+    if grep -q "second job started" "$out"; then fail "the second job's worker ran"; fi
+    if ! grep -q "^kvsrun: job $j is already running (kvsd pid $dpid); pick another name with -j$" \
+        "$out"; then
+        fail "the second kvsrun does not name the job and its kvsd ($dpid)"
+    fi
+    KVS_JOB=$j KVS_RANK=0 KVS_NUM_WORKERS=1 timeout 20 "$worker" sums >> "$out" 2>&1 &&
+        fail "a worker joined the running job as its rank 0"
     grep -q "rank 0 has already joined job '$j' (is another job running under that name" \
-        "$out" || fail "the second job's worker is not told why"
+        "$out" || fail "the lone worker is not told why"
     : > "$rt/$j/release"
     wait "$first" || fail "the first job failed"
-    report "a second job under a running job's name is told so"
+    report "a second kvsrun under a running job's name is refused, and says whose it is"
 else
     skip "no worker program $worker"
 fi
