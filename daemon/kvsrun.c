@@ -334,12 +334,15 @@ static void reap(struct run *r)
             r->w[i].done = 1;
             r->nlive--;
             if (exit_code(st) != 0 && r->first_status < 0) {
+                char grace[32];
+
                 r->first_status = exit_code(st);
                 describe(what, sizeof what, st);
+                /* The grace as given: 1000, not %.3g's 1e+03. */
+                kvs__spec_format_double(grace, sizeof grace, (double)r->o.grace_ns / SEC_NS);
                 if (r->nlive > 0 && !r->stopping)
                     fprintf(stderr, "kvsrun: rank %d (pid %ld) %s; the other workers get "
-                            "%.3g s to exit\n", i, (long)p, what,
-                            (double)r->o.grace_ns / SEC_NS);
+                            "%s s to exit\n", i, (long)p, what, grace);
                 else
                     fprintf(stderr, "kvsrun: rank %d (pid %ld) %s\n", i, (long)p, what);
                 begin_stop(r, kvs__now_ns() + r->o.grace_ns);

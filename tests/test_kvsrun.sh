@@ -16,9 +16,9 @@ worker=${DIST_WORKER:-$top_builddir/tests/dist_worker}
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-echo "1..27"
+echo "1..28"
 if [ ! -x "$kvsrun" ] || [ ! -x "$kvsd" ]; then
-    skip_all 27 "$kvsrun or $kvsd not built"
+    skip_all 28 "$kvsrun or $kvsd not built"
 fi
 
 private_runtime
@@ -123,6 +123,17 @@ kvsr 20 -n 2 --grace 2 sh -c 'if [ "$KVS_RANK" = 1 ]; then exit 4; fi; exec slee
 expect_rc 4
 expect_within 5000
 report "rank 1 fails while rank 0 sleeps: status 4 within grace + 3 s"
+
+# Rank 0 ends on its own, well within the grace, which the message gives as
+# written: 1000 s, not 1e+03 s.
+next_job
+kvsr 20 -n 2 --grace 1000 sh -c 'if [ "$KVS_RANK" = 1 ]; then exit 4; fi; sleep 1'
+expect_rc 4
+if ! grep -q "^kvsrun: rank 1 (pid [0-9]*) exited with status 4; the other workers get 1000 s to exit$" \
+    "$out"; then
+    fail "the grace is not said as given"
+fi
+report "kvsrun gives the grace in its message as it was given"
 
 next_job
 kvsr 20 -n 2 --grace 1 sh -c 'if [ "$KVS_RANK" = 1 ]; then exit 5; fi; trap "" TERM; sleep 30'
