@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "kvsd.h"
@@ -200,15 +201,18 @@ static void serve(struct daemon *d)
 
 /* The arena is a memfd that takes memory only where values are written,
  * and workers map it read-only once, at its full size: so it is sized for
- * the biggest store the machine could hold (its memory; at least 4 GiB),
- * not for the store at hand, and a model of a billion parameters fits
- * without flags. */
+ * the biggest store the machine could hold, not for the store at hand, and
+ * a model of a billion parameters fits without flags. That is its memory
+ * plus its swap, where a memfd's pages can go; at least 4 GiB, so that a
+ * small machine still takes such a model when it has the swap; at most
+ * the 1 TiB --arena takes. */
 static uint64_t default_arena(void)
 {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    uint64_t mem = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0,
-             min = 4ull << 30, max = 1ull << 40;
+    struct sysinfo si;
+    uint64_t mem = 0, min = 4ull << 30, max = 1ull << 40;
 
+    if (sysinfo(&si) == 0)
+        mem = ((uint64_t)si.totalram + si.totalswap) * (si.mem_unit ? si.mem_unit : 1);
     mem = (mem + (1ull << 30) - 1) & ~((1ull << 30) - 1);
     return mem < min ? min : mem > max ? max : mem;
 }
@@ -227,8 +231,9 @@ static void usage(FILE *f)
             "  -j, --job NAME       the job (as KVS_JOB in the workers)\n"
             "  -n, --workers N      the job's number of workers (default: from the first)\n"
             "      --staging BYTES  staging area per worker (default 256M)\n"
-            "      --arena BYTES    room for stored values (default: the machine's memory,\n"
-            "                       at least 4G; sparse until values fill it)\n"
+            "      --arena BYTES    room for stored values, at least 1M (default: the\n"
+            "                       machine's memory and swap, at least 4G; sparse until\n"
+            "                       values fill it)\n"
             "      --threads N      threads for big sums (default: online CPUs, at most 8)\n"
             "  -q, --quiet          no messages on stderr\n"
             "  -h, --help           this text\n"
@@ -294,7 +299,13 @@ int main(int argc, char **argv)
         case 's':
         case 'a':
             if (kvs__parse_bytes(optarg, c == 's' ? &d.o.staging : &d.o.arena) != 0) {
-                fprintf(stderr, "kvsd: bad size '%s'\n", optarg);
+                fprintf(stderr, "kvsd: --%s '%s' is not a size in bytes (with K, M or G), "
+                        "above 0 and at most 1T\n", c == 's' ? "staging" : "arena", optarg);
+                return 2;
+            }
+            if (c == 'a' && d.o.arena < KVS__ARENA_MIN) {
+                fprintf(stderr, "kvsd: --arena '%s' is below the arena's minimum of 1M\n",
+                        optarg);
                 return 2;
             }
             break;

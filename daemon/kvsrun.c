@@ -8,18 +8,18 @@
  * kvsd, no kvsd, socket or lock file.
  *
  * kvsrun never speaks kvsd's protocol (its probe connects and closes),
- * never stops or cleans up after a kvsd it did not start, and never
- * signals a process outside the job: only the process groups of its own
- * workers and of the kvsd it started. Nothing here waits without a
- * deadline; signals arrive through a signalfd, so no handler runs in the
- * middle of anything.
+ * never runs a job whose name another kvsrun holds (the job's .run file,
+ * locked while kvsrun runs), never stops or cleans up after a kvsd it did
+ * not start, and never signals a process outside the job: only the
+ * process groups of its own workers and of the kvsd it started. Nothing
+ * here waits without a deadline; signals arrive through a signalfd, so no
+ * handler runs in the middle of anything.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "kvs.h"
+#include "layout.h"
 #include "proto.h"
 #include "ring.h"
 #include "shm.h"
@@ -73,7 +74,8 @@ struct worker {
 struct run {
     struct options o;
     char dir[PATH_MAX];
-    char sock_path[PATH_MAX + 80], lock_path[PATH_MAX + 80];
+    char sock_path[PATH_MAX + 80], lock_path[PATH_MAX + 80], run_path[PATH_MAX + 80];
+    int run_fd;                        /* run_path, locked: this kvsrun runs the job */
     sigset_t stop_set;                 /* the signals passed on to the workers */
     sigset_t old_mask;                 /* restored in every child */
     int sfd;                           /* signalfd: stop signals and SIGCHLD */
@@ -112,27 +114,26 @@ static void usage(FILE *f)
             "      --timeout SECONDS    exported to the workers as KVS_TIMEOUT\n"
             "      --staging BYTES      kvsd's staging area per worker, e.g. 1G: room for\n"
             "                           zero-copy buffers and copies (kvsd's default 256M)\n"
-            "      --arena BYTES        room for the job's stored values (kvsd's default:\n"
-            "                           the machine's memory, at least 4G; sparse)\n"
+            "      --arena BYTES        room for the job's stored values, at least 1M\n"
+            "                           (kvsd's default: the machine's memory and swap,\n"
+            "                           at least 4G; sparse)\n"
             "  -h, --help               this text\n"
             "      --version            kvsrun's version\n"
             "Exit status: that of the first worker to fail (128+S when signal S killed it),\n"
             "0 when every worker succeeded, 1 when kvsrun failed, 2 on a usage error.\n");
 }
 
-/* Seconds with fractions, in [lo, hi]. strtod alone would take "nan",
- * "inf" and "" too. */
-static int parse_seconds(const char *s, double lo, double hi, int64_t *ns)
+/* Seconds with fractions, in [lo, hi], read as the library reads
+ * KVS_TIMEOUT (decimal only: strtod alone would take "0x10", " 5", "inf"
+ * and "nan" too), so that kvsrun never passes on a value the workers'
+ * kvs_create then refuses. */
+static int parse_seconds(const char *s, double lo, double hi, double *out)
 {
-    char *end;
     double v;
 
-    errno = 0;
-    v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno != 0 || !isfinite(v) || v < lo || v > hi)
+    if (kvs__spec_double(s, strlen(s), &v) != 0 || v < lo || v > hi)
         return -1;
-    if (ns)
-        *ns = (int64_t)(v * (double)SEC_NS);
+    *out = v;
     return 0;
 }
 
@@ -163,6 +164,7 @@ static int parse_options(struct options *o, int argc, char **argv)
     while ((c = getopt_long(argc, argv, "+:n:j:h", longs, NULL)) != -1) {
         char *end;
         long v;
+        double secs;
 
         switch (c) {
         case 'n':
@@ -183,11 +185,12 @@ static int parse_options(struct options *o, int argc, char **argv)
             snprintf(o->job, sizeof o->job, "%s", optarg);
             break;
         case OPT_GRACE:
-            if (parse_seconds(optarg, 0, 86400.0, &o->grace_ns) != 0) {
+            if (parse_seconds(optarg, 0, 86400.0, &secs) != 0) {
                 fprintf(stderr, "kvsrun: --grace '%s' is not a number of seconds in "
                         "0..86400\n", optarg);
                 return 2;
             }
+            o->grace_ns = (int64_t)(secs * (double)SEC_NS);
             break;
         case OPT_KVSD:
             if (!*optarg) {
@@ -197,10 +200,9 @@ static int parse_options(struct options *o, int argc, char **argv)
             o->kvsd = optarg;
             break;
         case OPT_TIMEOUT:
-            /* The bounds are those the library accepts: anything else it
-             * would silently replace by its default. */
-            if (parse_seconds(optarg, 0, 86400.0 * 365, NULL) != 0
-                || strtod(optarg, NULL) <= 0) {
+            /* The library's rule for KVS_TIMEOUT: anything else would make
+             * every worker's kvs_create fail. */
+            if (parse_seconds(optarg, 0, 86400.0 * 365, &secs) != 0 || !(secs > 0)) {
                 fprintf(stderr, "kvsrun: --timeout '%s' is not a number of seconds above 0 "
                         "(at most a year)\n", optarg);
                 return 2;
@@ -217,6 +219,11 @@ static int parse_options(struct options *o, int argc, char **argv)
                 fprintf(stderr, "kvsrun: --%s '%s' is not a size in bytes (with K, M "
                         "or G), above 0 and at most 1T\n",
                         c == OPT_STAGING ? "staging" : "arena", optarg);
+                return 2;
+            }
+            if (c == OPT_ARENA && bytes < KVS__ARENA_MIN) {
+                fprintf(stderr, "kvsrun: --arena '%s' is below the arena's minimum of 1M\n",
+                        optarg);
                 return 2;
             }
             *(c == OPT_STAGING ? &o->staging : &o->arena) = optarg;
@@ -327,12 +334,15 @@ static void reap(struct run *r)
             r->w[i].done = 1;
             r->nlive--;
             if (exit_code(st) != 0 && r->first_status < 0) {
+                char grace[32];
+
                 r->first_status = exit_code(st);
                 describe(what, sizeof what, st);
+                /* The grace as given: 1000, not %.3g's 1e+03. */
+                kvs__spec_format_double(grace, sizeof grace, (double)r->o.grace_ns / SEC_NS);
                 if (r->nlive > 0 && !r->stopping)
                     fprintf(stderr, "kvsrun: rank %d (pid %ld) %s; the other workers get "
-                            "%.3g s to exit\n", i, (long)p, what,
-                            (double)r->o.grace_ns / SEC_NS);
+                            "%s s to exit\n", i, (long)p, what, grace);
                 else
                     fprintf(stderr, "kvsrun: rank %d (pid %ld) %s\n", i, (long)p, what);
                 begin_stop(r, kvs__now_ns() + r->o.grace_ns);
@@ -460,20 +470,98 @@ out_pipe:
  * backlog is full (EAGAIN, which only a live listener gives); 0 when
  * nobody does. Non-blocking, so a kvsd that does not accept cannot hold
  * kvsrun up; the connection is closed at once, which kvsd takes as a
- * client that left before its hello. */
-static int probe(const char *path)
+ * client that left before its hello. *pid (may be NULL): the listener's
+ * process when the connection was queued, else 0. */
+static int probe(const char *path, pid_t *pid)
 {
     struct sockaddr_un a = { .sun_family = AF_UNIX };
+    struct ucred cred;
+    socklen_t len = sizeof cred;
     int s, rc;
 
+    if (pid)
+        *pid = 0;
     snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
     s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (s < 0)
         return 0;
     rc = EINTR_RETRY(connect(s, (const struct sockaddr *)&a, sizeof a));
+    if (pid && (rc == 0 || errno == EISCONN)
+        && getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+        *pid = cred.pid;
     rc = rc == 0 || errno == EAGAIN || errno == EISCONN;
     close(s);
     return rc;
+}
+
+/* Takes the job's name for this kvsrun: NAME.run in the runtime
+ * directory, locked for as long as kvsrun runs, holding its pid. Two
+ * kvsruns under one name would send both jobs' workers to one kvsd, where
+ * the second's are refused or, worse, join the first job; so the second
+ * is refused here, before it starts anything, and told who has the name.
+ * A kvsd started by hand holds no such file, and kvsrun serves its job as
+ * before. Returns 0, else kvsrun's exit status (the message written). */
+static int claim_job(struct run *r)
+{
+    char buf[32], owner[64];
+    struct stat held, named;
+    pid_t kvsd;
+    ssize_t n;
+
+    /* The file is unlinked by its holder on the way out: a lock won on a
+     * file no longer at the path is worth nothing, so look again. */
+    for (int tries = 0; tries < 8; tries++) {
+        int fd = EINTR_RETRY(open(r->run_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+
+        if (fd < 0) {
+            fprintf(stderr, "kvsrun: cannot open %s: %s\n", r->run_path, strerror(errno));
+            return 1;
+        }
+        if (EINTR_RETRY(flock(fd, LOCK_EX | LOCK_NB)) != 0) {
+            int err = errno;
+
+            n = err == EWOULDBLOCK ? EINTR_RETRY(pread(fd, buf, sizeof buf - 1, 0)) : -1;
+            close(fd);
+            if (err != EWOULDBLOCK) {
+                fprintf(stderr, "kvsrun: cannot lock %s: %s\n", r->run_path, strerror(err));
+                return 1;
+            }
+            buf[n > 0 ? n : 0] = '\0';
+            if (probe(r->sock_path, &kvsd) && kvsd > 0)
+                snprintf(owner, sizeof owner, "kvsd pid %ld", (long)kvsd);
+            else if (atol(buf) > 0)
+                snprintf(owner, sizeof owner, "kvsrun pid %ld", atol(buf));
+            else                       /* it has locked, not yet written */
+                snprintf(owner, sizeof owner, "another kvsrun is starting it");
+            fprintf(stderr, "kvsrun: job %s is already running (%s); pick another name with "
+                    "-j\n", r->o.job, owner);
+            return 1;
+        }
+        if (fstat(fd, &held) == 0 && EINTR_RETRY(stat(r->run_path, &named)) == 0
+            && held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+            n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+            if (ftruncate(fd, 0) != 0 || EINTR_RETRY(pwrite(fd, buf, (size_t)n, 0)) != n)
+                fprintf(stderr, "kvsrun: cannot write %s: %s (the job runs; a second "
+                        "kvsrun under its name is still refused)\n", r->run_path,
+                        strerror(errno));
+            r->run_fd = fd;
+            return 0;
+        }
+        close(fd);
+    }
+    fprintf(stderr, "kvsrun: cannot take %s: it keeps being replaced\n", r->run_path);
+    return 1;
+}
+
+/* Gives the job's name back: unlinked while still locked, so that nobody
+ * takes a lock on a file that is about to go. */
+static void release_job(struct run *r)
+{
+    if (r->run_fd < 0)
+        return;
+    unlink(r->run_path);
+    close(r->run_fd);
+    r->run_fd = -1;
 }
 
 static int executable(const char *path)
@@ -546,7 +634,7 @@ static int start_kvsd(struct run *r)
     r->kvsd = pid;
     deadline = kvs__now_ns() + KVSD_START_NS;
     for (;;) {
-        if (probe(r->sock_path))
+        if (probe(r->sock_path, NULL))
             return 0;
         reap(r);
         if (r->kvsd_done) {
@@ -598,7 +686,7 @@ static void remove_job_files(struct run *r)
     int fd = EINTR_RETRY(open(r->lock_path, O_RDWR | O_CLOEXEC));
 
     if (fd < 0) {
-        if (errno == ENOENT && !probe(r->sock_path))
+        if (errno == ENOENT && !probe(r->sock_path, NULL))
             unlink(r->sock_path);
         return;
     }
@@ -795,6 +883,7 @@ int main(int argc, char **argv)
 
     r.first_status = -1;
     r.sfd = -1;
+    r.run_fd = -1;
     if ((rc = parse_options(&r.o, argc, argv)) >= 0)
         return rc;
     if (kvs__runtime_dir(r.dir, sizeof r.dir, &e) != 0) {
@@ -803,6 +892,7 @@ int main(int argc, char **argv)
     }
     snprintf(r.sock_path, sizeof r.sock_path, "%s/%s.sock", r.dir, r.o.job);
     snprintf(r.lock_path, sizeof r.lock_path, "%s/%s.lock", r.dir, r.o.job);
+    snprintf(r.run_path, sizeof r.run_path, "%s/%s.run", r.dir, r.o.job);
     if (strlen(r.sock_path) >= sizeof a.sun_path) {
         fprintf(stderr, "kvsrun: socket path %s is longer than a Unix socket's %zu bytes\n",
                 r.sock_path, sizeof a.sun_path - 1);
@@ -821,10 +911,14 @@ int main(int argc, char **argv)
      * they are reaped here and their groups empty while kvsrun watches. */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
+    if ((rc = claim_job(&r)) != 0) {
+        status = rc;
+        goto out_kvsd;
+    }
     /* A name kvsrun made up is said, so that kvsctl -j can find the job. */
     if (r.o.job_picked)
         fprintf(stderr, "kvsrun: job %s (kvsctl -j %s status)\n", r.o.job, r.o.job);
-    if (!probe(r.sock_path) && (rc = start_kvsd(&r)) != 0) {
+    if (!probe(r.sock_path, NULL) && (rc = start_kvsd(&r)) != 0) {
         status = rc;
         goto out_kvsd;
     }
@@ -843,6 +937,7 @@ int main(int argc, char **argv)
 out_kvsd:
     if (stop_kvsd(&r, !job_failed) != 0 && status == 0)
         status = 1;
+    release_job(&r);
     close(r.sfd);
     sigprocmask(SIG_SETMASK, &r.old_mask, NULL);
 out_free:

@@ -42,6 +42,9 @@ struct kvs__seg_head {                 /* 64 bytes at offset 0 of every segment 
  * 64-byte block head followed by the value's bytes; kvsd makes seq odd
  * while it writes the value, even when done (a seqlock readers check). */
 #define KVS__ARENA_DATA_OFF 4096
+/* The smallest arena kvsd makes (kvsd --arena, kvsrun --arena): its head
+ * alone takes 4K, and workers refuse an arena no bigger than its head. */
+#define KVS__ARENA_MIN      ((uint64_t)1 << 20)
 struct kvs__block_head {
     _Atomic uint64_t seq;
     uint64_t bytes;

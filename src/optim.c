@@ -11,12 +11,7 @@
  * are meant to match MXNet's kernels to the last bit in float32.
  * The state file is statefile.c's business.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE                    /* uselocale */
-#endif
-
 #include <errno.h>
-#include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,46 +105,24 @@ struct kvs__optim {
 
 /* ---- Spec ------------------------------------------------------------ */
 
-/* The fewest significant digits that read back as v ("0.1", not
- * "0.10000000000000001"): what a person wrote is what they see again. */
-static int shortest(char *buf, size_t size, double v)
-{
-    int n = 0;
-
-    for (int prec = 1; prec <= 17; prec++) {
-        n = snprintf(buf, size, "%.*g", prec, v);
-        if (n < 0 || (size_t)n >= size || strtod(buf, NULL) == v)
-            break;
-    }
-    return n;
-}
-
-/* Writes o->spec, each number in the fewest digits that parse back to it. */
+/* Writes o->spec, each number in the fewest digits that parse back to it
+ * ("lr=0.1", not "lr=0.10000000000000001"): what a person wrote is what
+ * they see again, in kvsctl status and in messages. */
 static int format_spec(struct kvs__optim *o)
 {
     size_t used;
     int n;
-    locale_t c = kvs__spec_c_locale();
-    locale_t old = (locale_t)0;
-
-    /* snprintf follows the thread's locale; switch this thread only, so
-     * that the spec reads back whatever locale the application set. */
-    if (c != (locale_t)0)
-        old = uselocale(c);
 
     n = snprintf(o->spec, sizeof o->spec, "%s", o->def->name);
     used = n < 0 ? sizeof o->spec : (size_t)n;
     for (size_t i = 0; i < o->def->nparams && used < sizeof o->spec; i++) {
         char num[32];
 
-        shortest(num, sizeof num, o->p[i]);
+        kvs__spec_format_double(num, sizeof num, o->p[i]);
         n = snprintf(o->spec + used, sizeof o->spec - used, " %s=%s", o->def->params[i].name,
                      num);
         used = n < 0 ? sizeof o->spec : used + (size_t)n;
     }
-
-    if (old != (locale_t)0)
-        uselocale(old);
     return used < sizeof o->spec ? 0 : -1;
 }
 

@@ -1,6 +1,7 @@
 /*
  * spec.c - the tokenizer and number reader behind every text spec
- * (optim.c's "sgd lr=0.1 ...", compress.c's "2bit threshold=0.5").
+ * (optim.c's "sgd lr=0.1 ...", compress.c's "2bit threshold=0.5"), and the
+ * writer of numbers that people read back (specs, messages).
  *
  * Owns nothing but a process-wide handle to the "C" locale, looked up once.
  * It must never allocate, never write into the spec text, and never know
@@ -15,6 +16,7 @@
 #include <locale.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,6 +143,47 @@ int kvs__parse_bytes(const char *s, uint64_t *out)
         return -1;
     *out = ((uint64_t)(v * mul) + 4095) & ~(uint64_t)4095;
     return 0;
+}
+
+int kvs__spec_format_double(char *buf, size_t size, double v)
+{
+    locale_t c = kvs__spec_c_locale(), old = (locale_t)0;
+    int n = 0;
+
+    /* snprintf and strtod follow the thread's locale: switch this thread
+     * only, so that "0.5" is written, not "0,5", whatever the application
+     * set, and kvs__spec_double reads the text back. */
+    if (c != (locale_t)0)
+        old = uselocale(c);
+    /* %.17g always reads back, but says 0.1 as 0.10000000000000001: the
+     * first precision that reads back is what a person wrote. */
+    for (int prec = 1; prec <= 17; prec++) {
+        const char *e;
+        int x;
+
+        n = snprintf(buf, size, "%.*g", prec, v);
+        if (n < 0 || (size_t)n >= size || isnan(v))
+            break;
+        if (strtod(buf, NULL) != v)
+            continue;
+        /* %g goes to an exponent once it passes the precision: 1000 is
+         * "1e+03" at one digit. Whole numbers below 1e16 are written out,
+         * as people write them (and Python's repr does); they need no more
+         * digits than they have, so they read back too. */
+        if ((e = strchr(buf, 'e')) != NULL && (x = atoi(e + 1)) >= prec && x < 16) {
+            char whole[24];
+            int m = snprintf(whole, sizeof whole, "%.*g", x + 1, v);
+
+            if (m > 0 && (size_t)m < size && strtod(whole, NULL) == v) {
+                memcpy(buf, whole, (size_t)m + 1);
+                n = m;
+            }
+        }
+        break;
+    }
+    if (old != (locale_t)0)
+        uselocale(old);
+    return n;
 }
 
 int kvs__spec_float(const char *s, size_t len, float *out)

@@ -59,6 +59,14 @@ static inline int kvs__spec_shown(size_t len)
 int kvs__spec_double(const char *s, size_t len, double *out);
 int kvs__spec_float(const char *s, size_t len, float *out);
 
+/* Writes v into buf (size bytes, NUL-terminated) in the fewest
+ * significant digits that strtod reads back as v, in the "C" locale: 0.1
+ * as "0.1", not "0.10000000000000001"; 1/3 as "0.3333333333333333"; whole
+ * numbers below 1e16 written out ("1000", not "1e+03").
+ * Returns what snprintf returns (a value >= size: cut short). Thread-safe;
+ * the thread's locale is as it was on return. */
+int kvs__spec_format_double(char *buf, size_t size, double v);
+
 /* A size for a command line: a positive number of bytes (fractions
  * allowed) with an optional K, M or G suffix (powers of 1024), at most
  * 2^40, rounded up to a multiple of 4096. 0 with *out, or -1 (*out

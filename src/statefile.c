@@ -376,25 +376,24 @@ static int check_save_args(const char *path, const struct kvs__optim *o,
         size_t bytes;
 
         if (s == NULL)
-            return kvs__fail(e, KVS_EBADARG, "save optimizer states: record %zu has no state", i);
+            return kvs__fail(e, KVS_EBADARG, "save optimizer states to '%s': record %zu has "
+                             "no state", path, i);
         if (recs[i].key.name != NULL &&
             strnlen(recs[i].key.name, KVS_MAX_KEY_LEN + 1) > KVS_MAX_KEY_LEN)
-            return kvs__fail(e, KVS_EBADARG,
-                             "save optimizer states: record %zu: key longer than %d bytes", i,
-                             KVS_MAX_KEY_LEN);
+            return kvs__fail(e, KVS_EBADARG, "save optimizer states to '%s': record %zu: key "
+                             "longer than %d bytes", path, i, KVS_MAX_KEY_LEN);
         if (!is_float_dtype((uint32_t)recs[i].key_dtype) ||
             (s->dtype != KVS_FLOAT32 && s->dtype != KVS_FLOAT64) ||
             s->nbuf < 0 || s->nbuf > 2)
-            return kvs__fail(e, KVS_EBADARG,
-                             "save optimizer states: record %zu: bad dtype or buffer count", i);
+            return kvs__fail(e, KVS_EBADARG, "save optimizer states to '%s': record %zu: bad "
+                             "dtype or buffer count", path, i);
         if (__builtin_mul_overflow(s->count, state_esize(s->dtype), &bytes))
-            return kvs__fail(e, KVS_EBADARG,
-                             "save optimizer states: record %zu: %zu elements is too many", i,
-                             s->count);
+            return kvs__fail(e, KVS_EBADARG, "save optimizer states to '%s': record %zu: %zu "
+                             "elements is too many", path, i, s->count);
         for (int b = 0; b < s->nbuf; b++) {
             if (s->count > 0 && s->buf[b] == NULL)
-                return kvs__fail(e, KVS_EBADARG,
-                                 "save optimizer states: record %zu: buffer %d is NULL", i, b);
+                return kvs__fail(e, KVS_EBADARG, "save optimizer states to '%s': record %zu: "
+                                 "buffer %d is NULL", path, i, b);
         }
     }
 
@@ -402,7 +401,7 @@ static int check_save_args(const char *path, const struct kvs__optim *o,
     if (rc < 0)
         return kvs__fail(e, rc, "save optimizer states to '%s': out of memory", path);
     if (rc > 0)
-        return kvs__fail(e, KVS_EBADARG, "save optimizer states: %s", what);
+        return kvs__fail(e, KVS_EBADARG, "save optimizer states to '%s': %s", path, what);
     return 0;
 }
 
@@ -467,7 +466,8 @@ int kvs__optim_save(const char *path, const struct kvs__optim *o, int dump_optim
 
     plen = strlen(path);
     if (__builtin_add_overflow(plen, sizeof suffix, &tlen))
-        return kvs__fail(e, KVS_EBADARG, "save optimizer states: path too long");
+        return kvs__fail(e, KVS_EBADARG, "save optimizer states to '%.64s...': path too long",
+                         path);
     tmp = malloc(tlen);
     if (tmp == NULL)
         return kvs__fail(e, -ENOMEM, "save optimizer states to '%s': out of memory", path);

@@ -77,7 +77,6 @@ job 3 states
 for n in 2 3 4; do job $n peer_dies 137; done
 job 3 timeout_says
 job 2 spill
-job 1 arena_full 0 --arena 100M
 
 # What training code does (tests/dist_training): pushes in any order and
 # from threads, a close after the last push, an init after rank 0 left, the
@@ -96,15 +95,7 @@ type=
 job 2 buffers_order
 job 3 crowded 0 --staging 20K
 prog=
-# 5 GB with kvsd's default flags, where memory allows (not under the
-# sanitizers, whose shadow memory would double it).
-avail=$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo)
-if [ -n "${KVS_SAN_CFLAGS:-}" ] || [ "${avail:-0}" -lt 12 ]; then
-    n_test=$((n_test + 1))
-    echo "ok $n_test - arena_big with 1 worker # SKIP ${avail:-?} GiB available, or a sanitizer build"
-else
-    job 1 arena_big
-fi
+# The arena's tests (a full one, a 5 GB store) are in test_kvsrun.sh.
 
 # kvsd killed while workers wait: their next call fails within 2 s.
 name="kt-$$-daemon"
@@ -137,6 +128,12 @@ kill "$first"
 wait "$first"
 [ $s -eq 3 ]
 tap $? "a second kvsd for the same job is refused"
+
+# An arena too small to hold a value is a usage error, said as such.
+timeout 10 "$kvsd" --job "kt-$$-small" -n 1 -q --arena 64K 2>"$work/small.err"
+s=$?
+[ $s -eq 2 ] && grep -q "^kvsd: --arena '64K' is below the arena's minimum of 1M$" "$work/small.err"
+tap $? "kvsd --arena 64K: exit 2, the minimum named"
 
 # No worker: a client of a job nobody serves gets KVS_ECLOSED, not a hang.
 KVS_JOB=kt-$$-nobody KVS_RANK=0 KVS_NUM_WORKERS=1 timeout 10 "$worker" sums 2>"$work/nobody.err"

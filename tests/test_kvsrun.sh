@@ -1,5 +1,5 @@
 #!/bin/sh
-# Description: kvsrun starts kvsd and N workers, exits with the first failing worker's status, passes signals on, stops the rest, and leaves nothing of the job behind.
+# Description: kvsrun starts kvsd and N workers, exits with the first failing worker's status, passes signals on, stops the rest, leaves nothing of the job behind, and sizes the arena: --arena reaches kvsd, the default takes 5 GB.
 # TAP output. Programs: $top_builddir/daemon/kvsrun and daemon/kvsd; the kvs
 # worker (it pushes and pulls one key and checks the sum over the workers) is
 # $DIST_WORKER, else $top_builddir/tests/dist_worker. Every job runs in a
@@ -16,9 +16,9 @@ worker=${DIST_WORKER:-$top_builddir/tests/dist_worker}
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-echo "1..25"
+echo "1..28"
 if [ ! -x "$kvsrun" ] || [ ! -x "$kvsd" ]; then
-    skip_all 25 "$kvsrun or $kvsd not built"
+    skip_all 28 "$kvsrun or $kvsd not built"
 fi
 
 private_runtime
@@ -52,7 +52,7 @@ leftovers() {
     grep -lzxF "KVS_JOB=$1" /proc/[0-9]*/environ 2>/dev/null | while read -r f; do
         echo "process ${f#/proc/} with KVS_JOB=$1"
     done
-    for f in "$dir/$1.sock" "$dir/$1.lock"; do
+    for f in "$dir/$1.sock" "$dir/$1.lock" "$dir/$1.run"; do
         if [ -e "$f" ]; then echo "file $f"; fi
     done
 }
@@ -124,6 +124,17 @@ expect_rc 4
 expect_within 5000
 report "rank 1 fails while rank 0 sleeps: status 4 within grace + 3 s"
 
+# Rank 0 ends on its own, well within the grace, which the message gives as
+# written: 1000 s, not 1e+03 s.
+next_job
+kvsr 20 -n 2 --grace 1000 sh -c 'if [ "$KVS_RANK" = 1 ]; then exit 4; fi; sleep 1'
+expect_rc 4
+if ! grep -q "^kvsrun: rank 1 (pid [0-9]*) exited with status 4; the other workers get 1000 s to exit$" \
+    "$out"; then
+    fail "the grace is not said as given"
+fi
+report "kvsrun gives the grace in its message as it was given"
+
 next_job
 kvsr 20 -n 2 --grace 1 sh -c 'if [ "$KVS_RANK" = 1 ]; then exit 5; fi; trap "" TERM; sleep 30'
 expect_rc 5
@@ -151,12 +162,16 @@ report "a kvsd that exits before it serves: 1 and its status reported"
 next_job
 urc=""
 for args in "" "-n" "-n 0 true" "-n 1025 true" "-n x true" "-n 2" "-n 2 -j .hidden true" \
-    "-n 2 -j a/b true" "-n 2 --grace -1 true" "-n 2 --timeout 0 true" "--no-such-option"; do
+    "-n 2 -j a/b true" "-n 2 --grace -1 true" "-n 2 --timeout 0 true" "-n 2 --timeout 0x10 true" \
+    "-n 2 --timeout 30s true" "-n 2 --grace nan true" "--no-such-option"; do
     # shellcheck disable=SC2086
     timeout 10 "$kvsrun" $args >> "$out" 2>&1
     urc="$urc $?"
 done
-if [ "$urc" != " 2 2 2 2 2 2 2 2 2 2 2" ]; then fail "exit statuses$urc"; fi
+if [ "$urc" != " 2 2 2 2 2 2 2 2 2 2 2 2 2 2" ]; then fail "exit statuses$urc"; fi
+if ! grep -q "^kvsrun: --timeout '0x10' is not a number of seconds" "$out"; then
+    fail "a hex --timeout, which the workers' kvs_create would refuse, is taken"
+fi
 if grep -v -e '^kvsrun: ' -e "^Try 'kvsrun --help'" "$out" | grep -q .; then
     fail "a message without the 'kvsrun: ' prefix"
 fi
@@ -300,7 +315,43 @@ next_job
 kvsr 10 -n 1 --arena 4Q /bin/true
 expect_rc 2
 if ! grep -q "kvsrun: --arena '4Q' is not a size" "$out"; then fail "no usage message"; fi
-report "a bad --arena is a usage error"
+kvsr 10 -n 1 --arena 512K /bin/true
+expect_rc 2
+if ! grep -q "kvsrun: --arena '512K' is below the arena's minimum of 1M" "$out"; then
+    fail "no word of the minimum"
+fi
+report "a bad --arena, or one below 1M, is a usage error"
+
+# ---- the arena ------------------------------------------------------------
+
+next_job
+if [ -x "$worker" ]; then
+    # 100M of arena: a second value of 64 MiB does not fit; the worker
+    # checks that its init says the arena is full and names --arena, and
+    # that the first key is still there.
+    kvsr 30 -n 1 --arena 100M "$worker" arena_full
+    expect_rc 0
+    report "--arena reaches kvsd; an init past it says the arena is full"
+else
+    skip "no worker program $worker"
+fi
+
+# 5 GB of values (25 keys of 200 MB) with every flag at its default: past
+# the 4 GiB kvsd's arena once had. The sanitizers' shadow memory would
+# double it, and the box needs room for it and the other tests.
+next_job
+avail=$(awk '/^MemAvailable:/ { print int($2 / 1048576) }' /proc/meminfo)
+if [ ! -x "$worker" ]; then
+    skip "no worker program $worker"
+elif [ -n "${KVS_SAN_CFLAGS:-}" ]; then
+    skip "a 5 GB store is not run in a sanitizer build ($KVS_SAN_CFLAGS)"
+elif [ "${avail:-0}" -lt 12 ]; then
+    skip "a 5 GB store needs 12 GiB of memory available, ${avail:-?} GiB are"
+else
+    kvsr 60 -n 1 "$worker" arena_big
+    expect_rc 0
+    report "a 5 GB store fits kvsd's default arena"
+fi
 
 # Without -j kvsrun names the job itself, and says the name.
 next_job
@@ -314,7 +365,9 @@ if [ -z "$picked" ] || ! grep -q "^kvsrun: job $picked (kvsctl -j $picked status
 fi
 report "kvsrun says the job name it picks"
 
-# A second job under the name of a running one: its workers are told why.
+# A second kvsrun under the name of a running job is refused before it
+# starts a worker, and says whose the name is. A worker started without
+# kvsrun into that job is refused by kvsd, and told why.
 next_job
 if [ -x "$worker" ]; then
     mkdir -p "$rt/$j"
@@ -322,13 +375,21 @@ if [ -x "$worker" ]; then
     first=$!
     bg="$bg $first"
     wait_for 100 test -e "$rt/$j/held"
-    kvsr 20 -n 1 "$worker" sums
-    [ "$rc" -ne 0 ] || fail "the second job ran"
+    dpid=$(pgrep -f -- "--job $j -n")
+    kvsr 20 -n 1 sh -c 'echo "second job started"'
+    expect_rc 1
+    if grep -q "second job started" "$out"; then fail "the second job's worker ran"; fi
+    if ! grep -q "^kvsrun: job $j is already running (kvsd pid $dpid); pick another name with -j$" \
+        "$out"; then
+        fail "the second kvsrun does not name the job and its kvsd ($dpid)"
+    fi
+    KVS_JOB=$j KVS_RANK=0 KVS_NUM_WORKERS=1 timeout 20 "$worker" sums >> "$out" 2>&1 &&
+        fail "a worker joined the running job as its rank 0"
     grep -q "rank 0 has already joined job '$j' (is another job running under that name" \
-        "$out" || fail "the second job's worker is not told why"
+        "$out" || fail "the lone worker is not told why"
     : > "$rt/$j/release"
     wait "$first" || fail "the first job failed"
-    report "a second job under a running job's name is told so"
+    report "a second kvsrun under a running job's name is refused, and says whose it is"
 else
     skip "no worker program $worker"
 fi

@@ -1,13 +1,16 @@
 /*
  * test_spec.c - unit tests of spec.c: cutting a spec into its name and
- * key=value tokens, reading numbers whole (finite, nothing left over), and
- * the command-line sizes of kvsd and kvsrun.
+ * key=value tokens, reading numbers whole (finite, nothing left over),
+ * writing them in the fewest digits that read back, and the command-line
+ * sizes of kvsd and kvsrun.
  */
 #define _GNU_SOURCE
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -62,6 +65,50 @@ static void test_numbers(void **state)
     assert_true(d == 7);                               /* unchanged on failure */
 }
 
+/* Numbers people read back: no float noise ("0.1", not %.17g's
+ * "0.10000000000000001"), yet every digit a value needs to read back. */
+static void test_format(void **state)
+{
+    static const struct { double v; const char *text; } cases[] = {
+        { 0.1, "0.1" },
+        { 0.9, "0.9" },
+        { 1e-8, "1e-08" },
+        { 1000, "1000" },                             /* not %g's 1e+03 */
+        { 1.5e10, "15000000000" },
+        { 1e15, "1000000000000000" },
+        { 1e16, "1e+16" },
+        { 1e20, "1e+20" },
+        { 123.5, "123.5" },
+        { 0.0001, "0.0001" },
+        { 0.00001, "1e-05" },
+        { 1.0625, "1.0625" },
+        { 0.25, "0.25" },
+        { 1.0 / 3, "0.3333333333333333" },
+        { 0.1 + 0.2, "0.30000000000000004" },         /* not 0.3: it does not read back */
+        { 1e-300, "1e-300" },
+        { 5e-324, "5e-324" },                         /* the smallest subnormal */
+        { -2.5, "-2.5" },
+        { 0, "0" },
+        { 31536000, "31536000" },
+    };
+    char buf[32];
+    double back;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(kvs__spec_format_double(buf, sizeof buf, cases[i].v),
+                         (int)strlen(cases[i].text));
+        assert_string_equal(buf, cases[i].text);
+        assert_int_equal(kvs__spec_double(buf, strlen(buf), &back), 0);
+        assert_true(back == cases[i].v);
+    }
+    /* Cut short: a count of at least the size, the buffer still a string. */
+    assert_true(kvs__spec_format_double(buf, 4, 1.0 / 3) >= 4);
+    assert_string_equal(buf, "0.3");
+    assert_int_equal(kvs__spec_format_double(buf, sizeof buf, NAN), 3);
+    assert_string_equal(buf, "nan");
+}
+
 static void test_bytes(void **state)
 {
     uint64_t b = 7;
@@ -97,6 +144,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_numbers),
+        cmocka_unit_test(test_format),
         cmocka_unit_test(test_bytes),
     };
 

@@ -82,6 +82,8 @@ static int expect_load_fails(const char *path, int code, const char *part)
     assert_null(f);
     if (part != NULL && strstr(e.msg, part) == NULL)
         fail_msg("detail \"%s\" does not mention \"%s\"", e.msg, part);
+    if (strstr(e.msg, path) == NULL)              /* which file, when a program loads several */
+        fail_msg("detail \"%s\" does not name the file %s", e.msg, path);
     return rc;
 }
 
@@ -725,10 +727,12 @@ static void test_save_bad_arguments(void **state)
     /* A file that could not load back is never written. */
     assert_int_equal(kvs__optim_save(path, o, 0, recs, 2, &e), KVS_EBADARG);
     assert_non_null(strstr(e.msg, "twice"));
+    assert_non_null(strstr(e.msg, path));
     k = recs[1].key;
     recs[1].key = KVS_STR_KEY("w");
     assert_int_equal(kvs__optim_save(path, o, 0, recs, 2, &e), KVS_EBADARG);
     assert_non_null(strstr(e.msg, "mixed"));
+    assert_non_null(strstr(e.msg, path));
     memset(longname, 'a', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
     recs[1].key = KVS_STR_KEY(longname);
@@ -736,6 +740,7 @@ static void test_save_bad_arguments(void **state)
     recs[1].key = k;
     recs[1].key_dtype = KVS_INT32;
     assert_int_equal(kvs__optim_save(path, o, 0, &recs[1], 1, &e), KVS_EBADARG);
+    assert_non_null(strstr(e.msg, path));
     assert_int_equal(count_entries("args.state"), 0);
 
     /* Loading a directory is not loading a file. */
