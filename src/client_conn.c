@@ -41,6 +41,7 @@
 #include "client.h"
 #include "layout.h"
 #include "shm.h"
+#include "spec.h"
 
 #define WAIT_SLICE_NS   (100 * 1000000ll)   /* how often a wait checks that kvsd lives */
 #define SPIN_NS         (20 * 1000ll)       /* spin before sleeping: half a futex wake-up */
@@ -521,7 +522,7 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n,
         if ((rc = reap(c, &w, &woke, e)) != 0 || w.done == n)
             break;
         if (!timeout_ms && kvs__now_ns() >= deadline) {
-            char why[KVS__MSG_MAX];
+            char why[KVS__MSG_MAX], secs[32];
             int i = 0;
 
             while (w.got[i])
@@ -531,8 +532,9 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n,
             pthread_mutex_lock(&c->lock);
             /* Over what asking may have said: this is why the handle broke. */
             c->broken = KVS_ETIMEDOUT;
-            snprintf(c->broken_msg, sizeof c->broken_msg, "%s: gave up after %.3g s "
-                     "(KVS_TIMEOUT): %s", what, (double)o.timeout_ms / 1000, why);
+            kvs__spec_format_double(secs, sizeof secs, (double)o.timeout_ms / 1000);
+            snprintf(c->broken_msg, sizeof c->broken_msg, "%.20s: gave up after %.24s s "
+                     "(KVS_TIMEOUT): %.160s", what, secs, why);
             rc = kvs__fail(e, c->broken, "%s", c->broken_msg);
             break;
         }
