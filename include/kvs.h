@@ -170,7 +170,9 @@ typedef struct kvs kvs_t;              /* opaque handle */
  * it, and every later call of the others, with KVS_EPEERDEAD. Custom
  * updaters, kvs_reinit, KVS_OPT_INIT_ON_PUSH and 2bit compression are
  * KVS_ENOTSUP there.
- * Errors: KVS_EBADARG (type or out NULL, a bad environment variable),
+ * Errors: KVS_EBADARG (type or out NULL, a bad environment variable, e.g.
+ * a KVS_TIMEOUT that is not a decimal number of seconds in (0, 31536000],
+ * for every type),
  * KVS_EBADTYPE (unknown name), KVS_ENOTSUP, KVS_ECLOSED (no kvsd serves the
  * job), KVS_EPROTO (kvsd speaks another protocol or layout version), -ENOMEM,
  * -errno. On failure *out is set to NULL. Thread-safe. */
@@ -229,7 +231,9 @@ KVS_API const char *kvs_last_error(const kvs_t *kv);
 
 /* Stores a copy of values[i] under keys[i]; the key's dtype and shape are
  * those of the value. Errors: KVS_EKEYEXISTS (a key already initialised, or
- * twice in the list). */
+ * twice in the list); -ENOMEM, in dist types also when kvsd's arena is
+ * full (the detail gives its size, the bytes in use and those the value
+ * needs, and names kvsrun --arena and kvsd --arena). */
 KVS_API int kvs_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values);
 
 /* Like kvs_init, but a key already initialised is re-initialised: its value,
