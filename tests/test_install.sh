@@ -1,7 +1,8 @@
 #!/bin/sh
 # Description: programs written only against the installed kvs.h, compiled
 # and linked through pkg-config, get every semantic right: the API tests,
-# the MXNet ports and the quickstart, built from the installed files alone.
+# the MXNet ports and the quickstart, built from the installed files alone;
+# the installed Python package runs the chapter.
 # Usage: test_install.sh PREFIX (with PKG_CONFIG_PATH pointing into it).
 set -eu
 prefix=$1
@@ -28,4 +29,15 @@ done
 # shellcheck disable=SC2086
 $cc -std=c11 -pedantic -Wall -Wextra -Werror -o quickstart quickstart.c $flags
 ./quickstart | diff "$srcdir/tests/quickstart.expected" -
+
+# The Python package as installed: found through the prefix's package
+# directory alone, it loads the installed library by the path make install
+# recorded (no KVS_LIBRARY, no LD_LIBRARY_PATH), and runs the chapter.
+if [ -n "${KVS_PYTHON_PKGDIR:-}" ] && [ -n "${PYTHON:-}" ]; then
+    env -u LD_LIBRARY_PATH -u KVS_LIBRARY PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$KVS_PYTHON_PKGDIR" \
+        "$PYTHON" -c 'import kvs, sys; sys.exit(not kvs._lib.lib._name.startswith(sys.argv[1]))' \
+        "$prefix" || { echo "the installed kvs package did not load the installed libkvs" >&2; exit 1; }
+    env -u LD_LIBRARY_PATH -u KVS_LIBRARY PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$KVS_PYTHON_PKGDIR" \
+        "$PYTHON" "$srcdir/examples/kvstore_chapter.py" | diff "$srcdir/tests/kvstore_chapter.expected" -
+fi
 echo "install test: ok"

@@ -1,0 +1,31 @@
+"""kvs: a parameter store for data-parallel training, with MXNet's kv API.
+
+    import numpy as np, kvs
+    kv = kvs.create('local')          # or 'dist_sync', 'dist_async' under kvsrun
+    kv.init(3, np.ones((2, 3)))
+    kv.push(3, [np.ones((2, 3))] * 4)  # values of one key are summed
+    print(kv.pull(3))                  # [[4. 4. 4.] [4. 4. 4.]]
+
+kvs.create and KVStore follow mxnet.kvstore; kvs.optimizer has SGD and Adam;
+kvs.torch has a Trainer for PyTorch models. C failures raise KVSError,
+which carries the code (kvs.ESHAPE, ...), its name and the detail.
+"""
+
+from . import optimizer
+from ._lib import ERRORS as _ERRORS
+from ._lib import KVSError, version
+from .kvstore import KVStore
+
+__all__ = ['create', 'KVStore', 'KVSError', 'optimizer', 'version']
+
+# The error codes of kvs.h: kvs.EBADARG, kvs.ESHAPE, ...
+globals().update({_name[4:]: _code for _code, _name in _ERRORS.items()})
+
+
+def create(name='local'):
+    """Creates a store: 'local' (in this process; also MXNet's
+    'local_update_cpu', 'local_allreduce_cpu'), 'dist_sync' or 'dist_async'
+    (shared by the workers of a job that kvsrun started). Types this build
+    does not provide ('device', 'nccl', 'dist_device_sync') raise KVSError
+    with KVS_ENOTSUP."""
+    return KVStore(name)

@@ -1,0 +1,150 @@
+"""libkvs through ctypes: loading the library, its structures, its errors.
+
+Everything here mirrors include/kvs.h; nothing holds store logic. The
+library is found, in order, at $KVS_LIBRARY, at the path `make install`
+recorded in _paths.py, then wherever the dynamic linker finds libkvs.so.0.
+ctypes.CDLL releases the GIL during every foreign call.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import struct
+
+MAX_NDIM = 8
+MAX_KEY_LEN = 255
+
+# kvs_dtype_t, in the order of the enum.
+FLOAT32, FLOAT64, FLOAT16, BFLOAT16, INT32, INT64, UINT8 = range(7)
+DTYPE_NAMES = ('float32', 'float64', 'float16', 'bfloat16', 'int32', 'int64', 'uint8')
+
+
+class Key(ctypes.Structure):
+    """kvs_key_t"""
+    _fields_ = [('id', ctypes.c_int64), ('name', ctypes.c_char_p)]
+
+
+class Array(ctypes.Structure):
+    """kvs_array_t"""
+    _fields_ = [('data', ctypes.c_void_p), ('dtype', ctypes.c_int), ('ndim', ctypes.c_int),
+                ('shape', ctypes.c_int64 * MAX_NDIM), ('device', ctypes.c_int)]
+
+
+# The same layouts for struct.pack_into, which fills a list of n entries
+# several times faster than setting the fields of ctypes structures.
+KEY_STRUCT = struct.Struct('@qP')
+ARRAY_STRUCT = struct.Struct('@Pii%dqi4x' % MAX_NDIM)
+assert KEY_STRUCT.size == ctypes.sizeof(Key)
+assert ARRAY_STRUCT.size == ctypes.sizeof(Array)
+assert Array.device.offset == ARRAY_STRUCT.size - 8
+
+UPDATER = ctypes.CFUNCTYPE(ctypes.c_int, Key, ctypes.POINTER(Array), ctypes.POINTER(Array),
+                           ctypes.c_void_p)
+
+# Error codes, as KVS_ERRNO_MAP in kvs.h lists them.
+ERRORS = {
+    -30001: 'KVS_EBADARG', -30002: 'KVS_EBADTYPE', -30003: 'KVS_ENOKEY',
+    -30004: 'KVS_EKEYEXISTS', -30005: 'KVS_EKEYKIND', -30006: 'KVS_ESHAPE',
+    -30007: 'KVS_EDTYPE', -30008: 'KVS_ESPEC', -30009: 'KVS_ENOTSUP',
+    -30010: 'KVS_EUPDATER', -30011: 'KVS_ENOOPT', -30012: 'KVS_ECORRUPT',
+    -30013: 'KVS_ERANGE', -30014: 'KVS_EDEVICE', -30015: 'KVS_EPEERDEAD',
+    -30016: 'KVS_ETIMEDOUT', -30017: 'KVS_EPROTO', -30018: 'KVS_ECLOSED',
+}
+
+EUPDATER = -30010
+OPT_INIT_ON_PUSH, OPT_THREADS, OPT_TIMEOUT_MS = 1, 2, 3
+
+
+def _candidates():
+    env = os.environ.get('KVS_LIBRARY')
+    if env:
+        return [env]
+    found = []
+    try:
+        from . import _paths
+        found.append(_paths.LIBRARY)
+    except ImportError:
+        pass
+    found.append('libkvs.so.0')
+    name = ctypes.util.find_library('kvs')
+    if name:
+        found.append(name)
+    return found
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            tried.append('%s (%s)' % (path, e))
+    raise ImportError('kvs: cannot load libkvs; tried ' + '; '.join(tried) +
+                      '. Install kvs (make install) or set KVS_LIBRARY to the library\'s path.')
+
+
+lib = _load()
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int
+_S = ctypes.c_char_p
+_SIGS = {
+    'kvs_version': (_S, [_P, _P, _P]),
+    'kvs_strerror': (_S, [_I]),
+    'kvs_err_name': (_S, [_I]),
+    'kvs_create': (_I, [_S, ctypes.POINTER(_P)]),
+    'kvs_close': (None, [_P]),
+    'kvs_set_option': (_I, [_P, _I, ctypes.c_int64]),
+    'kvs_get_option': (_I, [_P, _I, ctypes.POINTER(ctypes.c_int64)]),
+    'kvs_type': (_S, [_P]),
+    'kvs_rank': (_I, [_P]),
+    'kvs_num_workers': (_I, [_P]),
+    'kvs_last_error': (_S, [_P]),
+    'kvs_init': (_I, [_P, _I, _P, _P]),
+    'kvs_push': (_I, [_P, _I, _P, _P, _I]),
+    'kvs_pull': (_I, [_P, _I, _P, _P, _I]),
+    'kvs_pushpull': (_I, [_P, _I, _P, _P, _P, _I]),
+    'kvs_row_sparse_pull': (_I, [_P, _I, _P, _P, _P, _I]),
+    'kvs_array_alloc': (_I, [_P, _I, _I, _P, ctypes.POINTER(Array)]),
+    'kvs_array_free': (_I, [_P, ctypes.POINTER(Array)]),
+    'kvs_pull_view': (_I, [_P, _I, _P, _P, _I]),
+    'kvs_set_updater': (_I, [_P, UPDATER, _P]),
+    'kvs_set_optimizer': (_I, [_P, _S]),
+    'kvs_set_gradient_compression': (_I, [_P, _S]),
+    'kvs_save_optimizer_states': (_I, [_P, _S, _I]),
+    'kvs_load_optimizer_states': (_I, [_P, _S]),
+    'kvs_barrier': (_I, [_P]),
+}
+for _name, (_res, _args) in _SIGS.items():
+    _fn = getattr(lib, _name)
+    _fn.restype = _res
+    _fn.argtypes = _args
+
+
+def version():
+    """The library's version string, "kvs MAJOR.MINOR.PATCH"."""
+    return lib.kvs_version(None, None, None).decode()
+
+
+class KVSError(RuntimeError):
+    """A failed call of the C library.
+
+    .code is the negative code (kvs.EBADARG, ... or a negated errno value),
+    .name its symbolic name ('KVS_ESHAPE', 'ENOMEM'), .detail the detail
+    message of kvs_last_error; str() gives all three.
+    """
+
+    def __init__(self, code, detail=''):
+        self.code = code
+        self.name = lib.kvs_err_name(code).decode()
+        self.detail = detail
+        text = '%s: %s' % (self.name, lib.kvs_strerror(code).decode())
+        if detail:
+            text += ': ' + detail
+        super().__init__(text)
+
+
+def fail(handle, code):
+    """Raises the KVSError of code, with the detail of the handle's last error."""
+    detail = lib.kvs_last_error(handle)
+    raise KVSError(code, detail.decode('utf-8', 'replace') if detail else '')

@@ -1,0 +1,583 @@
+"""KVStore: MXNet's `kv` API over libkvs.
+
+Names, argument forms and behaviours are those of mxnet.kvstore. Every
+data method makes one C list call: the (key, value) forms are flattened
+into a list of keys and a list of arrays, as MXNet's _ctype_key_value does.
+"""
+
+import ctypes
+import numbers
+import os
+import threading
+import weakref
+
+import numpy as np
+
+from . import _arrays, _lib
+
+
+_KEY_TYPES = (int, str)             # the types of keys the short ways take
+
+
+def _is_key(key):
+    return isinstance(key, (str, numbers.Integral)) and not isinstance(key, bool)
+
+
+def _flatten(keys, vals, what):
+    """[(key, value)] of MXNet's forms: a key and a value or a list of values,
+    or a list of keys with a list of such values."""
+    if isinstance(keys, (list, tuple)):
+        if not isinstance(vals, (list, tuple)):
+            raise TypeError('%s for a list of keys must be a list, not %s'
+                            % (what, type(vals).__name__))
+        if len(keys) != len(vals):
+            raise ValueError('%d keys but %d %s' % (len(keys), len(vals), what))
+        pairs = []
+        for key, val in zip(keys, vals):
+            if isinstance(key, (list, tuple)):
+                raise TypeError('unexpected type for keys: ' + str(type(key)))
+            pairs += _flatten(key, val, what)
+        return pairs
+    if not _is_key(keys):
+        raise TypeError('unexpected type for keys: ' + str(type(keys)))
+    if _arrays.is_array(vals):
+        return [(keys, vals)]
+    if not isinstance(vals, (list, tuple)):
+        raise _arrays._bad_type(vals, what)
+    for val in vals:
+        if not _arrays.is_array(val):
+            raise _arrays._bad_type(val, 'each of the ' + what)
+    return [(keys, val) for val in vals]
+
+
+def _keys_of(keys):
+    """The flat list of keys of a key argument (an int, a str, or a list)."""
+    if isinstance(keys, (list, tuple)):
+        for key in keys:
+            if not _is_key(key):
+                raise TypeError('unexpected type for keys: ' + str(type(key)))
+        return list(keys)
+    if not _is_key(keys):
+        raise TypeError('unexpected type for keys: ' + str(type(keys)))
+    return [keys]
+
+
+def _one_kind(pairs):
+    """MXNet's check: the keys of one call are all ints or all strings."""
+    if pairs:
+        is_str = isinstance(pairs[0][0], str)
+        for key, _ in pairs:
+            if isinstance(key, str) != is_str:
+                raise TypeError('inconsistent types of keys detected.')
+    return pairs
+
+
+def _group(pairs):
+    """{key: [arrays]} in order of each key's first appearance."""
+    groups = {}
+    for key, arr in pairs:
+        groups.setdefault(key, []).append(arr)
+    return groups
+
+
+def _per_key(key, arg):
+    """[(key, arg of that key)] of a key argument: one entry per key."""
+    if isinstance(key, (list, tuple)):
+        if not isinstance(arg, (list, tuple)) or len(arg) != len(key):
+            raise ValueError('a list of %d keys needs a list of %d values' % (len(key), len(key)))
+        return list(zip(key, arg))
+    return [(key, arg)]
+
+
+def _row_ids(obj):
+    """Row ids as a 1-D int64 numpy array (integral values of any dtype)."""
+    if not _arrays.is_array(obj):
+        raise TypeError('row_ids must be numpy arrays or torch tensors (or a list of them), '
+                        'not %s' % type(obj).__name__)
+    ids = np.asarray(obj.cpu() if not isinstance(obj, np.ndarray) else obj)
+    if ids.ndim != 1:
+        raise ValueError('row_ids must be 1-D, not of shape %s' % (ids.shape,))
+    if ids.dtype != np.int64:
+        as_int = ids.astype(np.int64)
+        if not np.array_equal(as_int, ids):
+            raise ValueError('row_ids must be whole numbers')
+        ids = as_int
+    return np.ascontiguousarray(ids)
+
+
+def _copy_into(dst, src):
+    if isinstance(dst, np.ndarray):
+        np.copyto(dst, np.asarray(src))
+    else:
+        t = _arrays._torch_module()
+        dst.copy_(t.from_numpy(src) if isinstance(src, np.ndarray) else src)
+
+
+class _Lists:
+    """The C lists of one call: n keys, n arrays, and n outs when asked."""
+
+    __slots__ = ('n', 'keys', 'arrays', 'outs', 'keep', 'kinds')
+
+    def __init__(self, n, with_outs=False):
+        self.n = n
+        self.keys = ctypes.create_string_buffer(_lib.KEY_STRUCT.size * n)
+        self.arrays = ctypes.create_string_buffer(_lib.ARRAY_STRUCT.size * n)
+        self.outs = ctypes.create_string_buffer(_lib.ARRAY_STRUCT.size * n) if with_outs else None
+        self.keep = []                # the arrays (and copies) the lists point into
+        self.kinds = []               # (dtype code, shape) of each entry of arrays
+
+    def put(self, buf, i, arr, writable, what):
+        ptr, code, shape, keep = _arrays.describe(arr, writable, what)
+        self.keep.append(keep)
+        if buf is self.arrays:
+            self.kinds.append((code, tuple(shape)))
+        _arrays.pack_array(buf, i, ptr, code, shape)
+
+
+def _pack_key(keys, i, key, names):
+    """Packs key as entry i of the C list keys; names caches string keys' bytes."""
+    if isinstance(key, str):
+        entry = names.get(key)
+        if entry is None:
+            raw = key.encode()
+            if len(raw) > _lib.MAX_KEY_LEN or b'\0' in raw:
+                raise ValueError('key %r: a key is at most %d bytes of UTF-8, without NUL'
+                                 % (key, _lib.MAX_KEY_LEN))
+            entry = (raw, ctypes.cast(ctypes.c_char_p(raw), ctypes.c_void_p).value)
+            names[key] = entry
+        _lib.KEY_STRUCT.pack_into(keys, i * _lib.KEY_STRUCT.size, 0, entry[1])
+    else:
+        key = int(key)
+        if not -2**63 <= key < 2**63:
+            raise ValueError('key %d does not fit in 64 bits' % key)
+        _lib.KEY_STRUCT.pack_into(keys, i * _lib.KEY_STRUCT.size, key, 0)
+
+
+class KVStore:
+    """A key-value store shared by the workers of a job (see kvs.create).
+
+    Methods take MXNet's forms: a key (int or str) with a value or a list of
+    values (several values of one key: pushes are summed, pulls fill each),
+    or a list of keys with a list of such values. Values are numpy arrays or
+    CPU torch tensors; inputs that are not C-contiguous are copied, outputs
+    must be writable and C-contiguous. Failures of the C library raise
+    KVSError; wrong Python types raise TypeError and wrong values
+    ValueError, before anything changes.
+    """
+
+    def __init__(self, name='local'):
+        if not isinstance(name, str):
+            raise TypeError('name must be a string')
+        handle = ctypes.c_void_p()
+        rc = _lib.lib.kvs_create(name.encode(), ctypes.byref(handle))
+        if rc != 0:
+            _lib.fail(None, rc)
+        self._handle = handle.value
+        self._known = {}              # key -> (dtype code, shape) of init() through this object
+        self._names = {}              # str key -> (its bytes, their address)
+        self._updater = None          # the Python function
+        self._updater_c = None        # its C callback, kept alive while set
+        self._local = threading.local()   # in_updater, updater_error: per calling thread
+        self._unfreed = []            # buffers collected while an updater ran
+
+    # ---- the handle ---------------------------------------------------------
+
+    @property
+    def handle(self):
+        """The C handle (a kvs_t *) as an int; ValueError once closed."""
+        if self._handle is None:
+            raise ValueError('the store is closed')
+        if self._updater is not None and getattr(self._local, 'in_updater', False):
+            raise RuntimeError('an updater must not call the store it runs in')
+        return self._handle
+
+    def close(self):
+        """Closes the store; a dist worker leaves its job. Arrays from
+        alloc() and pull_view() must not be used afterwards. A second close
+        is a no-op."""
+        handle, self._handle = getattr(self, '_handle', None), None
+        if handle is not None:
+            _lib.lib.kvs_close(handle)
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        if self._handle is None:
+            return '<kvs.KVStore closed>'
+        return '<kvs.KVStore %s, rank %d of %d>' % (self.type, self.rank, self.num_workers)
+
+    @property
+    def type(self):
+        """The type name given to create()."""
+        return _lib.lib.kvs_type(self.handle).decode()
+
+    @property
+    def rank(self):
+        """This worker's rank in [0, num_workers)."""
+        return _lib.lib.kvs_rank(self.handle)
+
+    @property
+    def num_workers(self):
+        """The number of workers sharing the store."""
+        return _lib.lib.kvs_num_workers(self.handle)
+
+    def _check(self, rc):
+        """Raises for a failed call: an updater's exception as it was raised."""
+        if rc == 0:
+            return
+        exc = getattr(self._local, 'updater_error', None)
+        if exc is not None:
+            self._local.updater_error = None
+            if rc == _lib.EUPDATER:
+                raise exc
+        _lib.fail(self._handle, rc)
+
+    def _one(self, key, arr, writable, what):
+        """The C lists of one key and one array: (keys, arrays, what to
+        keep alive). The short way of the most common call."""
+        keys = ctypes.create_string_buffer(_lib.KEY_STRUCT.size)
+        arrays = ctypes.create_string_buffer(_lib.ARRAY_STRUCT.size)
+        ptr, code, shape, keep = _arrays.describe(arr, writable, what)
+        _pack_key(keys, 0, key, self._names)
+        _arrays.pack_array(arrays, 0, ptr, code, shape)
+        return keys, arrays, keep
+
+    # ---- lists --------------------------------------------------------------
+
+    def _inputs(self, pairs):
+        lists = _Lists(len(_one_kind(pairs)))
+        for i, (key, val) in enumerate(pairs):
+            _pack_key(lists.keys, i, key, self._names)
+            lists.put(lists.arrays, i, val, False, 'value')
+        return lists
+
+    def _outputs(self, pairs):
+        lists = _Lists(len(_one_kind(pairs)))
+        for i, (key, out) in enumerate(pairs):
+            _pack_key(lists.keys, i, key, self._names)
+            lists.put(lists.arrays, i, out, True, 'out')
+        return lists
+
+    def _kind(self, key):
+        """(dtype code, shape) key was initialised with through this object."""
+        try:
+            return self._known[key]
+        except KeyError:
+            raise ValueError('key %r: its dtype and shape are known only for keys this store '
+                             'object initialised; pass out' % (key,)) from None
+
+    def _empty(self, key):
+        """A new zero array of key's dtype and shape."""
+        code, shape = self._kind(key)
+        if code == _lib.BFLOAT16:
+            t = _arrays._torch_module()
+            return t.zeros(shape, dtype=t.bfloat16)
+        return np.zeros(shape, _arrays.numpy_dtype(code))
+
+    def _outs(self, key, out):
+        """(flat pairs, what to return) of out, or of new arrays for None."""
+        if out is not None:
+            return _flatten(key, out, 'out'), out
+        keys = _keys_of(key)
+        made = [self._empty(k) for k in keys]
+        return list(zip(keys, made)), (made if isinstance(key, (list, tuple)) else made[0])
+
+    # ---- data calls ---------------------------------------------------------
+
+    def init(self, key, value):
+        """Initialises keys with values (the store keeps a copy). In dist
+        types rank 0's value wins, and the call returns when every worker
+        has made it."""
+        pairs = _flatten(key, value, 'value')
+        lists = self._inputs(pairs)
+        self._check(_lib.lib.kvs_init(self.handle, lists.n, lists.keys, lists.arrays))
+        for (k, _), kind in zip(pairs, lists.kinds):
+            self._known[k] = kind
+
+    def push(self, key, value, priority=0):
+        """Pushes values: values of one key are summed, then the updater or
+        optimizer (default: assignment) combines the sum with the stored
+        value. In dist_sync a key's round completes when every worker has
+        pushed it; push returns without waiting for that."""
+        if type(value) is np.ndarray and type(key) in _KEY_TYPES:
+            keys, arrays, keep = self._one(key, value, False, 'value')
+            self._check(_lib.lib.kvs_push(self.handle, 1, keys, arrays, priority))
+            return
+        lists = self._inputs(_flatten(key, value, 'value'))
+        self._check(_lib.lib.kvs_push(self.handle, lists.n, lists.keys, lists.arrays,
+                                      int(priority)))
+
+    def pull(self, key, out=None, priority=0, ignore_sparse=True):
+        """Pulls the values of keys into out (an array, a list, or a list of
+        lists, as for push) and returns out; out=None returns new numpy
+        arrays (MXNet requires out). In dist_sync it waits for the round of
+        this worker's last push of each key. ignore_sparse is MXNet's:
+        every array here is dense."""
+        if type(key) in _KEY_TYPES and (out is None or type(out) is np.ndarray):
+            if out is None:
+                out = self._empty(key)
+            keys, arrays, keep = self._one(key, out, True, 'out')
+            self._check(_lib.lib.kvs_pull(self.handle, 1, keys, arrays, priority))
+            return out
+        pairs, result = self._outs(key, out)
+        lists = self._outputs(pairs)
+        self._check(_lib.lib.kvs_pull(self.handle, lists.n, lists.keys, lists.arrays,
+                                      int(priority)))
+        return result
+
+    def pushpull(self, key, value, out=None, priority=0):
+        """push then pull of the same keys, as one call; returns out. Without
+        out the pulled values are written into value, as MXNet does, and
+        value is returned; a value that cannot be written in place
+        (read-only, not contiguous) is left as it is and a new array takes
+        its place in what is returned."""
+        if out is None and type(value) is np.ndarray and type(key) in _KEY_TYPES \
+                and value.flags.writeable:
+            keys, arrays, keep = self._one(key, value, False, 'value')
+            if keep is value:         # contiguous: in place (outs may alias values)
+                self._check(_lib.lib.kvs_pushpull(self.handle, 1, keys, arrays, arrays,
+                                                  priority))
+                return value
+        vpairs = _flatten(key, value, 'value')
+        if out is None:
+            return self._pushpull_in_place(key, value, vpairs, priority)
+        vgroups, ogroups = _group(vpairs), _group(_flatten(key, out, 'out'))
+        # The C call pairs values[i] with outs[i]: a key with more values
+        # than outs repeats its outs (each receives the same value); one
+        # with more outs than values has the rest copied from its first.
+        lists = _Lists(len(_one_kind(vpairs)), with_outs=True)
+        copies = []
+        i = 0
+        for k, vals in vgroups.items():
+            outs = ogroups[k]
+            for j, val in enumerate(vals):
+                _pack_key(lists.keys, i, k, self._names)
+                lists.put(lists.arrays, i, val, False, 'value')
+                lists.put(lists.outs, i, outs[j % len(outs)], True, 'out')
+                i += 1
+            for extra in outs[len(vals):]:
+                _arrays.describe(extra, True, 'out')
+                copies.append((extra, outs[0]))
+        self._check(_lib.lib.kvs_pushpull(self.handle, lists.n, lists.keys, lists.arrays,
+                                          lists.outs, int(priority)))
+        for dst, src in copies:
+            _copy_into(dst, src)
+        return out
+
+    def _pushpull_in_place(self, key, value, vpairs, priority):
+        lists = _Lists(len(_one_kind(vpairs)), with_outs=True)
+        results = []
+        for i, (k, val) in enumerate(vpairs):
+            _pack_key(lists.keys, i, k, self._names)
+            lists.put(lists.arrays, i, val, False, 'value')
+            try:
+                lists.put(lists.outs, i, val, True, 'value')
+            except ValueError:        # read-only or not contiguous: a new array takes it
+                val = self._like(val)
+                lists.put(lists.outs, i, val, True, 'value')
+            results.append(val)
+        self._check(_lib.lib.kvs_pushpull(self.handle, lists.n, lists.keys, lists.arrays,
+                                          lists.outs, int(priority)))
+        # The same form as value: per key an array, or a list of them.
+        it = iter(results)
+        shaped = [[next(it) for _ in v] if isinstance(v, (list, tuple)) else next(it)
+                  for _, v in _per_key(key, value)]
+        return shaped if isinstance(key, (list, tuple)) else shaped[0]
+
+    @staticmethod
+    def _like(arr):
+        if isinstance(arr, np.ndarray):
+            return np.empty(arr.shape, arr.dtype)
+        return arr.detach().contiguous().clone()
+
+    def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
+        """Pulls the rows row_ids of keys into out, every other row zero, and
+        returns out; out=None returns new numpy arrays. row_ids: per key, one
+        1-D array of row ids for all its outs, or a list with one per out
+        (ids need not be sorted or unique; integral values of any dtype)."""
+        if row_ids is None:
+            raise ValueError('row_sparse_pull needs row_ids')
+        pairs, result = self._outs(key, out)
+        ids = []
+        outs_form = out if out is not None else result
+        for (k, o), (_, r) in zip(_per_key(key, outs_form), _per_key(key, row_ids)):
+            n_outs = len(o) if isinstance(o, (list, tuple)) else 1
+            if isinstance(r, (list, tuple)):
+                if len(r) == 1:
+                    r = r * n_outs
+                elif len(r) != n_outs:
+                    raise ValueError("the number of row_ids doesn't match the number of values")
+                ids += [_row_ids(x) for x in r]
+            else:
+                ids += [_row_ids(r)] * n_outs
+        lists = self._outputs(pairs)
+        rows = _Lists(len(ids))
+        for i, r in enumerate(ids):
+            rows.put(rows.arrays, i, r, False, 'row_ids')
+        self._check(_lib.lib.kvs_row_sparse_pull(self.handle, lists.n, lists.keys, lists.arrays,
+                                                 rows.arrays, int(priority)))
+        return result
+
+    # ---- zero-copy buffers and views ----------------------------------------
+
+    def alloc(self, shape, dtype='float32'):
+        """A zero-filled array living in the store's buffer memory: pushing
+        it copies nothing (in dist types kvsd reads it in place). Do not
+        write it after a push until a pull, pushpull or view of that key
+        has returned (kvs.h, kvs_array_alloc). It is freed when collected,
+        and must not be used after close(). bfloat16 gives a torch tensor."""
+        shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+        for extent in shape:
+            if isinstance(extent, bool) or not isinstance(extent, numbers.Integral):
+                raise TypeError('shape must hold ints, not %s' % type(extent).__name__)
+            if extent < 0:
+                raise ValueError('shape %s has a negative extent' % (shape,))
+        if len(shape) > _lib.MAX_NDIM:
+            raise ValueError('shape %s has more than %d dimensions' % (shape, _lib.MAX_NDIM))
+        code = _arrays.dtype_code(dtype)
+        self._free_unfreed()
+        arr = _lib.Array()
+        extents = (ctypes.c_int64 * max(1, len(shape)))(*shape)
+        self._check(_lib.lib.kvs_array_alloc(self.handle, code, len(shape), extents,
+                                             ctypes.byref(arr)))
+        ptr = arr.data
+        token = _BufferToken()
+        weakref.finalize(token, self._free_buffer, ptr)
+        return _arrays.from_memory(ptr, code, shape, False, owner=token)
+
+    def _free_buffer(self, ptr):
+        if self._handle is None:
+            return                    # close() freed every buffer
+        if getattr(self._local, 'in_updater', False):
+            self._unfreed.append(ptr)     # the handle is locked: free at the next alloc
+            return
+        arr = _lib.Array()
+        arr.data = ptr
+        _lib.lib.kvs_array_free(self._handle, ctypes.byref(arr))
+
+    def _free_unfreed(self):
+        while self._unfreed:
+            self._free_buffer(self._unfreed.pop())
+
+    def pull_view(self, key, priority=0):
+        """The stored values of keys as read-only numpy arrays, without a
+        copy (a list for a list of keys). Valid as kvs.h says of
+        kvs_pull_view: in local stores until the key changes, in dist_sync
+        until this worker pushes the key again; dist_async refuses it."""
+        keys = _keys_of(key)
+        lists = _Lists(len(_one_kind([(k, None) for k in keys])))
+        kinds = []
+        for i, k in enumerate(keys):
+            _pack_key(lists.keys, i, k, self._names)
+            code, shape = self._kind(k)
+            kinds.append((code, shape))
+            _arrays.pack_array(lists.arrays, i, 0, code, shape)
+        self._check(_lib.lib.kvs_pull_view(self.handle, lists.n, lists.keys, lists.arrays,
+                                           int(priority)))
+        views = []
+        for i, (code, shape) in enumerate(kinds):
+            ptr = _lib.ARRAY_STRUCT.unpack_from(lists.arrays, i * _lib.ARRAY_STRUCT.size)[0]
+            views.append(_arrays.from_memory(ptr, code, shape, True))
+        return views if isinstance(key, (list, tuple)) else views[0]
+
+    # ---- update rules -------------------------------------------------------
+
+    def set_optimizer(self, optimizer):
+        """Sets the store's optimizer: a spec string ('sgd lr=0.1
+        momentum=0.9') or a kvs.optimizer object (SGD, Adam). In dist types
+        it is the job's, kept by kvsd; any worker may set it."""
+        if isinstance(optimizer, str):
+            spec = optimizer
+        elif callable(getattr(optimizer, 'spec', None)):
+            spec = optimizer.spec()
+        else:
+            raise TypeError('optimizer must be a spec string or a kvs.optimizer object, not %s'
+                            % type(optimizer).__name__)
+        self._check(_lib.lib.kvs_set_optimizer(self.handle, spec.encode()))
+        self._updater = self._updater_c = None
+
+    def _set_updater(self, updater):
+        """Sets updater(key, input, stored), called on every push with the
+        summed input (read-only) and the stored value, which it changes in
+        place (`stored += input * 2`). An exception it raises fails that push,
+        leaves the store unchanged, and is raised again by the push. It must
+        not call this store. In-process stores only: dist types raise
+        KVSError (KVS_ENOTSUP) and want set_optimizer. None restores
+        assignment."""
+        if updater is not None and not callable(updater):
+            raise TypeError('updater must be callable')
+        c_fn = _lib.UPDATER(self._run_updater) if updater is not None else _lib.UPDATER()
+        self._check(_lib.lib.kvs_set_updater(self.handle, c_fn, None))
+        self._updater, self._updater_c = updater, (c_fn if updater is not None else None)
+
+    set_updater = _set_updater
+
+    def _run_updater(self, key, input_p, stored_p, _ctx):
+        local = self._local
+        try:
+            k = key.name.decode() if key.name is not None else key.id
+            inp, st = input_p.contents, stored_p.contents
+            shape_in = tuple(inp.shape[:inp.ndim])
+            shape_st = tuple(st.shape[:st.ndim])
+            a = _arrays.from_memory(inp.data or 0, inp.dtype, shape_in, True)
+            b = _arrays.from_memory(st.data or 0, st.dtype, shape_st, False)
+            local.in_updater = True
+            try:
+                self._updater(k, a, b)
+            finally:
+                local.in_updater = False
+            return 0
+        except BaseException as exc:  # noqa: B902 -- carried to the caller, never lost
+            local.updater_error = exc
+            return 1
+
+    def set_gradient_compression(self, compression_params):
+        """MXNet's dict form: {'type': '2bit', 'threshold': 0.5}, or
+        {'type': 'none'}. Local stores raise KVSError (KVS_ENOTSUP), as
+        MXNet refuses it there."""
+        if not isinstance(compression_params, dict):
+            raise TypeError('compression_params must be a dict, not %s'
+                            % type(compression_params).__name__)
+        params = dict(compression_params)
+        kind = params.pop('type', None)
+        if not isinstance(kind, str):
+            raise ValueError("compression_params needs a 'type' string, e.g. {'type': '2bit'}")
+        spec = ' '.join([kind] + ['%s=%s' % (k, _number(v, k)) for k, v in params.items()])
+        self._check(_lib.lib.kvs_set_gradient_compression(self.handle, spec.encode()))
+
+    def save_optimizer_states(self, fname, dump_optimizer=False):
+        """Writes the optimizer's state (and, with dump_optimizer, the
+        optimizer) to fname, atomically. In dist types any one worker may."""
+        path = os.fsencode(fname)
+        self._check(_lib.lib.kvs_save_optimizer_states(self.handle, path, int(bool(dump_optimizer))))
+
+    def load_optimizer_states(self, fname):
+        """Replaces the optimizer's state with that saved in fname."""
+        self._check(_lib.lib.kvs_load_optimizer_states(self.handle, os.fsencode(fname)))
+
+    def barrier(self):
+        """Returns when every worker of the job has reached it."""
+        self._check(_lib.lib.kvs_barrier(self.handle))
+
+    _barrier = barrier
+
+
+class _BufferToken:
+    """Lives as long as an array of alloc(); its end frees the buffer."""
+
+    __slots__ = ('__weakref__',)
+
+
+def _number(value, name):
+    """A number as the C spec parser reads it: the fewest digits that read back."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError('%s must be a number, not %s' % (name, type(value).__name__))
+    value = float(value)
+    return repr(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)

@@ -1,0 +1,29 @@
+"""dist_sync and dist_async from Python: jobs of 2-4 workers under kvsrun."""
+
+import pytest
+
+from conftest import run_job
+
+
+@pytest.mark.parametrize('workers', [2, 4])
+def test_sync_rounds(job, workers):
+    out = job(workers, 'sync', 3)
+    assert out.count(': sync ok') == workers
+
+
+def test_async_applies_every_push(job):
+    assert job(3, 'async', 20).count('async ok') == 3
+
+
+def test_dist_refuses_updaters_with_a_reason(job):
+    assert job(2, 'refusals').count('refused: KVS_ENOTSUP') == 2
+
+
+def test_buffers_and_views(job):
+    assert job(2, 'buffers', 5).count('buffers ok') == 2
+
+
+def test_a_dead_worker_fails_the_others(job):
+    rc, out = run_job(2, 'die', timeout=90)
+    assert rc != 0, out                   # kvsrun reports the worker that died
+    assert 'rank 0: KVS_EPEERDEAD' in out, out

@@ -1,0 +1,157 @@
+"""The workers of the Python dist tests: `kvsrun -n N python workers.py
+SCENARIO [ARGS]`. Each scenario asserts its values; a worker that finds a
+wrong one exits non-zero, which fails the job."""
+
+import os
+import sys
+
+import numpy as np
+
+import kvs
+
+
+def sync(rounds='3'):
+    """dist_sync: every round's pull is the sum over workers of that round."""
+    kv = kvs.create('dist_sync')
+    r, n = kv.rank, kv.num_workers
+    keys = [3, 5, 7]
+    kv.init(keys, [np.full((2, 3), r + 10, np.float32)] * 3)
+    for key in keys:                              # rank 0's values won
+        assert kv.pull(key).tolist() == [[10] * 3] * 2
+    total = n * (n + 1) / 2
+    for i in range(int(rounds)):
+        kv.push(keys, [[np.full((2, 3), r + 1, np.float32)] * 2] * 3)    # two values per key
+        outs = kv.pull(keys)
+        for o in outs:
+            assert (o == 2 * total).all(), (i, o)
+        got = kv.pushpull(5, np.full((2, 3), i, np.float32), out=np.zeros((2, 3), np.float32))
+        assert (got == i * n).all()
+    kv.set_optimizer(kvs.optimizer.SGD(learning_rate=0.5))
+    kv.barrier()
+    w = kv.pushpull(7, np.ones((2, 3), np.float32), out=np.zeros((2, 3), np.float32))
+    assert np.allclose(w, 2 * total - 0.5 * n), w
+    assert kv.type == 'dist_sync' and 0 <= r < n
+    print('rank %d of %d: sync ok' % (r, n))
+    kv.close()
+
+
+def async_(pushes='20'):
+    """dist_async: every push is applied on arrival; after a barrier every
+    worker sees all of them."""
+    kv = kvs.create('dist_async')
+    kv.init('w', np.zeros(4, np.float64))
+    kv.set_optimizer('sgd lr=1')
+    for _ in range(int(pushes)):
+        kv.push('w', np.ones(4))
+    kv.barrier()
+    w = kv.pull('w')
+    assert (w == -int(pushes) * kv.num_workers).all(), w
+    with np.testing.assert_raises(kvs.KVSError) as err:
+        kv.pull_view('w')
+    assert err.exception.code == kvs.ENOTSUP
+    print('rank %d: async ok' % kv.rank)
+
+
+def refusals():
+    """What dist types refuse, with the C library's reasons."""
+    kv = kvs.create('dist_sync')
+    kv.init(1, np.zeros(2))
+    try:
+        kv._set_updater(lambda key, inp, stored: None)
+    except kvs.KVSError as e:
+        assert e.code == kvs.ENOTSUP and e.detail, e
+        print('refused: %s' % e)
+    else:
+        raise AssertionError('a dist store took an updater')
+    kv.barrier()
+
+
+def buffers(rounds='5'):
+    """Buffers pushed without copies, views of the stored values."""
+    kv = kvs.create('dist_sync')
+    n = kv.num_workers
+    grad = kv.alloc((1000,), 'float32')
+    kv.init('g', grad)
+    for i in range(int(rounds)):
+        grad[:] = kv.rank + i
+        kv.push('g', grad)
+        view = kv.pull_view('g')
+        assert (view == sum(r + i for r in range(n))).all()
+        assert not view.flags.writeable
+    print('rank %d: buffers ok' % kv.rank)
+
+
+def die():
+    """Rank 1 dies after the init; rank 0's next wait fails with
+    KVS_EPEERDEAD instead of hanging."""
+    kv = kvs.create('dist_sync')
+    kv.init(1, np.zeros(8, np.float32))
+    if kv.rank == 1:
+        os._exit(3)
+    try:
+        kv.push(1, np.ones(8, np.float32))
+        kv.pull(1)
+    except kvs.KVSError as e:
+        assert e.code == kvs.EPEERDEAD, e
+        print('rank 0: %s' % e)
+        sys.exit(0)
+    raise AssertionError('the pull returned although rank 1 died')
+
+
+def trainer(mode):
+    """kvs.torch.Trainer over dist_sync against one process training on the
+    whole batches: the store's SGD with momentum (mode 'store'), or the
+    averaged gradients with torch's SGD (mode 'average')."""
+    import torch
+    import kvs.torch
+
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    alone = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    alone.load_state_dict(net.state_dict())
+    kv = kvs.create('dist_sync')
+    r, n = kv.rank, kv.num_workers
+    if r != 0:                                # rank 0's weights must win
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(1.0)
+    gen = torch.Generator().manual_seed(2)
+    x, y = torch.randn(40, 6, generator=gen), torch.randn(40, 2, generator=gen)
+    if mode == 'store':
+        tr = kvs.torch.Trainer(net.named_parameters(), kv, 'sgd lr=0.1 momentum=0.9')
+    else:
+        tr = kvs.torch.Trainer(net.parameters(), kv)
+        mine = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    ref = torch.optim.SGD(alone.parameters(), lr=0.1, momentum=0.9)
+    for step in range(10):
+        batch = slice(4 * step, 4 * step + 4)
+        part = torch.arange(40)[batch][r::n]
+        net.zero_grad(set_to_none=(step % 3 == 2))    # also: autograd's own new grads
+        loss = ((net(x[part]) - y[part]) ** 2).sum()
+        loss.backward()
+        if mode == 'store':
+            tr.step(4)
+        else:
+            tr.step()                         # the average over workers of summed losses
+            for p in net.parameters():
+                p.grad.mul_(n / 4.0)          # ... made the mean over the batch
+            mine.step()
+        ref.zero_grad()
+        (((alone(x[batch]) - y[batch]) ** 2).sum() / 4).backward()
+        ref.step()
+    diff = max((a - b).abs().max().item() for a, b in zip(net.parameters(), alone.parameters()))
+    assert diff < 1e-5, diff
+    print('rank %d: trainer %s ok (%.3g)' % (r, mode, diff))
+
+
+def digits():
+    """The example, briefly: 4 workers reach the accuracy and match."""
+    sys.argv = ['train_digits.py', '--epochs', '12']
+    import runpy
+    runpy.run_path(os.path.join(os.path.dirname(__file__), '..', '..', 'examples',
+                                'train_digits.py'), run_name='__main__')
+
+
+if __name__ == '__main__':
+    scenario = sys.argv[1].replace('async', 'async_')
+    globals()[scenario](*sys.argv[2:])

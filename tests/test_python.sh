@@ -1,0 +1,41 @@
+#!/bin/sh
+# Description: the Python package's tests (tests/python, pytest), run on the
+# build tree's library and kvsrun with the package uninstalled.
+# TAP output: one test per pytest test, or all skipped with the reason.
+set -u
+. "${top_srcdir:-.}/tests/lib.sh"
+src=$(cd "${top_srcdir:-.}" && pwd)
+bld=$(cd "${top_builddir:-.}" && pwd)
+
+skip() { echo "1..0 # SKIP $1"; exit 0; }
+[ -n "${PYTHON:-}" ] || skip "configured without the Python package"
+[ -z "${KVS_SAN_CFLAGS:-}" ] ||
+    skip "a sanitizer build: python cannot load an instrumented libkvs (the plain build runs these)"
+"$PYTHON" -c 'import pytest' 2>/dev/null || skip "pytest is missing (Debian: python3-pytest)"
+
+private_runtime
+trap 'rm -rf "$rt"' EXIT
+KVS_LIBRARY=$bld/src/.libs/libkvs.so
+PYTHONPATH=$src/python
+KVS_TEST_KVSRUN=$bld/daemon/kvsrun
+PYTHONDONTWRITEBYTECODE=1
+export KVS_LIBRARY PYTHONPATH KVS_TEST_KVSRUN PYTHONDONTWRITEBYTECODE
+cd "$src/tests/python" || exit 1
+out=$(mktemp)
+"$PYTHON" -m pytest -p no:cacheprovider -v -rs "$src/tests/python" >"$out" 2>&1
+rc=$?
+# pytest -v lines "file::test PASSED|FAILED|SKIPPED|ERROR ..." become TAP;
+# a failed run (even one that collected nothing) adds a failing line.
+[ "$rc" -eq 0 ] || sed 's/^/# /' "$out"
+awk -v rc="$rc" '
+/::/ && / (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)/ {
+    n++
+    if ($0 ~ / PASSED/ || $0 ~ / XFAIL/) print "ok " n " - " $1
+    else if ($0 ~ / SKIPPED/) print "ok " n " - " $1 " # SKIP"
+    else print "not ok " n " - " $1
+}
+END {
+    if (rc != 0) print "not ok " ++n " - pytest exited with status " rc
+    print "1.." n
+}' "$out"
+rm -f "$out"
