@@ -18,9 +18,9 @@
  * and a closed worker's last pushes still count. When every worker still
  * in the job has pushed, the round hands all of them to the engine as one
  * push of the key repeated, and the engine sums them in one pass straight
- * into the stored value (or into its scratch buffer for the optimizer):
- * (N+1)*S bytes of memory traffic for N workers and S bytes, not a running
- * sum's 3*N*S or so.
+ * into the stored value (with an optimizer, a chunk at a time right beside
+ * the update): (N+1)*S bytes of memory traffic for N workers and S bytes
+ * (plus the optimizer's state), not a running sum's 3*N*S or so.
  *
  * Serve thread only. It must never wait on a worker, never use a request
  * slot before proto.c has decoded and checked it, never post to a worker
@@ -466,7 +466,7 @@ static void insert_pending(struct daemon *d, struct req *r, struct place *h)
 
 /* Pushes n values of one key (keys[] repeats it) through the engine,
  * under the stored value's seqlock: the engine sums them in one pass
- * straight into the value, or into its scratch buffer for the optimizer. */
+ * straight into the value, or a chunk at a time beside the optimizer. */
 static int apply(struct daemon *d, struct round *rd, int n, const kvs_key_t *keys,
                  const kvs_array_t *vals, struct kvs__err *e)
 {
@@ -482,8 +482,8 @@ static int apply(struct daemon *d, struct round *rd, int n, const kvs_key_t *key
  * from its worker's staging area, as one engine push of every key (each
  * repeated once per worker, in rank order: the sum does not depend on who
  * came first), under each value's seqlock: the engine sums them as one job
- * over its threads, straight into the values (into its scratch for the
- * optimizer). All or nothing, as every engine call. */
+ * over its threads, straight into the values (or beside the optimizer's
+ * update). All or nothing, as every engine call. */
 static int apply_rounds(struct daemon *d, struct round *list, struct kvs__err *e)
 {
     kvs_key_t *keys;

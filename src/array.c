@@ -515,6 +515,26 @@ void kvs__sum(kvs_dtype_t dtype, void *out, const void *const *in, int k, size_t
     kvs__parallel_for(n, (PARALLEL_BYTES / 2) / es, nthreads, sum_task, &job);
 }
 
+/* Elements [begin, begin + n) of the sum, into out[0 .. n): a part of what
+ * kvs__sum makes, element for element, on the calling thread. */
+void kvs__sum_part(kvs_dtype_t dtype, void *out, const void *const *in, int k, size_t begin,
+                   size_t n)
+{
+    for (size_t c = 0; c < n; c += CHUNK) {
+        size_t m = n - c < CHUNK ? n - c : CHUNK;
+
+        switch (dtype) {
+        case KVS_FLOAT32:  chunk_f32((float *)out + c, in, k, begin + c, m, 0); break;
+        case KVS_FLOAT64:  chunk_f64((double *)out + c, in, k, begin + c, m, 0); break;
+        case KVS_FLOAT16:  chunk_f16((uint16_t *)out + c, in, k, begin + c, m); break;
+        case KVS_BFLOAT16: chunk_bf16((uint16_t *)out + c, in, k, begin + c, m); break;
+        case KVS_INT32:    chunk_u32((uint32_t *)out + c, in, k, begin + c, m, 0); break;
+        case KVS_INT64:    chunk_u64((uint64_t *)out + c, in, k, begin + c, m, 0); break;
+        case KVS_UINT8:    chunk_u8((uint8_t *)out + c, in, k, begin + c, m, 0); break;
+        }
+    }
+}
+
 /* ---- Many sums as one job ------------------------------------------- */
 
 struct many_job {

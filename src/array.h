@@ -44,6 +44,12 @@ uint16_t kvs__f32_to_bf16(float f);
 void kvs__sum(kvs_dtype_t dtype, void *out, const void *const *in, int k, size_t n,
               int nthreads);
 
+/* Elements [begin, begin + n) of kvs__sum's out, into out[0 .. n) (out is
+ * none of the inputs), on the calling thread: the same values, element for
+ * element, for a caller that consumes a sum a part at a time. */
+void kvs__sum_part(kvs_dtype_t dtype, void *out, const void *const *in, int k, size_t begin,
+                   size_t n);
+
 /* One sum of a batch for kvs__sum_many: out[j] = in[0][j] + ... +
  * in[k-1][j] for j < n, as kvs__sum computes it. */
 struct kvs__sum_item {

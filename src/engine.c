@@ -33,7 +33,7 @@ struct entry {
     int64_t shape[KVS_MAX_NDIM];
     size_t count, bytes;
     void *value;                       /* from eng->mem */
-    void *scratch;                     /* merged sum for updater/optimizer pushes */
+    void *scratch;                     /* merged sum for updater pushes */
     void *shadow;                      /* an updater's working copy of value */
     struct kvs__optim_state *ostate;
     uint64_t version;                  /* bumped by every init and push */
@@ -648,8 +648,7 @@ static int push_prepare(struct kvs__engine *eng, struct plan *p, struct kvs__err
                                               &gr->ostate, e)) != 0)
                 return rc;
         }
-        if ((eng->optim || eng->updater) && gr->k > 1
-            && (rc = entry_buffer(ent, &ent->scratch, e)) != 0)
+        if (eng->updater && gr->k > 1 && (rc = entry_buffer(ent, &ent->scratch, e)) != 0)
             return rc;
         if (eng->updater && (rc = entry_buffer(ent, &ent->shadow, e)) != 0)
             return rc;
@@ -732,25 +731,50 @@ static void push_sums(struct kvs__engine *eng, struct plan *p)
     free(items);
 }
 
-static void push_commit(struct kvs__engine *eng, struct plan *p)
+/* The optimizer's updates of every key of the push but new ones, as one
+ * job over the threads (each key's inputs summed beside its update); without
+ * memory for the batch, one by one. */
+static void push_updates(struct kvs__engine *eng, struct plan *p)
 {
-    push_sums(eng, p);
+    struct kvs__optim_item *items = malloc(sizeof *items * (size_t)(p->ngroups ? p->ngroups : 1));
+    int m = 0;
+
     for (int g = 0; g < p->ngroups; g++) {
         struct group *gr = &p->groups[g];
         struct entry *ent = gr->ent;
+        struct kvs__optim_item it;
+
+        if (gr->fresh)
+            continue;
+        if (gr->ostate) {
+            ent->ostate = gr->ostate;
+            gr->ostate = NULL;
+        }
+        it = (struct kvs__optim_item){ ent->ostate, ent->dtype, ent->value,
+                                       (const void *const *)gr->in, gr->k, ent->count };
+        if (items)
+            items[m++] = it;
+        else
+            kvs__optim_update_sum(eng->optim, it.s, it.dtype, it.weight, it.in, it.k, it.count,
+                                  eng->nthreads);
+    }
+    kvs__optim_update_many(eng->optim, items, m, eng->nthreads);
+    free(items);
+}
+
+static void push_commit(struct kvs__engine *eng, struct plan *p)
+{
+    push_sums(eng, p);
+    if (eng->optim)
+        push_updates(eng, p);
+    for (int g = 0; g < p->ngroups; g++) {
+        struct group *gr = &p->groups[g];
 
         if (gr->fresh) {
-            table_put(eng, ent);
+            table_put(eng, gr->ent);
             gr->fresh = false;
-        } else if (eng->optim) {
-            if (gr->ostate) {
-                ent->ostate = gr->ostate;
-                gr->ostate = NULL;
-            }
-            kvs__optim_update(eng->optim, ent->ostate, ent->dtype, ent->value,
-                              merged(eng, gr), ent->count);
         }
-        ent->version++;
+        gr->ent->version++;
     }
 }
 

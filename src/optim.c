@@ -20,12 +20,13 @@
 
 #include "array.h"
 #include "optim.h"
+#include "pool.h"
 #include "spec.h"
 
 #define OPTIM_MAX_PARAMS 7
 #define OPTIM_SPEC_MAX 512             /* the canonical spec: names + 7 numbers of <= 24 chars */
 #define OPTIM_NUMBER_MAX 128           /* longer values are refused: never a sensible number */
-#define OPTIM_CHUNK 256                /* half-precision elements converted per round */
+#define OPTIM_CHUNK 1024               /* elements summed and updated per round of a loop */
 
 enum optim_kind { OPTIM_SGD, OPTIM_ADAM };
 
@@ -426,46 +427,102 @@ static void step_f32(const struct step *st, struct kvs__optim_state *s, float *w
 }
 
 static void step_f64(const struct step *st, struct kvs__optim_state *s, double *w,
-                     const double *g, size_t n)
+                     const double *g, size_t off, size_t n)
 {
     if (st->kind == OPTIM_SGD) {
         if (st->mom)
-            sgd_mom_f64(w, g, (double *)s->buf[0], n, st->lr, st->p[SGD_MOMENTUM],
+            sgd_mom_f64(w, g, (double *)s->buf[0] + off, n, st->lr, st->p[SGD_MOMENTUM],
                         st->p[SGD_WD], st->p[SGD_RESCALE], st->p[SGD_CLIP], st->clipping);
         else
             sgd_f64(w, g, n, st->lr, st->p[SGD_WD], st->p[SGD_RESCALE], st->p[SGD_CLIP],
                     st->clipping);
     } else {
-        adam_f64(w, g, (double *)s->buf[0], (double *)s->buf[1], n, st->lr,
+        adam_f64(w, g, (double *)s->buf[0] + off, (double *)s->buf[1] + off, n, st->lr,
                  st->p[ADAM_BETA1], st->p[ADAM_BETA2], st->p[ADAM_EPSILON], st->p[ADAM_WD],
                  st->p[ADAM_RESCALE], st->p[ADAM_CLIP], st->clipping);
+    }
+}
+
+/* One update of a key, split over threads: the rule's constants, and the
+ * gradient as the sum of k inputs. */
+struct update_job {
+    struct step st;
+    struct kvs__optim_state *s;
+    kvs_dtype_t dtype;
+    char *weight;
+    const void *const *in;
+    int k;
+};
+
+/* Elements [begin, end) of one update, a chunk at a time: the chunk's
+ * gradient is summed next to the update (an input read in place when it is
+ * the only one), and half types are widened to float32 and rounded back
+ * once. Every element sees what a whole sum then a whole update would give
+ * it. */
+static void update_range(void *ctx, size_t begin, size_t end)
+{
+    const struct update_job *job = ctx;
+    size_t es = kvs_dtype_size(job->dtype);
+
+    for (size_t off = begin; off < end; off += OPTIM_CHUNK) {
+        size_t n = end - off < OPTIM_CHUNK ? end - off : OPTIM_CHUNK;
+        char *w = job->weight + off * es;
+        const void *g = (const char *)job->in[0] + off * es;
+        union { float f[OPTIM_CHUNK]; double d[OPTIM_CHUNK]; uint16_t h[OPTIM_CHUNK]; } sum;
+        float wf[OPTIM_CHUNK], gf[OPTIM_CHUNK];
+
+        if (job->k > 1) {
+            kvs__sum_part(job->dtype, &sum, job->in, job->k, off, n);
+            g = &sum;
+        }
+        switch (job->dtype) {
+        case KVS_FLOAT64:
+            step_f64(&job->st, job->s, (double *)w, g, off, n);
+            break;
+        case KVS_FLOAT32:
+            step_f32(&job->st, job->s, (float *)w, g, off, n);
+            break;
+        default:
+            kvs__to_f32(job->dtype, wf, w, n);
+            kvs__to_f32(job->dtype, gf, g, n);
+            step_f32(&job->st, job->s, wf, gf, off, n);
+            kvs__from_f32(job->dtype, w, wf, n);
+            break;
+        }
     }
 }
 
 void kvs__optim_update(const struct kvs__optim *o, struct kvs__optim_state *s,
                        kvs_dtype_t dtype, void *weight, const void *grad, size_t count)
 {
-    struct step st;
-    kvs_dtype_t want = dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32;
+    kvs__optim_update_sum(o, s, dtype, weight, &grad, 1, count, 1);
+}
 
-    /* A state made for another key is the engine's bug; writing past a
-     * buffer would turn it into memory corruption, so such a call does
-     * nothing at all. */
-    if (!kvs__dtype_is_float(dtype) || s->dtype != want || s->count != count ||
-        s->nbuf != kvs__optim_nbuf(o))
-        return;
+/* Fixes one update's constants and counts the step in the key's state;
+ * -1 for a state that does not fit the key, which is then left alone (a
+ * state made for another key is the engine's bug; writing past a buffer
+ * would turn it into memory corruption). */
+static int update_prepare(const struct kvs__optim *o, struct update_job *job, size_t count)
+{
+    struct kvs__optim_state *s = job->s;
+    struct step *st = &job->st;
+    kvs_dtype_t want = job->dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32;
+
+    if (!kvs__dtype_is_float(job->dtype) || s->dtype != want || s->count != count ||
+        s->nbuf != kvs__optim_nbuf(o) || job->k < 1)
+        return -1;
     for (int i = 0; i < s->nbuf; i++) {
         if (count != 0 && s->buf[i] == NULL)
-            return;
+            return -1;
     }
 
     s->t++;
-    memcpy(st.p, o->p, sizeof st.p);
-    st.kind = o->def->kind;
-    st.mom = st.kind == OPTIM_SGD && s->nbuf == 1;
-    if (st.kind == OPTIM_SGD) {
-        st.clipping = o->p[SGD_CLIP] > 0.0;
-        st.lr = o->p[SGD_LR];
+    memcpy(st->p, o->p, sizeof st->p);
+    st->kind = o->def->kind;
+    st->mom = st->kind == OPTIM_SGD && s->nbuf == 1;
+    if (st->kind == OPTIM_SGD) {
+        st->clipping = o->p[SGD_CLIP] > 0.0;
+        st->lr = o->p[SGD_LR];
     } else {
         /* Adam.update in python/mxnet/optimizer/optimizer.py, in Python's
          * double precision before the kernel converts it:
@@ -474,34 +531,81 @@ void kvs__optim_update(const struct kvs__optim *o, struct kvs__optim_state *s,
         double t = (double)s->t;
         double coef1 = 1.0 - pow(o->p[ADAM_BETA1], t);
         double coef2 = 1.0 - pow(o->p[ADAM_BETA2], t);
-        st.clipping = o->p[ADAM_CLIP] > 0.0;
-        st.lr = o->p[ADAM_LR] * (sqrt(coef2) / coef1);
+        st->clipping = o->p[ADAM_CLIP] > 0.0;
+        st->lr = o->p[ADAM_LR] * (sqrt(coef2) / coef1);
     }
+    return 0;
+}
 
-    switch (dtype) {
-    case KVS_FLOAT64:
-        step_f64(&st, s, weight, grad, count);
-        break;
-    case KVS_FLOAT32:
-        step_f32(&st, s, weight, grad, 0, count);
-        break;
-    default: {
-        /* Half types: widen a chunk to float32, compute, round each element
-         * back once. Chunks on the stack keep the update free of allocation. */
-        float wf[OPTIM_CHUNK], gf[OPTIM_CHUNK];
-        const size_t esize = sizeof(uint16_t);     /* float16 and bfloat16 alike */
+/* Elements per chunk a thread takes: about a megabyte of float32 weights,
+ * as sums split. */
+#define UPDATE_GRAIN ((size_t)1 << 18)
 
-        for (size_t off = 0; off < count; off += OPTIM_CHUNK) {
-            size_t n = count - off < OPTIM_CHUNK ? count - off : OPTIM_CHUNK;
-            char *wp = (char *)weight + off * esize;
-            const char *gp = (const char *)grad + off * esize;
+void kvs__optim_update_sum(const struct kvs__optim *o, struct kvs__optim_state *s,
+                           kvs_dtype_t dtype, void *weight, const void *const *in, int k,
+                           size_t count, int nthreads)
+{
+    struct update_job job = { .s = s, .dtype = dtype, .weight = weight, .in = in, .k = k };
 
-            kvs__to_f32(dtype, wf, wp, n);
-            kvs__to_f32(dtype, gf, gp, n);
-            step_f32(&st, s, wf, gf, off, n);
-            kvs__from_f32(dtype, wp, wf, n);
-        }
-        break;
+    if (update_prepare(o, &job, count) == 0)
+        kvs__parallel_for(count, UPDATE_GRAIN, nthreads, update_range, &job);
+}
+
+/* The updates of many keys as one job: their elements laid end to end. */
+struct many_updates {
+    struct update_job *jobs;
+    size_t *start;                     /* m + 1 element offsets: job i is [start[i], start[i+1]) */
+    int m;
+};
+
+static void many_range(void *ctx, size_t begin, size_t end)
+{
+    const struct many_updates *mu = ctx;
+    int lo = 0, hi = mu->m;
+
+    while (lo < hi) {                  /* the first job that ends after begin */
+        int mid = lo + (hi - lo) / 2;
+
+        if (mu->start[mid + 1] <= begin)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
+    for (int i = lo; i < mu->m && mu->start[i] < end; i++) {
+        size_t s = mu->start[i], n = mu->start[i + 1] - s;
+        size_t b = begin > s ? begin - s : 0, e = end - s < n ? end - s : n;
+
+        if (b < e)
+            update_range(&mu->jobs[i], b, e);
     }
+}
+
+void kvs__optim_update_many(const struct kvs__optim *o, const struct kvs__optim_item *items,
+                            int m, int nthreads)
+{
+    struct many_updates mu = { .jobs = malloc(sizeof *mu.jobs * (size_t)(m > 0 ? m : 1)),
+                               .start = malloc(sizeof *mu.start * (size_t)(m + 1)) };
+
+    if (!mu.jobs || !mu.start) {       /* without memory for the batch: one by one */
+        for (int i = 0; i < m; i++)
+            kvs__optim_update_sum(o, items[i].s, items[i].dtype, items[i].weight, items[i].in,
+                                  items[i].k, items[i].count, nthreads);
+        goto out;
+    }
+    mu.start[0] = 0;
+    for (int i = 0; i < m; i++) {
+        struct update_job *job = &mu.jobs[mu.m];
+
+        *job = (struct update_job){ .s = items[i].s, .dtype = items[i].dtype,
+                                    .weight = items[i].weight, .in = items[i].in,
+                                    .k = items[i].k };
+        if (update_prepare(o, job, items[i].count) != 0)
+            continue;
+        mu.start[mu.m + 1] = mu.start[mu.m] + items[i].count;
+        mu.m++;
+    }
+    kvs__parallel_for(mu.start[mu.m], UPDATE_GRAIN, nthreads, many_range, &mu);
+out:
+    free(mu.jobs);
+    free(mu.start);
 }

@@ -47,6 +47,32 @@ void kvs__optim_state_free(struct kvs__optim_state *s);     /* NULL is a no-op *
 void kvs__optim_update(const struct kvs__optim *o, struct kvs__optim_state *s,
                        kvs_dtype_t dtype, void *weight, const void *grad, size_t count);
 
+/* kvs__optim_update with the gradient in[0] + ... + in[k-1] (k >= 1, summed
+ * as kvs__sum sums), summed a chunk at a time beside the update instead of
+ * into a buffer, and split over at most nthreads threads (pool.h; 0: the
+ * pool's default). The results are those of kvs__sum into a buffer, then
+ * kvs__optim_update. */
+void kvs__optim_update_sum(const struct kvs__optim *o, struct kvs__optim_state *s,
+                           kvs_dtype_t dtype, void *weight, const void *const *in, int k,
+                           size_t count, int nthreads);
+
+/* One key's update for kvs__optim_update_many: the arguments of
+ * kvs__optim_update_sum. */
+struct kvs__optim_item {
+    struct kvs__optim_state *s;
+    kvs_dtype_t dtype;
+    void *weight;
+    const void *const *in;
+    int k;
+    size_t count;
+};
+
+/* kvs__optim_update_sum of items[0..m) (distinct keys: no weight or state
+ * shared), split over the threads as one job, so that many small keys
+ * share them as one big key would. */
+void kvs__optim_update_many(const struct kvs__optim *o, const struct kvs__optim_item *items,
+                            int m, int nthreads);
+
 /* One key's state, as saved and loaded. */
 struct kvs__state_rec {
     kvs_key_t key;                     /* in a loaded file: name owned by the file */

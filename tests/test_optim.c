@@ -637,6 +637,94 @@ static void test_float16_long_key(void **state)
     kvs__optim_free(o);
 }
 
+/* ---- Updates of a sum, over threads ---------------------------------- */
+
+/* An element's value, exact in every float dtype: small multiples of 1/8. */
+static double pattern(size_t i, int j)
+{
+    return (double)(int)((i * 7 + (size_t)j * 13) % 17) / 8.0 - 1.0;
+}
+
+static void fill(kvs_dtype_t dtype, void *p, size_t n, int j)
+{
+    for (size_t i = 0; i < n; i++) {
+        double v = pattern(i, j);
+
+        switch (dtype) {
+        case KVS_FLOAT64:  ((double *)p)[i] = v; break;
+        case KVS_FLOAT32:  ((float *)p)[i] = (float)v; break;
+        case KVS_FLOAT16:  ((uint16_t *)p)[i] = kvs__f32_to_f16((float)v); break;
+        default:           ((uint16_t *)p)[i] = kvs__f32_to_bf16((float)v); break;
+        }
+    }
+}
+
+/* kvs__optim_update_sum and kvs__optim_update_many against kvs__sum into a
+ * buffer then kvs__optim_update: the same bits, for every float dtype, sgd
+ * with and without momentum and adam, keys big enough to be split over
+ * threads and keys of a few elements, three steps each. */
+static void test_update_sum_same_bits(void **state)
+{
+    static const char *const specs[] = { "sgd lr=0.1 wd=0.01", "sgd lr=0.1 momentum=0.9",
+                                         "adam lr=0.01 wd=0.001 clip_gradient=0.5" };
+    static const kvs_dtype_t dtypes[] = { KVS_FLOAT32, KVS_FLOAT64, KVS_FLOAT16, KVS_BFLOAT16 };
+    enum { K = 3, KEYS = 3 };
+    const size_t counts[KEYS] = { (size_t)3 << 18, 5, 1 };   /* 786,432: several chunks */
+
+    (void)state;
+    for (size_t si = 0; si < sizeof specs / sizeof *specs; si++) {
+        for (size_t di = 0; di < sizeof dtypes / sizeof *dtypes; di++) {
+            kvs_dtype_t dt = dtypes[di];
+            size_t es = kvs_dtype_size(dt);
+            struct kvs__optim *o = parse_ok(specs[si]);
+            void *w[3][KEYS], *in[KEYS][K], *sum = malloc(counts[0] * es);
+            struct kvs__optim_state *st[3][KEYS];
+            struct kvs__optim_item items[KEYS];
+
+            assert_non_null(sum);
+            for (int key = 0; key < KEYS; key++) {
+                for (int way = 0; way < 3; way++) {
+                    w[way][key] = malloc(counts[key] * es);
+                    assert_non_null(w[way][key]);
+                    fill(dt, w[way][key], counts[key], 99);
+                    st[way][key] = state_ok(o, dt, counts[key]);
+                }
+                for (int j = 0; j < K; j++) {
+                    in[key][j] = malloc(counts[key] * es);
+                    assert_non_null(in[key][j]);
+                    fill(dt, in[key][j], counts[key], j + key);
+                }
+            }
+            for (int step = 0; step < 3; step++) {
+                for (int key = 0; key < KEYS; key++) {
+                    const void *const *ins = (const void *const *)in[key];
+
+                    kvs__sum(dt, sum, ins, K, counts[key], 1);
+                    kvs__optim_update(o, st[0][key], dt, w[0][key], sum, counts[key]);
+                    kvs__optim_update_sum(o, st[1][key], dt, w[1][key], ins, K, counts[key], 2);
+                    items[key] = (struct kvs__optim_item){ st[2][key], dt, w[2][key], ins, K,
+                                                           counts[key] };
+                }
+                kvs__optim_update_many(o, items, KEYS, 2);
+            }
+            for (int key = 0; key < KEYS; key++) {
+                if (memcmp(w[0][key], w[1][key], counts[key] * es) != 0 ||
+                    memcmp(w[0][key], w[2][key], counts[key] * es) != 0)
+                    fail_msg("%s, %s, key %d: the updates of a sum differ",
+                             specs[si], kvs_dtype_name(dt), key);
+                for (int way = 0; way < 3; way++) {
+                    free(w[way][key]);
+                    kvs__optim_state_free(st[way][key]);
+                }
+                for (int j = 0; j < K; j++)
+                    free(in[key][j]);
+            }
+            free(sum);
+            kvs__optim_free(o);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -658,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_float16_path),
         cmocka_unit_test(test_bfloat16_path),
         cmocka_unit_test(test_float16_long_key),
+        cmocka_unit_test(test_update_sum_same_bits),
     };
 
     return cmocka_run_group_tests_name("optim", tests, NULL, NULL);
