@@ -22,22 +22,7 @@
  * with this constant trip count. */
 #define CHUNK 2048
 
-/* Element loops: a main loop over a multiple of BLOCK elements, then the
- * rest one by one. GCC at -O2 vectorises only loops that need no scalar
- * epilogue; a trip count with its low bits clear is such a loop. */
-#define BLOCK 16
-
-/* for (size_t i = 0; i < n; i++) body, written as above. */
-#define FOR_EACH(i, n, body)                                                              \
-    do {                                                                                  \
-        size_t i##_main_ = (n) & ~(size_t)(BLOCK - 1);                                    \
-        for (size_t i = 0; i < i##_main_; i++) {                                          \
-            body;                                                                         \
-        }                                                                                 \
-        for (size_t i = i##_main_; i < (n); i++) {                                        \
-            body;                                                                         \
-        }                                                                                 \
-    } while (0)
+#define FOR_EACH KVS__FOR_EACH
 
 /* Arrays at least this big are split over threads; smaller ones cost less
  * than waking another core (tens of microseconds: a 1 MiB sum takes about

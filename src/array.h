@@ -36,6 +36,23 @@ uint16_t kvs__f32_to_f16(float f);
 float    kvs__bf16_to_f32(uint16_t h);
 uint16_t kvs__f32_to_bf16(float f);
 
+/* for (size_t i = 0; i < n; i++) body, as element kernels write it: a main
+ * loop over a multiple of KVS__BLOCK elements, then the rest one by one.
+ * GCC at -O2 vectorises only loops that need no scalar epilogue; a trip
+ * count with its low bits clear is such a loop (with restrict pointers and
+ * no branch in body). */
+#define KVS__BLOCK 16
+#define KVS__FOR_EACH(i, n, body)                                                        \
+    do {                                                                                  \
+        size_t i##_main_ = (n) & ~(size_t)(KVS__BLOCK - 1);                               \
+        for (size_t i = 0; i < i##_main_; i++) {                                          \
+            body;                                                                         \
+        }                                                                                 \
+        for (size_t i = i##_main_; i < (n); i++) {                                        \
+            body;                                                                         \
+        }                                                                                 \
+    } while (0)
+
 /* out[j] = in[0][j] + ... + in[k-1][j] for j < n, k >= 1. float16 and
  * bfloat16 are summed in float32 and rounded once; integer types wrap
  * (modulo 2^bits, no undefined behaviour). out may be one of the inputs.

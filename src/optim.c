@@ -329,18 +329,18 @@ void kvs__optim_state_free(struct kvs__optim_state *s)
  * This is SGDKernel's (1 - lr*wd)*w - lr*rescale*g, rounded as 1.9 rounds
  * it. Weight decay is outside the clip. */
 #define KVS__DEFINE_SGD(T, SFX)                                                \
-    static void sgd_##SFX(T *w, const T *g, size_t n, T lr, T wd, T rescale,   \
-                          T clip, int clipping)                                \
+    static void sgd_##SFX(T *restrict w, const T *restrict g, size_t n, T lr,  \
+                          T wd, T rescale, T clip, int clipping)               \
     {                                                                          \
-        for (size_t i = 0; i < n; i++) {                                       \
-            T mom;                                                             \
-            if (clipping) {                                                    \
+        if (clipping) {                                                        \
+            for (size_t i = 0; i < n; i++) {                                   \
                 T cg = rescale * g[i];                                         \
-                mom = (T)0 - lr * wd * w[i] - lr * KVS__CLIP(cg, clip);        \
-            } else {                                                           \
-                mom = (T)0 - lr * wd * w[i] - lr * rescale * g[i];             \
+                T mom = (T)0 - lr * wd * w[i] - lr * KVS__CLIP(cg, clip);      \
+                w[i] = w[i] + mom;                                             \
             }                                                                  \
-            w[i] = w[i] + mom;                                                 \
+        } else {                                                               \
+            KVS__FOR_EACH(i, n, w[i] = w[i] + ((T)0 - lr * wd * w[i]           \
+                                               - lr * rescale * g[i]));        \
         }                                                                      \
     }
 
@@ -350,20 +350,23 @@ void kvs__optim_state_free(struct kvs__optim_state *s)
  *   mom = momentum*mom - lr*wd*w - lr*rescale*g   (no clipping)
  *   w = w + mom */
 #define KVS__DEFINE_SGD_MOM(T, SFX)                                            \
-    static void sgd_mom_##SFX(T *w, const T *g, T *mom, size_t n, T lr,        \
-                              T momentum, T wd, T rescale, T clip,             \
-                              int clipping)                                    \
+    static void sgd_mom_##SFX(T *restrict w, const T *restrict g,              \
+                              T *restrict mom, size_t n, T lr, T momentum,     \
+                              T wd, T rescale, T clip, int clipping)           \
     {                                                                          \
-        for (size_t i = 0; i < n; i++) {                                       \
-            if (clipping) {                                                    \
+        if (clipping) {                                                        \
+            for (size_t i = 0; i < n; i++) {                                   \
                 T cg = rescale * g[i];                                         \
                 mom[i] = momentum * mom[i] - lr * wd * w[i]                    \
                          - lr * KVS__CLIP(cg, clip);                           \
-            } else {                                                           \
+                w[i] = w[i] + mom[i];                                          \
+            }                                                                  \
+        } else {                                                               \
+            KVS__FOR_EACH(i, n, {                                              \
                 mom[i] = momentum * mom[i] - lr * wd * w[i]                    \
                          - lr * rescale * g[i];                                \
-            }                                                                  \
-            w[i] = w[i] + mom[i];                                              \
+                w[i] = w[i] + mom[i];                                          \
+            });                                                                \
         }                                                                      \
     }
 
