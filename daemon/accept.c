@@ -110,6 +110,7 @@ static void handshake(struct daemon *d, int fd)
     w->hup = 0;
     w->batch = NULL;
     w->backlog = NULL;
+    w->backlog_head = w->backlog_len = w->backlog_cap = 0;
     w->batch_len = 0;
     /* The worker gets a writable descriptor: sealed against resizing, or
      * it could shrink the segment under kvsd's mapping, and kvsd's next
@@ -135,7 +136,6 @@ static void handshake(struct daemon *d, int fd)
     w->staging = (unsigned char *)w->seg + l.staging_off;
     w->staging_size = l.staging_size;
     w->batch_tail = &w->batch;
-    w->backlog_tail = &w->backlog;
     w->rank = h.rank;
     w->pid = pid;
 

@@ -173,7 +173,7 @@ static void serve(struct daemon *d)
                     worker_release(d, w);
                 }
             }
-            if (w->state == W_LEFT && w->seg && !w->backlog)
+            if (w->state == W_LEFT && w->seg && !w->backlog_len)
                 worker_release(d, w);  /* its CLOSE is answered: reclaim */
             live += w->state == W_LIVE;
         }

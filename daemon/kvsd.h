@@ -55,11 +55,6 @@ struct req {
     struct req *next;
 };
 
-struct done {                          /* a completion waiting for room in a CQ */
-    struct kvs__cqe c;
-    struct done *next;
-};
-
 struct worker {
     _Atomic int state;                 /* enum wstate; written by the serve thread,
                                         * but FREE -> LIVE by the socket thread */
@@ -74,7 +69,9 @@ struct worker {
     unsigned char *staging;
     uint64_t staging_size;
     struct req *batch, **batch_tail;   /* requests of a list call not yet ended */
-    struct done *backlog, **backlog_tail;
+    struct kvs__cqe *backlog;          /* completions a full CQ had no room for: */
+    size_t backlog_head, backlog_len,  /* a ring of backlog_cap, oldest at head */
+           backlog_cap;
     int batch_len;
     int wake;                          /* ring its bell at the end of the serve pass:
                                         * once for all the completions of a pass */

@@ -44,30 +44,46 @@
 
 /* ---- completions ------------------------------------------------------ */
 
+/* Completions a backlog keeps room for once it is empty again. */
+#define BACKLOG_KEEP 4096
+
+/* Keeps c at the end of w's backlog, growing it by doubling. */
+static int backlog_add(struct worker *w, const struct kvs__cqe *c)
+{
+    if (w->backlog_len == w->backlog_cap) {
+        size_t cap = w->backlog_cap ? 2 * w->backlog_cap : 64;
+        struct kvs__cqe *b = malloc(sizeof *b * cap);
+
+        if (!b)
+            return -1;
+        for (size_t i = 0; i < w->backlog_len; i++)
+            b[i] = w->backlog[(w->backlog_head + i) % w->backlog_cap];
+        free(w->backlog);
+        w->backlog = b;
+        w->backlog_cap = cap;
+        w->backlog_head = 0;
+    }
+    w->backlog[(w->backlog_head + w->backlog_len) % w->backlog_cap] = *c;
+    w->backlog_len++;
+    return 0;
+}
+
 static void post(struct daemon *d, int wi, const struct kvs__cqe *c)
 {
     struct worker *w = &d->workers[wi];
-    struct done *dn;
     int err = 0;
     void *slot;
 
     if (w->state != W_LIVE)
         return;
-    if (!w->backlog && (slot = kvs__ring_reserve(&w->cq, &err)) != NULL) {
+    if (!w->backlog_len && (slot = kvs__ring_reserve(&w->cq, &err)) != NULL) {
         kvs__cqe_encode(c, slot);
         kvs__ring_commit(&w->cq);
         w->wake = 1;
         return;
     }
-    dn = malloc(sizeof *dn);
-    if (!dn) {
+    if (backlog_add(w, c) != 0)
         say(d, "out of memory for a completion to rank %d", w->rank);
-        return;
-    }
-    dn->c = *c;
-    dn->next = NULL;
-    *w->backlog_tail = dn;
-    w->backlog_tail = &dn->next;
 }
 
 void wake_workers(struct daemon *d)
@@ -91,17 +107,20 @@ void flush_backlog(struct daemon *d, struct worker *w)
     void *slot;
 
     (void)d;
-    while (w->backlog && (slot = kvs__ring_reserve(&w->cq, &err)) != NULL) {
-        struct done *dn = w->backlog;
-
-        kvs__cqe_encode(&dn->c, slot);
+    while (w->backlog_len && (slot = kvs__ring_reserve(&w->cq, &err)) != NULL) {
+        kvs__cqe_encode(&w->backlog[w->backlog_head], slot);
         kvs__ring_commit(&w->cq);
-        w->backlog = dn->next;
-        if (!w->backlog)
-            w->backlog_tail = &w->backlog;
-        free(dn);
+        w->backlog_head = (w->backlog_head + 1) % w->backlog_cap;
+        w->backlog_len--;
         posted = 1;
     }
+    if (!w->backlog_len && w->backlog_cap > BACKLOG_KEEP) {
+        free(w->backlog);              /* a long list's completions: not kept for later */
+        w->backlog = NULL;
+        w->backlog_cap = 0;
+    }
+    if (!w->backlog_len)
+        w->backlog_head = 0;
     if (posted)
         w->wake = 1;
 }
@@ -382,12 +401,9 @@ void worker_release(struct daemon *d, struct worker *w)
             p = &r->next;
         }
     }
-    while (w->backlog) {
-        struct done *dn = w->backlog;
-
-        w->backlog = dn->next;
-        free(dn);
-    }
+    free(w->backlog);
+    w->backlog = NULL;
+    w->backlog_head = w->backlog_len = w->backlog_cap = 0;
     if (w->seg)
         kvs__unmap(w->seg, w->seg_size);
     w->seg = NULL;

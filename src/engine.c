@@ -42,7 +42,7 @@ struct entry {
 
 struct kvs__engine {
     struct kvs__mem mem;
-    struct entry **slots;              /* open addressing, linear probing */
+    struct slot *slots;                /* open addressing, linear probing */
     size_t cap, len;                   /* cap a power of two, len <= cap / 2 */
     enum key_kind kind;                /* set by the first key stored */
     int nthreads;
@@ -112,28 +112,35 @@ static uint64_t key_hash(kvs_key_t k)
 
 /* ---- table ------------------------------------------------------------ */
 
-static struct entry **table_slot(struct entry **slots, size_t cap, kvs_key_t key)
-{
-    size_t i = key_hash(key) & (cap - 1);
+/* A slot keeps its key's hash beside the entry, so that a probe reads an
+ * entry (a cache miss in a big table) only when the hashes match. */
+struct slot {
+    uint64_t hash;
+    struct entry *ent;
+};
 
-    while (slots[i] && !key_eq(slots[i]->key, key))
+static struct slot *table_slot(struct slot *slots, size_t cap, kvs_key_t key, uint64_t hash)
+{
+    size_t i = hash & (cap - 1);
+
+    while (slots[i].ent && (slots[i].hash != hash || !key_eq(slots[i].ent->key, key)))
         i = (i + 1) & (cap - 1);
     return &slots[i];
 }
 
 static struct entry *table_get(const struct kvs__engine *eng, kvs_key_t key)
 {
-    return eng->cap ? *table_slot(eng->slots, eng->cap, key) : NULL;
+    return eng->cap ? table_slot(eng->slots, eng->cap, key, key_hash(key))->ent : NULL;
 }
 
 /* Makes room so that `extra` more keys can be put without failing. */
 static int table_reserve(struct kvs__engine *eng, size_t extra, struct kvs__err *e)
 {
     size_t need = eng->len + extra, cap = eng->cap ? eng->cap : 16;
-    struct entry **slots;
+    struct slot *slots;
 
     while (cap / 2 < need) {
-        if (cap > SIZE_MAX / 4)
+        if (cap > SIZE_MAX / 4 / sizeof *slots)
             return kvs__fail(e, -ENOMEM, "key table: too many keys");
         cap *= 2;
     }
@@ -143,8 +150,8 @@ static int table_reserve(struct kvs__engine *eng, size_t extra, struct kvs__err 
     if (!slots)
         return kvs__fail(e, -ENOMEM, "key table: out of memory for %zu slots", cap);
     for (size_t i = 0; i < eng->cap; i++)
-        if (eng->slots[i])
-            *table_slot(slots, cap, eng->slots[i]->key) = eng->slots[i];
+        if (eng->slots[i].ent)
+            *table_slot(slots, cap, eng->slots[i].ent->key, eng->slots[i].hash) = eng->slots[i];
     free(eng->slots);
     eng->slots = slots;
     eng->cap = cap;
@@ -157,13 +164,14 @@ static void entry_free(struct kvs__engine *eng, struct entry *ent);
  * the same key. */
 static void table_put(struct kvs__engine *eng, struct entry *ent)
 {
-    struct entry **slot = table_slot(eng->slots, eng->cap, ent->key);
+    uint64_t hash = key_hash(ent->key);
+    struct slot *slot = table_slot(eng->slots, eng->cap, ent->key, hash);
 
-    if (*slot)
-        entry_free(eng, *slot);
+    if (slot->ent)
+        entry_free(eng, slot->ent);
     else
         eng->len++;
-    *slot = ent;
+    *slot = (struct slot){ hash, ent };
     eng->kind = kind_of(ent->key);
 }
 
@@ -356,8 +364,8 @@ int kvs__engine_foreach(struct kvs__engine *eng,
     if (!(list = malloc(sizeof *list * eng->len)))
         return kvs__fail(e, -ENOMEM, "out of memory for a list of %zu keys", eng->len);
     for (size_t i = 0; i < eng->cap; i++)
-        if (eng->slots[i])
-            list[n++] = eng->slots[i];
+        if (eng->slots[i].ent)
+            list[n++] = eng->slots[i].ent;
     qsort(list, n, sizeof *list, entry_order);
     for (size_t i = 0; i < n && rc == 0; i++) {
         const struct entry *ent = list[i];
@@ -956,9 +964,9 @@ out:
 static void drop_states(struct kvs__engine *eng)
 {
     for (size_t i = 0; i < eng->cap; i++) {
-        if (eng->slots[i]) {
-            kvs__optim_state_free(eng->slots[i]->ostate);
-            eng->slots[i]->ostate = NULL;
+        if (eng->slots[i].ent) {
+            kvs__optim_state_free(eng->slots[i].ent->ostate);
+            eng->slots[i].ent->ostate = NULL;
         }
     }
 }
@@ -1001,7 +1009,7 @@ int kvs__engine_save_states(struct kvs__engine *eng, const char *path, int dump_
     if (!recs)
         return kvs__fail(e, -ENOMEM, "out of memory for %zu state records", eng->len);
     for (size_t i = 0; i < eng->cap; i++) {
-        const struct entry *ent = eng->slots[i];
+        const struct entry *ent = eng->slots[i].ent;
 
         if (ent && ent->ostate)
             recs[n++] = (struct kvs__state_rec){ ent->key, ent->dtype, ent->ostate };
@@ -1123,7 +1131,7 @@ void kvs__engine_free(struct kvs__engine *eng)
     if (!eng)
         return;
     for (size_t i = 0; i < eng->cap; i++)
-        entry_free(eng, eng->slots[i]);
+        entry_free(eng, eng->slots[i].ent);
     free(eng->slots);
     kvs__optim_free(eng->optim);
     free(eng);
