@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "proto.h"
 #include "shm.h"
 
@@ -136,146 +137,9 @@ _Static_assert(KVS_MAX_KEY_LEN <= UINT16_MAX, "key_len is a u16");
 /* Text carried in the staging area (optimizer spec, state file path). */
 #define TEXT_MAX 4095
 
-/* ---- byte helpers ------------------------------------------------------- */
+/* ---- checks -------------------------------------------------------------- */
 
-static void put_u8(unsigned char *p, size_t off, uint8_t v)
-{
-    p[off] = v;
-}
-
-static void put_u16(unsigned char *p, size_t off, uint16_t v)
-{
-    p[off] = (unsigned char)v;
-    p[off + 1] = (unsigned char)(v >> 8);
-}
-
-/* Little-endian fields through memcpy and the <endian.h> swaps: one load
- * or store each where byte loops took some fifty instructions, and a
- * request slot has thirteen 64-bit fields. */
-static void put_u32(unsigned char *p, size_t off, uint32_t v)
-{
-    v = htole32(v);
-    memcpy(p + off, &v, sizeof v);
-}
-
-static void put_u64(unsigned char *p, size_t off, uint64_t v)
-{
-    v = htole64(v);
-    memcpy(p + off, &v, sizeof v);
-}
-
-static void put_i32(unsigned char *p, size_t off, int32_t v)
-{
-    put_u32(p, off, (uint32_t)v);      /* modulo 2^32: defined for every value */
-}
-
-static void put_i64(unsigned char *p, size_t off, int64_t v)
-{
-    put_u64(p, off, (uint64_t)v);
-}
-
-static uint8_t get_u8(const unsigned char *p, size_t off)
-{
-    return p[off];
-}
-
-static uint16_t get_u16(const unsigned char *p, size_t off)
-{
-    return (uint16_t)(p[off] | (unsigned)p[off + 1] << 8);
-}
-
-static uint32_t get_u32(const unsigned char *p, size_t off)
-{
-    uint32_t v;
-
-    memcpy(&v, p + off, sizeof v);
-    return le32toh(v);
-}
-
-static uint64_t get_u64(const unsigned char *p, size_t off)
-{
-    uint64_t v;
-
-    memcpy(&v, p + off, sizeof v);
-    return le64toh(v);
-}
-
-/* Two's complement back to signed without implementation-defined
- * conversions of out-of-range values. */
-static int32_t get_i32(const unsigned char *p, size_t off)
-{
-    uint32_t u = get_u32(p, off);
-
-    return u <= INT32_MAX ? (int32_t)u : (int32_t)(u - 0x80000000u) + INT32_MIN;
-}
-
-static int64_t get_i64(const unsigned char *p, size_t off)
-{
-    uint64_t u = get_u64(p, off);
-
-    return u <= INT64_MAX ? (int64_t)u : (int64_t)(u - 0x8000000000000000u) + INT64_MIN;
-}
-
-/* Copies n bytes that another process may be rewriting into a private
- * buffer. The barrier tells the compiler that the source may have changed
- * after the copy, so it can never replace a read of the copy by a second
- * read of the source (a double fetch the checks would not see). */
-static void copy_once(void *dst, const void *src, size_t n)
-{
-    memcpy(dst, src, n);
-    __asm__ __volatile__("" : : "r"(dst) : "memory");
-}
-
-/* Writes a string into a field of `size` bytes: at most size - 1 bytes of
- * it, a NUL, and zeros to the end, so a reused slot keeps nothing of its
- * last message. */
-static void put_text(unsigned char *p, size_t off, size_t size, const char *s)
-{
-    size_t n = strnlen(s, size - 1);
-
-    memcpy(p + off, s, n);
-    memset(p + off + n, 0, size - n);
-}
-
-/* 1 when bytes [off, off + n) are all zero. Eight bytes a step: a request
- * slot has some 400 bytes that must be zero, and kvsd checks every slot it
- * reads (byte by byte that was most of kvsd's instructions in a stream of
- * small pushes). */
-static int zeros(const unsigned char *p, size_t off, size_t n)
-{
-    uint64_t acc = 0, w;
-    size_t i = 0;
-
-    for (; i + sizeof w <= n; i += sizeof w) {
-        memcpy(&w, p + off + i, sizeof w);
-        acc |= w;
-    }
-    for (; i < n; i++)
-        acc |= p[off + i];
-    return acc == 0;
-}
-
-/* Reads a NUL-terminated text field into out (size bytes): the NUL must
- * lie within the field and every byte after it be zero. Returns the
- * length, or -1. */
-static long get_text(const unsigned char *p, size_t off, size_t size, char *out)
-{
-    const unsigned char *nul = memchr(p + off, 0, size);
-    size_t n;
-
-    if (nul == NULL)
-        return -1;
-    n = (size_t)(nul - (p + off));
-    if (!zeros(p, off + n, size - n))
-        return -1;
-    memcpy(out, p + off, n);
-    memset(out + n, 0, size - n);
-    return (long)n;
-}
-
-/* A status is success, a kvs code, or a negated errno; anything else in a
- * message means the sender is broken or hostile. */
-static int status_ok(int32_t s)
+int kvs__status_ok(int32_t s)
 {
     return s == 0 || (s >= -30999 && s <= -30000) || (s >= -4095 && s <= -1);
 }
@@ -425,7 +289,7 @@ int kvs__welcome_decode(const void *buf, size_t len, struct kvs__welcome *w,
     t.arena_size = get_u64(m, W_ARENA_SIZE);
     t.staging_off = get_u64(m, W_STAGING_OFF);
     t.staging_size = get_u64(m, W_STAGING_SIZE);
-    if (!status_ok(t.status))
+    if (!kvs__status_ok(t.status))
         return kvs__fail(e, KVS_EPROTO, "welcome: status %" PRId32 " is not an error code",
                          t.status);
     if (get_text(m, W_MSG, KVS__MSG_MAX, t.msg) < 0)
@@ -621,7 +485,7 @@ int kvs__ctl_reply_decode(const void *buf, size_t len, struct kvs__ctl_reply *r,
     t.version = get_u32(m, R_VERSION);
     t.status = get_i32(m, R_STATUS);
     t.len = tlen;
-    if (!status_ok(t.status))
+    if (!kvs__status_ok(t.status))
         return kvs__fail(e, KVS_EPROTO, "control reply: status %" PRId32
                          " is not an error code", t.status);
     copy_once(t.text, (const unsigned char *)buf + head, tlen);
@@ -839,7 +703,7 @@ int kvs__cqe_decode(const void *slot, uint64_t arena_size, struct kvs__cqe *c,
         || ((t.flags & KVS__CQE_HELD) && t.status != 0))
         return kvs__fail(e, KVS_EPROTO, "completion %" PRIu64 ": flags 0x%x", t.seq,
                          (unsigned)t.flags);
-    if (!status_ok(t.status))
+    if (!kvs__status_ok(t.status))
         return kvs__fail(e, KVS_EPROTO, "completion %" PRIu64 ": status %" PRId32
                          " is not an error code", t.seq, t.status);
     if (get_text(m, C_MSG, KVS__MSG_MAX, t.msg) < 0)

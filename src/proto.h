@@ -21,6 +21,10 @@
 #define KVS__JOB_MAX       64           /* job name bytes, without NUL */
 #define KVS__MSG_MAX       200          /* detail message bytes in a CQE, with NUL */
 
+/* 1 when a status read from a message is success, a kvs code or a negated
+ * errno; anything else means the sender is broken or hostile. */
+int kvs__status_ok(int32_t s);
+
 /* ---- handshake (socket) ---- */
 
 enum kvs__mode { KVS__MODE_SYNC = 1, KVS__MODE_ASYNC = 2 };

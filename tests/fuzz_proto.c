@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "proto.h"
+#include "wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -32,11 +33,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
             abort();                                                                      \
         }                                                                                 \
     } while (0)
-
-static int status_ok(int32_t s)
-{
-    return s == 0 || (s >= -30999 && s <= -30000) || (s >= -4095 && s <= -1);
-}
 
 static int hello_eq(const struct kvs__hello *a, const struct kvs__hello *b)
 {
@@ -105,7 +101,7 @@ static void welcome_one(const uint8_t *data, size_t size)
         return;
     }
     CHECK(size == KVS__WELCOME_BYTES);
-    CHECK(status_ok(w.status));
+    CHECK(kvs__status_ok(w.status));
     CHECK(strlen(w.msg) < KVS__MSG_MAX);
     if (w.status == 0) {
         CHECK(w.staging_off <= w.seg_size && w.staging_size <= w.seg_size - w.staging_off);
@@ -154,7 +150,7 @@ static void ctl_reply_one(const uint8_t *data, size_t size)
     }
     CHECK(kvs__msg_type(data, size) == KVS__MSG_CTL_REPLY);
     CHECK(r->version == KVS__PROTO_VERSION);
-    CHECK(status_ok(r->status));
+    CHECK(kvs__status_ok(r->status));
     CHECK(r->len <= KVS__CTL_TEXT_MAX && size == KVS__CTL_REPLY_HEAD + (size_t)r->len);
     CHECK(strlen(r->text) == r->len);
     for (size_t i = 0, k; i < r->len; i += k) {
@@ -223,7 +219,7 @@ static void cqe_one(const unsigned char *slot, uint64_t arena)
         CHECK(e.code == KVS_EPROTO);
         return;
     }
-    CHECK(status_ok(c.status));
+    CHECK(kvs__status_ok(c.status));
     CHECK((c.flags & ~(uint32_t)KVS__CQE_FLAGS) == 0);
     CHECK(!(c.flags & KVS__CQE_HELD) || c.status == 0);
     CHECK(strlen(c.msg) < KVS__MSG_MAX);
@@ -232,6 +228,52 @@ static void cqe_one(const unsigned char *slot, uint64_t arena)
     CHECK(memcmp(re, slot, KVS__CQE_BYTES) == 0);
     CHECK(kvs__cqe_decode(re, arena, &c2, &e) == 0);
     CHECK(cqe_eq(&c, &c2));
+}
+
+/* The frames between hosts (wire.h): a head, and every payload decoder on
+ * what follows it; whatever decodes encodes back to the same bytes. */
+static void wire_one(const uint8_t *msg, size_t size)
+{
+    struct kvs__frame_head h, h2;
+    struct kvs__wire_hello he;
+    struct kvs__wire_challenge ch;
+    struct kvs__wire_proof pr;
+    struct kvs__wire_verdict ve;
+    struct kvs__err e;
+    const uint8_t *pl = size > KVS__WIRE_HEAD ? msg + KVS__WIRE_HEAD : msg;
+    size_t plen = size > KVS__WIRE_HEAD ? size - KVS__WIRE_HEAD : size;
+    unsigned char re[512];
+
+    if (kvs__frame_head_decode(msg, size < KVS__WIRE_HEAD ? size : KVS__WIRE_HEAD, 0, &h,
+                               &e) == 0) {
+        CHECK(size >= KVS__WIRE_HEAD && h.host < KVS__HOSTS_MAX);
+        CHECK(h.len == kvs__frame_payload_bytes(h.type) && h.len <= sizeof re);
+        kvs__frame_head_encode(&h, re);
+        CHECK(memcmp(re, msg, KVS__WIRE_HEAD) == 0);
+        CHECK(kvs__frame_head_decode(re, KVS__WIRE_HEAD, h.host + 1, &h2, &e) == 0);
+        CHECK(h2.type == h.type && h2.host == h.host && h2.len == h.len);
+    } else {
+        CHECK(e.code == KVS_EPROTO);
+    }
+    if (kvs__wire_hello_decode(pl, plen, &he, &e) == 0) {
+        CHECK(he.nhosts >= 1 && he.nhosts <= KVS__HOSTS_MAX);
+        CHECK(he.nworkers >= 1 && he.nworkers <= 1024 && strlen(he.job) <= KVS__JOB_MAX);
+        kvs__wire_hello_encode(&he, re);
+        CHECK(memcmp(re, pl, plen) == 0);
+    }
+    if (kvs__wire_challenge_decode(pl, plen, &ch, &e) == 0) {
+        kvs__wire_challenge_encode(&ch, re);
+        CHECK(memcmp(re, pl, plen) == 0);
+    }
+    if (kvs__wire_proof_decode(pl, plen, &pr, &e) == 0) {
+        kvs__wire_proof_encode(&pr, re);
+        CHECK(memcmp(re, pl, plen) == 0);
+    }
+    if (kvs__wire_verdict_decode(pl, plen, &ve, &e) == 0) {
+        CHECK(kvs__status_ok(ve.status) && strlen(ve.msg) < KVS__MSG_MAX);
+        kvs__wire_verdict_encode(&ve, re);
+        CHECK(memcmp(re, pl, plen) == 0);
+    }
 }
 
 /* Eight bytes at off as a little-endian size, or fallback when the input
@@ -262,6 +304,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     welcome_one(msg, size);
     ctl_request_one(msg, size);
     ctl_reply_one(msg, size);
+    wire_one(msg, size);
     if (size >= 5 && kvs__msg_type(msg, size) != 0)
         CHECK(kvs__msg_type(msg, size) == msg[4]);
 
@@ -406,6 +449,23 @@ static size_t make_seeds(struct seed *out)
     out[n].len = kvs__ctl_reply_encode(r, out[n].bytes);
     n++;
     free(r);
+    {
+        struct kvs__frame_head fh = { KVS__FRAME_HELLO, 1, 0 };
+        struct kvs__wire_hello wh = { .nhosts = 2, .nworkers = 2 };
+        struct kvs__wire_verdict wv = { KVS_EBADARG, "this host serves job 'a'" };
+
+        strcpy(wh.job, "job-a");
+        memset(wh.nonce, 0xa5, sizeof wh.nonce);
+        fh.len = kvs__frame_payload_bytes(KVS__FRAME_HELLO);
+        kvs__frame_head_encode(&fh, out[n].bytes);
+        kvs__wire_hello_encode(&wh, out[n].bytes + KVS__WIRE_HEAD);
+        out[n++].len = KVS__WIRE_HEAD + fh.len;
+        fh.type = KVS__FRAME_VERDICT;
+        fh.len = kvs__frame_payload_bytes(KVS__FRAME_VERDICT);
+        kvs__frame_head_encode(&fh, out[n].bytes);
+        kvs__wire_verdict_encode(&wv, out[n].bytes + KVS__WIRE_HEAD);
+        out[n++].len = KVS__WIRE_HEAD + fh.len;
+    }
     CHECK(n <= NSEEDS_MAX);
     return n;
 }

@@ -23,6 +23,10 @@ def test_buffers_and_views(job):
     assert job(2, 'buffers', 5).count('buffers ok') == 2
 
 
+def test_threads_on_one_handle(job):
+    assert job(2, 'threads', 20).count('threads ok') == 2
+
+
 def test_a_dead_worker_fails_the_others(job):
     rc, out = run_job(2, 'die', timeout=90)
     assert rc != 0, out                   # kvsrun reports the worker that died

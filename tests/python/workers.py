@@ -81,6 +81,37 @@ def buffers(rounds='5'):
     print('rank %d: buffers ok' % kv.rank)
 
 
+def threads(rounds='20'):
+    """Four Python threads on one dist_sync handle, each with its own keys:
+    the C library runs their calls at once (the GIL is released in every
+    call), and each thread's rounds sum right."""
+    import threading
+    kv = kvs.create('dist_sync')
+    n = kv.num_workers
+    nthreads = 4
+    kv.init(list(range(nthreads)), [np.zeros(256, np.float32)] * nthreads)
+    errors = []
+
+    def run(t):
+        try:
+            for i in range(int(rounds)):
+                got = kv.pushpull(t, np.full(256, kv.rank + i + t, np.float32),
+                                  out=np.zeros(256, np.float32))
+                want = sum(r + i + t for r in range(n))
+                assert (got == want).all(), (t, i, got[0], want)
+        except BaseException as e:    # noqa: B902 -- reported by the main thread
+            errors.append(e)
+
+    ts = [threading.Thread(target=run, args=(t,)) for t in range(nthreads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+    print('rank %d: threads ok' % kv.rank)
+
+
 def die():
     """Rank 1 dies after the init; rank 0's next wait fails with
     KVS_EPEERDEAD instead of hanging."""

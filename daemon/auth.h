@@ -1,0 +1,58 @@
+/*
+ * auth.h - hosts of a job prove to each other that they hold its secret
+ * (the handshake in wire.h): the secret file, nonces, and HMAC-SHA256
+ * proofs (libsodium). Not used by kvsd yet: jobs across hosts are being
+ * built on it.
+ */
+#ifndef KVS_AUTH_H
+#define KVS_AUTH_H
+
+#include <stdint.h>
+
+#include "error.h"
+#include "wire.h"
+
+#define KVS__SECRET_MIN 16             /* bytes of a secret file, after trailing whitespace */
+#define KVS__SECRET_MAX 65536
+
+struct kvs__secret {
+    unsigned char key[32];             /* SHA-256 of the file's bytes: the HMAC key */
+};
+
+/* Reads the job's secret from path: a regular file (not a link) that only
+ * its owner may read or write (mode 0600 or 0400: a secret readable by
+ * group or others is refused, with the chmod that fixes it), of 16 to
+ * 65,536 bytes once trailing whitespace (a final newline) is dropped.
+ * Errors: KVS_EBADARG (what is wrong, naming the file), -errno of open
+ * and read. Nothing of the secret stays in memory but *s. */
+int kvs__secret_load(const char *path, struct kvs__secret *s, struct kvs__err *e);
+
+/* Overwrites the secret. */
+void kvs__secret_wipe(struct kvs__secret *s);
+
+/* A nonce from the system's random source. Returns 0, or -1 when
+ * libsodium cannot start (no random source). */
+int kvs__auth_nonce(unsigned char nonce[KVS__NONCE_BYTES]);
+
+/* Which side of a handshake a proof comes from. */
+enum kvs__auth_side { KVS__AUTH_SERVER = 1, KVS__AUTH_CLIENT = 2 };
+
+/* The proof the given side makes: HMAC-SHA256, keyed with the secret, of
+ * the side, both nonces, both host ranks and the job, so that a proof
+ * is good for one handshake, one direction, one pair of hosts and one job
+ * only. */
+void kvs__auth_proof(const struct kvs__secret *s, enum kvs__auth_side side,
+                     const unsigned char client_nonce[KVS__NONCE_BYTES],
+                     const unsigned char server_nonce[KVS__NONCE_BYTES],
+                     uint32_t client_host, uint32_t server_host, const char *job,
+                     unsigned char proof[KVS__PROOF_BYTES]);
+
+/* 0 when proof is the one the side would make (compared in constant
+ * time), else KVS_EPROTO with a detail naming the side. */
+int kvs__auth_check(const struct kvs__secret *s, enum kvs__auth_side side,
+                    const unsigned char client_nonce[KVS__NONCE_BYTES],
+                    const unsigned char server_nonce[KVS__NONCE_BYTES],
+                    uint32_t client_host, uint32_t server_host, const char *job,
+                    const unsigned char proof[KVS__PROOF_BYTES], struct kvs__err *e);
+
+#endif

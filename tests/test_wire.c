@@ -1,0 +1,153 @@
+/*
+ * test_wire.c - the frames between hosts (src/wire.c): every message
+ * round-trips, and the decoders refuse what a broken or hostile peer
+ * could send, with a detail that says what was wrong. Their fuzzing is in
+ * fuzz_proto.c.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "wire.h"
+
+static void test_head_round_trip(void **state)
+{
+    struct kvs__frame_head h = { KVS__FRAME_CHALLENGE, 3, 64 }, out;
+    struct kvs__err e = { 0, "" };
+    unsigned char buf[KVS__WIRE_HEAD];
+
+    (void)state;
+    kvs__frame_head_encode(&h, buf);
+    assert_int_equal(kvs__frame_head_decode(buf, sizeof buf, 4, &out, &e), 0);
+    assert_int_equal(out.type, KVS__FRAME_CHALLENGE);
+    assert_int_equal(out.host, 3);
+    assert_int_equal(out.len, 64);
+    assert_int_equal(kvs__frame_head_decode(buf, sizeof buf, 0, &out, &e), 0);
+}
+
+/* One refusal: KVS_EPROTO, and the detail holds `says`. */
+static void refused(const unsigned char *buf, size_t len, uint32_t nhosts, const char *says)
+{
+    struct kvs__frame_head out = { 0, 77, 77 };
+    struct kvs__err e = { 0, "" };
+
+    assert_int_equal(kvs__frame_head_decode(buf, len, nhosts, &out, &e), KVS_EPROTO);
+    if (!strstr(e.msg, says))
+        fail_msg("detail \"%s\" does not say \"%s\"", e.msg, says);
+    assert_int_equal(out.host, 77);    /* left alone */
+}
+
+static void test_head_refusals(void **state)
+{
+    struct kvs__frame_head h = { KVS__FRAME_HELLO, 1, 112 };
+    unsigned char good[KVS__WIRE_HEAD], b[KVS__WIRE_HEAD];
+
+    (void)state;
+    assert_int_equal(kvs__frame_payload_bytes(KVS__FRAME_HELLO), 112);
+    kvs__frame_head_encode(&h, good);
+    refused(good, sizeof good - 1, 2, "head of 23 bytes");
+    refused(NULL, 0, 2, "head of 0 bytes");
+    memcpy(b, good, sizeof b);
+    b[0] ^= 1;
+    refused(b, sizeof b, 2, "bad magic");
+    memcpy(b, good, sizeof b);
+    b[8] = 9;
+    refused(b, sizeof b, 2, "wire version 9");
+    memcpy(b, good, sizeof b);
+    b[4] = 99;
+    refused(b, sizeof b, 2, "unknown type 99");
+    memcpy(b, good, sizeof b);
+    b[6] = 1;
+    refused(b, sizeof b, 2, "reserved");
+    refused(good, sizeof good, 1, "host 1 outside [0, 1)");
+    memcpy(b, good, sizeof b);
+    b[16] = 113;
+    refused(b, sizeof b, 2, "hello of 113 bytes, expected 112");
+    memcpy(b, good, sizeof b);
+    b[23] = 0x80;                      /* a length near 2^64 */
+    refused(b, sizeof b, 2, "expected 112");
+}
+
+static void test_hello(void **state)
+{
+    struct kvs__wire_hello m = { .nhosts = 3, .nworkers = 4 }, out, keep;
+    struct kvs__err e = { 0, "" };
+    unsigned char buf[112], bad[112];
+
+    (void)state;
+    memset(m.nonce, 0x5a, sizeof m.nonce);
+    strcpy(m.job, "train-1");
+    kvs__wire_hello_encode(&m, buf);
+    assert_int_equal(kvs__wire_hello_decode(buf, sizeof buf, &out, &e), 0);
+    assert_int_equal(out.nhosts, 3);
+    assert_int_equal(out.nworkers, 4);
+    assert_memory_equal(out.nonce, m.nonce, sizeof m.nonce);
+    assert_string_equal(out.job, "train-1");
+
+    keep = out;
+    assert_int_equal(kvs__wire_hello_decode(buf, sizeof buf - 1, &out, &e), KVS_EPROTO);
+    memcpy(bad, buf, sizeof bad);
+    bad[0] = 0;                        /* no hosts */
+    assert_int_equal(kvs__wire_hello_decode(bad, sizeof bad, &out, &e), KVS_EPROTO);
+    assert_non_null(strstr(e.msg, "0 hosts"));
+    memcpy(bad, buf, sizeof bad);
+    bad[5] = 8;                        /* 2052 workers */
+    assert_int_equal(kvs__wire_hello_decode(bad, sizeof bad, &out, &e), KVS_EPROTO);
+    memcpy(bad, buf, sizeof bad);
+    memset(bad + 40, 'a', 65);         /* no NUL in the job field */
+    assert_int_equal(kvs__wire_hello_decode(bad, sizeof bad, &out, &e), KVS_EPROTO);
+    memcpy(bad, buf, sizeof bad);
+    bad[40] = '/';                     /* a job name with a slash */
+    assert_int_equal(kvs__wire_hello_decode(bad, sizeof bad, &out, &e), KVS_EPROTO);
+    memcpy(bad, buf, sizeof bad);
+    bad[111] = 1;
+    assert_int_equal(kvs__wire_hello_decode(bad, sizeof bad, &out, &e), KVS_EPROTO);
+    assert_memory_equal(&out, &keep, sizeof out);
+}
+
+static void test_challenge_proof_verdict(void **state)
+{
+    struct kvs__wire_challenge c, c2;
+    struct kvs__wire_proof p, p2;
+    struct kvs__wire_verdict v = { KVS_EBADARG, "job 'a' has 2 hosts, not 3" }, v2;
+    struct kvs__err e = { 0, "" };
+    unsigned char buf[256];
+
+    (void)state;
+    for (int i = 0; i < KVS__NONCE_BYTES; i++)
+        c.nonce[i] = (unsigned char)i;
+    memset(c.proof, 0xee, sizeof c.proof);
+    kvs__wire_challenge_encode(&c, buf);
+    assert_int_equal(kvs__wire_challenge_decode(buf, 64, &c2, &e), 0);
+    assert_memory_equal(&c, &c2, sizeof c);
+    assert_int_equal(kvs__wire_challenge_decode(buf, 63, &c2, &e), KVS_EPROTO);
+
+    memset(p.proof, 0x11, sizeof p.proof);
+    kvs__wire_proof_encode(&p, buf);
+    assert_int_equal(kvs__wire_proof_decode(buf, 32, &p2, &e), 0);
+    assert_memory_equal(&p, &p2, sizeof p);
+
+    kvs__wire_verdict_encode(&v, buf);
+    assert_int_equal(kvs__wire_verdict_decode(buf, 208, &v2, &e), 0);
+    assert_int_equal(v2.status, KVS_EBADARG);
+    assert_string_equal(v2.msg, v.msg);
+    memset(buf, 0, 4);
+    buf[0] = 5;                        /* a positive status is no code */
+    assert_int_equal(kvs__wire_verdict_decode(buf, 208, &v2, &e), KVS_EPROTO);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_head_round_trip),
+        cmocka_unit_test(test_head_refusals),
+        cmocka_unit_test(test_hello),
+        cmocka_unit_test(test_challenge_proof_verdict),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
