@@ -1,8 +1,9 @@
 /*
  * shm.c - the operating-system plumbing under the multi-process store: the
  * user's private runtime directory, memfd segments (created, sealed,
- * re-opened read-only, checked, mapped) and the Unix SOCK_SEQPACKET socket
- * that carries the handshake and passes descriptors with SCM_RIGHTS.
+ * re-opened read-only, checked, mapped), the Unix SOCK_SEQPACKET socket
+ * that carries the handshake and passes descriptors with SCM_RIGHTS, and
+ * exact reads and writes on the byte streams between hosts.
  *
  * It owns no state. It must never block past a caller's deadline, never
  * follow a symbolic link or trust a directory another user could write,
@@ -528,4 +529,50 @@ fail_fds:
     for (int i = 0; i < ngot; i++)
         close(got[i]);
     return rc;
+}
+
+/* Byte streams (TCP): exactly len bytes, in as many calls as it takes. */
+int kvs__stream_write(int fd, const void *buf, size_t len, int64_t deadline_ns,
+                      struct kvs__err *e)
+{
+    const unsigned char *p = buf;
+    int rc;
+
+    while (len > 0) {
+        ssize_t n = EINTR_RETRY(send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT));
+
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return fail_errno(e, "send", NULL);
+        if ((rc = wait_fd(fd, POLLOUT, deadline_ns, "send", e)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int kvs__stream_read(int fd, void *buf, size_t len, int64_t deadline_ns, struct kvs__err *e)
+{
+    unsigned char *p = buf;
+    int rc;
+
+    while (len > 0) {
+        ssize_t n = EINTR_RETRY(recv(fd, p, len, MSG_DONTWAIT));
+
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return kvs__fail(e, -ECONNRESET, "recv: the peer closed the connection");
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return fail_errno(e, "recv", NULL);
+        if ((rc = wait_fd(fd, POLLIN, deadline_ns, "recv", e)) != 0)
+            return rc;
+    }
+    return 0;
 }

@@ -1,8 +1,9 @@
 /*
  * shm.h - the operating-system plumbing of the multi-process store: the
  * job's private directory, memfd segments (created, sealed, checked,
- * mapped), and the Unix socket that carries the handshake and passes memfds
- * (SCM_RIGHTS) between kvsd and its workers.
+ * mapped), the Unix socket that carries the handshake and passes memfds
+ * (SCM_RIGHTS) between kvsd and its workers, and exact reads and writes on
+ * byte streams (the TCP connections between hosts).
  *
  * Every wait takes an absolute CLOCK_MONOTONIC deadline in nanoseconds
  * (kvs__now_ns() in ring.h); every system call is retried on EINTR; every
@@ -77,5 +78,12 @@ int kvs__sock_send(int fd, const void *buf, size_t len, const int *fds, int nfds
  * closed). A closed peer is -ECONNRESET. *len and *nfds are set on success. */
 int kvs__sock_recv(int fd, void *buf, size_t cap, size_t *len, int *fds, int maxfds,
                    int *nfds, int64_t deadline_ns, struct kvs__err *e);
+
+/* Byte streams (a TCP connection): writes or reads exactly len bytes,
+ * waiting until deadline_ns (-ETIMEDOUT). A peer that closes before all of
+ * them came is -ECONNRESET. */
+int kvs__stream_write(int fd, const void *buf, size_t len, int64_t deadline_ns,
+                      struct kvs__err *e);
+int kvs__stream_read(int fd, void *buf, size_t len, int64_t deadline_ns, struct kvs__err *e);
 
 #endif
