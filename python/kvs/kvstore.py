@@ -251,18 +251,12 @@ class KVStore:
 
     # ---- lists --------------------------------------------------------------
 
-    def _inputs(self, pairs):
+    def _lists(self, pairs, writable):
+        """The C lists of (key, array) pairs: inputs, or outputs (writable)."""
         lists = _Lists(len(_one_kind(pairs)))
-        for i, (key, val) in enumerate(pairs):
+        for i, (key, arr) in enumerate(pairs):
             _pack_key(lists.keys, i, key, self._names)
-            lists.put(lists.arrays, i, val, False, 'value')
-        return lists
-
-    def _outputs(self, pairs):
-        lists = _Lists(len(_one_kind(pairs)))
-        for i, (key, out) in enumerate(pairs):
-            _pack_key(lists.keys, i, key, self._names)
-            lists.put(lists.arrays, i, out, True, 'out')
+            lists.put(lists.arrays, i, arr, writable, 'out' if writable else 'value')
         return lists
 
     def _kind(self, key):
@@ -296,7 +290,7 @@ class KVStore:
         types rank 0's value wins, and the call returns when every worker
         has made it."""
         pairs = _flatten(key, value, 'value')
-        lists = self._inputs(pairs)
+        lists = self._lists(pairs, False)
         self._check(_lib.lib.kvs_init(self.handle, lists.n, lists.keys, lists.arrays))
         for (k, _), kind in zip(pairs, lists.kinds):
             self._known[k] = kind
@@ -310,7 +304,7 @@ class KVStore:
             keys, arrays, keep = self._one(key, value, False, 'value')
             self._check(_lib.lib.kvs_push(self.handle, 1, keys, arrays, priority))
             return
-        lists = self._inputs(_flatten(key, value, 'value'))
+        lists = self._lists(_flatten(key, value, 'value'), False)
         self._check(_lib.lib.kvs_push(self.handle, lists.n, lists.keys, lists.arrays,
                                       int(priority)))
 
@@ -327,7 +321,7 @@ class KVStore:
             self._check(_lib.lib.kvs_pull(self.handle, 1, keys, arrays, priority))
             return out
         pairs, result = self._outs(key, out)
-        lists = self._outputs(pairs)
+        lists = self._lists(pairs, True)
         self._check(_lib.lib.kvs_pull(self.handle, lists.n, lists.keys, lists.arrays,
                                       int(priority)))
         return result
@@ -417,7 +411,7 @@ class KVStore:
                 ids += [_row_ids(x) for x in r]
             else:
                 ids += [_row_ids(r)] * n_outs
-        lists = self._outputs(pairs)
+        lists = self._lists(pairs, True)
         rows = _Lists(len(ids))
         for i, r in enumerate(ids):
             rows.put(rows.arrays, i, r, False, 'row_ids')
