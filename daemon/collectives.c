@@ -39,7 +39,7 @@ static size_t coll_bucket(const struct daemon *d, const struct coll *c)
     return coll_hash(c->op, c->key.name != NULL, c->key.id, c->key.name) & (d->coll_cap - 1);
 }
 
-static struct coll *coll_find(struct daemon *d, const struct kvs__sqe *s)
+static struct coll *coll_find(struct daemon *d, const struct rargs *s)
 {
     int str = (s->flags & KVS__SQE_STRKEY) != 0;
     int64_t id = s->op == KVS__OP_INIT && !str ? s->key_id : 0;
@@ -106,7 +106,6 @@ static void coll_unlink(struct daemon *d, struct coll *c)
 
 static void coll_free(struct coll *c)
 {
-    free(c->arrived);
     free((char *)c->key.name);
     free(c);
 }
@@ -252,9 +251,8 @@ void coll_arrive(struct daemon *d, struct req *r)
     if (!c) {
         int str = r->s.op == KVS__OP_INIT && (r->s.flags & KVS__SQE_STRKEY);
 
-        c = calloc(1, sizeof *c);
-        if (!c || !(c->arrived = calloc((size_t)d->nworkers, 1))
-            || (str && !(c->key.name = strdup(r->s.key_name)))) {
+        c = calloc(1, sizeof *c + (size_t)d->nworkers);
+        if (!c || (str && !(c->key.name = strdup(r->s.key_name)))) {
             if (c)
                 coll_free(c);
             complete(d, r, -ENOMEM, "kvsd: out of memory");

@@ -41,11 +41,28 @@ struct options {
 
 enum wstate { W_FREE, W_LIVE, W_LEFT, W_DEAD };
 
+/* What kvsd keeps of a request slot, once proto.c has checked it: the
+ * slot's fields but the key name, which only a string key has (then
+ * key_name is kvsd's own copy, else NULL). A list of many small keys makes
+ * hundreds of thousands of these: no room for a name that is seldom there. */
+struct rargs {
+    uint8_t op, flags;                 /* enum kvs__op, KVS__SQE_* */
+    kvs_dtype_t dtype;
+    int ndim;
+    int32_t priority;
+    uint64_t seq;
+    int64_t key_id;
+    char *key_name;
+    uint64_t data_off, data_len, arg;
+    int64_t shape[KVS_MAX_NDIM];
+};
+
 /* A request. A push's or an init's data is read from its worker's staging
  * area while `lent` (see KVS__CQE_HELD in proto.h), else from `copy`, which
- * kvsd made (a SPILL, a worker leaving, an init waiting for the others). */
+ * kvsd made (a SPILL, a worker leaving, an init waiting for the others).
+ * Requests are cut from blocks (struct req_block), not allocated one by one. */
 struct req {
-    struct kvs__sqe s;
+    struct rargs s;
     int w;                             /* worker index */
     uint8_t lent;                      /* data still in the worker's staging */
     uint8_t acked;                     /* completed early with KVS__CQE_HELD: the
@@ -53,6 +70,15 @@ struct req {
     void *copy;                        /* kvsd's copy of the data, or NULL */
     struct round *rd;                  /* PUSH, PULL: its key's rounds */
     struct req *next;
+    struct req_block *blk;             /* the block it was cut from */
+};
+
+/* Requests of consecutive slots, cut in order from one allocation: freed
+ * when the last of them is, once no longer the block being cut from. */
+#define REQ_BLOCK 512
+struct req_block {
+    int used, live;                    /* cut so far; of them, not freed yet */
+    struct req r[REQ_BLOCK];
 };
 
 struct worker {
@@ -101,6 +127,7 @@ struct round {
     struct round *next, **pprev;       /* in the daemon's open list while ncontrib > 0 */
     struct round *ready_next;          /* closing together with: see close_ready */
     int ready;                         /* every push is in: to close in this pass */
+    /* contrib, last and queued point here, in the same allocation */
 };
 
 /* A collective (init of a key, barrier): completes when every worker
@@ -108,11 +135,11 @@ struct round {
 struct coll {
     uint8_t op;
     kvs_key_t key;                     /* INIT: name owned */
-    unsigned char *arrived;
     int narrived;
     struct req *reqs;                  /* waiting, completed together */
     struct coll *next, **pprev;        /* the daemon's list */
     struct coll *hnext;                /* its bucket in the daemon's table */
+    unsigned char arrived[];           /* per worker; in the same allocation */
 };
 
 /* A control connection, checked by the socket thread, waiting for its
@@ -165,8 +192,8 @@ struct daemon {
     struct coll *colls;                /* waiting: a list, and a table by op and key */
     struct coll **coll_tab;
     struct coll *inits;                /* inits complete, values to store: finish_inits */
-    struct req *free_reqs;             /* freed requests kept for reuse */
-    int nfree_reqs;
+    struct req_block *blk;             /* the block requests are cut from, or NULL */
+    struct req_block *spare_blk;       /* an emptied block kept for the next, or NULL */
     size_t coll_cap, ncolls;           /* cap: 0 or a power of two */
     struct stats st;
 
@@ -237,7 +264,7 @@ void list_waits(const struct daemon *d, void (*line)(void *ctx, const char *text
  * worker that died) fails the job (fail_job) before the segment goes. */
 void worker_release(struct daemon *d, struct worker *w);
 
-/* Frees the requests kept for reuse (at teardown). */
+/* Frees the request blocks kept for reuse (at teardown). */
 void reqs_cache_free(struct daemon *d);
 
 /* Frees a key's rounds (the engine's front free). */
@@ -250,8 +277,8 @@ int serve_pending(struct daemon *d);
 int drain(struct daemon *d, int wi);
 
 /* A request's key and its array (data: where its value lies). */
-kvs_key_t req_key(const struct kvs__sqe *s);
-kvs_array_t req_array(const struct kvs__sqe *s, void *data);
+kvs_key_t req_key(const struct rargs *s);
+kvs_array_t req_array(const struct rargs *s, void *data);
 
 /* Answers r with status (msg its detail when status != 0) and frees it;
  * complete_list does so for every request of a list. */

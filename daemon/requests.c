@@ -125,12 +125,12 @@ void flush_backlog(struct daemon *d, struct worker *w)
         w->wake = 1;
 }
 
-kvs_key_t req_key(const struct kvs__sqe *s)
+kvs_key_t req_key(const struct rargs *s)
 {
     return (s->flags & KVS__SQE_STRKEY) ? KVS_STR_KEY(s->key_name) : KVS_INT_KEY(s->key_id);
 }
 
-kvs_array_t req_array(const struct kvs__sqe *s, void *data)
+kvs_array_t req_array(const struct rargs *s, void *data)
 {
     kvs_array_t a = { .data = data, .dtype = s->dtype, .ndim = s->ndim, .device = KVS_HOST };
 
@@ -154,50 +154,60 @@ static void *req_data(const struct daemon *d, const struct req *r)
     return r->copy ? r->copy : d->workers[r->w].staging + r->s.data_off;
 }
 
-/* Requests come and go by the hundred thousand in a long list call: the
- * freed ones are kept for the next (up to REQ_CACHE), not handed back to
- * malloc each time. */
-#define REQ_CACHE 65536
-
+/* Requests come and go by the hundred thousand in a long list call: they
+ * are cut in order from blocks of REQ_BLOCK, and a block goes back to
+ * malloc (or is kept as the one spare) when its last request is freed. */
 static struct req *req_new(struct daemon *d, int wi)
 {
-    struct req *r = d->free_reqs;
+    struct req_block *b = d->blk;
+    struct req *r;
 
-    if (r) {
-        d->free_reqs = r->next;
-        d->nfree_reqs--;
-    } else if (!(r = malloc(sizeof *r))) {
-        return NULL;
+    if (!b || b->used == REQ_BLOCK) {
+        if (b && b->live == 0) {       /* every request of it is freed already */
+            b->used = 0;
+        } else {
+            if (d->spare_blk) {
+                b = d->spare_blk;
+                d->spare_blk = NULL;
+            } else if (!(b = malloc(sizeof *b))) {
+                return NULL;
+            }
+            b->used = b->live = 0;
+            d->blk = b;
+        }
     }
+    r = &b->r[b->used++];
+    b->live++;
+    r->blk = b;
     r->w = wi;
     r->lent = r->acked = 0;
     r->copy = NULL;
     r->rd = NULL;
     r->next = NULL;
+    r->s.key_name = NULL;
     return r;
 }
 
 static void req_free(struct daemon *d, struct req *r)
 {
+    struct req_block *b = r->blk;
+
     free(r->copy);
-    if (d->nfree_reqs >= REQ_CACHE) {
-        free(r);
+    free(r->s.key_name);
+    if (--b->live > 0 || b == d->blk)
         return;
-    }
-    r->next = d->free_reqs;
-    d->free_reqs = r;
-    d->nfree_reqs++;
+    if (!d->spare_blk)
+        d->spare_blk = b;
+    else
+        free(b);
 }
 
 void reqs_cache_free(struct daemon *d)
 {
-    while (d->free_reqs) {
-        struct req *r = d->free_reqs;
-
-        d->free_reqs = r->next;
-        free(r);
-    }
-    d->nfree_reqs = 0;
+    /* Every request is freed by now: the current block is empty. */
+    free(d->blk);
+    free(d->spare_blk);
+    d->blk = d->spare_blk = NULL;
 }
 
 void complete(struct daemon *d, struct req *r, int status, const char *msg)
@@ -420,22 +430,18 @@ void worker_release(struct daemon *d, struct worker *w)
 static struct round *round_of(struct daemon *d, const struct kvs__entry_info *info)
 {
     struct round *r = *info->front;
+    size_t n;
 
     if (r)
         return r;
-    r = calloc(1, sizeof *r);
+    /* One allocation: a list of many keys makes a round for each. */
+    n = (size_t)d->nworkers;
+    r = calloc(1, sizeof *r + n * (sizeof *r->contrib + sizeof *r->last + sizeof *r->queued));
     if (!r)
         return NULL;
-    r->contrib = calloc((size_t)d->nworkers, sizeof *r->contrib);
-    r->last = calloc((size_t)d->nworkers, sizeof *r->last);
-    r->queued = calloc((size_t)d->nworkers, sizeof *r->queued);
-    if (!r->contrib || !r->last || !r->queued) {
-        free(r->contrib);
-        free(r->last);
-        free(r->queued);
-        free(r);
-        return NULL;
-    }
+    r->contrib = (struct req **)(r + 1);
+    r->last = (uint64_t *)(r->contrib + n);
+    r->queued = (int *)(r->last + n);
     r->value = info->value;
     r->bytes = info->bytes;
     *info->front = r;
@@ -450,9 +456,6 @@ void round_free(void *p)
      * goes, after fail_waiting has emptied every round; the open list
      * stays sound even so. */
     open_unlink(r);
-    free(r->contrib);
-    free(r->last);
-    free(r->queued);
     free(r);
 }
 
@@ -925,6 +928,26 @@ static void evict(struct daemon *d, struct worker *w, const char *why)
     worker_release(d, w);
 }
 
+/* What kvsd keeps of a checked slot: its name copied only for a string key. */
+static int req_args(struct rargs *a, const struct kvs__sqe *q, struct kvs__err *e)
+{
+    a->op = q->op;
+    a->flags = q->flags;
+    a->dtype = q->dtype;
+    a->ndim = q->ndim;
+    a->priority = q->priority;
+    a->seq = q->seq;
+    a->key_id = q->key_id;
+    a->data_off = q->data_off;
+    a->data_len = q->data_len;
+    a->arg = q->arg;
+    memcpy(a->shape, q->shape, sizeof a->shape[0] * (size_t)q->ndim);
+    a->key_name = NULL;
+    if ((q->flags & KVS__SQE_STRKEY) && !(a->key_name = strdup(q->key_name)))
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a key name");
+    return 0;
+}
+
 /* Reads every request a worker has posted. Returns 1 on progress. */
 int drain(struct daemon *d, int wi)
 {
@@ -932,6 +955,7 @@ int drain(struct daemon *d, int wi)
     struct kvs__err e = { 0, "" };
     int err = 0, progress = 0;
     const void *slot;
+    struct kvs__sqe q;
 
     while (w->state == W_LIVE && (slot = kvs__ring_peek(&w->sq, &err)) != NULL) {
         struct req *r = req_new(d, wi);
@@ -940,10 +964,15 @@ int drain(struct daemon *d, int wi)
             say(d, "out of memory reading rank %d's requests", w->rank);
             break;
         }
-        if (kvs__sqe_decode(slot, w->staging_size, &r->s, &e) != 0) {
+        if (kvs__sqe_decode(slot, w->staging_size, &q, &e) != 0) {
             req_free(d, r);
             evict(d, w, e.msg);
             return 1;
+        }
+        if (req_args(&r->s, &q, &e) != 0) {
+            req_free(d, r);
+            say(d, "out of memory reading rank %d's requests", w->rank);
+            break;
         }
         kvs__ring_pop(&w->sq);
         progress = 1;
