@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,11 +142,12 @@ static int init_value(const struct daemon *d, const struct coll *c, const struct
 }
 
 /* Stores one init's value; a full arena is said as such. */
-static int init_one(struct daemon *d, const struct req *first, struct kvs__err *e)
+static int init_one(struct daemon *d, const struct coll *c, const struct req *first,
+                    struct kvs__err *e)
 {
     char ks[KVS_MAX_KEY_LEN + 8];
     kvs_key_t key = req_key(&first->s);
-    kvs_array_t a = req_array(&first->s, first->copy);
+    kvs_array_t a = req_array(&first->s, c->value);
     uint64_t need = sizeof(struct kvs__block_head) + first->s.data_len;
     int rc = kvs__engine_init(d->eng, 1, &key, &a, 0, e);
 
@@ -187,7 +189,7 @@ void finish_inits(struct daemon *d)
             if (init_value(d, c, &first[i], &e) != 0)
                 continue;              /* stored alone below, with its error */
             keys[nok] = req_key(&first[i]->s);
-            vals[nok++] = req_array(&first[i]->s, first[i]->copy);
+            vals[nok++] = req_array(&first[i]->s, c->value);
         }
     }
     rc = nok > 0 && nok == n ? kvs__engine_init(d->eng, n, keys, vals, 0, &e) : -1;
@@ -198,7 +200,7 @@ void finish_inits(struct daemon *d)
 
         next = c->next;
         if (rc != 0)
-            status = init_value(d, c, &f, &one) ? one.code : init_one(d, f, &one);
+            status = init_value(d, c, &f, &one) ? one.code : init_one(d, c, f, &one);
         complete_list(d, c->reqs, status, one.msg);
         coll_free(c);
     }
@@ -239,19 +241,12 @@ void coll_arrive(struct daemon *d, struct req *r)
         complete(d, r, KVS_EBADARG, "this worker already waits in the same collective");
         return;
     }
-    /* An init's value is needed when the last worker arrives, and a worker
-     * may leave before that: kvsd keeps a copy. */
-    if (r->s.op == KVS__OP_INIT
-        && (!(r->copy = malloc(r->s.data_len ? r->s.data_len : 1)))) {
-        complete(d, r, -ENOMEM, "kvsd: out of memory for an init value");
-        return;
-    }
-    if (r->copy)
-        memcpy(r->copy, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
     if (!c) {
         int str = r->s.op == KVS__OP_INIT && (r->s.flags & KVS__SQE_STRKEY);
+        size_t head = (sizeof *c + (size_t)d->nworkers + 63) & ~(size_t)63,
+               vlen = r->s.op == KVS__OP_INIT ? r->s.data_len : 0;
 
-        c = calloc(1, sizeof *c + (size_t)d->nworkers);
+        c = head + vlen >= head ? calloc(1, head + vlen) : NULL;
         if (!c || (str && !(c->key.name = strdup(r->s.key_name)))) {
             if (c)
                 coll_free(c);
@@ -260,11 +255,23 @@ void coll_arrive(struct daemon *d, struct req *r)
         }
         c->op = r->s.op;
         c->key.id = r->s.op == KVS__OP_INIT && !str ? r->s.key_id : 0;
+        c->value = (unsigned char *)c + head;
+        c->value_len = vlen;
+        c->value_rank = INT_MAX;
         if (coll_link(d, c) != 0) {
             coll_free(c);
             complete(d, r, -ENOMEM, "kvsd: out of memory");
             return;
         }
+    }
+    /* An init's value is needed when the last worker arrives, and a worker
+     * may leave before that: kvsd keeps a copy of the lowest rank's so far,
+     * the only one stored. A value of another size than the first one's
+     * fails the init (init_value), and then no value is stored. */
+    if (r->s.op == KVS__OP_INIT && r->s.data_len == c->value_len
+        && d->workers[r->w].rank < c->value_rank) {
+        memcpy(c->value, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
+        c->value_rank = d->workers[r->w].rank;
     }
     c->arrived[r->w] = 1;
     c->narrived++;

@@ -81,6 +81,16 @@ struct req_block {
     struct req r[REQ_BLOCK];
 };
 
+/* A completion held back while its worker's CQ is full: a long list's
+ * answers wait here by the hundred thousand, so only a failure's message
+ * takes more room (msg: kvsd's copy, or NULL). */
+struct held_cqe {
+    uint64_t seq, value_off, value_len, round;
+    int32_t status;
+    uint32_t flags;
+    char *msg;
+};
+
 struct worker {
     _Atomic int state;                 /* enum wstate; written by the serve thread,
                                         * but FREE -> LIVE by the socket thread */
@@ -95,9 +105,9 @@ struct worker {
     unsigned char *staging;
     uint64_t staging_size;
     struct req *batch, **batch_tail;   /* requests of a list call not yet ended */
-    struct kvs__cqe *backlog;          /* completions a full CQ had no room for: */
-    size_t backlog_head, backlog_len,  /* a ring of backlog_cap, oldest at head */
-           backlog_cap;
+    struct held_cqe *backlog;          /* completions a full CQ had no room for: */
+    size_t backlog_head, backlog_len,  /* a ring of backlog_cap (0 or a power of */
+           backlog_cap;                /* two), oldest at head */
     int batch_len;
     int wake;                          /* ring its bell at the end of the serve pass:
                                         * once for all the completions of a pass */
@@ -139,6 +149,9 @@ struct coll {
     struct req *reqs;                  /* waiting, completed together */
     struct coll *next, **pprev;        /* the daemon's list */
     struct coll *hnext;                /* its bucket in the daemon's table */
+    unsigned char *value;              /* INIT: the lowest rank's value so far (of */
+    uint64_t value_len;                /* the first arrival's size), in the same */
+    int value_rank;                    /* allocation; that rank, INT_MAX: none yet */
     unsigned char arrived[];           /* per worker; in the same allocation */
 };
 

@@ -50,22 +50,39 @@
 /* Keeps c at the end of w's backlog, growing it by doubling. */
 static int backlog_add(struct worker *w, const struct kvs__cqe *c)
 {
+    struct held_cqe *h;
+
     if (w->backlog_len == w->backlog_cap) {
         size_t cap = w->backlog_cap ? 2 * w->backlog_cap : 64;
-        struct kvs__cqe *b = malloc(sizeof *b * cap);
+        struct held_cqe *b = malloc(sizeof *b * cap);
 
         if (!b)
             return -1;
         for (size_t i = 0; i < w->backlog_len; i++)
-            b[i] = w->backlog[(w->backlog_head + i) % w->backlog_cap];
+            b[i] = w->backlog[(w->backlog_head + i) & (w->backlog_cap - 1)];
         free(w->backlog);
         w->backlog = b;
         w->backlog_cap = cap;
         w->backlog_head = 0;
     }
-    w->backlog[(w->backlog_head + w->backlog_len) % w->backlog_cap] = *c;
+    h = &w->backlog[(w->backlog_head + w->backlog_len) & (w->backlog_cap - 1)];
+    *h = (struct held_cqe){ .seq = c->seq, .value_off = c->value_off,
+                            .value_len = c->value_len, .round = c->round,
+                            .status = c->status, .flags = c->flags };
+    if (c->msg[0] && !(h->msg = strdup(c->msg)))
+        return -1;
     w->backlog_len++;
     return 0;
+}
+
+/* Frees what w's backlog holds. */
+static void backlog_free(struct worker *w)
+{
+    for (size_t i = 0; i < w->backlog_len; i++)
+        free(w->backlog[(w->backlog_head + i) & (w->backlog_cap - 1)].msg);
+    free(w->backlog);
+    w->backlog = NULL;
+    w->backlog_head = w->backlog_len = w->backlog_cap = 0;
 }
 
 static void post(struct daemon *d, int wi, const struct kvs__cqe *c)
@@ -108,17 +125,23 @@ void flush_backlog(struct daemon *d, struct worker *w)
 
     (void)d;
     while (w->backlog_len && (slot = kvs__ring_reserve(&w->cq, &err)) != NULL) {
-        kvs__cqe_encode(&w->backlog[w->backlog_head], slot);
+        struct held_cqe *h = &w->backlog[w->backlog_head];
+        struct kvs__cqe c = { .seq = h->seq, .status = h->status, .flags = h->flags,
+                              .value_off = h->value_off, .value_len = h->value_len,
+                              .round = h->round };
+
+        if (h->msg) {
+            snprintf(c.msg, sizeof c.msg, "%s", h->msg);
+            free(h->msg);
+        }
+        kvs__cqe_encode(&c, slot);
         kvs__ring_commit(&w->cq);
-        w->backlog_head = (w->backlog_head + 1) % w->backlog_cap;
+        w->backlog_head = (w->backlog_head + 1) & (w->backlog_cap - 1);
         w->backlog_len--;
         posted = 1;
     }
-    if (!w->backlog_len && w->backlog_cap > BACKLOG_KEEP) {
-        free(w->backlog);              /* a long list's completions: not kept for later */
-        w->backlog = NULL;
-        w->backlog_cap = 0;
-    }
+    if (!w->backlog_len && w->backlog_cap > BACKLOG_KEEP)
+        backlog_free(w);               /* a long list's completions: not kept for later */
     if (!w->backlog_len)
         w->backlog_head = 0;
     if (posted)
@@ -411,9 +434,7 @@ void worker_release(struct daemon *d, struct worker *w)
             p = &r->next;
         }
     }
-    free(w->backlog);
-    w->backlog = NULL;
-    w->backlog_head = w->backlog_len = w->backlog_cap = 0;
+    backlog_free(w);
     if (w->seg)
         kvs__unmap(w->seg, w->seg_size);
     w->seg = NULL;
