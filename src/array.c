@@ -533,17 +533,9 @@ struct many_job {
 static void many_task(void *ctx, size_t begin, size_t end)
 {
     const struct many_job *job = ctx;
-    int lo = 0, hi = job->m;
 
-    while (lo < hi) {                  /* the first item that ends after begin */
-        int mid = lo + (hi - lo) / 2;
-
-        if (job->start[mid + 1] <= begin)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (int i = lo; i < job->m && job->start[i] < end; i++) {
+    for (int i = kvs__span_first(job->start, job->m, begin);
+         i < job->m && job->start[i] < end; i++) {
         const struct kvs__sum_item *it = &job->items[i];
         size_t es = kvs_dtype_size(it->dtype), s = job->start[i],
                bytes = job->start[i + 1] - s,

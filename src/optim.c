@@ -564,17 +564,9 @@ struct many_updates {
 static void many_range(void *ctx, size_t begin, size_t end)
 {
     const struct many_updates *mu = ctx;
-    int lo = 0, hi = mu->m;
 
-    while (lo < hi) {                  /* the first job that ends after begin */
-        int mid = lo + (hi - lo) / 2;
-
-        if (mu->start[mid + 1] <= begin)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (int i = lo; i < mu->m && mu->start[i] < end; i++) {
+    for (int i = kvs__span_first(mu->start, mu->m, begin);
+         i < mu->m && mu->start[i] < end; i++) {
         size_t s = mu->start[i], n = mu->start[i + 1] - s;
         size_t b = begin > s ? begin - s : 0, e = end - s < n ? end - s : n;
 

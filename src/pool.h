@@ -17,6 +17,24 @@
 void kvs__parallel_for(size_t n, size_t grain, int nthreads,
                        void (*fn)(void *ctx, size_t begin, size_t end), void *ctx);
 
+/* For a job of m items laid end to end (item i is [start[i], start[i+1]),
+ * start sorted): the first item that ends after pos, m when none does.
+ * A chunk [begin, end) of kvs__parallel_for starts at the item of begin. */
+static inline int kvs__span_first(const size_t *start, int m, size_t pos)
+{
+    int lo = 0, hi = m;
+
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+
+        if (start[mid + 1] <= pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* The default thread count described above. */
 int kvs__pool_default_threads(void);
 

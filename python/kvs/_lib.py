@@ -41,20 +41,6 @@ assert Array.device.offset == ARRAY_STRUCT.size - 8
 UPDATER = ctypes.CFUNCTYPE(ctypes.c_int, Key, ctypes.POINTER(Array), ctypes.POINTER(Array),
                            ctypes.c_void_p)
 
-# Error codes, as KVS_ERRNO_MAP in kvs.h lists them.
-ERRORS = {
-    -30001: 'KVS_EBADARG', -30002: 'KVS_EBADTYPE', -30003: 'KVS_ENOKEY',
-    -30004: 'KVS_EKEYEXISTS', -30005: 'KVS_EKEYKIND', -30006: 'KVS_ESHAPE',
-    -30007: 'KVS_EDTYPE', -30008: 'KVS_ESPEC', -30009: 'KVS_ENOTSUP',
-    -30010: 'KVS_EUPDATER', -30011: 'KVS_ENOOPT', -30012: 'KVS_ECORRUPT',
-    -30013: 'KVS_ERANGE', -30014: 'KVS_EDEVICE', -30015: 'KVS_EPEERDEAD',
-    -30016: 'KVS_ETIMEDOUT', -30017: 'KVS_EPROTO', -30018: 'KVS_ECLOSED',
-}
-
-EUPDATER = -30010
-OPT_INIT_ON_PUSH, OPT_THREADS, OPT_TIMEOUT_MS = 1, 2, 3
-
-
 def _candidates():
     env = os.environ.get('KVS_LIBRARY')
     if env:
@@ -119,6 +105,14 @@ for _name, (_res, _args) in _SIGS.items():
     _fn = getattr(lib, _name)
     _fn.restype = _res
     _fn.argtypes = _args
+
+
+# The library's own codes and names (KVS_ERRNO_MAP in kvs.h), asked of it:
+# {-30001: 'KVS_EBADARG', ...}.
+ERRORS = {code: name for code, name in
+          ((c, lib.kvs_err_name(c).decode()) for c in range(-30001, -31000, -1))
+          if name.startswith('KVS_E')}
+EUPDATER = next(code for code, name in ERRORS.items() if name == 'KVS_EUPDATER')
 
 
 def version():
