@@ -122,6 +122,7 @@ struct worker {
 struct round {
     void *value;                       /* the key's value in the arena, and its bytes */
     uint64_t bytes;
+    void *entry;                       /* the key's engine entry (kvs__push_item) */
     uint64_t done;                     /* rounds applied */
     int ncontrib;                      /* pushes in the open round */
     int nlive;                         /* of them, from workers still in the job: the
@@ -135,8 +136,7 @@ struct round {
     int fail_status;
     char fail_msg[KVS__MSG_MAX];
     struct round *next, **pprev;       /* in the daemon's open list while ncontrib > 0 */
-    struct round *ready_next;          /* closing together with: see close_ready */
-    int ready;                         /* every push is in: to close in this pass */
+    int ready;                         /* every push is in: in the daemon's ready[] */
     /* contrib, last and queued point here, in the same allocation */
 };
 
@@ -202,6 +202,8 @@ struct daemon {
     struct req *pending;               /* sorted: priority high first, then arrival;
                                         * pulls, and sync pushes not in a round yet */
     struct round *open;                /* rounds holding pushes */
+    struct round **ready;              /* of them, those a serve pass closes together */
+    size_t nready, ready_cap;
     struct coll *colls;                /* waiting: a list, and a table by op and key */
     struct coll **coll_tab;
     struct coll *inits;                /* inits complete, values to store: finish_inits */

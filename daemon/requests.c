@@ -231,6 +231,9 @@ void reqs_cache_free(struct daemon *d)
     free(d->blk);
     free(d->spare_blk);
     d->blk = d->spare_blk = NULL;
+    free(d->ready);
+    d->ready = NULL;
+    d->nready = d->ready_cap = 0;
 }
 
 void complete(struct daemon *d, struct req *r, int status, const char *msg)
@@ -465,6 +468,7 @@ static struct round *round_of(struct daemon *d, const struct kvs__entry_info *in
     r->queued = (int *)(r->last + n);
     r->value = info->value;
     r->bytes = info->bytes;
+    r->entry = info->entry;
     *info->front = r;
     return r;
 }
@@ -504,62 +508,60 @@ static void insert_pending(struct daemon *d, struct req *r, struct place *h)
     h->priority = r->s.priority;
 }
 
-/* Pushes n values of one key (keys[] repeats it) through the engine,
- * under the stored value's seqlock: the engine sums them in one pass
- * straight into the value, or a chunk at a time beside the optimizer. */
-static int apply(struct daemon *d, struct round *rd, int n, const kvs_key_t *keys,
-                 const kvs_array_t *vals, struct kvs__err *e)
+/* Applies the pushes of the nr rounds rds[], each read from its worker's
+ * staging area, as one engine push of every key's entry (each key's
+ * inputs in rank order: the sum does not depend on who came first), under
+ * each value's seqlock: the engine sums them as one job over its threads,
+ * straight into the values (or beside the optimizer's update), without
+ * looking a key up again. All or nothing, as every engine call. The rounds
+ * are an array, not a list: a list call closes hundreds of thousands of
+ * them, and walking them as a list is a chain of cache misses. */
+static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
+                        struct kvs__err *e)
 {
+    struct kvs__push_item *items;
+    const void **in;
+    size_t total = 0, n = 0;
     int rc;
 
-    seq_begin(rd->value);
-    rc = kvs__engine_push(d->eng, n, keys, vals, e);
-    seq_end(rd->value);
+    if (nr == 0)
+        return 0;
+    if (nr > INT_MAX)
+        return kvs__fail(e, -ENOMEM, "kvsd: %zu rounds closing at once", nr);
+    for (size_t i = 0; i < nr; i++)
+        total += (size_t)rds[i]->ncontrib;
+    /* One allocation: the items, then every input (zeroed: GCC cannot
+     * tell that the loop below fills every item). */
+    if (!(items = calloc(1, sizeof *items * nr + sizeof *in * total)))
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory closing a round");
+    in = (const void **)(items + nr);
+    for (size_t i = 0; i < nr; i++) {
+        const struct round *rd = rds[i];
+
+        items[i] = (struct kvs__push_item){ rd->entry, rd->ncontrib, in + n };
+        for (int w = 0; w < d->nworkers; w++)
+            if (rd->contrib[w])
+                in[n++] = req_data(d, rd->contrib[w]);
+    }
+    for (size_t i = 0; i < nr; i++)
+        seq_begin(rds[i]->value);
+    rc = kvs__engine_push_entries(d->eng, (int)nr, items, e);
+    for (size_t i = 0; i < nr; i++)
+        seq_end(rds[i]->value);
+    free(items);
     return rc;
 }
 
-/* Applies the pushes of the rounds listed through ready_next, each read
- * from its worker's staging area, as one engine push of every key (each
- * repeated once per worker, in rank order: the sum does not depend on who
- * came first), under each value's seqlock: the engine sums them as one job
- * over its threads, straight into the values (or beside the optimizer's
- * update). All or nothing, as every engine call. */
-static int apply_rounds(struct daemon *d, struct round *list, struct kvs__err *e)
+/* An async push: applied alone, at once, under the value's seqlock. */
+static int apply_one(struct daemon *d, struct round *rd, const void *data, struct kvs__err *e)
 {
-    kvs_key_t *keys;
-    kvs_array_t *vals;
-    void **values;
-    int total = 0, nr = 0, n = 0, rc = 0;
+    const void *in[1] = { data };
+    struct kvs__push_item it = { rd->entry, 1, in };
+    int rc;
 
-    for (struct round *rd = list; rd; rd = rd->ready_next, nr++)
-        total += rd->ncontrib;
-    keys = malloc(sizeof *keys * (size_t)total);
-    vals = malloc(sizeof *vals * (size_t)total);
-    values = malloc(sizeof *values * (size_t)nr);
-    if (!keys || !vals || !values)
-        rc = kvs__fail(e, -ENOMEM, "kvsd: out of memory closing a round");
-    nr = 0;
-    for (struct round *rd = list; rd && rc == 0; rd = rd->ready_next) {
-        for (int i = 0; i < d->nworkers; i++) {
-            const struct req *r = rd->contrib[i];
-
-            if (!r)
-                continue;
-            keys[n] = req_key(&r->s);
-            vals[n++] = req_array(&r->s, req_data(d, r));
-        }
-        values[nr++] = rd->value;
-    }
-    if (rc == 0) {
-        for (int i = 0; i < nr; i++)
-            seq_begin(values[i]);
-        rc = kvs__engine_push(d->eng, n, keys, vals, e);
-        for (int i = 0; i < nr; i++)
-            seq_end(values[i]);
-    }
-    free(keys);
-    free(vals);
-    free(values);
+    seq_begin(rd->value);
+    rc = kvs__engine_push_entries(d->eng, 1, &it, e);
+    seq_end(rd->value);
     return rc;
 }
 
@@ -567,7 +569,6 @@ static int apply_rounds(struct daemon *d, struct round *list, struct kvs__err *e
  * workers through their pulls of the key, which wait for this round. */
 static void finish_round(struct daemon *d, struct round *rd, int status, const char *msg)
 {
-    rd->ready_next = NULL;
     rd->done++;
     d->st.rounds++;
     if (status != 0) {
@@ -578,25 +579,23 @@ static void finish_round(struct daemon *d, struct round *rd, int status, const c
     round_empty(d, rd, status, msg);
 }
 
-/* Closes the rounds listed through ready_next, whose every push is in:
- * together, so that the sums of many keys share kvsd's threads. If that
- * fails (an optimizer refusing an integer key, memory), the engine has
- * changed nothing: each round is then tried alone and gets its own status,
- * so that one key's error is not another's. */
-static void close_ready(struct daemon *d, struct round *list)
+/* Closes the nr rounds rds[], whose every push is in: together, so that
+ * the sums of many keys share kvsd's threads. If that fails (an optimizer
+ * refusing an integer key, memory), the engine has changed nothing: each
+ * round is then tried alone and gets its own status, so that one key's
+ * error is not another's. */
+static void close_ready(struct daemon *d, struct round *const *rds, size_t nr)
 {
     struct kvs__err e = { 0, "" };
-    int status = apply_rounds(d, list, &e), alone = status != 0 && list->ready_next;
+    int status = apply_rounds(d, rds, nr, &e);
 
-    for (struct round *rd = list, *next; rd; rd = next) {
-        next = rd->ready_next;
-        if (alone) {
+    for (size_t i = 0; i < nr; i++) {
+        if (status != 0 && nr > 1) {
             struct kvs__err one = { 0, "" };
 
-            rd->ready_next = NULL;
-            finish_round(d, rd, apply_rounds(d, rd, &one), one.msg);
+            finish_round(d, rds[i], apply_rounds(d, &rds[i], 1, &one), one.msg);
         } else {
-            finish_round(d, rd, status, e.msg);
+            finish_round(d, rds[i], status, e.msg);
         }
     }
 }
@@ -607,16 +606,33 @@ static int close_round(struct daemon *d, struct round *rd)
 {
     if (rd->ncontrib == 0 || rd->nlive < expected(d))
         return 0;
-    rd->ready_next = NULL;
-    close_ready(d, rd);
+    close_ready(d, &rd, 1);
     return 1;
+}
+
+/* Keeps rd among the rounds this pass closes; without memory to keep
+ * it, closes it at once. */
+static void ready_add(struct daemon *d, struct round *rd)
+{
+    if (d->nready == d->ready_cap) {
+        size_t cap = d->ready_cap ? 2 * d->ready_cap : 1024;
+        struct round **r = realloc(d->ready, sizeof *r * cap);
+
+        if (!r) {
+            close_ready(d, &rd, 1);
+            return;
+        }
+        d->ready = r;
+        d->ready_cap = cap;
+    }
+    rd->ready = 1;
+    d->ready[d->nready++] = rd;
 }
 
 /* One pass over pending requests; returns 1 when something completed or
  * a push joined a round. */
 int serve_pending(struct daemon *d)
 {
-    struct round *ready = NULL;
     int progress = 0;
 
     for (struct req **p = &d->pending; *p;) {
@@ -659,17 +675,14 @@ int serve_pending(struct daemon *d)
         rd->queued[r->w]--;
         rd->nlive += d->workers[r->w].state == W_LIVE;
         progress = 1;
-        if (!rd->ready && rd->nlive >= expected(d)) {
-            rd->ready = 1;
-            rd->ready_next = ready;
-            ready = rd;
-        }
+        if (!rd->ready && rd->nlive >= expected(d))
+            ready_add(d, rd);
     }
     /* The rounds this pass filled close together (a list call of many keys
      * arrives in one pass); what waited on them goes in the next pass,
      * which starts from the top again, in priority order. */
-    if (ready)
-        close_ready(d, ready);
+    close_ready(d, d->ready, d->nready);
+    d->nready = 0;
     return progress;
 }
 
@@ -881,10 +894,7 @@ static void run_list(struct daemon *d, struct req *list)
         switch (r->s.op) {
         case KVS__OP_PUSH:
             if (!d->sync) {
-                kvs_key_t key = req_key(&r->s);
-                kvs_array_t a = req_array(&r->s, w->staging + r->s.data_off);
-
-                rc = apply(d, r->rd, 1, &key, &a, &e);
+                rc = apply_one(d, r->rd, w->staging + r->s.data_off, &e);
                 complete(d, r, rc, e.msg);
                 break;
             }

@@ -268,7 +268,8 @@ static void entry_info(struct entry *ent, struct kvs__entry_info *out)
     *out = (struct kvs__entry_info){ .value = ent->value, .bytes = ent->bytes,
                                      .count = ent->count, .dtype = ent->dtype,
                                      .ndim = ent->ndim, .shape = ent->shape,
-                                     .version = ent->version, .front = &ent->front };
+                                     .version = ent->version, .front = &ent->front,
+                                     .entry = ent };
 }
 
 int kvs__engine_lookup(struct kvs__engine *eng, kvs_key_t key, struct kvs__entry_info *out,
@@ -808,6 +809,31 @@ int kvs__engine_push(struct kvs__engine *eng, int n, const kvs_key_t *keys,
         return rc;
     if ((rc = plan_make(eng, n, keys, values, eng->init_on_push, &p, e)) != 0)
         return rc;
+    rc = push_run(eng, &p, e);
+    plan_free(eng, &p);
+    return rc;
+}
+
+int kvs__engine_push_entries(struct kvs__engine *eng, int n, const struct kvs__push_item *items,
+                             struct kvs__err *e)
+{
+    struct plan p;
+    int rc;
+
+    if (n < 0 || (n > 0 && !items))
+        return kvs__fail(e, KVS_EBADARG, "bad list of %d entries", n);
+    memset(&p, 0, sizeof p);
+    if (n == 0)
+        return 0;
+    if (!(p.groups = calloc((size_t)n, sizeof *p.groups)))
+        return kvs__fail(e, -ENOMEM, "out of memory for a push of %d keys", n);
+    p.ngroups = n;
+    for (int g = 0; g < n; g++) {
+        p.groups[g].ent = items[g].entry;
+        p.groups[g].k = items[g].k;
+        p.groups[g].in = items[g].in;
+        p.n += items[g].k;
+    }
     rc = push_run(eng, &p, e);
     plan_free(eng, &p);
     return rc;

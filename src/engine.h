@@ -80,6 +80,7 @@ struct kvs__entry_info {
     const int64_t *shape;
     uint64_t version;
     void **front;                      /* the front's own pointer for this key */
+    void *entry;                       /* the entry itself, for kvs__engine_push_entries */
 };
 /* 0, or KVS_ENOKEY with a detail. */
 int kvs__engine_lookup(struct kvs__engine *eng, kvs_key_t key, struct kvs__entry_info *out,
@@ -93,6 +94,18 @@ int kvs__engine_check(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t 
  * KVS_EDTYPE for an integer key under an optimizer. */
 int kvs__engine_check_push(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t *a,
                            struct kvs__entry_info *info, struct kvs__err *e);
+/* A push of k values of one stored key whose entry a front found
+ * beforehand (kvs__engine_check_push's info.entry, still valid): in[] has
+ * k inputs of the entry's dtype and size, as that check accepted them. */
+struct kvs__push_item {
+    void *entry;
+    int k;
+    const void **in;
+};
+/* kvs__engine_push of n such items, each of another key: no lookups, no
+ * grouping, the same sums and updates. All or nothing. */
+int kvs__engine_push_entries(struct kvs__engine *eng, int n, const struct kvs__push_item *items,
+                             struct kvs__err *e);
 /* Calls fn(ctx, key, info) for every stored key, in key order (int keys
  * ascending, string keys by strcmp), so that what a front shows of the
  * store does not depend on the table's layout. key.name and info are valid
