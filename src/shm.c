@@ -292,7 +292,9 @@ static int wait_fd(int fd, short events, int64_t deadline_ns, const char *what,
 
 int kvs__sock_listen(const char *path, int *fd, struct kvs__err *e)
 {
-    struct sockaddr_un a;
+    struct sockaddr_un a, t;
+    char tmp[sizeof a.sun_path + 8];
+    const char *at = path;
     int rc, s;
 
     if (fd == NULL)
@@ -300,30 +302,50 @@ int kvs__sock_listen(const char *path, int *fd, struct kvs__err *e)
     *fd = -1;
     if ((rc = sock_addr(path, &a, e)) != 0)
         return rc;
+    /* Bound and listening under a name of its own first, then linked to
+     * path (which fails when path exists, as bind would): the socket
+     * appears only once it accepts, so a worker that finds it never gets
+     * "connection refused". (A path too long for the extra name is bound
+     * as it is.) */
+    snprintf(tmp, sizeof tmp, "%s.new", path);
+    if (sock_addr(tmp, &t, NULL) == 0) {
+        unlink(tmp);
+        a = t;
+        at = tmp;
+    }
     /* Non-blocking, so that accept never waits past its deadline on a
      * connection that went away between poll and accept. */
     s = EINTR_RETRY(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (s < 0)
         return fail_errno(e, "socket for", path);
     if (EINTR_RETRY(bind(s, (const struct sockaddr *)&a, sizeof a)) != 0) {
-        rc = fail_errno(e, "bind", path);
+        rc = fail_errno(e, "bind", at);
         goto fail_sock;
     }
     /* bind honours the umask, which is process-wide state we must not
      * touch; the 0700 directory already keeps others out until chmod. */
-    if (EINTR_RETRY(chmod(path, 0600)) != 0) {
-        rc = fail_errno(e, "chmod", path);
+    if (EINTR_RETRY(chmod(at, 0600)) != 0) {
+        rc = fail_errno(e, "chmod", at);
         goto fail_bound;
     }
     if (EINTR_RETRY(listen(s, SOMAXCONN)) != 0) {
-        rc = fail_errno(e, "listen", path);
+        rc = fail_errno(e, "listen", at);
         goto fail_bound;
+    }
+    if (at != path) {
+        if (link(at, path) != 0) {
+            if (errno == EEXIST)
+                errno = EADDRINUSE;
+            rc = fail_errno(e, "bind", path);
+            goto fail_bound;
+        }
+        unlink(at);
     }
     *fd = s;
     return 0;
 
 fail_bound:
-    unlink(path);
+    unlink(at);
 fail_sock:
     close(s);
     return rc;
