@@ -57,6 +57,23 @@ struct rargs {
     int64_t shape[KVS_MAX_NDIM];
 };
 
+/* The requests of one table slot (KVS__SQE_TABLE, proto.h): they share its
+ * seq and are answered through it, each writing its result into the
+ * table in the worker's staging, the slot answered once for all. */
+struct tab {
+    uint64_t seq;
+    uint64_t res_off;                  /* the results, in the worker's staging */
+    int w;                             /* worker index */
+    uint32_t n;                        /* requests */
+    uint32_t live;                     /* of them, not freed yet: frees the table */
+    uint32_t answered;                 /* answered: at n, the table's completion */
+    uint32_t acked;                    /* taken early (sync pushes): at n, one HELD */
+    uint32_t lent;                     /* whose data kvsd still reads from staging */
+    uint8_t held;                      /* the HELD completion went out */
+    int32_t fail_idx, fail_status;     /* the first request that failed, -1: none */
+    char fail_msg[KVS__MSG_MAX];
+};
+
 /* A request. A push's or an init's data is read from its worker's staging
  * area while `lent` (see KVS__CQE_HELD in proto.h), else from `copy`, which
  * kvsd made (a SPILL, a worker leaving, an init waiting for the others).
@@ -71,6 +88,8 @@ struct req {
     struct round *rd;                  /* PUSH, PULL: its key's rounds */
     struct req *next;
     struct req_block *blk;             /* the block it was cut from */
+    struct tab *tab;                   /* its table, or NULL: a slot of its own */
+    uint32_t idx;                      /* its place in the table */
 };
 
 /* Requests of consecutive slots, cut in order from one allocation: freed

@@ -6,7 +6,9 @@
  * async pushes at once, and hands inits and barriers to collectives.c; it
  * posts completions, keeping those a full CQ has no room for in a backlog;
  * it evicts a worker whose ring or request is bad, and fails the job when a
- * worker dies, is evicted, or gives up waiting.
+ * worker dies, is evicted, or gives up waiting. A table slot (proto.h)
+ * becomes one request per entry, each answered into the table, the table
+ * once for all (struct tab).
  *
  * A sync push is answered at once (KVS__CQE_HELD: taken), so that a push
  * never waits for the other workers; it then waits in the pending queue
@@ -31,6 +33,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -208,6 +211,8 @@ static struct req *req_new(struct daemon *d, int wi)
     r->rd = NULL;
     r->next = NULL;
     r->s.key_name = NULL;
+    r->tab = NULL;
+    r->idx = 0;
     return r;
 }
 
@@ -217,6 +222,8 @@ static void req_free(struct daemon *d, struct req *r)
 
     free(r->copy);
     free(r->s.key_name);
+    if (r->tab && --r->tab->live == 0)
+        free(r->tab);
     if (--b->live > 0 || b == d->blk)
         return;
     if (!d->spare_blk)
@@ -236,9 +243,77 @@ void reqs_cache_free(struct daemon *d)
     d->nready = d->ready_cap = 0;
 }
 
-void complete(struct daemon *d, struct req *r, int status, const char *msg)
+/* A request of a table is answered: its result goes into the table in
+ * staging (while the worker is there to read it), and once every request
+ * of the table is, the table's one completion, with the first failure's
+ * status and message. */
+static void tab_answer(struct daemon *d, struct req *r, const struct kvs__cqe *c,
+                       const char *msg)
+{
+    struct tab *t = r->tab;
+    struct worker *w = &d->workers[t->w];
+
+    if (w->state == W_LIVE && w->seg)
+        kvs__tab_result_encode(w->staging + t->res_off + (uint64_t)r->idx * KVS__TAB_RESULT_BYTES,
+                               c->status, c->value_off);
+    if (c->status != 0 && (t->fail_idx < 0 || (int32_t)r->idx < t->fail_idx)) {
+        t->fail_idx = (int32_t)r->idx;
+        t->fail_status = c->status;
+        snprintf(t->fail_msg, sizeof t->fail_msg, "%s", msg ? msg : "");
+    }
+    if (++t->answered == t->n) {
+        struct kvs__cqe done = { .seq = t->seq, .status = t->fail_idx < 0 ? 0 : t->fail_status };
+
+        if (t->fail_idx >= 0)
+            snprintf(done.msg, sizeof done.msg, "%s", t->fail_msg);
+        post(d, t->w, &done);
+    }
+}
+
+/* kvsd no longer reads r's data from staging: the worker gets it back now
+ * by a release (release non-zero), or later with r's completion. A table's
+ * data goes back once none of its requests' is read any more. */
+static void unlent(struct daemon *d, struct req *r, int release)
+{
+    struct kvs__cqe c = { .flags = KVS__CQE_RELEASE };
+
+    if (!r->lent)
+        return;
+    r->lent = 0;
+    if (r->tab) {
+        if (--r->tab->lent > 0 || !release)
+            return;
+        c.seq = r->tab->seq;
+    } else {
+        if (!release)
+            return;
+        c.seq = r->s.seq;
+    }
+    post(d, r->w, &c);
+}
+
+/* Answers r (not freeing it): with its completion, or its result in its
+ * table. value: the round whose value the answer hands over, or NULL. */
+static void answer(struct daemon *d, struct req *r, int status, const char *msg,
+                   const struct round *value)
 {
     struct kvs__cqe c = { .seq = r->s.seq, .status = status };
+
+    if (value && status == 0)
+        value_cqe(d, value, &c);
+    if (r->tab) {
+        unlent(d, r, 0);               /* the table's completion returns it */
+        tab_answer(d, r, &c, msg);
+        return;
+    }
+    if (status && msg)
+        snprintf(c.msg, sizeof c.msg, "%s", msg);
+    post(d, r->w, &c);
+}
+
+void complete(struct daemon *d, struct req *r, int status, const char *msg)
+{
+    const struct round *value = NULL;
 
     if (status != 0) {
         d->st.failed++;
@@ -247,16 +322,15 @@ void complete(struct daemon *d, struct req *r, int status, const char *msg)
         d->st.bytes_pushed += r->s.data_len;
         /* pushpull: the value the push made, without a pull's round trip */
         if (r->s.flags & KVS__SQE_VALUE)
-            value_cqe(d, r->rd, &c);
+            value = r->rd;
     }
-    if (status && msg)
-        snprintf(c.msg, sizeof c.msg, "%s", msg);
-    post(d, r->w, &c);
+    answer(d, r, status, msg, value);
     req_free(d, r);
 }
 
 /* Answers a sync push as soon as it is taken: its call returns while the
- * data stays lent until the round closes (KVS__CQE_HELD). */
+ * data stays lent until the round closes (KVS__CQE_HELD). A table is
+ * answered so once all of its requests are taken. */
 static void ack(struct daemon *d, struct req *r)
 {
     struct kvs__cqe c = { .seq = r->s.seq, .flags = KVS__CQE_HELD };
@@ -264,21 +338,29 @@ static void ack(struct daemon *d, struct req *r)
     r->acked = 1;
     d->st.pushes++;
     d->st.bytes_pushed += r->s.data_len;
+    if (r->tab && ++r->tab->acked < r->tab->n)
+        return;
+    if (r->tab)
+        r->tab->held = 1;
     post(d, r->w, &c);
 }
 
 /* Ends a request: one answered early gets its data released, if kvsd
  * still borrowed it, and nothing else (its call has returned); any other
- * gets its completion. */
+ * gets its completion. A request of a table not answered as a whole yet
+ * (some of it was taken, some failed first) is answered like any other:
+ * the table's completion comes once every request has ended. */
 static void finish(struct daemon *d, struct req *r, int status, const char *msg)
 {
-    if (r->acked) {
-        struct kvs__cqe c = { .seq = r->s.seq, .flags = KVS__CQE_RELEASE };
-
+    if (r->acked && !(r->tab && !r->tab->held)) {
         if (status != 0)
             d->st.failed++;
-        if (r->lent)
-            post(d, r->w, &c);
+        unlent(d, r, 1);
+        req_free(d, r);
+        return;
+    }
+    if (r->acked) {
+        answer(d, r, status, msg, NULL);
         req_free(d, r);
         return;
     }
@@ -291,15 +373,12 @@ static void finish(struct daemon *d, struct req *r, int status, const char *msg)
  * request's data back once). */
 static int unlend(struct daemon *d, struct req *r)
 {
-    struct kvs__cqe c = { .seq = r->s.seq, .flags = KVS__CQE_RELEASE };
-
     if (!r->lent)
         return 0;
     if (!(r->copy = malloc(r->s.data_len ? r->s.data_len : 1)))
         return -ENOMEM;
     memcpy(r->copy, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
-    r->lent = 0;
-    post(d, r->w, &c);
+    unlent(d, r, 1);
     return 0;
 }
 
@@ -648,10 +727,7 @@ int serve_pending(struct daemon *d)
             if (d->sync && rd->last[r->w] != 0 && rd->failed_round == rd->last[r->w]) {
                 complete(d, r, rd->fail_status, rd->fail_msg);
             } else {
-                struct kvs__cqe c = { .seq = r->s.seq };
-
-                value_cqe(d, rd, &c);
-                post(d, r->w, &c);
+                answer(d, r, 0, NULL, rd);
                 req_free(d, r);
             }
             progress = 1;
@@ -901,6 +977,8 @@ static void run_list(struct daemon *d, struct req *list)
             /* Queued in its key's round until it joins one. */
             r->rd->queued[r->w]++;
             r->lent = 1;
+            if (r->tab)
+                r->tab->lent++;
             insert_pending(d, r, &at);
             if (!(r->s.flags & KVS__SQE_VALUE))
                 ack(d, r);
@@ -979,6 +1057,80 @@ static int req_args(struct rargs *a, const struct kvs__sqe *q, struct kvs__err *
     return 0;
 }
 
+/* Appends r to w's list call not yet ended. */
+static void batch_add(struct worker *w, struct req *r)
+{
+    *w->batch_tail = r;
+    w->batch_tail = &r->next;
+    w->batch_len++;
+}
+
+/* Frees a list of requests that never ran (no answers). */
+static void reqs_drop(struct daemon *d, struct req *r)
+{
+    while (r) {
+        struct req *next = r->next;
+
+        req_free(d, r);
+        r = next;
+    }
+}
+
+/* The requests of a table slot q of worker wi, read from its staging and
+ * checked (proto.c), appended to its list call: all of them, or none. 0;
+ * -ENOMEM; KVS_EPROTO when the table is bad (the worker is then evicted). */
+static int read_table(struct daemon *d, int wi, const struct kvs__sqe *q, struct kvs__err *e)
+{
+    struct worker *w = &d->workers[wi];
+    uint64_t res = q->arg * KVS__TAB_RESULT_BYTES;
+    const unsigned char *p = w->staging + q->data_off;
+    size_t left = (size_t)(q->data_len - res), used;
+    struct req *head = NULL, **tail = &head;
+    struct tab *t = malloc(sizeof *t);
+    int rc = 0;
+
+    if (!t)
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a table");
+    *t = (struct tab){ .seq = q->seq, .res_off = q->data_off + q->data_len - res, .w = wi,
+                       .n = (uint32_t)q->arg, .fail_idx = -1 };
+    for (uint32_t i = 0; i < t->n && rc == 0; i++) {
+        struct kvs__tab_entry te;
+        struct req *r;
+
+        if ((rc = kvs__tab_entry_decode(p, left, q->op, w->staging_size, &te, &used, e)) != 0)
+            break;
+        if (!(r = req_new(d, wi))) {
+            rc = kvs__fail(e, -ENOMEM, "kvsd: out of memory for a request");
+            break;
+        }
+        p += used;
+        left -= used;
+        r->s = (struct rargs){ .op = q->op, .flags = q->flags & KVS__SQE_VALUE,
+                               .dtype = te.dtype, .ndim = te.ndim, .priority = q->priority,
+                               .seq = q->seq, .key_id = te.key_id, .data_off = te.data_off,
+                               .data_len = te.data_len };
+        memcpy(r->s.shape, te.shape, sizeof te.shape[0] * (size_t)te.ndim);
+        r->tab = t;
+        r->idx = i;
+        t->live++;
+        *tail = r;
+        tail = &r->next;
+    }
+    if (rc == 0 && left != 0)
+        rc = kvs__fail(e, KVS_EPROTO, "request %" PRIu64 ": %zu bytes past its table's "
+                       "entries", q->seq, left);
+    if (rc != 0) {
+        if (!head)
+            free(t);
+        reqs_drop(d, head);            /* the last one frees t */
+        return rc;
+    }
+    *w->batch_tail = head;
+    w->batch_tail = tail;
+    w->batch_len += (int)t->n;
+    return 0;
+}
+
 /* Reads every request a worker has posted. Returns 1 on progress. */
 int drain(struct daemon *d, int wi)
 {
@@ -989,31 +1141,39 @@ int drain(struct daemon *d, int wi)
     struct kvs__sqe q;
 
     while (w->state == W_LIVE && (slot = kvs__ring_peek(&w->sq, &err)) != NULL) {
-        struct req *r = req_new(d, wi);
+        int rc;
 
-        if (!r) {
-            say(d, "out of memory reading rank %d's requests", w->rank);
-            break;
-        }
         if (kvs__sqe_decode(slot, w->staging_size, &q, &e) != 0) {
-            req_free(d, r);
             evict(d, w, e.msg);
             return 1;
         }
-        if (req_args(&r->s, &q, &e) != 0) {
-            req_free(d, r);
+        if (q.flags & KVS__SQE_TABLE) {
+            rc = read_table(d, wi, &q, &e);
+        } else {
+            struct req *r = req_new(d, wi);
+
+            if (!r)
+                rc = -ENOMEM;
+            else if ((rc = req_args(&r->s, &q, &e)) != 0)
+                req_free(d, r);
+            else
+                batch_add(w, r);
+        }
+        if (rc == KVS_EPROTO) {
+            evict(d, w, e.msg);
+            return 1;
+        }
+        if (rc != 0) {
             say(d, "out of memory reading rank %d's requests", w->rank);
             break;
         }
         kvs__ring_pop(&w->sq);
         progress = 1;
-        *w->batch_tail = r;
-        w->batch_tail = &r->next;
-        if (++w->batch_len > KVS__LIST_MAX) {
+        if (w->batch_len > KVS__LIST_MAX) {
             evict(d, w, "a list call of more than KVS__LIST_MAX requests");
             return 1;
         }
-        if (r->s.flags & KVS__SQE_LAST) {
+        if (q.flags & KVS__SQE_LAST) {
             struct req *list = w->batch;
 
             w->batch = NULL;

@@ -4,6 +4,10 @@
  * list calls as request slots on the worker's ring and waits for their
  * completions, and keeps track of the staging each call lends kvsd.
  *
+ * A list of many int-key inits, pushes or pulls goes as tables (proto.h,
+ * KVS__SQE_TABLE) in a range of staging the call takes for them: a slot
+ * and a completion per 4,096 requests instead of per request.
+ *
  * Threads: calls of several threads run at once. A short lock covers the
  * rings, the staging allocations and the table of calls waiting; one list
  * call is posted at a time (kvsd reads a list as consecutive slots); any
@@ -38,6 +42,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "client.h"
 #include "layout.h"
 #include "shm.h"
@@ -48,14 +53,24 @@
 #define CONNECT_WAIT_NS (10 * 1000000000ll) /* handshake deadline */
 #define EXPLAIN_MS      1000                /* for kvsd to say what a call timed out on */
 
-/* A list call waiting for its completions. */
+/* A list call waiting for its completions: one per slot it posted. */
 struct kvs__waiter {
-    uint64_t base;                     /* seq of its first request */
-    int n, done;
-    struct kvs__answers *ans;
-    unsigned char *got;
+    uint64_t base;                     /* seq of its first slot */
+    int n, done;                       /* slots; of them, completed */
+    int nreq;                          /* requests: n, or more in tables */
+    int tables;                        /* its slots are tables (KVS__SQE_TABLE) of
+                                        * KVS__TABLE_MAX requests, the last maybe fewer */
+    const uint64_t *res;               /* tables: per table, its results in staging */
+    struct kvs__answers *ans;          /* per request */
+    unsigned char *got;                /* per slot */
     struct kvs__waiter *next;
 };
+
+/* Lists at least this long go in tables: shorter ones, slot by slot. */
+#define TABLE_MIN 16
+/* Staging one table takes at most: entries of any ndim, and results. */
+#define TABLE_BYTES \
+    ((uint64_t)KVS__TABLE_MAX * (KVS__TAB_ENTRY_BYTES(KVS_MAX_NDIM) + KVS__TAB_RESULT_BYTES))
 
 /* ---- environment ------------------------------------------------------ */
 
@@ -332,6 +347,37 @@ static void hold_return(struct kvs__client *c, uint64_t seq)
     }
 }
 
+/* The answers of table t of w, whose completion q came: taken (a HELD
+ * completion), or each request's result as kvsd wrote it in the table,
+ * checked. Each answer's value_len was set when the table was made: the
+ * size of the value it expects, or 0. */
+static int table_answers(struct kvs__client *c, struct kvs__waiter *w, int t,
+                         const struct kvs__cqe *q, struct kvs__err *e)
+{
+    int begin = t * KVS__TABLE_MAX, end = begin + KVS__TABLE_MAX < w->nreq
+                                              ? begin + KVS__TABLE_MAX : w->nreq;
+    const unsigned char *res = c->staging + w->res[t];
+
+    for (int i = begin; i < end; i++, res += KVS__TAB_RESULT_BYTES) {
+        struct kvs__answer *a = &w->ans->a[i];
+        int32_t status = 0;
+        uint64_t off = 0;
+        int rc;
+
+        if (!(q->flags & KVS__CQE_HELD)
+            && (rc = kvs__tab_result_decode(res, c->arena_size, a->value_len, &status, &off,
+                                            e)) != 0)
+            return rc;
+        a->status = status;
+        a->value_off = off;
+        if (status != 0 && (w->ans->failed < 0 || i < w->ans->failed)) {
+            w->ans->failed = i;
+            memcpy(w->ans->msg, q->msg, sizeof w->ans->msg);
+        }
+    }
+    return 0;
+}
+
 /* Reaps the completion ring for every waiting call (c->lock held). *woke:
  * set when a call of another thread got completions. */
 static int reap(struct kvs__client *c, const struct kvs__waiter *self, int *woke,
@@ -362,10 +408,16 @@ static int reap(struct kvs__client *c, const struct kvs__waiter *self, int *woke
                                       "made or completed twice", (unsigned long long)q.seq);
         i = (int)(q.seq - w->base);
         w->got[i] = 1;
-        w->ans->a[i] = (struct kvs__answer){ q.status, q.value_off, q.value_len };
-        if (q.status != 0 && (w->ans->failed < 0 || i < w->ans->failed)) {
-            w->ans->failed = i;
-            memcpy(w->ans->msg, q.msg, sizeof w->ans->msg);
+        if (w->tables) {
+            if (table_answers(c, w, i, &q, &de) != 0)
+                return kvs__client_broken(c, e, KVS_EPROTO, "bad completion from kvsd: %s",
+                                          de.msg);
+        } else {
+            w->ans->a[i] = (struct kvs__answer){ q.status, q.value_off, q.value_len };
+            if (q.status != 0 && (w->ans->failed < 0 || i < w->ans->failed)) {
+                w->ans->failed = i;
+                memcpy(w->ans->msg, q.msg, sizeof w->ans->msg);
+            }
         }
         w->done++;
         if (w != self)
@@ -442,13 +494,54 @@ static void explain(kvs_t *kv, uint64_t seq, char *why, size_t size)
  * which kvsd is asked what the call waited for; else this one, without
  * asking. Returns 0 when every request got a completion (each with its own
  * status), else the error that broke the handle. */
+/* Writes table t of a list call of n requests (fill, ctx) at staging
+ * offset off, setting each answer's value_len to the size of the value
+ * it will hand over (0: none), and makes its slot in *q (all but seq and
+ * the end-of-list flag). *res: where its results go. 0, or KVS_EPROTO
+ * when the list is not one op of int keys (a caller's mistake). */
+static int table_make(struct kvs__client *c, kvs__fill_fn fill, const void *ctx, int n, int t,
+                      uint64_t off, struct kvs__answers *ans, struct kvs__sqe *q,
+                      uint64_t *res)
+{
+    int begin = t * KVS__TABLE_MAX, end = begin + KVS__TABLE_MAX < n ? begin + KVS__TABLE_MAX : n;
+    unsigned char *p = c->staging + off;
+
+    for (int i = begin; i < end; i++) {
+        struct kvs__sqe s;
+
+        fill(ctx, i, &s);
+        if (i == begin)
+            *q = (struct kvs__sqe){ .op = s.op, .flags = s.flags | KVS__SQE_TABLE,
+                                    .priority = s.priority, .arg = (uint64_t)(end - begin) };
+        else if (s.op != q->op || (s.flags | KVS__SQE_TABLE) != q->flags
+                 || s.priority != q->priority)
+            return KVS_EPROTO;
+        if ((s.flags & KVS__SQE_STRKEY)
+            || (s.op != KVS__OP_INIT && s.op != KVS__OP_PUSH && s.op != KVS__OP_PULL))
+            return KVS_EPROTO;
+        ans->a[i].value_len = 0;
+        if (s.op == KVS__OP_PULL || (s.flags & KVS__SQE_VALUE)) {
+            kvs_array_t a = { .dtype = s.dtype, .ndim = s.ndim };
+
+            memcpy(a.shape, s.shape, sizeof a.shape[0] * (size_t)s.ndim);
+            ans->a[i].value_len = kvs__array_count(&a) * kvs_dtype_size(s.dtype);
+        }
+        p += kvs__tab_entry_encode(&s, p);
+    }
+    *res = (uint64_t)(p - c->staging);
+    q->data_off = off;
+    q->data_len = *res - off + (uint64_t)(end - begin) * KVS__TAB_RESULT_BYTES;
+    return 0;
+}
+
 int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n,
                           struct kvs__answers *ans, struct kvs__hold *h, int64_t timeout_ms,
                           const char *what, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
     struct kvs__opts o;
-    struct kvs__waiter w = { .n = n, .ans = ans };
+    struct kvs__waiter w = { .n = n, .nreq = n, .ans = ans };
+    uint64_t *res = NULL, toff = 0;
     int64_t deadline;
     int sent = 0, rc = 0, quiet = 0, woke = 0;
 
@@ -456,12 +549,43 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n,
     if (timeout_ms)
         o.timeout_ms = timeout_ms;
     deadline = kvs__now_ns() + o.timeout_ms * 1000000ll;
-    if (!(w.got = calloc((size_t)(n ? n : 1), 1))) {
+    /* A long list goes in tables, in a range of staging of its own, when
+     * one fits: else slot by slot. */
+    if (n >= TABLE_MIN) {
+        int nt = (n + KVS__TABLE_MAX - 1) / KVS__TABLE_MAX;
+        struct kvs__err te = { 0, "" };
+
+        if ((res = malloc(sizeof *res * (size_t)nt)) != NULL
+            && kvs__client_xfer_take(kv, (uint64_t)nt * TABLE_BYTES, &toff, what, &te) == 0) {
+            w.tables = 1;
+            w.n = nt;
+            w.res = res;
+        } else if (te.code != 0 && te.code != -ENOSPC) {
+            free(res);
+            res = NULL;
+            rc = kvs__fail(e, te.code, "%s", te.msg);
+        } else {
+            free(res);
+            res = NULL;
+        }
+    }
+    if (rc != 0 || !(w.got = calloc((size_t)(w.n ? w.n : 1), 1))) {
         if (h) {
+            if (h->len) {
+                pthread_mutex_lock(&c->lock);
+                kvs__bufs_remove(&c->xfer, h->off, NULL);
+                pthread_mutex_unlock(&c->lock);
+            }
             free(h->returned);
             free(h);
         }
-        return kvs__fail(e, -ENOMEM, "out of memory");
+        if (w.tables) {
+            pthread_mutex_lock(&c->lock);
+            kvs__bufs_remove(&c->xfer, toff, NULL);
+            pthread_mutex_unlock(&c->lock);
+        }
+        free(res);
+        return rc ? rc : kvs__fail(e, -ENOMEM, "out of memory");
     }
     pthread_mutex_lock(&c->post);
     pthread_mutex_lock(&c->lock);
@@ -472,21 +596,23 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n,
             free(h->returned);
             free(h);
         }
+        if (w.tables)
+            kvs__bufs_remove(&c->xfer, toff, NULL);
         pthread_mutex_unlock(&c->post);
         goto out;
     }
     w.base = c->next_seq;
-    c->next_seq += (uint64_t)n;
+    c->next_seq += (uint64_t)w.n;
     ans->failed = -1;
     w.next = c->waiters;
     c->waiters = &w;
     if (h) {
         h->base = w.base;
-        h->n = h->refs = n;
+        h->n = h->refs = w.n;
         h->next = c->holds;
         c->holds = h;
     }
-    while (sent < n && rc == 0) {
+    while (sent < w.n && rc == 0) {
         int err = 0;
         void *s = kvs__ring_reserve(&c->sq, &err);
         uint32_t seen;
@@ -494,9 +620,17 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n,
         if (s) {
             struct kvs__sqe q;
 
-            fill(ctx, sent, &q);
+            if (!w.tables)
+                fill(ctx, sent, &q);
+            else if (table_make(c, fill, ctx, n, sent, toff + (uint64_t)sent * TABLE_BYTES,
+                                ans, &q, &res[sent]) != 0) {
+                rc = kvs__client_broken(c, e, KVS_EPROTO, "%s: a list of mixed requests",
+                                        what);
+                break;
+            }
             q.seq = w.base + (uint64_t)sent;
-            q.flags = (uint8_t)((q.flags & ~KVS__SQE_LAST) | (sent == n - 1 ? KVS__SQE_LAST : 0));
+            q.flags = (uint8_t)((q.flags & ~KVS__SQE_LAST)
+                                | (sent == w.n - 1 ? KVS__SQE_LAST : 0));
             kvs__sqe_encode(&q, s);
             kvs__ring_commit(&c->sq);
             sent++;
@@ -519,7 +653,7 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n,
     while (rc == 0) {
         uint32_t seen = kvs__bell_seq(c->wbell);
 
-        if ((rc = reap(c, &w, &woke, e)) != 0 || w.done == n)
+        if ((rc = reap(c, &w, &woke, e)) != 0 || w.done == w.n)
             break;
         if (!timeout_ms && kvs__now_ns() >= deadline) {
             char why[KVS__MSG_MAX], secs[32];
@@ -545,12 +679,17 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n,
             *p = w.next;
             break;
         }
+    /* kvsd is done with the tables once every slot is answered; a handle
+     * that broke keeps them lent. */
+    if (rc == 0 && w.tables)
+        kvs__bufs_remove(&c->xfer, toff, NULL);
 out:
     pthread_mutex_unlock(&c->lock);
     /* Siblings whose completions this thread reaped sleep on the same bell. */
     if (woke)
         kvs__bell_ring(c->wbell);
     free(w.got);
+    free(res);
     return rc;
 }
 

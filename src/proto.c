@@ -17,6 +17,7 @@
  */
 #include <endian.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "bytes.h"
@@ -504,6 +505,37 @@ int kvs__ctl_reply_decode(const void *buf, size_t len, struct kvs__ctl_reply *r,
 
 /* ---- SQE ---------------------------------------------------------------- */
 
+/* Why a dtype and shape make no value: */
+enum { SIZE_OK, SIZE_DTYPE, SIZE_SHAPE, SIZE_BYTES };
+
+/* The bytes of a value of dtype and shape (ndim extents, each >= 0) in
+ * *bytes, by the rule of kvs__array_check, which the engine applies: an
+ * empty array is empty however big its other extents, and a size must
+ * fit an int64. SIZE_OK, or why not. */
+static int value_size(kvs_dtype_t dtype, int ndim, const int64_t *shape, int64_t *bytes)
+{
+    int64_t es = (int64_t)kvs_dtype_size(dtype), count = 1;
+
+    if (es == 0)
+        return SIZE_DTYPE;
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] == 0)
+            count = 0;
+    for (int d = 0; d < ndim && count; d++)
+        if (__builtin_mul_overflow(count, shape[d], &count))
+            return SIZE_SHAPE;
+    return __builtin_mul_overflow(count, es, bytes) ? SIZE_BYTES : SIZE_OK;
+}
+
+/* The error of value_size's why, for what ("request 5 (PUSH)"). */
+static int size_fail(struct kvs__err *e, int why, const char *what, int dtype)
+{
+    if (why == SIZE_DTYPE)
+        return kvs__fail(e, KVS_EPROTO, "%s: unknown dtype %d", what, dtype);
+    return kvs__fail(e, KVS_EPROTO, "%s: %s overflows 64 bits", what,
+                     why == SIZE_SHAPE ? "shape" : "byte size");
+}
+
 void kvs__sqe_encode(const struct kvs__sqe *s, void *slot)
 {
     unsigned char *p = slot;
@@ -578,7 +610,8 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
                          (unsigned)t.op);
     if ((t.flags & ~KVS__SQE_FLAGS) != 0
         || ((t.flags & KVS__SQE_VALUE) && t.op != KVS__OP_PUSH)
-        || ((t.flags & KVS__SQE_STRKEY) && !op_has_array(t.op)))
+        || ((t.flags & KVS__SQE_STRKEY) && !op_has_array(t.op))
+        || ((t.flags & KVS__SQE_TABLE) && (!op_has_array(t.op) || (t.flags & KVS__SQE_STRKEY))))
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): unknown flags 0x%02x",
                          t.seq, name, (unsigned)t.flags);
     if (get_u16(m, S_RSV0) != 0 || get_u32(m, S_RSV1) != 0 ||
@@ -605,28 +638,26 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
         t.shape[d] = x;
     }
 
-    if (op_has_array(t.op)) {
-        int64_t es = (int64_t)kvs_dtype_size(t.dtype), count = 1, bytes;
-        int empty = 0;
+    if (t.flags & KVS__SQE_TABLE) {
+        if (t.dtype != 0 || t.ndim != 0 || t.key_id != 0 || t.key_len != 0)
+            return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): a table's slot with "
+                             "a key or an array", t.seq, name);
+        if (t.arg < 1 || t.arg > KVS__TABLE_MAX)
+            return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): a table of %" PRIu64
+                             " requests, expected 1 to %d", t.seq, name, t.arg, KVS__TABLE_MAX);
+        if (t.data_len < t.arg * (KVS__TAB_ENTRY_BYTES(0) + KVS__TAB_RESULT_BYTES))
+            return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): a table of %" PRIu64
+                             " requests in %" PRIu64 " bytes", t.seq, name, t.arg, t.data_len);
+    } else if (op_has_array(t.op)) {
+        int64_t bytes;
+        int rc = value_size(t.dtype, t.ndim, t.shape, &bytes);
 
-        if (es == 0)
-            return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): unknown dtype %d",
-                             t.seq, name, (int)t.dtype);
-        /* The rule of kvs__array_check, which the engine applies: an empty
-         * array is empty however big its other extents, and a size must fit
-         * an int64. */
-        for (int d = 0; d < t.ndim; d++)
-            if (t.shape[d] == 0)
-                empty = 1;
-        for (int d = 0; d < t.ndim && !empty; d++)
-            if (__builtin_mul_overflow(count, t.shape[d], &count))
-                return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): shape "
-                                 "overflows 64 bits", t.seq, name);
-        if (empty)
-            count = 0;
-        if (__builtin_mul_overflow(count, es, &bytes))
-            return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): byte size "
-                             "overflows 64 bits", t.seq, name);
+        if (rc != 0) {
+            char what[64];
+
+            snprintf(what, sizeof what, "request %" PRIu64 " (%s)", t.seq, name);
+            return size_fail(e, rc, what, (int)t.dtype);
+        }
         if ((t.op == KVS__OP_INIT || t.op == KVS__OP_PUSH) && t.data_len != (uint64_t)bytes)
             return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): %" PRIu64
                              " data bytes for a value of %" PRId64, t.seq, name,
@@ -661,6 +692,126 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
     t.key_name[t.key_len] = '\0';
 
     *s = t;
+    return 0;
+}
+
+/* ---- tables ------------------------------------------------------------- */
+
+/* A table's entry: KVS__TAB_ENTRY_BYTES(ndim) bytes */
+enum {
+    T_KEY_ID = 0,      /* i64 */
+    T_DTYPE = 8,       /* u8 */
+    T_NDIM = 9,        /* u8 */
+    T_RSV0 = 10,       /* 6 bytes, zero */
+    T_DATA_OFF = 16,   /* u64; PULL: zero */
+    T_SHAPE = 24,      /* ndim i64 */
+};
+
+/* A table's result: KVS__TAB_RESULT_BYTES */
+enum {
+    U_STATUS = 0,      /* i32 */
+    U_RSV0 = 4,        /* u32, zero */
+    U_VALUE_OFF = 8,   /* u64 */
+};
+
+_Static_assert(T_SHAPE == KVS__TAB_ENTRY_BYTES(0), "a table entry's head has another size");
+_Static_assert(U_VALUE_OFF + 8 == KVS__TAB_RESULT_BYTES, "a table result has another size");
+
+size_t kvs__tab_entry_encode(const struct kvs__sqe *s, void *p)
+{
+    unsigned char *m = p;
+    int ndim = s->ndim < 0 ? 0 : s->ndim > KVS_MAX_NDIM ? KVS_MAX_NDIM : s->ndim;
+
+    memset(m, 0, T_SHAPE);
+    put_i64(m, T_KEY_ID, s->key_id);
+    put_u8(m, T_DTYPE, (uint8_t)s->dtype);
+    put_u8(m, T_NDIM, (uint8_t)ndim);
+    put_u64(m, T_DATA_OFF, s->data_off);
+    for (int d = 0; d < ndim; d++)
+        put_i64(m, T_SHAPE + 8 * (size_t)d, s->shape[d]);
+    return KVS__TAB_ENTRY_BYTES(ndim);
+}
+
+int kvs__tab_entry_decode(const void *p, size_t avail, uint8_t op, uint64_t staging_size,
+                          struct kvs__tab_entry *t, size_t *used, struct kvs__err *e)
+{
+    unsigned char m[KVS__TAB_ENTRY_BYTES(KVS_MAX_NDIM)];
+    const char *name = op_name(op);
+    int64_t bytes;
+    uint64_t end;
+    size_t n;
+    int rc;
+
+    if (!name || !op_has_array(op))
+        return kvs__fail(e, KVS_EPROTO, "a table of op %u", (unsigned)op);
+    if (avail < T_SHAPE)
+        return kvs__fail(e, KVS_EPROTO, "table (%s): an entry in %zu bytes", name, avail);
+    copy_once(m, p, T_SHAPE);
+    t->ndim = get_u8(m, T_NDIM);
+    if (t->ndim > KVS_MAX_NDIM)
+        return kvs__fail(e, KVS_EPROTO, "table (%s): ndim %d, at most %d", name, t->ndim,
+                         KVS_MAX_NDIM);
+    n = KVS__TAB_ENTRY_BYTES(t->ndim);
+    if (avail < n)
+        return kvs__fail(e, KVS_EPROTO, "table (%s): an entry of %zu bytes in %zu", name, n,
+                         avail);
+    /* The shape follows the head: read once too, never the head again. */
+    copy_once(m + T_SHAPE, (const unsigned char *)p + T_SHAPE, n - T_SHAPE);
+    t->key_id = get_i64(m, T_KEY_ID);
+    t->dtype = (kvs_dtype_t)get_u8(m, T_DTYPE);
+    t->data_off = get_u64(m, T_DATA_OFF);
+    if (!zeros(m, T_RSV0, T_DATA_OFF - T_RSV0))
+        return kvs__fail(e, KVS_EPROTO, "table (%s): reserved bytes are not zero", name);
+    for (int d = 0; d < t->ndim; d++) {
+        t->shape[d] = get_i64(m, T_SHAPE + 8 * (size_t)d);
+        if (t->shape[d] < 0)
+            return kvs__fail(e, KVS_EPROTO, "table (%s): extent %" PRId64 " in dimension %d",
+                             name, t->shape[d], d);
+    }
+    if ((rc = value_size(t->dtype, t->ndim, t->shape, &bytes)) != 0) {
+        char what[32];
+
+        snprintf(what, sizeof what, "table (%s)", name);
+        return size_fail(e, rc, what, (int)t->dtype);
+    }
+    t->data_len = op == KVS__OP_PULL ? 0 : (uint64_t)bytes;
+    if (op == KVS__OP_PULL && t->data_off != 0)
+        return kvs__fail(e, KVS_EPROTO, "table (PULL): data at %" PRIu64, t->data_off);
+    if (__builtin_add_overflow(t->data_off, t->data_len, &end) || end > staging_size)
+        return kvs__fail(e, KVS_EPROTO, "table (%s): data %" PRIu64 "+%" PRIu64 " outside the "
+                         "staging area of %" PRIu64 " bytes", name, t->data_off, t->data_len,
+                         staging_size);
+    *used = n;
+    return 0;
+}
+
+void kvs__tab_result_encode(void *p, int32_t status, uint64_t value_off)
+{
+    unsigned char *m = p;
+
+    put_i32(m, U_STATUS, status);
+    put_u32(m, U_RSV0, 0);
+    put_u64(m, U_VALUE_OFF, value_off);
+}
+
+int kvs__tab_result_decode(const void *p, uint64_t arena_size, uint64_t value_len,
+                           int32_t *status, uint64_t *value_off, struct kvs__err *e)
+{
+    unsigned char m[KVS__TAB_RESULT_BYTES];
+    int32_t s;
+    uint64_t off;
+
+    copy_once(m, p, sizeof m);
+    s = get_i32(m, U_STATUS);
+    off = get_u64(m, U_VALUE_OFF);
+    if (!kvs__status_ok(s) || get_u32(m, U_RSV0) != 0)
+        return kvs__fail(e, KVS_EPROTO, "a table's result: status %" PRId32 " or reserved "
+                         "bytes", s);
+    if (s == 0 && value_len && (off > arena_size || value_len > arena_size - off))
+        return kvs__fail(e, KVS_EPROTO, "a table's result: value %" PRIu64 "+%" PRIu64
+                         " outside the arena of %" PRIu64 " bytes", off, value_len, arena_size);
+    *status = s;
+    *value_off = off;
     return 0;
 }
 

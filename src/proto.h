@@ -17,7 +17,7 @@
 #include "error.h"
 
 #define KVS__PROTO_MAGIC   0x3150534bu  /* "KSP1" little-endian */
-#define KVS__PROTO_VERSION 2u
+#define KVS__PROTO_VERSION 3u
 #define KVS__JOB_MAX       64           /* job name bytes, without NUL */
 #define KVS__MSG_MAX       200          /* detail message bytes in a CQE, with NUL */
 
@@ -170,7 +170,38 @@ struct kvs__sqe {
 #define KVS__SQE_VALUE 0x02            /* PUSH: complete with the key's value once
                                         * applied, as a PULL would (pushpull) */
 #define KVS__SQE_STRKEY 0x04           /* the key is key_name, a string (maybe empty) */
-#define KVS__SQE_FLAGS (KVS__SQE_LAST | KVS__SQE_VALUE | KVS__SQE_STRKEY)
+#define KVS__SQE_TABLE 0x08            /* INIT, PUSH, PULL of int keys: the slot stands
+                                        * for arg requests, listed in a table (below) */
+#define KVS__SQE_FLAGS (KVS__SQE_LAST | KVS__SQE_VALUE | KVS__SQE_STRKEY | KVS__SQE_TABLE)
+
+/* A table: a list of many small keys in a few slots instead of a slot per
+ * key (a slot of 512 bytes, decoded and answered one by one, cost kvsd
+ * more than the key's whole work). A slot with KVS__SQE_TABLE carries the
+ * op, flags (but STRKEY), priority and seq of arg requests, 1 to
+ * KVS__TABLE_MAX; key, dtype and shape fields are zero. Its data range in
+ * staging holds the table: arg entries one after another, each
+ * KVS__TAB_ENTRY_BYTES(ndim) bytes (an int key, a dtype, a shape, and for
+ * INIT and PUSH where its data lies in staging), then arg results of
+ * KVS__TAB_RESULT_BYTES, nothing else. kvsd reads the entries once, when it
+ * reads the slot; it writes each request's result (a status, and for a
+ * PULL or a PUSH with KVS__SQE_VALUE the value's place in the arena) before
+ * it posts the table's one completion, which carries the status and
+ * message of the first request of the table that failed. A table of sync
+ * pushes without KVS__SQE_VALUE is answered by one KVS__CQE_HELD
+ * completion once all are taken, and its data returned by one
+ * KVS__CQE_RELEASE once kvsd reads none of it. The worker lends the whole
+ * range until the table's completion. */
+#define KVS__TABLE_MAX       4096
+#define KVS__TAB_ENTRY_BYTES(ndim) (24 + 8 * (size_t)(ndim))
+#define KVS__TAB_RESULT_BYTES 16
+
+struct kvs__tab_entry {
+    int64_t key_id;
+    kvs_dtype_t dtype;
+    int ndim;
+    int64_t shape[KVS_MAX_NDIM];
+    uint64_t data_off, data_len;       /* data_len: what the shape makes; PULL: 0, 0 */
+};
 
 /* A push's data (in staging) is lent to kvsd from its request until it is
  * returned: by a KVS__CQE_RELEASE entry with the push's seq once kvsd no
@@ -203,6 +234,23 @@ void kvs__sqe_encode(const struct kvs__sqe *s, void *slot);
  * within staging_size, text lengths. KVS_EPROTO with a detail otherwise. */
 int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
                     struct kvs__err *e);
+
+/* A table's entry, made from the request s would be (key_id, dtype, ndim,
+ * shape, data_off): writes KVS__TAB_ENTRY_BYTES(s->ndim) bytes at p and
+ * returns that count. */
+size_t kvs__tab_entry_encode(const struct kvs__sqe *s, void *p);
+/* Reads the entry at p, of the avail bytes left of a table of requests of
+ * op, into *t and its size into *used: checks what kvs__sqe_decode checks
+ * of a slot's key, dtype, shape and data range. KVS_EPROTO otherwise. */
+int kvs__tab_entry_decode(const void *p, size_t avail, uint8_t op, uint64_t staging_size,
+                          struct kvs__tab_entry *t, size_t *used, struct kvs__err *e);
+/* A table's result: status (0 or a negative code) and, when it hands over
+ * a value, its offset in the arena. decode checks the status, the
+ * reserved bytes, and that value_off + value_len (the size the worker
+ * expects, 0 when no value) lies in the arena. */
+void kvs__tab_result_encode(void *p, int32_t status, uint64_t value_off);
+int kvs__tab_result_decode(const void *p, uint64_t arena_size, uint64_t value_len,
+                           int32_t *status, uint64_t *value_off, struct kvs__err *e);
 
 void kvs__cqe_encode(const struct kvs__cqe *c, void *slot);
 /* Checks status range, message NUL, and value_off + value_len <= arena_size. */

@@ -4,8 +4,10 @@
  * by layer in its own order, from several threads, closes after its last
  * push, inits after rank 0 left, uses the empty string key, sends lists of
  * 100,000 keys, lets one worker set the optimizer, pulls rows by empty row
- * id lists, pushes zero-copy buffers in any order, and crowds threads into
- * a small staging area. argv[1] names the
+ * id lists, pushes zero-copy buffers in any order, crowds threads into
+ * a small staging area, and sends lists long enough to go in tables (with
+ * errors deep in them, and beside others in a staging area they crowd).
+ * argv[1] names the
  * scenario, argv[2] the store type (dist_sync by default); every value
  * pulled is checked. Exit 0 when all is right, 1 with a message when not.
  */
@@ -15,6 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <kvs.h>
 
@@ -404,6 +407,126 @@ static void crowded(void)
     free(z);
 }
 
+/* Lists long enough to go to kvsd in tables (several of them): keys of
+ * mixed dtypes and ndims in one init, a push (taken at once) then a pull,
+ * a pushpull; then lists with one bad key deep in a later table, which
+ * fail whole, naming that key, and change nothing. */
+static void tables(void)
+{
+    enum { NK = 10000 };
+    kvs_key_t *k = malloc(sizeof *k * NK);
+    kvs_array_t *a = malloc(sizeof *a * NK), *o = malloc(sizeof *o * NK);
+    double *v = malloc(sizeof *v * NK * 8), *w = malloc(sizeof *w * NK * 8);
+    const char *msg;
+    int rc;
+
+    if (!k || !a || !o || !v || !w)
+        die("out of memory");
+    for (int i = 0; i < NK; i++) {
+        int ndim = i % 4;
+
+        k[i] = KVS_INT_KEY(3 * i);
+        a[i] = (kvs_array_t){ .data = &v[8 * i], .dtype = i % 2 ? KVS_FLOAT64 : KVS_FLOAT32,
+                              .ndim = ndim, .shape = { 2, 2, 2 } };
+        o[i] = a[i];
+        o[i].data = &w[8 * i];
+    }
+    /* Every value is 8 elements or fewer: fill all 8 of each with x. */
+#define FILL(buf, x)                                                          \
+    for (int i = 0; i < NK; i++)                                              \
+        for (int j = 0; j < 8; j++) {                                         \
+            if (a[i].dtype == KVS_FLOAT32)                                    \
+                ((float *)&(buf)[8 * i])[j] = (float)(x);                     \
+            else                                                              \
+                (buf)[8 * i + j] = (x);                                       \
+        }
+#define CHECK_ALL(buf, x, what)                                               \
+    for (int i = 0; i < NK; i++) {                                            \
+        size_t n = (size_t)1 << (i % 4);                                      \
+        for (size_t j = 0; j < n; j++) {                                      \
+            double got = a[i].dtype == KVS_FLOAT32 ? ((float *)&(buf)[8 * i])[j] \
+                                                   : (buf)[8 * i + j];       \
+            if (got != (x))                                                   \
+                die("%s: key %d element %zu is %g, want %g", what, 3 * i, j,  \
+                    got, (double)(x));                                        \
+        }                                                                     \
+    }
+    FILL(v, 1);
+    ok(kvs_init(kv, NK, k, a), "init of a table's keys");
+    FILL(v, rank + 1);
+    ok(kvs_push(kv, NK, k, a, 0), "push of tables");
+    FILL(w, -1);
+    ok(kvs_pull(kv, NK, k, o, 0), "pull of tables");
+    CHECK_ALL(w, tri(nw), "pull after a push");
+    FILL(v, 2 * (rank + 1));
+    FILL(w, -1);
+    ok(kvs_pushpull(kv, NK, k, a, o, 0), "pushpull of tables");
+    CHECK_ALL(w, 2 * tri(nw), "pushpull");
+
+    /* Key 1 was never initialised: at index 9000, in the third table. */
+    k[9000] = KVS_INT_KEY(1);
+    rc = kvs_pull(kv, NK, k, o, 0);
+    msg = kvs_last_error(kv);
+    if (rc != KVS_ENOKEY || !strstr(msg, "key 1"))
+        die("pull with an unknown key: %s (%s), want KVS_ENOKEY naming key 1",
+            kvs_err_name(rc), msg);
+    k[9000] = KVS_INT_KEY(27000);
+    /* A shape of another size at index 5001 (a float64 key): the whole
+     * pushpull fails, and no key is pushed. */
+    a[5001].shape[0] = o[5001].shape[0] = 3;
+    rc = kvs_pushpull(kv, NK, k, a, o, 0);
+    msg = kvs_last_error(kv);
+    if (rc != KVS_ESHAPE || !strstr(msg, "15003"))
+        die("pushpull with a bad shape: %s (%s), want KVS_ESHAPE naming key 15003",
+            kvs_err_name(rc), msg);
+    a[5001].shape[0] = o[5001].shape[0] = 2;
+    FILL(w, -1);
+    ok(kvs_pull(kv, NK, k, o, 0), "pull after the failures");
+    CHECK_ALL(w, 2 * tri(nw), "values after failed lists");
+#undef FILL
+#undef CHECK_ALL
+    free(k), free(a), free(o), free(v), free(w);
+}
+
+/* Three pushes of 32 keys of 8 KB each, in tables, in a staging area of
+ * 1 MB (the job's kvsd runs with --staging 1M): the third does not fit
+ * beside the first two, which wait in their rounds for the other workers,
+ * so kvsd copies them out and returns their tables' data; then every
+ * value is pulled. */
+static void tables_spill(void)
+{
+    enum { NL = 3, NK = 32, N = 2048 };
+    static float v[NL][NK][N], w[NK][N];
+    kvs_key_t k[NL][NK];
+    kvs_array_t a[NL][NK], o[NK];
+
+    for (int l = 0; l < NL; l++)
+        for (int i = 0; i < NK; i++) {
+            k[l][i] = KVS_INT_KEY(100 * l + i);
+            a[l][i] = (kvs_array_t){ .data = v[l][i], .dtype = KVS_FLOAT32, .ndim = 1,
+                                     .shape = { N } };
+            fill(v[l][i], N, 0);
+        }
+    for (int l = 0; l < NL; l++)
+        ok(kvs_init(kv, NK, k[l], a[l]), "init");
+    /* The last rank comes late, so that the others' rounds wait for it
+     * (which only makes the spill likely: any order gives the same sums). */
+    if (rank == nw - 1)
+        usleep(300 * 1000);
+    for (int l = 0; l < NL; l++) {
+        for (int i = 0; i < NK; i++)
+            fill(v[l][i], N, (float)(rank + 1 + l));
+        ok(kvs_push(kv, NK, k[l], a[l], 0), "push of a list in tables");
+    }
+    for (int l = 0; l < NL; l++) {
+        for (int i = 0; i < NK; i++)
+            o[i] = (kvs_array_t){ .data = w[i], .dtype = KVS_FLOAT32, .ndim = 1, .shape = { N } };
+        ok(kvs_pull(kv, NK, k[l], o, 0), "pull");
+        for (int i = 0; i < NK; i++)
+            expect(w[i], N, tri(nw) + (float)(nw * l), "a list pushed beside others");
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -414,7 +537,7 @@ int main(int argc, char **argv)
         { "init_after_leave", init_after_leave }, { "empty_key", empty_key },
         { "many_keys", many_keys }, { "lone_optimizer", lone_optimizer },
         { "row_sparse_empty", row_sparse_empty }, { "buffers_order", buffers_order },
-        { "crowded", crowded },
+        { "crowded", crowded }, { "tables", tables }, { "tables_spill", tables_spill },
     };
     const char *type = argc > 2 ? argv[2] : "dist_sync";
     size_t i;

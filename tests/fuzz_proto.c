@@ -3,7 +3,8 @@
  * input is offered to all of them: as a hello, a welcome, a control request
  * and a control reply (its exact length; kvs__msg_type must name what its
  * head says), and, cut or zero-padded to a slot, as an SQE and a CQE under
- * a few staging/arena sizes (and one taken from the bytes after the slot).
+ * a few staging/arena sizes (and one taken from the bytes after the slot),
+ * and whole as a table's entries (of each op) and as a table's result.
  * Whatever a decoder accepts must keep the promises its callers rely on,
  * re-encode to the very bytes it came from, and decode again to the same
  * struct.
@@ -184,7 +185,12 @@ static void sqe_one(const unsigned char *slot, uint64_t staging)
     CHECK(s.ndim >= 0 && s.ndim <= KVS_MAX_NDIM);
     CHECK(s.key_len <= KVS_MAX_KEY_LEN && strlen(s.key_name) == s.key_len);
     CHECK(s.data_off <= staging && s.data_len <= staging - s.data_off);
-    if (s.op == KVS__OP_INIT || s.op == KVS__OP_PUSH || s.op == KVS__OP_PULL) {
+    if (s.flags & KVS__SQE_TABLE) {
+        CHECK(s.op == KVS__OP_INIT || s.op == KVS__OP_PUSH || s.op == KVS__OP_PULL);
+        CHECK(!(s.flags & KVS__SQE_STRKEY) && s.key_id == 0 && s.ndim == 0);
+        CHECK(s.arg >= 1 && s.arg <= KVS__TABLE_MAX);
+        CHECK(s.data_len >= s.arg * (KVS__TAB_ENTRY_BYTES(0) + KVS__TAB_RESULT_BYTES));
+    } else if (s.op == KVS__OP_INIT || s.op == KVS__OP_PUSH || s.op == KVS__OP_PULL) {
         int64_t count = 1, bytes;
 
         CHECK(kvs_dtype_size(s.dtype) != 0);
@@ -228,6 +234,58 @@ static void cqe_one(const unsigned char *slot, uint64_t arena)
     CHECK(memcmp(re, slot, KVS__CQE_BYTES) == 0);
     CHECK(kvs__cqe_decode(re, arena, &c2, &e) == 0);
     CHECK(cqe_eq(&c, &c2));
+}
+
+/* A table's entries, read one after another as kvsd reads them (for
+ * requests of op, in staging bytes of staging), and a table's result. */
+static void table_one(const uint8_t *data, size_t size, uint8_t op, uint64_t staging)
+{
+    unsigned char re[KVS__TAB_ENTRY_BYTES(KVS_MAX_NDIM)];
+    struct kvs__tab_entry t;
+    struct kvs__err e;
+    size_t used;
+
+    while (size > 0) {
+        struct kvs__sqe s = { .op = op };
+
+        if (kvs__tab_entry_decode(data, size, op, staging, &t, &used, &e) != 0) {
+            CHECK(e.code == KVS_EPROTO);
+            break;
+        }
+        CHECK(used == KVS__TAB_ENTRY_BYTES(t.ndim) && used <= size);
+        CHECK(t.ndim >= 0 && t.ndim <= KVS_MAX_NDIM && kvs_dtype_size(t.dtype) != 0);
+        for (int d = 0; d < t.ndim; d++)
+            CHECK(t.shape[d] >= 0);
+        CHECK(t.data_off <= staging && t.data_len <= staging - t.data_off);
+        CHECK(op != KVS__OP_PULL || (t.data_off == 0 && t.data_len == 0));
+        s.key_id = t.key_id;
+        s.dtype = t.dtype;
+        s.ndim = t.ndim;
+        memcpy(s.shape, t.shape, sizeof s.shape);
+        s.data_off = t.data_off;
+        CHECK(kvs__tab_entry_encode(&s, re) == used && memcmp(re, data, used) == 0);
+        data += used;
+        size -= used;
+    }
+}
+
+static void result_one(const uint8_t *data, size_t size, uint64_t arena, uint64_t value_len)
+{
+    unsigned char re[KVS__TAB_RESULT_BYTES];
+    struct kvs__err e;
+    uint64_t off;
+    int32_t st;
+
+    if (size < KVS__TAB_RESULT_BYTES)
+        return;
+    if (kvs__tab_result_decode(data, arena, value_len, &st, &off, &e) != 0) {
+        CHECK(e.code == KVS_EPROTO);
+        return;
+    }
+    CHECK(kvs__status_ok(st));
+    CHECK(st != 0 || value_len == 0 || (off <= arena && value_len <= arena - off));
+    kvs__tab_result_encode(re, st, off);
+    CHECK(memcmp(re, data, sizeof re) == 0);
 }
 
 /* The frames between hosts (wire.h): a head, and every payload decoder on
@@ -320,6 +378,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cqe_one(cqe, sizes[i]);
     cqe_one(cqe, size_at(data, size, KVS__CQE_BYTES, 1 << 20));
 
+    for (uint8_t op = KVS__OP_INIT; op <= KVS__OP_PULL; op++) {
+        table_one(msg, size, op, 4096);
+        table_one(msg, size, op, UINT64_MAX);
+    }
+    result_one(msg, size, 1 << 20, 0);
+    result_one(msg, size, 1 << 20, 64);
+
     free(cqe);
     free(sqe);
     free(msg);
@@ -407,6 +472,24 @@ static size_t make_seeds(struct seed *out)
                 out[n].bytes[KVS__SQE_BYTES + (size_t)i] = (unsigned char)(staging >> (8 * i));
             out[n].len += 8;
         }
+        n++;
+    }
+
+    {                                  /* a table slot, then its entries */
+        struct kvs__sqe s = { .op = KVS__OP_PUSH, .flags = KVS__SQE_TABLE | KVS__SQE_LAST,
+                              .seq = 5, .arg = 2, .data_off = 64, .data_len = 112 };
+        struct kvs__sqe a = { .op = KVS__OP_PUSH, .key_id = 7, .dtype = KVS_FLOAT16,
+                              .ndim = 2, .shape = { 3, 5 }, .data_off = 256 };
+
+        kvs__sqe_encode(&s, out[n].bytes);
+        out[n].len = KVS__SQE_BYTES;
+        n++;
+        out[n].len = kvs__tab_entry_encode(&a, out[n].bytes);
+        a.ndim = 0;
+        out[n].len += kvs__tab_entry_encode(&a, out[n].bytes + out[n].len);
+        n++;
+        kvs__tab_result_encode(out[n].bytes, 0, 4096);
+        out[n].len = KVS__TAB_RESULT_BYTES;
         n++;
     }
 

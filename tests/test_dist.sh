@@ -81,7 +81,8 @@ job 2 spill
 # What training code does (tests/dist_training): pushes in any order and
 # from threads, a close after the last push, an init after rank 0 left, the
 # empty string key, 100,000 keys in a call, a lone optimizer, empty row ids,
-# zero-copy buffers in any order, threads crowding a small staging area.
+# zero-copy buffers in any order, threads crowding a small staging area,
+# lists in tables (errors deep in them; a staging area they crowd).
 prog=$bld/tests/dist_training
 for n in 2 3; do job $n push_order; done
 for n in 2 3; do job $n threads; done
@@ -94,6 +95,8 @@ for type in dist_sync dist_async; do job 2 row_sparse_empty; done
 type=
 job 2 buffers_order
 job 3 crowded 0 --staging 20K
+for n in 2 3; do job $n tables; done
+job 2 tables_spill 0 --staging 1M
 prog=
 # The arena's tests (a full one, a 5 GB store) are in test_kvsrun.sh.
 

@@ -22,6 +22,18 @@
 #include "proto.h"
 #include "protoutil.h"
 
+/* The version after this one: refused, by number. */
+#define NEXT (KVS__PROTO_VERSION + 1)
+#define NEXT_TEXT next_text()
+
+static const char *next_text(void)
+{
+    static char b[32];
+
+    snprintf(b, sizeof b, "version %u", NEXT);
+    return b;
+}
+
 /* ---- helpers ------------------------------------------------------------ */
 
 static struct kvs__hello hello_ok(void)
@@ -161,7 +173,7 @@ static void test_hello_fields(void **state)
     struct kvs__hello h;
 
     (void)state;
-    h = hello_ok(); h.version = 3;          hello_bad(&h, "version 3");
+    h = hello_ok(); h.version = NEXT;       hello_bad(&h, NEXT_TEXT);
     h = hello_ok(); h.version = 0;          hello_bad(&h, "version 0");
     h = hello_ok(); h.mode = 0;             hello_bad(&h, "mode 0");
     h = hello_ok(); h.mode = 3;             hello_bad(&h, "mode 3");
@@ -308,7 +320,7 @@ static void test_welcome_fields(void **state)
     size_t j;
 
     (void)state;
-    w = welcome_ok(); w.version = 3;            welcome_bad(&w, "version 3");
+    w = welcome_ok(); w.version = NEXT;         welcome_bad(&w, NEXT_TEXT);
     w = welcome_ok(); w.status = 1;             welcome_bad(&w, "status 1");
     w = welcome_ok(); w.status = -5000;         welcome_bad(&w, "status -5000");
     w = welcome_ok(); w.status = -4096;         welcome_bad(&w, "status -4096");
@@ -451,7 +463,7 @@ static void test_ctl_request_fields(void **state)
     struct kvs__ctl_request q;
 
     (void)state;
-    q = ctlq_ok(KVS__CTL_STATUS); q.version = 3;        ctlq_bad(&q, "version 3");
+    q = ctlq_ok(KVS__CTL_STATUS); q.version = NEXT;     ctlq_bad(&q, NEXT_TEXT);
     q = ctlq_ok(KVS__CTL_STATUS); q.version = 0;        ctlq_bad(&q, "version 0");
     q = ctlq_ok(0);                                     ctlq_bad(&q, "command 0");
     q = ctlq_ok(KVS__CTL_STOP + 1);                     ctlq_bad(&q, "command 5");
@@ -745,9 +757,9 @@ static void test_ctl_reply_fields(void **state)
         free(r);
     }
     r = ctlr_new(0, "x");
-    r->version = 3;
+    r->version = NEXT;
     kvs__ctl_reply_encode(r, m);
-    ctlr_bytes_bad(m, KVS__CTL_REPLY_HEAD + 1, "version 3");
+    ctlr_bytes_bad(m, KVS__CTL_REPLY_HEAD + 1, NEXT_TEXT);
     r->version = KVS__PROTO_VERSION;
     kvs__ctl_reply_encode(r, m);
     m[2] ^= 4;

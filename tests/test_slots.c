@@ -4,7 +4,8 @@
  * their edge values; every single-field corruption is refused with
  * KVS_EPROTO; no byte of a slot is ignored by its decoder; and a slot
  * rewritten while it is decoded still decodes to a struct that keeps
- * every promise. Buffers are allocated at their exact sizes so that
+ * every promise. Tables (KVS__SQE_TABLE): their slots, entries and
+ * results, each refused field by field. Buffers are allocated at their exact sizes so that
  * AddressSanitizer sees any read past them. The socket messages are
  * tested in test_proto.c. Tests only proto.h; never a ring or a store.
  */
@@ -290,7 +291,7 @@ static void test_sqe_fields(void **state)
     s = sqe_ok(KVS__OP_PUSH); s.op = 11;         sqe_bad(&s, STAGING, "unknown op 11");
     s = sqe_ok(KVS__OP_PUSH); s.op = 255;        sqe_bad(&s, STAGING, "unknown op 255");
     s = sqe_ok(KVS__OP_PULL); s.flags = 0x02;    sqe_bad(&s, STAGING, "flags");
-    s = sqe_ok(KVS__OP_PUSH); s.flags = 0x08;    sqe_bad(&s, STAGING, "flags");
+    s = sqe_ok(KVS__OP_PUSH); s.flags = 0x10;    sqe_bad(&s, STAGING, "flags");
     s = sqe_ok(KVS__OP_PUSH); s.flags = 0x81;    sqe_bad(&s, STAGING, "flags");
     s = sqe_ok(KVS__OP_PUSH); s.dtype = (kvs_dtype_t)7;   sqe_bad(&s, STAGING, "dtype 7");
     s = sqe_ok(KVS__OP_PULL); s.dtype = (kvs_dtype_t)255; sqe_bad(&s, STAGING, "dtype 255");
@@ -478,6 +479,158 @@ static void test_cqe_every_byte(void **state)
     free(b);
 }
 
+/* ---- tables ------------------------------------------------------------- */
+
+/* A table slot of n requests of op, in bytes of staging at 256. */
+static struct kvs__sqe table_ok(int op, uint64_t n, uint64_t bytes)
+{
+    struct kvs__sqe s;
+
+    memset(&s, 0, sizeof s);
+    s.op = (uint8_t)op;
+    s.flags = KVS__SQE_TABLE;
+    s.seq = 9;
+    s.priority = -3;
+    s.arg = n;
+    s.data_off = 256;
+    s.data_len = bytes;
+    return s;
+}
+
+static void test_table_slot(void **state)
+{
+    uint64_t min = 3 * (KVS__TAB_ENTRY_BYTES(0) + KVS__TAB_RESULT_BYTES);
+    struct kvs__sqe s;
+
+    (void)state;
+    s = table_ok(KVS__OP_INIT, 3, min);           sqe_good(&s, STAGING);
+    s = table_ok(KVS__OP_PULL, KVS__TABLE_MAX, KVS__TABLE_MAX * 64);
+    sqe_good(&s, 1u << 20);
+    s = table_ok(KVS__OP_PUSH, 1, 64); s.flags |= KVS__SQE_VALUE | KVS__SQE_LAST;
+    sqe_good(&s, STAGING);
+
+    s = table_ok(KVS__OP_BARRIER, 3, min);        sqe_bad(&s, STAGING, "flags");
+    s = table_ok(KVS__OP_PUSH, 3, min); s.flags |= KVS__SQE_STRKEY;
+    sqe_bad(&s, STAGING, "flags");
+    s = table_ok(KVS__OP_PUSH, 3, min); s.key_id = 1;   sqe_bad(&s, STAGING, "a key or an array");
+    s = table_ok(KVS__OP_PUSH, 3, min); s.dtype = KVS_FLOAT64;
+    sqe_bad(&s, STAGING, "a key or an array");
+    s = table_ok(KVS__OP_PUSH, 3, min); s.ndim = 1; s.shape[0] = 1;
+    sqe_bad(&s, STAGING, "a key or an array");
+    s = table_ok(KVS__OP_PUSH, 0, min);           sqe_bad(&s, STAGING, "a table of 0 requests");
+    s = table_ok(KVS__OP_PUSH, KVS__TABLE_MAX + 1, 1u << 20);
+    sqe_bad(&s, 1u << 21, "expected 1 to");
+    s = table_ok(KVS__OP_PUSH, 3, min - 1);       sqe_bad(&s, STAGING, "requests in");
+    s = table_ok(KVS__OP_PUSH, 3, STAGING);       sqe_bad(&s, STAGING, "outside the staging");
+}
+
+/* The entry of an array of dtype and shape at data_off, made as the client
+ * makes it (kvs__tab_entry_encode), decoded as kvsd decodes it. */
+static void test_table_entry_roundtrip(void **state)
+{
+    static const int ops[] = { KVS__OP_INIT, KVS__OP_PUSH, KVS__OP_PULL };
+
+    (void)state;
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+        for (int ndim = 0; ndim <= KVS_MAX_NDIM; ndim++) {
+            struct kvs__sqe s = { .op = (uint8_t)ops[o], .key_id = INT64_MIN + ndim,
+                                  .dtype = KVS_FLOAT16, .ndim = ndim };
+            size_t n = KVS__TAB_ENTRY_BYTES(ndim), used = 0;
+            unsigned char *b = exact(n);
+            struct kvs__tab_entry t;
+            struct kvs__err e = { 0 };
+            uint64_t bytes = 2;
+
+            for (int d = 0; d < ndim; d++) {
+                s.shape[d] = d % 2 + 1;
+                bytes *= (uint64_t)(d % 2 + 1);
+            }
+            s.data_off = ops[o] == KVS__OP_PULL ? 0 : STAGING - bytes;
+            assert_int_equal(kvs__tab_entry_encode(&s, b), n);
+            if (kvs__tab_entry_decode(b, n, s.op, STAGING, &t, &used, &e) != 0)
+                fail_msg("op %d ndim %d: %s", s.op, ndim, e.msg);
+            assert_int_equal(used, n);
+            assert_int_equal(t.key_id, s.key_id);
+            assert_int_equal(t.dtype, KVS_FLOAT16);
+            assert_int_equal(t.ndim, ndim);
+            assert_memory_equal(t.shape, s.shape, sizeof t.shape[0] * (size_t)ndim);
+            assert_int_equal(t.data_off, s.data_off);
+            assert_int_equal(t.data_len, ops[o] == KVS__OP_PULL ? 0 : bytes);
+            /* One byte short of the entry: refused, never read past. */
+            assert_int_equal(kvs__tab_entry_decode(b, n - 1, s.op, STAGING, &t, &used, &e),
+                             KVS_EPROTO);
+            free(b);
+        }
+    }
+}
+
+static void entry_bad(const struct kvs__sqe *s, const unsigned char *patch, size_t at,
+                      const char *detail)
+{
+    size_t n = KVS__TAB_ENTRY_BYTES(s->ndim), used = 0;
+    unsigned char *b = exact(n);
+    struct kvs__tab_entry t;
+    struct kvs__err e = { 0 };
+
+    kvs__tab_entry_encode(s, b);
+    if (patch)
+        b[at] = *patch;
+    assert_int_equal(kvs__tab_entry_decode(b, n, s->op, STAGING, &t, &used, &e), KVS_EPROTO);
+    if (strstr(e.msg, detail) == NULL)
+        fail_msg("detail \"%s\" lacks \"%s\"", e.msg, detail);
+    free(b);
+}
+
+static void test_table_entry_fields(void **state)
+{
+    const struct kvs__sqe ok = { .op = KVS__OP_PUSH, .key_id = 4, .dtype = KVS_FLOAT32,
+                                 .ndim = 2, .shape = { 3, 4 }, .data_off = 64 };
+    const unsigned char nine = 9, seven = 7, one = 1, ff = 0xff;
+    struct kvs__sqe s;
+
+    (void)state;
+    entry_bad(&ok, &seven, 8, "unknown dtype 7");
+    entry_bad(&ok, &one, 10, "reserved");
+    entry_bad(&ok, &one, 15, "reserved");
+    entry_bad(&ok, &ff, 31, "extent");                 /* shape[0] < 0 */
+    s = ok; s.ndim = 1;
+    entry_bad(&s, &nine, 9, "ndim 9");
+    s = ok; s.shape[0] = INT64_MAX; s.shape[1] = 2;     entry_bad(&s, NULL, 0, "overflows");
+    s = ok; s.data_off = STAGING - 47;                 entry_bad(&s, NULL, 0, "outside the staging");
+    s = ok; s.data_off = UINT64_MAX - 8;               entry_bad(&s, NULL, 0, "outside the staging");
+    s = ok; s.op = KVS__OP_PULL;                       entry_bad(&s, NULL, 0, "data at 64");
+    s = ok; s.op = KVS__OP_BARRIER;                    entry_bad(&s, NULL, 0, "a table of op");
+}
+
+static void test_table_result(void **state)
+{
+    unsigned char *b = exact(KVS__TAB_RESULT_BYTES);
+    struct kvs__err e = { 0 };
+    uint64_t off = 1;
+    int32_t st = 1;
+
+    (void)state;
+    kvs__tab_result_encode(b, 0, 4096);
+    assert_int_equal(kvs__tab_result_decode(b, 8192, 4096, &st, &off, &e), 0);
+    assert_int_equal(st, 0);
+    assert_int_equal(off, 4096);
+    assert_int_equal(kvs__tab_result_decode(b, 8192, 4097, &st, &off, &e), KVS_EPROTO);
+    assert_non_null(strstr(e.msg, "outside the arena"));
+    kvs__tab_result_encode(b, 0, UINT64_MAX);
+    assert_int_equal(kvs__tab_result_decode(b, 8192, 1, &st, &off, &e), KVS_EPROTO);
+    /* A failure hands over no value: its offset is not looked at. */
+    kvs__tab_result_encode(b, KVS_ESHAPE, UINT64_MAX);
+    assert_int_equal(kvs__tab_result_decode(b, 8192, 4, &st, &off, &e), 0);
+    assert_int_equal(st, KVS_ESHAPE);
+    kvs__tab_result_encode(b, 12345, 0);
+    assert_int_equal(kvs__tab_result_decode(b, 8192, 0, &st, &off, &e), KVS_EPROTO);
+    assert_non_null(strstr(e.msg, "status 12345"));
+    kvs__tab_result_encode(b, 0, 0);
+    b[5] = 1;
+    assert_int_equal(kvs__tab_result_decode(b, 8192, 0, &st, &off, &e), KVS_EPROTO);
+    free(b);
+}
+
 /* ---- a slot rewritten while it is decoded ------------------------------- */
 
 struct scribbler {
@@ -609,6 +762,10 @@ int main(void)
         cmocka_unit_test(test_cqe_roundtrip),
         cmocka_unit_test(test_cqe_fields),
         cmocka_unit_test(test_cqe_every_byte),
+        cmocka_unit_test(test_table_slot),
+        cmocka_unit_test(test_table_entry_roundtrip),
+        cmocka_unit_test(test_table_entry_fields),
+        cmocka_unit_test(test_table_result),
         cmocka_unit_test(test_sqe_concurrent),
         cmocka_unit_test(test_cqe_concurrent),
     };
