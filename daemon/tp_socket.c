@@ -19,23 +19,16 @@
 
 #include "ring.h"
 #include "sys.h"
+#include "tp_util.h"
 #include "transport.h"
 
 #define RECV_BYTES (256 * 1024)        /* per connection and wait */
-#define CONNS_MAX  (1 << 16)
-
-struct send {
-    const unsigned char *buf;
-    size_t len, done;
-    uint64_t token;
-    struct send *next;
-};
 
 struct conn {
     int fd;                            /* -1: a free slot */
     int closed;                        /* CLOSED was reported, or is queued */
     int want_out;                      /* EPOLLOUT is asked for */
-    struct send *head, *tail;
+    struct tp_send *head, *tail;
     unsigned char *rbuf;
 };
 
@@ -43,36 +36,8 @@ struct kvs__tp {
     int ep;
     struct conn *c;
     int nconn;                         /* slots in c */
-    struct kvs__tp_event *later;       /* events for the next wait */
-    size_t nlater, later_cap;
+    struct tp_later later;             /* events for the next wait */
 };
-
-/* Moves kept events into ev[n..max), oldest first; returns the new n. */
-static int take_later(struct kvs__tp *t, struct kvs__tp_event *ev, int n, int max)
-{
-    size_t k = 0;
-
-    while (n < max && k < t->nlater)
-        ev[n++] = t->later[k++];
-    memmove(t->later, t->later + k, sizeof *t->later * (t->nlater - k));
-    t->nlater -= k;
-    return n;
-}
-
-static int later_add(struct kvs__tp *t, struct kvs__tp_event ev)
-{
-    if (t->nlater == t->later_cap) {
-        size_t cap = t->later_cap ? 2 * t->later_cap : 64;
-        struct kvs__tp_event *l = realloc(t->later, sizeof *l * cap);
-
-        if (!l)
-            return -ENOMEM;
-        t->later = l;
-        t->later_cap = cap;
-    }
-    t->later[t->nlater++] = ev;
-    return 0;
-}
 
 static int sock_open(struct kvs__tp **out, struct kvs__err *e)
 {
@@ -98,24 +63,15 @@ static struct conn *conn_get(struct kvs__tp *t, int id)
 static void sock_drop(struct kvs__tp *t, int id)
 {
     struct conn *c = conn_get(t, id);
-    size_t j = 0;
 
     if (!c)
         return;
     epoll_ctl(t->ep, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
-    while (c->head) {
-        struct send *s = c->head;
-
-        c->head = s->next;
-        free(s);
-    }
+    tp_send_free_all(&c->head, &c->tail);
     free(c->rbuf);
     *c = (struct conn){ .fd = -1 };
-    for (size_t i = 0; i < t->nlater; i++)
-        if (t->later[i].conn != id)
-            t->later[j++] = t->later[i];
-    t->nlater = j;
+    tp_later_forget(&t->later, id);
 }
 
 static void sock_close(struct kvs__tp *t)
@@ -126,30 +82,17 @@ static void sock_close(struct kvs__tp *t)
         sock_drop(t, i);
     close(t->ep);
     free(t->c);
-    free(t->later);
+    free(t->later.ev);
     free(t);
 }
 
 static int sock_adopt(struct kvs__tp *t, int fd, int *id, struct kvs__err *e)
 {
     struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
-    int fl = fcntl(fd, F_GETFL), i;
+    int fl = fcntl(fd, F_GETFL), i = tp_slot((void **)&t->c, &t->nconn, sizeof *t->c);
 
-    for (i = 0; i < t->nconn && t->c[i].fd >= 0; i++)
-        ;
-    if (i == t->nconn) {
-        int cap = t->nconn ? 2 * t->nconn : 8;
-        struct conn *c;
-
-        if (cap > CONNS_MAX)
-            return kvs__fail(e, KVS_EBADARG, "more than %d connections", CONNS_MAX);
-        if (!(c = realloc(t->c, sizeof *c * (size_t)cap)))
-            return kvs__fail(e, -ENOMEM, "out of memory");
-        for (int j = t->nconn; j < cap; j++)
-            c[j] = (struct conn){ .fd = -1 };
-        t->c = c;
-        t->nconn = cap;
-    }
+    if (i < 0)
+        return kvs__fail(e, i, "no room for connection %d", t->nconn);
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
         return kvs__fail(e, -errno, "fcntl: %s", strerror(errno));
     if (!(t->c[i].rbuf = malloc(RECV_BYTES)))
@@ -184,8 +127,8 @@ static int conn_closed(struct kvs__tp *t, struct conn *c, int id, int status)
         return 0;
     c->closed = 1;
     want_out(t, c, id, 0);
-    return later_add(t, (struct kvs__tp_event){ .type = KVS__TP_CLOSED, .conn = id,
-                                                .status = status });
+    return tp_later_add(&t->later, (struct kvs__tp_event){ .type = KVS__TP_CLOSED, .conn = id,
+                                                           .status = status });
 }
 
 /* Writes what c's queue holds, as far as the socket takes it; each send
@@ -193,7 +136,7 @@ static int conn_closed(struct kvs__tp *t, struct conn *c, int id, int status)
 static int flush(struct kvs__tp *t, struct conn *c, int id)
 {
     while (c->head && !c->closed) {
-        struct send *s = c->head;
+        struct tp_send *s = c->head;
         ssize_t n = EINTR_RETRY(send(c->fd, s->buf + s->done, s->len - s->done,
                                      MSG_NOSIGNAL | MSG_DONTWAIT));
 
@@ -207,15 +150,8 @@ static int flush(struct kvs__tp *t, struct conn *c, int id)
         s->done += (size_t)n;
         if (s->done < s->len)
             continue;
-        c->head = s->next;
-        if (!c->head)
-            c->tail = NULL;
-        if (later_add(t, (struct kvs__tp_event){ .type = KVS__TP_SENT, .conn = id,
-                                                 .token = s->token }) != 0) {
-            free(s);
+        if (tp_later_add(&t->later, tp_send_pop(&c->head, &c->tail, id)) != 0)
             return -ENOMEM;
-        }
-        free(s);
     }
     want_out(t, c, id, 0);
     return 0;
@@ -225,22 +161,12 @@ static int sock_send(struct kvs__tp *t, int id, const void *buf, size_t len, uin
                      struct kvs__err *e)
 {
     struct conn *c = conn_get(t, id);
-    struct send *s;
     int rc;
 
-    if (!c || !buf || len == 0)
-        return kvs__fail(e, KVS_EBADARG, "send: connection %d, %zu bytes", id, len);
-    if (c->closed)
-        return kvs__fail(e, -ENOTCONN, "send: connection %d is closed", id);
-    if (!(s = malloc(sizeof *s)))
-        return kvs__fail(e, -ENOMEM, "out of memory");
-    *s = (struct send){ .buf = buf, .len = len, .token = token };
-    if (c->tail)
-        c->tail->next = s;
-    else
-        c->head = s;
-    c->tail = s;
-    if (c->head == s && (rc = flush(t, c, id)) != 0)
+    if ((rc = tp_send_queue(c ? &c->head : NULL, c ? &c->tail : NULL, c && c->closed, id, buf,
+                            len, token, e)) != 0)
+        return rc;
+    if (c->head == c->tail && (rc = flush(t, c, id)) != 0)
         return kvs__fail(e, rc, "out of memory");
     return 0;
 }
@@ -277,7 +203,7 @@ static int sock_wait(struct kvs__tp *t, struct kvs__tp_event *ev, int max, int64
         int got, ms;
 
         /* What the last calls left for now first, in order. */
-        n = take_later(t, ev, n, max);
+        n = tp_later_take(&t->later, ev, n, max);
         if (n == max)
             return n;
         left = deadline_ns - kvs__now_ns();
@@ -303,7 +229,7 @@ static int sock_wait(struct kvs__tp *t, struct kvs__tp_event *ev, int max, int64
                 && !c->closed)
                 n += recv_one(t, c, id, &ev[n]);
         }
-        n = take_later(t, ev, n, max);
+        n = tp_later_take(&t->later, ev, n, max);
         if (n > 0 || kvs__now_ns() >= deadline_ns)
             return n;
     }
@@ -318,21 +244,3 @@ const struct kvs__tp_ops kvs__tp_socket = {
     .wait = sock_wait,
     .drop = sock_drop,
 };
-
-int kvs__tp_find(const char *name, const struct kvs__tp_ops **out, struct kvs__err *e)
-{
-    static const struct kvs__tp_ops *const all[] = { &kvs__tp_socket };
-
-    if (!name || !*name)
-        name = getenv("KVS_TRANSPORT");
-    if (!name || !*name) {
-        *out = all[0];
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (strcmp(name, all[i]->name) == 0) {
-            *out = all[i];
-            return 0;
-        }
-    return kvs__fail(e, KVS_EBADARG, "KVS_TRANSPORT=%s: no such transport (socket)", name);
-}

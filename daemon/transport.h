@@ -7,8 +7,8 @@
  * Then an ops table over connections that passed the handshake: a loop
  * that owns them (adopt), queues sends, and reports what happened (wait):
  * bytes received, sends done, connections closed. Implementations are
- * chosen at run time (kvs__tp_find): "socket" (non-blocking sockets and
- * epoll) is here; io_uring is the next one.
+ * chosen at run time (kvs__tp_find): "uring" (io_uring through liburing,
+ * the default) and "socket" (non-blocking sockets and epoll).
  *
  * A loop is used by one thread. Nothing it receives is trusted: it hands
  * bytes up, and the frame layer checks them. Every wait has a deadline.
@@ -90,9 +90,15 @@ struct kvs__tp_ops {
 };
 
 extern const struct kvs__tp_ops kvs__tp_socket;
+#ifdef HAVE_LIBURING
+extern const struct kvs__tp_ops kvs__tp_uring;
+#endif
 
-/* The transport named name ("socket"); NULL: the one KVS_TRANSPORT names,
- * else the default. KVS_EBADARG naming the choices for an unknown name. */
-int kvs__tp_find(const char *name, const struct kvs__tp_ops **out, struct kvs__err *e);
+/* The transport named name ("uring", "socket"); NULL: the one
+ * KVS_TRANSPORT names, else the default: io_uring when this process may
+ * use it, else sockets, and then note (size bytes, may be NULL) says why,
+ * to be logged once. KVS_EBADARG naming the choices for an unknown name. */
+int kvs__tp_find(const char *name, const struct kvs__tp_ops **out, char *note, size_t size,
+                 struct kvs__err *e);
 
 #endif

@@ -1,0 +1,152 @@
+/*
+ * tp_util.h - what the transports' loops (tp_socket.c, tp_uring.c) keep
+ * alike: a connection's queue of sends, and the events kept for the next
+ * wait. Static inline: each transport is its own file.
+ */
+#ifndef KVSD_TP_UTIL_H
+#define KVSD_TP_UTIL_H
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport.h"
+
+#define TP_CONNS_MAX (1 << 16)
+
+/* A free slot of the array *arr of *n connections of size bytes each,
+ * whose first member is the int fd (-1: free), doubling the array when
+ * none is: its index, or -ENOMEM, or -EMFILE past TP_CONNS_MAX. */
+static inline int tp_slot(void **arr, int *n, size_t size)
+{
+    int cap = *n ? 2 * *n : 8, i;
+    unsigned char *a = *arr;
+
+    for (i = 0; i < *n; i++) {
+        int fd;
+
+        memcpy(&fd, a + (size_t)i * size, sizeof fd);
+        if (fd < 0)
+            return i;
+    }
+    if (cap > TP_CONNS_MAX)
+        return -EMFILE;
+    if (!(a = realloc(a, size * (size_t)cap)))
+        return -ENOMEM;
+    memset(a + size * (size_t)*n, 0, size * (size_t)(cap - *n));
+    for (int j = *n; j < cap; j++)
+        memcpy(a + (size_t)j * size, &(int){ -1 }, sizeof(int));
+    *arr = a;
+    *n = cap;
+    return i;
+}
+
+/* One queued send: buf[done..len) still to go. */
+struct tp_send {
+    const unsigned char *buf;
+    size_t len, done;
+    uint64_t token;
+    struct tp_send *next;
+};
+
+/* Appends a send to the queue head/tail: 0, or -ENOMEM. */
+static inline int tp_send_push(struct tp_send **head, struct tp_send **tail, const void *buf,
+                               size_t len, uint64_t token)
+{
+    struct tp_send *s = malloc(sizeof *s);
+
+    if (!s)
+        return -ENOMEM;
+    *s = (struct tp_send){ .buf = buf, .len = len, .token = token };
+    if (*tail)
+        (*tail)->next = s;
+    else
+        *head = s;
+    *tail = s;
+    return 0;
+}
+
+/* A send's checks, then tp_send_push: head and tail NULL for a
+ * connection that does not exist. */
+static inline int tp_send_queue(struct tp_send **head, struct tp_send **tail, int closed, int id,
+                                const void *buf, size_t len, uint64_t token, struct kvs__err *e)
+{
+    if (!head || !buf || len == 0)
+        return kvs__fail(e, KVS_EBADARG, "send: connection %d, %zu bytes", id, len);
+    if (closed)
+        return kvs__fail(e, -ENOTCONN, "send: connection %d is closed", id);
+    if (tp_send_push(head, tail, buf, len, token) != 0)
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    return 0;
+}
+
+/* Frees the queue's first send, whose bytes all went: its SENT event. */
+static inline struct kvs__tp_event tp_send_pop(struct tp_send **head, struct tp_send **tail,
+                                               int conn)
+{
+    struct tp_send *s = *head;
+    struct kvs__tp_event ev = { .type = KVS__TP_SENT, .conn = conn, .token = s->token };
+
+    *head = s->next;
+    if (!*head)
+        *tail = NULL;
+    free(s);
+    return ev;
+}
+
+static inline void tp_send_free_all(struct tp_send **head, struct tp_send **tail)
+{
+    while (*head) {
+        struct tp_send *s = *head;
+
+        *head = s->next;
+        free(s);
+    }
+    *tail = NULL;
+}
+
+/* Events kept for the next wait, oldest first. */
+struct tp_later {
+    struct kvs__tp_event *ev;
+    size_t n, cap;
+};
+
+static inline int tp_later_add(struct tp_later *l, struct kvs__tp_event ev)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        struct kvs__tp_event *p = realloc(l->ev, sizeof *p * cap);
+
+        if (!p)
+            return -ENOMEM;
+        l->ev = p;
+        l->cap = cap;
+    }
+    l->ev[l->n++] = ev;
+    return 0;
+}
+
+/* Moves kept events into ev[n..max); returns the new n. */
+static inline int tp_later_take(struct tp_later *l, struct kvs__tp_event *ev, int n, int max)
+{
+    size_t k = 0;
+
+    while (n < max && k < l->n)
+        ev[n++] = l->ev[k++];
+    memmove(l->ev, l->ev + k, sizeof *l->ev * (l->n - k));
+    l->n -= k;
+    return n;
+}
+
+/* Forgets the kept events of a connection dropped. */
+static inline void tp_later_forget(struct tp_later *l, int conn)
+{
+    size_t j = 0;
+
+    for (size_t i = 0; i < l->n; i++)
+        if (l->ev[i].conn != conn)
+            l->ev[j++] = l->ev[i];
+    l->n = j;
+}
+
+#endif
