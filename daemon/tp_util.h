@@ -133,6 +133,8 @@ static inline int tp_later_take(struct tp_later *l, struct kvs__tp_event *ev, in
 
     while (n < max && k < l->n)
         ev[n++] = l->ev[k++];
+    if (k == 0)
+        return n;                      /* l->ev may be NULL: no memmove of it */
     memmove(l->ev, l->ev + k, sizeof *l->ev * (l->n - k));
     l->n -= k;
     return n;
