@@ -273,7 +273,7 @@ static void tab_answer(struct daemon *d, struct req *r, const struct kvs__cqe *c
 /* kvsd no longer reads r's data from staging: the worker gets it back now
  * by a release (release non-zero), or later with r's completion. A table's
  * data goes back once none of its requests' is read any more. */
-static void unlent(struct daemon *d, struct req *r, int release)
+static void lending_ends(struct daemon *d, struct req *r, int release)
 {
     struct kvs__cqe c = { .flags = KVS__CQE_RELEASE };
 
@@ -302,7 +302,7 @@ static void answer(struct daemon *d, struct req *r, int status, const char *msg,
     if (value && status == 0)
         value_cqe(d, value, &c);
     if (r->tab) {
-        unlent(d, r, 0);               /* the table's completion returns it */
+        lending_ends(d, r, 0);         /* the table's completion returns it */
         tab_answer(d, r, &c, msg);
         return;
     }
@@ -352,19 +352,18 @@ static void ack(struct daemon *d, struct req *r)
  * the table's completion comes once every request has ended. */
 static void finish(struct daemon *d, struct req *r, int status, const char *msg)
 {
-    if (r->acked && !(r->tab && !r->tab->held)) {
+    if (!r->acked) {
+        complete(d, r, status, msg);
+        return;
+    }
+    if (r->tab && !r->tab->held) {     /* its table was not answered yet */
+        answer(d, r, status, msg, NULL);
+    } else {
         if (status != 0)
             d->st.failed++;
-        unlent(d, r, 1);
-        req_free(d, r);
-        return;
+        lending_ends(d, r, 1);
     }
-    if (r->acked) {
-        answer(d, r, status, msg, NULL);
-        req_free(d, r);
-        return;
-    }
-    complete(d, r, status, msg);
+    req_free(d, r);
 }
 
 /* Copies a lent push's data out of its worker's staging and releases it
@@ -378,7 +377,7 @@ static int unlend(struct daemon *d, struct req *r)
     if (!(r->copy = malloc(r->s.data_len ? r->s.data_len : 1)))
         return -ENOMEM;
     memcpy(r->copy, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
-    unlent(d, r, 1);
+    lending_ends(d, r, 1);
     return 0;
 }
 
