@@ -78,17 +78,25 @@ static void handshake(struct daemon *d, int fd)
     }
     pthread_mutex_lock(&d->lock);
     if (d->nworkers == 0)
-        d->nworkers = h.nworkers;
+        d->nworkers = d->total = h.nworkers;
     if (d->sync < 0)
         d->sync = h.mode == KVS__MODE_SYNC;
-    if (h.nworkers != d->nworkers || d->sync != (h.mode == KVS__MODE_SYNC)) {
+    if (h.nworkers != d->total || d->sync != (h.mode == KVS__MODE_SYNC)) {
         pthread_mutex_unlock(&d->lock);
         refuse(fd, KVS_EBADARG, "the job has %d workers in %s mode; this worker says %d, %s",
-               d->nworkers, d->sync ? "sync" : "async", h.nworkers,
+               d->total, d->sync ? "sync" : "async", h.nworkers,
                h.mode == KVS__MODE_SYNC ? "sync" : "async");
         goto drop;
     }
-    if ((st = atomic_load(&d->workers[h.rank].state)) != W_FREE) {
+    /* Across hosts, this host serves ranks rank0 .. rank0 + nworkers - 1. */
+    if (h.rank < d->rank0 || h.rank >= d->rank0 + d->nworkers) {
+        pthread_mutex_unlock(&d->lock);
+        refuse(fd, KVS_EBADARG, "rank %d is not one of this host's ranks %d..%d", h.rank,
+               d->rank0, d->rank0 + d->nworkers - 1);
+        goto drop;
+    }
+    wi = h.rank - d->rank0;
+    if ((st = atomic_load(&d->workers[wi].state)) != W_FREE) {
         pthread_mutex_unlock(&d->lock);
         if (st == W_LEFT)
             refuse(fd, KVS_EBADARG, "rank %d left the job (kvs_close); a worker joins a job "
@@ -100,7 +108,6 @@ static void handshake(struct daemon *d, int fd)
                    "running under that name? kvsrun -j names a job)", h.rank, d->o.job);
         goto drop;
     }
-    wi = h.rank;                       /* one slot per rank */
     pthread_mutex_unlock(&d->lock);
 
     /* The slot is FREE, so the serve thread does not look inside it until

@@ -6,6 +6,12 @@
  * hash of op and key, since a list call may init hundreds of thousands of
  * keys; the inits one list completes are stored in one engine call.
  *
+ * Across hosts, host 0 decides: every other host, once its own workers
+ * have all come, tells host 0 (ARRIVE); host 0, once every host still in
+ * the job has, tells them all (DONE), with an init's value (its lowest
+ * rank's: global rank 0's), and each host completes its own workers'
+ * calls, storing that value.
+ *
  * Serve thread only. Like requests.c, it reads a request's data only from
  * staging of a worker still LIVE, copying an init's value on arrival (the
  * worker may leave before the last one comes).
@@ -40,18 +46,19 @@ static size_t coll_bucket(const struct daemon *d, const struct coll *c)
     return coll_hash(c->op, c->key.name != NULL, c->key.id, c->key.name) & (d->coll_cap - 1);
 }
 
-static struct coll *coll_find(struct daemon *d, const struct rargs *s)
+/* The collective of op and key (ignored for a barrier) waiting, or NULL. */
+static struct coll *coll_find(struct daemon *d, uint8_t op, kvs_key_t key)
 {
-    int str = (s->flags & KVS__SQE_STRKEY) != 0;
-    int64_t id = s->op == KVS__OP_INIT && !str ? s->key_id : 0;
-    const char *name = s->op == KVS__OP_INIT && str ? s->key_name : "";
+    int str = op == KVS__OP_INIT && key.name != NULL;
+    int64_t id = op == KVS__OP_INIT && !str ? key.id : 0;
+    const char *name = str ? key.name : "";
+    uint8_t s_op = op;
 
     if (d->coll_cap == 0)
         return NULL;
-    str = s->op == KVS__OP_INIT && str;
-    for (struct coll *c = d->coll_tab[coll_hash(s->op, str, id, name) & (d->coll_cap - 1)]; c;
+    for (struct coll *c = d->coll_tab[coll_hash(s_op, str, id, name) & (d->coll_cap - 1)]; c;
          c = c->hnext)
-        if (c->op == s->op && (c->key.name != NULL) == str
+        if (c->op == s_op && (c->key.name != NULL) == str
             && (str ? strcmp(c->key.name, name) == 0 : c->key.id == id))
             return c;
     return NULL;
@@ -108,7 +115,30 @@ static void coll_unlink(struct daemon *d, struct coll *c)
 static void coll_free(struct coll *c)
 {
     free((char *)c->key.name);
+    free(c->value);
     free(c);
+}
+
+/* A new collective of op and key, linked. NULL without memory. */
+static struct coll *coll_new(struct daemon *d, uint8_t op, kvs_key_t key)
+{
+    int str = op == KVS__OP_INIT && key.name != NULL;
+    size_t nw = (size_t)d->nworkers, nh = d->hx ? (size_t)d->nhosts : 0;
+    struct coll *c = calloc(1, sizeof *c + nw + nh);
+
+    if (!c || (str && !(c->key.name = strdup(key.name)))) {
+        free(c);
+        return NULL;
+    }
+    c->op = op;
+    c->key.id = op == KVS__OP_INIT && !str ? key.id : 0;
+    c->harrived = c->arrived + nw;
+    c->value_rank = INT_MAX;
+    if (coll_link(d, c) != 0) {
+        coll_free(c);
+        return NULL;
+    }
+    return c;
 }
 
 /* An init stores the value of the lowest rank that called it (rank 0,
@@ -224,50 +254,109 @@ static void coll_finish(struct daemon *d, struct coll *c)
     coll_free(c);
 }
 
+/* Host 0 tells the others that c is complete: an init with its value (or
+ * why it fails), checked here first as finish_inits will check it. */
+static void tell_done(struct daemon *d, const struct coll *c)
+{
+    struct kvs__wire_msg m = { .op = c->op };
+    struct kvs__err e = { 0, "" };
+    const struct req *f = NULL;
+    struct frame *fr;
+
+    if (c->op == KVS__OP_INIT) {
+        m.key = c->key;
+        if (!c->reqs || c->value_rank == INT_MAX)
+            kvs__fail(&e, KVS_EPEERDEAD, "no worker of host 0 is left to give the value");
+        else
+            init_value(d, c, &f, &e);
+        if (e.code == 0) {
+            m.dtype = f->s.dtype;
+            m.ndim = f->s.ndim;
+            memcpy(m.shape, f->s.shape, sizeof m.shape[0] * (size_t)f->s.ndim);
+            m.data = c->value;
+            m.len = c->value_len;
+        } else {
+            m.status = e.code;
+            m.data = e.msg;
+            m.len = strlen(e.msg);
+        }
+    }
+    if (!(fr = frame_new(d, KVS__FRAME_DONE, &m, NULL))) {
+        fail_job(d, -ENOMEM, "kvsd: out of memory for a collective's end");
+        return;
+    }
+    hosts_post(d, fr, HOSTS_IN);
+}
+
+/* c once this host's workers have all come: on one host, or at host 0 once
+ * every other host still in the job has too, it completes; another host
+ * tells host 0 and waits for its DONE. */
+static void coll_check(struct daemon *d, struct coll *c)
+{
+    if (c->narrived < expected(d))
+        return;
+    if (d->hx && d->me != 0) {
+        struct kvs__wire_msg m = { .op = c->op };
+        struct frame *f;
+
+        if (c->sent)
+            return;
+        if (c->op == KVS__OP_INIT)
+            m.key = c->key;
+        if (!(f = frame_new(d, KVS__FRAME_ARRIVE, &m, NULL))) {
+            fail_job(d, -ENOMEM, "kvsd: out of memory for a collective");
+            return;
+        }
+        hosts_post(d, f, 0);
+        c->sent = 1;
+        return;
+    }
+    if (d->hx) {
+        for (int h = 1; h < d->nhosts; h++)
+            if (!c->harrived[h] && !d->host_out[h])
+                return;
+        tell_done(d, c);
+        if (!c->reqs) {                /* none of this host's workers is in it */
+            coll_unlink(d, c);
+            d->st.collectives++;
+            coll_free(c);
+            return;
+        }
+    }
+    coll_finish(d, c);
+}
+
 void colls_check(struct daemon *d)
 {
     for (struct coll *c = d->colls, *next; c; c = next) {
         next = c->next;
-        if (c->narrived >= expected(d))
-            coll_finish(d, c);
+        coll_check(d, c);
     }
 }
 
 void coll_arrive(struct daemon *d, struct req *r)
 {
-    struct coll *c = coll_find(d, &r->s);
+    struct coll *c = coll_find(d, r->s.op, req_key(&r->s));
 
     if (c && c->arrived[r->w]) {
         complete(d, r, KVS_EBADARG, "this worker already waits in the same collective");
         return;
     }
-    if (!c) {
-        int str = r->s.op == KVS__OP_INIT && (r->s.flags & KVS__SQE_STRKEY);
-        size_t head = (sizeof *c + (size_t)d->nworkers + 63) & ~(size_t)63,
-               vlen = r->s.op == KVS__OP_INIT ? r->s.data_len : 0;
-
-        c = head + vlen >= head ? calloc(1, head + vlen) : NULL;
-        if (!c || (str && !(c->key.name = strdup(r->s.key_name)))) {
-            if (c)
-                coll_free(c);
-            complete(d, r, -ENOMEM, "kvsd: out of memory");
-            return;
-        }
-        c->op = r->s.op;
-        c->key.id = r->s.op == KVS__OP_INIT && !str ? r->s.key_id : 0;
-        c->value = (unsigned char *)c + head;
-        c->value_len = vlen;
-        c->value_rank = INT_MAX;
-        if (coll_link(d, c) != 0) {
-            coll_free(c);
-            complete(d, r, -ENOMEM, "kvsd: out of memory");
-            return;
-        }
+    if (!c && !(c = coll_new(d, r->s.op, req_key(&r->s)))) {
+        complete(d, r, -ENOMEM, "kvsd: out of memory");
+        return;
     }
     /* An init's value is needed when the last worker arrives, and a worker
      * may leave before that: kvsd keeps a copy of the lowest rank's so far,
-     * the only one stored. A value of another size than the first one's
-     * fails the init (init_value), and then no value is stored. */
+     * the only one stored, of the first arrival's size. A value of another
+     * size fails the init (init_value), and then no value is stored. */
+    if (r->s.op == KVS__OP_INIT && !c->narrived && !c->value) {
+        if (!(c->value = malloc(r->s.data_len ? r->s.data_len : 1))) {
+            complete(d, r, -ENOMEM, "kvsd: out of memory");
+            return;
+        }
+        c->value_len = r->s.data_len;
+    }
     if (r->s.op == KVS__OP_INIT && r->s.data_len == c->value_len
         && d->workers[r->w].rank < c->value_rank) {
         memcpy(c->value, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
@@ -277,8 +366,66 @@ void coll_arrive(struct daemon *d, struct req *r)
     c->narrived++;
     r->next = c->reqs;
     c->reqs = r;
-    if (c->narrived >= expected(d))
-        coll_finish(d, c);
+    coll_check(d, c);
+}
+
+void coll_remote_arrive(struct daemon *d, int h, const struct kvs__wire_msg *m)
+{
+    struct coll *c = coll_find(d, m->op, m->key);
+
+    if (d->me != 0 || (c && c->harrived[h])) {
+        fail_job(d, KVS_EPROTO, "%s broke the protocol: %s", host_name(d, h),
+                 d->me ? "a collective's arrival came to a host other than 0"
+                       : "it arrived twice in one collective");
+        return;
+    }
+    if (!c && !(c = coll_new(d, m->op, m->key))) {
+        fail_job(d, -ENOMEM, "kvsd: out of memory for a collective");
+        return;
+    }
+    c->harrived[h] = 1;
+    c->nremote++;
+    coll_check(d, c);
+}
+
+void coll_remote_done(struct daemon *d, int h, const struct kvs__wire_msg *m)
+{
+    struct coll *c = coll_find(d, m->op, m->key);
+    char ks[KVS_MAX_KEY_LEN + 8], s1[96], s2[96], text[KVS__WIRE_TEXT_MAX + 1];
+    const struct req *f = NULL;
+    struct kvs__err e = { 0, "" };
+
+    if (h != 0 || !c || !c->sent) {
+        if (expected(d) == 0)
+            return;                    /* every worker here has left: nothing waits on it */
+        fail_job(d, KVS_EPROTO, "%s broke the protocol: the end of a collective this host "
+                 "did not arrive in", host_name(d, h));
+        return;
+    }
+    if (m->status != 0) {
+        memcpy(text, m->data, m->len);
+        text[m->len] = '\0';
+        kvs__fail(&e, m->status, "%s", text);
+    } else if (c->op == KVS__OP_INIT && init_value(d, c, &f, &e) == 0
+               && (f->s.dtype != m->dtype || f->s.ndim != m->ndim
+                   || memcmp(f->s.shape, m->shape, sizeof m->shape[0] * (size_t)m->ndim))) {
+        kvs__key_str(ks, sizeof ks, c->key);
+        kvs__shape_str(s1, sizeof s1, f->s.ndim, f->s.shape);
+        kvs__shape_str(s2, sizeof s2, m->ndim, m->shape);
+        kvs__fail(&e, f->s.dtype != m->dtype ? KVS_EDTYPE : KVS_ESHAPE,
+                  "key %s: rank %d's init value is %s %s, rank 0's %s %s: nothing stored", ks,
+                  d->workers[f->w].rank, kvs_dtype_name(f->s.dtype), s1,
+                  kvs_dtype_name(m->dtype), s2);
+    }
+    if (e.code != 0) {
+        coll_unlink(d, c);
+        complete_list(d, c->reqs, e.code, e.msg);
+        coll_free(c);
+        return;
+    }
+    if (c->op == KVS__OP_INIT)
+        memcpy(c->value, m->data, m->len);  /* the same size: the same dtype and shape */
+    coll_finish(d, c);
 }
 
 void colls_fail(struct daemon *d, int status, const char *msg)

@@ -12,22 +12,23 @@
 
 #define FRAME_MAX 256                  /* the biggest handshake payload, and room */
 
-/* Sends one frame of type with payload p (its type's size). */
-static int send_frame(int fd, int type, uint32_t host, const unsigned char *p,
-                      int64_t deadline_ns, struct kvs__err *e)
-{
-    unsigned char buf[KVS__WIRE_HEAD + FRAME_MAX];
-    struct kvs__frame_head h = { (uint8_t)type, host, kvs__frame_payload_bytes(type) };
+_Static_assert(FRAME_MAX >= 208, "a verdict must fit");
 
-    kvs__frame_head_encode(&h, buf);
-    memcpy(buf + KVS__WIRE_HEAD, p, h.len);
-    return kvs__stream_write(fd, buf, KVS__WIRE_HEAD + h.len, deadline_ns, e);
+int kvs__frame_write(int fd, int type, uint32_t host, const void *p, size_t len,
+                     int64_t deadline_ns, struct kvs__err *e)
+{
+    unsigned char head[KVS__WIRE_HEAD];
+    struct kvs__frame_head h = { (uint8_t)type, host, len };
+    int rc;
+
+    kvs__frame_head_encode(&h, head);
+    if ((rc = kvs__stream_write(fd, head, sizeof head, deadline_ns, e)) != 0)
+        return rc;
+    return len ? kvs__stream_write(fd, p, len, deadline_ns, e) : 0;
 }
 
-/* Reads one frame, which must be of type, into p; the sender's host rank
- * in *host. */
-static int recv_frame(int fd, int type, uint32_t nhosts, unsigned char *p, uint32_t *host,
-                      int64_t deadline_ns, struct kvs__err *e)
+int kvs__frame_read(int fd, uint32_t nhosts, int type, void *p, size_t cap, size_t *len,
+                    uint32_t *host, int64_t deadline_ns, struct kvs__err *e)
 {
     unsigned char head[KVS__WIRE_HEAD];
     struct kvs__frame_head h;
@@ -37,10 +38,31 @@ static int recv_frame(int fd, int type, uint32_t nhosts, unsigned char *p, uint3
         (rc = kvs__frame_head_decode(head, sizeof head, nhosts, &h, e)) != 0)
         return rc;
     if (h.type != type)
-        return kvs__fail(e, KVS_EPROTO, "handshake: frame of type %u, expected %d",
-                         (unsigned)h.type, type);
+        return kvs__fail(e, KVS_EPROTO, "frame: a %s, expected a %s", kvs__frame_name(h.type),
+                         kvs__frame_name(type));
+    if (h.len > cap)
+        return kvs__fail(e, KVS_EPROTO, "frame: a %s of %llu bytes, at most %zu expected",
+                         kvs__frame_name(type), (unsigned long long)h.len, cap);
     *host = h.host;
-    return kvs__stream_read(fd, p, h.len, deadline_ns, e);
+    *len = (size_t)h.len;
+    return kvs__stream_read(fd, p, (size_t)h.len, deadline_ns, e);
+}
+
+/* Sends one handshake frame of type with payload p (its type's size). */
+static int send_frame(int fd, int type, uint32_t host, const unsigned char *p,
+                      int64_t deadline_ns, struct kvs__err *e)
+{
+    return kvs__frame_write(fd, type, host, p, kvs__frame_payload_bytes(type), deadline_ns, e);
+}
+
+/* Reads one handshake frame, which must be of type, into p; the sender's
+ * host rank in *host. */
+static int recv_frame(int fd, int type, uint32_t nhosts, unsigned char *p, uint32_t *host,
+                      int64_t deadline_ns, struct kvs__err *e)
+{
+    size_t len;
+
+    return kvs__frame_read(fd, nhosts, type, p, FRAME_MAX, &len, host, deadline_ns, e);
 }
 
 int kvs__handshake_client(int fd, const struct kvs__secret *s, const struct kvs__host_id *me,

@@ -4,8 +4,7 @@
  * on a connected byte stream, each side within a deadline. The server
  * side keeps nothing but its stack until the client's proof checks, so a
  * connection that sends garbage, stays idle or holds the wrong secret
- * costs a bounded wait and is dropped. Not used by kvsd yet: jobs across
- * hosts are being built on it.
+ * costs a bounded wait and is dropped.
  */
 #ifndef KVS_HANDSHAKE_H
 #define KVS_HANDSHAKE_H
@@ -39,5 +38,14 @@ int kvs__handshake_client(int fd, const struct kvs__secret *s, const struct kvs_
 int kvs__handshake_server(int fd, const struct kvs__secret *s, const struct kvs__host_id *me,
                           int64_t deadline_ns, uint32_t *client, uint32_t *client_workers,
                           struct kvs__err *e);
+
+/* One frame on a blocking stream: head and payload p of len bytes. */
+int kvs__frame_write(int fd, int type, uint32_t host, const void *p, size_t len,
+                     int64_t deadline_ns, struct kvs__err *e);
+
+/* Reads one frame, which must be of type and at most cap bytes of payload,
+ * into p: its length in *len, the sender's host rank in *host. */
+int kvs__frame_read(int fd, uint32_t nhosts, int type, void *p, size_t cap, size_t *len,
+                    uint32_t *host, int64_t deadline_ns, struct kvs__err *e);
 
 #endif

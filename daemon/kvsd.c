@@ -21,10 +21,15 @@
  * or request is bad is evicted, and the others go on. Nothing here waits
  * without a deadline.
  *
+ * A job across hosts has one kvsd per host: hosts.c links them (a third
+ * thread moves their frames) and bridge.c runs what they say to each
+ * other; the serve thread takes their messages in its loop.
+ *
  * This file is the program: options, set-up and teardown, and the serve
  * loop, which drives the rest (requests.c runs the workers' requests,
  * collectives.c their inits and barriers, control.c kvsctl's channel,
- * accept.c the socket thread, arena.c the shared segments and the arena).
+ * accept.c the socket thread, arena.c the shared segments and the arena,
+ * hosts.c and bridge.c the other hosts).
  * It owns the process's signals, the job's lock file and socket, the
  * control and arena segments, and the threads; it must never decode a
  * request, post a completion or answer kvsctl itself.
@@ -129,11 +134,13 @@ static void teardown(struct daemon *d)
     /* Waiting requests are answered while their workers' rings are still
      * mapped; releasing a worker unmaps them. */
     fail_waiting(d, KVS_ECLOSED, "kvsd stopped");
+    bridge_free(d);
     for (int i = 0; i < MAX_WORKERS; i++)
         if (d->workers[i].state != W_FREE)
             worker_release(d, &d->workers[i]);
     kvs__engine_free(d->eng);
     free(d->coll_tab);
+    free(d->host_out);
     reqs_cache_free(d);
     if (d->listen_fd >= 0) {
         close(d->listen_fd);
@@ -183,12 +190,22 @@ static void serve(struct daemon *d)
                 flush_backlog(d, &d->workers[i]);
             }
         }
+        if (d->hx)
+            progress |= bridge_serve(d);
         while (serve_pending(d))
             progress = 1;
         wake_workers(d);
         if (d->nworkers > 0 && connected >= d->nworkers && live == 0) {
-            say(d, "every worker has left: exiting");
-            return;
+            /* Across hosts a host owns keys that the others still push
+             * to: it stays until every host's workers have left. */
+            if (!d->hx || d->failed) {
+                say(d, "every worker has left: exiting");
+                return;
+            }
+            if (bridge_all_left(d)) {
+                say(d, "every worker of every host has left: exiting");
+                return;
+            }
         }
         if (!progress) {
             d->st.waits++;
@@ -228,13 +245,25 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: kvsd --job NAME [options]\n"
             "Serves the store of one dist_sync/dist_async job to its workers.\n"
-            "  -j, --job NAME       the job (as KVS_JOB in the workers)\n"
+            "  -j, --job NAME       the job (as KVS_JOB in the workers; across hosts\n"
+            "                       each host's workers use NAME.hR, R the host's rank)\n"
             "  -n, --workers N      the job's number of workers (default: from the first)\n"
             "      --staging BYTES  staging area per worker (default 256M)\n"
             "      --arena BYTES    room for stored values, at least 1M (default: the\n"
             "                       machine's memory and swap, at least 4G; sparse until\n"
             "                       values fill it)\n"
             "      --threads N      threads for big sums (default: online CPUs, at most 8)\n"
+            "Across hosts (one kvsd per host; kvsrun passes these):\n"
+            "      --nodes H        the job's hosts (default 1)\n"
+            "      --node-rank R    this host's rank, 0..H-1\n"
+            "      --coord HOST:PORT  where host 0 listens for the others\n"
+            "      --bind ADDR      the numeric address to listen on (default: loopback,\n"
+            "                       or every address with a secret)\n"
+            "      --secret-file F  the job's shared secret (mode 0600); without one the\n"
+            "                       hosts link over loopback only\n"
+            "      --heartbeat-timeout SECONDS  a host silent this long is dead (default 5)\n"
+            "      --join-timeout SECONDS  every host must join by then (default 60)\n"
+            "      --ready-fd FD    where to write \"RANK0 TOTAL\" once the hosts are joined\n"
             "  -q, --quiet          no messages on stderr\n"
             "  -h, --help           this text\n"
             "      --version        the version\n"
@@ -250,6 +279,14 @@ int main(int argc, char **argv)
         { "arena", required_argument, NULL, 'a' },
         { "threads", required_argument, NULL, 't' },
         { "quiet", no_argument, NULL, 'q' },
+        { "nodes", required_argument, NULL, 'H' },
+        { "node-rank", required_argument, NULL, 'R' },
+        { "coord", required_argument, NULL, 'C' },
+        { "bind", required_argument, NULL, 'B' },
+        { "secret-file", required_argument, NULL, 'S' },
+        { "heartbeat-timeout", required_argument, NULL, 'T' },
+        { "join-timeout", required_argument, NULL, 'J' },
+        { "ready-fd", required_argument, NULL, 'F' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
@@ -270,6 +307,11 @@ int main(int argc, char **argv)
     d.o.sq_entries = 1024;
     d.o.cq_entries = 1024;
     d.sync = -1;
+    d.o.nhosts = 1;
+    d.o.heartbeat_ns = 5 * 1000000000ll;
+    d.o.join_ns = 60 * 1000000000ll;
+    d.o.ready_fd = -1;
+    d.nhosts = 1;
     d.lock_fd = d.listen_fd = d.ctl_fd = d.arena_fd = d.arena_ro_fd = -1;
     while ((c = getopt_long(argc, argv, "j:n:qh", longs, NULL)) != -1) {
         char *end;
@@ -312,6 +354,39 @@ int main(int argc, char **argv)
         case 'q':
             d.o.quiet = 1;
             break;
+        case 'H':
+        case 'R':
+        case 'F':
+            v = strtol(optarg, &end, 10);
+            if (*end || end == optarg || v < (c == 'H') || v > (c == 'F' ? INT_MAX : KVS__HOSTS_MAX)) {
+                fprintf(stderr, "kvsd: bad --%s '%s'\n",
+                        c == 'H' ? "nodes" : c == 'R' ? "node-rank" : "ready-fd", optarg);
+                return 2;
+            }
+            *(c == 'H' ? &d.o.nhosts : c == 'R' ? &d.o.host : &d.o.ready_fd) = (int)v;
+            break;
+        case 'C':
+            d.o.coord = optarg;
+            break;
+        case 'B':
+            d.o.bind = optarg;
+            break;
+        case 'S':
+            d.o.secret_file = optarg;
+            break;
+        case 'T':
+        case 'J': {
+            double secs;
+
+            if (kvs__spec_double(optarg, strlen(optarg), &secs) != 0 || !(secs > 0)
+                || secs > 86400) {
+                fprintf(stderr, "kvsd: --%s '%s' is not a number of seconds in (0, 86400]\n",
+                        c == 'T' ? "heartbeat-timeout" : "join-timeout", optarg);
+                return 2;
+            }
+            *(c == 'T' ? &d.o.heartbeat_ns : &d.o.join_ns) = (int64_t)(secs * 1e9);
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;
@@ -327,7 +402,24 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    d.nworkers = d.o.nworkers;
+    if (d.o.nhosts > 1 && (!d.o.coord || !d.o.nworkers || d.o.host >= d.o.nhosts)) {
+        fprintf(stderr, "kvsd: a job of %d hosts needs --coord, --workers and a --node-rank "
+                "below %d\n", d.o.nhosts, d.o.nhosts);
+        return 2;
+    }
+    snprintf(d.o.net_job, sizeof d.o.net_job, "%s", d.o.job);
+    if (d.o.nhosts > 1) {
+        char local[2 * KVS__JOB_MAX];
+
+        snprintf(local, sizeof local, "%s.h%d", d.o.net_job, d.o.host);
+        if (kvs__job_name_check(local, &e) != 0) {
+            fprintf(stderr, "kvsd: this host's part of job '%s' is named '%s': %s\n",
+                    d.o.net_job, local, e.msg);
+            return 2;
+        }
+        memcpy(d.o.job, local, strlen(local) + 1);  /* checked: at most KVS__JOB_MAX */
+    }
+    d.nworkers = d.total = d.o.nworkers;
     for (int i = 0; i < MAX_WORKERS; i++)
         d.workers[i].sock = -1;
     pthread_mutex_init(&d.lock, NULL);
@@ -340,6 +432,16 @@ int main(int argc, char **argv)
         teardown(&d);
         return rc == -EBUSY ? 3 : 1;
     }
+    if (d.o.nhosts > 1 && (rc = hosts_start(&d, &e)) != 0) {
+        fprintf(stderr, "kvsd: host %d of job '%s': %s\n", d.o.host, d.o.job, e.msg);
+        hosts_stop(&d, 0);
+        teardown(&d);
+        return 1;
+    }
+    if (d.o.ready_fd >= 0) {
+        dprintf(d.o.ready_fd, "%d %d\n", d.rank0, d.total);
+        close(d.o.ready_fd);
+    }
     say(&d, "serving on %s", d.sock_path);
     if ((rc = pthread_create(&th, NULL, socket_thread, &d)) != 0) {
         fprintf(stderr, "kvsd: cannot start a thread: %s\n", strerror(rc));
@@ -347,6 +449,9 @@ int main(int argc, char **argv)
         return 1;
     }
     serve(&d);
+    /* Ended by a signal, or failed: the other hosts see the links close
+     * without a bye, which fails their job too. */
+    hosts_stop(&d, !stop_signal && !d.failed);
     stop_signal = 1;
     pthread_join(th, NULL);
     teardown(&d);

@@ -21,6 +21,7 @@
 #include "layout.h"
 #include "proto.h"
 #include "ring.h"
+#include "wire.h"
 
 #define MAX_WORKERS     1024
 #define HANDSHAKE_NS    (2 * 1000000000ll)
@@ -29,8 +30,18 @@
 /* ---- options ---------------------------------------------------------- */
 
 struct options {
-    char job[KVS__JOB_MAX + 1];
-    int nworkers;                      /* 0: from the first worker's hello */
+    char job[KVS__JOB_MAX + 1];        /* this host's part: its socket, workers, kvsctl */
+    char net_job[KVS__JOB_MAX + 1];    /* the job's name between hosts: job is then
+                                        * net_job.hR, so that hosts share a machine */
+    int nworkers;                      /* this host's; 0: from the first worker's hello */
+    /* across hosts (hosts.c); nhosts 1: this host alone */
+    int nhosts, host;
+    const char *coord;                 /* HOST:PORT of host 0 */
+    const char *bind;                  /* the address to listen on, or NULL */
+    const char *secret_file;           /* or NULL: loopback only */
+    int64_t heartbeat_ns;              /* a host silent this long is dead */
+    int64_t join_ns;                   /* every host must have joined by then */
+    int ready_fd;                      /* told "RANK0 TOTAL" once the hosts are joined */
     uint64_t staging, arena;
     uint32_t sq_entries, cq_entries;
     int threads;
@@ -84,6 +95,7 @@ struct req {
     uint8_t lent;                      /* data still in the worker's staging */
     uint8_t acked;                     /* completed early with KVS__CQE_HELD: the
                                         * worker waits for a release, not a completion */
+    uint64_t token;                    /* an async push forwarded to its key's owner */
     void *copy;                        /* kvsd's copy of the data, or NULL */
     struct round *rd;                  /* PUSH, PULL: its key's rounds */
     struct req *next;
@@ -154,8 +166,13 @@ struct round {
                                         * pulls waiting for it get its status */
     int fail_status;
     char fail_msg[KVS__MSG_MAX];
-    struct round *next, **pprev;       /* in the daemon's open list while ncontrib > 0 */
+    struct round *next, **pprev;       /* in the daemon's open list while ncontrib > 0,
+                                        * or while other hosts' sums wait here */
     int ready;                         /* every push is in: in the daemon's ready[] */
+    int owner;                         /* the host that owns the key (0 on one host) */
+    int inflight;                      /* across hosts: this host's part of the open round
+                                        * is done (its sum sent, or in at the owner) */
+    struct xround *x;                  /* at the owner: the other hosts' sums, or NULL */
     /* contrib, last and queued point here, in the same allocation */
 };
 
@@ -165,12 +182,18 @@ struct coll {
     uint8_t op;
     kvs_key_t key;                     /* INIT: name owned */
     int narrived;
+    int sent;                          /* across hosts: this host's arrival went to host 0 */
+    int nremote;                       /* at host 0: the other hosts that arrived */
+    kvs_dtype_t dtype;                 /* INIT at host 0, from another host: its value's */
+    int ndim;
+    int64_t shape[KVS_MAX_NDIM];
     struct req *reqs;                  /* waiting, completed together */
     struct coll *next, **pprev;        /* the daemon's list */
     struct coll *hnext;                /* its bucket in the daemon's table */
     unsigned char *value;              /* INIT: the lowest rank's value so far (of */
     uint64_t value_len;                /* the first arrival's size), in the same */
     int value_rank;                    /* allocation; that rank, INT_MAX: none yet */
+    unsigned char *harrived;           /* per host, in the same allocation */
     unsigned char arrived[];           /* per worker; in the same allocation */
 };
 
@@ -193,6 +216,29 @@ struct stats {
     uint64_t failed;                   /* requests completed with an error */
 };
 
+/* A frame to send to other hosts: head and payload in one buffer, freed
+ * once sent to each (refs). */
+struct frame {
+    int refs;                          /* the links' thread's, once posted */
+    size_t len;
+    unsigned char buf[];
+};
+
+/* What the links' thread hands the serve thread: a frame from another
+ * host (type, its payload), or what happened to a link (LINK_*). */
+enum { LINK_CLOSED = -1, LINK_SILENT = -2, LINK_BAD = -3 };
+struct inmsg {
+    struct inmsg *next;
+    int host;
+    int type;                          /* enum kvs__frame_type, or LINK_* */
+    size_t len;
+    unsigned char *pay;                /* malloc'd payload */
+    char why[KVS__MSG_MAX];            /* LINK_*: in words */
+};
+
+struct hosts;                          /* hosts.c */
+struct xround;                         /* bridge.c */
+
 struct daemon {
     struct options o;
     char dir[PATH_MAX], sock_path[PATH_MAX + 80], lock_path[PATH_MAX + 80];
@@ -210,7 +256,19 @@ struct daemon {
     struct worker workers[MAX_WORKERS];
     _Atomic int nslots;                /* workers[] slots ever used: the highest + 1; raised
                                         * by the socket thread before a slot turns LIVE */
-    int nworkers;                      /* the job's size, once known */
+    int nworkers;                      /* this host's workers, once known */
+    int rank0, total;                  /* the global rank of worker 0 here, and the
+                                        * job's workers on every host */
+    struct hosts *hx;                  /* the links to the other hosts (hosts.c), or NULL */
+    int nhosts, me;                    /* the job's hosts, and this one's rank */
+    uint8_t *host_out;                 /* per host: it left (its workers all did) or
+                                        * ended; serve thread */
+    struct inmsg *deferred;            /* messages of keys not stored here yet, newest first */
+    size_t deferred_nkeys;             /* the keys stored when they were last tried */
+    int fail_remote;                   /* fail_job: the failure came from another host */
+    int left_told;                     /* the others know this host's workers all left */
+    struct req *fwd;                   /* async pushes waiting for their owner's answer */
+    uint64_t next_token;
     _Atomic int connected;             /* workers ever connected */
     int left;                          /* workers that left cleanly */
     int failed;                        /* 0, or why every request now fails: a worker
@@ -304,6 +362,10 @@ void reqs_cache_free(struct daemon *d);
 /* Frees a key's rounds (the engine's front free). */
 void round_free(void *p);
 
+/* Sets the optimizer from spec, as worker or host `who` asked: the same
+ * spec again keeps the state. */
+int optimizer_set(struct daemon *d, const char *spec, const char *who, struct kvs__err *e);
+
 /* One pass over the pending requests; 1 when something completed. */
 int serve_pending(struct daemon *d);
 
@@ -322,14 +384,33 @@ void complete_list(struct daemon *d, struct req *r, int status, const char *msg)
 /* How many workers a round or a collective waits for: those still in the job. */
 int expected(const struct daemon *d);
 
+/* Rounds, for bridge.c: a request's data, the key's rounds, the pushes of
+ * nr rounds applied as one engine call, one push applied alone, a round
+ * finished (its pushes ended, pulls waiting on it let go), the open list. */
+void *req_data(const struct daemon *d, const struct req *r);
+struct round *round_of(struct daemon *d, const struct kvs__entry_info *info, kvs_key_t key);
+int apply_one(struct daemon *d, struct round *rd, const void *data, struct kvs__err *e);
+void finish_round(struct daemon *d, struct round *rd, int status, const char *msg);
+void open_link(struct daemon *d, struct round *rd);
+void lending_ends(struct daemon *d, struct req *r, int release);
+/* Closes the rounds, local to this host, that leaving workers completed. */
+void rounds_recheck(struct daemon *d);
+
 /* ---- collectives.c: init of a key, barrier (serve thread only) -------- */
 
 /* A worker's init or barrier arrives; the collective completes when every
  * worker still in the job has come. */
 void coll_arrive(struct daemon *d, struct req *r);
 
-/* Completes the collectives that a worker's leaving leaves complete. */
+/* Completes the collectives that a worker's (or a host's) leaving leaves
+ * complete. */
 void colls_check(struct daemon *d);
+
+/* Across hosts: host h's workers all made collective m->op (host 0 hears
+ * it), or host 0 says every host did (the others hear it, with an init's
+ * value). */
+void coll_remote_arrive(struct daemon *d, int h, const struct kvs__wire_msg *m);
+void coll_remote_done(struct daemon *d, int h, const struct kvs__wire_msg *m);
 
 /* Stores the values of the inits completed since the last call, in one
  * engine call, and answers their workers. run_list calls it at its end. */
@@ -346,6 +427,84 @@ int ctl_serve(struct daemon *d);
 /* Checks and queues a control connection whose first message is msg
  * (socket thread). Takes fd. */
 void ctl_accept(struct daemon *d, int fd, const void *msg, size_t len, pid_t pid);
+
+/* ---- hosts.c: the links between the hosts of a job -------------------- */
+
+/* Joins the job's other hosts (opts nhosts, host, coord, ...): host 0
+ * takes every other host's join, then each host connects to those of lower
+ * rank and takes the connections of those above, every one authenticated.
+ * Sets d->rank0 and d->total, tells the ready fd, starts the thread that
+ * moves frames. Main thread, before the serve loop. */
+int hosts_start(struct daemon *d, struct kvs__err *e);
+
+/* Ends the links: with bye when clean (every frame queued before goes
+ * first, within a deadline), else at once. Main thread, after the serve loop. */
+void hosts_stop(struct daemon *d, int clean);
+
+/* A message frame of type from this host, data (m->len bytes) copied
+ * from m->data unless that is NULL: then *data is where the caller writes
+ * it before hosts_post. NULL without memory. */
+struct frame *frame_new(const struct daemon *d, int type, const struct kvs__wire_msg *m,
+                        void **data);
+/* Queues f for host to, for every other host still in the job (HOSTS_IN:
+ * not d->host_out) or for every other host (HOSTS_ALL), and frees it once
+ * sent. Serve thread. */
+enum { HOSTS_IN = -1, HOSTS_ALL = -2 };
+void hosts_post(struct daemon *d, struct frame *f, int to);
+
+/* What the links' thread handed up since the last call, oldest first.
+ * Serve thread. */
+struct inmsg *hosts_take(struct daemon *d);
+
+/* A host of the job, by rank, in words for messages: "host 1 (10.0.0.2)". */
+const char *host_name(const struct daemon *d, int host);
+
+/* ---- bridge.c: what the hosts' messages do (serve thread) ------------- */
+
+/* The host that owns key. */
+int key_owner(const struct daemon *d, kvs_key_t key);
+
+/* Acts on what the other hosts sent since the last call; 1 on progress. */
+int bridge_serve(struct daemon *d);
+
+/* A round whose every local push is in, across hosts: its sum goes to the
+ * owner (or waits there for the other hosts'). */
+void bridge_round_ready(struct daemon *d, struct round *rd);
+
+/* An async push of a key another host owns: forwarded, answered when the
+ * owner's value comes back. */
+void bridge_forward(struct daemon *d, struct req *r);
+
+/* A key's value changed at its owner by an async push (status 0), or the
+ * push failed: key names the key, its dtype and shape; the value goes to
+ * every host, a failure to the push's own host (to: the host whose
+ * forwarded push it was, token its token; -1: this host's). */
+void bridge_async_value(struct daemon *d, const struct kvs__wire_msg *key, struct round *rd,
+                        int status, const char *msg, int to, uint64_t token);
+/* r, an async push of a key this host owns, was applied here. */
+void bridge_pushed(struct daemon *d, const struct req *r);
+
+/* The owner's rounds and host 0's collectives that hosts leaving (or this
+ * host's workers) left complete, complete. */
+void bridge_recheck(struct daemon *d);
+
+/* Frees what waits at the owner in rd (its other hosts' sums). */
+void xround_free(struct round *rd);
+
+/* Frees the messages that still wait for their keys (at teardown). */
+void bridge_free(struct daemon *d);
+
+/* The optimizer was set here: every other host sets it too. */
+void bridge_optimizer(struct daemon *d, const char *spec);
+
+/* Every worker of this host has left: the others stop waiting for it. */
+void bridge_left(struct daemon *d);
+
+/* The job failed here (status, msg): the others fail too. */
+void bridge_fail(struct daemon *d, int status, const char *msg);
+
+/* 1 when every other host has left or ended. */
+int bridge_all_left(const struct daemon *d);
 
 /* ---- accept.c: the socket thread -------------------------------------- */
 

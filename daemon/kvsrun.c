@@ -1,5 +1,6 @@
 /*
- * kvsrun - the launcher of a dist_sync / dist_async job on one host. It
+ * kvsrun - the launcher of a dist_sync / dist_async job on one host (or of
+ * one host's part of a job across hosts: one kvsrun per host). It
  * makes sure a kvsd serves the job (starting one when none does), starts
  * the N workers with KVS_JOB, KVS_RANK and KVS_NUM_WORKERS set, passes the
  * signals it receives on to them, stops the rest when one fails, and on
@@ -14,6 +15,14 @@
  * process groups of its own workers and of the kvsd it started. Nothing
  * here waits without a deadline; signals arrive through a signalfd, so no
  * handler runs in the middle of anything.
+ *
+ * Across hosts, kvsrun always starts its host's kvsd, with the hosts'
+ * options, and waits for it to say (through a pipe) that every host has
+ * joined and which global ranks are this host's: its workers get those
+ * (host-major: host 0's first) and the job's total. The host count, rank
+ * and coordinator come from the options, else KVS_NODES, KVS_NODE_RANK and
+ * KVS_COORD, else Slurm's or Open MPI's variables, so that srun or mpirun
+ * can start one kvsrun per host.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -52,6 +61,10 @@
 #define EXEC_NS        (10 * SEC_NS)   /* fork to exec, as the error pipe tells */
 #define SLICE_MS       100             /* longest sleep between looks at children */
 #define PROBE_MS       20              /* between probes of a starting kvsd */
+#define JOIN_NS        (60 * SEC_NS)   /* every host of a job must have joined by then */
+#define HOSTS_LEAVE_NS (3600 * SEC_NS) /* kvsd's exit after this host's workers, across
+                                        * hosts: it stays while the others still push */
+#define COORD_PORT     "47470"         /* the coordinator's port when none is named */
 
 
 struct options {
@@ -64,6 +77,11 @@ struct options {
     const char *staging;               /* NULL: kvsd's default */
     const char *arena;                 /* NULL: kvsd's default */
     char **argv;                       /* the workers' program and its arguments */
+    /* across hosts: nodes 1 is one host */
+    int nodes, node_rank;
+    char coord[300];
+    const char *bind, *secret_file;
+    char net_job[KVS__JOB_MAX + 1];    /* the job's name; job is then net_job.hR */
 };
 
 struct worker {
@@ -87,6 +105,7 @@ struct run {
     int first_status;                  /* first failure as an exit code; -1 none */
     int stopping;                      /* a failure or a signal: the job ends */
     int64_t term_at, kill_at, give_up_at; /* 0: not (yet) due */
+    int rank0, total;                  /* this host's first global rank, the job's workers */
 };
 
 static int64_t ms_to(int64_t deadline_ns)
@@ -117,6 +136,16 @@ static void usage(FILE *f)
             "      --arena BYTES        room for the job's stored values, at least 1M\n"
             "                           (kvsd's default: the machine's memory and swap,\n"
             "                           at least 4G; sparse)\n"
+            "Across hosts (one kvsrun per host, each with its own N):\n"
+            "      --nodes H            the job's hosts (default: $KVS_NODES, Slurm's\n"
+            "                           SLURM_NNODES, Open MPI's OMPI_COMM_WORLD_SIZE, or 1)\n"
+            "      --node-rank R        this host's rank (KVS_NODE_RANK, SLURM_NODEID,\n"
+            "                           OMPI_COMM_WORLD_RANK); host 0's workers rank first\n"
+            "      --coord HOST:PORT    where host 0 listens (KVS_COORD; under Slurm the\n"
+            "                           first host of SLURM_JOB_NODELIST, port " COORD_PORT ")\n"
+            "      --bind ADDR          the numeric address this host listens on\n"
+            "      --secret-file FILE   the job's secret, mode 0600 (KVS_SECRET_FILE);\n"
+            "                           without one the hosts link over loopback only\n"
             "  -h, --help               this text\n"
             "      --version            kvsrun's version\n"
             "Exit status: that of the first worker to fail (128+S when signal S killed it),\n"
@@ -137,11 +166,106 @@ static int parse_seconds(const char *s, double lo, double hi, double *out)
     return 0;
 }
 
+/* An integer variable in [lo, hi]: 1 and *out; 0 when unset; -1 (said)
+ * when set to anything else. */
+static int env_num(const char *name, long lo, long hi, int *out)
+{
+    const char *s = getenv(name);
+    char *end;
+    long v;
+
+    if (!s || !*s)
+        return 0;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "kvsrun: %s=%s is not a number in %ld..%ld\n", name, s, lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+/* The first host of a Slurm node list: "gpu[07-09,12],cpu1" is gpu07. */
+static void slurm_first_host(const char *list, char *out, size_t size)
+{
+    size_t n = strcspn(list, ",[");
+
+    if (n >= size)
+        n = size - 1;
+    memcpy(out, list, n);
+    out[n] = '\0';
+    if (list[n] == '[') {
+        size_t m = strcspn(list + n + 1, ",-]");
+
+        if (n + m >= size)
+            m = size - 1 - n;
+        memcpy(out + n, list + n + 1, m);
+        out[n + m] = '\0';
+    }
+}
+
+/* The hosts of the job: options first, then KVS_*, then Slurm's, then
+ * Open MPI's variables (a launcher's rank and size count hosts: one kvsrun
+ * per host). -1 to go on, else the exit status (said). */
+static int hosts_options(struct options *o)
+{
+    static const char *const vars[][2] = {
+        { "KVS_NODES", "KVS_NODE_RANK" },
+        { "SLURM_NNODES", "SLURM_NODEID" },
+        { "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK" },
+    };
+    const char *coord = getenv("KVS_COORD");
+    int from = -1;
+
+    if (!o->secret_file && getenv("KVS_SECRET_FILE") && *getenv("KVS_SECRET_FILE"))
+        o->secret_file = getenv("KVS_SECRET_FILE");
+    for (int i = 0; i < 3 && (o->nodes < 0 || o->node_rank < 0); i++) {
+        int n = -1, r = -1, hn, hr;
+
+        if ((hn = env_num(vars[i][0], 1, 4096, &n)) < 0
+            || (hr = env_num(vars[i][1], 0, 4095, &r)) < 0)
+            return 2;
+        if (!hn && !hr)
+            continue;
+        if (o->nodes < 0 && hn)
+            o->nodes = n;
+        if (o->node_rank < 0 && hr)
+            o->node_rank = r;
+        from = i;
+    }
+    if (o->nodes < 0)
+        o->nodes = 1;
+    if (o->nodes == 1)
+        return -1;
+    if (o->node_rank < 0 || o->node_rank >= o->nodes) {
+        fprintf(stderr, "kvsrun: a job of %d hosts needs this host's rank in 0..%d "
+                "(--node-rank, KVS_NODE_RANK)\n", o->nodes, o->nodes - 1);
+        return 2;
+    }
+    if (!o->coord[0] && coord && *coord)
+        snprintf(o->coord, sizeof o->coord, "%s", coord);
+    if (!o->coord[0] && from == 1 && getenv("SLURM_JOB_NODELIST")) {
+        char host[256];
+        const char *port = coord && strrchr(coord, ':') ? strrchr(coord, ':') + 1 : COORD_PORT;
+
+        slurm_first_host(getenv("SLURM_JOB_NODELIST"), host, sizeof host);
+        snprintf(o->coord, sizeof o->coord, "%s:%s", host, port);
+    }
+    if (!o->coord[0]) {
+        fprintf(stderr, "kvsrun: a job of %d hosts needs host 0's address (--coord HOST:PORT, "
+                "KVS_COORD)\n", o->nodes);
+        return 2;
+    }
+    return -1;
+}
+
 /* Returns -1 to go on, else the exit status (0 after --help/--version,
  * 2 on a usage error, with the message already written). */
 static int parse_options(struct options *o, int argc, char **argv)
 {
-    enum { OPT_GRACE = 256, OPT_KVSD, OPT_TIMEOUT, OPT_STAGING, OPT_ARENA, OPT_VERSION };
+    enum { OPT_GRACE = 256, OPT_KVSD, OPT_TIMEOUT, OPT_STAGING, OPT_ARENA, OPT_VERSION,
+           OPT_NODES, OPT_NODE_RANK, OPT_COORD, OPT_BIND, OPT_SECRET };
     static const struct option longs[] = {
         { "workers", required_argument, NULL, 'n' },
         { "job", required_argument, NULL, 'j' },
@@ -152,10 +276,17 @@ static int parse_options(struct options *o, int argc, char **argv)
         { "arena", required_argument, NULL, OPT_ARENA },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, OPT_VERSION },
+        { "nodes", required_argument, NULL, OPT_NODES },
+        { "node-rank", required_argument, NULL, OPT_NODE_RANK },
+        { "coord", required_argument, NULL, OPT_COORD },
+        { "bind", required_argument, NULL, OPT_BIND },
+        { "secret-file", required_argument, NULL, OPT_SECRET },
         { NULL, 0, NULL, 0 },
     };
     struct kvs__err e = { 0, "" };
     int c;
+
+    o->nodes = o->node_rank = -1;
 
     o->grace_ns = 5 * SEC_NS;
     opterr = 0;                        /* our messages carry "kvsrun: ", not argv[0] */
@@ -229,6 +360,26 @@ static int parse_options(struct options *o, int argc, char **argv)
             *(c == OPT_STAGING ? &o->staging : &o->arena) = optarg;
             break;
         }
+        case OPT_NODES:
+        case OPT_NODE_RANK:
+            errno = 0;
+            v = strtol(optarg, &end, 10);
+            if (end == optarg || *end || errno || v < (c == OPT_NODES) || v > 4096) {
+                fprintf(stderr, "kvsrun: --%s '%s' is not a number in %d..4096\n",
+                        c == OPT_NODES ? "nodes" : "node-rank", optarg, c == OPT_NODES);
+                return 2;
+            }
+            *(c == OPT_NODES ? &o->nodes : &o->node_rank) = (int)v;
+            break;
+        case OPT_COORD:
+            snprintf(o->coord, sizeof o->coord, "%s", optarg);
+            break;
+        case OPT_BIND:
+            o->bind = optarg;
+            break;
+        case OPT_SECRET:
+            o->secret_file = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -257,9 +408,28 @@ static int parse_options(struct options *o, int argc, char **argv)
         return 2;
     }
     o->argv = argv + optind;
+    if ((c = hosts_options(o)) >= 0)
+        return c;
+    if (!o->job[0] && o->nodes > 1) {
+        fprintf(stderr, "kvsrun: a job across hosts needs its name (-j), the same on every "
+                "host\n");
+        return 2;
+    }
     if (!o->job[0]) {
         snprintf(o->job, sizeof o->job, "run-%ld", (long)getpid());
         o->job_picked = 1;
+    }
+    snprintf(o->net_job, sizeof o->net_job, "%s", o->job);
+    if (o->nodes > 1) {
+        char local[2 * KVS__JOB_MAX];
+
+        snprintf(local, sizeof local, "%s.h%d", o->net_job, o->node_rank);
+        if (kvs__job_name_check(local, &e) != 0) {
+            fprintf(stderr, "kvsrun: this host's part of job '%s' is named '%s': %s\n",
+                    o->net_job, local, e.msg);
+            return 2;
+        }
+        memcpy(o->job, local, strlen(local) + 1);  /* checked: at most KVS__JOB_MAX */
     }
     return -1;
 }
@@ -413,10 +583,10 @@ static int spawn(struct run *r, char *const argv[], int rank, pid_t *pid)
         if (getppid() != parent)
             _exit(127);
         if (rank >= 0) {
-            snprintf(num, sizeof num, "%d", rank);
+            snprintf(num, sizeof num, "%d", r->rank0 + rank);
             if (setenv("KVS_RANK", num, 1) != 0)
                 goto child_fail;
-            snprintf(num, sizeof num, "%d", r->o.nworkers);
+            snprintf(num, sizeof num, "%d", r->total);
             if (setenv("KVS_NUM_WORKERS", num, 1) != 0 || setenv("KVS_JOB", r->o.job, 1) != 0)
                 goto child_fail;
             if (r->o.timeout && setenv("KVS_TIMEOUT", r->o.timeout, 1) != 0)
@@ -605,16 +775,39 @@ static const char *find_kvsd(const struct run *r, char *buf, size_t size)
     return "kvsd";
 }
 
-/* Starts kvsd for the job and waits until its socket accepts. Returns 0,
- * else kvsrun's exit status (the message written). */
+static int wait_kvsd(struct run *r, int64_t deadline_ns, int cut_short);
+
+/* Reads kvsd's "RANK0 TOTAL" line from fd (non-blocking) into r: 1 once
+ * whole, 0 not yet, -1 when kvsd closed the pipe without it. */
+static int read_ready(struct run *r, int fd, char *buf, size_t *got, size_t size)
+{
+    ssize_t n = read(fd, buf + *got, size - 1 - *got);
+
+    if (n < 0)
+        return errno == EAGAIN || errno == EINTR ? 0 : -1;
+    if (n == 0)
+        return -1;
+    *got += (size_t)n;
+    buf[*got] = '\0';
+    if (!strchr(buf, '\n'))
+        return *got + 1 < size ? 0 : -1;
+    if (sscanf(buf, "%d %d", &r->rank0, &r->total) != 2 || r->rank0 < 0 || r->total < 1
+        || r->total > MAX_WORKERS || r->rank0 + r->o.nworkers > r->total)
+        return -1;
+    return 1;
+}
+
+/* Starts kvsd for the job and waits until its socket accepts, or, across
+ * hosts, until it says every host has joined. Returns 0, else kvsrun's
+ * exit status (the message written). */
 static int start_kvsd(struct run *r)
 {
-    char buf[PATH_MAX + 16], num[16], what[128];
+    char buf[PATH_MAX + 16], num[16], what[128], nodes[16], rank[16], rfd[16], line[64];
     const char *path = find_kvsd(r, buf, sizeof buf);
-    char *argv[] = { (char *)path, "--job", r->o.job, "-n", num, "-q", NULL, NULL, NULL, NULL,
-                     NULL };
-    int argc = 6;
-    int64_t deadline;
+    char *argv[24] = { (char *)path, "--job", r->o.net_job, "-n", num, "-q" };
+    int argc = 6, pipefd[2] = { -1, -1 }, ready = 0;
+    size_t got = 0;
+    int64_t wait_ns = KVSD_START_NS + (r->o.nodes > 1 ? JOIN_NS : 0), deadline;
     pid_t pid = 0;
     int rc, sig;
 
@@ -627,38 +820,84 @@ static int start_kvsd(struct run *r)
         argv[argc++] = "--arena";
         argv[argc++] = (char *)r->o.arena;
     }
-    if ((rc = spawn(r, argv, -1, &pid)) != 0) {
+    if (r->o.nodes > 1) {
+        /* The pipe's write end goes to kvsd; kvsrun keeps the read end. */
+        if (pipe(pipefd) != 0 || fcntl(pipefd[0], F_SETFD, FD_CLOEXEC) != 0
+            || fcntl(pipefd[0], F_SETFL, O_NONBLOCK) != 0) {
+            fprintf(stderr, "kvsrun: pipe: %s\n", strerror(errno));
+            return 1;
+        }
+        snprintf(nodes, sizeof nodes, "%d", r->o.nodes);
+        snprintf(rank, sizeof rank, "%d", r->o.node_rank);
+        snprintf(rfd, sizeof rfd, "%d", pipefd[1]);
+        argv[argc++] = "--nodes";
+        argv[argc++] = nodes;
+        argv[argc++] = "--node-rank";
+        argv[argc++] = rank;
+        argv[argc++] = "--coord";
+        argv[argc++] = r->o.coord;
+        argv[argc++] = "--ready-fd";
+        argv[argc++] = rfd;
+        if (r->o.bind) {
+            argv[argc++] = "--bind";
+            argv[argc++] = (char *)r->o.bind;
+        }
+        if (r->o.secret_file) {
+            argv[argc++] = "--secret-file";
+            argv[argc++] = (char *)r->o.secret_file;
+        }
+    }
+    rc = spawn(r, argv, -1, &pid);
+    if (pipefd[1] >= 0)
+        close(pipefd[1]);
+    if (rc != 0) {
         fprintf(stderr, "kvsrun: cannot run kvsd '%s': %s\n", path, strerror(-rc));
+        if (pipefd[0] >= 0)
+            close(pipefd[0]);
         return 1;
     }
     r->kvsd = pid;
-    deadline = kvs__now_ns() + KVSD_START_NS;
+    deadline = kvs__now_ns() + wait_ns;
     for (;;) {
-        if (probe(r->sock_path, NULL))
+        if (pipefd[0] >= 0 ? (ready = read_ready(r, pipefd[0], line, &got, sizeof line)) > 0
+                           : probe(r->sock_path, NULL)) {
+            if (pipefd[0] >= 0)
+                close(pipefd[0]);
             return 0;
+        }
         reap(r);
-        if (r->kvsd_done) {
+        if (r->kvsd_done || ready < 0) {
+            if (!r->kvsd_done)
+                wait_kvsd(r, kvs__now_ns() + KILL_AFTER_NS, 0);
             describe(what, sizeof what, r->kvsd_status);
-            fprintf(stderr, "kvsrun: kvsd '%s' %s before it served job '%s'%s\n", path, what,
-                    r->o.job,
+            fprintf(stderr, "kvsrun: kvsd '%s' %s before it served job '%s'%s\n", path,
+                    r->kvsd_done ? what : "ended its ready pipe", r->o.job,
                     WIFEXITED(r->kvsd_status) && WEXITSTATUS(r->kvsd_status) == 3
                         ? " (another kvsd serves it)" : "");
             r->kvsd_told = 1;
-            return 1;
+            break;
         }
         if (kvs__now_ns() >= deadline) {
-            fprintf(stderr, "kvsrun: kvsd '%s' (pid %ld) did not listen on %s within %lld s\n",
-                    path, (long)r->kvsd, r->sock_path, KVSD_START_NS / SEC_NS);
-            return 1;
+            fprintf(stderr, "kvsrun: kvsd '%s' (pid %ld) did not %s within %lld s\n", path,
+                    (long)r->kvsd, pipefd[0] >= 0 ? "see every host join" : "listen",
+                    (long long)(wait_ns / SEC_NS));
+            break;
         }
-        if ((sig = take_signals(r)) != 0)
-            return 128 + sig;
+        if ((sig = take_signals(r)) != 0) {
+            rc = 128 + sig;
+            goto out;
+        }
         {
             int64_t next = kvs__now_ns() + PROBE_MS * 1000000ll;
 
             wait_slice(r, next < deadline ? next : deadline);
         }
     }
+    rc = 1;
+out:
+    if (pipefd[0] >= 0)
+        close(pipefd[0]);
+    return rc;
 }
 
 /* Waits until the kvsd is reaped or deadline_ns; a stop signal ends the
@@ -707,7 +946,7 @@ static int stop_kvsd(struct run *r, int wait_first)
     if (!r->kvsd)
         return 0;
     if (!r->kvsd_done && wait_first)
-        wait_kvsd(r, kvs__now_ns() + KVSD_LEAVE_NS, 1);
+        wait_kvsd(r, kvs__now_ns() + (r->o.nodes > 1 ? HOSTS_LEAVE_NS : KVSD_LEAVE_NS), 1);
     if (!r->kvsd_done) {
         kill(-r->kvsd, SIGTERM);
         wait_kvsd(r, kvs__now_ns() + KILL_AFTER_NS, 0);
@@ -918,7 +1157,14 @@ int main(int argc, char **argv)
     /* A name kvsrun made up is said, so that kvsctl -j can find the job. */
     if (r.o.job_picked)
         fprintf(stderr, "kvsrun: job %s (kvsctl -j %s status)\n", r.o.job, r.o.job);
-    if (!probe(r.sock_path, NULL) && (rc = start_kvsd(&r)) != 0) {
+    r.total = r.o.nworkers;
+    if (r.o.nodes > 1 && probe(r.sock_path, NULL)) {
+        fprintf(stderr, "kvsrun: a kvsd already serves %s: across hosts kvsrun starts its "
+                "own\n", r.o.job);
+        status = 1;
+        goto out_kvsd;
+    }
+    if ((r.o.nodes > 1 || !probe(r.sock_path, NULL)) && (rc = start_kvsd(&r)) != 0) {
         status = rc;
         goto out_kvsd;
     }

@@ -175,7 +175,7 @@ static void value_cqe(struct daemon *d, const struct round *rd, struct kvs__cqe 
 }
 
 /* Where a request's data is now: kvsd's copy, or the worker's staging. */
-static void *req_data(const struct daemon *d, const struct req *r)
+void *req_data(const struct daemon *d, const struct req *r)
 {
     return r->copy ? r->copy : d->workers[r->w].staging + r->s.data_off;
 }
@@ -207,6 +207,7 @@ static struct req *req_new(struct daemon *d, int wi)
     r->blk = b;
     r->w = wi;
     r->lent = r->acked = 0;
+    r->token = 0;
     r->copy = NULL;
     r->rd = NULL;
     r->next = NULL;
@@ -273,7 +274,7 @@ static void tab_answer(struct daemon *d, struct req *r, const struct kvs__cqe *c
 /* kvsd no longer reads r's data from staging: the worker gets it back now
  * by a release (release non-zero), or later with r's completion. A table's
  * data goes back once none of its requests' is read any more. */
-static void lending_ends(struct daemon *d, struct req *r, int release)
+void lending_ends(struct daemon *d, struct req *r, int release)
 {
     struct kvs__cqe c = { .flags = KVS__CQE_RELEASE };
 
@@ -393,8 +394,10 @@ void complete_list(struct daemon *d, struct req *r, int status, const char *msg)
 
 /* ---- the open rounds --------------------------------------------------- */
 
-static void open_link(struct daemon *d, struct round *rd)
+void open_link(struct daemon *d, struct round *rd)
 {
+    if (rd->pprev)
+        return;                        /* linked already */
     rd->next = d->open;
     if (d->open)
         d->open->pprev = &rd->next;
@@ -419,6 +422,7 @@ static void round_empty(struct daemon *d, struct round *rd, int status, const ch
 {
     open_unlink(rd);
     rd->ready = 0;
+    rd->inflight = 0;
     for (int i = 0; i < d->nworkers && rd->ncontrib > 0; i++) {
         struct req *r = rd->contrib[i];
 
@@ -471,6 +475,8 @@ void fail_waiting(struct daemon *d, int status, const char *msg)
 {
     complete_list(d, d->pending, status, msg);
     d->pending = NULL;
+    complete_list(d, d->fwd, status, msg);
+    d->fwd = NULL;
     while (d->open)
         round_empty(d, d->open, status, msg);
     colls_fail(d, status, msg);
@@ -488,6 +494,8 @@ void fail_job(struct daemon *d, int status, const char *fmt, ...)
         va_end(ap);
         d->failed = status;
         say(d, "%s", d->fail_msg);
+        if (d->hx && !d->fail_remote)
+            bridge_fail(d, status, d->fail_msg);
     }
     fail_waiting(d, d->failed, d->fail_msg);
 }
@@ -529,7 +537,7 @@ void worker_release(struct daemon *d, struct worker *w)
 /* The key's rounds, made at its first push or pull. The value's place
  * never changes in kvsd (no reinit, no updater swapping buffers), so the
  * round keeps it: a request that knows its round needs no key lookup. */
-static struct round *round_of(struct daemon *d, const struct kvs__entry_info *info)
+struct round *round_of(struct daemon *d, const struct kvs__entry_info *info, kvs_key_t key)
 {
     struct round *r = *info->front;
     size_t n;
@@ -547,6 +555,7 @@ static struct round *round_of(struct daemon *d, const struct kvs__entry_info *in
     r->value = info->value;
     r->bytes = info->bytes;
     r->entry = info->entry;
+    r->owner = key_owner(d, key);
     *info->front = r;
     return r;
 }
@@ -559,6 +568,7 @@ void round_free(void *p)
      * goes, after fail_waiting has emptied every round; the open list
      * stays sound even so. */
     open_unlink(r);
+    xround_free(r);
     free(r);
 }
 
@@ -631,7 +641,7 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
 }
 
 /* An async push: applied alone, at once, under the value's seqlock. */
-static int apply_one(struct daemon *d, struct round *rd, const void *data, struct kvs__err *e)
+int apply_one(struct daemon *d, struct round *rd, const void *data, struct kvs__err *e)
 {
     const void *in[1] = { data };
     struct kvs__push_item it = { rd->entry, 1, in };
@@ -645,7 +655,7 @@ static int apply_one(struct daemon *d, struct round *rd, const void *data, struc
 
 /* A round's pushes were answered when taken: a failed update reaches the
  * workers through their pulls of the key, which wait for this round. */
-static void finish_round(struct daemon *d, struct round *rd, int status, const char *msg)
+void finish_round(struct daemon *d, struct round *rd, int status, const char *msg)
 {
     rd->done++;
     d->st.rounds++;
@@ -665,8 +675,14 @@ static void finish_round(struct daemon *d, struct round *rd, int status, const c
 static void close_ready(struct daemon *d, struct round *const *rds, size_t nr)
 {
     struct kvs__err e = { 0, "" };
-    int status = apply_rounds(d, rds, nr, &e);
+    int status;
 
+    if (d->hx) {                       /* across hosts: through the keys' owners */
+        for (size_t i = 0; i < nr; i++)
+            bridge_round_ready(d, rds[i]);
+        return;
+    }
+    status = apply_rounds(d, rds, nr, &e);
     for (size_t i = 0; i < nr; i++) {
         if (status != 0 && nr > 1) {
             struct kvs__err one = { 0, "" };
@@ -682,7 +698,7 @@ static void close_ready(struct daemon *d, struct round *const *rds, size_t nr)
  * to it. 1 when closed. */
 static int close_round(struct daemon *d, struct round *rd)
 {
-    if (rd->ncontrib == 0 || rd->nlive < expected(d))
+    if (rd->ncontrib == 0 || rd->inflight || rd->nlive < expected(d))
         return 0;
     close_ready(d, &rd, 1);
     return 1;
@@ -736,8 +752,9 @@ int serve_pending(struct daemon *d)
             p = &r->next;
             continue;
         }
-        /* A sync push: into its key's open round, unless it is already in. */
-        if (rd->contrib[r->w]) {       /* already in the open round: wait for the next */
+        /* A sync push: into its key's open round, unless it is already in,
+         * or the round waits for the other hosts. */
+        if (rd->contrib[r->w] || rd->inflight) {
             p = &r->next;
             continue;
         }
@@ -769,6 +786,11 @@ static void close_rounds_after_leave(struct daemon *d, int wi)
     for (struct round *rd = d->open; rd; rd = rd->next)
         if (rd->contrib[wi])
             rd->nlive--;
+    rounds_recheck(d);
+}
+
+void rounds_recheck(struct daemon *d)
+{
     for (struct round *rd = d->open, *next; rd; rd = next) {
         next = rd->next;               /* closing takes rd, and only rd, off the list */
         close_round(d, rd);
@@ -778,24 +800,37 @@ static void close_rounds_after_leave(struct daemon *d, int wi)
 /* Any worker may set the optimizer, at any time (as MXNet lets any worker
  * send it to the servers): it replaces the one before and drops its state.
  * The same spec again is a no-op that keeps the state, so that every
- * worker may make the same call at start-up whenever it gets there. */
-static int set_optimizer(struct daemon *d, const struct req *r, struct kvs__err *e)
+ * worker may make the same call at start-up whenever it gets there.
+ * Across hosts every host sets it: the owners of the keys run it. */
+int optimizer_set(struct daemon *d, const char *spec, const char *who, struct kvs__err *e)
 {
-    const struct worker *w = &d->workers[r->w];
     const char *cur = kvs__engine_optimizer(d->eng);
-    char spec[4096], *was = NULL;
+    char *was = NULL;
     int rc;
 
-    memcpy(spec, w->staging + r->s.data_off, r->s.data_len);
-    spec[r->s.data_len] = '\0';
     if (cur && strcmp(cur, spec) == 0)
         return 0;
     if (cur && !(was = strdup(cur)))
         return kvs__fail(e, -ENOMEM, "kvsd: out of memory");
     if ((rc = kvs__engine_set_optimizer(d->eng, spec, e)) == 0)
-        say(d, "rank %d set the optimizer to '%s'%s%s%s", w->rank, spec,
-            was ? " (was '" : "", was ? was : "", was ? "': its state is dropped)" : "");
+        say(d, "%s set the optimizer to '%s'%s%s%s", who, spec, was ? " (was '" : "",
+            was ? was : "", was ? "': its state is dropped)" : "");
     free(was);
+    return rc;
+}
+
+static int set_optimizer(struct daemon *d, const struct req *r, struct kvs__err *e)
+{
+    const struct worker *w = &d->workers[r->w];
+    char spec[4096], who[32];
+    int rc;
+
+    memcpy(spec, w->staging + r->s.data_off, r->s.data_len);
+    spec[r->s.data_len] = '\0';
+    snprintf(who, sizeof who, "rank %d", w->rank);
+    rc = optimizer_set(d, spec, who, e);
+    if (rc == 0 && d->hx)
+        bridge_optimizer(d, spec);
     return rc;
 }
 
@@ -814,7 +849,7 @@ static void missing_ranks(const struct daemon *d, const struct round *rd, const 
 
         if (st == W_LEFT || st == W_DEAD || (rd ? rd->contrib[i] != NULL : c->arrived[i]))
             continue;
-        o += (size_t)snprintf(buf + o, size - o, "%s%d", o ? ", " : "", i);
+        o += (size_t)snprintf(buf + o, size - o, "%s%d", o ? ", " : "", d->rank0 + i);
     }
 }
 
@@ -913,6 +948,9 @@ static int text_op(struct daemon *d, struct req *r, struct kvs__err *e)
     path[r->s.data_len] = '\0';
     if (strlen(path) != r->s.data_len || path[0] != '/')
         return kvs__fail(e, KVS_EBADARG, "path must be absolute, without NUL");
+    if (d->hx)
+        return kvs__fail(e, KVS_ENOTSUP, "saving and loading optimizer states is not "
+                         "supported yet in a job across hosts");
     if (r->s.op == KVS__OP_SAVE_STATES)
         return kvs__engine_save_states(d->eng, path, r->s.arg != 0, e);
     return kvs__engine_load_states(d->eng, path, e);
@@ -938,7 +976,7 @@ static void run_list(struct daemon *d, struct req *list)
             rc = r->s.op == KVS__OP_PUSH
                      ? kvs__engine_check_push(d->eng, req_key(&r->s), &a, &info, &e)
                      : kvs__engine_check(d->eng, req_key(&r->s), &a, &info, &e);
-            if (rc == 0 && !(r->rd = round_of(d, &info)))
+            if (rc == 0 && !(r->rd = round_of(d, &info, req_key(&r->s))))
                 rc = kvs__fail(&e, -ENOMEM, "kvsd: out of memory for a round");
         }
     }
@@ -969,7 +1007,13 @@ static void run_list(struct daemon *d, struct req *list)
         switch (r->s.op) {
         case KVS__OP_PUSH:
             if (!d->sync) {
+                if (d->hx && r->rd->owner != d->me) {
+                    bridge_forward(d, r);
+                    break;
+                }
                 rc = apply_one(d, r->rd, w->staging + r->s.data_off, &e);
+                if (rc == 0 && d->hx)
+                    bridge_pushed(d, r);
                 complete(d, r, rc, e.msg);
                 break;
             }
@@ -1018,6 +1062,11 @@ static void run_list(struct daemon *d, struct req *list)
             say(d, "rank %d left the job", w->rank);
             close_rounds_after_leave(d, (int)(w - d->workers));
             colls_check(d);
+            if (d->hx && d->left == d->nworkers && !d->left_told) {
+                d->left_told = 1;
+                bridge_left(d);
+                bridge_recheck(d);
+            }
             break;
         default:
             complete(d, r, KVS_EPROTO, "unknown request");

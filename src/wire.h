@@ -13,9 +13,14 @@
  * it comes from, so that no message can be replayed or reflected. A server
  * allocates nothing for a connection before the PROOF checks.
  *
+ * Then the roster: each host of rank above 0 tells host 0 where it listens
+ * (JOIN), and host 0 tells every host where the others listen and how many
+ * workers each runs (ROSTER). After that, every frame is a message (struct
+ * kvs__wire_msg): a body that names a key, its dtype and shape, and
+ * carries data (a value, or a text), which daemon/hosts.c acts on.
+ *
  * Decoders copy the bytes once, check every field, and never trust a
- * length beyond what the frame's type allows. Not used by kvsd yet: jobs
- * across hosts are being built on it.
+ * length beyond what the frame's type allows.
  */
 #ifndef KVS_WIRE_H
 #define KVS_WIRE_H
@@ -32,12 +37,33 @@
 #define KVS__HOSTS_MAX    4096         /* hosts in one job */
 #define KVS__NONCE_BYTES  32
 #define KVS__PROOF_BYTES  32           /* HMAC-SHA256 */
+#define KVS__ADDR_MAX     56           /* a numeric address's text, NUL included */
+#define KVS__WIRE_TEXT_MAX 4096        /* a message's text: a spec, a reason */
+#define KVS__WIRE_PAYLOAD_MAX (1ull << 40) /* a frame's payload at most: 1 TiB, the
+                                        * biggest arena, so the biggest value */
 
 enum kvs__frame_type {
     KVS__FRAME_HELLO = 1,
     KVS__FRAME_CHALLENGE = 2,
     KVS__FRAME_PROOF = 3,
     KVS__FRAME_VERDICT = 4,
+    KVS__FRAME_JOIN = 5,               /* host r > 0 -> host 0: where it listens */
+    KVS__FRAME_ROSTER = 6,             /* host 0 -> host r: every host's place and workers */
+    /* messages: a body (struct kvs__wire_msg) and its data */
+    KVS__FRAME_PARTIAL = 7,            /* a sync round's sum of one host: to the key's owner */
+    KVS__FRAME_VALUE = 8,              /* a key's new value (or its update's failure): from
+                                        * the owner; a = the round (sync), b = the token of
+                                        * the forwarded push it answers (async), or 0 */
+    KVS__FRAME_FORWARD = 9,            /* an async push, to the owner; b = its token */
+    KVS__FRAME_ARRIVE = 10,            /* a host's workers all made a collective (op): to host 0 */
+    KVS__FRAME_DONE = 11,              /* a collective is complete: from host 0 (an init
+                                        * with the value to store) */
+    KVS__FRAME_OPTIMIZER = 12,         /* data: the optimizer's spec */
+    KVS__FRAME_LEFT = 13,              /* every worker of the sending host has left */
+    KVS__FRAME_FAIL = 14,              /* the job failed there: status, data the reason */
+    KVS__FRAME_HEARTBEAT = 15,
+    KVS__FRAME_BYE = 16,               /* the sender ends cleanly: its closing is no death */
+    KVS__FRAME_TYPES
 };
 
 struct kvs__frame_head {
@@ -53,12 +79,17 @@ void kvs__frame_head_encode(const struct kvs__frame_head *h, void *buf);
  * of nhosts: magic, version, a known type, reserved bytes zero, host <
  * nhosts (any host below KVS__HOSTS_MAX when nhosts is 0, before the
  * job's size is known), and a payload length exactly that of the type's
- * fixed payload. KVS_EPROTO with a detail otherwise. */
+ * fixed payload, or for a roster and a message one between its least and
+ * KVS__WIRE_PAYLOAD_MAX. KVS_EPROTO with a detail otherwise. */
 int kvs__frame_head_decode(const void *buf, size_t len, uint32_t nhosts,
                            struct kvs__frame_head *h, struct kvs__err *e);
 
-/* The fixed payload bytes of a handshake frame's type, 0 for another. */
+/* The fixed payload bytes of a handshake frame's type or a join, 0 for
+ * another. */
 size_t kvs__frame_payload_bytes(int type);
+
+/* The name of a frame type ("partial"), "unknown" for another. */
+const char *kvs__frame_name(int type);
 
 struct kvs__wire_hello {
     uint32_t nhosts;                   /* the job's hosts, as the client was told */
@@ -98,5 +129,64 @@ int kvs__wire_proof_decode(const void *buf, size_t len, struct kvs__wire_proof *
 void kvs__wire_verdict_encode(const struct kvs__wire_verdict *m, void *buf);
 int kvs__wire_verdict_decode(const void *buf, size_t len, struct kvs__wire_verdict *m,
                              struct kvs__err *e);
+
+/* ---- the roster ------------------------------------------------------- */
+
+struct kvs__wire_join {
+    uint16_t port;                     /* where the host listens for the others */
+    char addr[KVS__ADDR_MAX];          /* its numeric address; "": the one host 0 sees */
+};
+
+struct kvs__wire_place {
+    uint32_t nworkers;                 /* 1..1024 */
+    uint16_t port;
+    char addr[KVS__ADDR_MAX];          /* numeric; host 0's own is "" */
+};
+
+void kvs__wire_join_encode(const struct kvs__wire_join *m, void *buf);
+int kvs__wire_join_decode(const void *buf, size_t len, struct kvs__wire_join *m,
+                          struct kvs__err *e);
+
+/* The bytes of a roster of n hosts. */
+size_t kvs__wire_roster_bytes(uint32_t n);
+void kvs__wire_roster_encode(const struct kvs__wire_place *hosts, uint32_t n, void *buf);
+/* Reads a roster of exactly n hosts (len must be kvs__wire_roster_bytes(n))
+ * into hosts[n]: workers 1..1024 each, at most 1024 in all, addresses
+ * NUL-terminated with zeros after. */
+int kvs__wire_roster_decode(const void *buf, size_t len, uint32_t n,
+                            struct kvs__wire_place *hosts, struct kvs__err *e);
+
+/* ---- messages --------------------------------------------------------- */
+
+/* The body of a message frame. Which fields a type uses: PARTIAL, VALUE,
+ * FORWARD, ARRIVE and DONE name a key, with its dtype and shape; data is a
+ * value of exactly that dtype and shape for PARTIAL, FORWARD, a VALUE or a
+ * DONE of op init with status 0, and a text (no NUL, at most
+ * KVS__WIRE_TEXT_MAX bytes) for OPTIMIZER, FAIL and a failed VALUE or
+ * DONE; other types carry no data. Unused fields are zero. */
+struct kvs__wire_msg {
+    uint8_t op;                        /* ARRIVE, DONE: KVS__OP_INIT or KVS__OP_BARRIER */
+    int32_t status;                    /* VALUE, DONE, FAIL: 0 or a kvs/errno code */
+    kvs_key_t key;                     /* key.name: encode reads it; decode points it
+                                        * at name */
+    char name[KVS_MAX_KEY_LEN + 1];
+    kvs_dtype_t dtype;
+    int ndim;
+    int64_t shape[KVS_MAX_NDIM];
+    uint64_t a, b;                     /* see the frame types */
+    const void *data;                  /* decode: points into the decoded buffer */
+    uint64_t len;
+};
+
+/* The bytes of m's body before its data (the data follows it). */
+size_t kvs__wire_msg_bytes(const struct kvs__wire_msg *m);
+/* Writes the body of a message of type, not its data, at buf
+ * (kvs__wire_msg_bytes(m) bytes). Fields the type does not use must be
+ * zero in m (key.name NULL). */
+void kvs__wire_msg_encode(int type, const struct kvs__wire_msg *m, void *buf);
+/* Reads a whole payload of a message frame of type, len bytes, into *m,
+ * checking every field as above; m->data points into buf. */
+int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire_msg *m,
+                         struct kvs__err *e);
 
 #endif

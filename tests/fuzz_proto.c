@@ -297,6 +297,10 @@ static void wire_one(const uint8_t *msg, size_t size)
     struct kvs__wire_challenge ch;
     struct kvs__wire_proof pr;
     struct kvs__wire_verdict ve;
+    struct kvs__wire_join jo;
+    static struct kvs__wire_place places[KVS__HOSTS_MAX];
+    static unsigned char big[8 + 64 * KVS__HOSTS_MAX];
+    struct kvs__wire_msg m;
     struct kvs__err e;
     const uint8_t *pl = size > KVS__WIRE_HEAD ? msg + KVS__WIRE_HEAD : msg;
     size_t plen = size > KVS__WIRE_HEAD ? size - KVS__WIRE_HEAD : size;
@@ -305,7 +309,8 @@ static void wire_one(const uint8_t *msg, size_t size)
     if (kvs__frame_head_decode(msg, size < KVS__WIRE_HEAD ? size : KVS__WIRE_HEAD, 0, &h,
                                &e) == 0) {
         CHECK(size >= KVS__WIRE_HEAD && h.host < KVS__HOSTS_MAX);
-        CHECK(h.len == kvs__frame_payload_bytes(h.type) && h.len <= sizeof re);
+        CHECK(kvs__frame_payload_bytes(h.type) ? h.len == kvs__frame_payload_bytes(h.type)
+                                               : h.len <= KVS__WIRE_PAYLOAD_MAX);
         kvs__frame_head_encode(&h, re);
         CHECK(memcmp(re, msg, KVS__WIRE_HEAD) == 0);
         CHECK(kvs__frame_head_decode(re, KVS__WIRE_HEAD, h.host + 1, &h2, &e) == 0);
@@ -331,6 +336,27 @@ static void wire_one(const uint8_t *msg, size_t size)
         CHECK(kvs__status_ok(ve.status) && strlen(ve.msg) < KVS__MSG_MAX);
         kvs__wire_verdict_encode(&ve, re);
         CHECK(memcmp(re, pl, plen) == 0);
+    }
+    if (kvs__wire_join_decode(pl, plen, &jo, &e) == 0) {
+        CHECK(jo.port != 0);
+        kvs__wire_join_encode(&jo, re);
+        CHECK(memcmp(re, pl, plen) == 0);
+    }
+    if (plen >= 8 && (plen - 8) % 64 == 0 && (plen - 8) / 64 <= KVS__HOSTS_MAX
+        && kvs__wire_roster_decode(pl, plen, (uint32_t)((plen - 8) / 64), places, &e) == 0) {
+        kvs__wire_roster_encode(places, (uint32_t)((plen - 8) / 64), big);
+        CHECK(memcmp(big, pl, plen) == 0);
+    }
+    for (int type = KVS__FRAME_PARTIAL; type < KVS__FRAME_TYPES; type++) {
+        size_t body;
+
+        if (kvs__wire_msg_decode(type, pl, plen, &m, &e) != 0)
+            continue;
+        body = kvs__wire_msg_bytes(&m);
+        CHECK(body <= plen && m.len == plen - body && (const uint8_t *)m.data == pl + body);
+        CHECK(body <= sizeof re);
+        kvs__wire_msg_encode(type, &m, re);
+        CHECK(memcmp(re, pl, body) == 0);
     }
 }
 

@@ -1,0 +1,770 @@
+/*
+ * hosts.c - the links between the kvsd of the hosts of one job: joining
+ * them, then moving frames over them.
+ *
+ * Joining (hosts_start, on the main thread, before any worker is served):
+ * host 0 listens at the job's coordinator address and takes one
+ * connection per other host; each must pass the handshake (handshake.h:
+ * the job's secret, within a short deadline; anything else is dropped and
+ * said) and then says where it listens itself (JOIN). Once every host has
+ * joined, host 0 sends each the roster: every host's address and number of
+ * workers. Then host r connects to hosts 1..r-1 and takes the connections
+ * of hosts r+1..n-1, each authenticated the same way. Only one connection
+ * is in a handshake at a time and the listen backlog is short, so a port
+ * scan or an idle connection costs a bounded wait and holds nothing. The
+ * listeners close once the mesh is whole: no connection is taken later.
+ *
+ * Then the links' thread owns the connections, through the transport
+ * (transport.h: io_uring or sockets). It sends what the serve thread
+ * queued (hosts_post), reads frames (the head checked before a byte of
+ * payload is kept; the payload kept as it comes, never allocated ahead of
+ * its bytes), sends a heartbeat each second a link is quiet and hands
+ * frames, and what happened to a link (closed, silent past the heartbeat
+ * deadline, malformed), to the serve thread (struct inmsg), ringing its
+ * doorbell. It knows nothing of keys or rounds: bridge.c does.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "handshake.h"
+#include "kvsd.h"
+#include "shm.h"
+#include "transport.h"
+#include "wire.h"
+
+#define SEC_NS          1000000000ll
+#define SHAKE_NS        (2 * SEC_NS)   /* an incoming connection's handshake, at most */
+#define BEAT_NS         SEC_NS         /* a heartbeat when a link sent nothing this long */
+#define STOP_NS         (5 * SEC_NS)   /* to send what is queued, at the end */
+#define LISTEN_BACKLOG  8
+#define EVENTS          64
+
+/* A frame in a link's send queue: sent in order, SENT in order. */
+struct sending {
+    struct sending *next;
+    struct frame *f;
+};
+
+struct link {
+    int fd;                            /* until adopted */
+    int conn;                          /* the transport's, -1: none (host itself, or ended) */
+    char name[KVS__ADDR_MAX + 32];     /* "host 1 (127.0.0.1)" */
+    uint32_t nworkers;
+    int64_t last_recv, last_send;      /* the links' thread's */
+    struct sending *inflight, **inflight_tail;
+    unsigned char head[KVS__WIRE_HEAD];
+    size_t head_got;
+    struct kvs__frame_head fh;         /* valid once head_got is whole */
+    unsigned char *pay;
+    size_t pay_got, pay_cap;
+    int reported;                      /* told the serve thread it ended */
+};
+
+struct hosts {
+    int n, me;
+    struct link *l;                    /* [n] */
+    const struct kvs__tp_ops *ops;
+    struct kvs__tp *tp;
+    int wake_fd;                       /* the serve thread writes a byte to wake the loop */
+    int wake_conn;
+    pthread_t th;
+    int running;
+
+    pthread_mutex_t lock;              /* the two queues and quit */
+    struct outq { struct outq *next; struct frame *f; int to; } *out, **out_tail;
+    struct inmsg *in, **in_tail;
+    int quit;                          /* 1: end after sending what is queued */
+};
+
+const char *host_name(const struct daemon *d, int host)
+{
+    return d->hx && host >= 0 && host < d->hx->n ? d->hx->l[host].name : "a host";
+}
+
+/* ---- joining ------------------------------------------------------------ */
+
+static int is_loopback(const char *addr)
+{
+    return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0
+           || strcmp(addr, "localhost") == 0;
+}
+
+/* HOST:PORT (HOST may be [v6]) into host and port. */
+static int split_hostport(const char *s, char *host, size_t size, uint16_t *port,
+                          struct kvs__err *e)
+{
+    const char *colon = strrchr(s, ':'), *h = s;
+    size_t hl;
+    char *end;
+    long p;
+
+    if (!colon)
+        return kvs__fail(e, KVS_EBADARG, "coordinator '%s' is not HOST:PORT", s);
+    hl = (size_t)(colon - s);
+    if (hl >= 2 && s[0] == '[' && colon[-1] == ']') {
+        h = s + 1;
+        hl -= 2;
+    }
+    p = strtol(colon + 1, &end, 10);
+    if (hl == 0 || hl >= size || *end || end == colon + 1 || p < 1 || p > 65535)
+        return kvs__fail(e, KVS_EBADARG, "coordinator '%s' is not HOST:PORT with a port in "
+                         "1..65535", s);
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (uint16_t)p;
+    return 0;
+}
+
+/* The numeric address of fd's peer. */
+static void peer_addr(int fd, char *out, size_t size)
+{
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+
+    out[0] = '\0';
+    if (getpeername(fd, (struct sockaddr *)&sa, &len) != 0)
+        return;
+    if (sa.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&sa)->sin_addr, out, (socklen_t)size);
+    else if (sa.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&sa)->sin6_addr, out, (socklen_t)size);
+}
+
+/* Takes connections on lfd until one passes the handshake (and, at host 0,
+ * sends its join) from a host not linked yet that want() accepts; the
+ * rest are dropped and said. -ETIMEDOUT at deadline_ns. */
+static int take_one(struct daemon *d, int lfd, const struct kvs__secret *sec,
+                    const struct kvs__host_id *me, int64_t deadline_ns,
+                    struct kvs__wire_place *roster, struct kvs__err *e)
+{
+    struct hosts *hx = d->hx;
+
+    for (;;) {
+        struct kvs__err why = { 0, "" };
+        char addr[KVS__ADDR_MAX];
+        uint32_t from = 0, nw = 0;
+        int fd, rc;
+        int64_t shake;
+
+        if ((rc = kvs__tcp_accept(lfd, deadline_ns, &fd, e)) != 0)
+            return rc;
+        peer_addr(fd, addr, sizeof addr);
+        shake = kvs__now_ns() + SHAKE_NS;
+        rc = kvs__handshake_server(fd, sec, me, shake < deadline_ns ? shake : deadline_ns,
+                                   &from, &nw, &why);
+        if (rc == 0 && (from < (uint32_t)(hx->me == 0 ? 1 : hx->me + 1)
+                        || hx->l[from].fd >= 0))
+            rc = kvs__fail(&why, KVS_EPROTO, "host %u is linked already, or should connect "
+                           "the other way", (unsigned)from);
+        if (rc == 0 && hx->me == 0) {
+            unsigned char p[256];
+            struct kvs__wire_join j;
+            size_t len;
+            uint32_t again;
+
+            if ((rc = kvs__frame_read(fd, (uint32_t)hx->n, KVS__FRAME_JOIN, p, sizeof p, &len,
+                                      &again, shake, &why)) == 0
+                && (rc = kvs__wire_join_decode(p, len, &j, &why)) == 0 && again != from)
+                rc = kvs__fail(&why, KVS_EPROTO, "a join of host %u from host %u",
+                               (unsigned)again, (unsigned)from);
+            if (rc == 0) {
+                roster[from].nworkers = nw;
+                roster[from].port = j.port;
+                snprintf(roster[from].addr, sizeof roster[from].addr, "%s",
+                         j.addr[0] ? j.addr : addr);
+            }
+        }
+        if (rc != 0) {
+            say(d, "dropped a connection from %s: %s", addr[0] ? addr : "an unknown address",
+                why.msg);
+            close(fd);
+            continue;
+        }
+        hx->l[from].fd = fd;
+        hx->l[from].nworkers = nw;
+        snprintf(hx->l[from].name, sizeof hx->l[from].name, "host %u (%s)", (unsigned)from,
+                 addr);
+        return 0;
+    }
+}
+
+/* The mesh: see the head of this file. */
+static int join(struct daemon *d, const struct kvs__secret *sec, struct kvs__err *e)
+{
+    struct hosts *hx = d->hx;
+    struct kvs__host_id me = { d->o.net_job, (uint32_t)hx->me, (uint32_t)hx->n,
+                               (uint32_t)d->o.nworkers };
+    int64_t deadline = kvs__now_ns() + d->o.join_ns;
+    struct kvs__wire_place *roster = calloc((size_t)hx->n, sizeof *roster);
+    char chost[256], addr[KVS__ADDR_MAX];
+    const char *bind;
+    uint16_t cport = 0, port = 0;
+    size_t rbytes = kvs__wire_roster_bytes((uint32_t)hx->n);
+    unsigned char *rbuf = malloc(rbytes);
+    int lfd = -1, rc;
+
+    if (!roster || !rbuf) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = split_hostport(d->o.coord, chost, sizeof chost, &cport, e)) != 0)
+        goto out;
+    bind = d->o.bind ? d->o.bind : d->o.secret_file ? "0.0.0.0" : "127.0.0.1";
+    if (!d->o.secret_file && (!is_loopback(bind) || !is_loopback(chost))) {
+        rc = kvs__fail(e, KVS_EBADARG, "without a secret (--secret-file) hosts link over "
+                       "loopback only: '%s' is not", is_loopback(bind) ? chost : bind);
+        goto out;
+    }
+    if (hx->me == 0)
+        port = cport;
+    if ((rc = kvs__tcp_listen(bind, &port, LISTEN_BACKLOG, &lfd, e)) != 0)
+        goto out;
+    roster[hx->me].nworkers = (uint32_t)d->o.nworkers;
+    if (hx->me == 0) {
+        for (int i = 1; i < hx->n; i++)
+            if ((rc = take_one(d, lfd, sec, &me, deadline, roster, e)) != 0)
+                goto out_join;
+        kvs__wire_roster_encode(roster, (uint32_t)hx->n, rbuf);
+        for (int i = 1; i < hx->n; i++)
+            if ((rc = kvs__frame_write(hx->l[i].fd, KVS__FRAME_ROSTER, 0, rbuf, rbytes,
+                                       deadline, e)) != 0)
+                goto out;
+    } else {
+        struct kvs__wire_join j = { .port = port };
+        unsigned char p[256];
+        size_t len;
+        uint32_t from;
+        int fd;
+
+        if (d->o.bind && strcmp(d->o.bind, "0.0.0.0") != 0 && strcmp(d->o.bind, "::") != 0)
+            snprintf(j.addr, sizeof j.addr, "%s", d->o.bind);
+        if ((rc = kvs__tcp_connect(chost, cport, deadline, &fd, e)) != 0)
+            goto out_join;
+        hx->l[0].fd = fd;
+        peer_addr(fd, addr, sizeof addr);
+        snprintf(hx->l[0].name, sizeof hx->l[0].name, "host 0 (%s)", addr);
+        kvs__wire_join_encode(&j, p);
+        if ((rc = kvs__handshake_client(fd, sec, &me, 0, deadline, e)) != 0
+            || (rc = kvs__frame_write(fd, KVS__FRAME_JOIN, (uint32_t)hx->me, p,
+                                      kvs__frame_payload_bytes(KVS__FRAME_JOIN), deadline,
+                                      e)) != 0
+            || (rc = kvs__frame_read(fd, (uint32_t)hx->n, KVS__FRAME_ROSTER, rbuf, rbytes,
+                                     &len, &from, deadline, e)) != 0
+            || (rc = kvs__wire_roster_decode(rbuf, len, (uint32_t)hx->n, roster, e)) != 0)
+            goto out_join;
+        if (roster[hx->me].nworkers != (uint32_t)d->o.nworkers) {
+            rc = kvs__fail(e, KVS_EPROTO, "host 0's roster gives this host %u workers, not %d",
+                           (unsigned)roster[hx->me].nworkers, d->o.nworkers);
+            goto out;
+        }
+        hx->l[0].nworkers = roster[0].nworkers;
+        for (int i = 1; i < hx->me; i++) {
+            if ((rc = kvs__tcp_connect(roster[i].addr, roster[i].port, deadline, &fd, e)) != 0)
+                goto out_join;
+            hx->l[i].fd = fd;
+            hx->l[i].nworkers = roster[i].nworkers;
+            snprintf(hx->l[i].name, sizeof hx->l[i].name, "host %d (%s)", i, roster[i].addr);
+            if ((rc = kvs__handshake_client(fd, sec, &me, (uint32_t)i, deadline, e)) != 0)
+                goto out_join;
+        }
+        for (int i = hx->me + 1; i < hx->n; i++)
+            if ((rc = take_one(d, lfd, sec, &me, deadline, roster, e)) != 0)
+                goto out_join;
+    }
+    d->rank0 = 0;
+    d->total = 0;
+    for (int i = 0; i < hx->n; i++) {
+        if (i < hx->me)
+            d->rank0 += (int)roster[i].nworkers;
+        d->total += (int)roster[i].nworkers;
+    }
+    if (d->total > MAX_WORKERS)
+        rc = kvs__fail(e, KVS_EBADARG, "the job's hosts run %d workers; at most %d", d->total,
+                       MAX_WORKERS);
+    goto out;
+out_join:
+    if (rc == -ETIMEDOUT) {
+        char who[256] = "";
+        size_t o = 0;
+
+        for (int i = 0; i < hx->n && o + 16 < sizeof who; i++)
+            if (i != hx->me && hx->l[i].fd < 0)
+                o += (size_t)snprintf(who + o, sizeof who - o, "%s%d", o ? ", " : "", i);
+        rc = kvs__fail(e, -ETIMEDOUT, "the job's hosts did not all join within %lld s "
+                       "(coordinator %s; host%s %s missing): %s",
+                       (long long)(d->o.join_ns / SEC_NS), d->o.coord,
+                       strchr(who, ',') ? "s" : "", who, e->msg);
+    }
+out:
+    if (lfd >= 0)
+        close(lfd);
+    free(roster);
+    free(rbuf);
+    return rc;
+}
+
+/* ---- the links' thread -------------------------------------------------- */
+
+static void frame_unref(struct frame *f)
+{
+    if (--f->refs == 0)
+        free(f);
+}
+
+/* Appends m to the list that goes up at the end of this turn of the loop. */
+static void hand_up(struct inmsg ***tail, struct inmsg *m)
+{
+    m->next = NULL;
+    **tail = m;
+    *tail = &m->next;
+}
+
+static struct inmsg *link_event(int host, int type, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static struct inmsg *link_event(int host, int type, const char *fmt, ...)
+{
+    struct inmsg *m = calloc(1, sizeof *m);
+    va_list ap;
+
+    if (!m)
+        return NULL;
+    m->host = host;
+    m->type = type;
+    va_start(ap, fmt);
+    vsnprintf(m->why, sizeof m->why, fmt, ap);
+    va_end(ap);
+    return m;
+}
+
+/* A link ends: its queued frames are dropped, the transport forgets it. */
+static void link_end(struct hosts *hx, int h)
+{
+    struct link *l = &hx->l[h];
+
+    while (l->inflight) {
+        struct sending *s = l->inflight;
+
+        l->inflight = s->next;
+        frame_unref(s->f);
+        free(s);
+    }
+    l->inflight_tail = &l->inflight;
+    if (l->conn >= 0)
+        hx->ops->drop(hx->tp, l->conn);
+    l->conn = -1;
+    free(l->pay);
+    l->pay = NULL;
+    l->pay_cap = l->pay_got = 0;
+}
+
+static int link_of(const struct hosts *hx, int conn)
+{
+    for (int i = 0; i < hx->n; i++)
+        if (hx->l[i].conn == conn)
+            return i;
+    return -1;
+}
+
+static int link_send(struct hosts *hx, int h, struct frame *f)
+{
+    struct link *l = &hx->l[h];
+    struct sending *s = malloc(sizeof *s);
+    struct kvs__err e;
+
+    if (!s || l->conn < 0
+        || hx->ops->send(hx->tp, l->conn, f->buf, f->len, (uint64_t)(uintptr_t)s, &e) != 0) {
+        free(s);
+        frame_unref(f);
+        return -1;
+    }
+    s->f = f;
+    s->next = NULL;
+    *l->inflight_tail = s;
+    l->inflight_tail = &s->next;
+    l->last_send = kvs__now_ns();
+    return 0;
+}
+
+/* Bytes that came on link h: frames cut out of them go up. Returns 0, or
+ * -1 with *bad set when the link sent a malformed head. */
+static int link_recv(struct hosts *hx, int h, const unsigned char *p, size_t n,
+                     struct inmsg ***tail, struct kvs__err *bad)
+{
+    struct link *l = &hx->l[h];
+
+    while (n > 0) {
+        size_t take;
+
+        if (l->head_got < KVS__WIRE_HEAD) {
+            take = KVS__WIRE_HEAD - l->head_got < n ? KVS__WIRE_HEAD - l->head_got : n;
+            memcpy(l->head + l->head_got, p, take);
+            l->head_got += take;
+            p += take;
+            n -= take;
+            if (l->head_got < KVS__WIRE_HEAD)
+                return 0;
+            if (kvs__frame_head_decode(l->head, KVS__WIRE_HEAD, (uint32_t)hx->n, &l->fh,
+                                       bad) != 0)
+                return -1;
+            if (l->fh.host != (uint32_t)h || l->fh.type < KVS__FRAME_PARTIAL)
+                return kvs__fail(bad, KVS_EPROTO, "a %s frame claiming host %u",
+                                 kvs__frame_name(l->fh.type), (unsigned)l->fh.host), -1;
+            l->pay_got = 0;
+        }
+        /* The payload grows as its bytes come, never ahead of them. */
+        take = l->fh.len - l->pay_got < n ? (size_t)(l->fh.len - l->pay_got) : n;
+        if (l->pay_got + take > l->pay_cap) {
+            size_t cap = l->pay_cap ? l->pay_cap : 4096;
+            unsigned char *b;
+
+            while (cap < l->pay_got + take)
+                cap *= 2;
+            if (cap > l->fh.len)
+                cap = (size_t)l->fh.len;
+            if (!(b = realloc(l->pay, cap ? cap : 1)))
+                return kvs__fail(bad, -ENOMEM, "out of memory for a frame of %llu bytes",
+                                 (unsigned long long)l->fh.len), -1;
+            l->pay = b;
+            l->pay_cap = cap;
+        }
+        memcpy(l->pay + l->pay_got, p, take);
+        l->pay_got += take;
+        p += take;
+        n -= take;
+        if (l->pay_got < l->fh.len)
+            return 0;
+        l->head_got = 0;
+        if (l->fh.type == KVS__FRAME_HEARTBEAT)
+            continue;
+        {
+            struct inmsg *m = calloc(1, sizeof *m);
+
+            if (!m)
+                return kvs__fail(bad, -ENOMEM, "out of memory for a frame"), -1;
+            m->host = h;
+            m->type = l->fh.type;
+            m->len = (size_t)l->fh.len;
+            m->pay = l->pay;
+            l->pay = NULL;
+            l->pay_cap = 0;
+            hand_up(tail, m);
+        }
+    }
+    return 0;
+}
+
+static void *links_thread(void *arg)
+{
+    struct daemon *d = arg;
+    struct hosts *hx = d->hx;
+    struct kvs__tp_event ev[EVENTS];
+    struct frame *beat = NULL;
+    int64_t stop_by = 0;
+
+    for (;;) {
+        struct outq *out;
+        struct inmsg *up = NULL, **tail = &up;
+        int64_t now = kvs__now_ns();
+        int quit, n, busy = 0;
+
+        pthread_mutex_lock(&hx->lock);
+        out = hx->out;
+        hx->out = NULL;
+        hx->out_tail = &hx->out;
+        quit = hx->quit;
+        pthread_mutex_unlock(&hx->lock);
+        while (out) {
+            struct outq *o = out;
+
+            out = o->next;
+            link_send(hx, o->to, o->f);
+            free(o);
+        }
+        if (quit && !stop_by)
+            stop_by = now + STOP_NS;
+        for (int h = 0; h < hx->n; h++) {
+            struct link *l = &hx->l[h];
+
+            if (l->conn < 0)
+                continue;
+            busy |= l->inflight != NULL;
+            if (quit)
+                continue;
+            if (now - l->last_send >= BEAT_NS) {
+                struct kvs__wire_msg m = { 0 };
+
+                if ((beat = frame_new(d, KVS__FRAME_HEARTBEAT, &m, NULL)) != NULL) {
+                    beat->refs = 1;
+                    link_send(hx, h, beat);
+                }
+            }
+            if (now - l->last_recv > d->o.heartbeat_ns && !l->reported) {
+                struct inmsg *m = link_event(h, LINK_SILENT, "%s has been silent for %.1f s "
+                                             "(its kvsd is stopped, or the link is down)",
+                                             l->name, (double)(now - l->last_recv) / 1e9);
+
+                if (m) {
+                    l->reported = 1;
+                    hand_up(&tail, m);
+                }
+                link_end(hx, h);
+            }
+        }
+        if (quit && (!busy || now >= stop_by))
+            break;
+        n = hx->ops->wait(hx->tp, ev, EVENTS, now + 100 * 1000000ll, &(struct kvs__err){ 0 });
+        for (int i = 0; i < n; i++) {
+            int h;
+
+            if (ev[i].conn == hx->wake_conn)
+                continue;              /* its bytes only woke the loop */
+            if ((h = link_of(hx, ev[i].conn)) < 0)
+                continue;
+            if (ev[i].type == KVS__TP_RECV) {
+                struct kvs__err bad = { 0, "" };
+
+                hx->l[h].last_recv = kvs__now_ns();
+                if (link_recv(hx, h, ev[i].data, ev[i].len, &tail, &bad) != 0) {
+                    struct inmsg *m = link_event(h, LINK_BAD, "%s sent a malformed frame: %s",
+                                                 hx->l[h].name, bad.msg);
+
+                    if (m) {
+                        hx->l[h].reported = 1;
+                        hand_up(&tail, m);
+                    }
+                    link_end(hx, h);
+                }
+            } else if (ev[i].type == KVS__TP_SENT) {
+                struct link *l = &hx->l[h];
+                struct sending *s = l->inflight;
+
+                if (s && (uint64_t)(uintptr_t)s == ev[i].token) {
+                    l->inflight = s->next;
+                    if (!l->inflight)
+                        l->inflight_tail = &l->inflight;
+                    frame_unref(s->f);
+                    free(s);
+                }
+            } else if (ev[i].type == KVS__TP_CLOSED) {
+                struct inmsg *m = link_event(h, LINK_CLOSED, "%s is gone: its connection %s",
+                                             hx->l[h].name,
+                                             ev[i].status ? strerror(-ev[i].status)
+                                                          : "was closed");
+
+                if (m && !hx->l[h].reported) {
+                    hx->l[h].reported = 1;
+                    hand_up(&tail, m);
+                } else {
+                    free(m);
+                }
+                link_end(hx, h);
+            }
+        }
+        if (up) {
+            pthread_mutex_lock(&hx->lock);
+            *hx->in_tail = up;
+            hx->in_tail = tail;
+            pthread_mutex_unlock(&hx->lock);
+            kvs__bell_ring(d->bell);
+        }
+    }
+    for (int h = 0; h < hx->n; h++)
+        link_end(hx, h);
+    return NULL;
+}
+
+/* ---- the serve thread's side -------------------------------------------- */
+
+struct frame *frame_new(const struct daemon *d, int type, const struct kvs__wire_msg *m,
+                        void **data)
+{
+    size_t body = kvs__wire_msg_bytes(m);
+    struct frame *f;
+    struct kvs__frame_head fh = { (uint8_t)type, (uint32_t)d->me, body + m->len };
+
+    if (m->len > KVS__WIRE_PAYLOAD_MAX
+        || !(f = malloc(sizeof *f + KVS__WIRE_HEAD + body + m->len)))
+        return NULL;
+    f->refs = 0;
+    f->len = KVS__WIRE_HEAD + body + m->len;
+    kvs__frame_head_encode(&fh, f->buf);
+    kvs__wire_msg_encode(type, m, f->buf + KVS__WIRE_HEAD);
+    if (m->data && m->len)
+        memcpy(f->buf + KVS__WIRE_HEAD + body, m->data, m->len);
+    if (data)
+        *data = f->buf + KVS__WIRE_HEAD + body;
+    return f;
+}
+
+void hosts_post(struct daemon *d, struct frame *f, int to)
+{
+    struct hosts *hx = d->hx;
+    struct outq *head = NULL, **tail = &head;
+    char one = 1;
+    ssize_t w;
+
+    f->refs = 0;
+    for (int h = 0; h < hx->n; h++) {
+        struct outq *o;
+
+        if (h == hx->me || (to >= 0 && h != to) || (to == HOSTS_IN && d->host_out[h]))
+            continue;
+        if (!(o = malloc(sizeof *o)))
+            continue;
+        o->f = f;
+        o->to = h;
+        o->next = NULL;
+        *tail = o;
+        tail = &o->next;
+        f->refs++;
+    }
+    if (!head) {
+        free(f);
+        return;
+    }
+    pthread_mutex_lock(&hx->lock);
+    *hx->out_tail = head;
+    hx->out_tail = tail;
+    pthread_mutex_unlock(&hx->lock);
+    w = write(hx->wake_fd, &one, 1);  /* EAGAIN: a wake-up is pending already */
+    (void)w;
+}
+
+/* Takes what the links' thread handed up, in order. */
+struct inmsg *hosts_take(struct daemon *d)
+{
+    struct hosts *hx = d->hx;
+    struct inmsg *m;
+
+    pthread_mutex_lock(&hx->lock);
+    m = hx->in;
+    hx->in = NULL;
+    hx->in_tail = &hx->in;
+    pthread_mutex_unlock(&hx->lock);
+    return m;
+}
+
+int hosts_start(struct daemon *d, struct kvs__err *e)
+{
+    struct kvs__secret sec;
+    struct hosts *hx;
+    char note[256] = "";
+    int sv[2], rc;
+
+    memset(&sec, 0, sizeof sec);       /* without a file: loopback, a known key */
+    if (d->o.secret_file && (rc = kvs__secret_load(d->o.secret_file, &sec, e)) != 0)
+        return rc;
+    if (!d->o.secret_file)
+        say(d, "no secret file: the hosts link over loopback only");
+    if (!(hx = calloc(1, sizeof *hx)) || !(hx->l = calloc((size_t)d->o.nhosts, sizeof *hx->l))
+        || !(d->host_out = calloc((size_t)d->o.nhosts, 1))) {
+        free(hx);
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    }
+    d->hx = hx;
+    d->nhosts = hx->n = d->o.nhosts;
+    d->me = hx->me = d->o.host;
+    hx->wake_fd = hx->wake_conn = -1;
+    hx->out_tail = &hx->out;
+    hx->in_tail = &hx->in;
+    pthread_mutex_init(&hx->lock, NULL);
+    for (int i = 0; i < hx->n; i++) {
+        hx->l[i].fd = hx->l[i].conn = -1;
+        hx->l[i].inflight_tail = &hx->l[i].inflight;
+        snprintf(hx->l[i].name, sizeof hx->l[i].name, "host %d", i);
+    }
+    rc = join(d, &sec, e);
+    kvs__secret_wipe(&sec);
+    if (rc != 0)
+        return rc;
+    if ((rc = kvs__tp_find(NULL, &hx->ops, note, sizeof note, e)) != 0
+        || (rc = hx->ops->open(&hx->tp, e)) != 0)
+        return rc;
+    if (note[0])
+        say(d, "%s", note);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return kvs__fail(e, -errno, "socketpair: %s", strerror(errno));
+    fcntl(sv[1], F_SETFL, O_NONBLOCK);
+    hx->wake_fd = sv[1];
+    if ((rc = hx->ops->adopt(hx->tp, sv[0], &hx->wake_conn, e)) != 0) {
+        close(sv[0]);
+        return rc;
+    }
+    for (int i = 0; i < hx->n; i++) {
+        struct link *l = &hx->l[i];
+
+        if (i == hx->me)
+            continue;
+        if ((rc = hx->ops->adopt(hx->tp, l->fd, &l->conn, e)) != 0)
+            return rc;
+        l->fd = -1;
+        l->last_recv = l->last_send = kvs__now_ns();
+    }
+    say(d, "host %d of %d: workers' ranks %d..%d of %d, over %s", hx->me, hx->n, d->rank0,
+        d->rank0 + d->o.nworkers - 1, d->total, hx->ops->name);
+    if ((rc = pthread_create(&hx->th, NULL, links_thread, d)) != 0)
+        return kvs__fail(e, -rc, "cannot start a thread: %s", strerror(rc));
+    hx->running = 1;
+    return 0;
+}
+
+void hosts_stop(struct daemon *d, int clean)
+{
+    struct hosts *hx = d->hx;
+
+    if (!hx)
+        return;
+    if (hx->running) {
+        if (clean) {
+            struct kvs__wire_msg m = { 0 };
+            struct frame *f = frame_new(d, KVS__FRAME_BYE, &m, NULL);
+
+            if (f)
+                hosts_post(d, f, HOSTS_ALL);
+        }
+        pthread_mutex_lock(&hx->lock);
+        hx->quit = 1;
+        pthread_mutex_unlock(&hx->lock);
+        {
+            char one = 1;
+            ssize_t w = write(hx->wake_fd, &one, 1);
+
+            (void)w;
+        }
+        pthread_join(hx->th, NULL);
+    }
+    for (int i = 0; i < hx->n; i++)
+        if (hx->l[i].fd >= 0)
+            close(hx->l[i].fd);
+    while (hx->out) {
+        struct outq *o = hx->out;
+
+        hx->out = o->next;
+        frame_unref(o->f);
+        free(o);
+    }
+    for (struct inmsg *m = hx->in, *next; m; m = next) {
+        next = m->next;
+        free(m->pay);
+        free(m);
+    }
+    if (hx->tp)
+        hx->ops->close(hx->tp);
+    if (hx->wake_fd >= 0)
+        close(hx->wake_fd);
+    pthread_mutex_destroy(&hx->lock);
+    free(hx->l);
+    free(hx);
+    d->hx = NULL;
+}
