@@ -398,6 +398,55 @@ static void daemon_dies(void)
         die("with kvsd gone: %s, expected KVS_ECLOSED", kvs_err_name(rc));
 }
 
+/* Across hosts: the test script kills (or stops) another host's kvsd
+ * while this loops on barriers, and writes the time it did so, in ms since
+ * the epoch, to $KVS_TEST_DIR/killed. The loop must fail within
+ * $KVS_TEST_WITHIN seconds of it: KVS_EPEERDEAD naming the host, or
+ * KVS_ECLOSED on the host whose kvsd it was. Rank R writes ready.R first. */
+static void host_dies(void)
+{
+    float v[2] = { 1, 1 };
+    kvs_key_t k = KVS_INT_KEY(1);
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 2 } };
+    const char *dir = getenv("KVS_TEST_DIR"), *within = getenv("KVS_TEST_WITHIN");
+    char path[512];
+    double t0, killed = 0;
+    FILE *f;
+    int rc = 0;
+
+    if (!dir || !within)
+        die("KVS_TEST_DIR and KVS_TEST_WITHIN must be set");
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    ok(kvs_barrier(kv), "barrier");
+    snprintf(path, sizeof path, "%s/ready.%d", dir, rank);
+    if (!(f = fopen(path, "w")))
+        die("cannot write %s", path);
+    fclose(f);
+    t0 = now();
+    while (now() - t0 < 60 && (rc = kvs_barrier(kv)) == 0)
+        usleep(10 * 1000);
+    snprintf(path, sizeof path, "%s/killed", dir);
+    if ((f = fopen(path, "r"))) {
+        if (fscanf(f, "%lf", &killed) != 1)
+            killed = 0;
+        fclose(f);
+    }
+    if (rc != KVS_EPEERDEAD && rc != KVS_ECLOSED)
+        die("with a host gone: %s, expected KVS_EPEERDEAD or KVS_ECLOSED", kvs_err_name(rc));
+    if (rc == KVS_EPEERDEAD && !strstr(kvs_last_error(kv), "host "))
+        die("the error does not name the host: '%s'", kvs_last_error(kv));
+    {
+        struct timespec ts;
+        double ms;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ms = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+        if (killed <= 0 || ms - killed > atof(within) * 1e3)
+            die("the failure came %.0f ms after the host was stopped, expected at most %s s "
+                "(%s)", killed > 0 ? ms - killed : -1.0, within, kvs_last_error(kv));
+    }
+}
+
 /* Holds a known job still while test_kvsctl.sh looks at it: int keys 1
  * (float32 (2,3)) and 2 (int32 (4,)), three sync rounds pushed to key 1
  * and one pull of it, a barrier; then rank 0 writes $KVS_TEST_DIR/held and
@@ -643,6 +692,8 @@ int main(int argc, char **argv)
         peer_dies();
     else if (strcmp(scenario, "daemon_dies") == 0)
         daemon_dies();
+    else if (strcmp(scenario, "host_dies") == 0)
+        host_dies();
     else if (strcmp(scenario, "hold") == 0)
         hold();
     else if (strcmp(scenario, "stop_waits") == 0)

@@ -1,0 +1,216 @@
+#!/bin/bash
+# Description: jobs across hosts, each host a kvsrun with its own kvsd on
+# this machine, linked over loopback TCP (both transports): the dist tests'
+# scenarios give the results they give on one host; a host's kvsd killed
+# or stopped fails the job everywhere within its bound, naming the host;
+# wrong, missing and loose secrets, garbage, idle connections and a port
+# scan never get past the handshake; nothing is left behind.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+set -u
+bld=${top_builddir:-.}
+kvsrun="$bld/daemon/kvsrun"
+worker="$bld/tests/dist_worker"
+training="$bld/tests/dist_training"
+KVSD="$bld/daemon/kvsd"
+export KVSD
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+private_runtime
+work=$(mktemp -d)
+trap 'pkill -f "kvsd --job kh-$$-" 2>/dev/null; rm -rf "$rt" "$work"' EXIT
+n_test=0
+
+tap() {  # tap STATUS NAME
+    n_test=$((n_test + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $n_test - $2"; else echo "not ok $n_test - $2"; fi
+}
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# hosts NAME "N0 N1 ..." PROGRAM ARGS...: one kvsrun per host, in the
+# background, host h with N_h workers; their pids in $hpids, logs in
+# $work/NAME.h<h>.log. KVS_TEST_DIR is $work/NAME.
+hosts() {
+    hname=$1 counts=($2)
+    shift 2
+    nh=${#counts[@]}
+    port=$(free_port)
+    mkdir -p "$work/$hname"
+    hpids=()
+    for h in $(seq 0 $((nh - 1))); do
+        KVS_TEST_DIR=$work/$hname KVS_TIMEOUT=${timeout:-30} \
+            timeout 120 "$kvsrun" -j "$hname" -n "${counts[$h]}" --nodes "$nh" --node-rank "$h" \
+            --coord "127.0.0.1:$port" ${kvsrun_opts:-} "$@" >"$work/$hname.h$h.log" 2>&1 &
+        hpids+=($!)
+    done
+}
+
+# hosts_wait: 0 when every kvsrun of the last hosts() exited 0.
+hosts_wait() {
+    hw=0
+    for h in "${!hpids[@]}"; do
+        wait "${hpids[$h]}"
+        s=$?
+        [ "$s" -eq 0 ] || { echo "# $hname host $h exited $s"; sed 's/^/#   /' "$work/$hname.h$h.log" | tail -n 8; hw=1; }
+    done
+    if ls "$XDG_RUNTIME_DIR/kvs/$hname".* >/dev/null 2>&1; then
+        echo "# $hname left files behind"; hw=1
+    fi
+    return $hw
+}
+
+# job "N0 N1 ..." SCENARIO [TYPE]: a scenario of the dist tests across hosts.
+job() {
+    name="kh-$$-$2-${1// /-}-${KVS_TRANSPORT}${3:+-$3}"
+    hosts "$name" "$1" "${prog:-$worker}" "$2" ${3:+"$3"}
+    hosts_wait
+    tap $? "$2 on hosts of $1 workers over $KVS_TRANSPORT${3:+ ($3)}"
+}
+
+transports="uring socket"
+
+for KVS_TRANSPORT in $transports; do
+    export KVS_TRANSPORT
+    job "2 2" sums
+    job "1 2 1" sums
+    job "2 2" big
+    job "2 1" init
+    job "2 2" optimizer
+    job "1 1 1" barrier
+    job "2 2" uneven
+    job "2 2" async
+    job "2 2" errors
+    job "2 1" buffers
+    job "2 2" long_list
+    prog=$training
+    job "2 1" push_order
+    job "2 1" threads
+    job "1 2" tables
+    job "2 2" many_keys
+    job "1 1" row_sparse_empty dist_async
+    prog=
+    # train_linreg: 2 hosts x 2 workers learn what one process learns
+    name="kh-$$-linreg-$KVS_TRANSPORT"
+    hosts "$name" "2 2" "$bld/examples/train_linreg"
+    hosts_wait && grep -q "matches a single-process run with 4x the batch: yes" "$work/$name.h0.log"
+    tap $? "train_linreg on 2 hosts x 2 workers over $KVS_TRANSPORT"
+done
+KVS_TRANSPORT=socket
+export KVS_TRANSPORT
+
+# A worker killed on one host fails the job on every host.
+name="kh-$$-peer"
+hosts "$name" "2 2" "$worker" peer_dies
+wait "${hpids[0]}"; s0=$?
+wait "${hpids[1]}"; s1=$?
+[ $s0 -eq 0 ] && [ $s1 -eq 137 ]
+tap $? "a worker killed on host 1: host 0's workers see KVS_EPEERDEAD, host 1's kvsrun exits 137"
+
+# A host's kvsd killed, or stopped: the others fail within 5 s (killed) or
+# the heartbeat bound (stopped), naming the host.
+for how in KILL STOP; do
+    name="kh-$$-host-$how"
+    within=5
+    [ $how = STOP ] && within=8
+    export KVS_TEST_WITHIN=$within
+    hosts "$name" "1 1" "$worker" host_dies
+    unset KVS_TEST_WITHIN
+    wait_for 200 test -f "$work/$name/ready.0" && wait_for 100 test -f "$work/$name/ready.1"
+    k=$(pgrep -f "kvsd --job $name -n 1 -q --nodes 2 --node-rank 1")
+    date +%s%3N >"$work/$name/killed"
+    kill -$how "$k"
+    wait "${hpids[0]}"; s0=$?
+    [ $how = STOP ] && kill -CONT "$k"
+    wait "${hpids[1]}"; s1=$?
+    [ $s0 -eq 0 ] || sed 's/^/#   /' "$work/$name.h0.log" | tail -n 5
+    [ $s0 -eq 0 ] && gone "$k"
+    tap $? "host 1's kvsd gets SIG$how: host 0 fails within $within s, naming it"
+done
+
+# Secrets.
+secret=$work/secret
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret"
+chmod 600 "$secret"
+other=$work/other
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$other"
+chmod 600 "$other"
+
+name="kh-$$-secret"
+kvsrun_opts="--secret-file $secret" hosts "$name" "1 1" "$worker" sums
+hosts_wait
+tap $? "a job with a secret file"
+
+# The wrong secret: host 1 is refused at once, and says why.
+name="kh-$$-wrong"
+port=$(free_port)
+timeout 60 "$kvsrun" -j "$name" -n 1 --nodes 2 --node-rank 0 --coord "127.0.0.1:$port" \
+    --secret-file "$secret" "$worker" sums >"$work/wrong.h0.log" 2>&1 &
+h0=$!
+t0=$(now_ms)
+timeout 60 "$kvsrun" -j "$name" -n 1 --nodes 2 --node-rank 1 --coord "127.0.0.1:$port" \
+    --secret-file "$other" "$worker" sums >"$work/wrong.h1.log" 2>&1
+s1=$?
+t1=$(now_ms)
+kill -TERM "$h0"; wait "$h0"
+[ $s1 -ne 0 ] && [ $((t1 - t0)) -lt 10000 ] && grep -q "secret" "$work/wrong.h1.log"
+tap $? "a host with the wrong secret is refused within 10 s, and says why"
+
+# A secret file others may read is refused.
+chmod 644 "$other"
+timeout 30 "$kvsrun" -j "kh-$$-loose" -n 1 --nodes 2 --node-rank 1 --coord "127.0.0.1:1" \
+    --secret-file "$other" "$worker" sums >"$work/loose.log" 2>&1
+s=$?
+[ $s -ne 0 ] && grep -q "group or others" "$work/loose.log"
+tap $? "a secret file readable by others is refused, with the fix"
+
+# Without a secret, a non-loopback address is refused.
+timeout 30 "$kvsrun" -j "kh-$$-nosecret" -n 1 --nodes 2 --node-rank 1 --coord "127.0.0.1:1" \
+    --bind 0.0.0.0 "$worker" sums >"$work/nosecret.log" 2>&1
+s=$?
+[ $s -ne 0 ] && grep -q "loopback only" "$work/nosecret.log"
+tap $? "without a secret, a non-loopback bind is refused"
+
+# Garbage, an idle connection and a port scan at host 0 during start-up
+# never get in, and the job runs.
+name="kh-$$-garbage"
+port=$(free_port)
+mkdir -p "$work/$name"
+KVS_TEST_DIR=$work/$name timeout 120 "$kvsrun" -j "$name" -n 1 --nodes 2 --node-rank 0 \
+    --coord "127.0.0.1:$port" --secret-file "$secret" "$worker" sums >"$work/$name.h0.log" 2>&1 &
+h0=$!
+python3 - "$port" <<'EOF'
+import os, socket, sys, time
+port = int(sys.argv[1])
+for _ in range(50):                       # wait for the listener
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.2).close(); break
+    except OSError:
+        time.sleep(0.1)
+idle = socket.create_connection(("127.0.0.1", port))        # says nothing
+for _ in range(30):                                          # a port scan
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.2).close()
+    except OSError:
+        pass
+g = socket.create_connection(("127.0.0.1", port))
+g.sendall(os.urandom(4096))                                  # garbage
+time.sleep(0.5)
+g.close()
+h = socket.create_connection(("127.0.0.1", port))           # a head that lies
+h.sendall(b"KSH1" + bytes([1, 0, 0, 0]) + (1).to_bytes(4, "little") + (0).to_bytes(4, "little")
+          + (1 << 40).to_bytes(8, "little"))
+time.sleep(0.2)
+h.close()
+idle.close()
+EOF
+KVS_TEST_DIR=$work/$name timeout 120 "$kvsrun" -j "$name" -n 1 --nodes 2 --node-rank 1 \
+    --coord "127.0.0.1:$port" --secret-file "$secret" "$worker" sums >"$work/$name.h1.log" 2>&1
+s1=$?
+wait "$h0"; s0=$?
+[ $s0 -eq 0 ] && [ $s1 -eq 0 ]
+tap $? "garbage, an idle connection and a port scan during start-up: the job runs"
+
+echo "1..$n_test"
+exit 0
