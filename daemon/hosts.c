@@ -421,6 +421,8 @@ static int link_recv(struct hosts *hx, int h, const unsigned char *p, size_t n,
                 return kvs__fail(bad, KVS_EPROTO, "a %s frame claiming host %u",
                                  kvs__frame_name(l->fh.type), (unsigned)l->fh.host), -1;
             l->pay_got = 0;
+            if (n == 0)
+                return 0;
         }
         /* The payload grows as its bytes come, never ahead of them. */
         take = l->fh.len - l->pay_got < n ? (size_t)(l->fh.len - l->pay_got) : n;
