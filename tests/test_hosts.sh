@@ -17,7 +17,8 @@ export KVSD
 . "$(dirname "$0")/lib.sh"
 private_runtime
 work=$(mktemp -d)
-trap 'pkill -f "kvsd --job kh-$$-" 2>/dev/null; rm -rf "$rt" "$work"' EXIT
+nsa=kh$$a nsb=kh$$b
+trap 'pkill -f "kvsd --job kh-$$-" 2>/dev/null; ip netns del $nsa 2>/dev/null; ip netns del $nsb 2>/dev/null; rm -rf "$rt" "$work"' EXIT
 n_test=0
 
 tap() {  # tap STATUS NAME
@@ -211,6 +212,56 @@ s1=$?
 wait "$h0"; s0=$?
 [ $s0 -eq 0 ] && [ $s1 -eq 0 ]
 tap $? "garbage, an idle connection and a port scan during start-up: the job runs"
+
+# Each host in its own network namespace, joined by a veth pair: a real
+# network stack between them, and a link that can be cut (root only).
+ns_ok=0
+if [ "$(id -u)" = 0 ] && command -v ip >/dev/null && ip netns add $nsa 2>/dev/null; then
+    net=10.$((($$ >> 8) % 200 + 20)).$(($$ % 250)).
+    ip netns add $nsb && ip link add kh$$va type veth peer name kh$$vb \
+        && ip link set kh$$va netns $nsa && ip link set kh$$vb netns $nsb \
+        && ip -n $nsa addr add ${net}1/24 dev kh$$va && ip -n $nsb addr add ${net}2/24 dev kh$$vb \
+        && ip -n $nsa link set kh$$va up && ip -n $nsb link set kh$$vb up \
+        && ip -n $nsa link set lo up && ip -n $nsb link set lo up && ns_ok=1
+fi
+# nshosts NAME SCENARIO: host 0 in $nsa, host 1 in $nsb, a worker each.
+nshosts() {
+    hname=$1
+    mkdir -p "$work/$hname"
+    hpids=()
+    for h in 0 1; do
+        ns=$nsa
+        [ $h = 1 ] && ns=$nsb
+        KVS_TEST_DIR=$work/$hname KVS_TIMEOUT=30 timeout 120 ip netns exec $ns "$kvsrun" \
+            -j "$hname" -n 1 --nodes 2 --node-rank $h --coord "${net}1:47470" \
+            --bind "${net}$((h + 1))" --secret-file "$secret" "$worker" "$2" \
+            >"$work/$hname.h$h.log" 2>&1 &
+        hpids+=($!)
+    done
+}
+if [ $ns_ok = 1 ]; then
+    for KVS_TRANSPORT in uring socket; do
+        export KVS_TRANSPORT
+        name="kh-$$-netns-$KVS_TRANSPORT"
+        nshosts "$name" sums
+        hosts_wait
+        tap $? "sums with each host in its own network namespace over $KVS_TRANSPORT"
+    done
+    name="kh-$$-cut"
+    export KVS_TEST_WITHIN=8
+    nshosts "$name" host_dies
+    unset KVS_TEST_WITHIN
+    wait_for 200 test -f "$work/$name/ready.0" && wait_for 100 test -f "$work/$name/ready.1"
+    date +%s%3N >"$work/$name/killed"
+    ip -n $nsb link set kh$$vb down
+    hosts_wait
+    tap $? "the link between two hosts cut: both fail within 8 s, naming the other"
+else
+    for t in 1 2 3; do
+        n_test=$((n_test + 1))
+        echo "ok $n_test - network namespaces # SKIP needs root and ip netns"
+    done
+fi
 
 echo "1..$n_test"
 exit 0
