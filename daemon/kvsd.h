@@ -393,8 +393,6 @@ int apply_one(struct daemon *d, struct round *rd, const void *data, struct kvs__
 void finish_round(struct daemon *d, struct round *rd, int status, const char *msg);
 void open_link(struct daemon *d, struct round *rd);
 void lending_ends(struct daemon *d, struct req *r, int release);
-/* Closes the rounds, local to this host, that leaving workers completed. */
-void rounds_recheck(struct daemon *d);
 
 /* ---- collectives.c: init of a key, barrier (serve thread only) -------- */
 

@@ -786,11 +786,6 @@ static void close_rounds_after_leave(struct daemon *d, int wi)
     for (struct round *rd = d->open; rd; rd = rd->next)
         if (rd->contrib[wi])
             rd->nlive--;
-    rounds_recheck(d);
-}
-
-void rounds_recheck(struct daemon *d)
-{
     for (struct round *rd = d->open, *next; rd; rd = next) {
         next = rd->next;               /* closing takes rd, and only rd, off the list */
         close_round(d, rd);
@@ -859,6 +854,12 @@ static void round_text(const struct daemon *d, const struct round *rd, const cha
     char ks[KVS_MAX_KEY_LEN + 8], who[160];
 
     kvs__key_str(ks, sizeof ks, key);
+    if (rd->inflight) {                /* across hosts: every worker here has pushed */
+        snprintf(buf, size, "%s%skey %s round %llu: this host's workers pushed, waiting for "
+                 "the other hosts' (the key's owner is %s)", call, *call ? " of " : "", ks,
+                 (unsigned long long)rd->done + 1, host_name(d, rd->owner));
+        return;
+    }
     missing_ranks(d, rd, NULL, who, sizeof who);
     snprintf(buf, size, "%s%skey %s round %llu: %d of %d workers pushed, waiting for rank%s "
              "%s", call, *call ? " of " : "", ks, (unsigned long long)rd->done + 1,
