@@ -17,8 +17,7 @@
  * Then the links' thread owns the connections, through the transport
  * (transport.h: io_uring or sockets). It sends what the serve thread
  * queued (hosts_post), reads frames (the head checked before a byte of
- * payload is kept; the payload kept as it comes, never allocated ahead of
- * its bytes), sends a heartbeat each second a link is quiet and hands
+ * payload is kept), sends a heartbeat each second a link is quiet and hands
  * frames, and what happened to a link (closed, silent past the heartbeat
  * deadline, malformed), to the serve thread (struct inmsg), ringing its
  * doorbell. It knows nothing of keys or rounds: bridge.c does.
@@ -67,7 +66,7 @@ struct link {
     size_t head_got;
     struct kvs__frame_head fh;         /* valid once head_got is whole */
     unsigned char *pay;
-    size_t pay_got, pay_cap;
+    size_t pay_got;
     int reported;                      /* told the serve thread it ended */
 };
 
@@ -365,7 +364,7 @@ static void link_end(struct hosts *hx, int h)
     l->conn = -1;
     free(l->pay);
     l->pay = NULL;
-    l->pay_cap = l->pay_got = 0;
+    l->pay_got = 0;
 }
 
 static int link_of(const struct hosts *hx, int conn)
@@ -424,21 +423,14 @@ static int link_recv(struct hosts *hx, int h, const unsigned char *p, size_t n,
             if (n == 0)
                 return 0;
         }
-        /* The payload grows as its bytes come, never ahead of them. */
+        /* The sender proved the secret, and the head's length is checked:
+         * the payload is taken whole at once (memory is only touched as
+         * its bytes come), so that a big value is never copied twice. */
         take = l->fh.len - l->pay_got < n ? (size_t)(l->fh.len - l->pay_got) : n;
-        if (l->pay_got + take > l->pay_cap) {
-            size_t cap = l->pay_cap ? l->pay_cap : 4096;
-            unsigned char *b;
-
-            while (cap < l->pay_got + take)
-                cap *= 2;
-            if (cap > l->fh.len)
-                cap = (size_t)l->fh.len;
-            if (!(b = realloc(l->pay, cap ? cap : 1)))
+        if (!l->pay) {
+            if (!(l->pay = malloc((size_t)l->fh.len)))
                 return kvs__fail(bad, -ENOMEM, "out of memory for a frame of %llu bytes",
                                  (unsigned long long)l->fh.len), -1;
-            l->pay = b;
-            l->pay_cap = cap;
         }
         memcpy(l->pay + l->pay_got, p, take);
         l->pay_got += take;
@@ -459,7 +451,6 @@ static int link_recv(struct hosts *hx, int h, const unsigned char *p, size_t n,
             m->len = (size_t)l->fh.len;
             m->pay = l->pay;
             l->pay = NULL;
-            l->pay_cap = 0;
             hand_up(tail, m);
         }
     }
