@@ -166,26 +166,6 @@ static int parse_seconds(const char *s, double lo, double hi, double *out)
     return 0;
 }
 
-/* An integer variable in [lo, hi]: 1 and *out; 0 when unset; -1 (said)
- * when set to anything else. */
-static int env_num(const char *name, long lo, long hi, int *out)
-{
-    const char *s = getenv(name);
-    char *end;
-    long v;
-
-    if (!s || !*s)
-        return 0;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        fprintf(stderr, "kvsrun: %s=%s is not a number in %ld..%ld\n", name, s, lo, hi);
-        return -1;
-    }
-    *out = (int)v;
-    return 1;
-}
-
 /* The first host of a Slurm node list: "gpu[07-09,12],cpu1" is gpu07. */
 static void slurm_first_host(const char *list, char *out, size_t size)
 {
@@ -216,6 +196,7 @@ static int hosts_options(struct options *o)
         { "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK" },
     };
     const char *coord = getenv("KVS_COORD");
+    struct kvs__err e = { 0, "" };
     int from = -1;
 
     if (!o->secret_file && getenv("KVS_SECRET_FILE") && *getenv("KVS_SECRET_FILE"))
@@ -223,9 +204,11 @@ static int hosts_options(struct options *o)
     for (int i = 0; i < 3 && (o->nodes < 0 || o->node_rank < 0); i++) {
         int n = -1, r = -1, hn, hr;
 
-        if ((hn = env_num(vars[i][0], 1, 4096, &n)) < 0
-            || (hr = env_num(vars[i][1], 0, 4095, &r)) < 0)
+        if ((hn = kvs__env_int(vars[i][0], 1, 4096, &n, &e)) < 0
+            || (hr = kvs__env_int(vars[i][1], 0, 4095, &r, &e)) < 0) {
+            fprintf(stderr, "kvsrun: %s\n", e.msg);
             return 2;
+        }
         if (!hn && !hr)
             continue;
         if (o->nodes < 0 && hn)

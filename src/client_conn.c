@@ -74,25 +74,6 @@ struct kvs__waiter {
 
 /* ---- environment ------------------------------------------------------ */
 
-/* 1 and *out when the variable is set to an integer in [lo, hi], 0 when
- * unset, KVS_EBADARG when set to anything else. */
-static int env_int(const char *name, long lo, long hi, int *out, struct kvs__err *e)
-{
-    const char *s = getenv(name);
-    char *end;
-    long v;
-
-    if (!s || !*s)
-        return 0;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || *end != '\0' || v < lo || v > hi)
-        return kvs__fail(e, KVS_EBADARG, "%s=%s is not an integer in [%ld, %ld]", name, s,
-                         lo, hi);
-    *out = (int)v;
-    return 1;
-}
-
 /* Rank and size from kvsrun's variables, else Open MPI's, PMI's, Slurm's. */
 static int job_env(kvs_t *kv, char *job, struct kvs__err *e)
 {
@@ -108,9 +89,9 @@ static int job_env(kvs_t *kv, char *job, struct kvs__err *e)
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         int r = 0, s = 1, hr, hs;
 
-        if ((hr = env_int(vars[i][0], 0, 1023, &r, e)) < 0)
+        if ((hr = kvs__env_int(vars[i][0], 0, 1023, &r, e)) < 0)
             return hr;
-        if ((hs = env_int(vars[i][1], 1, 1024, &s, e)) < 0)
+        if ((hs = kvs__env_int(vars[i][1], 1, 1024, &s, e)) < 0)
             return hs;
         if (!hr && !hs)
             continue;

@@ -203,3 +203,20 @@ int kvs__spec_float(const char *s, size_t len, float *out)
     *out = v;
     return 0;
 }
+
+int kvs__env_int(const char *name, long lo, long hi, int *out, struct kvs__err *e)
+{
+    const char *s = getenv(name);
+    char *end;
+    long v;
+
+    if (!s || !*s)
+        return 0;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end != '\0' || v < lo || v > hi)
+        return kvs__fail(e, KVS_EBADARG, "%s=%s is not an integer in [%ld, %ld]", name, s,
+                         lo, hi);
+    *out = (int)v;
+    return 1;
+}

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "error.h"
+
 /* Tokens quoted in detail messages are cut to this many bytes. */
 #define KVS__SPEC_SHOWN 64
 
@@ -72,6 +74,11 @@ int kvs__spec_format_double(char *buf, size_t size, double v);
  * 2^40, rounded up to a multiple of 4096. 0 with *out, or -1 (*out
  * unchanged). kvsd's and kvsrun's --staging and --arena. Thread-safe. */
 int kvs__parse_bytes(const char *s, uint64_t *out);
+
+/* The environment variable name as an integer in [lo, hi]: 1 and *out
+ * when set to one, 0 when unset or empty, KVS_EBADARG (naming it) when set
+ * to anything else. */
+int kvs__env_int(const char *name, long lo, long hi, int *out, struct kvs__err *e);
 
 /* The "C" locale, for writing numbers that kvs__spec_double reads back
  * (e.g. through uselocale around snprintf); (locale_t)0 in the unlikely

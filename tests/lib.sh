@@ -26,6 +26,13 @@ private_runtime() {
 
 now_ms() { date +%s%3N; }
 
+# tap STATUS NAME: the next TAP line, counted in $n_test (the test sets it
+# to 0 first), "ok" when STATUS is 0.
+tap() {
+    n_test=$((n_test + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $n_test - $2"; else echo "not ok $n_test - $2"; fi
+}
+
 # wait_for TENTHS CMD...: 0 as soon as CMD succeeds, 1 when TENTHS tenths
 # of a second have passed without it.
 wait_for() {

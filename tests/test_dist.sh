@@ -13,11 +13,6 @@ work=$(mktemp -d)
 trap 'pkill -f "kvsd --job kt-$$-" 2>/dev/null; rm -rf "$rt" "$work"' EXIT
 n_test=0
 
-tap() {  # tap STATUS NAME
-    n_test=$((n_test + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n_test - $2"; else echo "not ok $n_test - $2"; fi
-}
-
 start_kvsd() {  # start_kvsd JOB N [KVSD OPTIONS]: starts kvsd, waits for its socket
     j=$1 nw=$2
     shift 2

@@ -21,11 +21,6 @@ nsa=kh$$a nsb=kh$$b
 trap 'pkill -f "kvsd --job kh-$$-" 2>/dev/null; ip netns del $nsa 2>/dev/null; ip netns del $nsb 2>/dev/null; rm -rf "$rt" "$work"' EXIT
 n_test=0
 
-tap() {  # tap STATUS NAME
-    n_test=$((n_test + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n_test - $2"; else echo "not ok $n_test - $2"; fi
-}
-
 free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
