@@ -439,8 +439,11 @@ static int link_recv(struct hosts *hx, int h, const unsigned char *p, size_t n,
         if (l->pay_got < l->fh.len)
             return 0;
         l->head_got = 0;
-        if (l->fh.type == KVS__FRAME_HEARTBEAT)
+        if (l->fh.type == KVS__FRAME_HEARTBEAT) {
+            free(l->pay);              /* its bytes only said the host is alive */
+            l->pay = NULL;
             continue;
+        }
         {
             struct inmsg *m = calloc(1, sizeof *m);
 
