@@ -27,9 +27,10 @@
  *
  * This file is the program: options, set-up and teardown, and the serve
  * loop, which drives the rest (requests.c runs the workers' requests,
- * collectives.c their inits and barriers, control.c kvsctl's channel,
- * accept.c the socket thread, arena.c the shared segments and the arena,
- * hosts.c and bridge.c the other hosts).
+ * answers.c posts their completions, collectives.c their inits and
+ * barriers, control.c kvsctl's channel, accept.c the socket thread,
+ * arena.c the shared segments and the arena, hosts.c and bridge.c the
+ * other hosts).
  * It owns the process's signals, the job's lock file and socket, the
  * control and arena segments, and the threads; it must never decode a
  * request, post a completion or answer kvsctl itself.

@@ -323,14 +323,56 @@ void arena_free(void *ctx, void *p, size_t bytes);
 void seq_begin(void *value);
 void seq_end(void *value);
 
-/* ---- requests.c: the workers' requests (serve thread only) ------------ */
+/* ---- answers.c: requests' life and their answers (serve thread) ------ */
+
+/* A new request of worker wi, cut from the current block; NULL without
+ * memory. req_free frees it (its copy, name and table with it). */
+struct req *req_new(struct daemon *d, int wi);
+void req_free(struct daemon *d, struct req *r);
+
+/* Frees the request blocks kept for reuse (at teardown). */
+void reqs_cache_free(struct daemon *d);
+
+/* A request's key, its array (data: where its value lies), and where its
+ * data is now (kvsd's copy, or the worker's staging). */
+kvs_key_t req_key(const struct rargs *s);
+kvs_array_t req_array(const struct rargs *s, void *data);
+void *req_data(const struct daemon *d, const struct req *r);
+
+/* Answers r (not freeing it), with its completion or its result in its
+ * table; value: the round whose value the answer hands over, or NULL. */
+void answer(struct daemon *d, struct req *r, int status, const char *msg,
+            const struct round *value);
+
+/* Answers r with status (msg its detail when status != 0) and frees it;
+ * complete_list does so for every request of a list. */
+void complete(struct daemon *d, struct req *r, int status, const char *msg);
+void complete_list(struct daemon *d, struct req *r, int status, const char *msg);
+
+/* A sync push taken: answered at once (HELD), its data still lent. */
+void ack(struct daemon *d, struct req *r);
+
+/* Ends r: one answered early gets its data released if still lent,
+ * any other its completion; frees it. */
+void finish(struct daemon *d, struct req *r, int status, const char *msg);
+
+/* kvsd no longer reads r's data from staging: the worker gets it back now
+ * (release non-zero) or with r's completion. */
+void lending_ends(struct daemon *d, struct req *r, int release);
+
+/* Copies a lent push's data out of staging and releases it at once.
+ * 0 or -ENOMEM. */
+int unlend(struct daemon *d, struct req *r);
 
 /* Rings the bell of every worker that got completions or ring room since
  * the last call. */
 void wake_workers(struct daemon *d);
 
-/* Posts what w's full CQ held back. */
+/* Posts what w's full CQ held back; backlog_free drops it. */
 void flush_backlog(struct daemon *d, struct worker *w);
+void backlog_free(struct worker *w);
+
+/* ---- requests.c: the workers' requests (serve thread only) ------------ */
 
 /* Completes every waiting request (pending, in rounds and in collectives)
  * with status and msg. */
@@ -356,9 +398,6 @@ void list_waits(const struct daemon *d, void (*line)(void *ctx, const char *text
  * worker that died) fails the job (fail_job) before the segment goes. */
 void worker_release(struct daemon *d, struct worker *w);
 
-/* Frees the request blocks kept for reuse (at teardown). */
-void reqs_cache_free(struct daemon *d);
-
 /* Frees a key's rounds (the engine's front free). */
 void round_free(void *p);
 
@@ -372,27 +411,16 @@ int serve_pending(struct daemon *d);
 /* Reads and runs every request worker wi has posted; 1 on progress. */
 int drain(struct daemon *d, int wi);
 
-/* A request's key and its array (data: where its value lies). */
-kvs_key_t req_key(const struct rargs *s);
-kvs_array_t req_array(const struct rargs *s, void *data);
-
-/* Answers r with status (msg its detail when status != 0) and frees it;
- * complete_list does so for every request of a list. */
-void complete(struct daemon *d, struct req *r, int status, const char *msg);
-void complete_list(struct daemon *d, struct req *r, int status, const char *msg);
-
 /* How many workers a round or a collective waits for: those still in the job. */
 int expected(const struct daemon *d);
 
-/* Rounds, for bridge.c: a request's data, the key's rounds, the pushes of
- * nr rounds applied as one engine call, one push applied alone, a round
- * finished (its pushes ended, pulls waiting on it let go), the open list. */
-void *req_data(const struct daemon *d, const struct req *r);
+/* Rounds, for bridge.c: the key's rounds, one push applied alone, a
+ * round finished (its pushes ended, pulls waiting on it let go), the open
+ * list. */
 struct round *round_of(struct daemon *d, const struct kvs__entry_info *info, kvs_key_t key);
 int apply_one(struct daemon *d, struct round *rd, const void *data, struct kvs__err *e);
 void finish_round(struct daemon *d, struct round *rd, int status, const char *msg);
 void open_link(struct daemon *d, struct round *rd);
-void lending_ends(struct daemon *d, struct req *r, int release);
 
 /* ---- collectives.c: init of a key, barrier (serve thread only) -------- */
 
