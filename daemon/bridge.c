@@ -55,21 +55,7 @@ static void msg_free(struct inmsg *m)
 
 int key_owner(const struct daemon *d, kvs_key_t key)
 {
-    uint64_t h;
-
-    if (d->nhosts <= 1)
-        return 0;
-    if (key.name) {
-        h = 0xcbf29ce484222325ull;
-        for (const unsigned char *p = (const unsigned char *)key.name; *p; p++)
-            h = (h ^ *p) * 0x100000001b3ull;
-    } else {
-        h = (uint64_t)key.id + 0x9e3779b97f4a7c15ull;
-        h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
-        h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-    }
-    h ^= h >> 31;
-    return (int)(h % (uint64_t)d->nhosts);
+    return d->nhosts <= 1 ? 0 : (int)(kvs__key_hash(key) % (uint64_t)d->nhosts);
 }
 
 /* A message's key, dtype and shape from a request's. */
@@ -80,6 +66,23 @@ static void key_of_req(struct kvs__wire_msg *m, const struct rargs *s)
     m->dtype = s->dtype;
     m->ndim = s->ndim;
     memcpy(m->shape, s->shape, sizeof m->shape[0] * (size_t)s->ndim);
+}
+
+/* m, naming a key, as a VALUE: the key's value, or (status != 0) msg,
+ * which names no dtype or shape. */
+static void value_msg(struct kvs__wire_msg *m, const struct round *rd, int status,
+                      const char *msg)
+{
+    m->status = status;
+    if (status == 0) {
+        m->data = rd->value;
+        m->len = rd->bytes;
+        return;
+    }
+    m->data = msg;
+    m->len = strlen(msg);
+    m->ndim = 0;
+    m->dtype = 0;
 }
 
 /* A host broke the rules: the job fails, naming it. */
@@ -162,13 +165,17 @@ static void owner_check(struct daemon *d, struct round *rd)
         fail_job(d, -ENOMEM, "kvsd: out of memory closing a round");
         return;
     }
-    if (rd->inflight)
-        for (int w = 0; w < d->nworkers; w++)
-            if (rd->contrib[w])
-                in[k++] = req_data(d, rd->contrib[w]);
-    for (int h = 0; x && h < d->nhosts; h++)
-        if (x->got[h])
+    /* In host order, this host's pushes in rank order in its place: the
+     * sums group by host, but in the order of the ranks, whoever owns. */
+    for (int h = 0; h < d->nhosts; h++) {
+        if (h == d->me && rd->inflight) {
+            for (int w = 0; w < d->nworkers; w++)
+                if (rd->contrib[w])
+                    in[k++] = req_data(d, rd->contrib[w]);
+        } else if (h != d->me && x && x->got[h]) {
             in[k++] = x->data[h];
+        }
+    }
     {
         struct kvs__push_item it = { rd->entry, k, in };
 
@@ -185,11 +192,7 @@ static void owner_check(struct daemon *d, struct round *rd)
 
         m.key.name = x->key.key.name ? x->key.name : NULL;
         m.a = rd->done;
-        m.status = rc;
-        m.data = rc ? (const void *)e.msg : rd->value;
-        m.len = rc ? strlen(e.msg) : rd->bytes;
-        if (rc)
-            m.ndim = 0, m.dtype = 0;
+        value_msg(&m, rd, rc, e.msg);
         if (!(f = frame_new(d, KVS__FRAME_VALUE, &m, NULL)))
             fail_job(d, -ENOMEM, "kvsd: out of memory sending a value");
         else
@@ -241,7 +244,8 @@ void bridge_round_ready(struct daemon *d, struct round *rd)
 }
 
 /* The round of a message's key, its dtype and shape checked against the
- * stored key's. 0; 1 when the key is not stored here yet; -1 when the job
+ * stored key's (a failed update's value names neither: its key alone is
+ * looked up). 0; 1 when the key is not stored here yet; -1 when the job
  * failed (the host named). */
 static int msg_round(struct daemon *d, const struct inmsg *im, const struct kvs__wire_msg *m,
                      struct round **out)
@@ -252,7 +256,10 @@ static int msg_round(struct daemon *d, const struct inmsg *im, const struct kvs_
     int rc;
 
     memcpy(a.shape, m->shape, sizeof a.shape[0] * (size_t)m->ndim);
-    rc = kvs__engine_check(d->eng, m->key, &a, &info, &e);
+    if (im->type == KVS__FRAME_VALUE && m->status != 0)
+        rc = kvs__engine_lookup(d->eng, m->key, &info, &e);
+    else
+        rc = kvs__engine_check(d->eng, m->key, &a, &info, &e);
     if (rc == KVS_ENOKEY)
         return 1;
     if (rc != 0) {
@@ -316,10 +323,8 @@ static void on_value(struct daemon *d, struct inmsg *im, const struct kvs__wire_
         host_broke(d, im->host, "a value of a key that %s owns", host_name(d, rd->owner));
         return;
     }
-    if (m->status) {
-        memcpy(text, m->data, m->len);
-        text[m->len] = '\0';
-    }
+    if (m->status)
+        kvs__wire_msg_text(m, text);
     if (!d->sync) {
         if (m->status == 0)
             write_value(rd, m);
@@ -376,13 +381,9 @@ void bridge_async_value(struct daemon *d, const struct kvs__wire_msg *key, struc
     struct kvs__wire_msg m = *key;
     struct frame *f;
 
-    m.status = status;
     m.a = to >= 0 ? (uint64_t)to + 1 : 0;
     m.b = token;
-    m.data = status ? (const void *)msg : rd->value;
-    m.len = status ? strlen(msg) : rd->bytes;
-    if (status)
-        m.ndim = 0, m.dtype = 0;
+    value_msg(&m, rd, status, msg);
     if (!(f = frame_new(d, KVS__FRAME_VALUE, &m, NULL))) {
         fail_job(d, -ENOMEM, "kvsd: out of memory sending a value");
         return;
@@ -423,33 +424,38 @@ static void on_forward(struct daemon *d, struct inmsg *im, const struct kvs__wir
 
 /* ---- the rest ------------------------------------------------------------ */
 
-void bridge_optimizer(struct daemon *d, const char *spec)
+/* m, of type, to every other host; without memory for it the job fails
+ * (a host waiting for it would wait in vain). */
+static void tell_all(struct daemon *d, int type, const struct kvs__wire_msg *m)
 {
-    struct kvs__wire_msg m = { .data = spec, .len = strlen(spec) };
-    struct frame *f = frame_new(d, KVS__FRAME_OPTIMIZER, &m, NULL);
+    struct frame *f = frame_new(d, type, m, NULL);
 
     if (f)
         hosts_post(d, f, HOSTS_ALL);
     else
-        fail_job(d, -ENOMEM, "kvsd: out of memory telling the hosts the optimizer");
+        fail_job(d, -ENOMEM, "kvsd: out of memory for a %s to the other hosts",
+                 kvs__frame_name(type));
+}
+
+void bridge_optimizer(struct daemon *d, const char *spec)
+{
+    struct kvs__wire_msg m = { .data = spec, .len = strlen(spec) };
+
+    tell_all(d, KVS__FRAME_OPTIMIZER, &m);
 }
 
 void bridge_left(struct daemon *d)
 {
     struct kvs__wire_msg m = { 0 };
-    struct frame *f = frame_new(d, KVS__FRAME_LEFT, &m, NULL);
 
-    if (f)
-        hosts_post(d, f, HOSTS_ALL);
+    tell_all(d, KVS__FRAME_LEFT, &m);
 }
 
 void bridge_fail(struct daemon *d, int status, const char *msg)
 {
     struct kvs__wire_msg m = { .status = status, .data = msg, .len = strlen(msg) };
-    struct frame *f = frame_new(d, KVS__FRAME_FAIL, &m, NULL);
 
-    if (f)
-        hosts_post(d, f, HOSTS_ALL);
+    tell_all(d, KVS__FRAME_FAIL, &m);
 }
 
 int bridge_all_left(const struct daemon *d)
@@ -481,8 +487,8 @@ static int on_msg(struct daemon *d, struct inmsg *im)
     int rc;
 
     if (im->type < 0) {                /* the link ended */
-        if (d->host_out[im->host] != 2) {
-            d->host_out[im->host] = 2;
+        if (d->host_out[im->host] != HOST_ENDED) {
+            d->host_out[im->host] = HOST_ENDED;
             fail_job(d, KVS_EPEERDEAD, "%s", im->why);
         }
         return 0;
@@ -497,17 +503,7 @@ static int on_msg(struct daemon *d, struct inmsg *im)
     case KVS__FRAME_PARTIAL:
     case KVS__FRAME_VALUE:
     case KVS__FRAME_FORWARD:
-        if (im->type == KVS__FRAME_VALUE && m.status != 0) {
-            /* a failed update names no dtype or shape: its key's round is found alone */
-            struct kvs__entry_info info;
-
-            if ((rc = kvs__engine_lookup(d->eng, m.key, &info, &e)) == KVS_ENOKEY)
-                rc = 1;
-            else if (rc == 0 && !(rd = round_of(d, &info, m.key)))
-                rc = -1;
-        } else {
-            rc = msg_round(d, im, &m, &rd);
-        }
+        rc = msg_round(d, im, &m, &rd);
         if (rc == 1) {
             im->next = d->deferred;
             d->deferred = im;
@@ -529,26 +525,24 @@ static int on_msg(struct daemon *d, struct inmsg *im)
         coll_remote_done(d, im->host, &m);
         return 0;
     case KVS__FRAME_OPTIMIZER:
-        memcpy(text, m.data, m.len);
-        text[m.len] = '\0';
-        if ((rc = optimizer_set(d, text, host_name(d, im->host), &e)) != 0)
+        rc = optimizer_set(d, kvs__wire_msg_text(&m, text), host_name(d, im->host), &e);
+        if (rc != 0)
             fail_job(d, rc, "%s set an optimizer this host refuses: %s",
                      host_name(d, im->host), e.msg);
         return 0;
     case KVS__FRAME_LEFT:
-        if (!d->host_out[im->host])
-            d->host_out[im->host] = 1;
+        if (d->host_out[im->host] == HOST_IN)
+            d->host_out[im->host] = HOST_LEFT;
         bridge_recheck(d);
         return 0;
     case KVS__FRAME_FAIL:
-        memcpy(text, m.data, m.len);
-        text[m.len] = '\0';
         d->fail_remote = 1;
-        fail_job(d, m.status, "on %s: %s", host_name(d, im->host), text);
+        fail_job(d, m.status, "on %s: %s", host_name(d, im->host),
+                 kvs__wire_msg_text(&m, text));
         d->fail_remote = 0;
         return 0;
     case KVS__FRAME_BYE:
-        d->host_out[im->host] = 2;
+        d->host_out[im->host] = HOST_ENDED;
         return 0;
     default:
         host_broke(d, im->host, "a frame of type %d out of place", im->type);

@@ -384,7 +384,6 @@ void coll_remote_arrive(struct daemon *d, int h, const struct kvs__wire_msg *m)
         return;
     }
     c->harrived[h] = 1;
-    c->nremote++;
     coll_check(d, c);
 }
 
@@ -403,9 +402,7 @@ void coll_remote_done(struct daemon *d, int h, const struct kvs__wire_msg *m)
         return;
     }
     if (m->status != 0) {
-        memcpy(text, m->data, m->len);
-        text[m->len] = '\0';
-        kvs__fail(&e, m->status, "%s", text);
+        kvs__fail(&e, m->status, "%s", kvs__wire_msg_text(m, text));
     } else if (c->op == KVS__OP_INIT && init_value(d, c, &f, &e) == 0
                && (f->s.dtype != m->dtype || f->s.ndim != m->ndim
                    || memcmp(f->s.shape, m->shape, sizeof m->shape[0] * (size_t)m->ndim))) {

@@ -329,23 +329,6 @@ static void hand_up(struct inmsg ***tail, struct inmsg *m)
     *tail = &m->next;
 }
 
-static struct inmsg *link_event(int host, int type, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static struct inmsg *link_event(int host, int type, const char *fmt, ...)
-{
-    struct inmsg *m = calloc(1, sizeof *m);
-    va_list ap;
-
-    if (!m)
-        return NULL;
-    m->host = host;
-    m->type = type;
-    va_start(ap, fmt);
-    vsnprintf(m->why, sizeof m->why, fmt, ap);
-    va_end(ap);
-    return m;
-}
-
 /* A link ends: its queued frames are dropped, the transport forgets it. */
 static void link_end(struct hosts *hx, int h)
 {
@@ -367,6 +350,28 @@ static void link_end(struct hosts *hx, int h)
     l->pay_got = 0;
 }
 
+/* Link h fails (type LINK_*, why in words): the serve thread hears it,
+ * once, and the link ends. */
+static void link_fail(struct hosts *hx, int h, int type, struct inmsg ***tail,
+                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void link_fail(struct hosts *hx, int h, int type, struct inmsg ***tail,
+                      const char *fmt, ...)
+{
+    struct inmsg *m;
+    va_list ap;
+
+    if (!hx->l[h].reported && (m = calloc(1, sizeof *m)) != NULL) {
+        m->host = h;
+        m->type = type;
+        va_start(ap, fmt);
+        vsnprintf(m->why, sizeof m->why, fmt, ap);
+        va_end(ap);
+        hx->l[h].reported = 1;
+        hand_up(tail, m);
+    }
+    link_end(hx, h);
+}
+
 static int link_of(const struct hosts *hx, int conn)
 {
     for (int i = 0; i < hx->n; i++)
@@ -375,24 +380,36 @@ static int link_of(const struct hosts *hx, int conn)
     return -1;
 }
 
-static int link_send(struct hosts *hx, int h, struct frame *f)
+/* Queues f on link h (a link that ended drops it); a link that cannot
+ * take it fails, since its peer would wait for the frame in vain. */
+static void link_send(struct hosts *hx, int h, struct frame *f, struct inmsg ***tail)
 {
     struct link *l = &hx->l[h];
-    struct sending *s = malloc(sizeof *s);
-    struct kvs__err e;
+    struct sending *s;
+    struct kvs__err e = { 0, "" };
 
-    if (!s || l->conn < 0
-        || hx->ops->send(hx->tp, l->conn, f->buf, f->len, (uint64_t)(uintptr_t)s, &e) != 0) {
-        free(s);
+    if (l->conn < 0) {
         frame_unref(f);
-        return -1;
+        return;
+    }
+    if (!(s = malloc(sizeof *s))) {
+        kvs__fail(&e, -ENOMEM, "out of memory");
+    } else if (hx->ops->send(hx->tp, l->conn, f->buf, f->len, (uint64_t)(uintptr_t)s,
+                             &e) != 0) {
+        free(s);
+        s = NULL;
+    }
+    if (!s) {
+        frame_unref(f);
+        link_fail(hx, h, LINK_CLOSED, tail, "a frame to %s could not be sent: %s", l->name,
+                  e.msg);
+        return;
     }
     s->f = f;
     s->next = NULL;
     *l->inflight_tail = s;
     l->inflight_tail = &s->next;
     l->last_send = kvs__now_ns();
-    return 0;
 }
 
 /* Bytes that came on link h: frames cut out of them go up. Returns 0, or
@@ -417,8 +434,9 @@ static int link_recv(struct hosts *hx, int h, const unsigned char *p, size_t n,
                                        bad) != 0)
                 return -1;
             if (l->fh.host != (uint32_t)h || l->fh.type < KVS__FRAME_PARTIAL)
-                return kvs__fail(bad, KVS_EPROTO, "a %s frame claiming host %u",
-                                 kvs__frame_name(l->fh.type), (unsigned)l->fh.host), -1;
+                return kvs__fail(bad, KVS_EPROTO, "a %s frame said to be of host %u, out "
+                                 "of place", kvs__frame_name(l->fh.type),
+                                 (unsigned)l->fh.host), -1;
             l->pay_got = 0;
             if (n == 0)
                 return 0;
@@ -465,7 +483,6 @@ static void *links_thread(void *arg)
     struct daemon *d = arg;
     struct hosts *hx = d->hx;
     struct kvs__tp_event ev[EVENTS];
-    struct frame *beat = NULL;
     int64_t stop_by = 0;
 
     for (;;) {
@@ -484,7 +501,7 @@ static void *links_thread(void *arg)
             struct outq *o = out;
 
             out = o->next;
-            link_send(hx, o->to, o->f);
+            link_send(hx, o->to, o->f, &tail);
             free(o);
         }
         if (quit && !stop_by)
@@ -499,27 +516,30 @@ static void *links_thread(void *arg)
                 continue;
             if (now - l->last_send >= BEAT_NS) {
                 struct kvs__wire_msg m = { 0 };
+                struct frame *beat = frame_new(d, KVS__FRAME_HEARTBEAT, &m, NULL);
 
-                if ((beat = frame_new(d, KVS__FRAME_HEARTBEAT, &m, NULL)) != NULL) {
+                if (beat) {
                     beat->refs = 1;
-                    link_send(hx, h, beat);
+                    link_send(hx, h, beat, &tail);
                 }
             }
-            if (now - l->last_recv > d->o.heartbeat_ns && !l->reported) {
-                struct inmsg *m = link_event(h, LINK_SILENT, "%s has been silent for %.1f s "
-                                             "(its kvsd is stopped, or the link is down)",
-                                             l->name, (double)(now - l->last_recv) / 1e9);
-
-                if (m) {
-                    l->reported = 1;
-                    hand_up(&tail, m);
-                }
-                link_end(hx, h);
-            }
+            if (l->conn >= 0 && now - l->last_recv > d->o.heartbeat_ns)
+                link_fail(hx, h, LINK_SILENT, &tail, "%s has been silent for %.1f s (its kvsd "
+                          "is stopped, or the link is down)", l->name,
+                          (double)(now - l->last_recv) / 1e9);
         }
         if (quit && (!busy || now >= stop_by))
             break;
-        n = hx->ops->wait(hx->tp, ev, EVENTS, now + 100 * 1000000ll, &(struct kvs__err){ 0 });
+        {
+            struct kvs__err we = { 0, "" };
+
+            /* A loop that fails fails every link: no frame would move. */
+            if ((n = hx->ops->wait(hx->tp, ev, EVENTS, now + 100 * 1000000ll, &we)) < 0)
+                for (int h = 0; h < hx->n; h++)
+                    if (hx->l[h].conn >= 0)
+                        link_fail(hx, h, LINK_BAD, &tail, "the %s transport failed: %s",
+                                  hx->ops->name, we.msg);
+        }
         for (int i = 0; i < n; i++) {
             int h;
 
@@ -531,16 +551,9 @@ static void *links_thread(void *arg)
                 struct kvs__err bad = { 0, "" };
 
                 hx->l[h].last_recv = kvs__now_ns();
-                if (link_recv(hx, h, ev[i].data, ev[i].len, &tail, &bad) != 0) {
-                    struct inmsg *m = link_event(h, LINK_BAD, "%s sent a malformed frame: %s",
-                                                 hx->l[h].name, bad.msg);
-
-                    if (m) {
-                        hx->l[h].reported = 1;
-                        hand_up(&tail, m);
-                    }
-                    link_end(hx, h);
-                }
+                if (link_recv(hx, h, ev[i].data, ev[i].len, &tail, &bad) != 0)
+                    link_fail(hx, h, LINK_BAD, &tail, "%s sent a malformed frame: %s",
+                              hx->l[h].name, bad.msg);
             } else if (ev[i].type == KVS__TP_SENT) {
                 struct link *l = &hx->l[h];
                 struct sending *s = l->inflight;
@@ -553,18 +566,10 @@ static void *links_thread(void *arg)
                     free(s);
                 }
             } else if (ev[i].type == KVS__TP_CLOSED) {
-                struct inmsg *m = link_event(h, LINK_CLOSED, "%s is gone: its connection %s",
-                                             hx->l[h].name,
-                                             ev[i].status ? strerror(-ev[i].status)
-                                                          : "was closed");
-
-                if (m && !hx->l[h].reported) {
-                    hx->l[h].reported = 1;
-                    hand_up(&tail, m);
-                } else {
-                    free(m);
-                }
-                link_end(hx, h);
+                link_fail(hx, h, LINK_CLOSED, &tail, "%s is gone: its connection %s%s%s",
+                          hx->l[h].name, ev[i].status ? "broke (" : "was closed",
+                          ev[i].status ? strerror(-ev[i].status) : "",
+                          ev[i].status ? ")" : "");
             }
         }
         if (up) {

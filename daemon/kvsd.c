@@ -359,7 +359,8 @@ int main(int argc, char **argv)
         case 'R':
         case 'F':
             v = strtol(optarg, &end, 10);
-            if (*end || end == optarg || v < (c == 'H') || v > (c == 'F' ? INT_MAX : KVS__HOSTS_MAX)) {
+            if (*end || end == optarg || v < (c == 'H')
+                || v > (c == 'F' ? INT_MAX : KVS__HOSTS_MAX)) {
                 fprintf(stderr, "kvsd: bad --%s '%s'\n",
                         c == 'H' ? "nodes" : c == 'R' ? "node-rank" : "ready-fd", optarg);
                 return 2;

@@ -183,16 +183,12 @@ struct coll {
     kvs_key_t key;                     /* INIT: name owned */
     int narrived;
     int sent;                          /* across hosts: this host's arrival went to host 0 */
-    int nremote;                       /* at host 0: the other hosts that arrived */
-    kvs_dtype_t dtype;                 /* INIT at host 0, from another host: its value's */
-    int ndim;
-    int64_t shape[KVS_MAX_NDIM];
     struct req *reqs;                  /* waiting, completed together */
     struct coll *next, **pprev;        /* the daemon's list */
     struct coll *hnext;                /* its bucket in the daemon's table */
     unsigned char *value;              /* INIT: the lowest rank's value so far (of */
-    uint64_t value_len;                /* the first arrival's size), in the same */
-    int value_rank;                    /* allocation; that rank, INT_MAX: none yet */
+    uint64_t value_len;                /* the first arrival's size), malloc'd; */
+    int value_rank;                    /* that rank, INT_MAX: none yet */
     unsigned char *harrived;           /* per host, in the same allocation */
     unsigned char arrived[];           /* per worker; in the same allocation */
 };
@@ -236,6 +232,8 @@ struct inmsg {
     char why[KVS__MSG_MAX];            /* LINK_*: in words */
 };
 
+enum { HOST_IN = 0, HOST_LEFT = 1, HOST_ENDED = 2 };  /* daemon.host_out */
+
 struct hosts;                          /* hosts.c */
 struct xround;                         /* bridge.c */
 
@@ -261,8 +259,9 @@ struct daemon {
                                         * job's workers on every host */
     struct hosts *hx;                  /* the links to the other hosts (hosts.c), or NULL */
     int nhosts, me;                    /* the job's hosts, and this one's rank */
-    uint8_t *host_out;                 /* per host: it left (its workers all did) or
-                                        * ended; serve thread */
+    uint8_t *host_out;                 /* per host: HOST_IN, HOST_LEFT (its workers all
+                                        * left) or HOST_ENDED (bye, or gone); serve
+                                        * thread */
     struct inmsg *deferred;            /* messages of keys not stored here yet, newest first */
     size_t deferred_nkeys;             /* the keys stored when they were last tried */
     int fail_remote;                   /* fail_job: the failure came from another host */

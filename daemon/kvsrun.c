@@ -142,7 +142,8 @@ static void usage(FILE *f)
             "      --node-rank R        this host's rank (KVS_NODE_RANK, SLURM_NODEID,\n"
             "                           OMPI_COMM_WORLD_RANK); host 0's workers rank first\n"
             "      --coord HOST:PORT    where host 0 listens (KVS_COORD; under Slurm the\n"
-            "                           first host of SLURM_JOB_NODELIST, port " COORD_PORT ")\n"
+            "                           first host of SLURM_JOB_NODELIST, on the port\n"
+            "                           KVS_COORD=:PORT gives, else " COORD_PORT ")\n"
             "      --bind ADDR          the numeric address this host listens on\n"
             "      --secret-file FILE   the job's secret, mode 0600 (KVS_SECRET_FILE);\n"
             "                           without one the hosts link over loopback only\n"
@@ -195,13 +196,17 @@ static int hosts_options(struct options *o)
         { "SLURM_NNODES", "SLURM_NODEID" },
         { "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK" },
     };
+    const int nvars = (int)(sizeof vars / sizeof vars[0]);
     const char *coord = getenv("KVS_COORD");
+    /* Under Slurm KVS_COORD may give the port alone (":PORT" or "PORT"). */
+    int port_only = coord && *coord
+                    && (coord[0] == ':' || strspn(coord, "0123456789") == strlen(coord));
     struct kvs__err e = { 0, "" };
     int from = -1;
 
     if (!o->secret_file && getenv("KVS_SECRET_FILE") && *getenv("KVS_SECRET_FILE"))
         o->secret_file = getenv("KVS_SECRET_FILE");
-    for (int i = 0; i < 3 && (o->nodes < 0 || o->node_rank < 0); i++) {
+    for (int i = 0; i < nvars && (o->nodes < 0 || o->node_rank < 0); i++) {
         int n = -1, r = -1, hn, hr;
 
         if ((hn = kvs__env_int(vars[i][0], 1, 4096, &n, &e)) < 0
@@ -226,11 +231,11 @@ static int hosts_options(struct options *o)
                 "(--node-rank, KVS_NODE_RANK)\n", o->nodes, o->nodes - 1);
         return 2;
     }
-    if (!o->coord[0] && coord && *coord)
+    if (!o->coord[0] && coord && *coord && !port_only)
         snprintf(o->coord, sizeof o->coord, "%s", coord);
     if (!o->coord[0] && from == 1 && getenv("SLURM_JOB_NODELIST")) {
         char host[256];
-        const char *port = coord && strrchr(coord, ':') ? strrchr(coord, ':') + 1 : COORD_PORT;
+        const char *port = port_only ? coord + (coord[0] == ':') : COORD_PORT;
 
         slurm_first_host(getenv("SLURM_JOB_NODELIST"), host, sizeof host);
         snprintf(o->coord, sizeof o->coord, "%s:%s", host, port);

@@ -91,7 +91,7 @@ static bool key_eq(kvs_key_t a, kvs_key_t b)
     return a.id == b.id;
 }
 
-static uint64_t key_hash(kvs_key_t k)
+uint64_t kvs__key_hash(kvs_key_t k)
 {
     uint64_t h;
 
@@ -130,7 +130,7 @@ static struct slot *table_slot(struct slot *slots, size_t cap, kvs_key_t key, ui
 
 static struct entry *table_get(const struct kvs__engine *eng, kvs_key_t key)
 {
-    return eng->cap ? table_slot(eng->slots, eng->cap, key, key_hash(key))->ent : NULL;
+    return eng->cap ? table_slot(eng->slots, eng->cap, key, kvs__key_hash(key))->ent : NULL;
 }
 
 /* Makes room so that `extra` more keys can be put without failing. */
@@ -164,7 +164,7 @@ static void entry_free(struct kvs__engine *eng, struct entry *ent);
  * the same key. */
 static void table_put(struct kvs__engine *eng, struct entry *ent)
 {
-    uint64_t hash = key_hash(ent->key);
+    uint64_t hash = kvs__key_hash(ent->key);
     struct slot *slot = table_slot(eng->slots, eng->cap, ent->key, hash);
 
     if (slot->ent)
@@ -449,7 +449,7 @@ static int group_keys(int n, const kvs_key_t *keys, int *gid, int *first, int *s
     for (size_t i = 0; i < cap; i++)
         slot[i] = -1;
     for (int i = 0; i < n; i++) {
-        size_t h = key_hash(keys[i]) & (cap - 1);
+        size_t h = kvs__key_hash(keys[i]) & (cap - 1);
 
         while (slot[h] >= 0 && !key_eq(keys[first[slot[h]]], keys[i]))
             h = (h + 1) & (cap - 1);

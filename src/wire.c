@@ -499,7 +499,8 @@ int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire
     copy_once(h + MS_SHAPE, b + MS_SHAPE, body - MS_SHAPE);
     for (int i = 0; i < t.ndim; i++) {
         t.shape[i] = get_i64(h, MS_SHAPE + 8 * (size_t)i);
-        if (t.shape[i] < 0 || (t.shape[i] > 0 && count > KVS__WIRE_PAYLOAD_MAX / (uint64_t)t.shape[i]))
+        if (t.shape[i] < 0
+            || (t.shape[i] > 0 && count > KVS__WIRE_PAYLOAD_MAX / (uint64_t)t.shape[i]))
             return kvs__fail(e, KVS_EPROTO, "%s: extent %" PRId64 " out of range", what,
                              t.shape[i]);
         count *= (uint64_t)t.shape[i];
@@ -539,4 +540,11 @@ int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire
     if (t.key.name)
         m->key.name = m->name;
     return 0;
+}
+
+const char *kvs__wire_msg_text(const struct kvs__wire_msg *m, char *buf)
+{
+    memcpy(buf, m->data, m->len);
+    buf[m->len] = '\0';
+    return buf;
 }

@@ -189,4 +189,8 @@ void kvs__wire_msg_encode(int type, const struct kvs__wire_msg *m, void *buf);
 int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire_msg *m,
                          struct kvs__err *e);
 
+/* A decoded message's text (a reason, a spec) as a string in buf, of
+ * KVS__WIRE_TEXT_MAX + 1 bytes (the decoder bounds its length). */
+const char *kvs__wire_msg_text(const struct kvs__wire_msg *m, char *buf);
+
 #endif

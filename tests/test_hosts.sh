@@ -96,6 +96,38 @@ done
 KVS_TRANSPORT=socket
 export KVS_TRANSPORT
 
+# The launchers' variables instead of options: one kvsrun per host as srun
+# (the coordinator the node list's first host, the port from KVS_COORD) and
+# mpirun (KVS_COORD naming host 0) would start them.
+envjob() {  # envjob NAME VAR_PREFIX...: runs sums on 2 hosts of 1 worker each
+    ename=$1
+    shift
+    mkdir -p "$work/$ename"
+    epids=()
+    for h in 0 1; do
+        env "$@" "$rank_var=$h" KVS_TEST_DIR="$work/$ename" timeout 120 "$kvsrun" \
+            -j "$ename" -n 1 sh -c 'echo "rank $KVS_RANK of $KVS_NUM_WORKERS"; exec "$0" sums' \
+            "$worker" >"$work/$ename.h$h.log" 2>&1 &
+        epids+=($!)
+    done
+    es=0
+    for h in 0 1; do
+        wait "${epids[$h]}" || { es=1; sed 's/^/#   /' "$work/$ename.h$h.log" | tail -n 5; }
+        # one job of two hosts: host h's worker is rank h of 2
+        grep -qx "rank $h of 2" "$work/$ename.h$h.log" || { es=1; echo "# host $h: not rank $h of 2"; }
+    done
+    return $es
+}
+port=$(free_port)
+rank_var=SLURM_NODEID
+envjob "kh-$$-slurm" SLURM_NNODES=2 SLURM_JOB_NODELIST="127.0.0.1,127.0.0.2" \
+    KVS_COORD=":$port" KVS_TRANSPORT=socket
+tap $? "under Slurm's variables: the node list's first host, KVS_COORD's port"
+port=$(free_port)
+rank_var=OMPI_COMM_WORLD_RANK
+envjob "kh-$$-ompi" OMPI_COMM_WORLD_SIZE=2 KVS_COORD="127.0.0.1:$port"
+tap $? "under Open MPI's variables, KVS_COORD naming host 0"
+
 # A worker killed on one host fails the job on every host.
 name="kh-$$-peer"
 hosts "$name" "2 2" "$worker" peer_dies
