@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
+#include "compress.h"
 #include "kvsd.h"
 
 /* Completions a backlog keeps room for once it is empty again. */
@@ -181,7 +183,7 @@ struct req *req_new(struct daemon *d, int wi)
     r->w = wi;
     r->lent = r->acked = 0;
     r->token = 0;
-    r->copy = NULL;
+    r->copy = r->coded = NULL;
     r->rd = NULL;
     r->next = NULL;
     r->s.key_name = NULL;
@@ -195,6 +197,7 @@ void req_free(struct daemon *d, struct req *r)
     struct req_block *b = r->blk;
 
     free(r->copy);
+    free(r->coded);
     free(r->s.key_name);
     if (r->tab && --r->tab->live == 0)
         free(r->tab);
@@ -352,6 +355,21 @@ int unlend(struct daemon *d, struct req *r)
         return -ENOMEM;
     memcpy(r->copy, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
     lending_ends(d, r, 1);
+    return 0;
+}
+
+int decode_2bit(struct daemon *d, struct req *r, struct kvs__err *e)
+{
+    kvs_array_t a = req_array(&r->s, NULL);
+    size_t n = kvs__array_count(&a);
+    const void *words = d->workers[r->w].staging + r->s.data_off;
+
+    if (!(r->copy = malloc(n ? n * sizeof(float) : 1))
+        || (d->hx && !(r->coded = malloc(r->s.data_len ? r->s.data_len : 1))))
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a 2bit push");
+    kvs__gc_2bit_dequantize(words, r->copy, n, kvs__arg_threshold(r->s.arg));
+    if (r->coded)
+        memcpy(r->coded, words, r->s.data_len);
     return 0;
 }
 

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "array.h"
+#include "compress.h"
 #include "kvsd.h"
 
 /* At the owner, the other hosts' sums of a key's open round. */
@@ -120,6 +121,7 @@ static struct xround *xround_get(struct daemon *d, struct round *rd,
         x->key.key.name = x->key.name;
     x->key.data = NULL;
     x->key.len = 0;
+    x->key.pieces = 0;
     rd->x = x;
     return x;
 }
@@ -208,7 +210,8 @@ void bridge_round_ready(struct daemon *d, struct round *rd)
     const void **in;
     struct frame *f;
     void *sum;
-    int k = 0;
+    uint64_t count;
+    int k = 0, coded = 0;
 
     rd->ready = 0;
     rd->inflight = 1;
@@ -224,17 +227,32 @@ void bridge_round_ready(struct daemon *d, struct round *rd)
         if (rd->contrib[w]) {
             first = first ? first : rd->contrib[w];
             in[k++] = req_data(d, rd->contrib[w]);
+            coded += rd->contrib[w]->coded != NULL;
         }
     key_of_req(&m, &first->s);
     m.a = rd->done + 1;
-    m.len = rd->bytes;
+    count = rd->bytes / kvs_dtype_size(first->s.dtype);
+    /* Pushes all 2bit go as they came, for the owner to decode and sum:
+     * else the sum of the decoded values. */
+    m.pieces = coded == k ? (uint32_t)k : 0;
+    m.len = m.pieces ? m.pieces * kvs__wire_piece_bytes(count) : rd->bytes;
     if (!(f = frame_new(d, KVS__FRAME_PARTIAL, &m, &sum))) {
         free(in);
         fail_job(d, -ENOMEM, "kvsd: out of memory for a round's sum");
         return;
     }
-    kvs__sum(first->s.dtype, sum, in, k, rd->bytes / kvs_dtype_size(first->s.dtype),
-             d->o.threads);
+    if (m.pieces) {
+        unsigned char *p = sum;
+
+        for (int w = 0; w < d->nworkers; w++)
+            if (rd->contrib[w]) {
+                kvs__wire_piece_put(p, kvs__arg_threshold(rd->contrib[w]->s.arg),
+                                    rd->contrib[w]->coded, count);
+                p += kvs__wire_piece_bytes(count);
+            }
+    } else {
+        kvs__sum(first->s.dtype, sum, in, k, count, d->o.threads);
+    }
     free(in);
     hosts_post(d, f, rd->owner);
     /* The sum is made: the workers get their staging back now. */
@@ -273,12 +291,33 @@ static int msg_round(struct daemon *d, const struct inmsg *im, const struct kvs_
     return 0;
 }
 
+/* The sum of a message's 2bit pieces (float32), malloc'd; NULL without
+ * memory. In the pieces' order, as the host's workers' ranks. */
+static float *decode_pieces(const struct kvs__wire_msg *m)
+{
+    uint64_t count = 1;
+    float *sum;
+
+    for (int i = 0; i < m->ndim; i++)
+        count *= (uint64_t)m->shape[i];
+    if (!(sum = calloc(count ? count : 1, sizeof *sum)))
+        return NULL;
+    for (uint32_t i = 0; i < m->pieces; i++) {
+        const uint32_t *words;
+        float thr = kvs__wire_piece_get(m, count, i, &words);
+
+        kvs__gc_2bit_dequantize_add(words, sum, count, thr);
+    }
+    return sum;
+}
+
 /* A host's sum of a round, at the key's owner: 1 when kept (im is the
  * round's now, freed with it), 0 when refused. */
 static int on_partial(struct daemon *d, struct inmsg *im, const struct kvs__wire_msg *m,
                       struct round *rd)
 {
     struct xround *x;
+    void *data = NULL;
 
     if (!d->sync) {
         host_broke(d, im->host, "a dist_sync round's sum came to a dist_async host");
@@ -297,9 +336,17 @@ static int on_partial(struct daemon *d, struct inmsg *im, const struct kvs__wire
         host_broke(d, im->host, "two sums for one round");
         return 0;
     }
+    if (m->pieces && !(data = decode_pieces(m))) {
+        fail_job(d, -ENOMEM, "kvsd: out of memory for a round");
+        return 0;
+    }
+    if (data) {                        /* the sum replaces the pieces */
+        free(im->pay);
+        im->pay = data;
+    }
     x->got[im->host] = 1;
     x->msg[im->host] = im;
-    x->data[im->host] = m->data;
+    x->data[im->host] = data ? data : m->data;
     x->ngot++;
     open_link(d, rd);
     owner_check(d, rd);
@@ -361,15 +408,21 @@ void bridge_forward(struct daemon *d, struct req *r)
 {
     struct kvs__wire_msg m;
     struct frame *f;
+    uint64_t count;
+    void *piece;
 
     key_of_req(&m, &r->s);
     m.b = r->token = ++d->next_token;
-    m.data = req_data(d, r);
-    m.len = r->s.data_len;
-    if (!(f = frame_new(d, KVS__FRAME_FORWARD, &m, NULL))) {
+    count = r->rd->bytes / kvs_dtype_size(r->s.dtype);
+    m.pieces = r->coded != NULL;       /* a 2bit push goes as it came */
+    m.data = m.pieces ? NULL : req_data(d, r);
+    m.len = m.pieces ? kvs__wire_piece_bytes(count) : r->rd->bytes;
+    if (!(f = frame_new(d, KVS__FRAME_FORWARD, &m, &piece))) {
         complete(d, r, -ENOMEM, "kvsd: out of memory forwarding a push");
         return;
     }
+    if (m.pieces)
+        kvs__wire_piece_put(piece, kvs__arg_threshold(r->s.arg), r->coded, count);
     hosts_post(d, f, r->rd->owner);
     r->next = d->fwd;
     d->fwd = r;
@@ -381,6 +434,7 @@ void bridge_async_value(struct daemon *d, const struct kvs__wire_msg *key, struc
     struct kvs__wire_msg m = *key;
     struct frame *f;
 
+    m.pieces = 0;
     m.a = to >= 0 ? (uint64_t)to + 1 : 0;
     m.b = token;
     value_msg(&m, rd, status, msg);
@@ -404,6 +458,7 @@ static void on_forward(struct daemon *d, struct inmsg *im, const struct kvs__wir
                        struct round *rd)
 {
     struct kvs__err e = { 0, "" };
+    float *decoded = NULL;
     int rc;
 
     if (d->sync) {
@@ -414,7 +469,11 @@ static void on_forward(struct daemon *d, struct inmsg *im, const struct kvs__wir
         host_broke(d, im->host, "a push of a key that %s owns", host_name(d, rd->owner));
         return;
     }
-    rc = apply_one(d, rd, m->data, &e);
+    if (m->pieces && !(decoded = decode_pieces(m)))
+        rc = kvs__fail(&e, -ENOMEM, "kvsd: out of memory for a 2bit push");
+    else
+        rc = apply_one(d, rd, decoded ? decoded : m->data, &e);
+    free(decoded);
     if (rc == 0) {
         d->st.pushes++;
         d->st.bytes_pushed += m->len;
@@ -543,6 +602,12 @@ static int on_msg(struct daemon *d, struct inmsg *im)
         return 0;
     case KVS__FRAME_BYE:
         d->host_out[im->host] = HOST_ENDED;
+        return 0;
+    case KVS__FRAME_STATES_ASK:
+        states_on_ask(d, im->host, &m);
+        return 0;
+    case KVS__FRAME_STATES:
+        states_on_answer(d, im->host, &m);
         return 0;
     default:
         host_broke(d, im->host, "a frame of type %d out of place", im->type);

@@ -97,6 +97,8 @@ struct req {
                                         * worker waits for a release, not a completion */
     uint64_t token;                    /* an async push forwarded to its key's owner */
     void *copy;                        /* kvsd's copy of the data, or NULL */
+    void *coded;                       /* a 2bit push across hosts: its words, as the
+                                        * worker sent them (copy: dequantized) */
     struct round *rd;                  /* PUSH, PULL: its key's rounds */
     struct req *next;
     struct req_block *blk;             /* the block it was cut from */
@@ -236,6 +238,7 @@ enum { HOST_IN = 0, HOST_LEFT = 1, HOST_ENDED = 2 };  /* daemon.host_out */
 
 struct hosts;                          /* hosts.c */
 struct xround;                         /* bridge.c */
+struct stq;                            /* states.c */
 
 struct daemon {
     struct options o;
@@ -267,6 +270,7 @@ struct daemon {
     int fail_remote;                   /* fail_job: the failure came from another host */
     int left_told;                     /* the others know this host's workers all left */
     struct req *fwd;                   /* async pushes waiting for their owner's answer */
+    struct stq *stq;                   /* saves and loads of states waiting for the hosts */
     uint64_t next_token;
     _Atomic int connected;             /* workers ever connected */
     int left;                          /* workers that left cleanly */
@@ -362,6 +366,10 @@ void lending_ends(struct daemon *d, struct req *r, int release);
 /* Copies a lent push's data out of staging and releases it at once.
  * 0 or -ENOMEM. */
 int unlend(struct daemon *d, struct req *r);
+
+/* A 2bit push (KVS__SQE_2BIT): its words dequantized from staging into
+ * its copy (and, across hosts, kept as they came). 0 or -ENOMEM. */
+int decode_2bit(struct daemon *d, struct req *r, struct kvs__err *e);
 
 /* Rings the bell of every worker that got completions or ring room since
  * the last call. */
@@ -530,6 +538,21 @@ void bridge_fail(struct daemon *d, int status, const char *msg);
 
 /* 1 when every other host has left or ended. */
 int bridge_all_left(const struct daemon *d);
+
+/* ---- states.c: optimizer states across hosts (serve thread) ---------- */
+
+/* A worker's save or load (r, its absolute path) in a job across hosts:
+ * 1 when it waits for the other hosts (completed when they answered),
+ * else the error that ends it now (nothing changed anywhere). */
+int states_start(struct daemon *d, struct req *r, const char *path, struct kvs__err *e);
+
+/* Host h asks for this host's states, or sends a file to load (m); host h
+ * answers this host's ask. */
+void states_on_ask(struct daemon *d, int h, const struct kvs__wire_msg *m);
+void states_on_answer(struct daemon *d, int h, const struct kvs__wire_msg *m);
+
+/* Completes every save and load waiting for the hosts with status, msg. */
+void states_fail(struct daemon *d, int status, const char *msg);
 
 /* ---- accept.c: the socket thread -------------------------------------- */
 

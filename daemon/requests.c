@@ -130,6 +130,7 @@ void fail_waiting(struct daemon *d, int status, const char *msg)
     d->pending = NULL;
     complete_list(d, d->fwd, status, msg);
     d->fwd = NULL;
+    states_fail(d, status, msg);
     while (d->open)
         round_empty(d, d->open, status, msg);
     colls_fail(d, status, msg);
@@ -593,6 +594,8 @@ static void gave_up(struct daemon *d, struct req *r)
 
 /* ---- a worker's requests ---------------------------------------------- */
 
+/* A save or a load of optimizer states: 0 or the error of a call done
+ * here, 1 when it waits for the other hosts (states.c). */
 static int text_op(struct daemon *d, struct req *r, struct kvs__err *e)
 {
     struct worker *w = &d->workers[r->w];
@@ -603,8 +606,7 @@ static int text_op(struct daemon *d, struct req *r, struct kvs__err *e)
     if (strlen(path) != r->s.data_len || path[0] != '/')
         return kvs__fail(e, KVS_EBADARG, "path must be absolute, without NUL");
     if (d->hx)
-        return kvs__fail(e, KVS_ENOTSUP, "saving and loading optimizer states is not "
-                         "supported yet in a job across hosts");
+        return states_start(d, r, path, e);
     if (r->s.op == KVS__OP_SAVE_STATES)
         return kvs__engine_save_states(d->eng, path, r->s.arg != 0, e);
     return kvs__engine_load_states(d->eng, path, e);
@@ -632,6 +634,8 @@ static void run_list(struct daemon *d, struct req *list)
                      : kvs__engine_check(d->eng, req_key(&r->s), &a, &info, &e);
             if (rc == 0 && !(r->rd = round_of(d, &info, req_key(&r->s))))
                 rc = kvs__fail(&e, -ENOMEM, "kvsd: out of memory for a round");
+            if (rc == 0 && (r->s.flags & KVS__SQE_2BIT))
+                rc = decode_2bit(d, r, &e);
         }
     }
     if (rc != 0) {
@@ -665,7 +669,7 @@ static void run_list(struct daemon *d, struct req *list)
                     bridge_forward(d, r);
                     break;
                 }
-                rc = apply_one(d, r->rd, w->staging + r->s.data_off, &e);
+                rc = apply_one(d, r->rd, req_data(d, r), &e);
                 if (rc == 0 && d->hx)
                     bridge_pushed(d, r);
                 complete(d, r, rc, e.msg);
@@ -679,6 +683,8 @@ static void run_list(struct daemon *d, struct req *list)
             insert_pending(d, r, &at);
             if (!(r->s.flags & KVS__SQE_VALUE))
                 ack(d, r);
+            if (r->copy)               /* a 2bit push: decoded already */
+                lending_ends(d, r, 1);
             break;
         case KVS__OP_PULL:
             insert_pending(d, r, &at);
@@ -700,8 +706,8 @@ static void run_list(struct daemon *d, struct req *list)
             break;
         case KVS__OP_SAVE_STATES:
         case KVS__OP_LOAD_STATES:
-            rc = text_op(d, r, &e);
-            complete(d, r, rc, e.msg);
+            if ((rc = text_op(d, r, &e)) != 1)     /* 1: it waits for the other hosts */
+                complete(d, r, rc, e.msg);
             break;
         case KVS__OP_CLOSE:
             /* Its pushes still waiting count in their rounds, as they

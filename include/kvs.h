@@ -168,8 +168,7 @@ typedef struct kvs kvs_t;              /* opaque handle */
  * its pushes already made still count in their rounds, and later rounds
  * complete without it; a worker that dies fails every round that needed
  * it, and every later call of the others, with KVS_EPEERDEAD. Custom
- * updaters, kvs_reinit, KVS_OPT_INIT_ON_PUSH and 2bit compression are
- * KVS_ENOTSUP there.
+ * updaters, kvs_reinit and KVS_OPT_INIT_ON_PUSH are KVS_ENOTSUP there.
  * Errors: KVS_EBADARG (type or out NULL, a bad environment variable, e.g.
  * a KVS_TIMEOUT that is not a decimal number of seconds in (0, 31536000],
  * for every type),
@@ -388,8 +387,16 @@ KVS_API int kvs_set_optimizer(kvs_t *kv, const char *spec);
 
 /* Sets gradient compression for values crossing a process or host
  * boundary: "2bit threshold=0.5" (threshold > 0; 0.5 by default) or "none".
- * Errors: KVS_ENOTSUP for in-process stores (as MXNet's 'local') and, in
- * this version, for "2bit" in dist types ("none" is accepted); KVS_ESPEC
+ * In dist types, from then on this handle's pushes of float32 values are
+ * quantized to -threshold, 0 or +threshold (16 values per 32-bit word,
+ * MXNet's codec), each key with this worker's own residual (what was cut
+ * off, added to the key's next push; it changes only when kvsd takes the
+ * push); kvsd decodes them and sums the decoded values, across hosts at
+ * the key's owner (the quantized words cross the wire). Values of other
+ * dtypes, pulls and inits are sent as they are. Each worker sets its own:
+ * call it on every worker. Pushes from zero-copy buffers are copied, as
+ * they must be quantized. "none" stops it (residuals are kept).
+ * Errors: KVS_ENOTSUP for in-process stores (as MXNet's 'local'); KVS_ESPEC
  * for a bad spec. Not a collective call. */
 KVS_API int kvs_set_gradient_compression(kvs_t *kv, const char *spec);
 
@@ -400,14 +407,19 @@ KVS_API int kvs_set_gradient_compression(kvs_t *kv, const char *spec);
  * restores it. The file is versioned and checksummed. In dist types any one
  * worker may call it (not a collective call): kvsd writes the job's state,
  * with the rounds closed so far, to path (relative paths are taken from the
- * caller's working directory).
+ * caller's working directory). Across hosts the caller's host gathers every
+ * key's state from its owner host and writes one file, on its own disk.
  * Errors: KVS_ENOOPT (no optimizer set), KVS_EBADARG, -errno of the system. */
 KVS_API int kvs_save_optimizer_states(kvs_t *kv, const char *path, int dump_optimizer);
 
 /* Replaces the optimizer's state with that saved in path (keys absent from
  * the file start afresh); a file saved with dump_optimizer also replaces the
  * optimizer. The whole file is checked before anything changes. In dist
- * types any one worker may call it, for the whole job (not collective).
+ * types any one worker may call it, for the whole job (not collective);
+ * across hosts the caller's host reads the file, checks it, and sends it
+ * to every host, each taking the states of the keys it owns; a failure on
+ * another host is returned, naming it (the hosts that had taken their
+ * part keep it: load again).
  * Errors: KVS_ECORRUPT (bad magic, version, checksum, length), KVS_ENOOPT
  * (no optimizer set and none in the file), KVS_ESPEC (the file's state is
  * for another optimizer), KVS_ENOKEY / KVS_ESHAPE / KVS_EDTYPE (a state for

@@ -137,6 +137,23 @@ static size_t array_bytes(const kvs_array_t *a)
     return kvs__array_count(a) * kvs_dtype_size(a->dtype);
 }
 
+/* The bytes a push of a sends: its 2bit words when coded. */
+static size_t sent_bytes(const kvs_array_t *a, int coded)
+{
+    return coded ? 4 * kvs__gc_2bit_words(kvs__array_count(a)) : array_bytes(a);
+}
+
+/* 1 when the requests of groups [start, end) may go in tables: int keys,
+ * no 2bit push (coded: per group its words, or NULL; may be NULL). */
+static int tabular(const struct groups *g, const kvs_key_t *keys, uint32_t *const *coded,
+                   int start, int end)
+{
+    for (int j = start; j < end; j++)
+        if (keys[g->first[j]].name || (coded && coded[j]))
+            return 0;
+    return 1;
+}
+
 /* What the requests of send_groups are made from. */
 struct groups_src {
     uint8_t op, flags;
@@ -145,27 +162,69 @@ struct groups_src {
     const kvs_key_t *keys;
     const kvs_array_t *arrs;
     const uint64_t *at;                /* per group: its data's staging offset */
+    const uint32_t *const *coded;      /* per group: its 2bit words, or NULL */
+    uint64_t threshold;                /* theirs, as a slot's arg */
 };
 
 static void fill_group(const void *ctx, int i, struct kvs__sqe *s)
 {
     const struct groups_src *src = ctx;
-    int j = src->start + i;
+    int j = src->start + i, coded = src->coded[j] != NULL;
     const kvs_array_t *a = &src->arrs[src->g->first[j]];
 
     *s = (struct kvs__sqe){ .op = src->op, .flags = src->flags, .priority = src->priority,
-                            .data_off = src->at[j], .data_len = array_bytes(a) };
+                            .data_off = src->at[j], .data_len = sent_bytes(a, coded) };
+    if (coded) {
+        s->flags |= KVS__SQE_2BIT;
+        s->arg = src->threshold;
+    }
     sqe_key(s, src->keys[src->g->first[j]]);
     sqe_array(s, a);
+}
+
+/* What a push of 2bit compression sends of each float32 group: the sum
+ * of its arrays quantized with this worker's residual of the key, in
+ * coded[j] (malloc'd), the residual it makes in next[j]. */
+static int code_groups(kvs_t *kv, const struct groups *g, const kvs_key_t *keys,
+                       const kvs_array_t *arrs, const void **in, float threshold,
+                       uint32_t **coded, float **next, struct kvs__err *e)
+{
+    struct kvs__client *c = kv->client;
+    struct kvs__opts o;
+    int rc = 0;
+
+    kvs__opts_get(kv, &o);
+    for (int j = 0; j < g->ng && rc == 0; j++) {
+        const kvs_array_t *a = &arrs[g->first[j]];
+        size_t n = kvs__array_count(a);
+        int k = g->mstart[j + 1] - g->mstart[j];
+        float *sum = NULL;
+
+        if (a->dtype != KVS_FLOAT32)
+            continue;
+        if (!(coded[j] = malloc(4 * (kvs__gc_2bit_words(n) + 1)))
+            || (k > 1 && !(sum = malloc((n ? n : 1) * sizeof *sum)))) {
+            rc = kvs__fail(e, -ENOMEM, "out of memory");
+            break;
+        }
+        if (sum)
+            kvs__sum(KVS_FLOAT32, sum, in + g->mstart[j], k, n, (int)o.threads);
+        rc = kvs__residual_quantize(c->residuals, keys[g->first[j]],
+                                    sum ? sum : (const float *)a->data, n, threshold,
+                                    coded[j], &next[j], e);
+        free(sum);
+    }
+    return rc;
 }
 
 /* Sends one request per group, each with its data in staging: a buffer's
  * as it lies, else what kvs__sum makes of the group's arrays (summing
  * repeated keys here, as MXNet's workers merge their devices before
- * sending) in a transient range. Groups go in batches that fit the
- * transient part and KVS__LIST_MAX; each batch is all-or-nothing in kvsd.
- * out: the answers, per group (may be NULL; its array has room for
- * every group). */
+ * sending) in a transient range, or under 2bit compression a float32
+ * push's words. Groups go in batches that fit the transient part and
+ * KVS__LIST_MAX; each batch is all-or-nothing in kvsd, and the residuals
+ * of its coded pushes change only when kvsd took it. out: the answers, per
+ * group (may be NULL; its array has room for every group). */
 static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups *g,
                        const kvs_key_t *keys, const kvs_array_t *arrs, int priority,
                        struct kvs__answers *out, const char *what, struct kvs__err *e)
@@ -177,29 +236,40 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
     uint64_t *at = malloc(ng * sizeof *at);     /* per group: staging offset; ~0: to place */
     const void **in = malloc(sizeof *in * (size_t)(g->n ? g->n : 1));
     struct kvs__sum_item *items = malloc(ng * sizeof *items);
+    uint32_t **coded = calloc(ng, sizeof *coded);
+    float **next = calloc(ng, sizeof *next);
     struct groups_src src = { .op = op, .flags = flags, .priority = priority, .g = g,
-                              .keys = keys, .arrs = arrs, .at = at };
+                              .keys = keys, .arrs = arrs, .at = at,
+                              .coded = (const uint32_t *const *)coded };
     struct kvs__opts o;
+    struct kvs__gc gc;
     uint64_t room;
     int rc = 0, start = 0;
 
     kvs__opts_get(kv, &o);
-    if (!ans.a || !at || !in || !items) {
+    if (!ans.a || !at || !in || !items || !coded || !next) {
         rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
     for (int i = 0; i < g->n; i++)
         in[i] = arrs[g->member[i]].data;
     pthread_mutex_lock(&c->lock);
+    gc = c->gc;
+    pthread_mutex_unlock(&c->lock);
+    src.threshold = kvs__threshold_arg(gc.threshold);
+    if (op == KVS__OP_PUSH && gc.type == KVS__GC_2BIT
+        && (rc = code_groups(kv, g, keys, arrs, in, gc.threshold, coded, next, e)) != 0)
+        goto out;
+    pthread_mutex_lock(&c->lock);
     room = kvs__client_transient(c);
     for (int j = 0; j < g->ng && rc == 0; j++) {
         const kvs_array_t *a = &arrs[g->first[j]];
-        uint64_t bytes = array_bytes(a);
+        uint64_t bytes = sent_bytes(a, coded[j] != NULL);
         int zc = 0;
 
         at[j] = ~(uint64_t)0;
-        if (g->mstart[j + 1] - g->mstart[j] == 1 && (zc = in_buffer(c, a->data, bytes,
-                                                                     &at[j], e)) < 0)
+        if (g->mstart[j + 1] - g->mstart[j] == 1 && !coded[j]
+            && (zc = in_buffer(c, a->data, bytes, &at[j], e)) < 0)
             rc = zc;
         else if (!zc && bytes > room) {
             char ks[KVS_MAX_KEY_LEN + 8];
@@ -219,8 +289,9 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
         int end = start, m = 0, zc = 0;
 
         for (; end < g->ng && end - start < KVS__LIST_MAX; end++) {
-            uint64_t bytes = at[end] == ~(uint64_t)0 ? (array_bytes(&arrs[g->first[end]]) + 63)
-                                                            & ~(uint64_t)63 : 0;
+            uint64_t bytes = at[end] == ~(uint64_t)0
+                                 ? (sent_bytes(&arrs[g->first[end]], coded[end] != NULL) + 63)
+                                       & ~(uint64_t)63 : 0;
 
             if (total + bytes > room)
                 break;
@@ -240,27 +311,44 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
         h->len = total;
         for (int j = start; j < end; j++) {
             const kvs_array_t *a = &arrs[g->first[j]];
+            uint64_t bytes = sent_bytes(a, coded[j] != NULL);
 
             if (at[j] != ~(uint64_t)0) {
                 zc = 1;
                 continue;
             }
             at[j] = off + pos;
-            items[m++] = (struct kvs__sum_item){
-                .dtype = a->dtype, .out = c->staging + at[j],
-                .in = in + g->mstart[j], .k = g->mstart[j + 1] - g->mstart[j],
-                .n = kvs__array_count(a) };
-            pos += (array_bytes(a) + 63) & ~(uint64_t)63;
+            if (coded[j])
+                memcpy(c->staging + at[j], coded[j], bytes);
+            else
+                items[m++] = (struct kvs__sum_item){
+                    .dtype = a->dtype, .out = c->staging + at[j],
+                    .in = in + g->mstart[j], .k = g->mstart[j + 1] - g->mstart[j],
+                    .n = kvs__array_count(a) };
+            pos += (bytes + 63) & ~(uint64_t)63;
         }
         h->zc = zc;
         /* The range is this call's alone: filled without the lock. */
         kvs__sum_many(items, m, (int)o.threads);
         src.start = start;
-        if ((rc = kvs__client_run(kv, fill_group, &src, end - start, &part, h, what, e)) != 0)
+        if ((rc = kvs__client_run(kv, fill_group, &src, end - start,
+                                  tabular(g, keys, coded, start, end),
+                                  &part, h, what, e)) != 0)
             break;
+        for (int j = start; j < end; j++)
+            if (next[j]) {
+                kvs__residual_commit(c->residuals, keys[g->first[j]], next[j]);
+                next[j] = NULL;
+            }
         start = end;
     }
 out:
+    for (size_t j = 0; coded && next && j < (size_t)g->ng; j++) {
+        free(coded[j]);
+        free(next[j]);
+    }
+    free(next);
+    free(coded);
     free(items);
     free(in);
     free(at);
@@ -445,7 +533,8 @@ static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *out
         struct kvs__answers part = { .a = a + start, .failed = -1 };
 
         src.start = start;
-        rc = kvs__client_run(kv, fill_pull, &src, len, &part, NULL, what, e);
+        rc = kvs__client_run(kv, fill_pull, &src, len, tabular(&g, keys, NULL, start, start + len),
+                             &part, NULL, what, e);
     }
     for (int i = 0; i < n && rc == 0; i++) {
         size_t bytes = array_bytes(&outs[i]);
@@ -613,7 +702,7 @@ static int send_text(kvs_t *kv, uint8_t op, const char *text, uint64_t arg, cons
     h->len = len;
     req.data_off = off;
     req.data_len = len;
-    return kvs__client_run(kv, kvs__client_fill_from, &req, 1, &ans, h, what, e);
+    return kvs__client_run(kv, kvs__client_fill_from, &req, 1, 0, &ans, h, what, e);
 }
 
 static int dist_set_optimizer(kvs_t *kv, const char *spec, struct kvs__err *e)
@@ -631,17 +720,25 @@ static int dist_set_optimizer(kvs_t *kv, const char *spec, struct kvs__err *e)
     return rc;
 }
 
+/* Pushes of float32 values from here on are quantized with this worker's
+ * residuals and dequantized by kvsd (kvs.h). Other dtypes go as they are:
+ * the codec is float32's. "none" stops it; the residuals stay, for a
+ * later "2bit". */
 static int dist_set_gradient_compression(kvs_t *kv, const char *spec, struct kvs__err *e)
 {
+    struct kvs__client *c = kv->client;
     struct kvs__gc gc;
     int rc;
 
     if ((rc = kvs__gc_parse(spec, &gc, e)) != 0)
         return rc;
-    if (gc.type == KVS__GC_NONE)
-        return 0;
-    return kvs__fail(e, KVS_ENOTSUP, "2bit compression for %s is not implemented yet",
-                     kv->type);
+    pthread_mutex_lock(&c->lock);
+    if (gc.type == KVS__GC_2BIT && !c->residuals && kvs__residuals_new(&c->residuals) != 0)
+        rc = kvs__fail(e, -ENOMEM, "out of memory");
+    else
+        c->gc = gc;
+    pthread_mutex_unlock(&c->lock);
+    return rc;
 }
 
 /* kvsd runs in another directory: relative paths are made absolute here. */
@@ -682,7 +779,7 @@ static int dist_barrier(kvs_t *kv, struct kvs__err *e)
     struct kvs__sqe req = { .op = KVS__OP_BARRIER };
     KVS__ONE_ANSWER(ans);
 
-    return kvs__client_run(kv, kvs__client_fill_from, &req, 1, &ans, NULL, "kvs_barrier", e);
+    return kvs__client_run(kv, kvs__client_fill_from, &req, 1, 0, &ans, NULL, "kvs_barrier", e);
 }
 
 /* Buffers take the highest free range of staging, above every transient
@@ -758,7 +855,7 @@ static void dist_close(kvs_t *kv)
      * keeps copies of our pushes still in open rounds). A short deadline:
      * kvsd may be gone. */
     if (!c->broken)
-        kvs__client_run_batch(kv, kvs__client_fill_from, &req, 1, &ans, NULL, CLOSE_MS,
+        kvs__client_run_batch(kv, kvs__client_fill_from, &req, 1, 0, &ans, NULL, CLOSE_MS,
                               "kvs_close", &e);
     kvs__client_free(c);
     kv->client = NULL;

@@ -11,9 +11,11 @@
 #include <stdint.h>
 
 #include "bufs.h"
+#include "compress.h"
 #include "error.h"
 #include "front.h"
 #include "proto.h"
+#include "residual.h"
 #include "ring.h"
 
 /* What a completion says of one request, kept per request of a call: a
@@ -66,6 +68,8 @@ struct kvs__client {
     struct kvs__waiter *waiters;       /* calls waiting for completions */
     struct kvs__hold *holds;
     int sync;                          /* dist_sync (views allowed) */
+    struct kvs__gc gc;                 /* kvs_set_gradient_compression's */
+    struct kvs__residuals *residuals;  /* 2bit: per key, made at the first such push */
     uint64_t next_seq;
     int broken;                        /* 0, or the error every call now returns */
     char broken_msg[KVS__ERR_MSG_MAX];
@@ -82,18 +86,19 @@ int kvs__client_open(kvs_t *kv, struct kvs__err *e);
 void kvs__client_free(struct kvs__client *c);
 
 /* Posts the n requests fill makes as one list call and waits for their
- * completions, kept in ans in order (its array has room for n). h: the
- * staging the call lends kvsd (owned from here on, tracked until kvsd has
- * returned it), or NULL. timeout_ms: 0 for the handle's deadline, after
- * which kvsd is asked what the call waited for; else this one, without
- * asking. Returns 0 when every request got a completion (each with its own
- * status), else the error that broke the handle. kvs__client_run: the
- * same with the handle's deadline, and the first failed completion as the
- * call's error. */
-int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n,
+ * completions, kept in ans in order (its array has room for n). tables:
+ * the requests may go in tables (proto.h: one op of int keys, no 2bit
+ * push), which a long list then does. h: the staging the call lends kvsd
+ * (owned from here on, tracked until kvsd has returned it), or NULL.
+ * timeout_ms: 0 for the handle's deadline, after which kvsd is asked what
+ * the call waited for; else this one, without asking. Returns 0 when every
+ * request got a completion (each with its own status), else the error that
+ * broke the handle. kvs__client_run: the same with the handle's deadline,
+ * and the first failed completion as the call's error. */
+int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, int tables,
                           struct kvs__answers *ans, struct kvs__hold *h, int64_t timeout_ms,
                           const char *what, struct kvs__err *e);
-int kvs__client_run(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n,
+int kvs__client_run(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, int tables,
                     struct kvs__answers *ans, struct kvs__hold *h, const char *what,
                     struct kvs__err *e);
 

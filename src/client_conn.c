@@ -152,6 +152,7 @@ void kvs__client_free(struct kvs__client *c)
         free(h->returned);
         free(h);
     }
+    kvs__residuals_free(c->residuals);
     pthread_mutex_destroy(&c->post);
     pthread_mutex_destroy(&c->lock);
     free(c);
@@ -459,7 +460,7 @@ static void explain(kvs_t *kv, uint64_t seq, char *why, size_t size)
     struct kvs__err e = { 0, "" };
     KVS__ONE_ANSWER(ans);
 
-    if (kvs__client_run_batch(kv, kvs__client_fill_from, &req, 1, &ans, NULL, EXPLAIN_MS,
+    if (kvs__client_run_batch(kv, kvs__client_fill_from, &req, 1, 0, &ans, NULL, EXPLAIN_MS,
                               "asking kvsd", &e) == 0
         && ans.failed == 0 && ans.msg[0])
         snprintf(why, size, "%s", ans.msg);
@@ -515,7 +516,7 @@ static int table_make(struct kvs__client *c, kvs__fill_fn fill, const void *ctx,
     return 0;
 }
 
-int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n,
+int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, int tables,
                           struct kvs__answers *ans, struct kvs__hold *h, int64_t timeout_ms,
                           const char *what, struct kvs__err *e)
 {
@@ -532,7 +533,7 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n,
     deadline = kvs__now_ns() + o.timeout_ms * 1000000ll;
     /* A long list goes in tables, in a range of staging of its own, when
      * one fits: else slot by slot. */
-    if (n >= TABLE_MIN) {
+    if (tables && n >= TABLE_MIN) {
         int nt = (n + KVS__TABLE_MAX - 1) / KVS__TABLE_MAX;
         struct kvs__err te = { 0, "" };
 
@@ -691,10 +692,11 @@ static int batch_status(struct kvs__client *c, const struct kvs__answers *ans, s
 }
 
 /* Runs a batch and returns the first error of its completions. */
-int kvs__client_run(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, struct kvs__answers *ans,
-                    struct kvs__hold *h, const char *what, struct kvs__err *e)
+int kvs__client_run(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, int tables,
+                    struct kvs__answers *ans, struct kvs__hold *h, const char *what,
+                    struct kvs__err *e)
 {
-    int rc = kvs__client_run_batch(kv, fill, ctx, n, ans, h, 0, what, e);
+    int rc = kvs__client_run_batch(kv, fill, ctx, n, tables, ans, h, 0, what, e);
 
     return rc ? rc : batch_status(kv->client, ans, e);
 }
@@ -706,7 +708,7 @@ int kvs__client_spill(kvs_t *kv, struct kvs__err *e)
     struct kvs__sqe req = { .op = KVS__OP_SPILL };
     KVS__ONE_ANSWER(ans);
 
-    return kvs__client_run(kv, kvs__client_fill_from, &req, 1, &ans, NULL,
+    return kvs__client_run(kv, kvs__client_fill_from, &req, 1, 0, &ans, NULL,
                            "making room in staging", e);
 }
 

@@ -93,15 +93,29 @@ void kvs__gc_2bit_quantize(const float *grad, float *residual, uint32_t *out, si
     }
 }
 
+/* Value i's code: 11 -> +t, 10 -> -t; 00 and the never-written 01 -> 0, as
+ * MXNet reads anything that is neither of its two masks. */
+static inline unsigned code_at(const uint8_t *bytes, size_t i)
+{
+    return (bytes[i >> 2] >> (6 - 2 * (i & 3))) & 3u;
+}
+
 void kvs__gc_2bit_dequantize(const uint32_t *in, float *out, size_t n, float threshold)
 {
     const uint8_t *bytes = (const uint8_t *)in;
-    /* By code: 11 -> +t, 10 -> -t; 00 and the never-written 01 -> 0, as
-     * MXNet reads anything that is neither of its two masks. */
     const float value[4] = { 0.0f, 0.0f, -threshold, threshold };
 
     for (size_t i = 0; i < n; i++)
-        out[i] = value[(bytes[i >> 2] >> (6 - 2 * (i & 3))) & 3u];
+        out[i] = value[code_at(bytes, i)];
+}
+
+void kvs__gc_2bit_dequantize_add(const uint32_t *in, float *out, size_t n, float threshold)
+{
+    const uint8_t *bytes = (const uint8_t *)in;
+    const float value[4] = { 0.0f, 0.0f, -threshold, threshold };
+
+    for (size_t i = 0; i < n; i++)
+        out[i] += value[code_at(bytes, i)];
 }
 
 /* ---- Spec ------------------------------------------------------------ */

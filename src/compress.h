@@ -37,5 +37,7 @@ void kvs__gc_2bit_quantize(const float *grad, float *residual, uint32_t *out, si
 
 /* The inverse: out[i] = +threshold, -threshold or 0. */
 void kvs__gc_2bit_dequantize(const uint32_t *in, float *out, size_t n, float threshold);
+/* The same, added: out[i] += +threshold, -threshold or 0. */
+void kvs__gc_2bit_dequantize_add(const uint32_t *in, float *out, size_t n, float threshold);
 
 #endif

@@ -1020,29 +1020,89 @@ int kvs__engine_set_optimizer(struct kvs__engine *eng, const char *spec, struct 
     return 0;
 }
 
-int kvs__engine_save_states(struct kvs__engine *eng, const char *path, int dump_optimizer,
-                            struct kvs__err *e)
+/* The states of the keys keep accepts (every key when keep is NULL), in
+ * *recs (malloc'd, pointing into the entries) and *n. */
+static int states_of(const struct kvs__engine *eng, kvs__key_filter keep, void *ctx,
+                     struct kvs__state_rec **recs, size_t *n, struct kvs__err *e)
+{
+    if (!eng->optim)
+        return kvs__fail(e, KVS_ENOOPT, "no optimizer set: call kvs_set_optimizer first");
+    if (!(*recs = calloc(eng->len ? eng->len : 1, sizeof **recs)))
+        return kvs__fail(e, -ENOMEM, "out of memory for %zu state records", eng->len);
+    *n = 0;
+    for (size_t i = 0; i < eng->cap; i++) {
+        const struct entry *ent = eng->slots[i].ent;
+
+        if (ent && ent->ostate && (!keep || keep(ctx, ent->key)))
+            (*recs)[(*n)++] = (struct kvs__state_rec){ ent->key, ent->dtype, ent->ostate };
+    }
+    return 0;
+}
+
+int kvs__engine_encode_states(struct kvs__engine *eng, kvs__key_filter keep, void *ctx,
+                              uint8_t **out, size_t *len, struct kvs__err *e)
 {
     struct kvs__state_rec *recs;
-    size_t n = 0;
+    size_t n;
+    int rc;
+
+    if ((rc = states_of(eng, keep, ctx, &recs, &n, e)) != 0)
+        return rc;
+    rc = kvs__optim_encode(eng->optim, 0, recs, n, out, len, e);
+    free(recs);
+    return rc;
+}
+
+int kvs__engine_save_states_with(struct kvs__engine *eng, const char *path, int dump_optimizer,
+                                 kvs__key_filter keep, void *ctx,
+                                 const uint8_t *const *img, const size_t *len, int nimg,
+                                 struct kvs__err *e)
+{
+    struct kvs__state_file **f = NULL;
+    struct kvs__state_rec *recs = NULL;
+    size_t n = 0, total;
     int rc;
 
     if (!path)
         return kvs__fail(e, KVS_EBADARG, "path is NULL");
-    if (!eng->optim)
-        return kvs__fail(e, KVS_ENOOPT, "no optimizer set: call kvs_set_optimizer first");
-    recs = calloc(eng->len ? eng->len : 1, sizeof *recs);
-    if (!recs)
-        return kvs__fail(e, -ENOMEM, "out of memory for %zu state records", eng->len);
-    for (size_t i = 0; i < eng->cap; i++) {
-        const struct entry *ent = eng->slots[i].ent;
+    if ((rc = states_of(eng, keep, ctx, &recs, &n, e)) != 0)
+        return rc;
+    if (nimg > 0 && !(f = calloc((size_t)nimg, sizeof *f))) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory for states");
+        goto out;
+    }
+    total = n;
+    for (int i = 0; i < nimg; i++) {
+        if ((rc = kvs__optim_decode(img[i], len[i], "another host's states", &f[i], e)) != 0)
+            goto out;
+        total += f[i]->n;
+    }
+    if (total > n) {
+        struct kvs__state_rec *all = realloc(recs, sizeof *all * total);
 
-        if (ent && ent->ostate)
-            recs[n++] = (struct kvs__state_rec){ ent->key, ent->dtype, ent->ostate };
+        if (!all) {
+            rc = kvs__fail(e, -ENOMEM, "out of memory for %zu state records", total);
+            goto out;
+        }
+        recs = all;
+        for (int i = 0; i < nimg; i++) {
+            memcpy(recs + n, f[i]->recs, sizeof *recs * f[i]->n);
+            n += f[i]->n;
+        }
     }
     rc = kvs__optim_save(path, eng->optim, dump_optimizer, recs, n, e);
+out:
+    for (int i = 0; f && i < nimg; i++)
+        kvs__state_file_free(f[i]);
+    free(f);
     free(recs);
     return rc;
+}
+
+int kvs__engine_save_states(struct kvs__engine *eng, const char *path, int dump_optimizer,
+                            struct kvs__err *e)
+{
+    return kvs__engine_save_states_with(eng, path, dump_optimizer, NULL, NULL, NULL, NULL, 0, e);
 }
 
 /* Checks that a loaded record fits the store and the optimizer o. */
@@ -1078,18 +1138,16 @@ static int check_record(const struct kvs__engine *eng, const struct kvs__optim *
     return 0;
 }
 
-int kvs__engine_load_states(struct kvs__engine *eng, const char *path, struct kvs__err *e)
+/* Takes the states of f (read from what) that keep accepts, and its
+ * optimizer when it has one, once every record is checked. Frees f. */
+static int take_states(struct kvs__engine *eng, struct kvs__state_file *f, const char *path,
+                       kvs__key_filter keep, void *ctx, struct kvs__err *e)
 {
-    struct kvs__state_file *f;
     char ks[KVS_MAX_KEY_LEN + 8];
     const struct kvs__optim *o;
     kvs_key_t *keys = NULL;
     int rc;
 
-    if (!path)
-        return kvs__fail(e, KVS_EBADARG, "path is NULL");
-    if ((rc = kvs__optim_load(path, &f, e)) != 0)
-        return rc;
     o = f->optim ? f->optim : eng->optim;
     if (!o) {
         rc = kvs__fail(e, KVS_ENOOPT, "%s: no optimizer set and none saved in the file", path);
@@ -1129,6 +1187,8 @@ int kvs__engine_load_states(struct kvs__engine *eng, const char *path, struct kv
     }
     drop_states(eng);
     for (size_t i = 0; i < f->n; i++) {
+        if (keep && !keep(ctx, f->recs[i].key))
+            continue;
         table_get(eng, f->recs[i].key)->ostate = f->recs[i].state;
         f->recs[i].state = NULL;
     }
@@ -1136,6 +1196,30 @@ out:
     free(keys);
     kvs__state_file_free(f);
     return rc;
+}
+
+int kvs__engine_load_states(struct kvs__engine *eng, const char *path, struct kvs__err *e)
+{
+    struct kvs__state_file *f;
+    int rc;
+
+    if (!path)
+        return kvs__fail(e, KVS_EBADARG, "path is NULL");
+    if ((rc = kvs__optim_load(path, &f, e)) != 0)
+        return rc;
+    return take_states(eng, f, path, NULL, NULL, e);
+}
+
+int kvs__engine_load_image(struct kvs__engine *eng, const uint8_t *img, size_t len,
+                           const char *what, kvs__key_filter keep, void *ctx,
+                           struct kvs__err *e)
+{
+    struct kvs__state_file *f;
+    int rc;
+
+    if ((rc = kvs__optim_decode(img, len, what, &f, e)) != 0)
+        return rc;
+    return take_states(eng, f, what, keep, ctx, e);
 }
 
 /* ---- life ------------------------------------------------------------- */

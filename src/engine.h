@@ -133,4 +133,24 @@ int  kvs__engine_save_states(struct kvs__engine *eng, const char *path, int dump
                              struct kvs__err *e);
 int  kvs__engine_load_states(struct kvs__engine *eng, const char *path, struct kvs__err *e);
 
+/* Optimizer states split over several engines (kvsd's hosts, each owning
+ * some keys): keep says which keys' states a call takes (NULL: all). */
+typedef int (*kvs__key_filter)(void *ctx, kvs_key_t key);
+/* The states of the kept keys as a state file's bytes, *out malloc'd. */
+int  kvs__engine_encode_states(struct kvs__engine *eng, kvs__key_filter keep, void *ctx,
+                               uint8_t **out, size_t *len, struct kvs__err *e);
+/* Saves to path, as one file, the kept keys' states and those in the nimg
+ * images (_encode_states of other engines: decoded and checked here). */
+int  kvs__engine_save_states_with(struct kvs__engine *eng, const char *path,
+                                  int dump_optimizer, kvs__key_filter keep, void *ctx,
+                                  const uint8_t *const *img, const size_t *len, int nimg,
+                                  struct kvs__err *e);
+/* Loads a state file's bytes (what names them in messages) as
+ * _load_states loads a file: every record is checked against this store,
+ * the file's optimizer (when it has one) replaces the store's, and every
+ * state is dropped; then only the kept keys' states are taken. */
+int  kvs__engine_load_image(struct kvs__engine *eng, const uint8_t *img, size_t len,
+                            const char *what, kvs__key_filter keep, void *ctx,
+                            struct kvs__err *e);
+
 #endif

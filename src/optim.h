@@ -100,4 +100,16 @@ struct kvs__state_file {
 int kvs__optim_load(const char *path, struct kvs__state_file **out, struct kvs__err *e);
 void kvs__state_file_free(struct kvs__state_file *f);        /* NULL is a no-op */
 
+/* The same in memory, for states that cross between hosts: _encode makes
+ * the bytes a save would write (*out malloc'd); _decode reads and checks
+ * them as a load does (what: names them in messages). */
+int kvs__optim_encode(const struct kvs__optim *o, int dump_optimizer,
+                      const struct kvs__state_rec *recs, size_t n, uint8_t **out, size_t *len,
+                      struct kvs__err *e);
+int kvs__optim_decode(const uint8_t *data, size_t size, const char *what,
+                      struct kvs__state_file **out, struct kvs__err *e);
+/* A state file's bytes as they are (*out malloc'd), for _decode elsewhere:
+ * a regular file of a state file's least size to its most. */
+int kvs__optim_read(const char *path, uint8_t **out, size_t *size, struct kvs__err *e);
+
 #endif

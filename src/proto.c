@@ -16,11 +16,13 @@
  * reads outside the slot or message it was given, and never allocates.
  */
 #include <endian.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "bytes.h"
+#include "compress.h"
 #include "proto.h"
 #include "shm.h"
 
@@ -581,6 +583,23 @@ static const char *op_name(int op)
     }
 }
 
+uint64_t kvs__threshold_arg(float threshold)
+{
+    uint32_t u;
+
+    memcpy(&u, &threshold, sizeof u);
+    return u;
+}
+
+float kvs__arg_threshold(uint64_t arg)
+{
+    uint32_t u = (uint32_t)arg;
+    float f;
+
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
                     struct kvs__err *e)
 {
@@ -611,7 +630,8 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
     if ((t.flags & ~KVS__SQE_FLAGS) != 0
         || ((t.flags & KVS__SQE_VALUE) && t.op != KVS__OP_PUSH)
         || ((t.flags & KVS__SQE_STRKEY) && !op_has_array(t.op))
-        || ((t.flags & KVS__SQE_TABLE) && (!op_has_array(t.op) || (t.flags & KVS__SQE_STRKEY))))
+        || ((t.flags & KVS__SQE_TABLE) && (!op_has_array(t.op) || (t.flags & KVS__SQE_STRKEY)))
+        || ((t.flags & KVS__SQE_2BIT) && (t.op != KVS__OP_PUSH || (t.flags & KVS__SQE_TABLE))))
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): unknown flags 0x%02x",
                          t.seq, name, (unsigned)t.flags);
     if (get_u16(m, S_RSV0) != 0 || get_u32(m, S_RSV1) != 0 ||
@@ -657,6 +677,15 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
 
             snprintf(what, sizeof what, "request %" PRIu64 " (%s)", t.seq, name);
             return size_fail(e, rc, what, (int)t.dtype);
+        }
+        if (t.flags & KVS__SQE_2BIT) {
+            float thr = kvs__arg_threshold(t.arg);
+
+            if (t.dtype != KVS_FLOAT32 || (t.arg >> 32) != 0 || !isfinite(thr) || !(thr > 0))
+                return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): a 2bit push of "
+                                 "dtype %d with threshold bits 0x%" PRIx64, t.seq, name,
+                                 (int)t.dtype, t.arg);
+            bytes = (int64_t)(4 * kvs__gc_2bit_words((size_t)bytes / 4));
         }
         if ((t.op == KVS__OP_INIT || t.op == KVS__OP_PUSH) && t.data_len != (uint64_t)bytes)
             return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): %" PRIu64

@@ -164,7 +164,8 @@ struct kvs__sqe {
                                         * name bytes; int keys: 0 */
     char key_name[KVS_MAX_KEY_LEN + 1];/* NUL-terminated, no NUL inside */
     uint64_t data_off, data_len;       /* a range of the staging area */
-    uint64_t arg;                      /* SAVE: dump flag; EXPLAIN: a seq */
+    uint64_t arg;                      /* SAVE: dump flag; EXPLAIN: a seq; a PUSH
+                                        * with KVS__SQE_2BIT: its threshold's bits */
 };
 #define KVS__SQE_LAST  0x01            /* the last slot of one list call */
 #define KVS__SQE_VALUE 0x02            /* PUSH: complete with the key's value once
@@ -172,7 +173,13 @@ struct kvs__sqe {
 #define KVS__SQE_STRKEY 0x04           /* the key is key_name, a string (maybe empty) */
 #define KVS__SQE_TABLE 0x08            /* INIT, PUSH, PULL of int keys: the slot stands
                                         * for arg requests, listed in a table (below) */
-#define KVS__SQE_FLAGS (KVS__SQE_LAST | KVS__SQE_VALUE | KVS__SQE_STRKEY | KVS__SQE_TABLE)
+#define KVS__SQE_2BIT  0x10            /* PUSH of a float32 value (no table): its data
+                                        * is the value 2bit-compressed (compress.h),
+                                        * kvs__gc_2bit_words(count) 32-bit words, with
+                                        * the threshold (finite, > 0) as a float's bits
+                                        * in the low half of arg */
+#define KVS__SQE_FLAGS (KVS__SQE_LAST | KVS__SQE_VALUE | KVS__SQE_STRKEY | KVS__SQE_TABLE \
+                        | KVS__SQE_2BIT)
 
 /* A table: a list of many small keys in a few slots instead of a slot per
  * key (a slot of 512 bytes, decoded and answered one by one, cost kvsd
@@ -227,11 +234,16 @@ struct kvs__cqe {
 #define KVS__SQE_BYTES 512             /* slot sizes of the two rings */
 #define KVS__CQE_BYTES 256
 
+/* A 2bit push's threshold in a slot's arg, and back. */
+uint64_t kvs__threshold_arg(float threshold);
+float kvs__arg_threshold(uint64_t arg);
+
 void kvs__sqe_encode(const struct kvs__sqe *s, void *slot);
 /* Checks everything a worker could have put in the slot: op, flags, dtype,
  * ndim, extents (and that their element count times the dtype size equals
- * data_len for INIT/PUSH, without overflow), key length and NUL, data range
- * within staging_size, text lengths. KVS_EPROTO with a detail otherwise. */
+ * data_len for INIT/PUSH, or its 2bit words' bytes for a 2bit push, without
+ * overflow), key length and NUL, data range within staging_size, text
+ * lengths. KVS_EPROTO with a detail otherwise. */
 int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
                     struct kvs__err *e);
 

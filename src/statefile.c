@@ -218,13 +218,37 @@ static int find_key_clash(const struct kvs__state_rec *recs, size_t n, char *wha
 
 /* ---- Save ------------------------------------------------------------ */
 
+/* Writes to fd through buf, or (fd < 0) into mem, grown as needed. */
 struct writer {
     int fd;
     int err;                           /* the first -errno; later puts do nothing */
     uint32_t crc;                      /* of everything put so far */
     size_t used;
     uint8_t *buf;                      /* SF_WRITE_BUF bytes */
+    uint8_t *mem;                      /* fd < 0: what was written, mem_len of mem_cap */
+    size_t mem_len, mem_cap;
 };
+
+static int mem_append(struct writer *w, const uint8_t *p, size_t n)
+{
+    if (n > w->mem_cap - w->mem_len) {
+        size_t cap = w->mem_cap ? w->mem_cap : SF_WRITE_BUF;
+        uint8_t *m;
+
+        while (cap - w->mem_len < n) {
+            if (cap > SIZE_MAX / 2)
+                return -ENOMEM;
+            cap *= 2;
+        }
+        if (!(m = realloc(w->mem, cap)))
+            return -ENOMEM;
+        w->mem = m;
+        w->mem_cap = cap;
+    }
+    memcpy(w->mem + w->mem_len, p, n);
+    w->mem_len += n;
+    return 0;
+}
 
 static int write_all(int fd, const uint8_t *p, size_t n)
 {
@@ -243,10 +267,15 @@ static int write_all(int fd, const uint8_t *p, size_t n)
     return 0;
 }
 
+static int w_write(struct writer *w, const uint8_t *p, size_t n)
+{
+    return w->fd < 0 ? mem_append(w, p, n) : write_all(w->fd, p, n);
+}
+
 static void w_flush(struct writer *w)
 {
     if (w->err == 0 && w->used > 0)
-        w->err = write_all(w->fd, w->buf, w->used);
+        w->err = w_write(w, w->buf, w->used);
     w->used = 0;
 }
 
@@ -259,7 +288,7 @@ static void w_put(struct writer *w, const void *data, size_t n)
         w_flush(w);
         if (n >= SF_WRITE_BUF) {
             if (w->err == 0)
-                w->err = write_all(w->fd, data, n);
+                w->err = w_write(w, data, n);
             return;
         }
     }
@@ -526,6 +555,28 @@ fail_name:
     return rc;
 }
 
+int kvs__optim_encode(const struct kvs__optim *o, int dump_optimizer,
+                      const struct kvs__state_rec *recs, size_t n, uint8_t **out, size_t *len,
+                      struct kvs__err *e)
+{
+    struct writer w = { .fd = -1 };
+    int rc;
+
+    if ((rc = check_save_args("(memory)", o, recs, n, e)) != 0)
+        return rc;
+    if (!(w.buf = malloc(SF_WRITE_BUF)))
+        return kvs__fail(e, -ENOMEM, "out of memory encoding optimizer states");
+    write_contents(&w, o, dump_optimizer, recs, n);
+    free(w.buf);
+    if (w.err != 0) {
+        free(w.mem);
+        return kvs__fail(e, w.err, "out of memory encoding optimizer states");
+    }
+    *out = w.mem;
+    *len = w.mem_len;
+    return 0;
+}
+
 /* ---- Load ------------------------------------------------------------ */
 
 /* KVS_ECORRUPT with what is wrong first, so that a long path cut from the
@@ -542,7 +593,7 @@ static int corrupt(struct kvs__err *e, const char *path, const char *fmt, ...)
     return kvs__fail(e, KVS_ECORRUPT, "%s (state file '%s')", what, path);
 }
 
-static int read_whole(const char *path, uint8_t **out, size_t *out_size, struct kvs__err *e)
+int kvs__optim_read(const char *path, uint8_t **out, size_t *out_size, struct kvs__err *e)
 {
     struct stat st;
     uint8_t *data = NULL;
@@ -880,9 +931,26 @@ static int parse_file(const uint8_t *data, size_t size, const char *path,
     return 0;
 }
 
-int kvs__optim_load(const char *path, struct kvs__state_file **out, struct kvs__err *e)
+int kvs__optim_decode(const uint8_t *data, size_t size, const char *what,
+                      struct kvs__state_file **out, struct kvs__err *e)
 {
     struct kvs__state_file *f;
+    int rc;
+
+    if (size < SF_FILE_MIN)
+        return corrupt(e, what, "%zu bytes, shorter than any state file", size);
+    if (!(f = calloc(1, sizeof *f)))
+        return kvs__fail(e, -ENOMEM, "cannot load '%s': out of memory", what);
+    if ((rc = parse_file(data, size, what, f, e)) != 0) {
+        kvs__state_file_free(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+int kvs__optim_load(const char *path, struct kvs__state_file **out, struct kvs__err *e)
+{
     uint8_t *data = NULL;
     size_t size = 0;
     int rc;
@@ -891,22 +959,8 @@ int kvs__optim_load(const char *path, struct kvs__state_file **out, struct kvs__
         return kvs__fail(e, KVS_EBADARG, "load optimizer states: %s is NULL",
                          path == NULL ? "path" : "output");
     *out = NULL;
-
-    rc = read_whole(path, &data, &size, e);
-    if (rc != 0)
-        return rc;
-    f = calloc(1, sizeof *f);
-    if (f == NULL) {
-        rc = kvs__fail(e, -ENOMEM, "cannot load '%s': out of memory", path);
-        goto out;
-    }
-    rc = parse_file(data, size, path, f, e);
-    if (rc != 0) {
-        kvs__state_file_free(f);
-        goto out;
-    }
-    *out = f;
-out:
+    if ((rc = kvs__optim_read(path, &data, &size, e)) == 0)
+        rc = kvs__optim_decode(data, size, path, out, e);
     free(data);
     return rc;
 }

@@ -5,9 +5,11 @@
  * worker's messages.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "bytes.h"
+#include "compress.h"
 #include "shm.h"
 #include "wire.h"
 
@@ -79,6 +81,7 @@ enum {
     MS_SHAPE = 48,     /* i64 per dimension */
     MF_KEY = 1,        /* the message names a key */
     MF_STRKEY = 2,     /* a string key */
+    MF_2BIT = 4,       /* data: pieces (kvs__wire_piece_bytes) */
 };
 
 _Static_assert(HE_RSV <= HE_BYTES, "hello payload overflows its size");
@@ -92,6 +95,7 @@ static const char *const frame_names[KVS__FRAME_TYPES] = {
     [KVS__FRAME_DONE] = "done", [KVS__FRAME_OPTIMIZER] = "optimizer",
     [KVS__FRAME_LEFT] = "left", [KVS__FRAME_FAIL] = "fail",
     [KVS__FRAME_HEARTBEAT] = "heartbeat", [KVS__FRAME_BYE] = "bye",
+    [KVS__FRAME_STATES_ASK] = "states-ask", [KVS__FRAME_STATES] = "states",
 };
 
 const char *kvs__frame_name(int type)
@@ -408,7 +412,8 @@ void kvs__wire_msg_encode(int type, const struct kvs__wire_msg *m, void *buf)
 
     memset(p, 0, data_off(m->ndim, klen));
     if (names_key(type, m->op))
-        put_u8(p, MS_FLAGS, (uint8_t)(MF_KEY | (m->key.name ? MF_STRKEY : 0)));
+        put_u8(p, MS_FLAGS, (uint8_t)(MF_KEY | (m->key.name ? MF_STRKEY : 0)
+                                      | (m->pieces ? MF_2BIT : 0)));
     put_u8(p, MS_OP, m->op);
     put_u8(p, MS_DTYPE, (uint8_t)m->dtype);
     put_u8(p, MS_NDIM, (uint8_t)m->ndim);
@@ -423,11 +428,70 @@ void kvs__wire_msg_encode(int type, const struct kvs__wire_msg *m, void *buf)
     memcpy(p + MS_SHAPE + 8 * (size_t)m->ndim, m->key.name ? m->key.name : "", klen);
 }
 
+size_t kvs__wire_piece_bytes(uint64_t count)
+{
+    return 8 + ((4 * kvs__gc_2bit_words((size_t)count) + 7) & ~(size_t)7);
+}
+
+void kvs__wire_piece_put(void *p, float threshold, const uint32_t *words, uint64_t count)
+{
+    unsigned char *q = p;
+    size_t nb = 4 * kvs__gc_2bit_words((size_t)count);
+
+    memset(q, 0, kvs__wire_piece_bytes(count));
+    put_u32(q, 0, (uint32_t)kvs__threshold_arg(threshold));
+    if (nb)
+        memcpy(q + 8, words, nb);
+}
+
+float kvs__wire_piece_get(const struct kvs__wire_msg *m, uint64_t count, uint32_t i,
+                          const uint32_t **words)
+{
+    const unsigned char *q = (const unsigned char *)m->data + i * kvs__wire_piece_bytes(count);
+
+    *words = (const uint32_t *)(const void *)(q + 8);
+    return kvs__arg_threshold(get_u32(q, 0));
+}
+
+/* A message's pieces: of a float32 value in a PARTIAL (1 to 1024) or a
+ * FORWARD (1), each with a finite threshold above 0 and zeros where the
+ * layout has them. */
+static int pieces_check(int type, struct kvs__wire_msg *t, uint64_t count, struct kvs__err *e)
+{
+    const char *what = kvs__frame_name(type);
+    size_t pb = kvs__wire_piece_bytes(count), nb = 4 * kvs__gc_2bit_words((size_t)count);
+    uint64_t n = t->len / pb;
+
+    if ((type != KVS__FRAME_PARTIAL && type != KVS__FRAME_FORWARD) || t->dtype != KVS_FLOAT32
+        || t->len % pb != 0 || n < 1 || n > (type == KVS__FRAME_FORWARD ? 1 : 1024))
+        return kvs__fail(e, KVS_EPROTO, "%s: %" PRIu64 " bytes of 2bit data for a %s value "
+                         "of %" PRIu64 " elements", what, t->len, kvs_dtype_name(t->dtype),
+                         count);
+    t->pieces = (uint32_t)n;
+    for (uint32_t i = 0; i < t->pieces; i++) {
+        const unsigned char *q = (const unsigned char *)t->data + i * pb;
+        const uint32_t *words;
+        float thr = kvs__wire_piece_get(t, count, i, &words);
+        unsigned char pad[8];
+
+        copy_once(pad, q + 4, 4);
+        copy_once(pad + 4, q + 8 + nb, pb - 8 - nb);
+        if (!isfinite(thr) || !(thr > 0) || !zeros(pad, 0, 4 + (pb - 8 - nb)))
+            return kvs__fail(e, KVS_EPROTO, "%s: piece %" PRIu32 " has threshold %g or "
+                             "bytes that must be zero", what, i, (double)thr);
+    }
+    return 0;
+}
+
 /* What data a message of type with status and op must carry: 1 a value,
- * 2 a text, 0 none. */
+ * 2 a text, 3 any bytes, 0 none. */
 static int data_kind(int type, int32_t status, uint8_t op)
 {
     switch (type) {
+    case KVS__FRAME_STATES_ASK:
+        return op == KVS__OP_LOAD_STATES ? 3 : 0;
+    case KVS__FRAME_STATES:
+        return status != 0 ? 2 : op == KVS__OP_SAVE_STATES ? 3 : 0;
     case KVS__FRAME_PARTIAL:
     case KVS__FRAME_FORWARD:
         return 1;
@@ -453,7 +517,7 @@ int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire
     uint8_t flags;
     size_t klen, body;
     uint64_t count = 1, esize;
-    int kind;
+    int kind, rc;
 
     if (type < KVS__FRAME_PARTIAL || type >= KVS__FRAME_TYPES)
         return kvs__fail(e, KVS_EPROTO, "frame: type %d is no message", type);
@@ -472,16 +536,25 @@ int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire
     t.b = get_u64(h, MS_B);
     t.len = get_u64(h, MS_LEN);
     klen = get_u16(h, MS_KEY_LEN);
-    if (!zeros(h, MS_RSV, MS_SHAPE - MS_RSV) || (flags & ~(MF_KEY | MF_STRKEY)))
+    if (!zeros(h, MS_RSV, MS_SHAPE - MS_RSV) || (flags & ~(MF_KEY | MF_STRKEY | MF_2BIT)))
         return kvs__fail(e, KVS_EPROTO, "%s: reserved bits are not zero", what);
     if (!kvs__status_ok(t.status) || (t.status && type != KVS__FRAME_VALUE
-                                      && type != KVS__FRAME_DONE && type != KVS__FRAME_FAIL))
+                                      && type != KVS__FRAME_DONE && type != KVS__FRAME_FAIL
+                                      && type != KVS__FRAME_STATES))
         return kvs__fail(e, KVS_EPROTO, "%s: status %" PRId32 " out of place", what, t.status);
     if (type == KVS__FRAME_FAIL && t.status == 0)
         return kvs__fail(e, KVS_EPROTO, "fail: no status");
-    if ((type == KVS__FRAME_ARRIVE || type == KVS__FRAME_DONE)
-        && t.op != KVS__OP_INIT && t.op != KVS__OP_BARRIER)
-        return kvs__fail(e, KVS_EPROTO, "%s: op %u is no collective", what, (unsigned)t.op);
+    if (type == KVS__FRAME_ARRIVE || type == KVS__FRAME_DONE) {
+        if (t.op != KVS__OP_INIT && t.op != KVS__OP_BARRIER)
+            return kvs__fail(e, KVS_EPROTO, "%s: op %u is no collective", what,
+                             (unsigned)t.op);
+    } else if (type == KVS__FRAME_STATES_ASK || type == KVS__FRAME_STATES) {
+        if (t.op != KVS__OP_SAVE_STATES && t.op != KVS__OP_LOAD_STATES)
+            return kvs__fail(e, KVS_EPROTO, "%s: op %u is no save or load", what,
+                             (unsigned)t.op);
+    } else if (t.op != 0) {
+        return kvs__fail(e, KVS_EPROTO, "%s: op %u out of place", what, (unsigned)t.op);
+    }
     if (t.ndim > KVS_MAX_NDIM || (unsigned)t.dtype > KVS_UINT8)
         return kvs__fail(e, KVS_EPROTO, "%s: dtype %d, ndim %d", what, (int)t.dtype, t.ndim);
     body = MS_SHAPE + 8 * (size_t)t.ndim;
@@ -526,7 +599,11 @@ int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire
     }
     kind = data_kind(type, t.status, t.op);
     esize = kvs_dtype_size(t.dtype);
-    if (kind == 1 && t.len != count * esize)
+    t.data = b + data_off(t.ndim, klen);
+    if (flags & MF_2BIT) {
+        if ((rc = pieces_check(type, &t, count, e)) != 0)
+            return rc;
+    } else if (kind == 1 && t.len != count * esize)
         return kvs__fail(e, KVS_EPROTO, "%s: %" PRIu64 " bytes of data, its %s shape takes %"
                          PRIu64, what, t.len, kvs_dtype_name(t.dtype), count * esize);
     if (kind == 2 && (t.len > KVS__WIRE_TEXT_MAX || memchr(b + data_off(t.ndim, klen), 0, t.len)))
@@ -535,7 +612,6 @@ int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire
     if (kind == 0 && t.len != 0)
         return kvs__fail(e, KVS_EPROTO, "%s: %" PRIu64 " bytes of data where none goes", what,
                          t.len);
-    t.data = b + data_off(t.ndim, klen);
     *m = t;
     if (t.key.name)
         m->key.name = m->name;

@@ -63,6 +63,12 @@ enum kvs__frame_type {
     KVS__FRAME_FAIL = 14,              /* the job failed there: status, data the reason */
     KVS__FRAME_HEARTBEAT = 15,
     KVS__FRAME_BYE = 16,               /* the sender ends cleanly: its closing is no death */
+    KVS__FRAME_STATES_ASK = 17,        /* optimizer states: op KVS__OP_SAVE_STATES (send
+                                        * yours), or KVS__OP_LOAD_STATES with a state
+                                        * file's bytes (take yours from them); b = a token */
+    KVS__FRAME_STATES = 18,            /* the answer: op and b echoed; status 0 with (for a
+                                        * save) the host's states as a state file's bytes,
+                                        * or status and a text */
     KVS__FRAME_TYPES
 };
 
@@ -160,13 +166,17 @@ int kvs__wire_roster_decode(const void *buf, size_t len, uint32_t n,
 
 /* The body of a message frame. Which fields a type uses: PARTIAL, VALUE,
  * FORWARD, ARRIVE and DONE name a key, with its dtype and shape; data is a
- * value of exactly that dtype and shape for PARTIAL, FORWARD, a VALUE or a
- * DONE of op init with status 0, and a text (no NUL, at most
- * KVS__WIRE_TEXT_MAX bytes) for OPTIMIZER, FAIL and a failed VALUE or
- * DONE; other types carry no data. Unused fields are zero. */
+ * value of exactly that dtype and shape for PARTIAL, FORWARD (or pieces,
+ * below), a VALUE or a DONE of op init with status 0, and a text (no NUL,
+ * at most KVS__WIRE_TEXT_MAX bytes) for OPTIMIZER, FAIL and a failed VALUE,
+ * DONE or STATES; a STATES_ASK of op load and a STATES of op save with
+ * status 0 carry bytes the decoder does not read (a state file's, checked
+ * where they are used); other types carry no data. Unused fields are zero. */
 struct kvs__wire_msg {
-    uint8_t op;                        /* ARRIVE, DONE: KVS__OP_INIT or KVS__OP_BARRIER */
-    int32_t status;                    /* VALUE, DONE, FAIL: 0 or a kvs/errno code */
+    uint8_t op;                        /* ARRIVE, DONE: KVS__OP_INIT or KVS__OP_BARRIER;
+                                        * STATES_ASK, STATES: KVS__OP_SAVE_STATES or
+                                        * KVS__OP_LOAD_STATES */
+    int32_t status;                    /* VALUE, DONE, FAIL, STATES: 0 or a kvs/errno code */
     kvs_key_t key;                     /* key.name: encode reads it; decode points it
                                         * at name */
     char name[KVS_MAX_KEY_LEN + 1];
@@ -174,9 +184,22 @@ struct kvs__wire_msg {
     int ndim;
     int64_t shape[KVS_MAX_NDIM];
     uint64_t a, b;                     /* see the frame types */
+    uint32_t pieces;                   /* PARTIAL, FORWARD of a float32 key: 0 for a value,
+                                        * else data is that many 2bit-compressed values
+                                        * (1 to 1024; a FORWARD's 1), each a piece */
     const void *data;                  /* decode: points into the decoded buffer */
     uint64_t len;
 };
+
+/* A piece: the threshold (a float's bits), 4 zero bytes, then the value's
+ * kvs__gc_2bit_words(count) words as compress.c writes them, zeros to the
+ * next 8 bytes. kvs__wire_piece_bytes: a piece's bytes for a value of count
+ * elements; put writes one at p; get reads piece i of a decoded message m
+ * (checked by the decoder): its threshold, and *words where its words lie. */
+size_t kvs__wire_piece_bytes(uint64_t count);
+void kvs__wire_piece_put(void *p, float threshold, const uint32_t *words, uint64_t count);
+float kvs__wire_piece_get(const struct kvs__wire_msg *m, uint64_t count, uint32_t i,
+                          const uint32_t **words);
 
 /* The bytes of m's body before its data (the data follows it). */
 size_t kvs__wire_msg_bytes(const struct kvs__wire_msg *m);

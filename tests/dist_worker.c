@@ -1,9 +1,9 @@
 /*
  * dist_worker.c - one worker of a multi-process test job, started by
- * test_dist.sh, test_kvsrun.sh and test_kvsctl.sh. argv[1] names the
- * scenario; every scenario checks the values it pulls against what the
- * job's workers pushed, and exits 0 when they are right, 1 with a message
- * when not.
+ * test_dist.sh, test_hosts.sh, test_kvsrun.sh and test_kvsctl.sh. argv[1]
+ * names the scenario, argv[2] (optional) the store type; every scenario
+ * checks the values it pulls against what the job's workers pushed, and
+ * exits 0 when they are right, 1 with a message when not.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -104,43 +104,53 @@ static void optimizer(void)
         die("set_updater on a dist store must be KVS_ENOTSUP");
 }
 
-/* Optimizer states saved by one rank load back in kvsd. */
+/* Optimizer states saved by one rank load back in kvsd: 8 keys, which
+ * across hosts have owners on every host, all in one file. */
+#define NSK 8
 static void states(void)
 {
     char path[256];
-    float w[4] = { 1, 1, 1, 1 }, g[4] = { 1, 1, 1, 1 }, o[4], after[4];
-    kvs_key_t k = KVS_INT_KEY(1);
-    kvs_array_t a = { .data = w, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } };
-    kvs_array_t ga = a, out = a;
+    float w[NSK][4], g[NSK][4], o[NSK][4], after[NSK][4], before[NSK][4];
+    kvs_key_t k[NSK];
+    kvs_array_t a[NSK], ga[NSK], out[NSK];
 
-    ga.data = g;
-    out.data = o;
+    for (int j = 0; j < NSK; j++) {
+        k[j] = KVS_INT_KEY(1 + j);
+        fill(w[j], 4, 1);
+        fill(g[j], 4, 1.0f + j);
+        a[j] = (kvs_array_t){ .data = w[j], .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } };
+        ga[j] = out[j] = a[j];
+        ga[j].data = g[j];
+        out[j].data = o[j];
+    }
     snprintf(path, sizeof path, "%s/states.bin", getenv("KVS_TEST_DIR") ? getenv("KVS_TEST_DIR")
                                                                         : "/tmp");
-    ok(kvs_init(kv, 1, &k, &a), "init");
+    ok(kvs_init(kv, NSK, k, a), "init");
     ok(kvs_set_optimizer(kv, "sgd lr=0.1 momentum=0.9"), "set_optimizer");
-    ok(kvs_push(kv, 1, &k, &ga, 0), "push");
+    ok(kvs_push(kv, NSK, k, ga, 0), "push");
     ok(kvs_barrier(kv), "barrier");
     if (rank == nw - 1)
         ok(kvs_save_optimizer_states(kv, path, 0), "save");
     ok(kvs_barrier(kv), "barrier");
-    ok(kvs_push(kv, 1, &k, &ga, 0), "push");
-    ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
+    ok(kvs_push(kv, NSK, k, ga, 0), "push");
+    ok(kvs_pull(kv, NSK, k, out, 0), "pull");
     memcpy(after, o, sizeof after);
     /* Back to the saved momentum: the same push gives the same change again. */
     ok(kvs_barrier(kv), "barrier");
     if (rank == 0)
         ok(kvs_load_optimizer_states(kv, path), "load");
     ok(kvs_barrier(kv), "barrier");
-    ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
-    {
-        float before = o[0];
+    ok(kvs_pull(kv, NSK, k, out, 0), "pull");
+    memcpy(before, o, sizeof before);
+    ok(kvs_push(kv, NSK, k, ga, 0), "push");
+    ok(kvs_pull(kv, NSK, k, out, 0), "pull");
+    /* momentum after one round m1 = -0.1*N*g; the round after adds
+     * 0.9*m1 - 0.1*N*g: the same step as the second round took. */
+    for (int j = 0; j < NSK; j++) {
+        char what[32];
 
-        ok(kvs_push(kv, 1, &k, &ga, 0), "push");
-        ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
-        /* momentum after one round m1 = -0.1*N; the round after adds
-         * 0.9*m1 - 0.1*N: the same step as the second round took. */
-        expect(o, 4, before + (after[0] - (1 - 0.1f * nw)), "step after load");
+        snprintf(what, sizeof what, "key %d: step after load", j + 1);
+        expect(o[j], 4, before[j][0] + (after[j][0] - (1 - 0.1f * nw * g[j][0])), what);
     }
 }
 
@@ -212,6 +222,104 @@ static void async_total(void)
     ok(kvs_barrier(kv), "barrier");
     ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
     expect(o, 4, -100.0f * nw, "total");
+}
+
+/* The 2bit codec, written again from its definition: what a worker with
+ * residual *res sends for gradient g, threshold t. */
+static float quantized(float *res, float g, float t)
+{
+    float r = *res + g;
+
+    *res = r >= t ? r - t : r <= -t ? r + t : r;
+    return r >= t ? t : r <= -t ? -t : 0.0f;
+}
+
+static float grad_of(int r, int round, size_t i)
+{
+    return (float)(((r + 1) * 7 + round * 3 + (int)i * 5) % 11 - 5) * 0.15f;
+}
+
+#define GC_KEYS 22                     /* a key of 37 values, 21 of 3,
+                                        * one pushed twice per list */
+#define GC_N(j) ((j) == 0 ? 37 : 3)
+
+/* 2bit compression (threshold 0.5) under sgd lr=1: every worker quantizes
+ * its pushes with its own residuals, kvsd decodes and sums them. Each
+ * worker runs every rank's quantization through the codec above, so
+ * every value it pulls is known exactly (sums of multiples of 0.5). A
+ * float32 key of 37 values (no multiple of 16), 22 string keys in one
+ * list (no table), a key pushed twice in one list (summed before it is
+ * quantized), an int32 key that goes as it is; dist_sync checks each
+ * round, dist_async the total after a barrier. */
+static void compress(int sync)
+{
+    static char names[GC_KEYS][8];
+    kvs_key_t keys[GC_KEYS + 1];
+    kvs_array_t vals[GC_KEYS + 1], outs[GC_KEYS];
+    float g[GC_KEYS][37], o[GC_KEYS][37], want[GC_KEYS][37];
+    float res[64][GC_KEYS][37];        /* every rank's residuals, as it keeps them */
+    int32_t iv[4] = { 1, 1, 1, 1 }, io[4];
+    kvs_key_t ik = KVS_STR_KEY("ints");
+    kvs_array_t ia = { .data = iv, .dtype = KVS_INT32, .ndim = 1, .shape = { 4 } }, iout = ia;
+    int rounds = 4;
+
+    if (nw > 64)
+        die("at most 64 workers");
+    memset(res, 0, sizeof res);
+    for (int j = 0; j < GC_KEYS; j++) {
+        snprintf(names[j], sizeof names[j], "s%d", j);
+        keys[j] = KVS_STR_KEY(names[j]);
+        vals[j] = (kvs_array_t){ .data = g[j], .dtype = KVS_FLOAT32, .ndim = 1,
+                                 .shape = { GC_N(j) } };
+        outs[j] = vals[j];
+        outs[j].data = o[j];
+        for (int i = 0; i < GC_N(j); i++)
+            want[j][i] = g[j][i] = 0;
+    }
+    keys[GC_KEYS] = keys[1];           /* key s1 twice in each push */
+    vals[GC_KEYS] = vals[1];
+    ok(kvs_init(kv, GC_KEYS, keys, vals), "init");
+    ok(kvs_init(kv, 1, &ik, &ia), "init of the int32 key");
+    if (kvs_set_gradient_compression(kv, "3bit") != KVS_ESPEC)
+        die("a 3bit spec must be KVS_ESPEC");
+    ok(kvs_set_gradient_compression(kv, "2bit threshold=0.5"), "set_gradient_compression");
+    if (sync) {                        /* no optimizer yet: the round's sum is the value */
+        iout.data = io;
+        ok(kvs_push(kv, 1, &ik, &ia, 0), "push of the int32 key");
+        ok(kvs_pull(kv, 1, &ik, &iout, 0), "pull of the int32 key");
+        for (int i = 0; i < 4; i++)
+            if (io[i] != nw)
+                die("int32 key, element %d: %d, expected %d", i, (int)io[i], nw);
+    }
+    /* Every worker's int32 push is in (its round is done): sgd may come. */
+    ok(kvs_set_optimizer(kv, "sgd lr=1"), "set_optimizer");
+    for (int round = 0; round < rounds; round++) {
+        for (int j = 0; j < GC_KEYS; j++)
+            for (int i = 0; i < GC_N(j); i++) {
+                g[j][i] = grad_of(rank, round, (size_t)(j * 37 + i));
+                for (int q = 0; q < nw; q++) {
+                    float gq = grad_of(q, round, (size_t)(j * 37 + i));
+
+                    want[j][i] -= quantized(&res[q][j][i], j == 1 ? 2 * gq : gq, 0.5f);
+                }
+            }
+        ok(kvs_push(kv, GC_KEYS + 1, keys, vals, 0), "push");
+        if (!sync)
+            continue;
+        ok(kvs_pull(kv, GC_KEYS, keys, outs, 0), "pull");
+        for (int j = 0; j < GC_KEYS; j++)
+            for (int i = 0; i < GC_N(j); i++)
+                if (o[j][i] != want[j][i])
+                    die("round %d, key %d, element %d: %g, expected %g", round, j, i,
+                        o[j][i], want[j][i]);
+    }
+    ok(kvs_barrier(kv), "barrier");
+    ok(kvs_pull(kv, GC_KEYS, keys, outs, 0), "pull");
+    for (int j = 0; j < GC_KEYS; j++)
+        for (int i = 0; i < GC_N(j); i++)
+            if (o[j][i] != want[j][i])
+                die("after the barrier, key %d, element %d: %g, expected %g", j, i, o[j][i],
+                    want[j][i]);
 }
 
 /* Zero-copy buffers and views: pushes from buffers (alone, with a key
@@ -663,6 +771,8 @@ int main(int argc, char **argv)
     scenario = argc > 1 ? argv[1] : "sums";
     if (strcmp(scenario, "async") == 0)
         type = "dist_async";
+    if (argc > 2)
+        type = argv[2];
     ok(kvs_create(type, &kv), "create");
     rank = kvs_rank(kv);
     nw = kvs_num_workers(kv);
@@ -706,6 +816,8 @@ int main(int argc, char **argv)
         arena_big();
     else if (strcmp(scenario, "arena_full") == 0)
         arena_full();
+    else if (strcmp(scenario, "compress") == 0)
+        compress(strcmp(type, "dist_async") != 0);
     else
         die("unknown scenario");
     kvs_close(kv);

@@ -16,6 +16,7 @@
  * fixed sequence of mutations of them (a quick regression run).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,8 +205,14 @@ static void sqe_one(const unsigned char *slot, uint64_t staging)
         for (int d = s.ndim - 1; d >= 0 && count != 0; d--)
             CHECK(!__builtin_mul_overflow(count, s.shape[d], &count));
         CHECK(!__builtin_mul_overflow(count, (int64_t)kvs_dtype_size(s.dtype), &bytes));
-        if (s.op != KVS__OP_PULL)
+        if (s.flags & KVS__SQE_2BIT) {
+            float t = kvs__arg_threshold(s.arg);
+
+            CHECK(s.op == KVS__OP_PUSH && s.dtype == KVS_FLOAT32 && isfinite(t) && t > 0);
+            CHECK(s.data_len == 4 * (uint64_t)((count + 15) / 16));
+        } else if (s.op != KVS__OP_PULL) {
             CHECK((uint64_t)bytes == s.data_len);
+        }
     }
     if (s.op >= KVS__OP_SET_OPTIMIZER && s.op <= KVS__OP_LOAD_STATES)
         CHECK(s.data_len >= 1 && s.data_len <= 4095);
@@ -357,6 +364,21 @@ static void wire_one(const uint8_t *msg, size_t size)
         CHECK(body <= sizeof re);
         kvs__wire_msg_encode(type, &m, re);
         CHECK(memcmp(re, pl, body) == 0);
+        if (m.pieces) {
+            uint64_t count = 1;
+
+            for (int i = 0; i < m.ndim; i++)
+                count *= (uint64_t)m.shape[i];
+            CHECK(m.dtype == KVS_FLOAT32 && m.len == m.pieces * kvs__wire_piece_bytes(count));
+            for (uint32_t i = 0; i < m.pieces; i++) {
+                const uint32_t *words;
+                float t = kvs__wire_piece_get(&m, count, i, &words);
+
+                CHECK(isfinite(t) && t > 0);
+                CHECK((const uint8_t *)words >= pl + body
+                      && (const uint8_t *)words + 4 * ((count + 15) / 16) <= pl + plen);
+            }
+        }
     }
 }
 

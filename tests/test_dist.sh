@@ -72,6 +72,8 @@ job 3 states
 for n in 2 3 4; do job $n peer_dies 137; done
 job 3 timeout_says
 job 2 spill
+for type in dist_sync dist_async; do for n in 2 3; do job $n compress; done; done
+type=
 
 # What training code does (tests/dist_training): pushes in any order and
 # from threads, a close after the last push, an init after rank 0 left, the

@@ -80,6 +80,10 @@ for KVS_TRANSPORT in $transports; do
     job "2 2" errors
     job "2 1" buffers
     job "2 2" long_list
+    job "2 2" compress
+    job "1 2" compress dist_async
+    job "2 2" states
+    job "1 1 1" states
     prog=$training
     job "2 1" push_order
     job "2 1" threads

@@ -11,6 +11,7 @@
  */
 #include <pthread.h>
 #include <sched.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -282,6 +283,17 @@ static void test_sqe_roundtrip_edges(void **state)
     sqe_good(&s, UINT64_MAX);
 }
 
+/* A PUSH of sqe_ok's 3x4 float32 value, 2bit-compressed (threshold 0.5). */
+static struct kvs__sqe sqe_2bit(void)
+{
+    struct kvs__sqe s = sqe_ok(KVS__OP_PUSH);
+
+    s.flags = KVS__SQE_2BIT;
+    s.data_len = 4;
+    s.arg = kvs__threshold_arg(0.5f);
+    return s;
+}
+
 static void test_sqe_fields(void **state)
 {
     struct kvs__sqe s;
@@ -291,7 +303,7 @@ static void test_sqe_fields(void **state)
     s = sqe_ok(KVS__OP_PUSH); s.op = 11;         sqe_bad(&s, STAGING, "unknown op 11");
     s = sqe_ok(KVS__OP_PUSH); s.op = 255;        sqe_bad(&s, STAGING, "unknown op 255");
     s = sqe_ok(KVS__OP_PULL); s.flags = 0x02;    sqe_bad(&s, STAGING, "flags");
-    s = sqe_ok(KVS__OP_PUSH); s.flags = 0x10;    sqe_bad(&s, STAGING, "flags");
+    s = sqe_ok(KVS__OP_PUSH); s.flags = 0x20;    sqe_bad(&s, STAGING, "flags");
     s = sqe_ok(KVS__OP_PUSH); s.flags = 0x81;    sqe_bad(&s, STAGING, "flags");
     s = sqe_ok(KVS__OP_PUSH); s.dtype = (kvs_dtype_t)7;   sqe_bad(&s, STAGING, "dtype 7");
     s = sqe_ok(KVS__OP_PULL); s.dtype = (kvs_dtype_t)255; sqe_bad(&s, STAGING, "dtype 255");
@@ -358,6 +370,17 @@ static void test_sqe_fields(void **state)
     s = sqe_ok(KVS__OP_BARRIER);
     s.flags |= KVS__SQE_STRKEY;
     sqe_bad(&s, STAGING, "flags");
+    /* A 2bit push: 12 float32 values in one word, a threshold above 0. */
+    s = sqe_2bit();                              sqe_good(&s, STAGING);
+    s = sqe_2bit(); s.data_len = 48;             sqe_bad(&s, STAGING, "data bytes");
+    s = sqe_2bit(); s.shape[1] = 8; s.data_len = 8;  sqe_good(&s, STAGING); /* 24: 2 words */
+    s = sqe_2bit(); s.arg = kvs__threshold_arg(0.0f);  sqe_bad(&s, STAGING, "threshold");
+    s = sqe_2bit(); s.arg = kvs__threshold_arg(-1.0f); sqe_bad(&s, STAGING, "threshold");
+    s = sqe_2bit(); s.arg = kvs__threshold_arg(NAN);   sqe_bad(&s, STAGING, "threshold");
+    s = sqe_2bit(); s.arg |= (uint64_t)1 << 40;  sqe_bad(&s, STAGING, "threshold");
+    s = sqe_2bit(); s.dtype = KVS_FLOAT64;       sqe_bad(&s, STAGING, "dtype");
+    s = sqe_2bit(); s.op = KVS__OP_INIT;         sqe_bad(&s, STAGING, "flags");
+    s = sqe_2bit(); s.flags |= KVS__SQE_TABLE;   sqe_bad(&s, STAGING, "flags");
 }
 
 /* Bytes the encoder leaves zero (reserved, unused extents, the rest of the

@@ -4,6 +4,7 @@
  * could send, with a detail that says what was wrong. Their fuzzing is in
  * fuzz_proto.c.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -140,6 +141,114 @@ static void test_challenge_proof_verdict(void **state)
     assert_int_equal(kvs__wire_verdict_decode(buf, 208, &v2, &e), KVS_EPROTO);
 }
 
+/* A round's 2bit pieces: two of a 20-value key round-trip with their
+ * thresholds and words; a bad threshold, a stray byte, a piece too many
+ * or a dtype other than float32 is refused. */
+static void test_pieces(void **state)
+{
+    struct kvs__wire_msg m = { .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 20 }, .a = 3,
+                               .key = KVS_STR_KEY("w"), .pieces = 2 }, got;
+    uint32_t w0[2] = { 0xc0c0c0c0u, 0x0000000fu }, w1[2] = { 0x11111111u, 0x0000000au };
+    const uint32_t *words;
+    size_t pb = kvs__wire_piece_bytes(20), body;
+    unsigned char buf[256];
+    struct kvs__err e;
+
+    (void)state;
+    assert_int_equal(pb, 16);          /* 8 + two words */
+    m.len = 2 * pb;
+    body = kvs__wire_msg_bytes(&m);
+    kvs__wire_msg_encode(KVS__FRAME_PARTIAL, &m, buf);
+    kvs__wire_piece_put(buf + body, 0.5f, w0, 20);
+    kvs__wire_piece_put(buf + body + pb, 0.25f, w1, 20);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, body + m.len, &got, &e), 0);
+    assert_int_equal(got.pieces, 2);
+    assert_true(kvs__wire_piece_get(&got, 20, 0, &words) == 0.5f);
+    assert_memory_equal(words, w0, sizeof w0);
+    assert_true(kvs__wire_piece_get(&got, 20, 1, &words) == 0.25f);
+    assert_memory_equal(words, w1, sizeof w1);
+    /* a FORWARD carries one piece */
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_FORWARD, buf, body + m.len, &got, &e),
+                     KVS_EPROTO);
+    /* no 2bit VALUE */
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_VALUE, buf, body + m.len, &got, &e),
+                     KVS_EPROTO);
+    /* a threshold of 0, NaN, a negative one */
+    {
+        const float bad[] = { 0.0f, NAN, -0.5f, INFINITY };
+
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            kvs__wire_piece_put(buf + body + pb, bad[i], w1, 20);
+            assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, body + m.len, &got,
+                                                  &e), KVS_EPROTO);
+            assert_non_null(strstr(e.msg, "piece 1"));
+        }
+        kvs__wire_piece_put(buf + body + pb, 0.25f, w1, 20);
+    }
+    /* a byte set where the layout has zeros: after the threshold */
+    buf[body + 4] = 1;
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, body + m.len, &got, &e),
+                     KVS_EPROTO);
+    buf[body + 4] = 0;
+    /* a piece and a half */
+    {
+        struct kvs__wire_msg h = m;
+
+        h.len = pb + 8;
+        kvs__wire_msg_encode(KVS__FRAME_PARTIAL, &h, buf);
+        assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, body + h.len, &got, &e),
+                         KVS_EPROTO);
+    }
+    /* float64 cannot be 2bit */
+    m.dtype = KVS_FLOAT64;
+    kvs__wire_msg_encode(KVS__FRAME_PARTIAL, &m, buf);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, body + m.len, &got, &e),
+                     KVS_EPROTO);
+}
+
+/* Optimizer states between hosts: an ask to load carries a file's bytes,
+ * an answer a status and a text, or (a save) bytes; each names a save or
+ * a load and nothing else, and no key. */
+static void test_states(void **state)
+{
+    struct kvs__wire_msg m = { .op = KVS__OP_LOAD_STATES, .b = 9, .data = "KVSOPTST...",
+                               .len = 11 }, got;
+    unsigned char buf[256];
+    size_t body;
+    struct kvs__err e;
+
+    (void)state;
+    body = kvs__wire_msg_bytes(&m);
+    kvs__wire_msg_encode(KVS__FRAME_STATES_ASK, &m, buf);
+    memcpy(buf + body, m.data, m.len);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_STATES_ASK, buf, body + m.len, &got, &e),
+                     0);
+    assert_int_equal(got.op, KVS__OP_LOAD_STATES);
+    assert_int_equal(got.b, 9);
+    assert_memory_equal(got.data, "KVSOPTST...", 11);
+    /* an ask to save carries nothing */
+    m.op = KVS__OP_SAVE_STATES;
+    kvs__wire_msg_encode(KVS__FRAME_STATES_ASK, &m, buf);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_STATES_ASK, buf, body + m.len, &got, &e),
+                     KVS_EPROTO);
+    /* an answer with a failure: a text */
+    m = (struct kvs__wire_msg){ .op = KVS__OP_LOAD_STATES, .b = 9, .status = KVS_ENOKEY,
+                                .data = "key 3", .len = 5 };
+    kvs__wire_msg_encode(KVS__FRAME_STATES, &m, buf);
+    memcpy(buf + body, m.data, m.len);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_STATES, buf, body + m.len, &got, &e), 0);
+    assert_int_equal(got.status, KVS_ENOKEY);
+    /* an op other than a save or a load, here and elsewhere */
+    m.op = KVS__OP_PULL;
+    kvs__wire_msg_encode(KVS__FRAME_STATES, &m, buf);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_STATES, buf, body + m.len, &got, &e),
+                     KVS_EPROTO);
+    m = (struct kvs__wire_msg){ .op = KVS__OP_SAVE_STATES };
+    kvs__wire_msg_encode(KVS__FRAME_HEARTBEAT, &m, buf);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_HEARTBEAT, buf, kvs__wire_msg_bytes(&m),
+                                          &got, &e), KVS_EPROTO);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -147,6 +256,8 @@ int main(void)
         cmocka_unit_test(test_head_refusals),
         cmocka_unit_test(test_hello),
         cmocka_unit_test(test_challenge_proof_verdict),
+        cmocka_unit_test(test_pieces),
+        cmocka_unit_test(test_states),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,6 +19,11 @@ def test_dist_refuses_updaters_with_a_reason(job):
     assert job(2, 'refusals').count('refused: KVS_ENOTSUP') == 2
 
 
+@pytest.mark.parametrize('workers', [2, 3])
+def test_2bit_compression(job, workers):
+    assert job(workers, 'compressed').count('compressed ok') == workers
+
+
 def test_buffers_and_views(job):
     assert job(2, 'buffers', 5).count('buffers ok') == 2
 

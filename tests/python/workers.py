@@ -66,6 +66,34 @@ def refusals():
     kv.barrier()
 
 
+def compressed(rounds='4'):
+    """2bit compression (MXNet's dict form): each worker's float32 pushes
+    are quantized with its own residual; every value pulled is the sum of
+    what every rank's codec sent, recomputed here. A float64 key goes as it
+    is. Zero-copy buffers are quantized too."""
+    kv = kvs.create('dist_sync')
+    r, n = kv.rank, kv.num_workers
+    kv.init(['g', 'd'], [np.zeros(20, np.float32), np.zeros(3, np.float64)])
+    kv.set_gradient_compression({'type': '2bit', 'threshold': 0.5})
+    buf = kv.alloc((20,), 'float32')
+    res = np.zeros((n, 20), np.float32)
+    for i in range(int(rounds)):
+        grads = [np.linspace(-0.7, 0.7, 20, dtype=np.float32) * ((q + i) % 3 - 1) + 0.2 * q
+                 for q in range(n)]
+        want = np.zeros(20, np.float32)
+        for q in range(n):                # the codec: +t, -t or 0, the rest kept
+            acc = res[q] + grads[q]
+            sent = np.where(acc >= 0.5, 0.5, np.where(acc <= -0.5, -0.5, 0)).astype(np.float32)
+            res[q] = acc - sent
+            want += sent
+        buf[:] = grads[r]
+        kv.push('g', buf)
+        assert (kv.pull('g') == want).all(), (i, kv.pull('g'), want)
+        d = kv.pushpull('d', np.full(3, 0.3), out=np.zeros(3))
+        assert np.allclose(d, 0.3 * n), d
+    print('rank %d: compressed ok' % r)
+
+
 def buffers(rounds='5'):
     """Buffers pushed without copies, views of the stored values."""
     kv = kvs.create('dist_sync')
