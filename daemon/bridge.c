@@ -40,6 +40,7 @@
 struct xround {
     int n;                             /* the job's hosts */
     int ngot;
+    int32_t priority;                  /* the highest of the sums' */
     uint8_t *got;                      /* [nhosts] */
     struct inmsg **msg;                /* [nhosts]: the message whose payload holds it */
     const void **data;                 /* [nhosts]: the sum, in msg's payload */
@@ -122,6 +123,8 @@ static struct xround *xround_get(struct daemon *d, struct round *rd,
     x->key.data = NULL;
     x->key.len = 0;
     x->key.pieces = 0;
+    x->key.priority = 0;
+    x->priority = INT32_MIN;
     rd->x = x;
     return x;
 }
@@ -135,6 +138,7 @@ static void xround_clear(struct xround *x)
         x->got[h] = 0;
     }
     x->ngot = 0;
+    x->priority = INT32_MIN;
 }
 
 void xround_free(struct round *rd)
@@ -154,6 +158,7 @@ static void owner_check(struct daemon *d, struct round *rd)
     struct xround *x = rd->x;
     struct kvs__err e = { 0, "" };
     const void **in;
+    int32_t prio = x ? x->priority : INT32_MIN;
     int k = 0, rc;
 
     if (expected(d) > 0 && !rd->inflight)
@@ -172,8 +177,11 @@ static void owner_check(struct daemon *d, struct round *rd)
     for (int h = 0; h < d->nhosts; h++) {
         if (h == d->me && rd->inflight) {
             for (int w = 0; w < d->nworkers; w++)
-                if (rd->contrib[w])
+                if (rd->contrib[w]) {
                     in[k++] = req_data(d, rd->contrib[w]);
+                    if (rd->contrib[w]->s.priority > prio)
+                        prio = rd->contrib[w]->s.priority;
+                }
         } else if (h != d->me && x && x->got[h]) {
             in[k++] = x->data[h];
         }
@@ -194,6 +202,7 @@ static void owner_check(struct daemon *d, struct round *rd)
 
         m.key.name = x->key.key.name ? x->key.name : NULL;
         m.a = rd->done;
+        m.priority = prio;
         value_msg(&m, rd, rc, e.msg);
         if (!(f = frame_new(d, KVS__FRAME_VALUE, &m, NULL)))
             fail_job(d, -ENOMEM, "kvsd: out of memory sending a value");
@@ -211,6 +220,7 @@ void bridge_round_ready(struct daemon *d, struct round *rd)
     struct frame *f;
     void *sum;
     uint64_t count;
+    int32_t prio = INT32_MIN;
     int k = 0, coded = 0;
 
     rd->ready = 0;
@@ -228,9 +238,12 @@ void bridge_round_ready(struct daemon *d, struct round *rd)
             first = first ? first : rd->contrib[w];
             in[k++] = req_data(d, rd->contrib[w]);
             coded += rd->contrib[w]->coded != NULL;
+            if (rd->contrib[w]->s.priority > prio)
+                prio = rd->contrib[w]->s.priority;
         }
     key_of_req(&m, &first->s);
     m.a = rd->done + 1;
+    m.priority = prio;
     count = rd->bytes / kvs_dtype_size(first->s.dtype);
     /* Pushes all 2bit go as they came, for the owner to decode and sum:
      * else the sum of the decoded values. */
@@ -348,6 +361,8 @@ static int on_partial(struct daemon *d, struct inmsg *im, const struct kvs__wire
     x->msg[im->host] = im;
     x->data[im->host] = data ? data : m->data;
     x->ngot++;
+    if (m->priority > x->priority)
+        x->priority = m->priority;
     open_link(d, rd);
     owner_check(d, rd);
     return 1;
@@ -412,6 +427,7 @@ void bridge_forward(struct daemon *d, struct req *r)
     void *piece;
 
     key_of_req(&m, &r->s);
+    m.priority = r->s.priority;
     m.b = r->token = ++d->next_token;
     count = r->rd->bytes / kvs_dtype_size(r->s.dtype);
     m.pieces = r->coded != NULL;       /* a 2bit push goes as it came */
@@ -451,6 +467,7 @@ void bridge_pushed(struct daemon *d, const struct req *r)
     struct kvs__wire_msg m;
 
     key_of_req(&m, &r->s);
+    m.priority = r->s.priority;
     bridge_async_value(d, &m, r->rd, 0, NULL, -1, 0);
 }
 

@@ -46,6 +46,7 @@
 #define SHAKE_NS        (2 * SEC_NS)   /* an incoming connection's handshake, at most */
 #define BEAT_NS         SEC_NS         /* a heartbeat when a link sent nothing this long */
 #define STOP_NS         (5 * SEC_NS)   /* to send what is queued, at the end */
+#define SEND_WINDOW     (4u << 20)     /* bytes handed to the transport per link at once */
 #define LISTEN_BACKLOG  8
 #define EVENTS          64
 
@@ -62,6 +63,8 @@ struct link {
     uint32_t nworkers;
     int64_t last_recv, last_send;      /* the links' thread's */
     struct sending *inflight, **inflight_tail;
+    struct sending *queue, *queue_last;/* not handed to the transport yet, in order */
+    size_t inflight_bytes;
     unsigned char head[KVS__WIRE_HEAD];
     size_t head_got;
     struct kvs__frame_head fh;         /* valid once head_got is whole */
@@ -334,14 +337,17 @@ static void link_end(struct hosts *hx, int h)
 {
     struct link *l = &hx->l[h];
 
-    while (l->inflight) {
-        struct sending *s = l->inflight;
+    for (struct sending **q = &l->inflight; q; q = q == &l->inflight ? &l->queue : NULL)
+        while (*q) {
+            struct sending *s = *q;
 
-        l->inflight = s->next;
-        frame_unref(s->f);
-        free(s);
-    }
+            *q = s->next;
+            frame_unref(s->f);
+            free(s);
+        }
     l->inflight_tail = &l->inflight;
+    l->inflight_bytes = 0;
+    l->queue_last = NULL;
     if (l->conn >= 0)
         hx->ops->drop(hx->tp, l->conn);
     l->conn = -1;
@@ -382,34 +388,70 @@ static int link_of(const struct hosts *hx, int conn)
 
 /* Queues f on link h (a link that ended drops it); a link that cannot
  * take it fails, since its peer would wait for the frame in vain. */
+/* Hands link h's queued frames to the transport while less than
+ * SEND_WINDOW bytes of it are in flight: what waits beyond that can still
+ * be passed by a value of higher priority. */
+static void link_pump(struct hosts *hx, int h, struct inmsg ***tail)
+{
+    struct link *l = &hx->l[h];
+
+    while (l->conn >= 0 && l->queue && (!l->inflight || l->inflight_bytes < SEND_WINDOW)) {
+        struct sending *s = l->queue;
+        struct kvs__err e = { 0, "" };
+
+        if (!(l->queue = s->next))
+            l->queue_last = NULL;
+        if (hx->ops->send(hx->tp, l->conn, s->f->buf, s->f->len, (uint64_t)(uintptr_t)s,
+                          &e) != 0) {
+            frame_unref(s->f);
+            free(s);
+            link_fail(hx, h, LINK_CLOSED, tail, "a frame to %s could not be sent: %s",
+                      l->name, e.msg);
+            return;
+        }
+        s->next = NULL;
+        *l->inflight_tail = s;
+        l->inflight_tail = &s->next;
+        l->inflight_bytes += s->f->len;
+        l->last_send = kvs__now_ns();
+    }
+}
+
+/* Queues f for link h: a value before the values of lower priority
+ * queued after the link's last frame of another kind (which keeps its
+ * place: a LEFT never passes a PARTIAL sent before it), anything else
+ * last. */
 static void link_send(struct hosts *hx, int h, struct frame *f, struct inmsg ***tail)
 {
     struct link *l = &hx->l[h];
-    struct sending *s;
-    struct kvs__err e = { 0, "" };
+    struct sending *s, **at = &l->queue;
 
     if (l->conn < 0) {
         frame_unref(f);
         return;
     }
     if (!(s = malloc(sizeof *s))) {
-        kvs__fail(&e, -ENOMEM, "out of memory");
-    } else if (hx->ops->send(hx->tp, l->conn, f->buf, f->len, (uint64_t)(uintptr_t)s,
-                             &e) != 0) {
-        free(s);
-        s = NULL;
-    }
-    if (!s) {
         frame_unref(f);
-        link_fail(hx, h, LINK_CLOSED, tail, "a frame to %s could not be sent: %s", l->name,
-                  e.msg);
+        link_fail(hx, h, LINK_CLOSED, tail, "a frame to %s could not be sent: out of memory",
+                  l->name);
         return;
     }
     s->f = f;
-    s->next = NULL;
-    *l->inflight_tail = s;
-    l->inflight_tail = &s->next;
-    l->last_send = kvs__now_ns();
+    /* Last, unless it passes the last: then after the last frame it may
+     * not pass (a walk, for the rare frame of a higher priority). */
+    if (l->queue_last && (!f->value || !l->queue_last->f->value
+                          || l->queue_last->f->priority >= f->priority)) {
+        at = &l->queue_last->next;
+    } else {
+        for (struct sending **q = &l->queue; *q; q = &(*q)->next)
+            if (!(*q)->f->value || (*q)->f->priority >= f->priority)
+                at = &(*q)->next;
+    }
+    s->next = *at;
+    *at = s;
+    if (!s->next)
+        l->queue_last = s;
+    link_pump(hx, h, tail);
 }
 
 /* Bytes that came on link h: frames cut out of them go up. Returns 0, or
@@ -511,7 +553,7 @@ static void *links_thread(void *arg)
 
             if (l->conn < 0)
                 continue;
-            busy |= l->inflight != NULL;
+            busy |= l->inflight != NULL || l->queue != NULL;
             if (quit)
                 continue;
             if (now - l->last_send >= BEAT_NS) {
@@ -562,8 +604,10 @@ static void *links_thread(void *arg)
                     l->inflight = s->next;
                     if (!l->inflight)
                         l->inflight_tail = &l->inflight;
+                    l->inflight_bytes -= s->f->len;
                     frame_unref(s->f);
                     free(s);
+                    link_pump(hx, h, &tail);
                 }
             } else if (ev[i].type == KVS__TP_CLOSED) {
                 link_fail(hx, h, LINK_CLOSED, &tail, "%s is gone: its connection %s%s%s",
@@ -598,6 +642,9 @@ struct frame *frame_new(const struct daemon *d, int type, const struct kvs__wire
         || !(f = malloc(sizeof *f + KVS__WIRE_HEAD + body + m->len)))
         return NULL;
     f->refs = 0;
+    f->priority = m->priority;
+    f->value = type == KVS__FRAME_PARTIAL || type == KVS__FRAME_VALUE
+               || type == KVS__FRAME_FORWARD;
     f->len = KVS__WIRE_HEAD + body + m->len;
     kvs__frame_head_encode(&fh, f->buf);
     kvs__wire_msg_encode(type, m, f->buf + KVS__WIRE_HEAD);

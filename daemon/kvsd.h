@@ -218,6 +218,10 @@ struct stats {
  * once sent to each (refs). */
 struct frame {
     int refs;                          /* the links' thread's, once posted */
+    int32_t priority;                  /* a value's (PARTIAL, VALUE, FORWARD): such frames
+                                        * go before those of lower priority queued for the
+                                        * same link since its last frame of another type */
+    int value;                         /* it is one of those */
     size_t len;
     unsigned char buf[];
 };

@@ -77,7 +77,8 @@ enum {
     MS_B = 24,         /* u64 */
     MS_LEN = 32,       /* u64: data bytes */
     MS_KEY_LEN = 40,   /* u16: a string key's bytes, no NUL */
-    MS_RSV = 42,       /* 6 bytes, zero */
+    MS_RSV = 42,       /* 2 bytes, zero */
+    MS_PRIORITY = 44,  /* i32 */
     MS_SHAPE = 48,     /* i64 per dimension */
     MF_KEY = 1,        /* the message names a key */
     MF_STRKEY = 2,     /* a string key */
@@ -423,6 +424,7 @@ void kvs__wire_msg_encode(int type, const struct kvs__wire_msg *m, void *buf)
     put_u64(p, MS_B, m->b);
     put_u64(p, MS_LEN, m->len);
     put_u16(p, MS_KEY_LEN, (uint16_t)klen);
+    put_i32(p, MS_PRIORITY, m->priority);
     for (int i = 0; i < m->ndim; i++)
         put_i64(p, MS_SHAPE + 8 * (size_t)i, m->shape[i]);
     memcpy(p + MS_SHAPE + 8 * (size_t)m->ndim, m->key.name ? m->key.name : "", klen);
@@ -536,7 +538,10 @@ int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire
     t.b = get_u64(h, MS_B);
     t.len = get_u64(h, MS_LEN);
     klen = get_u16(h, MS_KEY_LEN);
-    if (!zeros(h, MS_RSV, MS_SHAPE - MS_RSV) || (flags & ~(MF_KEY | MF_STRKEY | MF_2BIT)))
+    t.priority = get_i32(h, MS_PRIORITY);
+    if (!zeros(h, MS_RSV, MS_PRIORITY - MS_RSV) || (flags & ~(MF_KEY | MF_STRKEY | MF_2BIT))
+        || (t.priority != 0 && type != KVS__FRAME_PARTIAL && type != KVS__FRAME_VALUE
+            && type != KVS__FRAME_FORWARD))
         return kvs__fail(e, KVS_EPROTO, "%s: reserved bits are not zero", what);
     if (!kvs__status_ok(t.status) || (t.status && type != KVS__FRAME_VALUE
                                       && type != KVS__FRAME_DONE && type != KVS__FRAME_FAIL

@@ -184,6 +184,9 @@ struct kvs__wire_msg {
     int ndim;
     int64_t shape[KVS_MAX_NDIM];
     uint64_t a, b;                     /* see the frame types */
+    int32_t priority;                  /* PARTIAL, VALUE, FORWARD: the highest of their
+                                        * pushes' (kvs_push's priority), which orders
+                                        * them on the wire */
     uint32_t pieces;                   /* PARTIAL, FORWARD of a float32 key: 0 for a value,
                                         * else data is that many 2bit-compressed values
                                         * (1 to 1024; a FORWARD's 1), each a piece */
