@@ -534,7 +534,9 @@ class KVStore:
 
     def set_gradient_compression(self, compression_params):
         """MXNet's dict form: {'type': '2bit', 'threshold': 0.5}, or
-        {'type': 'none'}. Local stores raise KVSError (KVS_ENOTSUP), as
+        {'type': 'none'}. In dist types this worker's float32 pushes are
+        then quantized with its own residuals and decoded by kvsd; call it
+        on every worker. Local stores raise KVSError (KVS_ENOTSUP), as
         MXNet refuses it there."""
         if not isinstance(compression_params, dict):
             raise TypeError('compression_params must be a dict, not %s'
