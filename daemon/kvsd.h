@@ -555,6 +555,10 @@ int states_start(struct daemon *d, struct req *r, const char *path, struct kvs__
 void states_on_ask(struct daemon *d, int h, const struct kvs__wire_msg *m);
 void states_on_answer(struct daemon *d, int h, const struct kvs__wire_msg *m);
 
+/* What worker wi's save or load seq waits for, in words, into buf (left
+ * alone when it waits for nothing here). */
+void states_explain(const struct daemon *d, int wi, uint64_t seq, char *buf, size_t size);
+
 /* Completes every save and load waiting for the hosts with status, msg. */
 void states_fail(struct daemon *d, int status, const char *msg);
 

@@ -556,6 +556,7 @@ void explain_wait(const struct daemon *d, int wi, uint64_t seq, char *buf, size_
                 coll_text(d, c, buf, size);
                 return;
             }
+    states_explain(d, wi, seq, buf, size);
 }
 
 void list_waits(const struct daemon *d, void (*line)(void *ctx, const char *text), void *ctx)

@@ -207,6 +207,23 @@ void states_on_answer(struct daemon *d, int h, const struct kvs__wire_msg *m)
         finish_states(d, q);
 }
 
+void states_explain(const struct daemon *d, int wi, uint64_t seq, char *buf, size_t size)
+{
+    for (const struct stq *q = d->stq; q; q = q->next) {
+        size_t o;
+
+        if (q->r->w != wi || q->r->s.seq != seq)
+            continue;
+        o = (size_t)snprintf(buf, size, "%s: the answer of", q->op == KVS__OP_SAVE_STATES
+                                                             ? "kvs_save_optimizer_states"
+                                                             : "kvs_load_optimizer_states");
+        for (int h = 0; h < d->nhosts && o < size; h++)
+            if (q->asked[h] == 1)
+                o += (size_t)snprintf(buf + o, size - o, " %s", host_name(d, h));
+        return;
+    }
+}
+
 void states_fail(struct daemon *d, int status, const char *msg)
 {
     while (d->stq) {
