@@ -1,0 +1,218 @@
+/*
+ * engine_states.c - the optimizer's per-key states of a store: saved to a
+ * file or to a state file's bytes (for kvsd's hosts, each owning some
+ * keys), loaded back from either. statefile.c owns the format; this file
+ * picks the states out of the key table and puts them back, every record
+ * checked against the store before anything changes.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "array.h"
+#include "engine_int.h"
+#include "optim.h"
+
+/* The states of the keys keep accepts (every key when keep is NULL), in
+ * *recs (malloc'd, pointing into the entries) and *n. */
+static int states_of(const struct kvs__engine *eng, kvs__key_filter keep, void *ctx,
+                     struct kvs__state_rec **recs, size_t *n, struct kvs__err *e)
+{
+    if (!eng->optim)
+        return kvs__fail(e, KVS_ENOOPT, "no optimizer set: call kvs_set_optimizer first");
+    if (!(*recs = calloc(eng->len ? eng->len : 1, sizeof **recs)))
+        return kvs__fail(e, -ENOMEM, "out of memory for %zu state records", eng->len);
+    *n = 0;
+    for (size_t i = 0; i < eng->cap; i++) {
+        const struct entry *ent = eng->slots[i].ent;
+
+        if (ent && ent->ostate && (!keep || keep(ctx, ent->key)))
+            (*recs)[(*n)++] = (struct kvs__state_rec){ ent->key, ent->dtype, ent->ostate };
+    }
+    return 0;
+}
+
+int kvs__engine_encode_states(struct kvs__engine *eng, kvs__key_filter keep, void *ctx,
+                              uint8_t **out, size_t *len, struct kvs__err *e)
+{
+    struct kvs__state_rec *recs;
+    size_t n;
+    int rc;
+
+    if ((rc = states_of(eng, keep, ctx, &recs, &n, e)) != 0)
+        return rc;
+    rc = kvs__optim_encode(eng->optim, 0, recs, n, out, len, e);
+    free(recs);
+    return rc;
+}
+
+int kvs__engine_save_states_with(struct kvs__engine *eng, const char *path, int dump_optimizer,
+                                 kvs__key_filter keep, void *ctx,
+                                 const uint8_t *const *img, const size_t *len, int nimg,
+                                 struct kvs__err *e)
+{
+    struct kvs__state_file **f = NULL;
+    struct kvs__state_rec *recs = NULL;
+    size_t n = 0, total;
+    int rc;
+
+    if (!path)
+        return kvs__fail(e, KVS_EBADARG, "path is NULL");
+    if ((rc = states_of(eng, keep, ctx, &recs, &n, e)) != 0)
+        return rc;
+    if (nimg > 0 && !(f = calloc((size_t)nimg, sizeof *f))) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory for states");
+        goto out;
+    }
+    total = n;
+    for (int i = 0; i < nimg; i++) {
+        if ((rc = kvs__optim_decode(img[i], len[i], "another host's states", &f[i], e)) != 0)
+            goto out;
+        total += f[i]->n;
+    }
+    if (total > n) {
+        struct kvs__state_rec *all = realloc(recs, sizeof *all * total);
+
+        if (!all) {
+            rc = kvs__fail(e, -ENOMEM, "out of memory for %zu state records", total);
+            goto out;
+        }
+        recs = all;
+        for (int i = 0; i < nimg; i++) {
+            memcpy(recs + n, f[i]->recs, sizeof *recs * f[i]->n);
+            n += f[i]->n;
+        }
+    }
+    rc = kvs__optim_save(path, eng->optim, dump_optimizer, recs, n, e);
+out:
+    for (int i = 0; f && i < nimg; i++)
+        kvs__state_file_free(f[i]);
+    free(f);
+    free(recs);
+    return rc;
+}
+
+int kvs__engine_save_states(struct kvs__engine *eng, const char *path, int dump_optimizer,
+                            struct kvs__err *e)
+{
+    return kvs__engine_save_states_with(eng, path, dump_optimizer, NULL, NULL, NULL, NULL, 0, e);
+}
+
+/* Checks that a loaded record fits the store and the optimizer o. */
+static int check_record(const struct kvs__engine *eng, const struct kvs__optim *o,
+                        const struct kvs__state_rec *r, const char *path, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8], shape[KVS_MAX_NDIM * 21 + 4];
+    const struct entry *ent;
+    const struct kvs__optim_state *s = r->state;
+    kvs_dtype_t sdt;
+
+    KEYSTR(ks, r->key);
+    if (eng->kind != KIND_NONE && kind_of(r->key) != eng->kind)
+        return kvs__fail(e, KVS_EKEYKIND, "state file '%s': %s key %s in a store of %s keys",
+                         path, kind_name(kind_of(r->key)), ks, kind_name(eng->kind));
+    if (!(ent = table_get(eng, r->key)))
+        return kvs__fail(e, KVS_ENOKEY, "state file '%s': key %s not initialised", path, ks);
+    if (r->key_dtype != ent->dtype)
+        return kvs__fail(e, KVS_EDTYPE, "state file '%s': key %s state for %s, stored is %s",
+                         path, ks, kvs_dtype_name(r->key_dtype), kvs_dtype_name(ent->dtype));
+    sdt = ent->dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32;
+    if (s->count != ent->count || s->dtype != sdt) {
+        kvs__shape_str(shape, sizeof shape, ent->ndim, ent->shape);
+        return kvs__fail(e, KVS_ESHAPE, "state file '%s': key %s has a state of %zu %s, the "
+                         "stored key is %s %s (%zu elements)", path, ks, s->count,
+                         kvs_dtype_name(s->dtype), kvs_dtype_name(ent->dtype), shape,
+                         ent->count);
+    }
+    if (s->nbuf != kvs__optim_nbuf(o))
+        return kvs__fail(e, KVS_ESPEC, "state file '%s': key %s has %d state arrays, %s "
+                         "keeps %d", path, ks, s->nbuf, kvs__optim_spec(o),
+                         kvs__optim_nbuf(o));
+    return 0;
+}
+
+/* Takes the states of f (read from what) that keep accepts, and its
+ * optimizer when it has one, once every record is checked. Frees f. */
+static int take_states(struct kvs__engine *eng, struct kvs__state_file *f, const char *path,
+                       kvs__key_filter keep, void *ctx, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    const struct kvs__optim *o;
+    kvs_key_t *keys = NULL;
+    int rc;
+
+    o = f->optim ? f->optim : eng->optim;
+    if (!o) {
+        rc = kvs__fail(e, KVS_ENOOPT, "%s: no optimizer set and none saved in the file", path);
+        goto out;
+    }
+    if (strcmp(kvs__optim_name(o), f->optim_name) != 0) {
+        rc = kvs__fail(e, KVS_ESPEC, "%s: states of optimizer %s, the store's is %s", path,
+                       f->optim_name, kvs__optim_name(o));
+        goto out;
+    }
+    if (f->n > INT32_MAX) {
+        rc = kvs__fail(e, KVS_ECORRUPT, "%s: %zu state records", path, f->n);
+        goto out;
+    }
+    keys = malloc(sizeof *keys * (f->n ? f->n : 1));
+    if (!keys) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory for %zu state records", f->n);
+        goto out;
+    }
+    for (size_t i = 0; i < f->n; i++) {
+        if ((rc = check_record(eng, o, &f->recs[i], path, e)) != 0)
+            goto out;
+        keys[i] = f->recs[i].key;
+    }
+    if ((rc = kvs__find_repeat((int)f->n, keys, e)) < 0)
+        goto out;
+    if ((size_t)rc != f->n) {
+        rc = kvs__fail(e, KVS_ECORRUPT, "%s: key %s has two state records", path,
+                       KEYSTR(ks, keys[rc]));
+        goto out;
+    }
+    rc = 0;
+    if (f->optim) {                    /* the file's optimizer replaces the store's */
+        kvs__engine_set_updater(eng, NULL, NULL);
+        eng->optim = f->optim;
+        f->optim = NULL;
+    }
+    kvs__engine_drop_states(eng);
+    for (size_t i = 0; i < f->n; i++) {
+        if (keep && !keep(ctx, f->recs[i].key))
+            continue;
+        table_get(eng, f->recs[i].key)->ostate = f->recs[i].state;
+        f->recs[i].state = NULL;
+    }
+out:
+    free(keys);
+    kvs__state_file_free(f);
+    return rc;
+}
+
+int kvs__engine_load_states(struct kvs__engine *eng, const char *path, struct kvs__err *e)
+{
+    struct kvs__state_file *f;
+    int rc;
+
+    if (!path)
+        return kvs__fail(e, KVS_EBADARG, "path is NULL");
+    if ((rc = kvs__optim_load(path, &f, e)) != 0)
+        return rc;
+    return take_states(eng, f, path, NULL, NULL, e);
+}
+
+int kvs__engine_load_image(struct kvs__engine *eng, const uint8_t *img, size_t len,
+                           const char *what, kvs__key_filter keep, void *ctx,
+                           struct kvs__err *e)
+{
+    struct kvs__state_file *f;
+    int rc;
+
+    if ((rc = kvs__optim_decode(img, len, what, &f, e)) != 0)
+        return rc;
+    return take_states(eng, f, what, keep, ctx, e);
+}
+
