@@ -66,17 +66,25 @@ static int key_is(const struct resid *x, uint64_t hash, kvs_key_t key)
     return key.name ? strcmp(x->key.name, key.name) == 0 : x->key.id == key.id;
 }
 
+/* The key's entry (hash: its hash), or NULL. t->lock held. */
+static struct resid *find(const struct kvs__residuals *t, kvs_key_t key, uint64_t hash)
+{
+    for (struct resid *x = t->cap ? t->b[hash & (t->cap - 1)] : NULL; x; x = x->next)
+        if (key_is(x, hash, key))
+            return x;
+    return NULL;
+}
+
 /* The key's entry, made (with a zero residual of n values) when missing.
  * t->lock held. NULL without memory. */
 static struct resid *entry(struct kvs__residuals *t, kvs_key_t key, size_t n)
 {
     uint64_t hash = kvs__key_hash(key);
     size_t nl = key.name ? strlen(key.name) + 1 : 0;
-    struct resid *x;
+    struct resid *x = find(t, key, hash);
 
-    for (x = t->cap ? t->b[hash & (t->cap - 1)] : NULL; x; x = x->next)
-        if (key_is(x, hash, key))
-            return x;
+    if (x)
+        return x;
     if (t->len >= t->cap) {            /* grow: at most one key per bucket on average */
         size_t cap = t->cap ? 2 * t->cap : 64;
         struct resid **b = calloc(cap, sizeof *b);
@@ -147,10 +155,7 @@ void kvs__residual_commit(struct kvs__residuals *t, kvs_key_t key, float *next)
     struct resid *x;
 
     pthread_mutex_lock(&t->lock);
-    for (x = t->cap ? t->b[kvs__key_hash(key) & (t->cap - 1)] : NULL; x; x = x->next)
-        if (key_is(x, kvs__key_hash(key), key))
-            break;
-    if (x) {                           /* always found: quantize made it */
+    if ((x = find(t, key, kvs__key_hash(key))) != NULL) {    /* always: quantize made it */
         float *old = x->r;
 
         x->r = next;

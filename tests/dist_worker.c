@@ -303,6 +303,15 @@ static void compress(int sync)
                     want[j][i] -= quantized(&res[q][j][i], j == 1 ? 2 * gq : gq, 0.5f);
                 }
             }
+        /* A list kvsd refuses (a key never initialised) leaves the
+         * residuals as they were: else every value below would be off. */
+        {
+            kvs_key_t bad[2] = { keys[0], KVS_STR_KEY("nope") };
+            int rc = kvs_push(kv, 2, bad, (kvs_array_t[]){ vals[0], vals[0] }, 0);
+
+            if (rc != KVS_ENOKEY)
+                die("push of a key never initialised: %s, want KVS_ENOKEY", kvs_err_name(rc));
+        }
         ok(kvs_push(kv, GC_KEYS + 1, keys, vals, 0), "push");
         if (!sync)
             continue;
