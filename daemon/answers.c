@@ -364,12 +364,16 @@ int decode_2bit(struct daemon *d, struct req *r, struct kvs__err *e)
     size_t n = kvs__array_count(&a);
     const void *words = d->workers[r->w].staging + r->s.data_off;
 
+    /* The words are read from staging once: the worker could rewrite them. */
     if (!(r->copy = malloc(n ? n * sizeof(float) : 1))
-        || (d->hx && !(r->coded = malloc(r->s.data_len ? r->s.data_len : 1))))
+        || !(r->coded = malloc(r->s.data_len ? r->s.data_len : 1)))
         return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a 2bit push");
-    kvs__gc_2bit_dequantize(words, r->copy, n, kvs__arg_threshold(r->s.arg));
-    if (r->coded)
-        memcpy(r->coded, words, r->s.data_len);
+    memcpy(r->coded, words, r->s.data_len);
+    kvs__gc_2bit_dequantize(r->coded, r->copy, n, kvs__arg_threshold(r->s.arg));
+    if (!d->hx) {                      /* the words go to no other host */
+        free(r->coded);
+        r->coded = NULL;
+    }
     return 0;
 }
 
