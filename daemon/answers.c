@@ -183,6 +183,8 @@ struct req *req_new(struct daemon *d, int wi)
     r->w = wi;
     r->lent = r->acked = 0;
     r->token = 0;
+    r->nwait = r->xstatus = 0;
+    r->xmsg = NULL;
     r->copy = r->coded = NULL;
     r->rd = NULL;
     r->next = NULL;
@@ -198,6 +200,7 @@ void req_free(struct daemon *d, struct req *r)
 
     free(r->copy);
     free(r->coded);
+    free(r->xmsg);
     free(r->s.key_name);
     if (r->tab && --r->tab->live == 0)
         free(r->tab);

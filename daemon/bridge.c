@@ -4,7 +4,10 @@
  * takes the collectives' messages).
  *
  * Every key has one owner host (key_owner: a hash of the key, so that
- * keys spread evenly and every host agrees without telling). In a sync
+ * keys spread evenly and every host agrees without telling); a key above
+ * KVSD_SPLIT_BYTES is split in one part per host (kvs__wire_part), part p
+ * owned by the key's owner + p, and each part goes as a key of its own
+ * would: its sums, its update, its value, its state. In a sync
  * round each host sums its own workers' pushes first (requests.c's
  * round, as on one host) and sends that sum to the owner (PARTIAL), which
  * waits for the sum of every host still in the job, then runs the engine's
@@ -12,10 +15,13 @@
  * only, sees the global sum. The new value goes back to every host
  * (VALUE), which writes it into its own arena under the value's seqlock
  * and lets the round's pulls go. A host sends a key's next round only once
- * the value of the last has come back, so that the owner never holds more
- * than one round of a key. In dist_async a push of a key another host owns
- * goes to the owner (FORWARD) and is answered by the value it made, which
- * every host gets too.
+ * the value of the last has come back (every part's), so that the owner
+ * never holds more than one round of a part; each part counts its own
+ * rounds at its owner, since a host may send the next round's sum of one
+ * part before the owner has every part of the last. In dist_async a push
+ * of a key another host owns goes to the owner (FORWARD, a part to each
+ * part's owner) and is answered by the value it made, which every host
+ * gets too.
  *
  * A message naming a key this host has not stored yet (its init's DONE is
  * still on its way from host 0, on another link) waits in d->deferred
@@ -36,8 +42,9 @@
 #include "compress.h"
 #include "kvsd.h"
 
-/* At the owner, the other hosts' sums of a key's open round. */
+/* At the owner of a part of a key, the other hosts' sums of its open round. */
 struct xround {
+    uint64_t done;                     /* rounds of the part applied here */
     int n;                             /* the job's hosts */
     int ngot;
     int32_t priority;                  /* the highest of the sums' */
@@ -60,6 +67,43 @@ int key_owner(const struct daemon *d, kvs_key_t key)
     return d->nhosts <= 1 ? 0 : (int)(kvs__key_hash(key) % (uint64_t)d->nhosts);
 }
 
+int key_parts(const struct daemon *d, uint64_t bytes)
+{
+    return d->nhosts > 1 && bytes > KVSD_SPLIT_BYTES ? d->nhosts : 1;
+}
+
+int part_owner(const struct daemon *d, const struct round *rd, int p)
+{
+    return (rd->owner + p) % (d->nhosts > 0 ? d->nhosts : 1);
+}
+
+/* Elements [*first, *first + *n) are part p of rd's key. */
+static void part_range(const struct round *rd, int p, uint64_t *first, uint64_t *n)
+{
+    size_t es = kvs_dtype_size(rd->dtype);
+
+    kvs__wire_part(rd->bytes / es, es, (uint32_t)rd->nparts, (uint32_t)p, first, n);
+}
+
+/* Where element i of rd's value, or of a push to it, lies. */
+static const void *elem(const struct round *rd, const void *data, uint64_t i)
+{
+    return (const char *)data + i * kvs_dtype_size(rd->dtype);
+}
+
+/* The part of a message: 0 for a key in one part. */
+static int msg_part(const struct kvs__wire_msg *m)
+{
+    return m->nparts ? (int)m->part : 0;
+}
+
+/* m names part p of rd's key. */
+static void set_part(struct kvs__wire_msg *m, const struct round *rd, int p)
+{
+    m->part = rd->nparts > 1 ? (uint32_t)p : 0;
+    m->nparts = rd->nparts > 1 ? (uint32_t)rd->nparts : 0;
+}
+
 /* A message's key, dtype and shape from a request's. */
 static void key_of_req(struct kvs__wire_msg *m, const struct rargs *s)
 {
@@ -70,15 +114,20 @@ static void key_of_req(struct kvs__wire_msg *m, const struct rargs *s)
     memcpy(m->shape, s->shape, sizeof m->shape[0] * (size_t)s->ndim);
 }
 
-/* m, naming a key, as a VALUE: the key's value, or (status != 0) msg,
- * which names no dtype or shape. */
-static void value_msg(struct kvs__wire_msg *m, const struct round *rd, int status,
+/* m, naming part p of a key, as a VALUE: the part's value, or (status !=
+ * 0) msg, which names no dtype or shape. */
+static void value_msg(struct kvs__wire_msg *m, const struct round *rd, int p, int status,
                       const char *msg)
 {
+    uint64_t first, n;
+
+    set_part(m, rd, p);
+    m->pieces = 0;
     m->status = status;
     if (status == 0) {
-        m->data = rd->value;
-        m->len = rd->bytes;
+        part_range(rd, p, &first, &n);
+        m->data = elem(rd, rd->value, first);
+        m->len = n * kvs_dtype_size(rd->dtype);
         return;
     }
     m->data = msg;
@@ -103,30 +152,28 @@ static void host_broke(struct daemon *d, int h, const char *fmt, ...)
 
 /* ---- sync rounds -------------------------------------------------------- */
 
-static struct xround *xround_get(struct daemon *d, struct round *rd,
-                                 const struct kvs__wire_msg *key)
+int bridge_round_new(struct daemon *d, struct round *rd)
 {
-    struct xround *x = rd->x;
-    size_t n = (size_t)d->nhosts;
+    size_t n = (size_t)d->nhosts, each = sizeof *rd->x + n * (1 + sizeof(void *) * 2);
+    int mine = 0;
 
-    if (x)
-        return x;
-    if (!(x = calloc(1, sizeof *x + n * (1 + sizeof *x->msg + sizeof *x->data))))
-        return NULL;
-    x->msg = (struct inmsg **)(x + 1);
-    x->data = (const void **)(x->msg + n);
-    x->got = (uint8_t *)(x->data + n);
-    x->n = (int)n;
-    x->key = *key;
-    if (key->key.name)
-        x->key.key.name = x->key.name;
-    x->key.data = NULL;
-    x->key.len = 0;
-    x->key.pieces = 0;
-    x->key.priority = 0;
-    x->priority = INT32_MIN;
-    rd->x = x;
-    return x;
+    for (int p = 0; p < rd->nparts; p++)
+        mine |= part_owner(d, rd, p) == d->me;
+    if (!d->hx || !mine)
+        return 0;
+    if (!(rd->x = calloc((size_t)rd->nparts, each)))
+        return -ENOMEM;
+    for (int p = 0; p < rd->nparts; p++) {
+        struct xround *x = &rd->x[p];
+        char *at = (char *)(rd->x + rd->nparts) + (size_t)p * (each - sizeof *x);
+
+        x->msg = (struct inmsg **)(void *)at;
+        x->data = (const void **)(x->msg + n);
+        x->got = (uint8_t *)(x->data + n);
+        x->n = (int)n;
+        x->priority = INT32_MIN;
+    }
+    return 0;
 }
 
 static void xround_clear(struct xround *x)
@@ -141,98 +188,173 @@ static void xround_clear(struct xround *x)
     x->priority = INT32_MIN;
 }
 
-void xround_free(struct round *rd)
+void bridge_round_free(struct round *rd)
 {
-    if (rd->x) {
-        xround_clear(rd->x);
-        free(rd->x);
-        rd->x = NULL;
-    }
+    for (int p = 0; rd->x && p < rd->nparts; p++)
+        xround_clear(&rd->x[p]);
+    free(rd->x);
+    rd->x = NULL;
+    free(rd->xmsg);
+    rd->xmsg = NULL;
 }
 
-/* At the owner: when every host still in the job has its sum in (this
- * host's being its round's pushes), the engine applies them all as one
- * push, and the value (or the failure) goes to the others. */
-static void owner_check(struct daemon *d, struct round *rd)
+/* The open round has every part's value: it ends with the first part's
+ * failure, if any. */
+static void round_over(struct daemon *d, struct round *rd)
 {
-    struct xround *x = rd->x;
+    char msg[KVS__MSG_MAX];
+    int status = rd->xstatus;
+
+    snprintf(msg, sizeof msg, "%s", rd->xmsg ? rd->xmsg : "");
+    free(rd->xmsg);
+    rd->xmsg = NULL;
+    rd->xstatus = 0;
+    memset(rd->pgot, 0, (size_t)rd->nparts);
+    rd->inflight = 0;
+    finish_round(d, rd, status, msg);
+}
+
+/* Part p of the open round has its value here (status 0), or failed. */
+static void part_done(struct daemon *d, struct round *rd, int p, int status, const char *msg)
+{
+    rd->pgot[p] = 1;
+    if (status != 0 && rd->xstatus == 0) {
+        rd->xstatus = status;
+        rd->xmsg = strdup(msg ? msg : "");
+    }
+    if (--rd->parts_left == 0)
+        round_over(d, rd);
+}
+
+/* At the owner of part p: when every host still in the job has its sum of
+ * the part in (this host's being its round's pushes), the engine applies
+ * them all as one push to the part, and its value (or the failure) goes to
+ * the others. */
+static void owner_check(struct daemon *d, struct round *rd, int p)
+{
+    struct xround *x = &rd->x[p];
     struct kvs__err e = { 0, "" };
+    struct kvs__wire_msg m;
+    const struct req *first = NULL;
     const void **in;
-    int32_t prio = x ? x->priority : INT32_MIN;
+    uint64_t lo, n;
+    int32_t prio = x->priority;
+    int local = rd->inflight && rd->done == x->done;   /* this host's sum is in */
     int k = 0, rc;
 
-    if (expected(d) > 0 && !rd->inflight)
+    if (expected(d) > 0 && !local)
         return;                        /* this host's workers have not all pushed */
-    if (!rd->inflight && (!x || x->ngot == 0))
+    if (!local && x->ngot == 0)
         return;                        /* nothing of this round anywhere yet */
     for (int h = 0; h < d->nhosts; h++)
-        if (h != d->me && !d->host_out[h] && !(x && x->got[h]))
+        if (h != d->me && !d->host_out[h] && !x->got[h])
             return;
     if (!(in = malloc(sizeof *in * (size_t)(d->nworkers + d->nhosts)))) {
         fail_job(d, -ENOMEM, "kvsd: out of memory closing a round");
         return;
     }
+    part_range(rd, p, &lo, &n);
     /* In host order, this host's pushes in rank order in its place: the
      * sums group by host, but in the order of the ranks, whoever owns. */
     for (int h = 0; h < d->nhosts; h++) {
-        if (h == d->me && rd->inflight) {
+        if (h == d->me && local) {
             for (int w = 0; w < d->nworkers; w++)
                 if (rd->contrib[w]) {
-                    in[k++] = req_data(d, rd->contrib[w]);
+                    first = first ? first : rd->contrib[w];
+                    in[k++] = elem(rd, req_data(d, rd->contrib[w]), lo);
                     if (rd->contrib[w]->s.priority > prio)
                         prio = rd->contrib[w]->s.priority;
                 }
-        } else if (h != d->me && x && x->got[h]) {
+        } else if (h != d->me && x->got[h]) {
             in[k++] = x->data[h];
         }
     }
-    {
-        struct kvs__push_item it = { rd->entry, k, in };
-
-        seq_begin(rd->value);
-        rc = kvs__engine_push_entries(d->eng, 1, &it, &e);
-        seq_end(rd->value);
-    }
+    rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, k, in, &e);
     free(in);
-    rd->inflight = 0;
-    finish_round(d, rd, rc, e.msg);
-    if (x) {
-        struct kvs__wire_msg m = x->key;
-        struct frame *f;
+    x->done++;
+    if (first) {
+        key_of_req(&m, &first->s);
+    } else {
+        m = x->key;
+        m.key.name = x->key.key.name ? m.name : NULL;
+    }
+    m.a = x->done;
+    m.priority = prio;
+    value_msg(&m, rd, p, rc, e.msg);
+    {
+        struct frame *f = frame_new(d, KVS__FRAME_VALUE, &m, NULL);
 
-        m.key.name = x->key.key.name ? x->key.name : NULL;
-        m.a = rd->done;
-        m.priority = prio;
-        value_msg(&m, rd, rc, e.msg);
-        if (!(f = frame_new(d, KVS__FRAME_VALUE, &m, NULL)))
+        if (!f)
             fail_job(d, -ENOMEM, "kvsd: out of memory sending a value");
         else
             hosts_post(d, f, HOSTS_IN);
-        xround_clear(x);
     }
+    xround_clear(x);
+    if (!local) {                      /* no worker here: the part is the round */
+        finish_round(d, rd, rc, e.msg);
+        return;
+    }
+    /* This host's parts are all applied (it owns one): the workers get
+     * their staging back now. */
+    for (int w = 0; w < d->nworkers; w++)
+        if (rd->contrib[w])
+            lending_ends(d, rd->contrib[w], 1);
+    part_done(d, rd, p, rc, e.msg);
+}
+
+/* The sums of part p of a round's pushes, to the part's owner: the
+ * pushes' words as they came when all are 2bit (for the owner to decode
+ * and sum), else the sum of their values. */
+static int send_part(struct daemon *d, struct round *rd, int p, const void **in, int k,
+                     int coded, int32_t prio, const struct req *first)
+{
+    struct kvs__wire_msg m;
+    struct frame *f;
+    uint64_t lo, n;
+    void *sum;
+
+    part_range(rd, p, &lo, &n);
+    key_of_req(&m, &first->s);
+    set_part(&m, rd, p);
+    m.a = rd->done + 1;
+    m.priority = prio;
+    m.pieces = coded == k ? (uint32_t)k : 0;
+    m.len = m.pieces ? m.pieces * kvs__wire_piece_bytes(n) : n * kvs_dtype_size(rd->dtype);
+    if (!(f = frame_new(d, KVS__FRAME_PARTIAL, &m, &sum)))
+        return -ENOMEM;
+    if (m.pieces) {
+        unsigned char *q = sum;
+
+        /* lo is a multiple of 16 float32 (kvs__wire_part): a whole word. */
+        for (int w = 0; w < d->nworkers; w++)
+            if (rd->contrib[w]) {
+                const uint32_t *words = rd->contrib[w]->coded;
+
+                kvs__wire_piece_put(q, kvs__arg_threshold(rd->contrib[w]->s.arg),
+                                    words + lo / 16, n);
+                q += kvs__wire_piece_bytes(n);
+            }
+    } else {
+        const void *part[MAX_WORKERS];
+
+        for (int i = 0; i < k; i++)
+            part[i] = elem(rd, in[i], lo);
+        kvs__sum(rd->dtype, sum, part, k, n, d->o.threads);
+    }
+    hosts_post(d, f, part_owner(d, rd, p));
+    return 0;
 }
 
 void bridge_round_ready(struct daemon *d, struct round *rd)
 {
-    struct kvs__wire_msg m;
     const struct req *first = NULL;
-    const void **in;
-    struct frame *f;
-    void *sum;
-    uint64_t count;
+    const void *in[MAX_WORKERS];
     int32_t prio = INT32_MIN;
-    int k = 0, coded = 0;
+    int k = 0, coded = 0, mine = -1;
 
     rd->ready = 0;
     rd->inflight = 1;
-    if (rd->owner == d->me) {
-        owner_check(d, rd);
-        return;
-    }
-    if (!(in = malloc(sizeof *in * (size_t)d->nworkers))) {
-        fail_job(d, -ENOMEM, "kvsd: out of memory closing a round");
-        return;
-    }
+    rd->parts_left = rd->nparts;
     for (int w = 0; w < d->nworkers; w++)
         if (rd->contrib[w]) {
             first = first ? first : rd->contrib[w];
@@ -241,34 +363,21 @@ void bridge_round_ready(struct daemon *d, struct round *rd)
             if (rd->contrib[w]->s.priority > prio)
                 prio = rd->contrib[w]->s.priority;
         }
-    key_of_req(&m, &first->s);
-    m.a = rd->done + 1;
-    m.priority = prio;
-    count = rd->bytes / kvs_dtype_size(first->s.dtype);
-    /* Pushes all 2bit go as they came, for the owner to decode and sum:
-     * else the sum of the decoded values. */
-    m.pieces = coded == k ? (uint32_t)k : 0;
-    m.len = m.pieces ? m.pieces * kvs__wire_piece_bytes(count) : rd->bytes;
-    if (!(f = frame_new(d, KVS__FRAME_PARTIAL, &m, &sum))) {
-        free(in);
-        fail_job(d, -ENOMEM, "kvsd: out of memory for a round's sum");
+    /* The other owners' parts go first, so that the wire works while
+     * this host applies its own. */
+    for (int p = 0; p < rd->nparts; p++) {
+        if (part_owner(d, rd, p) == d->me) {
+            mine = p;
+        } else if (send_part(d, rd, p, in, k, coded, prio, first) != 0) {
+            fail_job(d, -ENOMEM, "kvsd: out of memory for a round's sum");
+            return;
+        }
+    }
+    if (mine >= 0) {
+        owner_check(d, rd, mine);
         return;
     }
-    if (m.pieces) {
-        unsigned char *p = sum;
-
-        for (int w = 0; w < d->nworkers; w++)
-            if (rd->contrib[w]) {
-                kvs__wire_piece_put(p, kvs__arg_threshold(rd->contrib[w]->s.arg),
-                                    rd->contrib[w]->coded, count);
-                p += kvs__wire_piece_bytes(count);
-            }
-    } else {
-        kvs__sum(first->s.dtype, sum, in, k, count, d->o.threads);
-    }
-    free(in);
-    hosts_post(d, f, rd->owner);
-    /* The sum is made: the workers get their staging back now. */
+    /* The sums are made: the workers get their staging back now. */
     for (int w = 0; w < d->nworkers; w++)
         if (rd->contrib[w])
             lending_ends(d, rd->contrib[w], 1);
@@ -276,8 +385,8 @@ void bridge_round_ready(struct daemon *d, struct round *rd)
 
 /* The round of a message's key, its dtype and shape checked against the
  * stored key's (a failed update's value names neither: its key alone is
- * looked up). 0; 1 when the key is not stored here yet; -1 when the job
- * failed (the host named). */
+ * looked up), and its parts against the key's. 0; 1 when the key is not
+ * stored here yet; -1 when the job failed (the host named). */
 static int msg_round(struct daemon *d, const struct inmsg *im, const struct kvs__wire_msg *m,
                      struct round **out)
 {
@@ -301,159 +410,158 @@ static int msg_round(struct daemon *d, const struct inmsg *im, const struct kvs_
         fail_job(d, -ENOMEM, "kvsd: out of memory for a round");
         return -1;
     }
+    if ((*out)->nparts != (m->nparts ? (int)m->nparts : 1)) {
+        host_broke(d, im->host, "a %s in %" PRIu32 " parts of a key of %d",
+                   kvs__frame_name(im->type), m->nparts ? m->nparts : 1, (*out)->nparts);
+        return -1;
+    }
     return 0;
 }
 
-/* The sum of a message's 2bit pieces (float32), malloc'd; NULL without
- * memory. In the pieces' order, as the host's workers' ranks. */
-static float *decode_pieces(const struct kvs__wire_msg *m)
+/* The sum of a message's 2bit pieces (float32) of n elements, malloc'd;
+ * NULL without memory. In the pieces' order, as the host's workers' ranks. */
+static float *decode_pieces(const struct kvs__wire_msg *m, uint64_t n)
 {
-    uint64_t count = 1;
     float *sum;
 
-    for (int i = 0; i < m->ndim; i++)
-        count *= (uint64_t)m->shape[i];
-    if (!(sum = calloc(count ? count : 1, sizeof *sum)))
+    if (!(sum = calloc(n ? n : 1, sizeof *sum)))
         return NULL;
     for (uint32_t i = 0; i < m->pieces; i++) {
         const uint32_t *words;
-        float thr = kvs__wire_piece_get(m, count, i, &words);
+        float thr = kvs__wire_piece_get(m, n, i, &words);
 
-        kvs__gc_2bit_dequantize_add(words, sum, count, thr);
+        kvs__gc_2bit_dequantize_add(words, sum, n, thr);
     }
     return sum;
 }
 
-/* A host's sum of a round, at the key's owner: 1 when kept (im is the
- * round's now, freed with it), 0 when refused. */
+/* A message's data as values of its part: its own, or (2bit pieces) their
+ * sum in *decoded (malloc'd). 0, or -ENOMEM. */
+static int msg_values(const struct round *rd, const struct kvs__wire_msg *m,
+                      const void **data, float **decoded)
+{
+    uint64_t lo, n;
+
+    *decoded = NULL;
+    *data = m->data;
+    if (!m->pieces)
+        return 0;
+    part_range(rd, msg_part(m), &lo, &n);
+    if (!(*decoded = decode_pieces(m, n)))
+        return -ENOMEM;
+    *data = *decoded;
+    return 0;
+}
+
+/* A host's sum of a part of a round, at the part's owner: 1 when kept (im
+ * is the round's now, freed with it), 0 when refused. */
 static int on_partial(struct daemon *d, struct inmsg *im, const struct kvs__wire_msg *m,
                       struct round *rd)
 {
-    struct xround *x;
-    void *data = NULL;
+    int p = msg_part(m);
+    struct xround *x = rd->x ? &rd->x[p] : NULL;
+    const void *data;
+    float *decoded;
 
     if (!d->sync) {
         host_broke(d, im->host, "a dist_sync round's sum came to a dist_async host");
         return 0;
     }
-    if (rd->owner != d->me || m->a != rd->done + 1) {
-        host_broke(d, im->host, "a sum of round %" PRIu64 " of a key that %s owns (round "
-                   "%" PRIu64 " is open)", m->a, host_name(d, rd->owner), rd->done + 1);
-        return 0;
-    }
-    if (!(x = xround_get(d, rd, m))) {
-        fail_job(d, -ENOMEM, "kvsd: out of memory for a round");
+    if (part_owner(d, rd, p) != d->me || !x || m->a != x->done + 1) {
+        host_broke(d, im->host, "a sum of round %" PRIu64 " of part %d of a key that %s owns "
+                   "(round %" PRIu64 " is open)", m->a, p, host_name(d, part_owner(d, rd, p)),
+                   (x ? x->done : rd->done) + 1);
         return 0;
     }
     if (x->got[im->host]) {
         host_broke(d, im->host, "two sums for one round");
         return 0;
     }
-    if (m->pieces && !(data = decode_pieces(m))) {
+    if (msg_values(rd, m, &data, &decoded) != 0) {
         fail_job(d, -ENOMEM, "kvsd: out of memory for a round");
         return 0;
     }
-    if (data) {                        /* the sum replaces the pieces */
+    if (decoded) {                     /* the sum replaces the pieces */
         free(im->pay);
-        im->pay = data;
+        im->pay = (unsigned char *)decoded;
+    }
+    if (x->ngot == 0) {
+        x->key = *m;
+        x->key.key.name = m->key.name ? x->key.name : NULL;
+        x->key.data = NULL;
+        x->key.len = 0;
+        x->key.pieces = 0;
     }
     x->got[im->host] = 1;
     x->msg[im->host] = im;
-    x->data[im->host] = data ? data : m->data;
+    x->data[im->host] = data;
     x->ngot++;
     if (m->priority > x->priority)
         x->priority = m->priority;
     open_link(d, rd);
-    owner_check(d, rd);
+    owner_check(d, rd, p);
     return 1;
 }
 
-/* The value a message carries, written into the key's own. */
+/* The value a message carries, written into its part of the key's own. */
 static void write_value(struct round *rd, const struct kvs__wire_msg *m)
 {
+    uint64_t lo, n;
+
+    part_range(rd, msg_part(m), &lo, &n);
     seq_begin(rd->value);
-    memcpy(rd->value, m->data, rd->bytes);
+    memcpy((char *)rd->value + lo * kvs_dtype_size(rd->dtype), m->data, m->len);
     seq_end(rd->value);
 }
+
+static void on_async_value(struct daemon *d, struct inmsg *im, const struct kvs__wire_msg *m,
+                           struct round *rd, const char *text);
 
 static void on_value(struct daemon *d, struct inmsg *im, const struct kvs__wire_msg *m,
                      struct round *rd)
 {
     char text[KVS__WIRE_TEXT_MAX + 1] = "";
+    int p = msg_part(m);
 
-    if (rd->owner != im->host) {
-        host_broke(d, im->host, "a value of a key that %s owns", host_name(d, rd->owner));
+    if (part_owner(d, rd, p) != im->host) {
+        host_broke(d, im->host, "a value of part %d of a key that %s owns", p,
+                   host_name(d, part_owner(d, rd, p)));
         return;
     }
     if (m->status)
         kvs__wire_msg_text(m, text);
     if (!d->sync) {
-        if (m->status == 0)
-            write_value(rd, m);
-        if (m->a == (uint64_t)d->me + 1) {
-            for (struct req **p = &d->fwd; *p; p = &(*p)->next) {
-                struct req *r = *p;
-
-                if (r->token == m->b) {
-                    *p = r->next;
-                    complete(d, r, m->status, text);
-                    return;
-                }
-            }
-            host_broke(d, im->host, "an answer to push %" PRIu64 ", which it never got", m->b);
-        }
+        on_async_value(d, im, m, rd, text);
         return;
     }
-    if (!rd->inflight || m->a != rd->done + 1) {
+    if (!rd->inflight || m->a != rd->done + 1 || rd->pgot[p]) {
         if (expected(d) == 0)
             return;                    /* every worker here has left: nothing waits on it */
-        host_broke(d, im->host, "a value of round %" PRIu64 " (round %" PRIu64 " is %s)",
-                   m->a, rd->done + 1, rd->inflight ? "open" : "not sent yet");
+        host_broke(d, im->host, "a value of round %" PRIu64 " of part %d (round %" PRIu64
+                   " is %s)", m->a, p, rd->done + 1,
+                   !rd->inflight ? "not sent yet" : rd->pgot[p] ? "done there" : "open");
         return;
     }
     if (m->status == 0)
         write_value(rd, m);
-    rd->inflight = 0;
-    finish_round(d, rd, m->status, text);
+    part_done(d, rd, p, m->status, text);
 }
 
 /* ---- async pushes -------------------------------------------------------- */
 
-void bridge_forward(struct daemon *d, struct req *r)
-{
-    struct kvs__wire_msg m;
-    struct frame *f;
-    uint64_t count;
-    void *piece;
-
-    key_of_req(&m, &r->s);
-    m.priority = r->s.priority;
-    m.b = r->token = ++d->next_token;
-    count = r->rd->bytes / kvs_dtype_size(r->s.dtype);
-    m.pieces = r->coded != NULL;       /* a 2bit push goes as it came */
-    m.data = m.pieces ? NULL : req_data(d, r);
-    m.len = m.pieces ? kvs__wire_piece_bytes(count) : r->rd->bytes;
-    if (!(f = frame_new(d, KVS__FRAME_FORWARD, &m, &piece))) {
-        complete(d, r, -ENOMEM, "kvsd: out of memory forwarding a push");
-        return;
-    }
-    if (m.pieces)
-        kvs__wire_piece_put(piece, kvs__arg_threshold(r->s.arg), r->coded, count);
-    hosts_post(d, f, r->rd->owner);
-    r->next = d->fwd;
-    d->fwd = r;
-}
-
-void bridge_async_value(struct daemon *d, const struct kvs__wire_msg *key, struct round *rd,
-                        int status, const char *msg, int to, uint64_t token)
+/* Part p of a key's value changed at its owner by an async push (status
+ * 0), or the push failed: key names the key, its dtype and shape; the value
+ * goes to every host, a failure to the push's own host (to: the host whose
+ * forwarded push it was, token its token; -1: this host's). */
+static void async_value(struct daemon *d, const struct kvs__wire_msg *key, struct round *rd,
+                        int p, int status, const char *msg, int to, uint64_t token)
 {
     struct kvs__wire_msg m = *key;
     struct frame *f;
 
-    m.pieces = 0;
     m.a = to >= 0 ? (uint64_t)to + 1 : 0;
     m.b = token;
-    value_msg(&m, rd, status, msg);
+    value_msg(&m, rd, p, status, msg);
     if (!(f = frame_new(d, KVS__FRAME_VALUE, &m, NULL))) {
         fail_job(d, -ENOMEM, "kvsd: out of memory sending a value");
         return;
@@ -462,40 +570,116 @@ void bridge_async_value(struct daemon *d, const struct kvs__wire_msg *key, struc
     hosts_post(d, f, status ? to : HOSTS_IN);
 }
 
-void bridge_pushed(struct daemon *d, const struct req *r)
+/* One more of r's parts is done (status, msg): r completes with the first
+ * failure once none is left. 1 when it did. */
+static int async_part_done(struct daemon *d, struct req *r, int status, const char *msg)
 {
+    if (status != 0 && r->xstatus == 0) {
+        r->xstatus = status;
+        r->xmsg = strdup(msg ? msg : "");
+    }
+    if (--r->nwait > 0)
+        return 0;
+    complete(d, r, r->xstatus, r->xstatus ? (r->xmsg ? r->xmsg : "") : NULL);
+    return 1;
+}
+
+void bridge_async_push(struct daemon *d, struct req *r)
+{
+    struct round *rd = r->rd;
     struct kvs__wire_msg m;
+    const void *data = req_data(d, r);
+    uint64_t lo, n;
 
     key_of_req(&m, &r->s);
     m.priority = r->s.priority;
-    bridge_async_value(d, &m, r->rd, 0, NULL, -1, 0);
+    r->token = ++d->next_token;
+    r->nwait = rd->nparts + 1;         /* one for this call, so that r lives to its end */
+    for (int p = 0; p < rd->nparts; p++) {
+        struct kvs__err e = { 0, "" };
+        struct frame *f;
+        void *piece;
+        int rc;
+
+        part_range(rd, p, &lo, &n);
+        set_part(&m, rd, p);
+        if (part_owner(d, rd, p) == d->me) {
+            const void *in = elem(rd, data, lo);    /* a 2bit push: decoded */
+
+            rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, 1, &in, &e);
+            if (rc == 0)
+                async_value(d, &m, rd, p, 0, NULL, -1, 0);
+            async_part_done(d, r, rc, e.msg);
+            continue;
+        }
+        m.b = r->token;
+        m.pieces = r->coded != NULL;   /* a 2bit push goes as it came */
+        m.data = m.pieces ? NULL : elem(rd, data, lo);
+        m.len = m.pieces ? kvs__wire_piece_bytes(n) : n * kvs_dtype_size(rd->dtype);
+        if (!(f = frame_new(d, KVS__FRAME_FORWARD, &m, &piece))) {
+            async_part_done(d, r, -ENOMEM, "kvsd: out of memory forwarding a push");
+            continue;
+        }
+        if (m.pieces)
+            kvs__wire_piece_put(piece, kvs__arg_threshold(r->s.arg),
+                                (const uint32_t *)r->coded + lo / 16, n);
+        hosts_post(d, f, part_owner(d, rd, p));
+    }
+    if (r->nwait > 1) {
+        r->next = d->fwd;
+        d->fwd = r;
+    }
+    async_part_done(d, r, 0, NULL);
+}
+
+static void on_async_value(struct daemon *d, struct inmsg *im, const struct kvs__wire_msg *m,
+                           struct round *rd, const char *text)
+{
+    if (m->status == 0)
+        write_value(rd, m);
+    if (m->a != (uint64_t)d->me + 1)
+        return;                        /* another host's push, or this host's own value */
+    for (struct req **p = &d->fwd; *p; p = &(*p)->next) {
+        struct req *r = *p;
+
+        if (r->token == m->b) {
+            if (r->nwait == 1)
+                *p = r->next;          /* its last part: it completes */
+            async_part_done(d, r, m->status, text);
+            return;
+        }
+    }
+    host_broke(d, im->host, "an answer to push %" PRIu64 ", which it never got", m->b);
 }
 
 static void on_forward(struct daemon *d, struct inmsg *im, const struct kvs__wire_msg *m,
                        struct round *rd)
 {
     struct kvs__err e = { 0, "" };
-    float *decoded = NULL;
+    int p = msg_part(m);
+    const void *data;
+    float *decoded;
     int rc;
 
     if (d->sync) {
         host_broke(d, im->host, "a dist_async push came to a dist_sync host");
         return;
     }
-    if (rd->owner != d->me) {
-        host_broke(d, im->host, "a push of a key that %s owns", host_name(d, rd->owner));
+    if (part_owner(d, rd, p) != d->me) {
+        host_broke(d, im->host, "a push of part %d of a key that %s owns", p,
+                   host_name(d, part_owner(d, rd, p)));
         return;
     }
-    if (m->pieces && !(decoded = decode_pieces(m)))
+    if (msg_values(rd, m, &data, &decoded) != 0)
         rc = kvs__fail(&e, -ENOMEM, "kvsd: out of memory for a 2bit push");
     else
-        rc = apply_one(d, rd, decoded ? decoded : m->data, &e);
+        rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, 1, &data, &e);
     free(decoded);
     if (rc == 0) {
         d->st.pushes++;
         d->st.bytes_pushed += m->len;
     }
-    bridge_async_value(d, m, rd, rc, e.msg, im->host, m->b);
+    async_value(d, m, rd, p, rc, e.msg, im->host, m->b);
 }
 
 /* ---- the rest ------------------------------------------------------------ */
@@ -546,8 +730,9 @@ void bridge_recheck(struct daemon *d)
 {
     for (struct round *rd = d->open, *next; rd; rd = next) {
         next = rd->next;               /* owner_check takes rd, and only rd, off the list */
-        if (rd->owner == d->me)
-            owner_check(d, rd);
+        for (int p = 0; p < rd->nparts; p++)
+            if (part_owner(d, rd, p) == d->me)
+                owner_check(d, rd, p);
     }
     colls_check(d);
 }

@@ -24,6 +24,11 @@
 #include "wire.h"
 
 #define MAX_WORKERS     1024
+/* Across hosts, a key above this many bytes is split in one part per host
+ * (kvs__wire_part), each with its own owner: MXNet's default bound (a
+ * million float32), and a link's send window (hosts.c), so a part of a
+ * split key is never much smaller than a whole key at its bound. */
+#define KVSD_SPLIT_BYTES ((uint64_t)4 << 20)
 #define HANDSHAKE_NS    (2 * 1000000000ll)
 #define CTL_QUEUE_MAX   16             /* control connections waiting for the serve thread */
 
@@ -96,6 +101,9 @@ struct req {
     uint8_t acked;                     /* completed early with KVS__CQE_HELD: the
                                         * worker waits for a release, not a completion */
     uint64_t token;                    /* an async push forwarded to its key's owner */
+    int nwait;                         /* its parts whose owners have not answered */
+    int xstatus;                       /* the first of them that failed, */
+    char *xmsg;                        /* and its message (malloc'd) */
     void *copy;                        /* kvsd's copy of the data, or NULL */
     void *coded;                       /* a 2bit push across hosts: its words, as the
                                         * worker sent them (copy: dequantized) */
@@ -171,11 +179,20 @@ struct round {
     struct round *next, **pprev;       /* in the daemon's open list while ncontrib > 0,
                                         * or while other hosts' sums wait here */
     int ready;                         /* every push is in: in the daemon's ready[] */
-    int owner;                         /* the host that owns the key (0 on one host) */
-    int inflight;                      /* across hosts: this host's part of the open round
-                                        * is done (its sum sent, or in at the owner) */
-    struct xround *x;                  /* at the owner: the other hosts' sums, or NULL */
-    /* contrib, last and queued point here, in the same allocation */
+    kvs_dtype_t dtype;
+    int owner;                         /* the host that owns the key (0 on one host), or
+                                        * its part 0 */
+    int nparts;                        /* across hosts: 1, or for a big key the job's hosts,
+                                        * part p (kvs__wire_part) owned by owner + p */
+    int inflight;                      /* across hosts: this host's sums of the open round
+                                        * are done (sent, or in at the parts' owner) */
+    int parts_left;                    /* sync: parts whose value the open round awaits */
+    int xstatus;                       /* sync: the open round's first failed part, */
+    char *xmsg;                        /* and its message (malloc'd) */
+    uint8_t *pgot;                     /* [nparts]: the part's value has come this round */
+    struct xround *x;                  /* [nparts] where this host owns a part: the other
+                                        * hosts' sums of the parts it owns; else NULL */
+    /* contrib, last, queued and pgot point here, in the same allocation */
 };
 
 /* A collective (init of a key, barrier): completes when every worker
@@ -425,11 +442,14 @@ int drain(struct daemon *d, int wi);
 /* How many workers a round or a collective waits for: those still in the job. */
 int expected(const struct daemon *d);
 
-/* Rounds, for bridge.c: the key's rounds, one push applied alone, a
+/* Rounds, for bridge.c: the key's rounds, pushes applied to a part, a
  * round finished (its pushes ended, pulls waiting on it let go), the open
  * list. */
 struct round *round_of(struct daemon *d, const struct kvs__entry_info *info, kvs_key_t key);
-int apply_one(struct daemon *d, struct round *rd, const void *data, struct kvs__err *e);
+/* The push of the k inputs in[] (each part p's elements; p -1: the whole
+ * key's) to part p of rd's key, under its value's seqlock. */
+int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in,
+               struct kvs__err *e);
 void finish_round(struct daemon *d, struct round *rd, int status, const char *msg);
 void open_link(struct daemon *d, struct round *rd);
 
@@ -498,8 +518,15 @@ const char *host_name(const struct daemon *d, int host);
 
 /* ---- bridge.c: what the hosts' messages do (serve thread) ------------- */
 
-/* The host that owns key. */
+/* The host that owns key (part 0 of a big key). */
 int key_owner(const struct daemon *d, kvs_key_t key);
+/* The parts a key of bytes is split in across hosts: 1 (one owner), or
+ * above KVSD_SPLIT_BYTES one per host. */
+int key_parts(const struct daemon *d, uint64_t bytes);
+/* The host that owns part p of rd's key. */
+int part_owner(const struct daemon *d, const struct round *rd, int p);
+/* Makes rd's state across hosts (0, or -ENOMEM). */
+int bridge_round_new(struct daemon *d, struct round *rd);
 
 /* Acts on what the other hosts sent since the last call; 1 on progress. */
 int bridge_serve(struct daemon *d);
@@ -508,25 +535,22 @@ int bridge_serve(struct daemon *d);
  * owner (or waits there for the other hosts'). */
 void bridge_round_ready(struct daemon *d, struct round *rd);
 
-/* An async push of a key another host owns: forwarded, answered when the
- * owner's value comes back. */
-void bridge_forward(struct daemon *d, struct req *r);
+/* An async push across hosts: applied here to what this host owns of its
+ * key, forwarded to the owners of the rest, completed when they all have
+ * answered. */
+void bridge_async_push(struct daemon *d, struct req *r);
 
-/* A key's value changed at its owner by an async push (status 0), or the
- * push failed: key names the key, its dtype and shape; the value goes to
- * every host, a failure to the push's own host (to: the host whose
- * forwarded push it was, token its token; -1: this host's). */
-void bridge_async_value(struct daemon *d, const struct kvs__wire_msg *key, struct round *rd,
-                        int status, const char *msg, int to, uint64_t token);
-/* r, an async push of a key this host owns, was applied here. */
-void bridge_pushed(struct daemon *d, const struct req *r);
+/* An async push across hosts: applied here to what this host owns of its
+ * key, forwarded to the owners of the rest, completed when they all have
+ * answered. */
+void bridge_async_push(struct daemon *d, struct req *r);
 
 /* The owner's rounds and host 0's collectives that hosts leaving (or this
  * host's workers) left complete, complete. */
 void bridge_recheck(struct daemon *d);
 
-/* Frees what waits at the owner in rd (its other hosts' sums). */
-void xround_free(struct round *rd);
+/* Frees rd's state across hosts (what waits there for other hosts). */
+void bridge_round_free(struct round *rd);
 
 /* Frees the messages that still wait for their keys (at teardown). */
 void bridge_free(struct daemon *d);

@@ -194,22 +194,31 @@ void worker_release(struct daemon *d, struct worker *w)
 struct round *round_of(struct daemon *d, const struct kvs__entry_info *info, kvs_key_t key)
 {
     struct round *r = *info->front;
-    size_t n;
+    size_t n, np;
 
     if (r)
         return r;
     /* One allocation: a list of many keys makes a round for each. */
     n = (size_t)d->nworkers;
-    r = calloc(1, sizeof *r + n * (sizeof *r->contrib + sizeof *r->last + sizeof *r->queued));
+    np = (size_t)key_parts(d, info->bytes);
+    r = calloc(1, sizeof *r + n * (sizeof *r->contrib + sizeof *r->last + sizeof *r->queued)
+                  + np);
     if (!r)
         return NULL;
     r->contrib = (struct req **)(r + 1);
     r->last = (uint64_t *)(r->contrib + n);
     r->queued = (int *)(r->last + n);
+    r->pgot = (uint8_t *)(r->queued + n);
     r->value = info->value;
     r->bytes = info->bytes;
+    r->dtype = info->dtype;
     r->entry = info->entry;
     r->owner = key_owner(d, key);
+    r->nparts = (int)np;
+    if (bridge_round_new(d, r) != 0) {
+        free(r);
+        return NULL;
+    }
     *info->front = r;
     return r;
 }
@@ -222,7 +231,7 @@ void round_free(void *p)
      * goes, after fail_waiting has emptied every round; the open list
      * stays sound even so. */
     open_unlink(r);
-    xround_free(r);
+    bridge_round_free(r);
     free(r);
 }
 
@@ -294,15 +303,22 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
     return rc;
 }
 
-/* An async push: applied alone, at once, under the value's seqlock. */
-int apply_one(struct daemon *d, struct round *rd, const void *data, struct kvs__err *e)
+int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in,
+               struct kvs__err *e)
 {
-    const void *in[1] = { data };
-    struct kvs__push_item it = { rd->entry, 1, in };
+    struct kvs__push_item it = { rd->entry, k, in };
     int rc;
 
     seq_begin(rd->value);
-    rc = kvs__engine_push_entries(d->eng, 1, &it, e);
+    if (p < 0) {
+        rc = kvs__engine_push_entries(d->eng, 1, &it, e);
+    } else {
+        uint64_t first, n;
+
+        kvs__wire_part(rd->bytes / kvs_dtype_size(rd->dtype), kvs_dtype_size(rd->dtype),
+                       (uint32_t)rd->nparts, (uint32_t)p, &first, &n);
+        rc = kvs__engine_push_range(d->eng, &it, (size_t)first, (size_t)n, e);
+    }
     seq_end(rd->value);
     return rc;
 }
@@ -619,6 +635,7 @@ static void run_list(struct daemon *d, struct req *list)
 {
     struct kvs__err e = { 0, "" };
     struct place at = { NULL, 0 };
+    const void *in;
     int rc = 0;
 
     if (d->failed && list->s.op != KVS__OP_CLOSE && list->s.op != KVS__OP_EXPLAIN) {
@@ -666,13 +683,12 @@ static void run_list(struct daemon *d, struct req *list)
         switch (r->s.op) {
         case KVS__OP_PUSH:
             if (!d->sync) {
-                if (d->hx && r->rd->owner != d->me) {
-                    bridge_forward(d, r);
+                if (d->hx) {
+                    bridge_async_push(d, r);
                     break;
                 }
-                rc = apply_one(d, r->rd, req_data(d, r), &e);
-                if (rc == 0 && d->hx)
-                    bridge_pushed(d, r);
+                in = req_data(d, r);
+                rc = apply_part(d, r->rd, -1, 1, &in, &e);
                 complete(d, r, rc, e.msg);
                 break;
             }

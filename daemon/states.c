@@ -1,7 +1,8 @@
 /*
  * states.c - saving and loading optimizer states in a job across hosts
- * (serve thread only). Each key's state lives at its owner host, so one
- * file holds every host's part:
+ * (serve thread only). Each key's state lives at its owner host (a big
+ * key's, split in parts, in parts at theirs), so one file holds every
+ * host's part:
  *
  *   save  the host of the calling worker asks every other host for the
  *         states of the keys it owns (STATES_ASK), each answers with them
@@ -40,12 +41,41 @@ struct stq {
     size_t *len;                       /* [nhosts] */
 };
 
-/* keep for the engine: the keys this host owns. */
+/* The parts of a key across hosts: 1, or (a big key) one per host; 0 for
+ * a key not stored. */
+static int parts_of(struct daemon *d, kvs_key_t key, struct kvs__entry_info *info)
+{
+    struct kvs__err e;
+
+    if (kvs__engine_lookup(d->eng, key, info, &e) != 0)
+        return 0;
+    return key_parts(d, info->bytes);
+}
+
+/* keep for the engine: the keys this host owns, whole or a part of. */
 static int owned(void *ctx, kvs_key_t key)
 {
-    const struct daemon *d = ctx;
+    struct daemon *d = ctx;
+    struct kvs__entry_info info;
 
-    return key_owner(d, key) == d->me;
+    return key_owner(d, key) == d->me || parts_of(d, key, &info) > 1;
+}
+
+/* part for the engine: the elements of a big key's state host h keeps. */
+static int part_of(void *ctx, kvs_key_t key, int h, size_t *first, size_t *n)
+{
+    struct daemon *d = ctx;
+    struct kvs__entry_info info;
+    int np = parts_of(d, key, &info);
+    uint64_t f, c;
+
+    if (np <= 1)
+        return 0;
+    kvs__wire_part(info.count, kvs_dtype_size(info.dtype), (uint32_t)np,
+                   (uint32_t)((h - key_owner(d, key) + np) % np), &f, &c);
+    *first = (size_t)f;
+    *n = (size_t)c;
+    return 1;
 }
 
 static void stq_free(struct daemon *d, struct stq *q)
@@ -85,21 +115,24 @@ static void finish_states(struct daemon *d, struct stq *q)
     if (rc == 0 && q->op == KVS__OP_SAVE_STATES) {
         const uint8_t **img = malloc(sizeof *img * (size_t)d->nhosts);
         size_t *len = malloc(sizeof *len * (size_t)d->nhosts);
-        int n = 0;
+        int *who = malloc(sizeof *who * (size_t)d->nhosts), n = 0;
+        struct kvs__states_split split = { d->me, who, part_of, d };
 
-        if (!img || !len) {
+        if (!img || !len || !who) {
             rc = kvs__fail(&e, -ENOMEM, "kvsd: out of memory saving states");
         } else {
             for (int h = 0; h < d->nhosts; h++)
                 if (q->img[h]) {
                     img[n] = q->img[h];
+                    who[n] = h;
                     len[n++] = q->len[h];
                 }
             rc = kvs__engine_save_states_with(d->eng, q->path, (int)q->r->s.arg != 0, owned,
-                                              d, img, len, n, &e);
+                                              d, img, len, n, &split, &e);
         }
         free(img);
         free(len);
+        free(who);
         snprintf(q->msg, sizeof q->msg, "%s", e.msg);
     }
     complete(d, q->r, rc, q->msg);

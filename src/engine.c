@@ -430,7 +430,27 @@ struct group {
     int k;                             /* values of this key in the list */
     const void **in;                   /* their data, in list order */
     struct kvs__optim_state *ostate;   /* new state, handed to ent at commit */
+    bool ranged;                       /* in[] and the update are elements [first,
+                                        * first + count) of the key only */
+    size_t first, count;
 };
+
+/* The elements a group's push changes: its range, or the whole key. */
+static size_t group_first(const struct group *gr)
+{
+    return gr->ranged ? gr->first : 0;
+}
+
+static size_t group_count(const struct group *gr)
+{
+    return gr->ranged ? gr->count : gr->ent->count;
+}
+
+/* Where element i of a key's value lies. */
+static void *value_at(const struct entry *ent, size_t i)
+{
+    return (char *)ent->value + i * kvs_dtype_size(ent->dtype);
+}
 
 struct plan {
     int n, ngroups;
@@ -660,13 +680,15 @@ static void push_sums(struct kvs__engine *eng, struct plan *p)
         struct group *gr = &p->groups[g];
         struct entry *ent = gr->ent;
 
+        void *out = value_at(ent, group_first(gr));
+
         if (!gr->fresh && (eng->optim || eng->updater))
             continue;
         if (items)
-            items[m++] = (struct kvs__sum_item){ ent->dtype, ent->value, gr->in, gr->k,
-                                                 ent->count };
+            items[m++] = (struct kvs__sum_item){ ent->dtype, out, gr->in, gr->k,
+                                                 group_count(gr) };
         else
-            kvs__sum(ent->dtype, ent->value, gr->in, gr->k, ent->count, eng->nthreads);
+            kvs__sum(ent->dtype, out, gr->in, gr->k, group_count(gr), eng->nthreads);
     }
     kvs__sum_many(items, m, eng->nthreads);
     free(items);
@@ -691,13 +713,13 @@ static void push_updates(struct kvs__engine *eng, struct plan *p)
             ent->ostate = gr->ostate;
             gr->ostate = NULL;
         }
-        it = (struct kvs__optim_item){ ent->ostate, ent->dtype, ent->value,
-                                       (const void *const *)gr->in, gr->k, ent->count };
+        it = (struct kvs__optim_item){ ent->ostate, ent->dtype, value_at(ent, group_first(gr)),
+                                       (const void *const *)gr->in, gr->k, group_count(gr),
+                                       group_first(gr) };
         if (items)
             items[m++] = it;
         else
-            kvs__optim_update_sum(eng->optim, it.s, it.dtype, it.weight, it.in, it.k, it.count,
-                                  eng->nthreads);
+            kvs__optim_update_many(eng->optim, &it, 1, eng->nthreads);
     }
     kvs__optim_update_many(eng->optim, items, m, eng->nthreads);
     free(items);
@@ -768,6 +790,30 @@ int kvs__engine_push_entries(struct kvs__engine *eng, int n, const struct kvs__p
     }
     rc = push_run(eng, &p, e);
     plan_free(eng, &p);
+    return rc;
+}
+
+int kvs__engine_push_range(struct kvs__engine *eng, const struct kvs__push_item *item,
+                           size_t first, size_t count, struct kvs__err *e)
+{
+    struct group gr = { .ranged = true, .first = first, .count = count };
+    struct plan p = { .n = item ? item->k : 0, .ngroups = 1, .groups = &gr };
+    const struct entry *ent = item ? item->entry : NULL;
+    int rc;
+
+    if (!ent || item->k < 1 || !item->in)
+        return kvs__fail(e, KVS_EBADARG, "a range push needs an entry and an input");
+    if (first > ent->count || count > ent->count - first)
+        return kvs__fail(e, KVS_EBADARG, "range [%zu, %zu) of a key of %zu elements", first,
+                         first + count, ent->count);
+    if (eng->updater)
+        return kvs__fail(e, KVS_EBADARG, "a range push takes an optimizer or none, not an "
+                         "updater");
+    gr.ent = item->entry;
+    gr.k = item->k;
+    gr.in = item->in;
+    rc = push_run(eng, &p, e);
+    kvs__optim_state_free(gr.ostate);  /* handed to the entry unless the push failed */
     return rc;
 }
 

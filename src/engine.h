@@ -110,6 +110,14 @@ struct kvs__push_item {
  * grouping, the same sums and updates. All or nothing. */
 int kvs__engine_push_entries(struct kvs__engine *eng, int n, const struct kvs__push_item *items,
                              struct kvs__err *e);
+/* The push of one such item to elements [first, first + count) of its key
+ * only: each in[i] holds those elements, and the sum (ASSIGN) or the
+ * optimizer's update, its state's same elements, change them alone (the
+ * key's version is bumped). An updater's push takes whole keys, so that
+ * fails with KVS_EBADARG, as a range past the key does. kvsd's hosts each
+ * own a range of a big key this way. */
+int kvs__engine_push_range(struct kvs__engine *eng, const struct kvs__push_item *item,
+                           size_t first, size_t count, struct kvs__err *e);
 /* Calls fn(ctx, key, info) for every stored key, in key order (int keys
  * ascending, string keys by strcmp), so that what a front shows of the
  * store does not depend on the table's layout. key.name and info are valid
@@ -139,12 +147,24 @@ typedef int (*kvs__key_filter)(void *ctx, kvs_key_t key);
 /* The states of the kept keys as a state file's bytes, *out malloc'd. */
 int  kvs__engine_encode_states(struct kvs__engine *eng, kvs__key_filter keep, void *ctx,
                                uint8_t **out, size_t *len, struct kvs__err *e);
+/* Keys whose states several engines keep in parts (kvsd's big keys, each
+ * host updating a range): this engine is `me`, image i's engine who[i];
+ * part says which elements [*first, *first + *n) of key's state engine
+ * `who` keeps, and returns 0 when none keeps it in parts. */
+struct kvs__states_split {
+    int me;
+    const int *who;
+    int (*part)(void *ctx, kvs_key_t key, int who, size_t *first, size_t *n);
+    void *ctx;
+};
 /* Saves to path, as one file, the kept keys' states and those in the nimg
- * images (_encode_states of other engines: decoded and checked here). */
+ * images (_encode_states of other engines: decoded and checked here). With
+ * split, the records of one key from several engines are spliced into one
+ * (a key two engines keep whole is KVS_ECORRUPT). */
 int  kvs__engine_save_states_with(struct kvs__engine *eng, const char *path,
                                   int dump_optimizer, kvs__key_filter keep, void *ctx,
                                   const uint8_t *const *img, const size_t *len, int nimg,
-                                  struct kvs__err *e);
+                                  const struct kvs__states_split *split, struct kvs__err *e);
 /* Loads a state file's bytes (what names them in messages) as
  * _load_states loads a file: every record is checked against this store,
  * the file's optimizer (when it has one) replaces the store's, and every

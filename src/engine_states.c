@@ -47,14 +47,105 @@ int kvs__engine_encode_states(struct kvs__engine *eng, kvs__key_filter keep, voi
     return rc;
 }
 
+/* A copy of state s into *out, the buffers of every record but the first
+ * of its key in recs (n, whose sources are who[]) spliced into it where
+ * part says they hold the key's state. 0, or an error (-ENOMEM, or
+ * KVS_ECORRUPT for a key that two sources hold whole). */
+static int splice_state(const struct kvs__state_rec *recs, const int *who, size_t n,
+                        size_t at, const struct kvs__states_split *split,
+                        struct kvs__optim_state **out, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    const struct kvs__optim_state *s = recs[at].state;
+    size_t es = s->dtype == KVS_FLOAT64 ? sizeof(double) : sizeof(float);
+    struct kvs__optim_state *t = calloc(1, sizeof *t);
+
+    if (!t)
+        return kvs__fail(e, -ENOMEM, "out of memory for a state");
+    *t = *s;
+    t->buf[0] = t->buf[1] = NULL;
+    for (int b = 0; b < s->nbuf; b++)
+        if (s->count && !(t->buf[b] = malloc(s->count * es))) {
+            kvs__optim_state_free(t);
+            return kvs__fail(e, -ENOMEM, "out of memory for a state of %zu elements",
+                             s->count);
+        }
+    for (size_t i = at; i < n; i++) {
+        const struct kvs__optim_state *r = recs[i].state;
+        size_t first, count;
+
+        if (i != at && !key_eq(recs[i].key, recs[at].key))
+            continue;
+        if (!split->part(split->ctx, recs[i].key, who[i], &first, &count)
+            || r->count != s->count || r->nbuf != s->nbuf || r->dtype != s->dtype
+            || first > s->count || count > s->count - first) {
+            kvs__optim_state_free(t);
+            return kvs__fail(e, KVS_ECORRUPT, "key %s: states from two hosts that do not "
+                             "each keep a part of it", KEYSTR(ks, recs[at].key));
+        }
+        for (int b = 0; b < s->nbuf; b++)
+            memcpy((char *)t->buf[b] + first * es, (const char *)r->buf[b] + first * es,
+                   count * es);
+    }
+    *out = t;
+    return 0;
+}
+
+/* Merges the records of keys kept in parts (repeated in recs[n], whose
+ * sources are who[]) into one each, a spliced copy in the place of the
+ * first (kept in *made, n of them, to free), and drops the others. */
+static int merge_parts(struct kvs__state_rec *recs, const int *who, size_t *n,
+                       const struct kvs__states_split *split,
+                       struct kvs__optim_state **made, struct kvs__err *e)
+{
+    kvs_key_t *keys = malloc(sizeof *keys * (*n ? *n : 1));
+    int *gid = malloc(sizeof *gid * 2 * (*n ? *n : 1)), *count, rc = 0;
+    size_t m = 0;
+
+    if (!keys || !gid || *n > INT32_MAX) {
+        free(keys);
+        free(gid);
+        return kvs__fail(e, -ENOMEM, "out of memory for %zu state records", *n);
+    }
+    for (size_t i = 0; i < *n; i++)
+        keys[i] = recs[i].key;
+    if ((rc = kvs__group_keys((int)*n, keys, gid, gid + *n, e)) < 0)
+        goto out;
+    count = gid + *n;                  /* group sizes now, not first places */
+    memset(count, 0, sizeof *count * *n);
+    for (size_t i = 0; i < *n; i++)
+        count[gid[i]]++;
+    rc = 0;
+    for (size_t i = 0; i < *n; i++) {
+        if (count[gid[i]] < 0)
+            continue;                  /* a later record of a merged key */
+        made[i] = NULL;
+        if (count[gid[i]] > 1
+            && (rc = splice_state(recs, who, *n, i, split, &made[i], e)) != 0)
+            goto out;
+        count[gid[i]] = -1;
+        recs[m] = recs[i];
+        if (made[i])
+            recs[m].state = made[i];
+        m++;
+    }
+    *n = m;
+out:
+    free(keys);
+    free(gid);
+    return rc;
+}
+
 int kvs__engine_save_states_with(struct kvs__engine *eng, const char *path, int dump_optimizer,
                                  kvs__key_filter keep, void *ctx,
                                  const uint8_t *const *img, const size_t *len, int nimg,
-                                 struct kvs__err *e)
+                                 const struct kvs__states_split *split, struct kvs__err *e)
 {
     struct kvs__state_file **f = NULL;
     struct kvs__state_rec *recs = NULL;
-    size_t n = 0, total;
+    struct kvs__optim_state **made = NULL;
+    int *who = NULL;
+    size_t n = 0, total = 0;
     int rc;
 
     if (!path)
@@ -79,15 +170,30 @@ int kvs__engine_save_states_with(struct kvs__engine *eng, const char *path, int 
             goto out;
         }
         recs = all;
-        for (int i = 0; i < nimg; i++) {
-            memcpy(recs + n, f[i]->recs, sizeof *recs * f[i]->n);
-            n += f[i]->n;
-        }
     }
+    if (split && (!(who = malloc(sizeof *who * (total ? total : 1)))
+                  || !(made = calloc(total ? total : 1, sizeof *made)))) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory for %zu state records", total);
+        goto out;
+    }
+    for (size_t i = 0; who && i < n; i++)
+        who[i] = split->me;
+    for (int i = 0; i < nimg; i++) {
+        memcpy(recs + n, f[i]->recs, sizeof *recs * f[i]->n);
+        for (size_t j = 0; who && j < f[i]->n; j++)
+            who[n + j] = split->who[i];
+        n += f[i]->n;
+    }
+    if (split && (rc = merge_parts(recs, who, &n, split, made, e)) != 0)
+        goto out;
     rc = kvs__optim_save(path, eng->optim, dump_optimizer, recs, n, e);
 out:
+    for (size_t i = 0; made && i < total; i++)
+        kvs__optim_state_free(made[i]);
     for (int i = 0; f && i < nimg; i++)
         kvs__state_file_free(f[i]);
+    free(made);
+    free(who);
     free(f);
     free(recs);
     return rc;
@@ -96,7 +202,8 @@ out:
 int kvs__engine_save_states(struct kvs__engine *eng, const char *path, int dump_optimizer,
                             struct kvs__err *e)
 {
-    return kvs__engine_save_states_with(eng, path, dump_optimizer, NULL, NULL, NULL, NULL, 0, e);
+    return kvs__engine_save_states_with(eng, path, dump_optimizer, NULL, NULL, NULL, NULL, 0,
+                                        NULL, e);
 }
 
 /* Checks that a loaded record fits the store and the optimizer o. */

@@ -455,6 +455,7 @@ struct update_job {
     char *weight;
     const void *const *in;
     int k;
+    size_t first;                      /* weight[0] and in[i][0] are the state's element first */
 };
 
 /* Elements [begin, end) of one update, a chunk at a time: the chunk's
@@ -480,15 +481,15 @@ static void update_range(void *ctx, size_t begin, size_t end)
         }
         switch (job->dtype) {
         case KVS_FLOAT64:
-            step_f64(&job->st, job->s, (double *)w, g, off, n);
+            step_f64(&job->st, job->s, (double *)w, g, job->first + off, n);
             break;
         case KVS_FLOAT32:
-            step_f32(&job->st, job->s, (float *)w, g, off, n);
+            step_f32(&job->st, job->s, (float *)w, g, job->first + off, n);
             break;
         default:
             kvs__to_f32(job->dtype, wf, w, n);
             kvs__to_f32(job->dtype, gf, g, n);
-            step_f32(&job->st, job->s, wf, gf, off, n);
+            step_f32(&job->st, job->s, wf, gf, job->first + off, n);
             kvs__from_f32(job->dtype, w, wf, n);
             break;
         }
@@ -502,17 +503,18 @@ void kvs__optim_update(const struct kvs__optim *o, struct kvs__optim_state *s,
 }
 
 /* Fixes one update's constants and counts the step in the key's state;
- * -1 for a state that does not fit the key, which is then left alone (a
- * state made for another key is the engine's bug; writing past a buffer
- * would turn it into memory corruption). */
+ * -1 for a state that does not fit the range (job->first, count) of its
+ * key, which is then left alone (a state made for another key is the
+ * engine's bug; writing past a buffer would turn it into memory
+ * corruption). */
 static int update_prepare(const struct kvs__optim *o, struct update_job *job, size_t count)
 {
     struct kvs__optim_state *s = job->s;
     struct step *st = &job->st;
     kvs_dtype_t want = job->dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32;
 
-    if (!kvs__dtype_is_float(job->dtype) || s->dtype != want || s->count != count ||
-        s->nbuf != kvs__optim_nbuf(o) || job->k < 1)
+    if (!kvs__dtype_is_float(job->dtype) || s->dtype != want || job->first > s->count
+        || count > s->count - job->first || s->nbuf != kvs__optim_nbuf(o) || job->k < 1)
         return -1;
     for (int i = 0; i < s->nbuf; i++) {
         if (count != 0 && s->buf[i] == NULL)
@@ -554,6 +556,21 @@ void kvs__optim_update_sum(const struct kvs__optim *o, struct kvs__optim_state *
         kvs__parallel_for(count, UPDATE_GRAIN, nthreads, update_range, &job);
 }
 
+static struct update_job job_of(const struct kvs__optim_item *it)
+{
+    return (struct update_job){ .s = it->s, .dtype = it->dtype, .weight = it->weight,
+                                .in = it->in, .k = it->k, .first = it->first };
+}
+
+static void update_one(const struct kvs__optim *o, const struct kvs__optim_item *it,
+                       int nthreads)
+{
+    struct update_job job = job_of(it);
+
+    if (update_prepare(o, &job, it->count) == 0)
+        kvs__parallel_for(it->count, UPDATE_GRAIN, nthreads, update_range, &job);
+}
+
 /* The updates of many keys as one job: their elements laid end to end. */
 struct many_updates {
     struct update_job *jobs;
@@ -583,17 +600,14 @@ void kvs__optim_update_many(const struct kvs__optim *o, const struct kvs__optim_
 
     if (!mu.jobs || !mu.start) {       /* without memory for the batch: one by one */
         for (int i = 0; i < m; i++)
-            kvs__optim_update_sum(o, items[i].s, items[i].dtype, items[i].weight, items[i].in,
-                                  items[i].k, items[i].count, nthreads);
+            update_one(o, &items[i], nthreads);
         goto out;
     }
     mu.start[0] = 0;
     for (int i = 0; i < m; i++) {
         struct update_job *job = &mu.jobs[mu.m];
 
-        *job = (struct update_job){ .s = items[i].s, .dtype = items[i].dtype,
-                                    .weight = items[i].weight, .in = items[i].in,
-                                    .k = items[i].k };
+        *job = job_of(&items[i]);
         if (update_prepare(o, job, items[i].count) != 0)
             continue;
         mu.start[mu.m + 1] = mu.start[mu.m] + items[i].count;

@@ -57,7 +57,9 @@ void kvs__optim_update_sum(const struct kvs__optim *o, struct kvs__optim_state *
                            size_t count, int nthreads);
 
 /* One key's update for kvs__optim_update_many: the arguments of
- * kvs__optim_update_sum. */
+ * kvs__optim_update_sum, of count elements of the key from element first
+ * on (weight and each in[i] point at that element; s is the whole key's
+ * state). first 0 and count the key's: the whole key. */
 struct kvs__optim_item {
     struct kvs__optim_state *s;
     kvs_dtype_t dtype;
@@ -65,6 +67,7 @@ struct kvs__optim_item {
     const void *const *in;
     int k;
     size_t count;
+    size_t first;
 };
 
 /* kvs__optim_update_sum of items[0..m) (distinct keys: no weight or state

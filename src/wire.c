@@ -65,7 +65,7 @@ enum {
     RP_BYTES = RP_ADDR + KVS__ADDR_MAX,
 };
 
-/* message body: 48 bytes, then the shape, the key's name, the data */
+/* message body: 56 bytes, then the shape, the key's name, the data */
 enum {
     MS_FLAGS = 0,      /* u8: MF_* */
     MS_OP = 1,         /* u8 */
@@ -79,7 +79,9 @@ enum {
     MS_KEY_LEN = 40,   /* u16: a string key's bytes, no NUL */
     MS_RSV = 42,       /* 2 bytes, zero */
     MS_PRIORITY = 44,  /* i32 */
-    MS_SHAPE = 48,     /* i64 per dimension */
+    MS_PART = 48,      /* u32 */
+    MS_NPARTS = 52,    /* u32: 0, the whole key */
+    MS_SHAPE = 56,     /* i64 per dimension */
     MF_KEY = 1,        /* the message names a key */
     MF_STRKEY = 2,     /* a string key */
     MF_2BIT = 4,       /* data: pieces (kvs__wire_piece_bytes) */
@@ -425,9 +427,22 @@ void kvs__wire_msg_encode(int type, const struct kvs__wire_msg *m, void *buf)
     put_u64(p, MS_LEN, m->len);
     put_u16(p, MS_KEY_LEN, (uint16_t)klen);
     put_i32(p, MS_PRIORITY, m->priority);
+    put_u32(p, MS_PART, m->part);
+    put_u32(p, MS_NPARTS, m->nparts);
     for (int i = 0; i < m->ndim; i++)
         put_i64(p, MS_SHAPE + 8 * (size_t)i, m->shape[i]);
     memcpy(p + MS_SHAPE + 8 * (size_t)m->ndim, m->key.name ? m->key.name : "", klen);
+}
+
+void kvs__wire_part(uint64_t count, uint64_t esize, uint32_t nparts, uint32_t part,
+                    uint64_t *first, uint64_t *n)
+{
+    uint64_t align = esize && esize < 64 ? 64 / esize : 1;
+    uint64_t per = nparts ? (count + nparts - 1) / nparts : count;
+
+    per = (per + align - 1) / align * align;
+    *first = (uint64_t)part * per < count ? (uint64_t)part * per : count;
+    *n = count - *first < per ? count - *first : per;
 }
 
 size_t kvs__wire_piece_bytes(uint64_t count)
@@ -539,10 +554,17 @@ int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire
     t.len = get_u64(h, MS_LEN);
     klen = get_u16(h, MS_KEY_LEN);
     t.priority = get_i32(h, MS_PRIORITY);
+    t.part = get_u32(h, MS_PART);
+    t.nparts = get_u32(h, MS_NPARTS);
     if (!zeros(h, MS_RSV, MS_PRIORITY - MS_RSV) || (flags & ~(MF_KEY | MF_STRKEY | MF_2BIT))
         || (t.priority != 0 && type != KVS__FRAME_PARTIAL && type != KVS__FRAME_VALUE
             && type != KVS__FRAME_FORWARD))
         return kvs__fail(e, KVS_EPROTO, "%s: reserved bits are not zero", what);
+    if (t.nparts == 0 ? t.part != 0
+        : (type != KVS__FRAME_PARTIAL && type != KVS__FRAME_VALUE && type != KVS__FRAME_FORWARD)
+          || t.nparts < 2 || t.nparts > KVS__HOSTS_MAX || t.part >= t.nparts)
+        return kvs__fail(e, KVS_EPROTO, "%s: part %" PRIu32 " of %" PRIu32 " out of place",
+                         what, t.part, t.nparts);
     if (!kvs__status_ok(t.status) || (t.status && type != KVS__FRAME_VALUE
                                       && type != KVS__FRAME_DONE && type != KVS__FRAME_FAIL
                                       && type != KVS__FRAME_STATES))
@@ -604,6 +626,11 @@ int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire
     }
     kind = data_kind(type, t.status, t.op);
     esize = kvs_dtype_size(t.dtype);
+    if (t.nparts) {                    /* the data is the part's range */
+        uint64_t first;
+
+        kvs__wire_part(count, esize, t.nparts, t.part, &first, &count);
+    }
     t.data = b + data_off(t.ndim, klen);
     if (flags & MF_2BIT) {
         if ((rc = pieces_check(type, &t, count, e)) != 0)

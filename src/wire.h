@@ -32,7 +32,7 @@
 #include "proto.h"
 
 #define KVS__WIRE_MAGIC   0x3148534bu  /* "KSH1" little-endian */
-#define KVS__WIRE_VERSION 1u
+#define KVS__WIRE_VERSION 2u
 #define KVS__WIRE_HEAD    24           /* bytes of a frame head */
 #define KVS__HOSTS_MAX    4096         /* hosts in one job */
 #define KVS__NONCE_BYTES  32
@@ -190,9 +190,21 @@ struct kvs__wire_msg {
     uint32_t pieces;                   /* PARTIAL, FORWARD of a float32 key: 0 for a value,
                                         * else data is that many 2bit-compressed values
                                         * (1 to 1024; a FORWARD's 1), each a piece */
+    uint32_t part, nparts;             /* PARTIAL, VALUE, FORWARD: nparts 0 for the whole
+                                        * key; else (2 to KVS__HOSTS_MAX) the data (value
+                                        * or pieces) is elements kvs__wire_part of the key's
+                                        * only: a big key is split over the hosts */
     const void *data;                  /* decode: points into the decoded buffer */
     uint64_t len;
 };
+
+/* Part `part` of a key of count elements of esize bytes split in nparts
+ * (>= 1): elements [*first, *first + *n). Parts but the last have the same
+ * number of elements, rounded up to 64 bytes' worth, so that each starts
+ * on a cache line of the value and (float32) on a 2bit word; trailing
+ * parts may be empty. */
+void kvs__wire_part(uint64_t count, uint64_t esize, uint32_t nparts, uint32_t part,
+                    uint64_t *first, uint64_t *n);
 
 /* A piece: the threshold (a float's bits), 4 zero bytes, then the value's
  * kvs__gc_2bit_words(count) words as compress.c writes them, zeros to the

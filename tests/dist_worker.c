@@ -331,6 +331,163 @@ static void compress(int sync)
                     want[j][i]);
 }
 
+/* Keys above 4 MiB, which across hosts are split in one part per host,
+ * each applied by its own owner: a float32 and a float64 key of odd sizes
+ * and a small key in one list, under adam (its state kept by range, saved
+ * and loaded back in one file), each value checked exactly against a
+ * local store given the summed gradients; then, under sgd lr=1, a float32 key of 2bit pushes (each
+ * part's words go to its owner). dist_async checks the totals after a
+ * barrier. Every gradient is a multiple of 0.25 (2bit: of 0.5 once
+ * quantized), so sums do not depend on their order. */
+#define SPLIT_N1 1100011               /* float32: 4.4 MB */
+#define SPLIT_N2 601601                /* float64 (1001, 601): 4.8 MB */
+#define SPLIT_N3 100                   /* float32, one owner */
+#define SPLIT_N4 1048593               /* float32, just above 4 MiB, 2bit */
+static float split_grad(int r, int round, size_t i)
+{
+    return (float)(((int)(i % 1009) * 7 + r * 13 + round * 5) % 9 - 4) * 0.25f;
+}
+
+static void split(int sync)
+{
+    const int64_t n[3] = { SPLIT_N1, SPLIT_N2, SPLIT_N3 };
+    kvs_key_t k[3] = { KVS_INT_KEY(41), KVS_INT_KEY(42), KVS_INT_KEY(43) }, k4 = KVS_INT_KEY(44);
+    kvs_array_t w[3], g[3], o[3], ref[3], w4, o4;
+    float *q4 = calloc(SPLIT_N4, sizeof *q4), *res = calloc((size_t)nw * SPLIT_N4, sizeof *res);
+    kvs_t *local;
+    int rounds = sync ? 5 : 3;
+    char saved[256], mine[256];
+    const char *dir = getenv("KVS_TEST_DIR") ? getenv("KVS_TEST_DIR") : "/tmp";
+
+    if (!q4 || !res)
+        die("out of memory");
+    for (int j = 0; j < 3; j++) {
+        kvs_dtype_t dt = j == 1 ? KVS_FLOAT64 : KVS_FLOAT32;
+        size_t es = kvs_dtype_size(dt);
+
+        w[j] = (kvs_array_t){ .dtype = dt, .ndim = 1, .shape = { n[j] } };
+        if (j == 1) {
+            w[j].ndim = 2;
+            w[j].shape[0] = 1001;
+            w[j].shape[1] = 601;
+        }
+        g[j] = o[j] = ref[j] = w[j];
+        if (!(w[j].data = malloc(n[j] * es)) || !(g[j].data = malloc(n[j] * es))
+            || !(o[j].data = malloc(n[j] * es)) || !(ref[j].data = malloc(n[j] * es)))
+            die("out of memory");
+        for (int64_t i = 0; i < n[j]; i++) {
+            double v = (double)((i * 3) % 17 - 8) * 0.25;
+
+            if (j == 1)
+                ((double *)w[j].data)[i] = v;
+            else
+                ((float *)w[j].data)[i] = (float)v;
+        }
+    }
+    w4 = (kvs_array_t){ .data = q4, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { SPLIT_N4 } };
+    o4 = w4;
+    ok(kvs_create("local", &local), "create local");
+    ok(kvs_init(kv, 3, k, w), "init");
+    ok(kvs_init(kv, 1, &k4, &w4), "init of the 2bit key");
+    ok(kvs_init(local, 3, k, w), "init local");
+    ok(kvs_set_optimizer(kv, sync ? "adam lr=0.01" : "sgd lr=1"), "set_optimizer");
+    ok(kvs_set_optimizer(local, sync ? "adam lr=0.01" : "sgd lr=1"), "set_optimizer local");
+    snprintf(saved, sizeof saved, "%s/split-states.bin", dir);
+    snprintf(mine, sizeof mine, "%s/split-states.%d.bin", dir, rank);
+    for (int round = 0; round < rounds; round++) {
+        /* sync: adam's states saved after round 2 and loaded back after
+         * round 3, which round 4 then undoes; the local store does the
+         * same with its own. Every part of each key's state must come
+         * back where it was. */
+        if (sync && (round == 3 || round == 4)) {
+            ok(kvs_barrier(kv), "barrier");
+            if (rank == 0 && round == 3)
+                ok(kvs_save_optimizer_states(kv, saved, 0), "save");
+            if (rank == 0 && round == 4)
+                ok(kvs_load_optimizer_states(kv, saved), "load");
+            ok((round == 3 ? kvs_save_optimizer_states(local, mine, 0)
+                           : kvs_load_optimizer_states(local, mine)), "save or load local");
+            ok(kvs_barrier(kv), "barrier");
+        }
+        /* the local store gets every rank's gradient, the job this rank's */
+        for (int q = 0; q < nw; q++) {
+            int sum = sync && q > 0;   /* sync: the sum of the ranks' */
+
+            for (int j = 0; j < 3; j++)
+                for (int64_t i = 0; i < n[j]; i++) {
+                    float v = split_grad(q, round, (size_t)i);
+
+                    if (j == 1)
+                        ((double *)g[j].data)[i] = (sum ? ((double *)g[j].data)[i] : 0) + v;
+                    else
+                        ((float *)g[j].data)[i] = (sum ? ((float *)g[j].data)[i] : 0) + v;
+                }
+            if (!sync)                 /* each push applied alone */
+                ok(kvs_push(local, 3, k, g, 0), "push local");
+        }
+        if (sync)
+            ok(kvs_push(local, 3, k, g, 0), "push local");
+        for (int j = 0; j < 3; j++)
+            for (int64_t i = 0; i < n[j]; i++) {
+                float v = split_grad(rank, round, (size_t)i);
+
+                if (j == 1)
+                    ((double *)g[j].data)[i] = v;
+                else
+                    ((float *)g[j].data)[i] = v;
+            }
+        ok(kvs_push(kv, 3, k, g, 0), "push");
+        if (sync || round == rounds - 1) {
+            if (!sync)
+                ok(kvs_barrier(kv), "barrier");
+            ok(kvs_pull(kv, 3, k, o, 0), "pull");
+            ok(kvs_pull(local, 3, k, ref, 0), "pull local");
+            for (int j = 0; j < 3; j++)
+                if (memcmp(o[j].data, ref[j].data, (size_t)n[j] * kvs_dtype_size(o[j].dtype)))
+                    for (int64_t i = 0; i < n[j]; i++) {
+                        double a = j == 1 ? ((double *)o[j].data)[i] : ((float *)o[j].data)[i];
+                        double b = j == 1 ? ((double *)ref[j].data)[i]
+                                          : ((float *)ref[j].data)[i];
+
+                        if (a != b)
+                            die("round %d, key %d, element %lld: %.17g, expected %.17g", round,
+                                41 + j, (long long)i, a, b);
+                    }
+        }
+    }
+    /* 2bit, under sgd lr=1: w4 = minus every rank's quantized gradients. */
+    ok(kvs_barrier(kv), "barrier");
+    ok(kvs_set_optimizer(kv, "sgd lr=1"), "set_optimizer sgd");
+    ok(kvs_set_gradient_compression(kv, "2bit threshold=0.5"), "set_gradient_compression");
+    o4.data = malloc(SPLIT_N4 * sizeof *q4);
+    if (!o4.data)
+        die("out of memory");
+    memset(q4, 0, SPLIT_N4 * sizeof *q4);
+    for (int round = 0; round < rounds; round++) {
+        float *gv = o4.data;
+
+        for (size_t i = 0; i < SPLIT_N4; i++) {
+            gv[i] = grad_of(rank, round, i);
+            for (int q = 0; q < nw; q++)
+                q4[i] -= quantized(&res[(size_t)q * SPLIT_N4 + i], grad_of(q, round, i), 0.5f);
+        }
+        w4.data = gv;
+        ok(kvs_push(kv, 1, &k4, &w4, 0), "push of the 2bit key");
+    }
+    if (!sync)
+        ok(kvs_barrier(kv), "barrier");
+    ok(kvs_pull(kv, 1, &k4, &o4, 0), "pull of the 2bit key");
+    for (size_t i = 0; i < SPLIT_N4; i++)
+        if (((float *)o4.data)[i] != q4[i])
+            die("2bit key, element %zu: %g, expected %g", i, ((float *)o4.data)[i], q4[i]);
+    kvs_close(local);
+    for (int j = 0; j < 3; j++)
+        free(w[j].data), free(g[j].data), free(o[j].data), free(ref[j].data);
+    free(o4.data);
+    free(q4);
+    free(res);
+}
+
 /* Zero-copy buffers and views: pushes from buffers (alone, with a key
  * repeated, beside ordinary arrays) make the same sums; a view is the
  * round's value in kvsd's memory, unchanged while others run ahead, and
@@ -827,6 +984,8 @@ int main(int argc, char **argv)
         arena_full();
     else if (strcmp(scenario, "compress") == 0)
         compress(strcmp(type, "dist_async") != 0);
+    else if (strcmp(scenario, "split") == 0)
+        split(strcmp(type, "dist_async") != 0);
     else
         die("unknown scenario");
     kvs_close(kv);

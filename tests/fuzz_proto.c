@@ -364,11 +364,17 @@ static void wire_one(const uint8_t *msg, size_t size)
         CHECK(body <= sizeof re);
         kvs__wire_msg_encode(type, &m, re);
         CHECK(memcmp(re, pl, body) == 0);
+        if (m.nparts)
+            CHECK(m.part < m.nparts && m.nparts <= KVS__HOSTS_MAX
+                  && (type == KVS__FRAME_PARTIAL || type == KVS__FRAME_VALUE
+                      || type == KVS__FRAME_FORWARD));
         if (m.pieces) {
-            uint64_t count = 1;
+            uint64_t count = 1, first;
 
             for (int i = 0; i < m.ndim; i++)
                 count *= (uint64_t)m.shape[i];
+            if (m.nparts)
+                kvs__wire_part(count, 4, m.nparts, m.part, &first, &count);
             CHECK(m.dtype == KVS_FLOAT32 && m.len == m.pieces * kvs__wire_piece_bytes(count));
             for (uint32_t i = 0; i < m.pieces; i++) {
                 const uint32_t *words;

@@ -73,6 +73,7 @@ for n in 2 3 4; do job $n peer_dies 137; done
 job 3 timeout_says
 job 2 spill
 for type in dist_sync dist_async; do for n in 2 3; do job $n compress; done; done
+for type in dist_sync dist_async; do job 2 split; done
 type=
 
 # What training code does (tests/dist_training): pushes in any order and

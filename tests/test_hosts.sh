@@ -82,6 +82,9 @@ for KVS_TRANSPORT in $transports; do
     job "2 2" long_list
     job "2 2" compress
     job "1 2" compress dist_async
+    job "2 2" split
+    job "1 1 1" split
+    job "1 2" split dist_async
     job "2 2" states
     job "1 1 1" states
     prog=$training

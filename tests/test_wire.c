@@ -144,6 +144,67 @@ static void test_challenge_proof_verdict(void **state)
 /* A round's 2bit pieces: two of a 20-value key round-trip with their
  * thresholds and words; a bad threshold, a stray byte, a piece too many
  * or a dtype other than float32 is refused. */
+/* A big key's parts: each a 64-byte-aligned range; the last takes the
+ * rest; a message of a part carries exactly that part's data, and parts
+ * are refused where they make no sense. */
+static void test_parts(void **state)
+{
+    uint64_t first, n, at = 0;
+    float v[40] = { 0 };
+    struct kvs__wire_msg m = { .dtype = KVS_FLOAT32, .ndim = 2, .shape = { 10, 10 }, .a = 1,
+                               .key = KVS_INT_KEY(5), .part = 1, .nparts = 3 }, got;
+    unsigned char buf[512];
+    size_t body;
+    struct kvs__err e;
+
+    (void)state;
+    for (uint32_t p = 0; p < 3; p++) {  /* 100 float32: 48, 48, 4 */
+        kvs__wire_part(100, 4, 3, p, &first, &n);
+        assert_int_equal(first, at);
+        assert_int_equal(n, p < 2 ? 48 : 4);
+        at += n;
+    }
+    kvs__wire_part(5, 8, 4, 3, &first, &n);   /* float64: 8 per part, the last ones empty */
+    assert_int_equal(first, 5);
+    assert_int_equal(n, 0);
+    kvs__wire_part(1000001, 1, 2, 1, &first, &n);
+    assert_int_equal(first % 64, 0);
+    assert_int_equal(first + n, 1000001);
+    /* part 1 of 3 of 100 float32: 48 elements */
+    m.data = v;
+    m.len = 48 * 4;
+    body = kvs__wire_msg_bytes(&m);
+    kvs__wire_msg_encode(KVS__FRAME_PARTIAL, &m, buf);
+    memcpy(buf + body, v, m.len);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, body + m.len, &got, &e), 0);
+    assert_int_equal(got.part, 1);
+    assert_int_equal(got.nparts, 3);
+    assert_int_equal(got.len, 48 * 4);
+    /* the whole key's bytes are not a part's */
+    m.len = 100 * 4;
+    kvs__wire_msg_encode(KVS__FRAME_PARTIAL, &m, buf);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, body + m.len, &got, &e),
+                     KVS_EPROTO);
+    /* part 3 of 3, one part, a part of a whole key, a part of a DONE */
+    {
+        const uint32_t bad[][2] = { { 3, 3 }, { 0, 1 }, { 1, 0 } };
+
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            m.part = bad[i][0];
+            m.nparts = bad[i][1];
+            m.len = 0;
+            kvs__wire_msg_encode(KVS__FRAME_VALUE, &m, buf);
+            assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_VALUE, buf, body, &got, &e),
+                             KVS_EPROTO);
+            assert_non_null(strstr(e.msg, "part"));
+        }
+        m = (struct kvs__wire_msg){ .op = KVS__OP_BARRIER, .part = 0, .nparts = 2 };
+        body = kvs__wire_msg_bytes(&m);
+        kvs__wire_msg_encode(KVS__FRAME_DONE, &m, buf);
+        assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_DONE, buf, body, &got, &e), KVS_EPROTO);
+    }
+}
+
 static void test_pieces(void **state)
 {
     struct kvs__wire_msg m = { .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 20 }, .a = 3,
@@ -256,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_head_refusals),
         cmocka_unit_test(test_hello),
         cmocka_unit_test(test_challenge_proof_verdict),
+        cmocka_unit_test(test_parts),
         cmocka_unit_test(test_pieces),
         cmocka_unit_test(test_states),
     };
