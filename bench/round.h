@@ -265,7 +265,8 @@ static inline long rh_more(const struct rh_opts *o, long done, double spent)
         return o->min_reps - done;
     if (left <= 0 || done >= RH_MAX_REPS)
         return 0;
-    return (long)fmin((double)(RH_MAX_REPS - done), fmax(1.0, ceil(left / (spent / done))));
+    return (long)fmin((double)(RH_MAX_REPS - done),
+                      fmax(1.0, ceil(left / (spent / (double)done))));
 }
 
 /* Runs a case. aux_cpu (may be NULL): the helper's CPU seconds so far, read
