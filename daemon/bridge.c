@@ -154,18 +154,19 @@ static void host_broke(struct daemon *d, int h, const char *fmt, ...)
 
 int bridge_round_new(struct daemon *d, struct round *rd)
 {
-    size_t n = (size_t)d->nhosts, each = sizeof *rd->x + n * (1 + sizeof(void *) * 2);
+    /* Each part's arrays after the parts, in pointer-aligned blocks. */
+    size_t n = (size_t)d->nhosts, tail = (n * (2 * sizeof(void *) + 1) + 7) & ~(size_t)7;
     int mine = 0;
 
     for (int p = 0; p < rd->nparts; p++)
         mine |= part_owner(d, rd, p) == d->me;
     if (!d->hx || !mine)
         return 0;
-    if (!(rd->x = calloc((size_t)rd->nparts, each)))
+    if (!(rd->x = calloc((size_t)rd->nparts, sizeof *rd->x + tail)))
         return -ENOMEM;
     for (int p = 0; p < rd->nparts; p++) {
         struct xround *x = &rd->x[p];
-        char *at = (char *)(rd->x + rd->nparts) + (size_t)p * (each - sizeof *x);
+        char *at = (char *)(rd->x + rd->nparts) + (size_t)p * tail;
 
         x->msg = (struct inmsg **)(void *)at;
         x->data = (const void **)(x->msg + n);

@@ -150,7 +150,7 @@ static void test_challenge_proof_verdict(void **state)
 static void test_parts(void **state)
 {
     uint64_t first, n, at = 0;
-    float v[40] = { 0 };
+    float v[48] = { 0 };
     struct kvs__wire_msg m = { .dtype = KVS_FLOAT32, .ndim = 2, .shape = { 10, 10 }, .a = 1,
                                .key = KVS_INT_KEY(5), .part = 1, .nparts = 3 }, got;
     unsigned char buf[512];
