@@ -77,8 +77,7 @@ int part_owner(const struct daemon *d, const struct round *rd, int p)
     return (rd->owner + p) % (d->nhosts > 0 ? d->nhosts : 1);
 }
 
-/* Elements [*first, *first + *n) are part p of rd's key. */
-static void part_range(const struct round *rd, int p, uint64_t *first, uint64_t *n)
+void part_range(const struct round *rd, int p, uint64_t *first, uint64_t *n)
 {
     size_t es = kvs_dtype_size(rd->dtype);
 

@@ -525,6 +525,8 @@ int key_owner(const struct daemon *d, kvs_key_t key);
 int key_parts(const struct daemon *d, uint64_t bytes);
 /* The host that owns part p of rd's key. */
 int part_owner(const struct daemon *d, const struct round *rd, int p);
+/* Elements [*first, *first + *n) are part p of rd's key. */
+void part_range(const struct round *rd, int p, uint64_t *first, uint64_t *n);
 /* Makes rd's state across hosts (0, or -ENOMEM). */
 int bridge_round_new(struct daemon *d, struct round *rd);
 

@@ -315,8 +315,7 @@ int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in
     } else {
         uint64_t first, n;
 
-        kvs__wire_part(rd->bytes / kvs_dtype_size(rd->dtype), kvs_dtype_size(rd->dtype),
-                       (uint32_t)rd->nparts, (uint32_t)p, &first, &n);
+        part_range(rd, p, &first, &n);
         rc = kvs__engine_push_range(d->eng, &it, (size_t)first, (size_t)n, e);
     }
     seq_end(rd->value);

@@ -348,6 +348,21 @@ static float split_grad(int r, int round, size_t i)
     return (float)(((int)(i % 1009) * 7 + r * 13 + round * 5) % 9 - 4) * 0.25f;
 }
 
+/* Element i of a float32 or float64 array, as a double; and set to v. */
+static double elem_get(const kvs_array_t *a, int64_t i)
+{
+    return a->dtype == KVS_FLOAT64 ? ((const double *)a->data)[i]
+                                   : ((const float *)a->data)[i];
+}
+
+static void elem_set(kvs_array_t *a, int64_t i, double v)
+{
+    if (a->dtype == KVS_FLOAT64)
+        ((double *)a->data)[i] = v;
+    else
+        ((float *)a->data)[i] = (float)v;
+}
+
 static void split(int sync)
 {
     const int64_t n[3] = { SPLIT_N1, SPLIT_N2, SPLIT_N3 };
@@ -375,14 +390,8 @@ static void split(int sync)
         if (!(w[j].data = malloc(n[j] * es)) || !(g[j].data = malloc(n[j] * es))
             || !(o[j].data = malloc(n[j] * es)) || !(ref[j].data = malloc(n[j] * es)))
             die("out of memory");
-        for (int64_t i = 0; i < n[j]; i++) {
-            double v = (double)((i * 3) % 17 - 8) * 0.25;
-
-            if (j == 1)
-                ((double *)w[j].data)[i] = v;
-            else
-                ((float *)w[j].data)[i] = (float)v;
-        }
+        for (int64_t i = 0; i < n[j]; i++)
+            elem_set(&w[j], i, (double)((i * 3) % 17 - 8) * 0.25);
     }
     w4 = (kvs_array_t){ .data = q4, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { SPLIT_N4 } };
     o4 = w4;
@@ -414,28 +423,17 @@ static void split(int sync)
             int sum = sync && q > 0;   /* sync: the sum of the ranks' */
 
             for (int j = 0; j < 3; j++)
-                for (int64_t i = 0; i < n[j]; i++) {
-                    float v = split_grad(q, round, (size_t)i);
-
-                    if (j == 1)
-                        ((double *)g[j].data)[i] = (sum ? ((double *)g[j].data)[i] : 0) + v;
-                    else
-                        ((float *)g[j].data)[i] = (sum ? ((float *)g[j].data)[i] : 0) + v;
-                }
+                for (int64_t i = 0; i < n[j]; i++)
+                    elem_set(&g[j], i, (sum ? elem_get(&g[j], i) : 0)
+                                       + split_grad(q, round, (size_t)i));
             if (!sync)                 /* each push applied alone */
                 ok(kvs_push(local, 3, k, g, 0), "push local");
         }
         if (sync)
             ok(kvs_push(local, 3, k, g, 0), "push local");
         for (int j = 0; j < 3; j++)
-            for (int64_t i = 0; i < n[j]; i++) {
-                float v = split_grad(rank, round, (size_t)i);
-
-                if (j == 1)
-                    ((double *)g[j].data)[i] = v;
-                else
-                    ((float *)g[j].data)[i] = v;
-            }
+            for (int64_t i = 0; i < n[j]; i++)
+                elem_set(&g[j], i, split_grad(rank, round, (size_t)i));
         ok(kvs_push(kv, 3, k, g, 0), "push");
         if (sync || round == rounds - 1) {
             if (!sync)
@@ -444,15 +442,10 @@ static void split(int sync)
             ok(kvs_pull(local, 3, k, ref, 0), "pull local");
             for (int j = 0; j < 3; j++)
                 if (memcmp(o[j].data, ref[j].data, (size_t)n[j] * kvs_dtype_size(o[j].dtype)))
-                    for (int64_t i = 0; i < n[j]; i++) {
-                        double a = j == 1 ? ((double *)o[j].data)[i] : ((float *)o[j].data)[i];
-                        double b = j == 1 ? ((double *)ref[j].data)[i]
-                                          : ((float *)ref[j].data)[i];
-
-                        if (a != b)
+                    for (int64_t i = 0; i < n[j]; i++)
+                        if (elem_get(&o[j], i) != elem_get(&ref[j], i))
                             die("round %d, key %d, element %lld: %.17g, expected %.17g", round,
-                                41 + j, (long long)i, a, b);
-                    }
+                                41 + j, (long long)i, elem_get(&o[j], i), elem_get(&ref[j], i));
         }
     }
     /* 2bit, under sgd lr=1: w4 = minus every rank's quantized gradients. */
