@@ -5,9 +5,12 @@
  *
  * Every key has one owner host (key_owner: a hash of the key, so that
  * keys spread evenly and every host agrees without telling); a key above
- * KVSD_SPLIT_BYTES is split in one part per host (kvs__wire_part), part p
- * owned by the key's owner + p, and each part goes as a key of its own
- * would: its sums, its update, its value, its state. In a sync
+ * KVSD_SPLIT_BYTES is split in parts of at most KVSD_PART_BYTES
+ * (kvs__wire_part), each host owning an equal block of them in a row from
+ * the key's owner on, and each part goes as a key of its own would: its
+ * sums, its update, its value, its state. Parts stream: a host sends each
+ * part's sum as soon as it is made, and an owner applies a part and sends
+ * its value as soon as every host's sum of it is in. In a sync
  * round each host sums its own workers' pushes first (requests.c's
  * round, as on one host) and sends that sum to the owner (PARTIAL), which
  * waits for the sum of every host still in the job, then runs the engine's
@@ -69,12 +72,46 @@ int key_owner(const struct daemon *d, kvs_key_t key)
 
 int key_parts(const struct daemon *d, uint64_t bytes)
 {
-    return d->nhosts > 1 && bytes > KVSD_SPLIT_BYTES ? d->nhosts : 1;
+    uint64_t h = (uint64_t)d->nhosts, per;
+
+    if (h <= 1 || bytes <= KVSD_SPLIT_BYTES)
+        return 1;
+    per = (bytes + h * KVSD_PART_BYTES - 1) / (h * KVSD_PART_BYTES);
+    if (per > KVS__PARTS_MAX / h)
+        per = KVS__PARTS_MAX / h;
+    return (int)(h * per);
+}
+
+/* The parts each host owns of a key of nparts. */
+static int parts_per_host(const struct daemon *d, int nparts)
+{
+    return nparts >= d->nhosts ? nparts / d->nhosts : 1;
+}
+
+int part_owner_of(const struct daemon *d, int owner, int nparts, int p)
+{
+    return (owner + p / parts_per_host(d, nparts)) % (d->nhosts > 0 ? d->nhosts : 1);
 }
 
 int part_owner(const struct daemon *d, const struct round *rd, int p)
 {
-    return (rd->owner + p) % (d->nhosts > 0 ? d->nhosts : 1);
+    return part_owner_of(d, rd->owner, rd->nparts, p);
+}
+
+int host_range(const struct daemon *d, kvs_key_t key, uint64_t count, kvs_dtype_t dtype, int h,
+               uint64_t *first, uint64_t *n)
+{
+    size_t es = kvs_dtype_size(dtype);
+    int np = key_parts(d, count * es), per = parts_per_host(d, np);
+    int lo = (h - key_owner(d, key) + d->nhosts) % d->nhosts * per;
+    uint64_t f, c;
+
+    if (np <= 1)
+        return 0;
+    kvs__wire_part(count, es, (uint32_t)np, (uint32_t)lo, first, &c);
+    kvs__wire_part(count, es, (uint32_t)np, (uint32_t)(lo + per - 1), &f, &c);
+    *n = f + c - *first;
+    return 1;
 }
 
 void part_range(const struct round *rd, int p, uint64_t *first, uint64_t *n)
@@ -163,6 +200,8 @@ int bridge_round_new(struct daemon *d, struct round *rd)
         return 0;
     if (!(rd->x = calloc((size_t)rd->nparts, sizeof *rd->x + tail)))
         return -ENOMEM;
+    if (!d->sync && !(rd->fwd = calloc(2 * n, sizeof *rd->fwd)))
+        return -ENOMEM;
     for (int p = 0; p < rd->nparts; p++) {
         struct xround *x = &rd->x[p];
         char *at = (char *)(rd->x + rd->nparts) + (size_t)p * tail;
@@ -194,6 +233,8 @@ void bridge_round_free(struct round *rd)
         xround_clear(&rd->x[p]);
     free(rd->x);
     rd->x = NULL;
+    free(rd->fwd);
+    rd->fwd = NULL;
     free(rd->xmsg);
     rd->xmsg = NULL;
 }
@@ -214,16 +255,49 @@ static void round_over(struct daemon *d, struct round *rd)
     finish_round(d, rd, status, msg);
 }
 
-/* Part p of the open round has its value here (status 0), or failed. */
-static void part_done(struct daemon *d, struct round *rd, int p, int status, const char *msg)
+/* A part of the open round ended with status: the round keeps the first
+ * failure. */
+static void note_part(struct round *rd, int status, const char *msg)
 {
-    rd->pgot[p] = 1;
     if (status != 0 && rd->xstatus == 0) {
         rd->xstatus = status;
         rd->xmsg = strdup(msg ? msg : "");
     }
+}
+
+/* Part p of the open round has its value here (status 0), or failed. */
+static void part_done(struct daemon *d, struct round *rd, int p, int status, const char *msg)
+{
+    rd->pgot[p] = 1;
+    note_part(rd, status, msg);
     if (--rd->parts_left == 0)
         round_over(d, rd);
+}
+
+/* Every part this host owns has applied the round after rd's last (a host
+ * is never a round ahead: the others send the next round's sums only once
+ * every part's value of this one has come). */
+static int own_parts_done(const struct daemon *d, const struct round *rd)
+{
+    for (int p = 0; p < rd->nparts; p++)
+        if (part_owner(d, rd, p) == d->me && rd->x[p].done <= rd->done)
+            return 0;
+    return 1;
+}
+
+/* The optimizer's step that this host's parts of round `round` count as:
+ * one more than the key's state had counted when the first of them was
+ * applied, so that the parts of a round make one step, as a whole key's
+ * update does (a host applies every part of a round before any of the
+ * next: the others send the next round's sums only once they have every
+ * part's value). */
+static uint64_t round_step(struct daemon *d, struct round *rd, uint64_t round)
+{
+    if (rd->step_round != round) {
+        rd->step_round = round;
+        rd->step = kvs__engine_steps(d->eng, rd->entry) + 1;
+    }
+    return rd->step;
 }
 
 /* At the owner of part p: when every host still in the job has its sum of
@@ -269,7 +343,7 @@ static void owner_check(struct daemon *d, struct round *rd, int p)
             in[k++] = x->data[h];
         }
     }
-    rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, k, in, &e);
+    rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, k, in, round_step(d, rd, x->done + 1), &e);
     free(in);
     x->done++;
     if (first) {
@@ -290,15 +364,18 @@ static void owner_check(struct daemon *d, struct round *rd, int p)
             hosts_post(d, f, HOSTS_IN);
     }
     xround_clear(x);
-    if (!local) {                      /* no worker here: the part is the round */
-        finish_round(d, rd, rc, e.msg);
+    if (!local) {                      /* no worker here: its parts are the round */
+        note_part(rd, rc, e.msg);
+        if (own_parts_done(d, rd))
+            round_over(d, rd);
         return;
     }
-    /* This host's parts are all applied (it owns one): the workers get
-     * their staging back now. */
-    for (int w = 0; w < d->nworkers; w++)
-        if (rd->contrib[w])
-            lending_ends(d, rd->contrib[w], 1);
+    /* This host's parts are all applied: the workers get their staging
+     * back now. */
+    if (--rd->own_left == 0)
+        for (int w = 0; w < d->nworkers; w++)
+            if (rd->contrib[w])
+                lending_ends(d, rd->contrib[w], 1);
     part_done(d, rd, p, rc, e.msg);
 }
 
@@ -350,11 +427,12 @@ void bridge_round_ready(struct daemon *d, struct round *rd)
     const struct req *first = NULL;
     const void *in[MAX_WORKERS];
     int32_t prio = INT32_MIN;
-    int k = 0, coded = 0, mine = -1;
+    int k = 0, coded = 0;
 
     rd->ready = 0;
     rd->inflight = 1;
     rd->parts_left = rd->nparts;
+    rd->own_left = 0;
     for (int w = 0; w < d->nworkers; w++)
         if (rd->contrib[w]) {
             first = first ? first : rd->contrib[w];
@@ -363,24 +441,28 @@ void bridge_round_ready(struct daemon *d, struct round *rd)
             if (rd->contrib[w]->s.priority > prio)
                 prio = rd->contrib[w]->s.priority;
         }
-    /* The other owners' parts go first, so that the wire works while
-     * this host applies its own. */
+    /* The other owners' parts go first, one by one, so that the wire
+     * carries each while this host sums the next, then applies its own. */
     for (int p = 0; p < rd->nparts; p++) {
         if (part_owner(d, rd, p) == d->me) {
-            mine = p;
+            rd->own_left++;
         } else if (send_part(d, rd, p, in, k, coded, prio, first) != 0) {
             fail_job(d, -ENOMEM, "kvsd: out of memory for a round's sum");
             return;
         }
     }
-    if (mine >= 0) {
-        owner_check(d, rd, mine);
+    if (rd->own_left == 0) {
+        /* The sums are made: the workers get their staging back now. */
+        for (int w = 0; w < d->nworkers; w++)
+            if (rd->contrib[w])
+                lending_ends(d, rd->contrib[w], 1);
         return;
     }
-    /* The sums are made: the workers get their staging back now. */
-    for (int w = 0; w < d->nworkers; w++)
-        if (rd->contrib[w])
-            lending_ends(d, rd->contrib[w], 1);
+    /* The round may end at the last of them; its parts are in a row, so
+     * no later p is this host's. */
+    for (int p = 0; p < rd->nparts; p++)
+        if (part_owner(d, rd, p) == d->me)
+            owner_check(d, rd, p);
 }
 
 /* The round of a message's key, its dtype and shape checked against the
@@ -591,6 +673,8 @@ void bridge_async_push(struct daemon *d, struct req *r)
     const void *data = req_data(d, r);
     uint64_t lo, n;
 
+    uint64_t step = kvs__engine_steps(d->eng, rd->entry) + 1;   /* one for its parts here */
+
     key_of_req(&m, &r->s);
     m.priority = r->s.priority;
     r->token = ++d->next_token;
@@ -606,7 +690,7 @@ void bridge_async_push(struct daemon *d, struct req *r)
         if (part_owner(d, rd, p) == d->me) {
             const void *in = elem(rd, data, lo);    /* a 2bit push: decoded */
 
-            rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, 1, &in, &e);
+            rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, 1, &in, step, &e);
             if (rc == 0)
                 async_value(d, &m, rd, p, 0, NULL, -1, 0);
             async_part_done(d, r, rc, e.msg);
@@ -652,6 +736,21 @@ static void on_async_value(struct daemon *d, struct inmsg *im, const struct kvs_
     host_broke(d, im->host, "an answer to push %" PRIu64 ", which it never got", m->b);
 }
 
+/* The optimizer's step that the parts here of push `token` of host h
+ * count as: the parts of one push make one step. A host's parts of one
+ * push come in a row unless a push of higher priority passes them; then
+ * they count as two steps. */
+static uint64_t forward_step(struct daemon *d, struct round *rd, int h, uint64_t token)
+{
+    uint64_t *tok = &rd->fwd[2 * h], *step = tok + 1;
+
+    if (*tok != token || *step == 0) {
+        *tok = token;
+        *step = kvs__engine_steps(d->eng, rd->entry) + 1;
+    }
+    return *step;
+}
+
 static void on_forward(struct daemon *d, struct inmsg *im, const struct kvs__wire_msg *m,
                        struct round *rd)
 {
@@ -673,7 +772,8 @@ static void on_forward(struct daemon *d, struct inmsg *im, const struct kvs__wir
     if (msg_values(rd, m, &data, &decoded) != 0)
         rc = kvs__fail(&e, -ENOMEM, "kvsd: out of memory for a 2bit push");
     else
-        rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, 1, &data, &e);
+        rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, 1, &data,
+                        rd->fwd ? forward_step(d, rd, im->host, m->b) : 0, &e);
     free(decoded);
     if (rc == 0) {
         d->st.pushes++;

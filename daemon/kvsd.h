@@ -24,11 +24,17 @@
 #include "wire.h"
 
 #define MAX_WORKERS     1024
-/* Across hosts, a key above this many bytes is split in one part per host
- * (kvs__wire_part), each with its own owner: MXNet's default bound (a
- * million float32), and a link's send window (hosts.c), so a part of a
- * split key is never much smaller than a whole key at its bound. */
+/* Across hosts, a key above this many bytes is split over the hosts, each
+ * owning an equal block of its parts: MXNet's default bound (a million
+ * float32), and a link's send window (hosts.c). */
 #define KVSD_SPLIT_BYTES ((uint64_t)4 << 20)
+/* A split key's parts are of at most this many bytes (while the wire
+ * allows that many parts): each part is summed, sent, applied and sent
+ * back on its own, so that the wire carries one part while kvsd sums or
+ * applies the next. Small enough that a round of a key just above the
+ * bound has a few parts per host to overlap, big enough that a part's
+ * frame and engine call cost little beside its bytes. */
+#define KVSD_PART_BYTES  ((uint64_t)1 << 20)
 #define HANDSHAKE_NS    (2 * 1000000000ll)
 #define CTL_QUEUE_MAX   16             /* control connections waiting for the serve thread */
 
@@ -182,16 +188,22 @@ struct round {
     kvs_dtype_t dtype;
     int owner;                         /* the host that owns the key (0 on one host), or
                                         * its part 0 */
-    int nparts;                        /* across hosts: 1, or for a big key the job's hosts,
-                                        * part p (kvs__wire_part) owned by owner + p */
+    int nparts;                        /* across hosts: 1, or for a big key key_parts(),
+                                        * part p (kvs__wire_part) owned by part_owner */
     int inflight;                      /* across hosts: this host's sums of the open round
                                         * are done (sent, or in at the parts' owner) */
     int parts_left;                    /* sync: parts whose value the open round awaits */
+    int own_left;                      /* sync: of them, those this host applies */
     int xstatus;                       /* sync: the open round's first failed part, */
     char *xmsg;                        /* and its message (malloc'd) */
     uint8_t *pgot;                     /* [nparts]: the part's value has come this round */
     struct xround *x;                  /* [nparts] where this host owns a part: the other
                                         * hosts' sums of the parts it owns; else NULL */
+    uint64_t step_round, step;         /* sync: the round whose parts this host applies
+                                        * as the optimizer's step `step` */
+    uint64_t *fwd;                     /* async, where this host owns a part, [2 * hosts]:
+                                        * per host, the token of its last push forwarded
+                                        * here and the step its parts count as */
     /* contrib, last, queued and pgot point here, in the same allocation */
 };
 
@@ -447,8 +459,9 @@ int expected(const struct daemon *d);
  * list. */
 struct round *round_of(struct daemon *d, const struct kvs__entry_info *info, kvs_key_t key);
 /* The push of the k inputs in[] (each part p's elements; p -1: the whole
- * key's) to part p of rd's key, under its value's seqlock. */
-int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in,
+ * key's) to part p of rd's key, under its value's seqlock; an optimizer
+ * counts a part's update as step `step` (kvs__engine_push_range). */
+int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in, uint64_t step,
                struct kvs__err *e);
 void finish_round(struct daemon *d, struct round *rd, int status, const char *msg);
 void open_link(struct daemon *d, struct round *rd);
@@ -521,10 +534,18 @@ const char *host_name(const struct daemon *d, int host);
 /* The host that owns key (part 0 of a big key). */
 int key_owner(const struct daemon *d, kvs_key_t key);
 /* The parts a key of bytes is split in across hosts: 1 (one owner), or
- * above KVSD_SPLIT_BYTES one per host. */
+ * above KVSD_SPLIT_BYTES a multiple of the hosts, each part of at most
+ * KVSD_PART_BYTES where KVS__PARTS_MAX allows. */
 int key_parts(const struct daemon *d, uint64_t bytes);
+/* The host that owns part p of a key of nparts whose part 0 owner owns:
+ * each host an equal block of parts in a row, from owner on. */
+int part_owner_of(const struct daemon *d, int owner, int nparts, int p);
 /* The host that owns part p of rd's key. */
 int part_owner(const struct daemon *d, const struct round *rd, int p);
+/* Elements [*first, *first + *n) of a key of count elements of dtype are
+ * those that host h owns: 1, or 0 when the key is not split. */
+int host_range(const struct daemon *d, kvs_key_t key, uint64_t count, kvs_dtype_t dtype, int h,
+               uint64_t *first, uint64_t *n);
 /* Elements [*first, *first + *n) are part p of rd's key. */
 void part_range(const struct round *rd, int p, uint64_t *first, uint64_t *n);
 /* Makes rd's state across hosts (0, or -ENOMEM). */

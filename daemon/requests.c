@@ -303,7 +303,7 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
     return rc;
 }
 
-int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in,
+int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in, uint64_t step,
                struct kvs__err *e)
 {
     struct kvs__push_item it = { rd->entry, k, in };
@@ -316,7 +316,7 @@ int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in
         uint64_t first, n;
 
         part_range(rd, p, &first, &n);
-        rc = kvs__engine_push_range(d->eng, &it, (size_t)first, (size_t)n, e);
+        rc = kvs__engine_push_range(d->eng, &it, (size_t)first, (size_t)n, step, e);
     }
     seq_end(rd->value);
     return rc;
@@ -687,7 +687,7 @@ static void run_list(struct daemon *d, struct req *list)
                     break;
                 }
                 in = req_data(d, r);
-                rc = apply_part(d, r->rd, -1, 1, &in, &e);
+                rc = apply_part(d, r->rd, -1, 1, &in, 0, &e);
                 complete(d, r, rc, e.msg);
                 break;
             }

@@ -41,24 +41,17 @@ struct stq {
     size_t *len;                       /* [nhosts] */
 };
 
-/* The parts of a key across hosts: 1, or (a big key) one per host; 0 for
- * a key not stored. */
-static int parts_of(struct daemon *d, kvs_key_t key, struct kvs__entry_info *info)
-{
-    struct kvs__err e;
-
-    if (kvs__engine_lookup(d->eng, key, info, &e) != 0)
-        return 0;
-    return key_parts(d, info->bytes);
-}
-
 /* keep for the engine: the keys this host owns, whole or a part of. */
 static int owned(void *ctx, kvs_key_t key)
 {
     struct daemon *d = ctx;
     struct kvs__entry_info info;
+    struct kvs__err e;
 
-    return key_owner(d, key) == d->me || parts_of(d, key, &info) > 1;
+    if (key_owner(d, key) == d->me)
+        return 1;
+    return kvs__engine_lookup(d->eng, key, &info, &e) == 0
+           && key_parts(d, info.bytes) > 1;
 }
 
 /* part for the engine: the elements of a big key's state host h keeps. */
@@ -66,13 +59,12 @@ static int part_of(void *ctx, kvs_key_t key, int h, size_t *first, size_t *n)
 {
     struct daemon *d = ctx;
     struct kvs__entry_info info;
-    int np = parts_of(d, key, &info);
+    struct kvs__err e;
     uint64_t f, c;
 
-    if (np <= 1)
+    if (kvs__engine_lookup(d->eng, key, &info, &e) != 0
+        || !host_range(d, key, info.count, info.dtype, h, &f, &c))
         return 0;
-    kvs__wire_part(info.count, kvs_dtype_size(info.dtype), (uint32_t)np,
-                   (uint32_t)((h - key_owner(d, key) + np) % np), &f, &c);
     *first = (size_t)f;
     *n = (size_t)c;
     return 1;

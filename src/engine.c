@@ -433,6 +433,7 @@ struct group {
     bool ranged;                       /* in[] and the update are elements [first,
                                         * first + count) of the key only */
     size_t first, count;
+    uint64_t step;                     /* the optimizer's update number; 0: the next */
 };
 
 /* The elements a group's push changes: its range, or the whole key. */
@@ -715,7 +716,7 @@ static void push_updates(struct kvs__engine *eng, struct plan *p)
         }
         it = (struct kvs__optim_item){ ent->ostate, ent->dtype, value_at(ent, group_first(gr)),
                                        (const void *const *)gr->in, gr->k, group_count(gr),
-                                       group_first(gr) };
+                                       group_first(gr), gr->step };
         if (items)
             items[m++] = it;
         else
@@ -794,9 +795,9 @@ int kvs__engine_push_entries(struct kvs__engine *eng, int n, const struct kvs__p
 }
 
 int kvs__engine_push_range(struct kvs__engine *eng, const struct kvs__push_item *item,
-                           size_t first, size_t count, struct kvs__err *e)
+                           size_t first, size_t count, uint64_t step, struct kvs__err *e)
 {
-    struct group gr = { .ranged = true, .first = first, .count = count };
+    struct group gr = { .ranged = true, .first = first, .count = count, .step = step };
     struct plan p = { .n = item ? item->k : 0, .ngroups = 1, .groups = &gr };
     const struct entry *ent = item ? item->entry : NULL;
     int rc;
@@ -815,6 +816,14 @@ int kvs__engine_push_range(struct kvs__engine *eng, const struct kvs__push_item 
     rc = push_run(eng, &p, e);
     kvs__optim_state_free(gr.ostate);  /* handed to the entry unless the push failed */
     return rc;
+}
+
+uint64_t kvs__engine_steps(const struct kvs__engine *eng, const void *entry)
+{
+    const struct entry *ent = entry;
+
+    (void)eng;
+    return ent && ent->ostate ? ent->ostate->t : 0;
 }
 
 /* ---- pull ------------------------------------------------------------- */

@@ -113,11 +113,16 @@ int kvs__engine_push_entries(struct kvs__engine *eng, int n, const struct kvs__p
 /* The push of one such item to elements [first, first + count) of its key
  * only: each in[i] holds those elements, and the sum (ASSIGN) or the
  * optimizer's update, its state's same elements, change them alone (the
- * key's version is bumped). An updater's push takes whole keys, so that
- * fails with KVS_EBADARG, as a range past the key does. kvsd's hosts each
- * own a range of a big key this way. */
+ * key's version is bumped). An optimizer counts the update as its step
+ * number `step` (Adam's bias correction uses it), so that the updates of
+ * several ranges make one step; 0: the next, as a whole push does. An
+ * updater's push takes whole keys, so that fails with KVS_EBADARG, as a
+ * range past the key does. kvsd's hosts each own ranges of a big key this
+ * way. */
 int kvs__engine_push_range(struct kvs__engine *eng, const struct kvs__push_item *item,
-                           size_t first, size_t count, struct kvs__err *e);
+                           size_t first, size_t count, uint64_t step, struct kvs__err *e);
+/* The updates the optimizer's state of an entry has counted (0: none). */
+uint64_t kvs__engine_steps(const struct kvs__engine *eng, const void *entry);
 /* Calls fn(ctx, key, info) for every stored key, in key order (int keys
  * ascending, string keys by strcmp), so that what a front shows of the
  * store does not depend on the table's layout. key.name and info are valid

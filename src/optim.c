@@ -456,6 +456,7 @@ struct update_job {
     const void *const *in;
     int k;
     size_t first;                      /* weight[0] and in[i][0] are the state's element first */
+    uint64_t step;                     /* the update's number; 0: the state's next */
 };
 
 /* Elements [begin, end) of one update, a chunk at a time: the chunk's
@@ -521,7 +522,7 @@ static int update_prepare(const struct kvs__optim *o, struct update_job *job, si
             return -1;
     }
 
-    s->t++;
+    s->t = job->step ? job->step : s->t + 1;
     memcpy(st->p, o->p, sizeof st->p);
     st->kind = o->def->kind;
     st->mom = st->kind == OPTIM_SGD && s->nbuf == 1;
@@ -559,7 +560,8 @@ void kvs__optim_update_sum(const struct kvs__optim *o, struct kvs__optim_state *
 static struct update_job job_of(const struct kvs__optim_item *it)
 {
     return (struct update_job){ .s = it->s, .dtype = it->dtype, .weight = it->weight,
-                                .in = it->in, .k = it->k, .first = it->first };
+                                .in = it->in, .k = it->k, .first = it->first,
+                                .step = it->step };
 }
 
 static void update_one(const struct kvs__optim *o, const struct kvs__optim_item *it,

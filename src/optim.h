@@ -59,7 +59,9 @@ void kvs__optim_update_sum(const struct kvs__optim *o, struct kvs__optim_state *
 /* One key's update for kvs__optim_update_many: the arguments of
  * kvs__optim_update_sum, of count elements of the key from element first
  * on (weight and each in[i] point at that element; s is the whole key's
- * state). first 0 and count the key's: the whole key. */
+ * state). first 0 and count the key's: the whole key. step: the update's
+ * number, which s counts from then on (a range's update when several
+ * ranges of a key make one step); 0: one more than s counted. */
 struct kvs__optim_item {
     struct kvs__optim_state *s;
     kvs_dtype_t dtype;
@@ -68,6 +70,7 @@ struct kvs__optim_item {
     int k;
     size_t count;
     size_t first;
+    uint64_t step;
 };
 
 /* kvs__optim_update_sum of items[0..m) (distinct keys: no weight or state

@@ -562,7 +562,7 @@ int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire
         return kvs__fail(e, KVS_EPROTO, "%s: reserved bits are not zero", what);
     if (t.nparts == 0 ? t.part != 0
         : (type != KVS__FRAME_PARTIAL && type != KVS__FRAME_VALUE && type != KVS__FRAME_FORWARD)
-          || t.nparts < 2 || t.nparts > KVS__HOSTS_MAX || t.part >= t.nparts)
+          || t.nparts < 2 || t.nparts > KVS__PARTS_MAX || t.part >= t.nparts)
         return kvs__fail(e, KVS_EPROTO, "%s: part %" PRIu32 " of %" PRIu32 " out of place",
                          what, t.part, t.nparts);
     if (!kvs__status_ok(t.status) || (t.status && type != KVS__FRAME_VALUE

@@ -35,6 +35,7 @@
 #define KVS__WIRE_VERSION 2u
 #define KVS__WIRE_HEAD    24           /* bytes of a frame head */
 #define KVS__HOSTS_MAX    4096         /* hosts in one job */
+#define KVS__PARTS_MAX    4096         /* parts of one key on the wire */
 #define KVS__NONCE_BYTES  32
 #define KVS__PROOF_BYTES  32           /* HMAC-SHA256 */
 #define KVS__ADDR_MAX     56           /* a numeric address's text, NUL included */
@@ -191,7 +192,7 @@ struct kvs__wire_msg {
                                         * else data is that many 2bit-compressed values
                                         * (1 to 1024; a FORWARD's 1), each a piece */
     uint32_t part, nparts;             /* PARTIAL, VALUE, FORWARD: nparts 0 for the whole
-                                        * key; else (2 to KVS__HOSTS_MAX) the data (value
+                                        * key; else (2 to KVS__PARTS_MAX) the data (value
                                         * or pieces) is elements kvs__wire_part of the key's
                                         * only: a big key is split over the hosts */
     const void *data;                  /* decode: points into the decoded buffer */

@@ -704,7 +704,7 @@ static void test_update_sum_same_bits(void **state)
                     kvs__optim_update(o, st[0][key], dt, w[0][key], sum, counts[key]);
                     kvs__optim_update_sum(o, st[1][key], dt, w[1][key], ins, K, counts[key], 2);
                     items[key] = (struct kvs__optim_item){ st[2][key], dt, w[2][key], ins, K,
-                                                           counts[key], 0 };
+                                                           counts[key], 0, 0 };
                 }
                 kvs__optim_update_many(o, items, KEYS, 2);
             }
@@ -729,8 +729,10 @@ static void test_update_sum_same_bits(void **state)
 /* kvsd's hosts each update one range of a big key: engines that push
  * ranges [0, 520) and [520, 1001) of a float16 key under adam, three times,
  * end with exactly what one engine pushing the whole key has, range by
- * range (a float16 key keeps a float32 state). Range pushes past the key,
- * or under an updater, are refused and change nothing. */
+ * range (a float16 key keeps a float32 state); so does a fourth engine
+ * pushing both ranges, in either order, as one step each time (its state
+ * counting 3 steps, not 6). Range pushes past the key, or under an
+ * updater, are refused and change nothing. */
 static int nop_updater(kvs_key_t key, const kvs_array_t *in, kvs_array_t *stored, void *ctx)
 {
     (void)key, (void)in, (void)stored, (void)ctx;
@@ -740,17 +742,17 @@ static int nop_updater(kvs_key_t key, const kvs_array_t *in, kvs_array_t *stored
 static void test_engine_range_push(void **state)
 {
     enum { N = 1001, CUT = 520 };
-    struct kvs__engine *eng[3];
-    struct kvs__entry_info info[3];
+    struct kvs__engine *eng[4];
+    struct kvs__entry_info info[4];
     struct kvs__err e;
     kvs_key_t k = KVS_INT_KEY(1);
-    uint16_t w[N], g[N], out[3][N];
+    uint16_t w[N], g[N], out[4][N];
     kvs_array_t a = { .data = w, .dtype = KVS_FLOAT16, .ndim = 1, .shape = { N } };
 
     (void)state;
     for (int i = 0; i < N; i++)
         w[i] = kvs__f32_to_f16((float)(i % 13) * 0.5f);
-    for (int j = 0; j < 3; j++) {
+    for (int j = 0; j < 4; j++) {
         assert_int_equal(kvs__engine_new(NULL, &eng[j], &e), 0);
         assert_int_equal(kvs__engine_init(eng[j], 1, &k, &a, 0, &e), 0);
         assert_int_equal(kvs__engine_set_optimizer(eng[j], "adam lr=0.1", &e), 0);
@@ -761,14 +763,25 @@ static void test_engine_range_push(void **state)
         const void *lo[1] = { g }, *hi[1] = { g + CUT };
         struct kvs__push_item whole = { info[0].entry, 1, in };
         struct kvs__push_item first = { info[1].entry, 1, lo }, second = { info[2].entry, 1, hi };
+        struct kvs__push_item both_lo = { info[3].entry, 1, lo }, both_hi = { info[3].entry, 1, hi };
+        uint64_t next = kvs__engine_steps(eng[3], info[3].entry) + 1;
 
         for (int i = 0; i < N; i++)
             g[i] = kvs__f32_to_f16((float)((i * 7 + step) % 5) - 2.0f);
         assert_int_equal(kvs__engine_push_entries(eng[0], 1, &whole, &e), 0);
-        assert_int_equal(kvs__engine_push_range(eng[1], &first, 0, CUT, &e), 0);
-        assert_int_equal(kvs__engine_push_range(eng[2], &second, CUT, N - CUT, &e), 0);
+        assert_int_equal(kvs__engine_push_range(eng[1], &first, 0, CUT, 0, &e), 0);
+        assert_int_equal(kvs__engine_push_range(eng[2], &second, CUT, N - CUT, 0, &e), 0);
+        if (step == 1) {
+            assert_int_equal(kvs__engine_push_range(eng[3], &both_hi, CUT, N - CUT, next, &e), 0);
+            assert_int_equal(kvs__engine_push_range(eng[3], &both_lo, 0, CUT, next, &e), 0);
+        } else {
+            assert_int_equal(kvs__engine_push_range(eng[3], &both_lo, 0, CUT, next, &e), 0);
+            assert_int_equal(kvs__engine_push_range(eng[3], &both_hi, CUT, N - CUT, next, &e), 0);
+        }
     }
-    for (int j = 0; j < 3; j++) {
+    assert_int_equal(kvs__engine_steps(eng[3], info[3].entry), 3);
+    assert_int_equal(kvs__engine_steps(eng[1], info[1].entry), 3);
+    for (int j = 0; j < 4; j++) {
         kvs_array_t o = a;
 
         o.data = out[j];
@@ -777,17 +790,19 @@ static void test_engine_range_push(void **state)
     assert_memory_equal(out[1], out[0], CUT * sizeof w[0]);
     assert_memory_equal(out[2] + CUT, out[0] + CUT, (N - CUT) * sizeof w[0]);
     assert_memory_equal(out[1] + CUT, w + CUT, (N - CUT) * sizeof w[0]);   /* untouched */
+    assert_memory_equal(out[3], out[0], N * sizeof w[0]);
     {
         const void *in[1] = { g };
         struct kvs__push_item it = { info[1].entry, 1, in };
 
-        assert_int_equal(kvs__engine_push_range(eng[1], &it, CUT, N - CUT + 1, &e), KVS_EBADARG);
+        assert_int_equal(kvs__engine_push_range(eng[1], &it, CUT, N - CUT + 1, 0, &e),
+                         KVS_EBADARG);
         assert_non_null(strstr(e.msg, "range"));
         kvs__engine_set_updater(eng[1], nop_updater, NULL);
-        assert_int_equal(kvs__engine_push_range(eng[1], &it, 0, CUT, &e), KVS_EBADARG);
+        assert_int_equal(kvs__engine_push_range(eng[1], &it, 0, CUT, 0, &e), KVS_EBADARG);
         assert_non_null(strstr(e.msg, "updater"));
     }
-    for (int j = 0; j < 3; j++)
+    for (int j = 0; j < 4; j++)
         kvs__engine_free(eng[j]);
 }
 

@@ -185,9 +185,10 @@ static void test_parts(void **state)
     kvs__wire_msg_encode(KVS__FRAME_PARTIAL, &m, buf);
     assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, body + m.len, &got, &e),
                      KVS_EPROTO);
-    /* part 3 of 3, one part, a part of a whole key, a part of a DONE */
+    /* part 3 of 3, one part, a part of a whole key, too many parts, a part
+     * of a DONE */
     {
-        const uint32_t bad[][2] = { { 3, 3 }, { 0, 1 }, { 1, 0 } };
+        const uint32_t bad[][2] = { { 3, 3 }, { 0, 1 }, { 1, 0 }, { 0, KVS__PARTS_MAX + 1 } };
 
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             m.part = bad[i][0];
