@@ -4,10 +4,15 @@
  * with their deadlines, and every transport's loop (sockets, io_uring): bytes of any size
  * arrive whole and in order in both directions, sends complete in order,
  * a peer's close and a wait's deadline are reported, a closed or unknown
- * connection refuses sends, and a dropped one reports nothing more.
+ * connection refuses sends, and a dropped one reports nothing more. For
+ * io_uring also: receives far beyond its ring of buffers, big sends
+ * (zero-copy, then plain once the kernel says it copied, or refused on
+ * AF_UNIX), a drop while both are in flight, and the kernel refusing the
+ * buffer ring or zero-copy (played by a seccomp filter).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,9 +20,17 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 
 #include <cmocka.h>
+#ifdef HAVE_LIBURING
+#include <liburing.h>
+#endif
 
 #include "ring.h"
 #include "transport.h"
@@ -106,19 +119,20 @@ static void test_tcp_connect_before_listen(void **state)
 
 static const struct kvs__tp_ops *ops_under_test;
 
-/* Waits until `want` bytes came on conn (checked against expect) and the
- * sends with tokens [0, nsent) completed, in order. */
-static void pump(struct kvs__tp *t, int conn, const unsigned char *expect, size_t want,
-                 int nsent)
+/* Waits, taking at most max (<= 64) events a wait, until `want` bytes
+ * came on conn (checked against expect) and the sends with tokens
+ * [0, nsent) completed, in order. */
+static void pump_by(struct kvs__tp *t, int conn, const unsigned char *expect, size_t want,
+                    int nsent, int max)
 {
     size_t got = 0;
     int next_token = 0;
     int64_t deadline = kvs__now_ns() + 20000 * MS;
 
     while (got < want || next_token < nsent) {
-        struct kvs__tp_event ev[8];
+        struct kvs__tp_event ev[64];
         struct kvs__err e = { 0 };
-        int n = ops_under_test->wait(t, ev, 8, deadline, &e);
+        int n = ops_under_test->wait(t, ev, max, deadline, &e);
 
         assert_true(n > 0);
         for (int i = 0; i < n; i++) {
@@ -139,6 +153,72 @@ static void pump(struct kvs__tp *t, int conn, const unsigned char *expect, size_
             }
         }
     }
+}
+
+static void pump(struct kvs__tp *t, int conn, const unsigned char *expect, size_t want,
+                 int nsent)
+{
+    pump_by(t, conn, expect, want, nsent, 8);
+}
+
+/* len bytes in which no 4-byte word repeats: a piece out of place shows. */
+static unsigned char *pattern(size_t len, uint32_t seed)
+{
+    unsigned char *p = malloc(len);
+
+    assert_non_null(p);
+    for (size_t i = 0; i < len; i += 4) {
+        uint32_t w = ((uint32_t)(i / 4) ^ seed) * 2654435761u;
+
+        memcpy(p + i, &w, len - i < 4 ? len - i : 4);
+    }
+    return p;
+}
+
+/* The loop reports nothing more within 50 ms: no second SENT, no stray
+ * event. */
+static void quiet(struct kvs__tp *t)
+{
+    struct kvs__tp_event ev[4];
+    struct kvs__err e = { 0 };
+
+    assert_int_equal(ops_under_test->wait(t, ev, 4, kvs__now_ns() + 50 * MS, &e), 0);
+}
+
+/* Sends buf[0..len) from ca to cb (token 1) and from cb to ca (token 2)
+ * at once, reading at most max events a wait: every byte comes in order
+ * on each side, and each send's SENT once. */
+static void both_ways(struct kvs__tp *t, int ca, int cb, const unsigned char *buf, size_t len,
+                      int max)
+{
+    struct kvs__err e = { 0 };
+    size_t got[2] = { 0, 0 };
+    int sent[2] = { 0, 0 };
+    int64_t deadline = kvs__now_ns() + 30000 * MS;
+
+    assert_int_equal(ops_under_test->send(t, ca, buf, len, 1, &e), 0);
+    assert_int_equal(ops_under_test->send(t, cb, buf, len, 2, &e), 0);
+    while (got[0] < len || got[1] < len || !sent[0] || !sent[1]) {
+        struct kvs__tp_event ev[64];
+        int n = ops_under_test->wait(t, ev, max, deadline, &e);
+
+        assert_true(n > 0);
+        for (int i = 0; i < n; i++) {
+            int on_b = ev[i].conn == cb;
+
+            assert_true(on_b || ev[i].conn == ca);
+            if (ev[i].type == KVS__TP_RECV) {
+                assert_true(got[on_b] + ev[i].len <= len);
+                assert_memory_equal(ev[i].data, buf + got[on_b], ev[i].len);
+                got[on_b] += ev[i].len;
+            } else {
+                assert_int_equal(ev[i].type, KVS__TP_SENT);
+                assert_int_equal(ev[i].token, (uint64_t)(on_b ? 2 : 1));
+                assert_int_equal(sent[on_b]++, 0);
+            }
+        }
+    }
+    quiet(t);
 }
 
 static void test_loop_bytes(void **state)
@@ -253,6 +333,150 @@ static void test_loop_drop_pending(void **state)
     ops_under_test->close(t);
 }
 
+/* 32 MiB in one send each way at once, a few events read a wait: far
+ * more than io_uring's ring of buffers holds (1 MiB), so the buffers run
+ * out and the receives are armed again, many times, the two connections
+ * sharing the ring. Then one way, one event a wait. */
+static void test_loop_beyond_buffers(void **state)
+{
+    size_t len = 32 << 20;
+    unsigned char *buf = pattern(len, 1);
+    struct kvs__tp *t;
+    struct kvs__err e = { 0 };
+    int a, b, ca, cb;
+
+    (void)state;
+    pair(&a, &b);
+    assert_int_equal(ops_under_test->open(&t, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, a, &ca, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, b, &cb, &e), 0);
+    both_ways(t, ca, cb, buf, len, 3);
+    assert_int_equal(ops_under_test->send(t, ca, buf, len, 0, &e), 0);
+    pump_by(t, cb, buf, len, 1, 1);
+    quiet(t);
+    ops_under_test->close(t);
+    free(buf);
+}
+
+/* Sends at, just under and far over io_uring's zero-copy threshold (64
+ * KiB), mixed with small ones, each SENT once and in order, every byte in
+ * place; then the same again on the same connection. Over loopback the
+ * kernel copies what it was to send zero-copy and says so: the second
+ * round goes plain, and works as well. */
+static void test_loop_big_sends(void **state)
+{
+    static const size_t sizes[] = { 65536, 65535, (1 << 20) + 3, 100, 4 << 20, 3 * 65536 + 1 };
+    size_t total = 0;
+    unsigned char *buf;
+    struct kvs__tp *t;
+    struct kvs__err e = { 0 };
+    int a, b, ca, cb;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        total += sizes[i];
+    buf = pattern(total, 2);
+    pair(&a, &b);
+    assert_int_equal(ops_under_test->open(&t, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, a, &ca, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, b, &cb, &e), 0);
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0, off = 0; i < sizeof sizes / sizeof sizes[0]; off += sizes[i], i++)
+            assert_int_equal(ops_under_test->send(t, ca, buf + off, sizes[i], i, &e), 0);
+        pump(t, cb, buf, total, (int)(sizeof sizes / sizeof sizes[0]));
+        quiet(t);
+    }
+    both_ways(t, ca, cb, buf, 2 << 20, 8);
+    ops_under_test->close(t);
+    free(buf);
+}
+
+/* Big sends on AF_UNIX sockets, which refuse zero-copy: they go plain. */
+static void test_loop_unix(void **state)
+{
+    size_t len = (1 << 20) + 5;
+    unsigned char *buf = pattern(len, 4);
+    struct kvs__tp *t;
+    struct kvs__err e = { 0 };
+    int sv[2], ca, cb;
+
+    (void)state;
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    assert_int_equal(ops_under_test->open(&t, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, sv[0], &ca, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, sv[1], &cb, &e), 0);
+    both_ways(t, ca, cb, buf, len, 8);
+    both_ways(t, ca, cb, buf, 70000, 8);
+    ops_under_test->close(t);
+    free(buf);
+}
+
+/* A connection dropped with a big send in flight (its peer reads nothing
+ * yet: io_uring's zero-copy send waits for room, its notification too)
+ * and its receive armed, while bytes it received are in the caller's
+ * hands: nothing of the connection is reported after, its socket closes
+ * (the peer reads to the end) and the loop goes on with a new
+ * connection. ASan or valgrind check the memory. */
+static void test_loop_drop_busy(void **state)
+{
+    size_t len = 16 << 20;
+    unsigned char *buf = pattern(len, 5), *sink = malloc(1 << 20);
+    struct kvs__tp_event ev[8];
+    struct kvs__tp *t;
+    struct kvs__err e = { 0 };
+    int a, b, c, d, ca, cc, cd, n, ended = 0;
+    size_t drained = 0;
+    int64_t deadline;
+
+    (void)state;
+    assert_non_null(sink);
+    pair(&a, &b);
+    assert_int_equal(ops_under_test->open(&t, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, a, &ca, &e), 0);
+    assert_int_equal(ops_under_test->send(t, ca, buf, len, 7, &e), 0);
+    assert_int_equal(write(b, buf, 100), 100);
+    n = ops_under_test->wait(t, ev, 8, kvs__now_ns() + 2000 * MS, &e);
+    assert_int_equal(n, 1);
+    assert_int_equal(ev[0].type, KVS__TP_RECV);
+    assert_int_equal(ev[0].len, 100);
+    assert_memory_equal(ev[0].data, buf, 100);
+    ops_under_test->drop(t, ca);
+#ifdef HAVE_LIBURING
+    /* Its buffer goes back to the ring at the next wait, not at the drop
+     * (sockets free theirs at the drop). */
+    if (ops_under_test == &kvs__tp_uring)
+        assert_memory_equal(ev[0].data, buf, 100);
+#endif
+    /* The peer reads what came, then the end (a reset, for a socket
+     * dropped with pages the kernel still held); the loop says nothing. */
+    assert_int_equal(fcntl(b, F_SETFL, O_NONBLOCK), 0);
+    deadline = kvs__now_ns() + 10000 * MS;
+    while (!ended && kvs__now_ns() < deadline) {
+        ssize_t r = read(b, sink, 1 << 20);
+
+        if (r > 0) {
+            assert_memory_equal(sink, buf + drained, (size_t)r);
+            drained += (size_t)r;
+        } else if (r == 0 || errno == ECONNRESET) {
+            ended = 1;
+        } else {
+            assert_int_equal(errno, EAGAIN);
+            assert_int_equal(ops_under_test->wait(t, ev, 8, kvs__now_ns() + 10 * MS, &e), 0);
+        }
+    }
+    assert_true(ended);
+    assert_true(drained < len);
+    close(b);
+    quiet(t);
+    pair(&c, &d);
+    assert_int_equal(ops_under_test->adopt(t, c, &cc, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, d, &cd, &e), 0);
+    both_ways(t, cc, cd, buf, 3 << 20, 8);
+    ops_under_test->close(t);
+    free(sink);
+    free(buf);
+}
+
 static void test_find(void **state)
 {
     const struct kvs__tp_ops *o = NULL;
@@ -296,6 +520,75 @@ static int use_uring(void **state)
     ops_under_test = &kvs__tp_uring;
     return 0;
 }
+
+static int refused = -1;               /* what the filters refuse: 1 the ring, 2 the probe too */
+
+/* From here on io_uring_register(2) refuses opcode op with EINVAL, as a
+ * kernel that lacks it: a seccomp filter, for good (so: the last tests). */
+static int refuse_register(unsigned op)
+{
+    /* args[1]'s low half */
+    unsigned arg1 = offsetof(struct seccomp_data, args[1])
+                    + (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ ? 4 : 0);
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_register, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, op, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { sizeof f / sizeof f[0], f };
+
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+           && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+
+/* A kernel that refuses the buffer ring: receives into each connection's
+ * own buffer; zero-copy sends still. */
+static int use_uring_no_ring(void **state)
+{
+    (void)state;
+    if (refused < 0)
+        refused = refuse_register(IORING_REGISTER_PBUF_RING);
+    ops_under_test = &kvs__tp_uring;
+    return 0;
+}
+
+/* A kernel before 6.0: no probe of what it has, so neither zero-copy nor
+ * multishot receives. */
+static int use_uring_old(void **state)
+{
+    (void)state;
+    if (refused == 1)
+        refused = refuse_register(IORING_REGISTER_PROBE) ? 2 : 0;
+    ops_under_test = &kvs__tp_uring;
+    return 0;
+}
+
+/* The filters are on: a buffer ring is refused, and then the probe. */
+static void test_refused(void **state)
+{
+    size_t size = (size_t)sysconf(_SC_PAGESIZE);
+    struct io_uring_buf_reg reg = { .ring_entries = 1 };
+    struct io_uring_probe *p;
+    struct io_uring ring;
+    void *page = NULL;
+
+    (void)state;
+    if (refused <= 0)
+        skip();                        /* no seccomp here */
+    assert_int_equal(posix_memalign(&page, size, size), 0);
+    reg.ring_addr = (uint64_t)(uintptr_t)page;
+    assert_int_equal(io_uring_queue_init(8, &ring, 0), 0);
+    assert_int_equal(io_uring_register_buf_ring(&ring, &reg, 0), -EINVAL);
+    p = io_uring_get_probe_ring(&ring);
+    assert_true(refused == 2 ? p == NULL : p != NULL);
+    if (p)
+        io_uring_free_probe(p);
+    io_uring_queue_exit(&ring);
+    free(page);
+}
 #endif
 
 int main(void)
@@ -306,12 +599,33 @@ int main(void)
         cmocka_unit_test_setup(test_loop_bytes, use_socket),
         cmocka_unit_test_setup(test_loop_close_and_deadline, use_socket),
         cmocka_unit_test_setup(test_loop_drop_pending, use_socket),
+        cmocka_unit_test_setup(test_loop_beyond_buffers, use_socket),
+        cmocka_unit_test_setup(test_loop_big_sends, use_socket),
+        cmocka_unit_test_setup(test_loop_unix, use_socket),
+        cmocka_unit_test_setup(test_loop_drop_busy, use_socket),
 #ifdef HAVE_LIBURING
         cmocka_unit_test_setup(test_loop_bytes, use_uring),
         cmocka_unit_test_setup(test_loop_close_and_deadline, use_uring),
         cmocka_unit_test_setup(test_loop_drop_pending, use_uring),
+        cmocka_unit_test_setup(test_loop_beyond_buffers, use_uring),
+        cmocka_unit_test_setup(test_loop_big_sends, use_uring),
+        cmocka_unit_test_setup(test_loop_unix, use_uring),
+        cmocka_unit_test_setup(test_loop_drop_busy, use_uring),
 #endif
         cmocka_unit_test(test_find),
+#ifdef HAVE_LIBURING
+        /* Last: the filter stays. */
+        cmocka_unit_test_setup(test_refused, use_uring_no_ring),
+        cmocka_unit_test_setup(test_loop_bytes, use_uring_no_ring),
+        cmocka_unit_test_setup(test_loop_close_and_deadline, use_uring_no_ring),
+        cmocka_unit_test_setup(test_loop_beyond_buffers, use_uring_no_ring),
+        cmocka_unit_test_setup(test_loop_big_sends, use_uring_no_ring),
+        cmocka_unit_test_setup(test_loop_drop_busy, use_uring_no_ring),
+        cmocka_unit_test_setup(test_refused, use_uring_old),
+        cmocka_unit_test_setup(test_loop_bytes, use_uring_old),
+        cmocka_unit_test_setup(test_loop_drop_pending, use_uring_old),
+        cmocka_unit_test_setup(test_loop_big_sends, use_uring_old),
+#endif
     };
 
     return cmocka_run_group_tests_name("transport", tests, NULL, NULL);
