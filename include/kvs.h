@@ -121,7 +121,8 @@ typedef struct {                       /* a view of caller memory */
 } kvs_array_t;
 
 #define KVS_HOST    0                  /* zero-initialised arrays are host arrays */
-#define KVS_CUDA(i) ((i) + 1)          /* CUDA device i: KVS_EDEVICE until the GPU path */
+#define KVS_CUDA(i) ((i) + 1)          /* CUDA device i: KVS_EDEVICE, with the reason,
+                                        * until the GPU path */
 
 /* A key is an integer (name NULL) or a string (name non-NULL, at most
  * KVS_MAX_KEY_LEN bytes, NUL-terminated). One store holds one kind only. */

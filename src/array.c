@@ -15,6 +15,7 @@
 #include <pthread.h>
 
 #include "array.h"
+#include "cuda.h"
 #include "pool.h"
 
 /* Elements per kernel chunk: an output chunk plus an input chunk stay in
@@ -140,14 +141,17 @@ int kvs__array_check(const kvs_array_t *a, const char *what, struct kvs__err *e)
                          what, shp, kvs_dtype_name(a->dtype));
     }
     if (a->device != KVS_HOST) {
-        if (a->device > 0)
+        struct kvs__err why;
+
+        if (a->device < 0)
             return kvs__fail(e, KVS_EDEVICE,
-                             "%s is on device %d (KVS_CUDA(%d)); this build has host arrays "
-                             "only",
-                             what, a->device - 1, a->device - 1);
-        return kvs__fail(e, KVS_EDEVICE,
-                         "%s is on device code %d, neither KVS_HOST nor KVS_CUDA(i)", what,
-                         a->device);
+                             "%s is on device code %d, neither KVS_HOST nor KVS_CUDA(i)", what,
+                             a->device);
+        if (kvs__cuda_device(a->device - 1, &why) != 0)
+            return kvs__fail(e, KVS_EDEVICE, "%s is on KVS_CUDA(%d): %s", what,
+                             a->device - 1, why.msg);
+        return kvs__fail(e, KVS_EDEVICE, "%s is on KVS_CUDA(%d): the store takes host arrays "
+                         "only so far", what, a->device - 1);
     }
     if (a->data == NULL && count > 0) {
         kvs__shape_str(shp, sizeof shp, a->ndim, a->shape);

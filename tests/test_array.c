@@ -205,9 +205,9 @@ static void test_check_errors(void **state)
 
     a = arr(KVS_FLOAT32, x, 2, s23);
     a.device = KVS_CUDA(0);
-    expect_fail(&a, "value 2", KVS_EDEVICE, "value 2 is on device 0");
+    expect_fail(&a, "value 2", KVS_EDEVICE, "value 2 is on KVS_CUDA(0): ");
     a.device = KVS_CUDA(3);
-    expect_fail(&a, "value 2", KVS_EDEVICE, "value 2 is on device 3");
+    expect_fail(&a, "value 2", KVS_EDEVICE, "value 2 is on KVS_CUDA(3): ");
     a.device = -1;
     expect_fail(&a, "value 2", KVS_EDEVICE, "value 2 is on device code -1");
 

@@ -1,0 +1,150 @@
+/*
+ * test_cuda.c - loading the CUDA runtime (src/cuda.c), each case in a
+ * child process of its own since the outcome is kept per process: a
+ * library that does not load, or is no CUDA runtime, or has no device, or
+ * lacks the device asked for, gives KVS_EDEVICE and says so; the stand-in
+ * (tests/standin/) with its devices counts them; the toolkit's own
+ * runtime on a machine without a driver says there is none; and a store
+ * refuses a device array with the loader's reason, changing nothing.
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "cuda.h"
+#include "kvs.h"
+
+struct outcome {
+    int rc;
+    char msg[KVS__ERR_MSG_MAX];
+};
+
+/* kvs__cuda_device(dev) in a child with KVS_CUDART=lib (and
+ * KVS_STANDIN_DEVICES=ndev when ndev >= 0). */
+static struct outcome device_in_child(const char *lib, int ndev, int dev)
+{
+    struct outcome o = { 0, "" };
+    int fd[2], status;
+    pid_t pid;
+
+    assert_int_equal(pipe(fd), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct kvs__err e = { 0, "" };
+        char n[16];
+
+        snprintf(n, sizeof n, "%d", ndev);
+        setenv("KVS_CUDART", lib, 1);
+        if (ndev >= 0)
+            setenv("KVS_STANDIN_DEVICES", n, 1);
+        o.rc = kvs__cuda_device(dev, &e);
+        snprintf(o.msg, sizeof o.msg, "%s", e.msg);
+        _exit(write(fd[1], &o, sizeof o) == (ssize_t)sizeof o ? 0 : 1);
+    }
+    close(fd[1]);
+    assert_int_equal(read(fd[0], &o, sizeof o), (ssize_t)sizeof o);
+    close(fd[0]);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return o;
+}
+
+static void expect(struct outcome o, int rc, const char *part)
+{
+    if (o.rc != rc || (part && !strstr(o.msg, part)))
+        fail_msg("expected %d with \"%s\", got %d \"%s\"", rc, part ? part : "", o.rc, o.msg);
+}
+
+static void test_no_library(void **state)
+{
+    (void)state;
+    expect(device_in_child("/nonexistent/libcudart.so.13", -1, 0), KVS_EDEVICE,
+           "no CUDA runtime: /nonexistent/libcudart.so.13 cannot be loaded");
+}
+
+static void test_not_a_runtime(void **state)
+{
+    (void)state;
+    expect(device_in_child("libm.so.6", -1, 0), KVS_EDEVICE,
+           "libm.so.6 is not a CUDA runtime: it has no cudaGetDeviceCount");
+}
+
+static void test_standin_devices(void **state)
+{
+    (void)state;
+    expect(device_in_child(STANDIN_PATH, 2, 1), 0, NULL);
+    expect(device_in_child(STANDIN_PATH, 2, 2), KVS_EDEVICE, "no CUDA device 2 (2 devices)");
+    expect(device_in_child(STANDIN_PATH, 1, 3), KVS_EDEVICE, "no CUDA device 3 (1 device)");
+    expect(device_in_child(STANDIN_PATH, 0, 0), KVS_EDEVICE, "no CUDA device (");
+}
+
+/* The toolkit's runtime, where the toolkit is and no driver: it loads and
+ * finds none. Skipped where a driver is present or the toolkit is not. */
+static void test_real_runtime_without_driver(void **state)
+{
+    const char *lib = CUDA_LIB_DIR "/libcudart.so.13";
+
+    (void)state;
+    if (access(lib, R_OK) != 0 || access("/dev/nvidiactl", F_OK) == 0)
+        skip();
+    expect(device_in_child(lib, -1, 0), KVS_EDEVICE, "no CUDA driver");
+}
+
+/* A store refuses a device array with the loader's reason, and stores
+ * nothing. */
+static void test_store_refuses(void **state)
+{
+    int status;
+    pid_t pid;
+
+    (void)state;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        float v[4] = { 1, 2, 3, 4 };
+        kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 },
+                          .device = KVS_CUDA(5) };
+        kvs_key_t k = KVS_INT_KEY(1);
+        kvs_t *kv;
+        int ok;
+
+        setenv("KVS_CUDART", STANDIN_PATH, 1);
+        setenv("KVS_STANDIN_DEVICES", "2", 1);
+        if (kvs_create("local", &kv) != 0)
+            _exit(2);
+        ok = kvs_init(kv, 1, &k, &a) == KVS_EDEVICE
+             && strstr(kvs_last_error(kv), "is on KVS_CUDA(5): no CUDA device 5 (2 devices)");
+        a.device = KVS_CUDA(1);
+        ok = ok && kvs_init(kv, 1, &k, &a) == KVS_EDEVICE
+             && strstr(kvs_last_error(kv), "is on KVS_CUDA(1): the store takes host arrays");
+        a.device = KVS_HOST;
+        ok = ok && kvs_pull(kv, 1, &k, &a, 0) == KVS_ENOKEY;
+        kvs_close(kv);
+        _exit(ok ? 0 : 1);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_library),
+        cmocka_unit_test(test_not_a_runtime),
+        cmocka_unit_test(test_standin_devices),
+        cmocka_unit_test(test_real_runtime_without_driver),
+        cmocka_unit_test(test_store_refuses),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
