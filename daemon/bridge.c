@@ -88,14 +88,9 @@ static int parts_per_host(const struct daemon *d, int nparts)
     return nparts >= d->nhosts ? nparts / d->nhosts : 1;
 }
 
-int part_owner_of(const struct daemon *d, int owner, int nparts, int p)
-{
-    return (owner + p / parts_per_host(d, nparts)) % (d->nhosts > 0 ? d->nhosts : 1);
-}
-
 int part_owner(const struct daemon *d, const struct round *rd, int p)
 {
-    return part_owner_of(d, rd->owner, rd->nparts, p);
+    return (rd->owner + p / parts_per_host(d, rd->nparts)) % (d->nhosts > 0 ? d->nhosts : 1);
 }
 
 int host_range(const struct daemon *d, kvs_key_t key, uint64_t count, kvs_dtype_t dtype, int h,
@@ -671,9 +666,7 @@ void bridge_async_push(struct daemon *d, struct req *r)
     struct round *rd = r->rd;
     struct kvs__wire_msg m;
     const void *data = req_data(d, r);
-    uint64_t lo, n;
-
-    uint64_t step = kvs__engine_steps(d->eng, rd->entry) + 1;   /* one for its parts here */
+    uint64_t lo, n, step = kvs__engine_steps(d->eng, rd->entry) + 1;   /* its parts' here */
 
     key_of_req(&m, &r->s);
     m.priority = r->s.priority;
@@ -744,7 +737,7 @@ static uint64_t forward_step(struct daemon *d, struct round *rd, int h, uint64_t
 {
     uint64_t *tok = &rd->fwd[2 * h], *step = tok + 1;
 
-    if (*tok != token || *step == 0) {
+    if (*tok != token) {               /* tokens start at 1 */
         *tok = token;
         *step = kvs__engine_steps(d->eng, rd->entry) + 1;
     }

@@ -189,7 +189,7 @@ struct round {
     int owner;                         /* the host that owns the key (0 on one host), or
                                         * its part 0 */
     int nparts;                        /* across hosts: 1, or for a big key key_parts(),
-                                        * part p (kvs__wire_part) owned by part_owner */
+                                        * part p (kvs__wire_part) owned by part_owner() */
     int inflight;                      /* across hosts: this host's sums of the open round
                                         * are done (sent, or in at the parts' owner) */
     int parts_left;                    /* sync: parts whose value the open round awaits */
@@ -537,10 +537,8 @@ int key_owner(const struct daemon *d, kvs_key_t key);
  * above KVSD_SPLIT_BYTES a multiple of the hosts, each part of at most
  * KVSD_PART_BYTES where KVS__PARTS_MAX allows. */
 int key_parts(const struct daemon *d, uint64_t bytes);
-/* The host that owns part p of a key of nparts whose part 0 owner owns:
- * each host an equal block of parts in a row, from owner on. */
-int part_owner_of(const struct daemon *d, int owner, int nparts, int p);
-/* The host that owns part p of rd's key. */
+/* The host that owns part p of rd's key: each host an equal block of its
+ * parts in a row, from the key's owner on. */
 int part_owner(const struct daemon *d, const struct round *rd, int p);
 /* Elements [*first, *first + *n) of a key of count elements of dtype are
  * those that host h owns: 1, or 0 when the key is not split. */

@@ -120,7 +120,8 @@ static void test_memory(void **state)
     assert_memory_equal(back, host, sizeof host);
 
     assert_int_equal(rt.cudaMemset(d1 + 4, 0xab, sizeof bytes), cudaSuccess);
-    assert_int_equal(rt.cudaMemcpy(bytes, d1 + 4, sizeof bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    assert_int_equal(rt.cudaMemcpy(bytes, d1 + 4, sizeof bytes, cudaMemcpyDeviceToHost),
+                     cudaSuccess);
     for (size_t i = 0; i < sizeof bytes; i++)
         assert_int_equal(bytes[i], 0xab);
 
@@ -132,7 +133,8 @@ static void test_memory(void **state)
 
     /* What would fault on a GPU fails here: wrong direction, overrun, bad free. */
     assert_int_equal(rt.cudaMemcpy(back, host, 4, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
-    assert_int_equal(rt.cudaMemcpy(back, d0 + 255, 8, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
+    assert_int_equal(rt.cudaMemcpy(back, d0 + 255, 8, cudaMemcpyDeviceToHost),
+                     cudaErrorInvalidValue);
     assert_int_equal(rt.cudaMemcpy(back, d0, 4, (enum cudaMemcpyKind)9),
                      cudaErrorInvalidMemcpyDirection);
     assert_int_equal(rt.cudaFree(host), cudaErrorInvalidValue);

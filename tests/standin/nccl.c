@@ -23,8 +23,8 @@
  * Supported: ncclSum, ncclProd, ncclMax, ncclMin over int8, uint8, int32,
  * uint32, int64, uint64, float16, bfloat16, float32, float64. Half types
  * are combined in float32 in rank order and rounded once to nearest even,
- * with libkvs's own conversions, as a host kernel does; integers wrap. ncclAvg, user ops and the float8
- * types fail with ncclInvalidArgument. Buffers must be device memory of
+ * with libkvs's own conversions, as a host kernel does; integers wrap.
+ * ncclAvg, user ops and the float8 types fail with ncclInvalidArgument. Buffers must be device memory of
  * the communicator's device; the stream argument is not examined, since
  * the collective has completed when ncclGroupEnd (or the call) returns.
  */
@@ -305,7 +305,8 @@ static void run(struct coll *c, int nranks)
 
     for (int r = 1; r < nranks; r++) {
         if (!args_match(a, &c->args[r])) {
-            c->result = fail(ncclInvalidUsage, "collective %llu: rank %d's call differs from rank 0's",
+            c->result = fail(ncclInvalidUsage,
+                             "collective %llu: rank %d's call differs from rank 0's",
                              (unsigned long long)c->seq, r);
             return;
         }
@@ -626,7 +627,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId comm_id
     if (!q)
         res = fail(ncclSystemError, "out of memory");
     else if (q->nranks != nranks)
-        res = fail(ncclInvalidArgument, "nranks %d, but an earlier rank said %d", nranks, q->nranks);
+        res = fail(ncclInvalidArgument, "nranks %d, but an earlier rank said %d", nranks,
+                   q->nranks);
     else if (q->taken[rank])
         res = fail(ncclInvalidUsage, "rank %d has already joined", rank);
     else if (!(*comm = comm_new(q, rank, device)))
