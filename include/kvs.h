@@ -85,7 +85,7 @@ KVS_API const char *kvs_version(int *major, int *minor, int *patch);
     XX(NOOPT,     -30011, "no optimizer set")                                 \
     XX(CORRUPT,   -30012, "state file corrupt, truncated or of another format") \
     XX(RANGE,     -30013, "row id out of range")                              \
-    XX(DEVICE,    -30014, "device arrays not supported in this build")        \
+    XX(DEVICE,    -30014, "device unusable, or not for this store type")     \
     XX(PEERDEAD,  -30015, "a worker of the job died")                         \
     XX(TIMEDOUT,  -30016, "deadline passed")                                  \
     XX(PROTO,     -30017, "protocol or layout version mismatch")              \
@@ -121,8 +121,7 @@ typedef struct {                       /* a view of caller memory */
 } kvs_array_t;
 
 #define KVS_HOST    0                  /* zero-initialised arrays are host arrays */
-#define KVS_CUDA(i) ((i) + 1)          /* CUDA device i: KVS_EDEVICE, with the reason,
-                                        * until the GPU path */
+#define KVS_CUDA(i) ((i) + 1)          /* CUDA device i (see "Device arrays" below) */
 
 /* A key is an integer (name NULL) or a string (name non-NULL, at most
  * KVS_MAX_KEY_LEN bytes, NUL-terminated). One store holds one kind only. */
@@ -155,8 +154,21 @@ typedef struct kvs kvs_t;              /* opaque handle */
  *                           returns the value of, the round holding this
  *                           worker's last push of the key.
  *   "dist_async"            as dist_sync, but each push is applied on arrival.
- *   "device", "nccl", "dist_device_sync"
- *                           known types this build does not provide: KVS_ENOTSUP.
+ *   "device"                as local, but each key's value lives on a GPU: the
+ *                           one with the fewest bytes of values when the key
+ *                           is first stored (MXNet's CommDevice); pushes are
+ *                           summed and updated there. Without a usable GPU,
+ *                           the same as local.
+ *   "nccl"                  as device, but the values a call pushes for a key
+ *                           from several GPUs, one per GPU and the key's own
+ *                           among them, are reduced there with NCCL (loaded at
+ *                           first use: KVS_NCCL, default libnccl.so.2), every
+ *                           such key of the call in one NCCL group (MXNet's
+ *                           KVStoreNCCL); the sums are NCCL's, whose order of
+ *                           additions is its own. Other pushes are summed as
+ *                           in device.
+ *   "dist_device_sync"      a known type this build does not provide:
+ *                           KVS_ENOTSUP.
  * The dist types find their job in the environment: KVS_JOB (default
  * "default"), and the rank and number of workers from KVS_RANK and
  * KVS_NUM_WORKERS (set by kvsrun), else OMPI_COMM_WORLD_RANK/SIZE,
@@ -225,9 +237,28 @@ KVS_API const char *kvs_last_error(const kvs_t *kv);
 /* n is the list's length (0 is a no-op); keys[i] goes with values[i]/outs[i].
  * Errors common to all: KVS_EBADARG (NULL kv, n < 0, NULL list with n > 0,
  * an array with NULL data, a bad ndim or extent), KVS_EDTYPE (a dtype that
- * is not one of kvs_dtype_t), KVS_EDEVICE (a device array), KVS_EKEYKIND (a
- * string key in an int-key store or the reverse, also within one call; a
- * string key longer than KVS_MAX_KEY_LEN is KVS_EBADARG), -ENOMEM. */
+ * is not one of kvs_dtype_t), KVS_EDEVICE (see "Device arrays"), KVS_EKEYKIND
+ * (a string key in an int-key store or the reverse, also within one call; a
+ * string key longer than KVS_MAX_KEY_LEN is KVS_EBADARG), -ENOMEM.
+ *
+ * Device arrays. An array with device KVS_CUDA(i) has its data in memory of
+ * CUDA device i (cudaMalloc, or a framework's allocator). The local and
+ * device types take them, mixed freely with host arrays in one call; the
+ * dist types take host arrays only so far (KVS_EDEVICE). libkvs loads the
+ * CUDA runtime at first use (KVS_CUDART names it; default libcudart.so.13)
+ * and its kernels from the module libkvs-cuda.so (KVS_CUDA_KERNELS; default
+ * the installed one); a device array where either is missing, or whose
+ * device does not exist, or whose data the runtime does not know as memory
+ * of that device, is KVS_EDEVICE with the reason. In a local store a key's
+ * value lives on the device of the array that first stored it; sums and
+ * updates run where the value lives (other devices' inputs are copied
+ * there first), and give the host's results bit for bit. Device work is
+ * queued on a stream of libkvs's own per device, which waits for the work
+ * the caller queued on the legacy default stream (work on other streams
+ * must be synchronised by the caller), and is finished when the call
+ * returns. The caller's current device is left as it was. A device that
+ * fails during a push (a lost GPU) fails the call with KVS_EDEVICE and may
+ * leave that push's keys half updated. */
 
 /* Stores a copy of values[i] under keys[i]; the key's dtype and shape are
  * those of the value. Errors: KVS_EKEYEXISTS (a key already initialised, or
@@ -326,7 +357,9 @@ KVS_API int kvs_array_free(kvs_t *kv, kvs_array_t *arr);
 /* Like kvs_pull, but instead of copying the value into views[i].data it
  * points views[i].data at the stored value itself. views[i] states the
  * dtype and shape the caller expects, as an out of kvs_pull does; its data
- * is ignored on entry and set on success only. A view is read-only (in dist
+ * and device are ignored on entry and set on success only (device: where
+ * the value lives, KVS_CUDA(i) for a local key initialised from a device
+ * array). A view is read-only (in dist
  * types it is mapped read-only: a write faults) and stays valid and
  * unchanged:
  *   local      until the next call on this handle that changes the key

@@ -15,7 +15,7 @@
 #include <pthread.h>
 
 #include "array.h"
-#include "cuda.h"
+#include "mem.h"
 #include "pool.h"
 
 /* Elements per kernel chunk: an output chunk plus an input chunk stay in
@@ -140,19 +140,8 @@ int kvs__array_check(const kvs_array_t *a, const char *what, struct kvs__err *e)
         return kvs__fail(e, KVS_EBADARG, "%s: shape %s of %s is more bytes than fit in memory",
                          what, shp, kvs_dtype_name(a->dtype));
     }
-    if (a->device != KVS_HOST) {
-        struct kvs__err why;
-
-        if (a->device < 0)
-            return kvs__fail(e, KVS_EDEVICE,
-                             "%s is on device code %d, neither KVS_HOST nor KVS_CUDA(i)", what,
-                             a->device);
-        if (kvs__cuda_device(a->device - 1, &why) != 0)
-            return kvs__fail(e, KVS_EDEVICE, "%s is on KVS_CUDA(%d): %s", what,
-                             a->device - 1, why.msg);
-        return kvs__fail(e, KVS_EDEVICE, "%s is on KVS_CUDA(%d): the store takes host arrays "
-                         "only so far", what, a->device - 1);
-    }
+    if (a->device != KVS_HOST && kvs__mem_check(a->device, a->data, sbytes, what, e) != 0)
+        return e ? e->code : KVS_EDEVICE;
     if (a->data == NULL && count > 0) {
         kvs__shape_str(shp, sizeof shp, a->ndim, a->shape);
         return kvs__fail(e, KVS_EBADARG, "%s: data is NULL but shape %s has %" PRId64

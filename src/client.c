@@ -356,6 +356,25 @@ out:
     return rc;
 }
 
+/* kvs__check_list, and host arrays only: kvsd does not take device
+ * buffers yet. */
+static int check_arrays(const kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *arrs,
+                        const char *what, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    int rc = kvs__check_list(NULL, n, keys, arrs, what, e);
+
+    for (int i = 0; rc == 0 && i < n; i++) {
+        if (arrs[i].device != KVS_HOST) {
+            kvs__key_str(ks, sizeof ks, keys[i]);
+            rc = kvs__fail(e, KVS_EDEVICE, "key %s: %s %d is on KVS_CUDA(%d): store type %s "
+                           "takes host arrays only so far", ks, what, i, arrs[i].device - 1,
+                           kv->type);
+        }
+    }
+    return rc;
+}
+
 static int dist_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                      int replace, struct kvs__err *e)
 {
@@ -364,7 +383,7 @@ static int dist_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
     int rc;
 
     if ((rc = kvs__client_usable(kv->client, e)) != 0
-        || (rc = kvs__check_list(NULL, n, keys, values, "value", e)) != 0)
+        || (rc = check_arrays(kv, n, keys, values, "value", e)) != 0)
         return rc;
     if (replace)
         return kvs__fail(e, KVS_ENOTSUP, "kvs_reinit is not supported by %s yet", kv->type);
@@ -392,7 +411,7 @@ static int dist_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
     int rc;
 
     if ((rc = kvs__client_usable(kv->client, e)) != 0
-        || (rc = kvs__check_list(NULL, n, keys, values, "value", e)) != 0)
+        || (rc = check_arrays(kv, n, keys, values, "value", e)) != 0)
         return rc;
     if ((rc = group(n, keys, &g, e)) != 0)
         return rc;
@@ -558,7 +577,7 @@ static int dist_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
     int rc;
 
     if ((rc = kvs__client_usable(kv->client, e)) != 0
-        || (rc = kvs__check_list(NULL, n, keys, outs, "out", e)) != 0)
+        || (rc = check_arrays(kv, n, keys, outs, "out", e)) != 0)
         return rc;
     return pull_groups(kv, n, keys, outs, NULL, 0, priority, "kvs_pull", e);
 }
@@ -575,8 +594,8 @@ static int pushpull_groups(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_ar
     int rc;
 
     if ((rc = kvs__client_usable(kv->client, e)) != 0
-        || (rc = kvs__check_list(NULL, n, keys, values, "value", e)) != 0
-        || (outs && (rc = kvs__check_list(NULL, n, keys, outs, what, e)) != 0))
+        || (rc = check_arrays(kv, n, keys, values, "value", e)) != 0
+        || (outs && (rc = check_arrays(kv, n, keys, outs, what, e)) != 0))
         return rc;
     for (int i = 0; outs && i < n; i++)
         if (outs[i].dtype != values[i].dtype || !kvs__same_shape(&outs[i], &values[i]))
@@ -619,7 +638,7 @@ static int dist_view(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
     if (values)
         return pushpull_groups(kv, n, keys, values, views, 1, priority, e);
     if ((rc = kvs__client_usable(kv->client, e)) != 0
-        || (rc = kvs__check_list(NULL, n, keys, views, "view", e)) != 0)
+        || (rc = check_arrays(kv, n, keys, views, "view", e)) != 0)
         return rc;
     return pull_groups(kv, n, keys, views, NULL, 1, priority, "kvs_pull_view", e);
 }
@@ -627,37 +646,18 @@ static int dist_view(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
 static int dist_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
                                 const kvs_array_t *row_ids, int priority, struct kvs__err *e)
 {
-    char ks[KVS_MAX_KEY_LEN + 8], name[KVS_MAX_KEY_LEN + 40];
     int rc;
 
     if ((rc = kvs__client_usable(kv->client, e)) != 0
-        || (rc = kvs__check_list(NULL, n, keys, outs, "out", e)) != 0)
+        || (rc = check_arrays(kv, n, keys, outs, "out", e)) != 0)
         return rc;
     if (n > 0 && !row_ids)
         return kvs__fail(e, KVS_EBADARG, "row_ids list is NULL with count %d", n);
     /* An out has the stored shape (kvsd checks it), so its rows bound the ids. */
     for (int i = 0; i < n; i++) {
-        const kvs_array_t *ids = &row_ids[i];
-        const int64_t *id;
-
-        kvs__key_str(ks, sizeof ks, keys[i]);
-        snprintf(name, sizeof name, "key %s: row_ids %d", ks, i);
-        if ((rc = kvs__array_check(ids, name, e)) != 0)
+        if ((rc = kvs__check_row_ids(keys[i], i, &row_ids[i], outs[i].ndim,
+                                     outs[i].ndim ? outs[i].shape[0] : 0, e)) != 0)
             return rc;
-        if (ids->dtype != KVS_INT64)
-            return kvs__fail(e, KVS_EDTYPE, "%s: dtype %s, row ids must be int64",
-                             name, kvs_dtype_name(ids->dtype));
-        if (ids->ndim != 1)
-            return kvs__fail(e, KVS_ESHAPE, "%s: %d dimensions, row ids must be 1-D",
-                             name, ids->ndim);
-        if (outs[i].ndim < 1)
-            return kvs__fail(e, KVS_ESHAPE, "key %s: a scalar has no rows", ks);
-        id = ids->data;
-        for (int64_t j = 0; j < ids->shape[0]; j++)
-            if (id[j] < 0 || id[j] >= outs[i].shape[0])
-                return kvs__fail(e, KVS_ERANGE, "key %s: row id %lld out of range "
-                                 "[0, %lld)", ks, (long long)id[j],
-                                 (long long)outs[i].shape[0]);
     }
     return pull_groups(kv, n, keys, outs, row_ids, 0, priority, "kvs_row_sparse_pull", e);
 }

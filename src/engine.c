@@ -24,6 +24,7 @@
 #include "array.h"
 #include "engine.h"
 #include "engine_int.h"
+#include "mem.h"
 #include "optim.h"
 
 /* ---- memory ----------------------------------------------------------- */
@@ -114,6 +115,8 @@ static int entry_new(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t *
 {
     char ks[KVS_MAX_KEY_LEN + 8];
     struct entry *ent = calloc(1, sizeof *ent);
+    struct kvs__err why;
+    int rc;
 
     if (!ent)
         goto nomem;
@@ -125,9 +128,16 @@ static int entry_new(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t *
     memcpy(ent->shape, like->shape, sizeof ent->shape[0] * (size_t)like->ndim);
     ent->count = kvs__array_count(like);
     ent->bytes = ent->count * kvs_dtype_size(like->dtype);   /* checked by kvs__array_check */
-    ent->value = eng->mem.alloc(eng->mem.ctx, ent->bytes);
-    if (!ent->value)
-        goto nomem_name;
+    ent->device = eng->place ? eng->place(eng->place_ctx, like, ent->bytes) : like->device;
+    if (ent->device == KVS_HOST) {
+        if (!(ent->value = eng->mem.alloc(eng->mem.ctx, ent->bytes)))
+            goto nomem_name;
+    } else if ((rc = kvs__mem_alloc(ent->device, ent->bytes ? ent->bytes : 64, 0, &ent->value,
+                                    &why)) != 0) {
+        free((char *)ent->key.name);
+        free(ent);
+        return kvs__fail(e, rc, "key %s: %s", KEYSTR(ks, key), why.msg);
+    }
     *out = ent;
     return 0;
 
@@ -146,31 +156,41 @@ static void entry_free(struct kvs__engine *eng, struct entry *ent)
     if (ent->front && eng->front_free)
         eng->front_free(ent->front);
     kvs__optim_state_free(ent->ostate);
-    free(ent->shadow);
-    free(ent->scratch);
-    eng->mem.free(eng->mem.ctx, ent->value, ent->bytes);
+    kvs__mem_free(ent->device, ent->shadow);
+    kvs__mem_free(ent->device, ent->scratch);
+    kvs__mem_free(ent->device, ent->stage);
+    if (ent->device == KVS_HOST)
+        eng->mem.free(eng->mem.ctx, ent->value, ent->bytes);
+    else
+        kvs__mem_free(ent->device, ent->value);
     free((char *)ent->key.name);
     free(ent);
 }
 
-/* A buffer of an entry's size, kept for reuse across calls. */
-static int entry_buffer(const struct entry *ent, void **buf, struct kvs__err *e)
+/* A buffer of n times an entry's size where its value lives, kept for
+ * reuse across calls. */
+static int entry_buffer(const struct entry *ent, void **buf, size_t n, struct kvs__err *e)
 {
     char ks[KVS_MAX_KEY_LEN + 8];
+    struct kvs__err why;
+    size_t bytes;
+    int rc;
 
     if (*buf)
         return 0;
-    *buf = heap_alloc(NULL, ent->bytes);
-    if (!*buf)
-        return kvs__fail(e, -ENOMEM, "key %s: out of memory for a %zu-byte buffer",
-                         KEYSTR(ks, ent->key), ent->bytes);
+    if (__builtin_mul_overflow(ent->bytes, n, &bytes))
+        return kvs__fail(e, -ENOMEM, "key %s: %zu buffers of %zu bytes are too many",
+                         KEYSTR(ks, ent->key), n, ent->bytes);
+    if ((rc = kvs__mem_alloc(ent->device, bytes ? bytes : 64, 0, buf, &why)) != 0)
+        return kvs__fail(e, rc, "key %s: a %zu-byte buffer: %s", KEYSTR(ks, ent->key), bytes,
+                         why.msg);
     return 0;
 }
 
 static kvs_array_t entry_array(const struct entry *ent, void *data)
 {
     kvs_array_t a = { .data = data, .dtype = ent->dtype, .ndim = ent->ndim,
-                      .device = KVS_HOST };
+                      .device = ent->device };
 
     memcpy(a.shape, ent->shape, sizeof a.shape[0] * (size_t)ent->ndim);
     return a;
@@ -429,6 +449,7 @@ struct group {
     bool fresh;                        /* ent is not in the table yet */
     int k;                             /* values of this key in the list */
     const void **in;                   /* their data, in list order */
+    const int *dev;                    /* their devices; NULL: all on the host */
     struct kvs__optim_state *ostate;   /* new state, handed to ent at commit */
     bool ranged;                       /* in[] and the update are elements [first,
                                         * first + count) of the key only */
@@ -457,6 +478,7 @@ struct plan {
     int n, ngroups;
     struct group *groups;              /* ngroups; the head of one allocation */
     const void **inputs;               /* n, grouped: groups[g].in points in here */
+    int *devs;                         /* n, grouped: groups[g].dev points in here */
     int *gid;                          /* n: group of each list index */
 };
 
@@ -490,11 +512,12 @@ static int plan_make(struct kvs__engine *eng, int n, const kvs_key_t *keys,
     if ((size_t)n > SIZE_MAX / 128)
         return kvs__fail(e, -ENOMEM, "a list of %d keys is too long", n);
     p->groups = malloc((sizeof *p->groups + sizeof *p->inputs) * (size_t)n
-                       + sizeof(int) * (2 * (size_t)n + cap));
+                       + sizeof(int) * (3 * (size_t)n + cap));
     if (!p->groups)
         return kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
     p->inputs = (const void **)(p->groups + n);
-    p->gid = (int *)(p->inputs + n);
+    p->devs = (int *)(p->inputs + n);
+    p->gid = p->devs + n;
     first = p->gid + n;
     p->ngroups = group_keys(n, keys, p->gid, first, first + n);
     memset(p->groups, 0, sizeof *p->groups * (size_t)p->ngroups);
@@ -524,12 +547,14 @@ static int plan_make(struct kvs__engine *eng, int n, const kvs_key_t *keys,
     /* Lay the inputs out group by group, each in list order. */
     for (int g = 0, at = 0; g < p->ngroups; g++) {
         p->groups[g].in = p->inputs + at;
+        p->groups[g].dev = p->devs + at;
         at += p->groups[g].k;
         p->groups[g].k = 0;
     }
     for (int i = 0; i < n; i++) {
         struct group *gr = &p->groups[p->gid[i]];
 
+        p->devs[gr->in - p->inputs + gr->k] = arrs[i].device;
         gr->in[gr->k++] = arrs[i].data;
     }
     if ((rc = table_reserve(eng, (size_t)nfresh, e)) != 0)
@@ -579,13 +604,21 @@ int kvs__engine_init(struct kvs__engine *eng, int n, const kvs_key_t *keys,
     for (int i = 0; i < n; i++) {
         struct entry *ent = p.groups[i].ent;
 
-        kvs__copy(ent->value, values[i].data, ent->bytes, eng->nthreads);
-        ent->version = 1;
-        table_put(eng, ent);
+        if ((rc = kvs__mem_copy(ent->value, ent->device, values[i].data, values[i].device,
+                                ent->bytes, eng->nthreads, e)) != 0)
+            goto out;
+    }
+    if ((rc = kvs__mem_finish(e)) != 0)
+        goto out;
+    for (int i = 0; i < n; i++) {
+        p.groups[i].ent->version = 1;
+        table_put(eng, p.groups[i].ent);
         p.groups[i].fresh = false;
     }
 out:
     plan_free(eng, &p);
+    if (rc != 0)
+        kvs__mem_finish(NULL);         /* nothing left queued into freed entries */
     return rc;
 }
 
@@ -606,27 +639,137 @@ static int push_prepare(struct kvs__engine *eng, struct plan *p, struct kvs__err
             return rc;
         if (eng->optim) {
             if (!ent->ostate
-                && (rc = kvs__optim_state_new(eng->optim, ent->dtype, ent->count,
+                && (rc = kvs__optim_state_new(eng->optim, ent->dtype, ent->count, ent->device,
                                               &gr->ostate, e)) != 0)
                 return rc;
         }
-        if (eng->updater && gr->k > 1 && (rc = entry_buffer(ent, &ent->scratch, e)) != 0)
+        if (eng->updater && gr->k > 1 && (rc = entry_buffer(ent, &ent->scratch, 1, e)) != 0)
             return rc;
-        if (eng->updater && (rc = entry_buffer(ent, &ent->shadow, e)) != 0)
+        if (eng->updater && (rc = entry_buffer(ent, &ent->shadow, 1, e)) != 0)
             return rc;
     }
     return 0;
 }
 
+/* Makes the entry's stage hold at least m copies of its value. */
+static int ent_stage(struct entry *ent, int m, struct kvs__err *e)
+{
+    int rc;
+
+    if (m <= ent->nstage)
+        return 0;
+    kvs__mem_free(ent->device, ent->stage);
+    ent->stage = NULL;
+    ent->nstage = 0;
+    if ((rc = entry_buffer(ent, &ent->stage, (size_t)m, e)) != 0)
+        return rc;
+    ent->nstage = m;
+    return 0;
+}
+
+/* Whether the engine's reduce takes a group: values from several devices,
+ * one per device, the key's own among them. */
+static bool reducible(const struct group *gr)
+{
+    uint64_t seen = 0;
+    bool home = false;
+
+    if (gr->k < 2 || !gr->dev || gr->ent->device == KVS_HOST)
+        return false;
+    for (int j = 0; j < gr->k; j++) {
+        uint64_t bit = (uint64_t)1 << ((unsigned)(gr->dev[j] - 1) & 63);
+
+        if (gr->dev[j] == KVS_HOST || gr->dev[j] > KVS__MAX_DEVICES || (seen & bit))
+            return false;
+        seen |= bit;
+        home |= gr->dev[j] == gr->ent->device;
+    }
+    return home;
+}
+
+/* The engine's reduce of every group it takes, into the stage of each, as
+ * one call; those groups then have that one input, on their key's device. */
+static int push_reduce(struct kvs__engine *eng, struct plan *p, struct kvs__err *e)
+{
+    struct kvs__reduce_item *items = NULL;
+    int m = 0, rc = 0;
+
+    for (int g = 0; g < p->ngroups && rc == 0; g++) {
+        struct group *gr = &p->groups[g];
+
+        if (!reducible(gr))
+            continue;
+        if (!items && !(items = malloc(sizeof *items * (size_t)p->ngroups)))
+            return kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", p->ngroups);
+        if ((rc = ent_stage(gr->ent, 1, e)) != 0)
+            break;
+        items[m++] = (struct kvs__reduce_item){ gr->ent->dtype, group_count(gr),
+                                                gr->ent->device, gr->ent->stage, gr->in,
+                                                gr->dev, gr->k };
+    }
+    if (rc == 0 && m > 0 && (rc = eng->reduce(eng->reduce_ctx, items, m, e)) == 0) {
+        for (int g = 0; g < p->ngroups; g++) {
+            struct group *gr = &p->groups[g];
+
+            if (!reducible(gr))
+                continue;
+            gr->in[0] = gr->ent->stage;
+            gr->k = 1;
+            gr->dev = NULL;
+        }
+    }
+    free(items);
+    return rc;
+}
+
+/* Copies the inputs of each group that lie on another device than their
+ * key's value into the entry's stage, there, and points in[] at the
+ * copies: sums and updates then read only memory of the value's device.
+ * Nothing observable changes. */
+static int push_stage(struct kvs__engine *eng, struct plan *p, struct kvs__err *e)
+{
+    int rc;
+
+    if (eng->reduce && (rc = push_reduce(eng, p, e)) != 0)
+        return rc;
+    for (int g = 0; g < p->ngroups; g++) {
+        struct group *gr = &p->groups[g];
+        struct entry *ent = gr->ent;
+        int m = 0;
+
+        for (int j = 0; gr->dev && j < gr->k; j++)
+            m += gr->dev[j] != ent->device;
+        if (m == 0)
+            continue;
+        if ((rc = ent_stage(ent, m, e)) != 0)
+            return rc;
+        m = 0;
+        for (int j = 0; j < gr->k; j++) {
+            char *to = (char *)ent->stage + (size_t)m * ent->bytes;
+
+            if (gr->dev[j] == ent->device)
+                continue;
+            if ((rc = kvs__mem_copy(to, ent->device, gr->in[j], gr->dev[j], ent->bytes,
+                                    eng->nthreads, e)) != 0)
+                return rc;
+            gr->in[j] = to;
+            m++;
+        }
+    }
+    return 0;
+}
+
 /* The group's summed input: its only value, or their sum in scratch. */
-static const void *merged(const struct kvs__engine *eng, const struct group *gr)
+static int merged(const struct kvs__engine *eng, const struct group *gr, const void **out,
+                  struct kvs__err *e)
 {
     const struct entry *ent = gr->ent;
 
+    *out = gr->k == 1 ? gr->in[0] : ent->scratch;
     if (gr->k == 1)
-        return gr->in[0];
-    kvs__sum(ent->dtype, ent->scratch, gr->in, gr->k, ent->count, eng->nthreads);
-    return ent->scratch;
+        return 0;
+    return kvs__mem_sum(ent->device, ent->dtype, ent->scratch, gr->in, gr->k, ent->count,
+                        eng->nthreads, e);
 }
 
 /* Runs the caller's updater on shadow copies; swaps them in only when every
@@ -639,12 +782,18 @@ static int push_updater(struct kvs__engine *eng, struct plan *p, struct kvs__err
         struct group *gr = &p->groups[g];
         struct entry *ent = gr->ent;
         kvs_array_t in, stored;
+        const void *sum;
         int rc;
 
         if (gr->fresh)
             continue;
-        in = entry_array(ent, (void *)merged(eng, gr));
-        kvs__copy(ent->shadow, ent->value, ent->bytes, eng->nthreads);
+        /* The updater sees finished arrays, on the key's device. */
+        if ((rc = merged(eng, gr, &sum, e)) != 0
+            || (rc = kvs__mem_copy(ent->shadow, ent->device, ent->value, ent->device,
+                                   ent->bytes, eng->nthreads, e)) != 0
+            || (rc = kvs__mem_finish(e)) != 0)
+            return rc;
+        in = entry_array(ent, (void *)sum);
         stored = entry_array(ent, ent->shadow);
         rc = eng->updater(ent->key, &in, &stored, eng->updater_ctx);
         if (rc != 0)
@@ -657,8 +806,9 @@ static int push_updater(struct kvs__engine *eng, struct plan *p, struct kvs__err
 
         if (p->groups[g].fresh)
             continue;
-        t = ent->value;                /* value came from mem; shadow from the heap */
-        if (eng->mem.alloc == heap_alloc) {
+        /* On the host, value came from eng->mem and shadow from the heap. */
+        t = ent->value;
+        if (eng->mem.alloc == heap_alloc || ent->device != KVS_HOST) {
             ent->value = ent->shadow;
             ent->shadow = t;
         } else {
@@ -672,38 +822,39 @@ static int push_updater(struct kvs__engine *eng, struct plan *p, struct kvs__err
  * under ASSIGN), as one job over the threads: a list of many small keys
  * shares them as a big array would. Without memory for the batch, one by
  * one. */
-static void push_sums(struct kvs__engine *eng, struct plan *p)
+static int push_sums(struct kvs__engine *eng, struct plan *p, struct kvs__err *e)
 {
     struct kvs__sum_item *items = malloc(sizeof *items * (size_t)(p->ngroups ? p->ngroups : 1));
-    int m = 0;
+    int m = 0, rc = 0;
 
-    for (int g = 0; g < p->ngroups; g++) {
+    for (int g = 0; g < p->ngroups && rc == 0; g++) {
         struct group *gr = &p->groups[g];
         struct entry *ent = gr->ent;
-
         void *out = value_at(ent, group_first(gr));
 
         if (!gr->fresh && (eng->optim || eng->updater))
             continue;
-        if (items)
+        if (items && ent->device == KVS_HOST)
             items[m++] = (struct kvs__sum_item){ ent->dtype, out, gr->in, gr->k,
                                                  group_count(gr) };
         else
-            kvs__sum(ent->dtype, out, gr->in, gr->k, group_count(gr), eng->nthreads);
+            rc = kvs__mem_sum(ent->device, ent->dtype, out, gr->in, gr->k, group_count(gr),
+                              eng->nthreads, e);
     }
     kvs__sum_many(items, m, eng->nthreads);
     free(items);
+    return rc;
 }
 
 /* The optimizer's updates of every key of the push but new ones, as one
  * job over the threads (each key's inputs summed beside its update); without
  * memory for the batch, one by one. */
-static void push_updates(struct kvs__engine *eng, struct plan *p)
+static int push_updates(struct kvs__engine *eng, struct plan *p, struct kvs__err *e)
 {
     struct kvs__optim_item *items = malloc(sizeof *items * (size_t)(p->ngroups ? p->ngroups : 1));
-    int m = 0;
+    int m = 0, rc = 0;
 
-    for (int g = 0; g < p->ngroups; g++) {
+    for (int g = 0; g < p->ngroups && rc == 0; g++) {
         struct group *gr = &p->groups[g];
         struct entry *ent = gr->ent;
         struct kvs__optim_item it;
@@ -717,20 +868,26 @@ static void push_updates(struct kvs__engine *eng, struct plan *p)
         it = (struct kvs__optim_item){ ent->ostate, ent->dtype, value_at(ent, group_first(gr)),
                                        (const void *const *)gr->in, gr->k, group_count(gr),
                                        group_first(gr), gr->step };
-        if (items)
+        if (items && ent->device == KVS_HOST)
             items[m++] = it;
         else
-            kvs__optim_update_many(eng->optim, &it, 1, eng->nthreads);
+            rc = kvs__mem_update(ent->device, eng->optim, &it, 1, eng->nthreads, e);
     }
     kvs__optim_update_many(eng->optim, items, m, eng->nthreads);
     free(items);
+    return rc;
 }
 
-static void push_commit(struct kvs__engine *eng, struct plan *p)
+/* Applies a prepared push. Host keys cannot fail here; a device that fails
+ * a kernel leaves its key's value as far as the device got (the call
+ * fails with KVS_EDEVICE). */
+static int push_commit(struct kvs__engine *eng, struct plan *p, struct kvs__err *e)
 {
-    push_sums(eng, p);
-    if (eng->optim)
-        push_updates(eng, p);
+    int rc;
+
+    if ((rc = push_sums(eng, p, e)) != 0 || (eng->optim && (rc = push_updates(eng, p, e)) != 0)
+        || (rc = kvs__mem_finish(e)) != 0)
+        return rc;
     for (int g = 0; g < p->ngroups; g++) {
         struct group *gr = &p->groups[g];
 
@@ -740,18 +897,18 @@ static void push_commit(struct kvs__engine *eng, struct plan *p)
         }
         gr->ent->version++;
     }
+    return 0;
 }
 
 static int push_run(struct kvs__engine *eng, struct plan *p, struct kvs__err *e)
 {
     int rc;
 
-    if ((rc = push_prepare(eng, p, e)) != 0)
-        return rc;
-    if (eng->updater && (rc = push_updater(eng, p, e)) != 0)
-        return rc;
-    push_commit(eng, p);
-    return 0;
+    if ((rc = push_prepare(eng, p, e)) != 0 || (rc = push_stage(eng, p, e)) != 0
+        || (eng->updater && (rc = push_updater(eng, p, e)) != 0)
+        || (rc = push_commit(eng, p, e)) != 0)
+        kvs__mem_finish(NULL);         /* nothing left queued when the call returns */
+    return rc;
 }
 
 int kvs__engine_push(struct kvs__engine *eng, int n, const kvs_key_t *keys,
@@ -829,18 +986,27 @@ uint64_t kvs__engine_steps(const struct kvs__engine *eng, const void *entry)
 /* ---- pull ------------------------------------------------------------- */
 
 /* Hands each out its key's value: a copy into its data, or (view) the
- * stored value itself. */
-static void pull_commit(struct kvs__engine *eng, const struct plan *p, kvs_array_t *outs,
-                        bool view)
+ * stored value itself, where it lies. */
+static int pull_commit(struct kvs__engine *eng, const struct plan *p, kvs_array_t *outs,
+                       bool view, struct kvs__err *e)
 {
-    for (int i = 0; i < p->n; i++) {
+    int rc = 0;
+
+    for (int i = 0; i < p->n && rc == 0; i++) {
         const struct entry *ent = p->groups[p->gid[i]].ent;
 
-        if (view)
+        if (view) {
             outs[i].data = ent->value;
-        else
-            kvs__copy(outs[i].data, ent->value, ent->bytes, eng->nthreads);
+            outs[i].device = ent->device;
+        } else {
+            rc = kvs__mem_copy(outs[i].data, outs[i].device, ent->value, ent->device,
+                               ent->bytes, eng->nthreads, e);
+        }
     }
+    if (rc == 0)
+        return kvs__mem_finish(e);
+    kvs__mem_finish(NULL);
+    return rc;
 }
 
 static int pull_run(struct kvs__engine *eng, int n, const kvs_key_t *keys,
@@ -853,9 +1019,9 @@ static int pull_run(struct kvs__engine *eng, int n, const kvs_key_t *keys,
         return rc;
     if ((rc = plan_make(eng, n, keys, outs, false, &p, e)) != 0)
         return rc;
-    pull_commit(eng, &p, outs, view);
+    rc = pull_commit(eng, &p, outs, view, e);
     plan_free(eng, &p);
-    return 0;
+    return rc;
 }
 
 int kvs__engine_pull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
@@ -890,7 +1056,7 @@ static int pushpull_run(struct kvs__engine *eng, int n, const kvs_key_t *keys,
             goto out;
     }
     if ((rc = push_run(eng, &p, e)) == 0)
-        pull_commit(eng, &p, dst, view);
+        rc = pull_commit(eng, &p, dst, view, e);
 out:
     plan_free(eng, &p);
     return rc;
@@ -909,11 +1075,79 @@ int kvs__engine_pushpull_view(struct kvs__engine *eng, int n, const kvs_key_t *k
     return pushpull_run(eng, n, keys, values, views, true, e);
 }
 
+int kvs__check_row_ids(kvs_key_t key, int i, const kvs_array_t *ids, int ndim, int64_t rows,
+                       struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8], name[KVS_MAX_KEY_LEN + 40];
+    const int64_t *id;
+    int rc;
+
+    KEYSTR(ks, key);
+    snprintf(name, sizeof name, "key %s: row_ids %d", ks, i);
+    if ((rc = kvs__array_check(ids, name, e)) != 0)
+        return rc;
+    if (ids->device != KVS_HOST)
+        return kvs__fail(e, KVS_EDEVICE, "%s: row ids must be host memory", name);
+    if (ids->dtype != KVS_INT64)
+        return kvs__fail(e, KVS_EDTYPE, "%s: dtype %s, row ids must be int64", name,
+                         kvs_dtype_name(ids->dtype));
+    if (ids->ndim != 1)
+        return kvs__fail(e, KVS_ESHAPE, "%s: %d dimensions, row ids must be 1-D", name,
+                         ids->ndim);
+    if (ndim < 1)
+        return kvs__fail(e, KVS_ESHAPE, "key %s: a scalar has no rows", ks);
+    id = ids->data;
+    for (int64_t j = 0; j < ids->shape[0]; j++)
+        if (id[j] < 0 || id[j] >= rows)
+            return kvs__fail(e, KVS_ERANGE, "key %s: row id %lld out of range [0, %lld)", ks,
+                             (long long)id[j], (long long)rows);
+    return 0;
+}
+
+/* Writes the rows of ent that ids name into out, zeros elsewhere. Rows of
+ * a device go through host memory: a row-sparse pull is for small tables
+ * read a few rows at a time. */
+static int gather_rows(struct kvs__engine *eng, const struct entry *ent, kvs_array_t *out,
+                       const kvs_array_t *ids, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    size_t row = ent->shape[0] ? ent->bytes / (size_t)ent->shape[0] : 0;
+    const int64_t *id = ids->data;
+    char *dst = out->data, *tmp = NULL;
+    const char *src = ent->value;
+    int rc = 0;
+
+    if (ent->bytes == 0)
+        return 0;
+    if (out->device != KVS_HOST || ent->device != KVS_HOST) {
+        if (!(tmp = malloc(ent->bytes * (ent->device != KVS_HOST ? 2 : 1))))
+            return kvs__fail(e, -ENOMEM, "key %s: out of memory for a %zu-byte buffer",
+                             KEYSTR(ks, ent->key), ent->bytes);
+        if (out->device != KVS_HOST)
+            dst = tmp;
+        if (ent->device != KVS_HOST) {
+            src = tmp + ent->bytes;
+            rc = kvs__mem_copy(tmp + ent->bytes, KVS_HOST, ent->value, ent->device,
+                               ent->bytes, eng->nthreads, e);
+        }
+    }
+    if (rc == 0) {
+        memset(dst, 0, ent->bytes);
+        for (int64_t j = 0; j < ids->shape[0]; j++)
+            memcpy(dst + (size_t)id[j] * row, src + (size_t)id[j] * row, row);
+        if (dst != out->data
+            && (rc = kvs__mem_copy(out->data, out->device, dst, KVS_HOST, ent->bytes,
+                                   eng->nthreads, e)) == 0)
+            rc = kvs__mem_finish(e);
+    }
+    free(tmp);
+    return rc;
+}
+
 int kvs__engine_row_sparse_pull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
                                 kvs_array_t *outs, const kvs_array_t *row_ids,
                                 struct kvs__err *e)
 {
-    char ks[KVS_MAX_KEY_LEN + 8], name[KVS_MAX_KEY_LEN + 40];
     struct plan p;
     int rc;
 
@@ -923,51 +1157,14 @@ int kvs__engine_row_sparse_pull(struct kvs__engine *eng, int n, const kvs_key_t 
         return kvs__fail(e, KVS_EBADARG, "row_ids list is NULL with count %d", n);
     if ((rc = plan_make(eng, n, keys, outs, false, &p, e)) != 0)
         return rc;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && rc == 0; i++) {
         const struct entry *ent = p.groups[p.gid[i]].ent;
-        const kvs_array_t *ids = &row_ids[i];
-        const int64_t *id;
 
-        KEYSTR(ks, keys[i]);
-        snprintf(name, sizeof name, "key %s: row_ids %d", ks, i);
-        if ((rc = kvs__array_check(ids, name, e)) != 0)
-            goto out;
-        if (ids->dtype != KVS_INT64) {
-            rc = kvs__fail(e, KVS_EDTYPE, "%s: dtype %s, row ids must be int64", name,
-                           kvs_dtype_name(ids->dtype));
-            goto out;
-        }
-        if (ids->ndim != 1) {
-            rc = kvs__fail(e, KVS_ESHAPE, "%s: %d dimensions, row ids must be 1-D", name,
-                           ids->ndim);
-            goto out;
-        }
-        if (ent->ndim < 1) {
-            rc = kvs__fail(e, KVS_ESHAPE, "key %s: a scalar has no rows", ks);
-            goto out;
-        }
-        id = ids->data;
-        for (int64_t j = 0; j < ids->shape[0]; j++) {
-            if (id[j] < 0 || id[j] >= ent->shape[0]) {
-                rc = kvs__fail(e, KVS_ERANGE, "key %s: row id %lld out of range [0, %lld)",
-                               ks, (long long)id[j], (long long)ent->shape[0]);
-                goto out;
-            }
-        }
+        rc = kvs__check_row_ids(keys[i], i, &row_ids[i], ent->ndim,
+                                ent->ndim ? ent->shape[0] : 0, e);
     }
-    for (int i = 0; i < n; i++) {
-        const struct entry *ent = p.groups[p.gid[i]].ent;
-        const int64_t *id = row_ids[i].data;
-        size_t row = ent->shape[0] ? ent->bytes / (size_t)ent->shape[0] : 0;
-
-        if (ent->bytes == 0)
-            continue;
-        memset(outs[i].data, 0, ent->bytes);
-        for (int64_t j = 0; j < row_ids[i].shape[0]; j++)
-            memcpy((char *)outs[i].data + (size_t)id[j] * row,
-                   (const char *)ent->value + (size_t)id[j] * row, row);
-    }
-out:
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = gather_rows(eng, p.groups[p.gid[i]].ent, &outs[i], &row_ids[i], e);
     plan_free(eng, &p);
     return rc;
 }
@@ -1035,6 +1232,23 @@ void kvs__engine_free(struct kvs__engine *eng)
 void kvs__engine_set_threads(struct kvs__engine *eng, int nthreads)
 {
     eng->nthreads = nthreads;
+}
+
+void kvs__engine_set_place(struct kvs__engine *eng,
+                           int (*place)(void *ctx, const kvs_array_t *like, size_t bytes),
+                           void *ctx)
+{
+    eng->place = place;
+    eng->place_ctx = ctx;
+}
+
+void kvs__engine_set_reduce(struct kvs__engine *eng,
+                            int (*reduce)(void *ctx, const struct kvs__reduce_item *items,
+                                          int m, struct kvs__err *e),
+                            void *ctx)
+{
+    eng->reduce = reduce;
+    eng->reduce_ctx = ctx;
 }
 
 void kvs__engine_set_init_on_push(struct kvs__engine *eng, int on)

@@ -32,6 +32,33 @@ void kvs__engine_free(struct kvs__engine *eng);          /* NULL is a no-op */
 
 /* Threads for big sums and copies (0: the pool's default). */
 void kvs__engine_set_threads(struct kvs__engine *eng, int nthreads);
+/* Where a new key's value lives: place returns KVS_HOST or KVS_CUDA(i)
+ * for a key first stored from like (bytes long). The default (NULL) keeps
+ * it on like's device. Device values come from mem.h; eng's kvs__mem is
+ * for host values only. */
+void kvs__engine_set_place(struct kvs__engine *eng,
+                           int (*place)(void *ctx, const kvs_array_t *like, size_t bytes),
+                           void *ctx);
+/* One key's reduction across devices: in[0..k) on the distinct devices
+ * dev[0..k) (each KVS_CUDA(i)), home among them; the sum of their n
+ * elements goes to out, on home. */
+struct kvs__reduce_item {
+    kvs_dtype_t dtype;
+    size_t n;
+    int home;
+    void *out;
+    const void *const *in;
+    const int *dev;
+    int k;
+};
+/* How a push sums the values of a key that come from several devices, one
+ * per device, the key's own among them: reduce queues the reductions of
+ * every such key of the push, together (the nccl type). NULL, the
+ * default: the values are copied to the key's device and summed there. */
+void kvs__engine_set_reduce(struct kvs__engine *eng,
+                            int (*reduce)(void *ctx, const struct kvs__reduce_item *items,
+                                          int m, struct kvs__err *e),
+                            void *ctx);
 /* MXNet's old behaviour: a push to an unknown key initialises it. */
 void kvs__engine_set_init_on_push(struct kvs__engine *eng, int on);
 
@@ -63,6 +90,12 @@ int kvs__engine_row_sparse_pull(struct kvs__engine *eng, int n, const kvs_key_t 
  * in messages ("value", "out"). */
 int kvs__check_list(const struct kvs__engine *eng, int n, const kvs_key_t *keys,
                     const kvs_array_t *arrs, const char *what, struct kvs__err *e);
+
+/* Checks the row ids of out i of a row-sparse pull of key, whose value
+ * has ndim dimensions and rows rows: a host int64 1-D array of ids in
+ * [0, rows). */
+int kvs__check_row_ids(kvs_key_t key, int i, const kvs_array_t *ids, int ndim, int64_t rows,
+                       struct kvs__err *e);
 
 /* Groups a list by key: gid[i] is the group of keys[i], groups numbered in
  * order of first appearance, first[g] the index where group g first

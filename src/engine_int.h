@@ -20,9 +20,12 @@ struct entry {
     int ndim;
     int64_t shape[KVS_MAX_NDIM];
     size_t count, bytes;
-    void *value;                       /* from eng->mem */
+    int device;                        /* where value and the buffers below live (mem.h) */
+    void *value;                       /* from eng->mem on the host, else mem.h's */
     void *scratch;                     /* merged sum for updater pushes */
     void *shadow;                      /* an updater's working copy of value */
+    void *stage;                       /* nstage copies of inputs from other devices */
+    int nstage;
     struct kvs__optim_state *ostate;
     uint64_t version;                  /* bumped by every init and push */
     void *front;                       /* the front's state for this key */
@@ -46,6 +49,10 @@ struct kvs__engine {
     void *updater_ctx;
     struct kvs__optim *optim;
     void (*front_free)(void *front);
+    int (*place)(void *ctx, const kvs_array_t *like, size_t bytes);
+    void *place_ctx;
+    int (*reduce)(void *ctx, const struct kvs__reduce_item *items, int m, struct kvs__err *e);
+    void *reduce_ctx;
 };
 
 static inline enum key_kind kind_of(kvs_key_t k)

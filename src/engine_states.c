@@ -14,21 +14,50 @@
 #include "engine_int.h"
 #include "optim.h"
 
-/* The states of the keys keep accepts (every key when keep is NULL), in
- * *recs (malloc'd, pointing into the entries) and *n. */
-static int states_of(const struct kvs__engine *eng, kvs__key_filter keep, void *ctx,
-                     struct kvs__state_rec **recs, size_t *n, struct kvs__err *e)
+static void copies_free(struct kvs__optim_state **copies, size_t n)
 {
+    for (size_t i = 0; copies && i < n; i++)
+        kvs__optim_state_free(copies[i]);
+    free(copies);
+}
+
+/* The states of the keys keep accepts (every key when keep is NULL), in
+ * *recs (malloc'd) and *n: the entries' own states, or host copies of
+ * those on a device, which *copies holds (n of them, NULL for none) for
+ * copies_free. */
+static int states_of(const struct kvs__engine *eng, kvs__key_filter keep, void *ctx,
+                     struct kvs__state_rec **recs, size_t *n,
+                     struct kvs__optim_state ***copies, struct kvs__err *e)
+{
+    size_t len = eng->len ? eng->len : 1;
+    int rc;
+
     if (!eng->optim)
         return kvs__fail(e, KVS_ENOOPT, "no optimizer set: call kvs_set_optimizer first");
-    if (!(*recs = calloc(eng->len ? eng->len : 1, sizeof **recs)))
+    *recs = calloc(len, sizeof **recs);
+    *copies = calloc(len, sizeof **copies);
+    if (!*recs || !*copies) {
+        free(*recs);
+        free(*copies);
         return kvs__fail(e, -ENOMEM, "out of memory for %zu state records", eng->len);
+    }
     *n = 0;
     for (size_t i = 0; i < eng->cap; i++) {
         const struct entry *ent = eng->slots[i].ent;
+        struct kvs__optim_state *s;
 
-        if (ent && ent->ostate && (!keep || keep(ctx, ent->key)))
-            (*recs)[(*n)++] = (struct kvs__state_rec){ ent->key, ent->dtype, ent->ostate };
+        if (!ent || !ent->ostate || (keep && !keep(ctx, ent->key)))
+            continue;
+        s = ent->ostate;
+        if (s->device != KVS_HOST) {
+            if ((rc = kvs__optim_state_copy(s, KVS_HOST, &(*copies)[*n], e)) != 0) {
+                copies_free(*copies, *n);
+                free(*recs);
+                return rc;
+            }
+            s = (*copies)[*n];
+        }
+        (*recs)[(*n)++] = (struct kvs__state_rec){ ent->key, ent->dtype, s };
     }
     return 0;
 }
@@ -36,13 +65,15 @@ static int states_of(const struct kvs__engine *eng, kvs__key_filter keep, void *
 int kvs__engine_encode_states(struct kvs__engine *eng, kvs__key_filter keep, void *ctx,
                               uint8_t **out, size_t *len, struct kvs__err *e)
 {
+    struct kvs__optim_state **copies;
     struct kvs__state_rec *recs;
     size_t n;
     int rc;
 
-    if ((rc = states_of(eng, keep, ctx, &recs, &n, e)) != 0)
+    if ((rc = states_of(eng, keep, ctx, &recs, &n, &copies, e)) != 0)
         return rc;
     rc = kvs__optim_encode(eng->optim, 0, recs, n, out, len, e);
+    copies_free(copies, n);
     free(recs);
     return rc;
 }
@@ -143,15 +174,16 @@ int kvs__engine_save_states_with(struct kvs__engine *eng, const char *path, int 
 {
     struct kvs__state_file **f = NULL;
     struct kvs__state_rec *recs = NULL;
-    struct kvs__optim_state **made = NULL;
+    struct kvs__optim_state **made = NULL, **copies;
     int *who = NULL;
-    size_t n = 0, total = 0;
+    size_t n = 0, total = 0, own;
     int rc;
 
     if (!path)
         return kvs__fail(e, KVS_EBADARG, "path is NULL");
-    if ((rc = states_of(eng, keep, ctx, &recs, &n, e)) != 0)
+    if ((rc = states_of(eng, keep, ctx, &recs, &n, &copies, e)) != 0)
         return rc;
+    own = n;
     if (nimg > 0 && !(f = calloc((size_t)nimg, sizeof *f))) {
         rc = kvs__fail(e, -ENOMEM, "out of memory for states");
         goto out;
@@ -192,6 +224,7 @@ out:
         kvs__optim_state_free(made[i]);
     for (int i = 0; f && i < nimg; i++)
         kvs__state_file_free(f[i]);
+    copies_free(copies, own);
     free(made);
     free(who);
     free(f);
@@ -279,6 +312,18 @@ static int take_states(struct kvs__engine *eng, struct kvs__state_file *f, const
         rc = kvs__fail(e, KVS_ECORRUPT, "%s: key %s has two state records", path,
                        KEYSTR(ks, keys[rc]));
         goto out;
+    }
+    /* States of keys on a device go there before anything changes. */
+    for (size_t i = 0; i < f->n; i++) {
+        const struct entry *ent = table_get(eng, f->recs[i].key);
+        struct kvs__optim_state *s;
+
+        if (ent->device == KVS_HOST || (keep && !keep(ctx, f->recs[i].key)))
+            continue;
+        if ((rc = kvs__optim_state_copy(f->recs[i].state, ent->device, &s, e)) != 0)
+            goto out;
+        kvs__optim_state_free(f->recs[i].state);
+        f->recs[i].state = s;
     }
     rc = 0;
     if (f->optim) {                    /* the file's optimizer replaces the store's */

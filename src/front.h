@@ -60,6 +60,8 @@ struct kvs {
     int64_t opt_init_on_push, opt_threads, opt_timeout_ms;
     int rank, nworkers;
     struct kvs__engine *eng;           /* local types */
+    uint64_t *placed;                  /* device, nccl: bytes of values placed on each GPU */
+    struct kvs__nccl *nccl;            /* nccl: its communicators */
     struct kvs__bufs bufs;             /* local types: kvs_array_alloc's (addresses) */
     struct kvs__client *client;        /* dist types */
 };

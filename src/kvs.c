@@ -12,9 +12,12 @@
 #include <string.h>
 
 #include "array.h"
+#include "cuda.h"
 #include "engine.h"
 #include "error.h"
 #include "front.h"
+#include "mem.h"
+#include "nccl_reduce.h"
 #include "spec.h"
 
 #define KVS__STR_(x) #x
@@ -22,9 +25,49 @@
 
 /* ---- the local store: the engine in this process ---------------------- */
 
+/* MXNet's CommDevice: a new key goes to the GPU with the fewest bytes of
+ * values so far (keys in the order they are first stored), whatever
+ * device its first array is on; sums and updates then run there. Without
+ * a GPU the store is the local store. A call that fails after placing a
+ * key still counts its bytes: the balance is a heuristic. */
+static int device_place(void *ctx, const kvs_array_t *like, size_t bytes)
+{
+    kvs_t *kv = ctx;
+    int ndev = kvs__cuda_devices(NULL), best = 0;
+
+    if (ndev <= 0)
+        return like->device;
+    if (ndev > KVS__MAX_DEVICES)
+        ndev = KVS__MAX_DEVICES;
+    for (int d = 1; d < ndev; d++)
+        if (kv->placed[d] < kv->placed[best])
+            best = d;
+    kv->placed[best] += bytes;
+    return KVS_CUDA(best);
+}
+
+/* The "device" type is the local store with device_place; "nccl" also
+ * reduces values from several GPUs with NCCL. */
 static int local_open(kvs_t *kv, struct kvs__err *e)
 {
-    return kvs__engine_new(NULL, &kv->eng, e);
+    int nccl = strcmp(kv->type, "nccl") == 0, rc;
+
+    if ((nccl || strcmp(kv->type, "device") == 0)
+        && !(kv->placed = calloc(KVS__MAX_DEVICES, sizeof *kv->placed)))
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    if ((nccl && (rc = kvs__nccl_new(&kv->nccl, e)) != 0)
+        || (rc = kvs__engine_new(NULL, &kv->eng, e)) != 0) {
+        kvs__nccl_free(kv->nccl);
+        free(kv->placed);
+        kv->nccl = NULL;
+        kv->placed = NULL;
+        return rc;
+    }
+    if (kv->placed)
+        kvs__engine_set_place(kv->eng, device_place, kv);
+    if (kv->nccl)
+        kvs__engine_set_reduce(kv->eng, kvs__nccl_reduce, kv->nccl);
+    return 0;
 }
 
 static int local_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
@@ -146,6 +189,8 @@ static int local_apply_options(kvs_t *kv, struct kvs__err *e)
 static void local_close(kvs_t *kv)
 {
     kvs__engine_free(kv->eng);
+    kvs__nccl_free(kv->nccl);
+    free(kv->placed);
     for (size_t i = 0; i < kv->bufs.n; i++)
         free((void *)(uintptr_t)kv->bufs.r[i].off);
     kvs__bufs_fini(&kv->bufs);
@@ -184,8 +229,8 @@ static const struct {
     { "dist_sync", &kvs__dist_ops },
     { "dist_async", &kvs__dist_ops },
     { "dist_device_sync", NULL },
-    { "device", NULL },
-    { "nccl", NULL },
+    { "device", &local_ops },
+    { "nccl", &local_ops },
 };
 
 /* ---- errors ----------------------------------------------------------- */
@@ -546,7 +591,8 @@ static int array_free(kvs_t *kv, kvs_array_t *arr, struct kvs__err *e)
 }
 
 /* The views go to the store type as copies whose data is a placeholder the
- * array checks accept; only a call that succeeded hands back pointers. */
+ * array checks accept, on the host; only a call that succeeded hands back
+ * pointers, and where they point. */
 static int view(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                 kvs_array_t *views, int priority, struct kvs__err *e)
 {
@@ -563,10 +609,14 @@ static int view(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *valu
     for (int i = 0; i < n; i++) {
         v[i] = views[i];
         v[i].data = &placeholder;
+        v[i].device = KVS_HOST;
     }
-    if ((rc = kv->ops->view(kv, n, keys, values, v, priority, e)) == 0)
-        for (int i = 0; i < n; i++)
+    if ((rc = kv->ops->view(kv, n, keys, values, v, priority, e)) == 0) {
+        for (int i = 0; i < n; i++) {
             views[i].data = v[i].data;
+            views[i].device = v[i].device;
+        }
+    }
     free(v);
     return rc;
 }

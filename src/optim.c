@@ -19,6 +19,8 @@
 #include <strings.h>
 
 #include "array.h"
+#include "cuda_kernels.h"
+#include "mem.h"
 #include "optim.h"
 #include "pool.h"
 #include "spec.h"
@@ -244,11 +246,11 @@ int kvs__optim_nbuf(const struct kvs__optim *o)
 }
 
 int kvs__optim_state_new(const struct kvs__optim *o, kvs_dtype_t dtype, size_t count,
-                         struct kvs__optim_state **out, struct kvs__err *e)
+                         int device, struct kvs__optim_state **out, struct kvs__err *e)
 {
     struct kvs__optim_state *s;
     size_t esize, bytes;
-    int nbuf;
+    int rc;
 
     if (o == NULL || out == NULL)
         return kvs__fail(e, KVS_EBADARG, "optimizer state: %s is NULL",
@@ -257,49 +259,64 @@ int kvs__optim_state_new(const struct kvs__optim *o, kvs_dtype_t dtype, size_t c
     if (!kvs__dtype_is_float(dtype))
         return kvs__fail(e, KVS_EDTYPE, "optimizer %s: dtype %s is not a float type",
                          o->def->name, kvs_dtype_name(dtype));
-
+    /* float64 keys keep float64 state; every other float type is computed
+     * in float32 and keeps float32 state, like MXNet's multi-precision mode. */
+    esize = dtype == KVS_FLOAT64 ? sizeof(double) : sizeof(float);
+    if (__builtin_mul_overflow(count, esize, &bytes))
+        return kvs__fail(e, -ENOMEM, "optimizer %s: state of %zu elements is too large",
+                         o->def->name, count);
     s = calloc(1, sizeof *s);
     if (s == NULL)
         return kvs__fail(e, -ENOMEM, "optimizer %s: out of memory", o->def->name);
-    /* float64 keys keep float64 state; every other float type is computed
-     * in float32 and keeps float32 state, like MXNet's multi-precision mode. */
     s->dtype = dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32;
-    esize = dtype == KVS_FLOAT64 ? sizeof(double) : sizeof(float);
     s->count = count;
-    s->t = 0;
-    nbuf = kvs__optim_nbuf(o);
-
-    if (__builtin_mul_overflow(count, esize, &bytes)) {
-        free(s);
-        return kvs__fail(e, -ENOMEM, "optimizer %s: state of %zu elements is too large",
-                         o->def->name, count);
-    }
-    if (bytes != 0) {
-        for (int i = 0; i < nbuf; i++) {
-            s->buf[i] = calloc(count, esize);
-            if (s->buf[i] == NULL)
-                goto fail_alloc;
+    s->device = device;
+    for (int i = 0; i < kvs__optim_nbuf(o) && bytes != 0; i++) {
+        if ((rc = kvs__mem_alloc(device, bytes, 1, &s->buf[i], e)) != 0) {
+            kvs__optim_state_free(s);
+            return rc;
         }
     }
-    s->nbuf = nbuf;
+    s->nbuf = kvs__optim_nbuf(o);
     *out = s;
     return 0;
-
-fail_alloc:
-    free(s->buf[1]);
-    free(s->buf[0]);
-    free(s);
-    return kvs__fail(e, -ENOMEM, "optimizer %s: out of memory for the state of %zu elements",
-                     o->def->name, count);
 }
 
 void kvs__optim_state_free(struct kvs__optim_state *s)
 {
     if (s == NULL)
         return;
-    free(s->buf[1]);
-    free(s->buf[0]);
+    kvs__mem_free(s->device, s->buf[1]);
+    kvs__mem_free(s->device, s->buf[0]);
     free(s);
+}
+
+int kvs__optim_state_copy(const struct kvs__optim_state *s, int device,
+                          struct kvs__optim_state **out, struct kvs__err *e)
+{
+    size_t bytes = s->count * (s->dtype == KVS_FLOAT64 ? sizeof(double) : sizeof(float));
+    struct kvs__optim_state *t = calloc(1, sizeof *t);
+    int rc = 0;
+
+    *out = NULL;
+    if (!t)
+        return kvs__fail(e, -ENOMEM, "out of memory for an optimizer state");
+    *t = *s;
+    t->device = device;
+    t->buf[0] = t->buf[1] = NULL;
+    for (int b = 0; b < s->nbuf && bytes != 0 && rc == 0; b++) {
+        if ((rc = kvs__mem_alloc(device, bytes, 0, &t->buf[b], e)) == 0)
+            rc = kvs__mem_copy(t->buf[b], device, s->buf[b], s->device, bytes, 0, e);
+    }
+    if (rc == 0)
+        rc = kvs__mem_finish(e);
+    if (rc != 0) {
+        kvs__mem_finish(NULL);
+        kvs__optim_state_free(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
 }
 
 /* ---- Update rules ---------------------------------------------------- */
@@ -398,65 +415,51 @@ KVS__DEFINE_SGD_MOM(double, f64)
 KVS__DEFINE_ADAM(float, f32, sqrtf)
 KVS__DEFINE_ADAM(double, f64, sqrt)
 
-/* One update's parameters, fixed before the loop over elements. */
-struct step {
-    enum optim_kind kind;
-    int mom;                           /* sgd: the momentum rule */
-    int clipping;
-    double lr;                         /* adam: bias-corrected */
-    double p[OPTIM_MAX_PARAMS];
-};
-
 /* Runs the rule on float32 values: the key's own memory for float32, a
- * converted chunk for the half types. off is the chunk's first element in
- * the state buffers. */
-static void step_f32(const struct step *st, struct kvs__optim_state *s, float *w,
-                     const float *g, size_t off, size_t n)
+ * converted chunk for the half types. buf are the state buffers at the
+ * chunk's first element. The constants are converted from double here, as
+ * MXNet's static_cast<DType>(param.x) converts them. */
+static void step_f32(const struct kvs_cuda_step *st, void *const *buf, float *w, const float *g,
+                     size_t n)
 {
     if (st->kind == OPTIM_SGD) {
         if (st->mom)
-            sgd_mom_f32(w, g, (float *)s->buf[0] + off, n, (float)st->lr,
-                        (float)st->p[SGD_MOMENTUM], (float)st->p[SGD_WD],
-                        (float)st->p[SGD_RESCALE], (float)st->p[SGD_CLIP], st->clipping);
+            sgd_mom_f32(w, g, buf[0], n, (float)st->lr, (float)st->momentum, (float)st->wd,
+                        (float)st->rescale, (float)st->clip, st->clipping);
         else
-            sgd_f32(w, g, n, (float)st->lr, (float)st->p[SGD_WD], (float)st->p[SGD_RESCALE],
-                    (float)st->p[SGD_CLIP], st->clipping);
+            sgd_f32(w, g, n, (float)st->lr, (float)st->wd, (float)st->rescale,
+                    (float)st->clip, st->clipping);
     } else {
-        adam_f32(w, g, (float *)s->buf[0] + off, (float *)s->buf[1] + off, n, (float)st->lr,
-                 (float)st->p[ADAM_BETA1], (float)st->p[ADAM_BETA2],
-                 (float)st->p[ADAM_EPSILON], (float)st->p[ADAM_WD],
-                 (float)st->p[ADAM_RESCALE], (float)st->p[ADAM_CLIP], st->clipping);
+        adam_f32(w, g, buf[0], buf[1], n, (float)st->lr, (float)st->beta1, (float)st->beta2,
+                 (float)st->epsilon, (float)st->wd, (float)st->rescale, (float)st->clip,
+                 st->clipping);
     }
 }
 
-static void step_f64(const struct step *st, struct kvs__optim_state *s, double *w,
-                     const double *g, size_t off, size_t n)
+static void step_f64(const struct kvs_cuda_step *st, void *const *buf, double *w,
+                     const double *g, size_t n)
 {
     if (st->kind == OPTIM_SGD) {
         if (st->mom)
-            sgd_mom_f64(w, g, (double *)s->buf[0] + off, n, st->lr, st->p[SGD_MOMENTUM],
-                        st->p[SGD_WD], st->p[SGD_RESCALE], st->p[SGD_CLIP], st->clipping);
+            sgd_mom_f64(w, g, buf[0], n, st->lr, st->momentum, st->wd, st->rescale, st->clip,
+                        st->clipping);
         else
-            sgd_f64(w, g, n, st->lr, st->p[SGD_WD], st->p[SGD_RESCALE], st->p[SGD_CLIP],
-                    st->clipping);
+            sgd_f64(w, g, n, st->lr, st->wd, st->rescale, st->clip, st->clipping);
     } else {
-        adam_f64(w, g, (double *)s->buf[0] + off, (double *)s->buf[1] + off, n, st->lr,
-                 st->p[ADAM_BETA1], st->p[ADAM_BETA2], st->p[ADAM_EPSILON], st->p[ADAM_WD],
-                 st->p[ADAM_RESCALE], st->p[ADAM_CLIP], st->clipping);
+        adam_f64(w, g, buf[0], buf[1], n, st->lr, st->beta1, st->beta2, st->epsilon, st->wd,
+                 st->rescale, st->clip, st->clipping);
     }
 }
 
 /* One update of a key, split over threads: the rule's constants, and the
  * gradient as the sum of k inputs. */
 struct update_job {
-    struct step st;
-    struct kvs__optim_state *s;
+    struct kvs_cuda_step st;
     kvs_dtype_t dtype;
     char *weight;
     const void *const *in;
     int k;
-    size_t first;                      /* weight[0] and in[i][0] are the state's element first */
-    uint64_t step;                     /* the update's number; 0: the state's next */
+    char *buf[2];                      /* the state buffers at weight[0]'s element */
 };
 
 /* Elements [begin, end) of one update, a chunk at a time: the chunk's
@@ -468,11 +471,14 @@ static void update_range(void *ctx, size_t begin, size_t end)
 {
     const struct update_job *job = ctx;
     size_t es = kvs_dtype_size(job->dtype);
+    size_t ses = job->dtype == KVS_FLOAT64 ? sizeof(double) : sizeof(float);
 
     for (size_t off = begin; off < end; off += OPTIM_CHUNK) {
         size_t n = end - off < OPTIM_CHUNK ? end - off : OPTIM_CHUNK;
         char *w = job->weight + off * es;
         const void *g = (const char *)job->in[0] + off * es;
+        void *buf[2] = { job->buf[0] ? job->buf[0] + off * ses : NULL,
+                         job->buf[1] ? job->buf[1] + off * ses : NULL };
         union { float f[OPTIM_CHUNK]; double d[OPTIM_CHUNK]; uint16_t h[OPTIM_CHUNK]; } sum;
         float wf[OPTIM_CHUNK], gf[OPTIM_CHUNK];
 
@@ -482,15 +488,15 @@ static void update_range(void *ctx, size_t begin, size_t end)
         }
         switch (job->dtype) {
         case KVS_FLOAT64:
-            step_f64(&job->st, job->s, (double *)w, g, job->first + off, n);
+            step_f64(&job->st, buf, (double *)w, g, n);
             break;
         case KVS_FLOAT32:
-            step_f32(&job->st, job->s, (float *)w, g, job->first + off, n);
+            step_f32(&job->st, buf, (float *)w, g, n);
             break;
         default:
             kvs__to_f32(job->dtype, wf, w, n);
             kvs__to_f32(job->dtype, gf, g, n);
-            step_f32(&job->st, job->s, wf, gf, job->first + off, n);
+            step_f32(&job->st, buf, wf, gf, n);
             kvs__from_f32(job->dtype, w, wf, n);
             break;
         }
@@ -503,32 +509,31 @@ void kvs__optim_update(const struct kvs__optim *o, struct kvs__optim_state *s,
     kvs__optim_update_sum(o, s, dtype, weight, &grad, 1, count, 1);
 }
 
-/* Fixes one update's constants and counts the step in the key's state;
- * -1 for a state that does not fit the range (job->first, count) of its
- * key, which is then left alone (a state made for another key is the
- * engine's bug; writing past a buffer would turn it into memory
- * corruption). */
-static int update_prepare(const struct kvs__optim *o, struct update_job *job, size_t count)
+int kvs__optim_prepare(const struct kvs__optim *o, struct kvs__optim_state *s,
+                       kvs_dtype_t dtype, size_t first, size_t count, int k, uint64_t step,
+                       struct kvs_cuda_step *st)
 {
-    struct kvs__optim_state *s = job->s;
-    struct step *st = &job->st;
-    kvs_dtype_t want = job->dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32;
+    kvs_dtype_t want = dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32;
 
-    if (!kvs__dtype_is_float(job->dtype) || s->dtype != want || job->first > s->count
-        || count > s->count - job->first || s->nbuf != kvs__optim_nbuf(o) || job->k < 1)
+    if (!kvs__dtype_is_float(dtype) || s->dtype != want || first > s->count
+        || count > s->count - first || s->nbuf != kvs__optim_nbuf(o) || k < 1)
         return -1;
     for (int i = 0; i < s->nbuf; i++) {
         if (count != 0 && s->buf[i] == NULL)
             return -1;
     }
 
-    s->t = job->step ? job->step : s->t + 1;
-    memcpy(st->p, o->p, sizeof st->p);
+    s->t = step ? step : s->t + 1;
+    memset(st, 0, sizeof *st);
     st->kind = o->def->kind;
-    st->mom = st->kind == OPTIM_SGD && s->nbuf == 1;
     if (st->kind == OPTIM_SGD) {
+        st->mom = s->nbuf == 1;
         st->clipping = o->p[SGD_CLIP] > 0.0;
         st->lr = o->p[SGD_LR];
+        st->momentum = o->p[SGD_MOMENTUM];
+        st->wd = o->p[SGD_WD];
+        st->rescale = o->p[SGD_RESCALE];
+        st->clip = o->p[SGD_CLIP];
     } else {
         /* Adam.update in python/mxnet/optimizer/optimizer.py, in Python's
          * double precision before the kernel converts it:
@@ -539,7 +544,34 @@ static int update_prepare(const struct kvs__optim *o, struct update_job *job, si
         double coef2 = 1.0 - pow(o->p[ADAM_BETA2], t);
         st->clipping = o->p[ADAM_CLIP] > 0.0;
         st->lr = o->p[ADAM_LR] * (sqrt(coef2) / coef1);
+        st->beta1 = o->p[ADAM_BETA1];
+        st->beta2 = o->p[ADAM_BETA2];
+        st->epsilon = o->p[ADAM_EPSILON];
+        st->wd = o->p[ADAM_WD];
+        st->rescale = o->p[ADAM_RESCALE];
+        st->clip = o->p[ADAM_CLIP];
     }
+    return 0;
+}
+
+/* Fixes one update's constants and counts the step in the key's state;
+ * -1 for a state that does not fit the range (first, count) of its key,
+ * which is then left alone (a state made for another key is the engine's
+ * bug; writing past a buffer would turn it into memory corruption). */
+static int update_prepare(const struct kvs__optim *o, const struct kvs__optim_item *it,
+                          struct update_job *job)
+{
+    size_t ses = it->dtype == KVS_FLOAT64 ? sizeof(double) : sizeof(float);
+
+    if (kvs__optim_prepare(o, it->s, it->dtype, it->first, it->count, it->k, it->step,
+                           &job->st) != 0)
+        return -1;
+    job->dtype = it->dtype;
+    job->weight = it->weight;
+    job->in = it->in;
+    job->k = it->k;
+    for (int i = 0; i < 2; i++)
+        job->buf[i] = i < it->s->nbuf ? (char *)it->s->buf[i] + it->first * ses : NULL;
     return 0;
 }
 
@@ -551,25 +583,28 @@ void kvs__optim_update_sum(const struct kvs__optim *o, struct kvs__optim_state *
                            kvs_dtype_t dtype, void *weight, const void *const *in, int k,
                            size_t count, int nthreads)
 {
-    struct update_job job = { .s = s, .dtype = dtype, .weight = weight, .in = in, .k = k };
+    struct kvs__optim_item it = { .s = s, .dtype = dtype, .weight = weight, .in = in, .k = k,
+                                  .count = count };
 
-    if (update_prepare(o, &job, count) == 0)
-        kvs__parallel_for(count, UPDATE_GRAIN, nthreads, update_range, &job);
+    kvs__optim_update_many(o, &it, 1, nthreads);
 }
 
-static struct update_job job_of(const struct kvs__optim_item *it)
+void kvs__optim_run(const struct kvs_cuda_step *st, kvs_dtype_t dtype, void *weight,
+                    const void *const *in, int k, void *buf0, void *buf1, size_t count,
+                    int nthreads)
 {
-    return (struct update_job){ .s = it->s, .dtype = it->dtype, .weight = it->weight,
-                                .in = it->in, .k = it->k, .first = it->first,
-                                .step = it->step };
+    struct update_job job = { .st = *st, .dtype = dtype, .weight = weight, .in = in, .k = k,
+                              .buf = { buf0, buf1 } };
+
+    kvs__parallel_for(count, UPDATE_GRAIN, nthreads, update_range, &job);
 }
 
 static void update_one(const struct kvs__optim *o, const struct kvs__optim_item *it,
                        int nthreads)
 {
-    struct update_job job = job_of(it);
+    struct update_job job;
 
-    if (update_prepare(o, &job, it->count) == 0)
+    if (update_prepare(o, it, &job) == 0)
         kvs__parallel_for(it->count, UPDATE_GRAIN, nthreads, update_range, &job);
 }
 
@@ -609,8 +644,7 @@ void kvs__optim_update_many(const struct kvs__optim *o, const struct kvs__optim_
     for (int i = 0; i < m; i++) {
         struct update_job *job = &mu.jobs[mu.m];
 
-        *job = job_of(&items[i]);
-        if (update_prepare(o, job, items[i].count) != 0)
+        if (update_prepare(o, &items[i], job) != 0)
             continue;
         mu.start[mu.m + 1] = mu.start[mu.m] + items[i].count;
         mu.m++;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "kvs.h"
+#include "cuda_kernels.h"
 #include "error.h"
 
 struct kvs__optim;                     /* a parsed spec; immutable */
@@ -19,6 +20,7 @@ struct kvs__optim_state {              /* one key's state */
     kvs_dtype_t dtype;                 /* KVS_FLOAT64 for float64 keys, else KVS_FLOAT32 */
     size_t count;                      /* elements in each buffer */
     int nbuf;                          /* 0..2: sgd with momentum 1 (mom), adam 2 (mean, var) */
+    int device;                        /* where buf lie: KVS_HOST or KVS_CUDA(i) (mem.h) */
     void *buf[2];
 };
 
@@ -35,11 +37,17 @@ const char *kvs__optim_spec(const struct kvs__optim *o);
  * 0; adam: 2), as kvs__optim_state_new makes them. */
 int kvs__optim_nbuf(const struct kvs__optim *o);
 
-/* A zeroed state for a key of dtype (a float dtype) and count elements.
- * Errors: KVS_EDTYPE (not a float dtype), -ENOMEM. */
+/* A zeroed state for a key of dtype (a float dtype) and count elements,
+ * its buffers on device (mem.h). Errors: KVS_EDTYPE (not a float dtype),
+ * -ENOMEM, KVS_EDEVICE. */
 int kvs__optim_state_new(const struct kvs__optim *o, kvs_dtype_t dtype, size_t count,
-                         struct kvs__optim_state **out, struct kvs__err *e);
+                         int device, struct kvs__optim_state **out, struct kvs__err *e);
 void kvs__optim_state_free(struct kvs__optim_state *s);     /* NULL is a no-op */
+
+/* A copy of s with its buffers on device (mem.h). Errors: -ENOMEM,
+ * KVS_EDEVICE. */
+int kvs__optim_state_copy(const struct kvs__optim_state *s, int device,
+                          struct kvs__optim_state **out, struct kvs__err *e);
 
 /* One MXNet update of weight (dtype, count elements) by grad (same dtype
  * and count), advancing s->t. float16/bfloat16 are computed in float32 and
@@ -55,6 +63,21 @@ void kvs__optim_update(const struct kvs__optim *o, struct kvs__optim_state *s,
 void kvs__optim_update_sum(const struct kvs__optim *o, struct kvs__optim_state *s,
                            kvs_dtype_t dtype, void *weight, const void *const *in, int k,
                            size_t count, int nthreads);
+
+/* Fixes the constants of one update of elements [first, first + count) of
+ * a key of dtype by the sum of k inputs, and counts the step in s (step:
+ * as kvs__optim_item's): what a kernel needs besides the buffers. -1, and
+ * s left alone, when s does not fit (another dtype, too few elements,
+ * another optimizer's buffers). */
+int kvs__optim_prepare(const struct kvs__optim *o, struct kvs__optim_state *s,
+                       kvs_dtype_t dtype, size_t first, size_t count, int k, uint64_t step,
+                       struct kvs_cuda_step *st);
+
+/* The host's kernel for prepared constants: kvs_cuda_update's arguments
+ * (cuda_kernels.h), with the same results, over at most nthreads threads. */
+void kvs__optim_run(const struct kvs_cuda_step *st, kvs_dtype_t dtype, void *weight,
+                    const void *const *in, int k, void *buf0, void *buf1, size_t count,
+                    int nthreads);
 
 /* One key's update for kvs__optim_update_many: the arguments of
  * kvs__optim_update_sum, of count elements of the key from element first

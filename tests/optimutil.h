@@ -34,7 +34,7 @@ static inline struct kvs__optim_state *state_ok(const struct kvs__optim *o,
 {
     struct kvs__optim_state *s = NULL;
     struct kvs__err e = { 0 };
-    int rc = kvs__optim_state_new(o, dtype, count, &s, &e);
+    int rc = kvs__optim_state_new(o, dtype, count, KVS_HOST, &s, &e);
 
     if (rc != 0)
         fail_msg("state_new: %d %s", rc, e.msg);

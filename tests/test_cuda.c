@@ -5,7 +5,9 @@
  * lacks the device asked for, gives KVS_EDEVICE and says so; the stand-in
  * (tests/standin/) with its devices counts them; the toolkit's own
  * runtime on a machine without a driver says there is none; and a store
- * refuses a device array with the loader's reason, changing nothing.
+ * refuses a device array with the loader's reason, or host memory that
+ * claims to be a device's, changing nothing; the nccl type without NCCL
+ * says so.
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -20,6 +22,7 @@
 #include <cmocka.h>
 
 #include "cuda.h"
+#include "mem.h"
 #include "kvs.h"
 
 struct outcome {
@@ -99,41 +102,87 @@ static void test_real_runtime_without_driver(void **state)
     expect(device_in_child(lib, -1, 0), KVS_EDEVICE, "no CUDA driver");
 }
 
-/* A store refuses a device array with the loader's reason, and stores
- * nothing. */
-static void test_store_refuses(void **state)
+/* Runs body in a child with the stand-in as the runtime (2 devices): the
+ * child's exit status is 0 when body's checks held. */
+static void in_child(int (*body)(void))
 {
     int status;
-    pid_t pid;
+    pid_t pid = fork();
 
-    (void)state;
-    pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        float v[4] = { 1, 2, 3, 4 };
-        kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 },
-                          .device = KVS_CUDA(5) };
-        kvs_key_t k = KVS_INT_KEY(1);
-        kvs_t *kv;
-        int ok;
-
         setenv("KVS_CUDART", STANDIN_PATH, 1);
         setenv("KVS_STANDIN_DEVICES", "2", 1);
-        if (kvs_create("local", &kv) != 0)
-            _exit(2);
-        ok = kvs_init(kv, 1, &k, &a) == KVS_EDEVICE
-             && strstr(kvs_last_error(kv), "is on KVS_CUDA(5): no CUDA device 5 (2 devices)");
-        a.device = KVS_CUDA(1);
-        ok = ok && kvs_init(kv, 1, &k, &a) == KVS_EDEVICE
-             && strstr(kvs_last_error(kv), "is on KVS_CUDA(1): the store takes host arrays");
-        a.device = KVS_HOST;
-        ok = ok && kvs_pull(kv, 1, &k, &a, 0) == KVS_ENOKEY;
-        kvs_close(kv);
-        _exit(ok ? 0 : 1);
+        _exit(body());
     }
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* A store refuses a device array with the loader's reason, and host
+ * memory that says it is a device's, and stores nothing. */
+static int store_refuses(void)
+{
+    float v[4] = { 1, 2, 3, 4 };
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 },
+                      .device = KVS_CUDA(5) };
+    kvs_key_t k = KVS_INT_KEY(1);
+    kvs_t *kv;
+    int ok;
+
+    if (kvs_create("local", &kv) != 0)
+        return 2;
+    ok = kvs_init(kv, 1, &k, &a) == KVS_EDEVICE
+         && strstr(kvs_last_error(kv), "is on KVS_CUDA(5): no CUDA device 5 (2 devices)");
+    a.device = KVS_CUDA(1);
+    ok = ok && kvs_init(kv, 1, &k, &a) == KVS_EDEVICE
+         && strstr(kvs_last_error(kv), "says KVS_CUDA(1), but its data is not device memory");
+    a.device = KVS_HOST;
+    ok = ok && kvs_pull(kv, 1, &k, &a, 0) == KVS_ENOKEY;
+    kvs_close(kv);
+    return ok ? 0 : 1;
+}
+
+static void test_store_refuses(void **state)
+{
+    (void)state;
+    in_child(store_refuses);
+}
+
+/* Without NCCL, the nccl type still stores and pulls; a push that needs
+ * NCCL (values of a key from two GPUs) fails with the reason and changes
+ * nothing. */
+static int nccl_missing(void)
+{
+    float v[4] = { 1, 2, 3, 4 }, got[4] = { 0 };
+    kvs_array_t a[2] = { { .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 },
+                           .device = KVS_CUDA(0) },
+                         { .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 },
+                           .device = KVS_CUDA(1) } };
+    kvs_array_t h = { .data = got, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } };
+    kvs_key_t k[2] = { KVS_INT_KEY(1), KVS_INT_KEY(1) };
+    kvs_t *kv;
+    int ok;
+
+    setenv("KVS_NCCL", "/nonexistent/libnccl.so.2", 1);
+    for (int i = 0; i < 2; i++)
+        if (kvs__mem_alloc(a[i].device, sizeof v, 0, &a[i].data, NULL) != 0
+            || kvs__mem_copy(a[i].data, a[i].device, v, KVS_HOST, sizeof v, 1, NULL) != 0)
+            return 2;
+    if (kvs_create("nccl", &kv) != 0 || kvs_init(kv, 1, k, &a[0]) != 0)
+        return 3;
+    ok = kvs_push(kv, 2, k, a, 0) == KVS_EDEVICE
+         && strstr(kvs_last_error(kv), "libnccl not found: /nonexistent/libnccl.so.2");
+    ok = ok && kvs_pull(kv, 1, k, &h, 0) == 0 && memcmp(got, v, sizeof v) == 0;
+    kvs_close(kv);
+    return ok ? 0 : 1;
+}
+
+static void test_nccl_missing(void **state)
+{
+    (void)state;
+    in_child(nccl_missing);
 }
 
 int main(void)
@@ -144,6 +193,7 @@ int main(void)
         cmocka_unit_test(test_standin_devices),
         cmocka_unit_test(test_real_runtime_without_driver),
         cmocka_unit_test(test_store_refuses),
+        cmocka_unit_test(test_nccl_missing),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -203,8 +203,8 @@ static void test_pull(void **state)
 {
     kvs_t *kv = NULL;
     (void)state;
-    /* MXNet runs it on 'device' too; without the GPU path that type is
-     * not provided: it must say so, not pretend. */
+    /* MXNet runs it on 'device' too (here, without a GPU, the values
+     * stay on the host). */
     {
         int rc = kvs_create("device", &kv);
         if (rc == 0) {

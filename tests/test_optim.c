@@ -224,7 +224,7 @@ static void test_state_int_dtypes(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct kvs__optim_state *s = (struct kvs__optim_state *)&s;
         struct kvs__err e = { 0 };
-        assert_int_equal(kvs__optim_state_new(o, bad[i], 4, &s, &e), KVS_EDTYPE);
+        assert_int_equal(kvs__optim_state_new(o, bad[i], 4, KVS_HOST, &s, &e), KVS_EDTYPE);
         assert_null(s);
         assert_non_null(strstr(e.msg, "not a float type"));
     }

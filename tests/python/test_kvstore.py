@@ -148,13 +148,14 @@ def test_get_type():
     assert kv.type == kvtype
 
 
-@pytest.mark.parametrize('name', ['local', 'local_update_cpu', 'local_allreduce_cpu'])
+@pytest.mark.parametrize('name', ['local', 'local_update_cpu', 'local_allreduce_cpu', 'device',
+                                  'nccl'])
 def test_kvstore_types(name):
     kv = kvs.create(name)
     assert (kv.type, kv.rank, kv.num_workers) == (name, 0, 1)
 
 
-@pytest.mark.parametrize('name', ['device', 'nccl', 'dist_device_sync'])
+@pytest.mark.parametrize('name', ['dist_device_sync'])
 def test_types_not_built(name):
     with pytest.raises(kvs.KVSError) as err:
         kvs.create(name)
