@@ -1,0 +1,23 @@
+#!/bin/sh
+# Description: the GPU benchmark's code against the CUDA and NCCL
+# stand-in (two fake devices over host memory; the numbers mean nothing):
+# it measures every size for device, nccl and NCCL itself, checking every
+# pulled sum; and without a CUDA runtime it says it skipped and exits 0.
+b="${top_builddir:-.}"
+standin="$(cd "$b" && pwd)/tests/standin/.libs/libkvs_standin.so"
+echo "1..2"
+if out=$(KVS_CUDART="$standin" KVS_NCCL="$standin" KVS_STANDIN_DEVICES=2 \
+        "$b/bench/bench_gpu" --max-size 64K --iters 2 2>&1) &&
+    [ "$(printf '%s\n' "$out" | grep -cE '^(4|16|64) KiB +(device|nccl|NCCL) ')" = 9 ]; then
+    echo "ok 1 - bench_gpu under the stand-in: 3 sizes x device, nccl, NCCL"
+else
+    echo "not ok 1 - bench_gpu under the stand-in"
+    printf '%s\n' "$out" | tail -20 | sed 's/^/# /'
+fi
+if out=$(KVS_CUDART=/nonexistent/libcudart.so.13 "$b/bench/bench_gpu" 2>&1) &&
+    printf '%s\n' "$out" | grep -q '^bench_gpu: skipped: no CUDA runtime'; then
+    echo "ok 2 - bench_gpu without a runtime skips"
+else
+    echo "not ok 2 - bench_gpu without a runtime"
+    printf '%s\n' "$out" | tail -5 | sed 's/^/# /'
+fi
