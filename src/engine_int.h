@@ -90,6 +90,14 @@ static inline struct entry *table_get(const struct kvs__engine *eng, kvs_key_t k
 /* "key 7" / "key \"w\"" for messages. */
 #define KEYSTR(buf, k) (kvs__key_str((buf), sizeof(buf), (k)), (buf))
 
+/* Slots of the hash table kvs__group_keys_in uses for a list of n keys:
+ * a power of two, at least twice n. */
+size_t kvs__group_slots(int n);
+
+/* kvs__group_keys (engine.h) with the caller's scratch: slot has
+ * kvs__group_slots(n) entries. Cannot fail. */
+int kvs__group_keys_in(int n, const kvs_key_t *keys, int *gid, int *first, int *slot);
+
 /* The index of the first key that repeats an earlier one, n when none
  * does, or -ENOMEM. */
 int kvs__find_repeat(int n, const kvs_key_t *keys, struct kvs__err *e);
