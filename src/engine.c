@@ -499,9 +499,9 @@ int kvs__engine_init(struct kvs__engine *eng, int n, const kvs_key_t *keys,
         p.groups[i].fresh = false;
     }
 out:
-    plan_free(eng, &p);
     if (rc != 0)
-        kvs__mem_finish(NULL);         /* nothing left queued into freed entries */
+        kvs__mem_finish(NULL);         /* nothing left queued into entries freed here */
+    plan_free(eng, &p);
     return rc;
 }
 
