@@ -36,6 +36,7 @@ static struct {
     int (*memcpy)(void *dst, const void *src, size_t bytes, int kind);
     int (*stream_create)(void **s);
     int (*stream_sync)(void *s);
+    int (*stream_destroy)(void *s);
     const char *(*error)(int err);
 } rt;
 
@@ -45,6 +46,7 @@ static struct {
                       void *stream);
     int (*group_start)(void);
     int (*group_end)(void);
+    int (*comm_destroy)(void *comm);
 } nccl;
 
 static void *sym(void *lib, const char *name)
@@ -76,6 +78,7 @@ static int load_cuda(void)
     *(void **)&rt.memcpy = sym(lib, "cudaMemcpy");
     *(void **)&rt.stream_create = sym(lib, "cudaStreamCreate");
     *(void **)&rt.stream_sync = sym(lib, "cudaStreamSynchronize");
+    *(void **)&rt.stream_destroy = sym(lib, "cudaStreamDestroy");
     *(void **)&rt.error = sym(lib, "cudaGetErrorString");
     if ((rc = rt.count(&n)) != 0 || n <= 0) {
         printf("%s: skipped: no CUDA device (%s)\n", bench_who,
@@ -98,6 +101,7 @@ static int load_nccl(void)
     *(void **)&nccl.all_reduce = sym(lib, "ncclAllReduce");
     *(void **)&nccl.group_start = sym(lib, "ncclGroupStart");
     *(void **)&nccl.group_end = sym(lib, "ncclGroupEnd");
+    *(void **)&nccl.comm_destroy = sym(lib, "ncclCommDestroy");
     return 1;
 }
 
@@ -261,6 +265,12 @@ int main(int argc, char **argv)
             rt.free(b.in[d]);
             rt.free(b.out[d]);
         }
+    }
+    for (int d = 0; d < b.n; d++) {
+        if (have_nccl)
+            nccl.comm_destroy(comms[d]);
+        if (b.stream[d])
+            rt.stream_destroy(b.stream[d]);
     }
     return 0;
 }
