@@ -332,7 +332,7 @@ struct group {
     bool fresh;                        /* ent is not in the table yet */
     int k;                             /* values of this key in the list */
     const void **in;                   /* their data, in list order */
-    const int *dev;                    /* their devices; NULL: all on the host */
+    int *dev;                          /* their devices; NULL: all on the host */
     struct kvs__optim_state *ostate;   /* new state, handed to ent at commit */
     bool ranged;                       /* in[] and the update are elements [first,
                                         * first + count) of the key only */
@@ -437,7 +437,7 @@ static int plan_make(struct kvs__engine *eng, int n, const kvs_key_t *keys,
     for (int i = 0; i < n; i++) {
         struct group *gr = &p->groups[p->gid[i]];
 
-        p->devs[gr->in - p->inputs + gr->k] = arrs[i].device;
+        gr->dev[gr->k] = arrs[i].device;
         gr->in[gr->k++] = arrs[i].data;
     }
     if ((rc = table_reserve(eng, (size_t)nfresh, e)) != 0)
@@ -636,6 +636,7 @@ static int push_stage(struct kvs__engine *eng, struct plan *p, struct kvs__err *
                                     eng->nthreads, e)) != 0)
                 return rc;
             gr->in[j] = to;
+            gr->dev[j] = ent->device;
             m++;
         }
     }
