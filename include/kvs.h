@@ -256,7 +256,9 @@ KVS_API const char *kvs_last_error(const kvs_t *kv);
  * queued on a stream of libkvs's own per device, which waits for the work
  * the caller queued on the legacy default stream (work on other streams
  * must be synchronised by the caller), and is finished when the call
- * returns. The caller's current device is left as it was. A device that
+ * returns; device work not done within KVS_TIMEOUT (read once per
+ * process; a handle's KVS_OPT_TIMEOUT does not apply) fails the call with
+ * KVS_ETIMEDOUT. The caller's current device is left as it was. A device that
  * fails during a push (a lost GPU) fails the call with KVS_EDEVICE and may
  * leave that push's keys half updated. */
 

@@ -36,7 +36,7 @@ static const struct { size_t off; const char *name; } entries[] = {
     ENTRY(memset_async, "cudaMemsetAsync"),
     ENTRY(pointer_attributes, "cudaPointerGetAttributes"),
     ENTRY(stream_create, "cudaStreamCreateWithFlags"),
-    ENTRY(stream_synchronize, "cudaStreamSynchronize"),
+    ENTRY(stream_query, "cudaStreamQuery"),
     ENTRY(event_create, "cudaEventCreateWithFlags"),
     ENTRY(event_record, "cudaEventRecord"),
     ENTRY(stream_wait_event, "cudaStreamWaitEvent"),

@@ -21,6 +21,7 @@
  * driver_types.h defines them. */
 enum {
     KVS__CUDA_SUCCESS = 0,
+    KVS__CUDA_NOT_READY = 600,         /* cudaErrorNotReady: work still queued */
     KVS__CUDA_MEMCPY_DEFAULT = 4,      /* cudaMemcpyDefault: direction from the pointers */
     KVS__CUDA_MEMORY_DEVICE = 2,       /* cudaMemoryTypeDevice */
     KVS__CUDA_EVENT_NO_TIMING = 2,     /* cudaEventDisableTiming */
@@ -47,7 +48,7 @@ struct kvs__cudart {
     int (*memset_async)(void *ptr, int value, size_t bytes, void *stream);
     int (*pointer_attributes)(struct kvs__cuda_ptr_attr *attr, const void *ptr);
     int (*stream_create)(void **stream, unsigned flags);
-    int (*stream_synchronize)(void *stream);
+    int (*stream_query)(void *stream);
     int (*event_create)(void **event, unsigned flags);
     int (*event_record)(void *event, void *stream);
     int (*stream_wait_event)(void *stream, void *event, unsigned flags);

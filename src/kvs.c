@@ -264,25 +264,6 @@ KVS_API const char *kvs_version(int *major, int *minor, int *patch)
 
 /* ---- life ------------------------------------------------------------- */
 
-/* KVS_TIMEOUT, in seconds (a decimal number, fractions allowed, in (0,
- * one year]), else two minutes: long enough for a slow worker's step,
- * short enough that a stuck job ends. Anything else set there is
- * KVS_EBADARG: a deadline the user did not mean is worse than none. */
-static int default_timeout_ms(int64_t *ms, struct kvs__err *e)
-{
-    const char *s = getenv("KVS_TIMEOUT");
-    double v;
-
-    *ms = 120000;
-    if (!s || !*s)
-        return 0;
-    if (kvs__spec_double(s, strlen(s), &v) != 0 || !(v > 0) || v > 86400.0 * 365)
-        return kvs__fail(e, KVS_EBADARG, "KVS_TIMEOUT=%.64s is not a number of seconds in "
-                         "(0, 31536000]", s);
-    *ms = (int64_t)(v * 1000.0 + 0.5) > 0 ? (int64_t)(v * 1000.0 + 0.5) : 1;
-    return 0;
-}
-
 KVS_API int kvs_create(const char *type, kvs_t **out)
 {
     struct kvs__err err = { 0, "" };
@@ -317,7 +298,7 @@ KVS_API int kvs_create(const char *type, kvs_t **out)
     }
     kv->ops = ops;
     kv->nworkers = 1;
-    if ((rc = default_timeout_ms(&kv->opt_timeout_ms, &err)) != 0) {
+    if ((rc = kvs__env_timeout_ms(&kv->opt_timeout_ms, &err)) != 0) {
         free(kv->type);
         free(kv);
         goto fail;

@@ -11,14 +11,18 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "array.h"
 #include "cuda.h"
 #include "cuda_kernels.h"
 #include "mem.h"
 #include "optim.h"
+#include "ring.h"
+#include "spec.h"
 
 #ifndef KVS__KERNELS_PATH
 #define KVS__KERNELS_PATH "libkvs-cuda.so"
@@ -130,12 +134,40 @@ static void queued(const struct on_device *d)
     pending |= (uint64_t)1 << d->dev;
 }
 
-/* Waits for everything queued on d's stream. */
+/* How long a wait for a device may take: KVS_TIMEOUT, read once (a bad
+ * value leaves the default; kvs_create has refused it already). */
+static pthread_once_t wait_once = PTHREAD_ONCE_INIT;
+static int64_t wait_ms;
+
+static void read_wait(void)
+{
+    kvs__env_timeout_ms(&wait_ms, NULL);
+}
+
+/* Waits for everything queued on d's stream, or fails with KVS_ETIMEDOUT
+ * once the wait has lasted KVS_TIMEOUT: it polls the stream, yielding the
+ * core for the first microseconds, then sleeping 20 us at a time. */
 static int drain(const struct on_device *d, struct kvs__err *e)
 {
-    int rc = d->rt->stream_synchronize(d->stream);
+    const struct timespec nap = { 0, 20000 };
+    int64_t start = kvs__now_ns(), deadline;
+    int rc;
 
-    return rc ? cuda_fail(d->rt, d->dev, rc, "cudaStreamSynchronize", e) : 0;
+    pthread_once(&wait_once, read_wait);
+    deadline = start + wait_ms * 1000000;
+    for (int polls = 0;; polls++) {
+        if ((rc = d->rt->stream_query(d->stream)) == KVS__CUDA_SUCCESS)
+            return 0;
+        if (rc != KVS__CUDA_NOT_READY)
+            return cuda_fail(d->rt, d->dev, rc, "cudaStreamQuery", e);
+        if (kvs__now_ns() >= deadline)
+            return kvs__fail(e, KVS_ETIMEDOUT, "KVS_CUDA(%d): device work not done after "
+                             "%lld ms (KVS_TIMEOUT)", d->dev, (long long)wait_ms);
+        if (polls < 64)
+            sched_yield();
+        else
+            nanosleep(&nap, NULL);
+    }
 }
 
 /* ---- the kernel module ------------------------------------------------- */

@@ -13,8 +13,10 @@
  * runs after the work the caller queued on the legacy default stream, so
  * a caller's array is read only once what the caller wrote there is done.
  * Work across devices is ordered by events. Nothing waits until
- * kvs__mem_finish, which the engine calls once at the end of a call: a
- * call's results are in place when it returns.
+ * kvs__mem_finish, which the engine calls once at the end of a call (and a
+ * copy into host memory, which waits for itself): a call's results are in
+ * place when it returns. Every wait ends at KVS_TIMEOUT (read once per
+ * process) with KVS_ETIMEDOUT.
  *
  * Every function that can fail returns 0 or a negative code with a detail:
  * KVS_EDEVICE naming the device and the runtime's error, -ENOMEM.

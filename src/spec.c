@@ -220,3 +220,21 @@ int kvs__env_int(const char *name, long lo, long hi, int *out, struct kvs__err *
     *out = (int)v;
     return 1;
 }
+
+/* Seconds, fractions allowed; two minutes unset: long enough for a slow
+ * worker's step, short enough that a stuck job ends. Anything else set
+ * there is an error: a deadline the user did not mean is worse than none. */
+int kvs__env_timeout_ms(int64_t *ms, struct kvs__err *e)
+{
+    const char *s = getenv("KVS_TIMEOUT");
+    double v;
+
+    *ms = 120000;
+    if (!s || !*s)
+        return 0;
+    if (kvs__spec_double(s, strlen(s), &v) != 0 || !(v > 0) || v > 86400.0 * 365)
+        return kvs__fail(e, KVS_EBADARG, "KVS_TIMEOUT=%.64s is not a number of seconds in "
+                         "(0, 31536000]", s);
+    *ms = (int64_t)(v * 1000.0 + 0.5) > 0 ? (int64_t)(v * 1000.0 + 0.5) : 1;
+    return 0;
+}

@@ -80,6 +80,11 @@ int kvs__parse_bytes(const char *s, uint64_t *out);
  * to anything else. */
 int kvs__env_int(const char *name, long lo, long hi, int *out, struct kvs__err *e);
 
+/* KVS_TIMEOUT in milliseconds: every wait's deadline unless a handle sets
+ * its own (KVS_OPT_TIMEOUT). 120000 when unset or empty; KVS_EBADARG (and
+ * *ms 120000) when set to anything but seconds in (0, 31536000]. */
+int kvs__env_timeout_ms(int64_t *ms, struct kvs__err *e);
+
 /* The "C" locale, for writing numbers that kvs__spec_double reads back
  * (e.g. through uselocale around snprintf); (locale_t)0 in the unlikely
  * case that libc could not provide it, and then the thread's own locale

@@ -7,7 +7,7 @@
  * runtime on a machine without a driver says there is none; and a store
  * refuses a device array with the loader's reason, or host memory that
  * claims to be a device's, changing nothing; the nccl type without NCCL
- * says so.
+ * says so; device work that never finishes fails at its deadline.
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -23,6 +23,7 @@
 
 #include "cuda.h"
 #include "mem.h"
+#include "ring.h"
 #include "kvs.h"
 
 struct outcome {
@@ -185,6 +186,39 @@ static void test_nccl_missing(void **state)
     in_child(nccl_missing);
 }
 
+/* Device work that never finishes fails the call at KVS_TIMEOUT, with the
+ * device named, and stores nothing. */
+static int device_hangs(void)
+{
+    float v[4] = { 1, 2, 3, 4 };
+    kvs_array_t a = { .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 }, .device = KVS_CUDA(1) };
+    kvs_key_t k = KVS_INT_KEY(1);
+    int64_t t0;
+    kvs_t *kv;
+    int ok;
+
+    setenv("KVS_TIMEOUT", "0.2", 1);
+    if (kvs__mem_alloc(a.device, sizeof v, 0, &a.data, NULL) != 0
+        || kvs__mem_copy(a.data, a.device, v, KVS_HOST, sizeof v, 1, NULL) != 0
+        || kvs_create("local", &kv) != 0)
+        return 2;
+    setenv("KVS_STANDIN_BUSY_STREAMS", "1", 1);
+    t0 = kvs__now_ns();
+    ok = kvs_init(kv, 1, &k, &a) == KVS_ETIMEDOUT
+         && strstr(kvs_last_error(kv), "KVS_CUDA(1): device work not done after 200 ms")
+         && kvs__now_ns() - t0 >= 200000000;
+    unsetenv("KVS_STANDIN_BUSY_STREAMS");
+    ok = ok && kvs_pull(kv, 1, &k, &a, 0) == KVS_ENOKEY;
+    kvs_close(kv);
+    return ok ? 0 : 1;
+}
+
+static void test_device_hangs(void **state)
+{
+    (void)state;
+    in_child(device_hangs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -194,6 +228,7 @@ int main(void)
         cmocka_unit_test(test_real_runtime_without_driver),
         cmocka_unit_test(test_store_refuses),
         cmocka_unit_test(test_nccl_missing),
+        cmocka_unit_test(test_device_hangs),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

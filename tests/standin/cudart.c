@@ -37,6 +37,8 @@
  *   KVS_STANDIN_LOST_DEVICE=i    device i is still counted, but every call
  *                                on it fails with cudaErrorDevicesUnavailable
  *                                (cudaFree still releases the memory).
+ *   KVS_STANDIN_BUSY_STREAMS=1   cudaStreamQuery says cudaErrorNotReady for
+ *                                every stream: work that never finishes.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -69,7 +71,8 @@ int kvs_standin = 1;
     X(cudaErrorDevicesUnavailable, "CUDA-capable device(s) is/are busy or unavailable")   \
     X(cudaErrorInvalidResourceHandle, "invalid resource handle")                          \
     X(cudaErrorMapBufferObjectFailed, "mapping of buffer object failed")                  \
-    X(cudaErrorPeerAccessAlreadyEnabled, "peer access is already enabled")
+    X(cudaErrorPeerAccessAlreadyEnabled, "peer access is already enabled")                \
+    X(cudaErrorNotReady, "device not ready")
 
 enum origin { MADE, OPENED };
 
@@ -599,7 +602,11 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 
 cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
-    return note(check_stream(stream));
+    cudaError_t err = check_stream(stream);
+
+    if (err == cudaSuccess && env_long("KVS_STANDIN_BUSY_STREAMS", 0) == 1)
+        return cudaErrorNotReady;      /* not an error: not noted as the last one */
+    return note(err);
 }
 
 static cudaError_t check_event(cudaEvent_t event)
