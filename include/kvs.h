@@ -167,8 +167,8 @@ typedef struct kvs kvs_t;              /* opaque handle */
  *                           KVStoreNCCL); the sums are NCCL's, whose order of
  *                           additions is its own. Other pushes are summed as
  *                           in device.
- *   "dist_device_sync"      a known type this build does not provide:
- *                           KVS_ENOTSUP.
+ *   "dist_device_sync"      MXNet's name for dist_sync with GPU arrays: the
+ *                           same as dist_sync.
  * The dist types find their job in the environment: KVS_JOB (default
  * "default"), and the rank and number of workers from KVS_RANK and
  * KVS_NUM_WORKERS (set by kvsrun), else OMPI_COMM_WORLD_RANK/SIZE,
@@ -243,8 +243,11 @@ KVS_API const char *kvs_last_error(const kvs_t *kv);
  *
  * Device arrays. An array with device KVS_CUDA(i) has its data in memory of
  * CUDA device i (cudaMalloc, or a framework's allocator). The local and
- * device types take them, mixed freely with host arrays in one call; the
- * dist types take host arrays only so far (KVS_EDEVICE). libkvs loads the
+ * device types take them, mixed freely with host arrays in one call. So
+ * do the dist types, through host memory as MXNet's dist types: a pushed
+ * device value is copied into this worker's staging area, a pulled one from
+ * kvsd's host memory onto its device (views stay in host memory); kvsd
+ * keeps every value in host memory. libkvs loads the
  * CUDA runtime at first use (KVS_CUDART names it; default libcudart.so.13)
  * and its kernels from the module libkvs-cuda.so (KVS_CUDA_KERNELS; default
  * the installed one); a device array where either is missing, or whose

@@ -6,6 +6,10 @@
  * the read-only arena or handed out as pointers to it (views), and the
  * rest (optimizer, states, barrier, buffers). Arena ranges from kvsd are
  * checked against the arena's size before any use.
+ *
+ * Device arrays (KVS_CUDA(i)) go through host memory, as MXNet's dist
+ * types move GPU arrays: a pushed value is copied from its device into
+ * staging (mem.h), a pulled one from the arena onto its device.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,6 +23,7 @@
 #include "client.h"
 #include "compress.h"
 #include "layout.h"
+#include "mem.h"
 #include "optim.h"
 
 #define CLOSE_MS 2000                       /* for kvsd to take a CLOSE: it may be gone */
@@ -210,18 +215,49 @@ static int code_groups(kvs_t *kv, const struct groups *g, const kvs_key_t *keys,
         if (sum)
             kvs__sum(KVS_FLOAT32, sum, in + g->mstart[j], k, n, (int)o.threads);
         rc = kvs__residual_quantize(c->residuals, keys[g->first[j]],
-                                    sum ? sum : (const float *)a->data, n, threshold,
+                                    sum ? sum : (const float *)in[g->mstart[j]], n, threshold,
                                     coded[j], &next[j], e);
         free(sum);
     }
     return rc;
 }
 
+/* Host copies of the device arrays of a list whose values are summed or
+ * coded here: held[i] for member i of g (NULL for host arrays, and for a
+ * group of one device array that is not coded, which is copied straight
+ * into staging), its address put in in[i]. */
+static int hold_device(const struct groups *g, const kvs_array_t *arrs, int coding,
+                       const void **in, void **held, struct kvs__err *e)
+{
+    for (int j = 0; j < g->ng; j++) {
+        const kvs_array_t *f = &arrs[g->first[j]];
+        int k = g->mstart[j + 1] - g->mstart[j];
+
+        if (k == 1 && !(coding && f->dtype == KVS_FLOAT32))
+            continue;
+        for (int m = g->mstart[j]; m < g->mstart[j + 1]; m++) {
+            const kvs_array_t *a = &arrs[g->member[m]];
+            size_t bytes = array_bytes(a);
+            int rc;
+
+            if (a->device == KVS_HOST)
+                continue;
+            if (!(held[m] = malloc(bytes ? bytes : 1)))
+                return kvs__fail(e, -ENOMEM, "out of memory");
+            if ((rc = kvs__mem_copy(held[m], KVS_HOST, a->data, a->device, bytes, 1, e)) != 0)
+                return rc;
+            in[m] = held[m];
+        }
+    }
+    return 0;
+}
+
 /* Sends one request per group, each with its data in staging: a buffer's
  * as it lies, else what kvs__sum makes of the group's arrays (summing
  * repeated keys here, as MXNet's workers merge their devices before
  * sending) in a transient range, or under 2bit compression a float32
- * push's words. Groups go in batches that fit the transient part and
+ * push's words; a group of one device array is copied there from its
+ * device. Groups go in batches that fit the transient part and
  * KVS__LIST_MAX; each batch is all-or-nothing in kvsd, and the residuals
  * of its coded pushes change only when kvsd took it. out: the answers, per
  * group (may be NULL; its array has room for every group). */
@@ -238,16 +274,17 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
     struct kvs__sum_item *items = malloc(ng * sizeof *items);
     uint32_t **coded = calloc(ng, sizeof *coded);
     float **next = calloc(ng, sizeof *next);
+    void **held = calloc((size_t)(g->n ? g->n : 1), sizeof *held);
     struct groups_src src = { .op = op, .flags = flags, .priority = priority, .g = g,
                               .keys = keys, .arrs = arrs, .at = at,
                               .coded = (const uint32_t *const *)coded };
     struct kvs__opts o;
     struct kvs__gc gc;
     uint64_t room;
-    int rc = 0, start = 0;
+    int rc = 0, start = 0, coding;
 
     kvs__opts_get(kv, &o);
-    if (!ans.a || !at || !in || !items || !coded || !next) {
+    if (!ans.a || !at || !in || !items || !coded || !next || !held) {
         rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
@@ -257,8 +294,10 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
     gc = c->gc;
     pthread_mutex_unlock(&c->lock);
     src.threshold = kvs__threshold_arg(gc.threshold);
-    if (op == KVS__OP_PUSH && gc.type == KVS__GC_2BIT
-        && (rc = code_groups(kv, g, keys, arrs, in, gc.threshold, coded, next, e)) != 0)
+    coding = op == KVS__OP_PUSH && gc.type == KVS__GC_2BIT;
+    if ((rc = hold_device(g, arrs, coding, in, held, e)) != 0
+        || (coding && (rc = code_groups(kv, g, keys, arrs, in, gc.threshold, coded, next,
+                                        e)) != 0))
         goto out;
     pthread_mutex_lock(&c->lock);
     room = kvs__client_transient(c);
@@ -268,7 +307,7 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
         int zc = 0;
 
         at[j] = ~(uint64_t)0;
-        if (g->mstart[j + 1] - g->mstart[j] == 1 && !coded[j]
+        if (g->mstart[j + 1] - g->mstart[j] == 1 && !coded[j] && a->device == KVS_HOST
             && (zc = in_buffer(c, a->data, bytes, &at[j], e)) < 0)
             rc = zc;
         else if (!zc && bytes > room) {
@@ -309,7 +348,7 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
         }
         h->off = off;
         h->len = total;
-        for (int j = start; j < end; j++) {
+        for (int j = start; j < end && rc == 0; j++) {
             const kvs_array_t *a = &arrs[g->first[j]];
             uint64_t bytes = sent_bytes(a, coded[j] != NULL);
 
@@ -318,14 +357,23 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
                 continue;
             }
             at[j] = off + pos;
+            pos += (bytes + 63) & ~(uint64_t)63;
             if (coded[j])
                 memcpy(c->staging + at[j], coded[j], bytes);
+            else if (in[g->mstart[j]] == a->data && a->device != KVS_HOST)
+                rc = kvs__mem_copy(c->staging + at[j], KVS_HOST, a->data, a->device, bytes,
+                                   (int)o.threads, e);
             else
                 items[m++] = (struct kvs__sum_item){
                     .dtype = a->dtype, .out = c->staging + at[j],
                     .in = in + g->mstart[j], .k = g->mstart[j + 1] - g->mstart[j],
                     .n = kvs__array_count(a) };
-            pos += (bytes + 63) & ~(uint64_t)63;
+        }
+        if (rc != 0) {
+            pthread_mutex_lock(&c->lock);
+            kvs__client_hold_free(c, h);
+            pthread_mutex_unlock(&c->lock);
+            break;
         }
         h->zc = zc;
         /* The range is this call's alone: filled without the lock. */
@@ -347,31 +395,15 @@ out:
         free(coded[j]);
         free(next[j]);
     }
+    for (int i = 0; held && i < g->n; i++)
+        free(held[i]);
+    free(held);
     free(next);
     free(coded);
     free(items);
     free(in);
     free(at);
     free(own);
-    return rc;
-}
-
-/* kvs__check_list, and host arrays only: kvsd does not take device
- * buffers yet. */
-static int check_arrays(const kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *arrs,
-                        const char *what, struct kvs__err *e)
-{
-    char ks[KVS_MAX_KEY_LEN + 8];
-    int rc = kvs__check_list(NULL, n, keys, arrs, what, e);
-
-    for (int i = 0; rc == 0 && i < n; i++) {
-        if (arrs[i].device != KVS_HOST) {
-            kvs__key_str(ks, sizeof ks, keys[i]);
-            rc = kvs__fail(e, KVS_EDEVICE, "key %s: %s %d is on KVS_CUDA(%d): store type %s "
-                           "takes host arrays only so far", ks, what, i, arrs[i].device - 1,
-                           kv->type);
-        }
-    }
     return rc;
 }
 
@@ -383,7 +415,7 @@ static int dist_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
     int rc;
 
     if ((rc = kvs__client_usable(kv->client, e)) != 0
-        || (rc = check_arrays(kv, n, keys, values, "value", e)) != 0)
+        || (rc = kvs__check_list(NULL, n, keys, values, "value", e)) != 0)
         return rc;
     if (replace)
         return kvs__fail(e, KVS_ENOTSUP, "kvs_reinit is not supported by %s yet", kv->type);
@@ -411,7 +443,7 @@ static int dist_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
     int rc;
 
     if ((rc = kvs__client_usable(kv->client, e)) != 0
-        || (rc = check_arrays(kv, n, keys, values, "value", e)) != 0)
+        || (rc = kvs__check_list(NULL, n, keys, values, "value", e)) != 0)
         return rc;
     if ((rc = group(n, keys, &g, e)) != 0)
         return rc;
@@ -437,10 +469,11 @@ static int value_block(struct kvs__client *c, const struct kvs__answer *q, size_
     return 0;
 }
 
-/* Copies a value out of the arena, retrying while kvsd rewrites it. rows
- * non-NULL: only those nrows rows (of row_bytes), every other row zero. */
-static int copy_value(kvs_t *kv, const struct kvs__answer *q, void *dst, size_t bytes,
-                      const int64_t *rows, int64_t nrows, size_t row_bytes,
+/* Copies a value out of the arena into dst on device, retrying while kvsd
+ * rewrites it. rows non-NULL: only those nrows rows (of row_bytes), every
+ * other row zero; onto a device they are gathered in host memory first. */
+static int copy_value(kvs_t *kv, const struct kvs__answer *q, void *dst, int device,
+                      size_t bytes, const int64_t *rows, int64_t nrows, size_t row_bytes,
                       struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
@@ -449,6 +482,17 @@ static int copy_value(kvs_t *kv, const struct kvs__answer *q, void *dst, size_t 
     int64_t deadline;
     int rc;
 
+    if (device != KVS_HOST && rows) {
+        void *tmp = malloc(bytes ? bytes : 1);
+
+        if (!tmp)
+            return kvs__fail(e, -ENOMEM, "out of memory");
+        if ((rc = copy_value(kv, q, tmp, KVS_HOST, bytes, rows, nrows, row_bytes, e)) == 0
+            && (rc = kvs__mem_copy(dst, device, tmp, KVS_HOST, bytes, 1, e)) == 0)
+            rc = kvs__mem_finish(e);
+        free(tmp);
+        return rc;
+    }
     kvs__opts_get(kv, &o);
     deadline = kvs__now_ns() + o.timeout_ms * 1000000ll;
     if ((rc = value_block(c, q, bytes, &bh, e)) != 0)
@@ -459,7 +503,11 @@ static int copy_value(kvs_t *kv, const struct kvs__answer *q, void *dst, size_t 
         if ((s1 & 1) == 0) {
             const unsigned char *src = c->arena + q->value_off;
 
-            if (!rows) {
+            if (device != KVS_HOST) {
+                if ((rc = kvs__mem_copy(dst, device, src, KVS_HOST, bytes, 1, e)) != 0
+                    || (rc = kvs__mem_finish(e)) != 0)
+                    return rc;
+            } else if (!rows) {
                 kvs__copy(dst, src, bytes, (int)o.threads);
             } else {
                 memset(dst, 0, bytes);
@@ -494,7 +542,7 @@ static int deliver(kvs_t *kv, const struct kvs__answer *q, kvs_array_t *out, int
     int rc;
 
     if (!view)
-        return copy_value(kv, q, out->data, bytes, NULL, 0, 0, e);
+        return copy_value(kv, q, out->data, out->device, bytes, NULL, 0, 0, e);
     if ((rc = value_block(c, q, bytes, &bh, e)) != 0)
         return rc;
     if (atomic_load_explicit(&bh->seq, memory_order_acquire) & 1) {
@@ -561,7 +609,7 @@ static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *out
         if (!rows)
             rc = deliver(kv, &a[g.gid[i]], &outs[i], view, e);
         else    /* the ids' data may be NULL when there are none: then no row */
-            rc = copy_value(kv, &a[g.gid[i]], outs[i].data, bytes,
+            rc = copy_value(kv, &a[g.gid[i]], outs[i].data, outs[i].device, bytes,
                             rows[i].data ? rows[i].data : (const int64_t *)"", rows[i].shape[0],
                             outs[i].shape[0] ? bytes / (size_t)outs[i].shape[0] : 0, e);
     }
@@ -577,7 +625,7 @@ static int dist_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
     int rc;
 
     if ((rc = kvs__client_usable(kv->client, e)) != 0
-        || (rc = check_arrays(kv, n, keys, outs, "out", e)) != 0)
+        || (rc = kvs__check_list(NULL, n, keys, outs, "out", e)) != 0)
         return rc;
     return pull_groups(kv, n, keys, outs, NULL, 0, priority, "kvs_pull", e);
 }
@@ -594,8 +642,8 @@ static int pushpull_groups(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_ar
     int rc;
 
     if ((rc = kvs__client_usable(kv->client, e)) != 0
-        || (rc = check_arrays(kv, n, keys, values, "value", e)) != 0
-        || (outs && (rc = check_arrays(kv, n, keys, outs, what, e)) != 0))
+        || (rc = kvs__check_list(NULL, n, keys, values, "value", e)) != 0
+        || (outs && (rc = kvs__check_list(NULL, n, keys, outs, what, e)) != 0))
         return rc;
     for (int i = 0; outs && i < n; i++)
         if (outs[i].dtype != values[i].dtype || !kvs__same_shape(&outs[i], &values[i]))
@@ -638,7 +686,7 @@ static int dist_view(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
     if (values)
         return pushpull_groups(kv, n, keys, values, views, 1, priority, e);
     if ((rc = kvs__client_usable(kv->client, e)) != 0
-        || (rc = check_arrays(kv, n, keys, views, "view", e)) != 0)
+        || (rc = kvs__check_list(NULL, n, keys, views, "view", e)) != 0)
         return rc;
     return pull_groups(kv, n, keys, views, NULL, 1, priority, "kvs_pull_view", e);
 }
@@ -649,7 +697,7 @@ static int dist_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_arr
     int rc;
 
     if ((rc = kvs__client_usable(kv->client, e)) != 0
-        || (rc = check_arrays(kv, n, keys, outs, "out", e)) != 0)
+        || (rc = kvs__check_list(NULL, n, keys, outs, "out", e)) != 0)
         return rc;
     if (n > 0 && !row_ids)
         return kvs__fail(e, KVS_EBADARG, "row_ids list is NULL with count %d", n);

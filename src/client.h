@@ -116,6 +116,10 @@ int kvs__client_spill(kvs_t *kv, struct kvs__err *e);
 int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *what,
                           struct kvs__err *e);
 
+/* Frees a hold that no request was sent for, and gives back its range
+ * (NULL is a no-op). c->lock held. */
+void kvs__client_hold_free(struct kvs__client *c, struct kvs__hold *h);
+
 /* Bytes of staging below the lowest buffer; 1 when some staging (with zc:
  * of buffers) is lent to kvsd. c->lock held. */
 uint64_t kvs__client_transient(const struct kvs__client *c);

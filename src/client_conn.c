@@ -319,10 +319,7 @@ static void hold_return(struct kvs__client *c, uint64_t seq)
             h->returned[i] = 1;
             if (--h->refs == 0) {
                 *p = h->next;
-                if (h->len)
-                    kvs__bufs_remove(&c->xfer, h->off, NULL);
-                free(h->returned);
-                free(h);
+                kvs__client_hold_free(c, h);
             }
         }
         return;
@@ -552,32 +549,18 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
         }
     }
     if (rc != 0 || !(w.got = calloc((size_t)(w.n ? w.n : 1), 1))) {
-        if (h) {
-            if (h->len) {
-                pthread_mutex_lock(&c->lock);
-                kvs__bufs_remove(&c->xfer, h->off, NULL);
-                pthread_mutex_unlock(&c->lock);
-            }
-            free(h->returned);
-            free(h);
-        }
-        if (w.tables) {
-            pthread_mutex_lock(&c->lock);
+        pthread_mutex_lock(&c->lock);
+        kvs__client_hold_free(c, h);
+        if (w.tables)
             kvs__bufs_remove(&c->xfer, toff, NULL);
-            pthread_mutex_unlock(&c->lock);
-        }
+        pthread_mutex_unlock(&c->lock);
         free(res);
         return rc ? rc : kvs__fail(e, -ENOMEM, "out of memory");
     }
     pthread_mutex_lock(&c->post);
     pthread_mutex_lock(&c->lock);
     if ((rc = kvs__client_usable_locked(c, e)) != 0) {
-        if (h) {
-            if (h->len)
-                kvs__bufs_remove(&c->xfer, h->off, NULL);
-            free(h->returned);
-            free(h);
-        }
+        kvs__client_hold_free(c, h);
         if (w.tables)
             kvs__bufs_remove(&c->xfer, toff, NULL);
         pthread_mutex_unlock(&c->post);
@@ -735,6 +718,16 @@ int kvs__client_lending(const struct kvs__client *c, int zc)
  * call. When none is free it has kvsd copy what it still reads from
  * staging (a spill), then waits for ranges being filled by sibling threads
  * to be posted and returned: nothing here waits for another worker. */
+void kvs__client_hold_free(struct kvs__client *c, struct kvs__hold *h)
+{
+    if (!h)
+        return;
+    if (h->len)
+        kvs__bufs_remove(&c->xfer, h->off, NULL);
+    free(h->returned);
+    free(h);
+}
+
 int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *what,
                           struct kvs__err *e)
 {

@@ -221,14 +221,14 @@ static const struct kvs__store_ops local_ops = {
 
 static const struct {
     const char *name;
-    const struct kvs__store_ops *ops;       /* NULL: known, not in this build yet */
+    const struct kvs__store_ops *ops;
 } store_types[] = {
     { "local", &local_ops },
     { "local_update_cpu", &local_ops },      /* MXNet's historical names */
     { "local_allreduce_cpu", &local_ops },
     { "dist_sync", &kvs__dist_ops },
     { "dist_async", &kvs__dist_ops },
-    { "dist_device_sync", NULL },
+    { "dist_device_sync", &kvs__dist_ops },   /* MXNet's name: dist_sync */
     { "device", &local_ops },
     { "nccl", &local_ops },
 };
@@ -285,11 +285,7 @@ KVS_API int kvs_create(const char *type, kvs_t **out)
         rc = kvs__fail(&err, KVS_EBADTYPE, "unknown store type '%.64s'", type);
         goto fail;
     }
-    if (!(ops = store_types[i].ops)) {
-        rc = kvs__fail(&err, KVS_ENOTSUP, "store type '%s' is not provided by this build yet",
-                       type);
-        goto fail;
-    }
+    ops = store_types[i].ops;
     kv = calloc(1, sizeof *kv);
     if (!kv || !(kv->type = strdup(type))) {
         free(kv);

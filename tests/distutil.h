@@ -61,7 +61,7 @@ static void expect(const float *a, size_t n, float v, const char *what)
             die("%s: element %zu is %g, expected %g", what, i, a[i], v);
 }
 
-static double now(void)
+static inline double now(void)
 {
     struct timespec t;
 

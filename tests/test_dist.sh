@@ -1,7 +1,8 @@
 #!/bin/sh
 # Description: dist_sync and dist_async jobs of real processes (kvsd and
-# 2-4 workers, tests/dist_worker) get every semantic right, and survive a
-# worker or kvsd dying; nothing of a job is left behind.
+# 2-4 workers, tests/dist_worker) get every semantic right, with host and
+# device arrays, and survive a worker or kvsd dying; nothing of a job is
+# left behind.
 set -u
 bld=${top_builddir:-.}
 kvsd="$bld/daemon/kvsd"
@@ -54,7 +55,7 @@ job() {
     if ls "$XDG_RUNTIME_DIR/kvs/$name".* >/dev/null 2>&1; then
         echo "# kvsd left files behind"; st=1
     fi
-    tap $st "$sc with $n workers"
+    tap $st "${prog:+${prog##*/} }$sc with $n workers${type:+ ($type)}"
 }
 
 
@@ -95,6 +96,19 @@ job 2 buffers_order
 job 3 crowded 0 --staging 20K
 for n in 2 3; do job $n tables; done
 job 2 tables_spill 0 --staging 1M
+prog=
+
+# Device arrays (tests/dist_device) against the CUDA stand-in: two fake
+# GPUs over host memory, allocated and filled by the workers themselves.
+prog=$bld/tests/dist_device
+KVS_CUDART="$(cd "$bld" && pwd)/tests/standin/.libs/libkvs_standin.so"
+KVS_STANDIN_DEVICES=2
+export KVS_CUDART KVS_STANDIN_DEVICES
+for type in dist_sync dist_device_sync; do for n in 2 3; do job $n sums; done; done
+type=dist_async; job 2 async
+type=dist_sync; job 2 compress; job 2 refused
+unset KVS_CUDART KVS_STANDIN_DEVICES
+type=
 prog=
 # The arena's tests (a full one, a 5 GB store) are in test_kvsrun.sh.
 

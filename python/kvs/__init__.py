@@ -25,8 +25,8 @@ globals().update({_name[4:]: _code for _code, _name in _ERRORS.items()})
 def create(name='local'):
     """Creates a store: 'local' (in this process; also MXNet's
     'local_update_cpu', 'local_allreduce_cpu'), 'device' and 'nccl' (in
-    this process, values on GPUs where there are any), 'dist_sync' or
-    'dist_async' (shared by the workers of a job that kvsrun started). A
-    type this build does not provide ('dist_device_sync') raises KVSError
-    with KVS_ENOTSUP. Arrays are host memory (numpy, CPU tensors)."""
+    this process, values on GPUs where there are any), 'dist_sync',
+    'dist_device_sync' (MXNet's name for it) or 'dist_async' (shared by the
+    workers of a job that kvsrun started). Arrays are host memory (numpy,
+    CPU tensors)."""
     return KVStore(name)

@@ -155,11 +155,12 @@ def test_kvstore_types(name):
     assert (kv.type, kv.rank, kv.num_workers) == (name, 0, 1)
 
 
-@pytest.mark.parametrize('name', ['dist_device_sync'])
-def test_types_not_built(name):
+@pytest.mark.parametrize('name', ['dist_sync', 'dist_device_sync', 'dist_async'])
+def test_dist_types_need_kvsd(name, monkeypatch):
+    monkeypatch.setenv('KVS_JOB', 'nobody-serves-this-job')
     with pytest.raises(kvs.KVSError) as err:
         kvs.create(name)
-    assert err.value.code == kvs.ENOTSUP
+    assert err.value.code == kvs.ECLOSED
 
 
 def test_invalid_pull():
