@@ -7,6 +7,11 @@
  * bus bandwidth (algorithm bandwidth * 2(n-1)/n, as nccl-tests reports
  * all-reduce).
  *
+ * With --dist, run as the workers of a job (kvsrun -n N bench_gpu --dist),
+ * each worker pushes its gradient from GPU rank % GPUs through dist_sync
+ * and pulls the sum back onto it; rank 0 prints the same columns, for N
+ * workers, to hold against the single-process lines of a plain run.
+ *
  * A benchmark, not a test: without a CUDA device it says why and exits 0;
  * it aborts only when a pulled value is wrong. It loads the CUDA runtime
  * and NCCL itself (KVS_CUDART, KVS_NCCL, as libkvs does) and uses only the
@@ -120,21 +125,26 @@ struct bufs {
     kvs_key_t keys[MAX_DEV];
 };
 
+/* The first and last of count floats on device d must be 1 + 2 + ... + n. */
+static void verify_out(const void *out, size_t count, int n, int d, const char *who)
+{
+    float want = (float)(n * (n + 1) / 2), got[2];
+
+    check_cuda(rt.memcpy(&got[0], out, sizeof(float), MEMCPY_DEFAULT), "cudaMemcpy");
+    check_cuda(rt.memcpy(&got[1], (const float *)out + count - 1, sizeof(float),
+                         MEMCPY_DEFAULT), "cudaMemcpy");
+    if (got[0] != want || got[1] != want) {
+        fprintf(stderr, "%s: %s: GPU %d pulled %g, %g; want %g\n", bench_who, who, d,
+                got[0], got[1], (double)want);
+        exit(1);
+    }
+}
+
 /* Every out must hold 1 + 2 + ... + n in each element. */
 static void verify(const struct bufs *b, size_t count, const char *who)
 {
-    float want = (float)(b->n * (b->n + 1) / 2), got[2];
-
-    for (int d = 0; d < b->n; d++) {
-        check_cuda(rt.memcpy(&got[0], b->out[d], sizeof(float), MEMCPY_DEFAULT), "cudaMemcpy");
-        check_cuda(rt.memcpy(&got[1], (float *)b->out[d] + count - 1, sizeof(float),
-                             MEMCPY_DEFAULT), "cudaMemcpy");
-        if (got[0] != want || got[1] != want) {
-            fprintf(stderr, "%s: %s: GPU %d pulled %g, %g; want %g\n", bench_who, who, d,
-                    got[0], got[1], (double)want);
-            exit(1);
-        }
-    }
+    for (int d = 0; d < b->n; d++)
+        verify_out(b->out[d], count, b->n, d, who);
 }
 
 static double median_free(double *t, int n)
@@ -198,10 +208,69 @@ static double time_nccl(void **comms, struct bufs *b, size_t count, int iters)
     return median_free(t, iters);
 }
 
+/* Device d's count floats, each v. */
+static void *dev_filled(int d, size_t count, float v)
+{
+    float *h = xalloc(count * sizeof *h);
+    void *p;
+
+    for (size_t j = 0; j < count; j++)
+        h[j] = v;
+    check_cuda(rt.set_device(d), "cudaSetDevice");
+    check_cuda(rt.malloc(&p, count * sizeof *h), "cudaMalloc");
+    check_cuda(rt.memcpy(p, h, count * sizeof *h, MEMCPY_DEFAULT), "cudaMemcpy");
+    free(h);
+    return p;
+}
+
+/* --dist: this worker's part of a dist_sync all-reduce, a key per size. */
+static void run_dist(int ndev, size_t max, int iters)
+{
+    kvs_t *kv;
+    int rank, nw, d, key = 0;
+
+    check_kvs(kvs_create("dist_sync", &kv), NULL, "kvs_create");
+    rank = kvs_rank(kv);
+    nw = kvs_num_workers(kv);
+    d = rank % ndev;
+    if (rank == 0) {
+        printf("dist_sync, %d workers on %d GPU%s; %d pushpulls per size, medians\n", nw,
+               ndev < nw ? ndev : nw, ndev == 1 || nw == 1 ? "" : "s", iters);
+        printf("%-8s %-6s %12s %10s %10s\n", "size", "what", "time us", "algbw GB/s",
+               "busbw GB/s");
+    }
+    for (size_t bytes = BENCH_MIN_SIZE; bytes <= max; bytes *= 4, key++) {
+        size_t count = bytes / sizeof(float);
+        double *t = alloc_times(iters), m;
+        kvs_key_t k = KVS_INT_KEY(key);
+        kvs_array_t in = { .data = dev_filled(d, count, (float)(rank + 1)),
+                           .dtype = KVS_FLOAT32, .ndim = 1, .shape = { (int64_t)count },
+                           .device = KVS_CUDA(d) }, out = in;
+
+        out.data = dev_filled(d, count, 0);
+        check_kvs(kvs_init(kv, 1, &k, &in), kv, "kvs_init");
+        for (int i = -1; i < iters; i++) {             /* -1: a warm-up */
+            double t0 = now_s();
+
+            check_kvs(kvs_pushpull(kv, 1, &k, &in, &out, 0), kv, "kvs_pushpull");
+            if (i >= 0)
+                t[i] = now_s() - t0;
+        }
+        verify_out(out.data, count, nw, d, "dist");
+        check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
+        m = median_free(t, iters);
+        if (rank == 0)
+            report("dist", bytes, nw, m);
+        rt.free(in.data);
+        rt.free(out.data);
+    }
+    kvs_close(kv);
+}
+
 int main(int argc, char **argv)
 {
     size_t max = (size_t)1 << 30;
-    int iters = 20, ndev, have_nccl, devs[MAX_DEV];
+    int iters = 20, ndev, have_nccl, dist = 0, devs[MAX_DEV];
     void *comms[MAX_DEV];
     struct bufs b = { 0 };
 
@@ -216,14 +285,20 @@ int main(int argc, char **argv)
             iters = atoi(v);
             if (iters < 1 || iters > 100000)
                 return (fprintf(stderr, "--iters: 1..100000\n"), 2);
+        } else if (strcmp(argv[i], "--dist") == 0) {
+            dist = 1;
         } else {
             fprintf(stderr, "usage: %s [--max-size BYTES (4K..1G, default 1G)] "
-                    "[--iters N (default 20)]\n", argv[0]);
+                    "[--iters N (default 20)] [--dist (as kvsrun's workers)]\n", argv[0]);
             return strcmp(argv[i], "--help") == 0 ? 0 : 2;
         }
     }
     if ((ndev = load_cuda()) == 0)
         return 0;
+    if (dist) {
+        run_dist(ndev, max, iters);
+        return 0;
+    }
     b.n = ndev < MAX_DEV ? ndev : MAX_DEV;
     have_nccl = load_nccl();
     for (int d = 0; d < b.n; d++)
@@ -233,8 +308,7 @@ int main(int argc, char **argv)
         have_nccl = 0;
     }
     printf("%d GPU%s; %d pushpulls per size, medians\n", b.n, b.n == 1 ? "" : "s", iters);
-    printf("dist_sync with device arrays: not measured (the dist types take host arrays "
-           "only so far)\n");
+    printf("dist_sync with device arrays: run kvsrun -n N %s --dist\n", argv[0]);
     printf("%-8s %-6s %12s %10s %10s\n", "size", "what", "time us", "algbw GB/s",
            "busbw GB/s");
     for (size_t bytes = BENCH_MIN_SIZE; bytes <= max; bytes *= 4) {
