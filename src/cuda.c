@@ -19,6 +19,10 @@ enum {
     CUDA_SYSTEM_DRIVER_MISMATCH = 803,
 };
 
+/* The driver API version whose cuMemGetAddressRange (the _v2 one, with
+ * 64-bit device pointers) libkvs asks for. */
+#define DRIVER_API_VERSION 12000
+
 static struct {
     pthread_once_t once;
     struct kvs__cudart rt;             /* ndev > 0, or 0 with why */
@@ -43,6 +47,9 @@ static const struct { size_t off; const char *name; } entries[] = {
     ENTRY(can_access_peer, "cudaDeviceCanAccessPeer"),
     ENTRY(enable_peer_access, "cudaDeviceEnablePeerAccess"),
     ENTRY(error_string, "cudaGetErrorString"),
+    ENTRY(ipc_get_mem_handle, "cudaIpcGetMemHandle"),
+    ENTRY(ipc_open_mem_handle, "cudaIpcOpenMemHandle"),
+    ENTRY(ipc_close_mem_handle, "cudaIpcCloseMemHandle"),
 };
 #undef ENTRY
 
@@ -51,8 +58,10 @@ static const struct { size_t off; const char *name; } entries[] = {
 static int load_runtime(const char *path, struct kvs__cudart *rt, struct kvs__err *e)
 {
     int (*count)(int *);
+    int (*entry_point)(const char *symbol, void **fn, unsigned version,
+                       unsigned long long flags, int *found);
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    int n = 0, rc;
+    int n = 0, rc, found = -1;
 
     if (!lib)
         return kvs__fail(e, KVS_EDEVICE, "no CUDA runtime: %s cannot be loaded (%s)", path,
@@ -76,6 +85,11 @@ static int load_runtime(const char *path, struct kvs__cudart *rt, struct kvs__er
     /* The library stays loaded: the process uses it from here on. */
     rt->path = path;
     rt->standin = dlsym(lib, "kvs_standin") != NULL;
+    *(void **)&entry_point = dlsym(lib, "cudaGetDriverEntryPointByVersion");
+    if (!entry_point || entry_point("cuMemGetAddressRange", (void **)&rt->mem_range,
+                                    DRIVER_API_VERSION, 0, &found) != KVS__CUDA_SUCCESS
+        || found != 0)
+        rt->mem_range = NULL;
     rc = count(&n);
     if (rc == CUDA_INSUFFICIENT_DRIVER || rc == CUDA_STUB_LIBRARY
         || rc == CUDA_SYSTEM_DRIVER_MISMATCH)

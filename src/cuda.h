@@ -37,6 +37,12 @@ struct kvs__cuda_ptr_attr {
     long reserved[8];
 };
 
+/* cudaIpcMemHandle_t: 64 opaque bytes, passed by value. */
+#define KVS__CUDA_IPC_HANDLE_BYTES 64
+struct kvs__cuda_ipc_handle {
+    unsigned char bytes[KVS__CUDA_IPC_HANDLE_BYTES];
+};
+
 /* The runtime's entry points libkvs calls (cudaError_t is an int here,
  * streams and events opaque pointers), and what the library is. */
 struct kvs__cudart {
@@ -55,6 +61,13 @@ struct kvs__cudart {
     int (*can_access_peer)(int *can, int device, int peer);
     int (*enable_peer_access)(int peer, unsigned flags);
     const char *(*error_string)(int err);
+    int (*ipc_get_mem_handle)(struct kvs__cuda_ipc_handle *handle, void *base);
+    int (*ipc_open_mem_handle)(void **base, struct kvs__cuda_ipc_handle handle, unsigned flags);
+    int (*ipc_close_mem_handle)(void *base);
+    /* The driver's cuMemGetAddressRange (CUresult an int, CUdeviceptr a
+     * 64-bit integer), found through cudaGetDriverEntryPointByVersion; NULL
+     * when the driver does not give it. */
+    int (*mem_range)(unsigned long long *base, size_t *size, unsigned long long ptr);
     const char *path;                  /* the library loaded */
     int standin;                       /* the tests' stand-in: device memory is host memory */
     int ndev;

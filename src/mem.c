@@ -423,3 +423,79 @@ int kvs__mem_finish(struct kvs__err *e)
     }
     return rc;
 }
+
+/* ---- memory shared between processes ----------------------------------- */
+
+_Static_assert(KVS__MEM_IPC_HANDLE_BYTES == KVS__CUDA_IPC_HANDLE_BYTES,
+               "an IPC handle is the runtime's 64 bytes");
+
+int kvs__mem_ipc_export(int device, const void *p, size_t bytes, struct kvs__mem_ipc *out,
+                        struct kvs__err *e)
+{
+    struct kvs__cuda_ipc_handle h;
+    struct on_device d;
+    unsigned long long base;
+    size_t size;
+    int rc;
+
+    if ((rc = kvs__mem_check(device, p, bytes, "the memory to share", e)) != 0)
+        return rc;
+    if (is_host(device))
+        return kvs__fail(e, KVS_EBADARG, "host memory has no CUDA IPC handle");
+    if ((rc = enter(device, &d, e)) != 0)
+        return rc;
+    if (!d.rt->mem_range)
+        return leave(&d, kvs__fail(e, KVS_EDEVICE, "%s gives no cuMemGetAddressRange: device "
+                                   "memory cannot be shared", d.rt->path));
+    if ((rc = d.rt->mem_range(&base, &size, (unsigned long long)(uintptr_t)p)) != 0)
+        return leave(&d, kvs__fail(e, KVS_EDEVICE, "KVS_CUDA(%d): cuMemGetAddressRange failed "
+                                   "(CUresult %d)", d.dev, rc));
+    if ((uintptr_t)p < base || bytes > size - ((uintptr_t)p - base))
+        return leave(&d, kvs__fail(e, KVS_EDEVICE, "KVS_CUDA(%d): %zu bytes at %p overrun "
+                                   "their allocation", d.dev, bytes, p));
+    if ((rc = d.rt->ipc_get_mem_handle(&h, (void *)(uintptr_t)base)) != 0)
+        return leave(&d, cuda_fail(d.rt, d.dev, rc, "cudaIpcGetMemHandle", e));
+    memcpy(out->handle, h.bytes, sizeof out->handle);
+    out->size = size;
+    out->offset = (uintptr_t)p - base;
+    return leave(&d, 0);
+}
+
+int kvs__mem_ipc_open(int device, const unsigned char *handle, void **base, size_t *size,
+                      int *on, struct kvs__err *e)
+{
+    struct kvs__cuda_ipc_handle h;
+    struct kvs__cuda_ptr_attr attr;
+    struct on_device d;
+    unsigned long long b;
+    void *p;
+    int rc;
+
+    if (is_host(device))
+        return kvs__fail(e, KVS_EBADARG, "a CUDA IPC handle opens on a device, not the host");
+    if ((rc = enter(device, &d, e)) != 0)
+        return rc;
+    memcpy(h.bytes, handle, sizeof h.bytes);
+    if ((rc = d.rt->ipc_open_mem_handle(&p, h, KVS__CUDA_IPC_LAZY_PEER)) != 0)
+        return leave(&d, kvs__fail(e, KVS_EDEVICE, "KVS_CUDA(%d): the CUDA IPC handle does not "
+                                   "open (%s)", d.dev, d.rt->error_string(rc)));
+    if (!d.rt->mem_range || d.rt->mem_range(&b, size, (unsigned long long)(uintptr_t)p) != 0
+        || b != (uintptr_t)p || d.rt->pointer_attributes(&attr, p) != 0
+        || attr.type != KVS__CUDA_MEMORY_DEVICE || attr.device < 0
+        || attr.device >= KVS__MAX_DEVICES) {
+        d.rt->ipc_close_mem_handle(p);
+        return leave(&d, kvs__fail(e, KVS_EDEVICE, "KVS_CUDA(%d): memory opened from a CUDA "
+                                   "IPC handle is not one device allocation", d.dev));
+    }
+    *base = p;
+    *on = KVS_CUDA(attr.device);
+    return leave(&d, 0);
+}
+
+void kvs__mem_ipc_close(void *base)
+{
+    const struct kvs__cudart *rt;
+
+    if (base && (rt = kvs__cudart(NULL)) != NULL)
+        rt->ipc_close_mem_handle(base);
+}

@@ -68,4 +68,27 @@ int kvs__mem_stream(int device, void **stream, struct kvs__err *e);
 /* Waits for the device work this thread queued since its last finish. */
 int kvs__mem_finish(struct kvs__err *e);
 
+/* Device memory shared with another process of the same user (CUDA IPC):
+ * the runtime's handle of the allocation that holds it, the allocation's
+ * size, and where in it the memory starts. The handle is opaque bytes; the
+ * process that made it cannot open it. */
+#define KVS__MEM_IPC_HANDLE_BYTES 64
+struct kvs__mem_ipc {
+    unsigned char handle[KVS__MEM_IPC_HANDLE_BYTES];
+    uint64_t size, offset;
+};
+
+/* What another process needs to reach bytes at p on device (a KVS_CUDA
+ * code): the allocation that holds them, found through the driver. */
+int kvs__mem_ipc_export(int device, const void *p, size_t bytes, struct kvs__mem_ipc *out,
+                        struct kvs__err *e);
+/* Opens another process's handle on device (a KVS_CUDA code), peer access
+ * enabled as needed: *base is the allocation's start in this process,
+ * *size its size as the runtime here sees it (not as the handle says: the
+ * other process may lie), *on the device it lives on. Close it with
+ * kvs__mem_ipc_close. KVS_EDEVICE when the handle does not open. */
+int kvs__mem_ipc_open(int device, const unsigned char *handle, void **base, size_t *size,
+                      int *on, struct kvs__err *e);
+void kvs__mem_ipc_close(void *base);             /* NULL is a no-op */
+
 #endif

@@ -7,7 +7,8 @@
  * runtime on a machine without a driver says there is none; and a store
  * refuses a device array with the loader's reason, or host memory that
  * claims to be a device's, changing nothing; the nccl type without NCCL
- * says so; device work that never finishes fails at its deadline.
+ * says so; device work that never finishes fails at its deadline; device
+ * memory shared with another process by CUDA IPC handle.
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -219,6 +220,80 @@ static void test_device_hangs(void **state)
     in_child(device_hangs);
 }
 
+/* Device memory shared with another process: the exporter names the
+ * allocation that holds a range, with the range's offset; the importer
+ * (a child: a process cannot open its own handle) sees the allocation's
+ * true size and device, reads what the exporter wrote and writes what the
+ * exporter then reads. A forged handle, an injected failure and the
+ * exporter's own process do not open, nor does host memory export. */
+static int ipc_shares(void)
+{
+    unsigned char want[512], got[512];
+    struct kvs__mem_ipc x, forged;
+    struct kvs__err e = { 0, "" };
+    char *p;
+    void *base;
+    size_t size;
+    int on, status, ok;
+    pid_t pid;
+
+    for (size_t i = 0; i < sizeof want; i++)
+        want[i] = (unsigned char)(i * 7 + 1);
+    if (kvs__mem_alloc(KVS_CUDA(1), 4096, 1, (void **)&p, NULL) != 0
+        || kvs__mem_copy(p + 1024, KVS_CUDA(1), want, KVS_HOST, sizeof want, 1, NULL) != 0
+        || kvs__mem_finish(NULL) != 0)
+        return 2;
+    if (kvs__mem_ipc_export(KVS_CUDA(1), p + 1024, 512, &x, &e) != 0 || x.offset != 1024
+        || x.size != 4096)
+        return 3;
+    ok = kvs__mem_ipc_export(KVS_CUDA(1), p + 1024, 4096, &x, &e) == KVS_EDEVICE
+         && strstr(e.msg, "overrun their allocation");
+    ok = ok && kvs__mem_ipc_export(KVS_CUDA(0), want, sizeof want, &forged, &e) == KVS_EDEVICE;
+    ok = ok && kvs__mem_ipc_open(KVS_CUDA(0), x.handle, &base, &size, &on, &e) == KVS_EDEVICE
+         && strstr(e.msg, "does not open");
+    if (!ok)
+        return 4;
+    pid = fork();
+    if (pid == 0) {
+        forged = x;
+        forged.handle[8] ^= 0x40;          /* another descriptor */
+        if (kvs__mem_ipc_open(KVS_CUDA(0), forged.handle, &base, &size, &on, &e) != KVS_EDEVICE)
+            _exit(10);
+        setenv("KVS_STANDIN_FAIL_IPC_OPEN", "1", 1);
+        if (kvs__mem_ipc_open(KVS_CUDA(0), x.handle, &base, &size, &on, &e) != KVS_EDEVICE)
+            _exit(11);
+        unsetenv("KVS_STANDIN_FAIL_IPC_OPEN");
+        if (kvs__mem_ipc_open(KVS_CUDA(0), x.handle, &base, &size, &on, &e) != 0)
+            _exit(12);
+        if (size != 4096 || on != KVS_CUDA(1))
+            _exit(13);
+        if (kvs__mem_copy(got, KVS_HOST, (char *)base + x.offset, on, sizeof got, 1, &e) != 0
+            || memcmp(got, want, sizeof got) != 0)
+            _exit(14);
+        memset(got, 0x5a, sizeof got);
+        if (kvs__mem_copy((char *)base + x.offset, on, got, KVS_HOST, sizeof got, 1, &e) != 0
+            || kvs__mem_finish(&e) != 0)
+            _exit(15);
+        kvs__mem_ipc_close(base);
+        _exit(0);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return 5;
+    if (WEXITSTATUS(status) != 0)
+        return WEXITSTATUS(status);
+    memset(want, 0x5a, sizeof want);
+    ok = kvs__mem_copy(got, KVS_HOST, p + 1024, KVS_CUDA(1), sizeof got, 1, NULL) == 0
+         && memcmp(got, want, sizeof got) == 0;
+    kvs__mem_free(KVS_CUDA(1), p);
+    return ok ? 0 : 6;
+}
+
+static void test_ipc_shares(void **state)
+{
+    (void)state;
+    in_child(ipc_shares);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -229,6 +304,7 @@ int main(void)
         cmocka_unit_test(test_store_refuses),
         cmocka_unit_test(test_nccl_missing),
         cmocka_unit_test(test_device_hangs),
+        cmocka_unit_test(test_ipc_shares),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

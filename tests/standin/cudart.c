@@ -13,8 +13,11 @@
  * /proc/<pid>/fd/<fd>. That path rather than pidfd_getfd(), because the
  * latter needs ptrace rights that Yama refuses between sibling processes.
  * The inode in the handle tells a stale handle (descriptor closed or
- * reused) from a live one. A handle cannot be opened in the process that
- * made it, as with the real runtime; each open makes a new mapping.
+ * reused) from a live one. A handle is made of an allocation's base
+ * pointer only, and cannot be opened in the process that made it, as with
+ * the real runtime; each open makes a new mapping. Of the driver API,
+ * cudaGetDriverEntryPointByVersion gives cuMemGetAddressRange, which finds
+ * the allocation (made or opened) that holds a pointer.
  *
  * Copies are checked as a driver would fault: a device side must lie
  * inside one allocation, a host side outside all of them, so a wrong
@@ -708,6 +711,49 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
     return cudaSuccess;
 }
 
+/* ---- driver entry points ------------------------------------------------ */
+
+/* The driver API's types and codes, as cuda.h has them (that header's
+ * name is libkvs's own loader's too, so it is not included here). */
+typedef int drv_result;                     /* CUresult */
+typedef unsigned long long drv_ptr;         /* CUdeviceptr */
+enum { DRV_SUCCESS = 0, DRV_NOT_FOUND = 500 };
+
+/* cuMemGetAddressRange (_v2): the allocation, made here or opened, that
+ * holds ptr. */
+static drv_result mem_get_address_range(drv_ptr *base, size_t *size, drv_ptr ptr)
+{
+    struct alloc *a;
+    drv_result rc = DRV_NOT_FOUND;
+
+    pthread_mutex_lock(&lock);
+    if ((a = find_locked((const void *)(uintptr_t)ptr)) != NULL) {
+        if (base)
+            *base = (drv_ptr)(uintptr_t)a->base;
+        if (size)
+            *size = a->size;
+        rc = DRV_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* The driver functions the stand-in has: cuMemGetAddressRange alone. */
+cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn,
+                                             unsigned int version, unsigned long long flags,
+                                             enum cudaDriverEntryPointQueryResult *status)
+{
+    (void)flags;
+    if (!symbol || !fn)
+        return note(cudaErrorInvalidValue);
+    *fn = NULL;
+    if (strcmp(symbol, "cuMemGetAddressRange") == 0 && version >= 3020)
+        *(drv_result (**)(drv_ptr *, size_t *, drv_ptr))fn = mem_get_address_range;
+    if (status)
+        *status = *fn ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+    return cudaSuccess;
+}
+
 /* ---- IPC ---------------------------------------------------------------- */
 
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *ptr)
@@ -720,7 +766,7 @@ cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *ptr)
         return note(cudaErrorInvalidValue);
     pthread_mutex_lock(&lock);
     a = find_locked(ptr);
-    found = a && a->origin == MADE;
+    found = a && a->origin == MADE && a->base == ptr;   /* the runtime takes a base */
     if (found) {
         h.fd = a->fd;
         h.device = a->device;
