@@ -86,7 +86,8 @@ def describe(obj, writable, what):
     if t is None or not isinstance(obj, t.Tensor):
         raise _bad_type(obj, what)
     if obj.device.type != 'cpu':
-        raise ValueError('%s is a %s tensor: kvs takes CPU tensors (the GPU path is not built yet)'
+        raise ValueError('%s is a %s tensor: the Python package takes CPU tensors '
+                         '(CUDA tensors: not yet)'
                          % (what, obj.device.type))
     code = _torch_codes.get(obj.dtype)
     if code is None:
