@@ -360,7 +360,7 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
             pos += (bytes + 63) & ~(uint64_t)63;
             if (coded[j])
                 memcpy(c->staging + at[j], coded[j], bytes);
-            else if (in[g->mstart[j]] == a->data && a->device != KVS_HOST)
+            else if (a->device != KVS_HOST && !held[g->mstart[j]])   /* the group's only array */
                 rc = kvs__mem_copy(c->staging + at[j], KVS_HOST, a->data, a->device, bytes,
                                    (int)o.threads, e);
             else
