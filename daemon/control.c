@@ -147,6 +147,9 @@ static void ctl_stats(struct daemon *d, struct text *t)
     text_add(t, "collectives: %" PRIu64 "\n", s->collectives);
     text_add(t, "waits: %" PRIu64 "\n", s->waits);
     text_add(t, "requests failed: %" PRIu64 "\n", s->failed);
+    text_add(t, "device buffers: %d open, %" PRIu64 " registered\n", d->devbufs_open,
+             s->devbufs_opened);
+    text_add(t, "device pushes: %" PRIu64 "\n", s->device_pushes);
 }
 
 /* The keys listing takes two walks: one for the columns' widths, one for

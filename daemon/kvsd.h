@@ -138,6 +138,14 @@ struct held_cqe {
     char *msg;
 };
 
+/* A device buffer a worker registered (devbufs.c): the allocation as
+ * opened here, its size as this process's runtime sees it, its device. */
+struct devbuf {
+    void *base;                        /* NULL: the number is free */
+    size_t size;
+    int device;
+};
+
 struct worker {
     _Atomic int state;                 /* enum wstate; written by the serve thread,
                                         * but FREE -> LIVE by the socket thread */
@@ -158,6 +166,8 @@ struct worker {
     int batch_len;
     int wake;                          /* ring its bell at the end of the serve pass:
                                         * once for all the completions of a pass */
+    struct devbuf *devbufs;            /* [KVS__DEVBUF_MAX] by number, made at the
+                                        * first registration, or NULL */
 };
 
 /* Per key, what kvsd keeps beside the engine (the entry's front pointer),
@@ -241,6 +251,8 @@ struct stats {
     uint64_t collectives;              /* inits of a key, barriers: finished */
     uint64_t waits;                    /* sleeps of the serve loop on its doorbell */
     uint64_t failed;                   /* requests completed with an error */
+    uint64_t devbufs_opened;           /* device buffers registered */
+    uint64_t device_pushes;            /* pushes read from them */
 };
 
 /* A frame to send to other hosts: head and payload in one buffer, freed
@@ -324,6 +336,7 @@ struct daemon {
     struct req_block *spare_blk;       /* an emptied block kept for the next, or NULL */
     size_t coll_cap, ncolls;           /* cap: 0 or a power of two */
     struct stats st;
+    int devbufs_open;                  /* device buffers open now, over every worker */
 
     pthread_mutex_t ctl_lock;          /* ctlq between the socket and serve threads */
     struct ctl_conn ctlq[CTL_QUEUE_MAX];
@@ -465,6 +478,19 @@ int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in
                struct kvs__err *e);
 void finish_round(struct daemon *d, struct round *rd, int status, const char *msg);
 void open_link(struct daemon *d, struct round *rd);
+
+/* ---- devbufs.c: workers' device buffers (serve thread only) --------- */
+
+/* r (KVS__OP_REGISTER) opens the handle in its worker's staging as the
+ * worker's buffer r->s.arg, closing the buffer of that number before.
+ * KVS_EDEVICE when it does not open here (no CUDA, a bad handle), -ENOMEM. */
+int devbuf_register(struct daemon *d, const struct req *r, struct kvs__err *e);
+/* A device push (KVS__SQE_DEVICE): its bytes copied out of the worker's
+ * buffer into r->copy. KVS_EBADARG for a buffer not registered or a range
+ * past its end, KVS_EDEVICE, -ENOMEM. */
+int devbuf_read(struct daemon *d, struct req *r, struct kvs__err *e);
+/* Closes every buffer w registered (it left, or died). */
+void devbufs_close(struct daemon *d, struct worker *w);
 
 /* ---- collectives.c: init of a key, barrier (serve thread only) -------- */
 

@@ -178,6 +178,7 @@ void worker_release(struct daemon *d, struct worker *w)
         }
     }
     backlog_free(w);
+    devbufs_close(d, w);
     if (w->seg)
         kvs__unmap(w->seg, w->seg_size);
     w->seg = NULL;
@@ -653,6 +654,8 @@ static void run_list(struct daemon *d, struct req *list)
                 rc = kvs__fail(&e, -ENOMEM, "kvsd: out of memory for a round");
             if (rc == 0 && (r->s.flags & KVS__SQE_2BIT))
                 rc = decode_2bit(d, r, &e);
+            if (rc == 0 && (r->s.flags & KVS__SQE_DEVICE))
+                rc = devbuf_read(d, r, &e);
         }
     }
     if (rc != 0) {
@@ -699,7 +702,7 @@ static void run_list(struct daemon *d, struct req *list)
             insert_pending(d, r, &at);
             if (!(r->s.flags & KVS__SQE_VALUE))
                 ack(d, r);
-            if (r->copy)               /* a 2bit push: decoded already */
+            if (r->copy)               /* a 2bit or device push: copied already */
                 lending_ends(d, r, 1);
             break;
         case KVS__OP_PULL:
@@ -715,6 +718,10 @@ static void run_list(struct daemon *d, struct req *list)
             break;
         case KVS__OP_EXPLAIN:
             gave_up(d, r);
+            break;
+        case KVS__OP_REGISTER:
+            rc = devbuf_register(d, r, &e);
+            complete(d, r, rc, e.msg);
             break;
         case KVS__OP_SPILL:
             rc = spill(d, r->w);

@@ -7,9 +7,10 @@
  * rest (optimizer, states, barrier, buffers). Arena ranges from kvsd are
  * checked against the arena's size before any use.
  *
- * Device arrays (KVS_CUDA(i)) go through host memory, as MXNet's dist
- * types move GPU arrays: a pushed value is copied from its device into
- * staging (mem.h), a pulled one from the arena onto its device.
+ * Device arrays (KVS_CUDA(i)): kvsd reads a key's one device array from
+ * the worker's GPU memory through CUDA IPC (client_dev.c) where it can;
+ * else the value is copied from its device into staging (mem.h). A pulled
+ * one is copied from the arena onto its device.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -149,12 +150,13 @@ static size_t sent_bytes(const kvs_array_t *a, int coded)
 }
 
 /* 1 when the requests of groups [start, end) may go in tables: int keys,
- * no 2bit push (coded: per group its words, or NULL; may be NULL). */
+ * no 2bit push (coded: per group its words, or NULL; may be NULL), no
+ * device push (dev: per group its device buffer, or -1; may be NULL). */
 static int tabular(const struct groups *g, const kvs_key_t *keys, uint32_t *const *coded,
-                   int start, int end)
+                   const int *dev, int start, int end)
 {
     for (int j = start; j < end; j++)
-        if (keys[g->first[j]].name || (coded && coded[j]))
+        if (keys[g->first[j]].name || (coded && coded[j]) || (dev && dev[j] >= 0))
             return 0;
     return 1;
 }
@@ -166,7 +168,10 @@ struct groups_src {
     const struct groups *g;
     const kvs_key_t *keys;
     const kvs_array_t *arrs;
-    const uint64_t *at;                /* per group: its data's staging offset */
+    const uint64_t *at;                /* per group: its data's staging offset, or
+                                        * its offset in device buffer dev[] */
+    const int *dev;                    /* per group: kvsd reads it from this device
+                                        * buffer (client_dev.c), or -1 */
     const uint32_t *const *coded;      /* per group: its 2bit words, or NULL */
     uint64_t threshold;                /* theirs, as a slot's arg */
 };
@@ -182,6 +187,9 @@ static void fill_group(const void *ctx, int i, struct kvs__sqe *s)
     if (coded) {
         s->flags |= KVS__SQE_2BIT;
         s->arg = src->threshold;
+    } else if (src->dev[j] >= 0) {
+        s->flags |= KVS__SQE_DEVICE;
+        s->arg = (uint64_t)src->dev[j];
     }
     sqe_key(s, src->keys[src->g->first[j]]);
     sqe_array(s, a);
@@ -252,11 +260,38 @@ static int hold_device(const struct groups *g, const kvs_array_t *arrs, int codi
     return 0;
 }
 
+/* The pushes kvsd reads from device memory itself: per group of one
+ * device array, not coded, its device buffer in dev[j] (-1: none) and its
+ * offset there in at[j]; then waits until the caller's work on those
+ * devices is done, so that kvsd reads what the caller wrote. */
+static int share_device(kvs_t *kv, const struct groups *g, const kvs_array_t *arrs,
+                        uint32_t *const *coded, uint64_t *at, int *dev, struct kvs__err *e)
+{
+    uint64_t fenced = 0;
+    int rc = 0;
+
+    for (int j = 0; j < g->ng && rc >= 0; j++) {
+        const kvs_array_t *a = &arrs[g->first[j]];
+
+        if (g->mstart[j + 1] - g->mstart[j] == 1 && !coded[j] && a->device != KVS_HOST
+            && (rc = kvs__client_devbuf(kv, a->data, a->device, array_bytes(a), &dev[j],
+                                        &at[j], e)) == 1
+            && !(fenced & (uint64_t)1 << (a->device - 1) % 64)) {
+            fenced |= (uint64_t)1 << (a->device - 1) % 64;
+            rc = kvs__mem_fence(a->device, e);
+        }
+    }
+    if (rc >= 0 && fenced)
+        rc = kvs__mem_finish(e);
+    return rc < 0 ? rc : 0;
+}
+
 /* Sends one request per group, each with its data in staging: a buffer's
  * as it lies, else what kvs__sum makes of the group's arrays (summing
  * repeated keys here, as MXNet's workers merge their devices before
  * sending) in a transient range, or under 2bit compression a float32
- * push's words; a group of one device array is copied there from its
+ * push's words; a group of one device array is read by kvsd from its
+ * device where it can (share_device), else copied into staging from its
  * device. Groups go in batches that fit the transient part and
  * KVS__LIST_MAX; each batch is all-or-nothing in kvsd, and the residuals
  * of its coded pushes change only when kvsd took it. out: the answers, per
@@ -270,13 +305,14 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
     struct kvs__answer *own = out ? NULL : malloc(ng * sizeof *own);
     struct kvs__answers ans = { .a = out ? out->a : own, .failed = -1 };
     uint64_t *at = malloc(ng * sizeof *at);     /* per group: staging offset; ~0: to place */
+    int *dev = malloc(ng * sizeof *dev);        /* per group: device buffer, or -1 */
     const void **in = malloc(sizeof *in * (size_t)(g->n ? g->n : 1));
     struct kvs__sum_item *items = malloc(ng * sizeof *items);
     uint32_t **coded = calloc(ng, sizeof *coded);
     float **next = calloc(ng, sizeof *next);
     void **held = calloc((size_t)(g->n ? g->n : 1), sizeof *held);
     struct groups_src src = { .op = op, .flags = flags, .priority = priority, .g = g,
-                              .keys = keys, .arrs = arrs, .at = at,
+                              .keys = keys, .arrs = arrs, .at = at, .dev = dev,
                               .coded = (const uint32_t *const *)coded };
     struct kvs__opts o;
     struct kvs__gc gc;
@@ -284,10 +320,12 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
     int rc = 0, start = 0, coding;
 
     kvs__opts_get(kv, &o);
-    if (!ans.a || !at || !in || !items || !coded || !next || !held) {
+    if (!ans.a || !at || !dev || !in || !items || !coded || !next || !held) {
         rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
+    for (size_t j = 0; j < ng; j++)
+        dev[j] = -1;
     for (int i = 0; i < g->n; i++)
         in[i] = arrs[g->member[i]].data;
     pthread_mutex_lock(&c->lock);
@@ -297,7 +335,8 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
     coding = op == KVS__OP_PUSH && gc.type == KVS__GC_2BIT;
     if ((rc = hold_device(g, arrs, coding, in, held, e)) != 0
         || (coding && (rc = code_groups(kv, g, keys, arrs, in, gc.threshold, coded, next,
-                                        e)) != 0))
+                                        e)) != 0)
+        || (op == KVS__OP_PUSH && (rc = share_device(kv, g, arrs, coded, at, dev, e)) != 0))
         goto out;
     pthread_mutex_lock(&c->lock);
     room = kvs__client_transient(c);
@@ -306,6 +345,8 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
         uint64_t bytes = sent_bytes(a, coded[j] != NULL);
         int zc = 0;
 
+        if (dev[j] >= 0)
+            continue;
         at[j] = ~(uint64_t)0;
         if (g->mstart[j + 1] - g->mstart[j] == 1 && !coded[j] && a->device == KVS_HOST
             && (zc = in_buffer(c, a->data, bytes, &at[j], e)) < 0)
@@ -352,6 +393,8 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
             const kvs_array_t *a = &arrs[g->first[j]];
             uint64_t bytes = sent_bytes(a, coded[j] != NULL);
 
+            if (dev[j] >= 0)
+                continue;
             if (at[j] != ~(uint64_t)0) {
                 zc = 1;
                 continue;
@@ -380,7 +423,7 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
         kvs__sum_many(items, m, (int)o.threads);
         src.start = start;
         if ((rc = kvs__client_run(kv, fill_group, &src, end - start,
-                                  tabular(g, keys, coded, start, end),
+                                  tabular(g, keys, coded, dev, start, end),
                                   &part, h, what, e)) != 0)
             break;
         for (int j = start; j < end; j++)
@@ -397,6 +440,10 @@ out:
     }
     for (int i = 0; held && i < g->n; i++)
         free(held[i]);
+    for (int j = 0; dev && j < g->ng; j++)
+        if (dev[j] >= 0)
+            kvs__client_devbuf_unpin(c, dev[j]);
+    free(dev);
     free(held);
     free(next);
     free(coded);
@@ -600,7 +647,7 @@ static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *out
         struct kvs__answers part = { .a = a + start, .failed = -1 };
 
         src.start = start;
-        rc = kvs__client_run(kv, fill_pull, &src, len, tabular(&g, keys, NULL, start, start + len),
+        rc = kvs__client_run(kv, fill_pull, &src, len, tabular(&g, keys, NULL, NULL, start, start + len),
                              &part, NULL, what, e);
     }
     for (int i = 0; i < n && rc == 0; i++) {
@@ -724,33 +771,11 @@ static int dist_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx, struct kvs__
 static int send_text(kvs_t *kv, uint8_t op, const char *text, uint64_t arg, const char *what,
                      struct kvs__err *e)
 {
-    struct kvs__client *c = kv->client;
-    struct kvs__sqe req = { .op = op, .arg = arg };
     size_t len = strlen(text);
-    KVS__ONE_ANSWER(ans);
-    struct kvs__hold *h;
-    uint64_t off;
-    int rc;
 
-    if ((rc = kvs__client_usable(c, e)) != 0)
-        return rc;
     if (len == 0 || len > 4095)
         return kvs__fail(e, KVS_EBADARG, "%s: text of %zu bytes: must be 1..4095", what, len);
-    if (!(h = calloc(1, sizeof *h)) || !(h->returned = calloc(1, 1))) {
-        free(h);
-        return kvs__fail(e, -ENOMEM, "out of memory");
-    }
-    if ((rc = kvs__client_xfer_take(kv, len, &off, what, e)) != 0) {
-        free(h->returned);
-        free(h);
-        return rc;
-    }
-    memcpy(c->staging + off, text, len);
-    h->off = off;
-    h->len = len;
-    req.data_off = off;
-    req.data_len = len;
-    return kvs__client_run(kv, kvs__client_fill_from, &req, 1, 0, &ans, h, what, e);
+    return kvs__client_send(kv, op, text, len, arg, what, e);
 }
 
 static int dist_set_optimizer(kvs_t *kv, const char *spec, struct kvs__err *e)

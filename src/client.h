@@ -70,6 +70,8 @@ struct kvs__client {
     int sync;                          /* dist_sync (views allowed) */
     struct kvs__gc gc;                 /* kvs_set_gradient_compression's */
     struct kvs__residuals *residuals;  /* 2bit: per key, made at the first such push */
+    struct kvs__devbufs *devbufs;      /* device buffers kvsd reads (client_dev.c),
+                                        * made at the first device push */
     uint64_t next_seq;
     int broken;                        /* 0, or the error every call now returns */
     char broken_msg[KVS__ERR_MSG_MAX];
@@ -105,6 +107,23 @@ int kvs__client_run(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, int ta
 /* A fill for calls whose few requests are made beforehand: ctx is the
  * array of them. */
 void kvs__client_fill_from(const void *ctx, int i, struct kvs__sqe *s);
+
+/* One request op with arg, its data the len (> 0) bytes at data copied
+ * into staging, as a call of its own. */
+int kvs__client_send(kvs_t *kv, uint8_t op, const void *data, size_t len, uint64_t arg,
+                     const char *what, struct kvs__err *e);
+
+/* Device buffers (client_dev.c). Where kvsd can read bytes at p on device
+ * itself: 1, with the number of the registered buffer that holds them in
+ * *num and their offset there in *off, the number pinned until
+ * kvs__client_devbuf_unpin; 0 when the caller must copy them through
+ * staging; or the error of a registration that failed for another reason
+ * than kvsd having no CUDA. Registers the buffer with kvsd when needed. */
+struct kvs__devbufs;
+int kvs__client_devbuf(kvs_t *kv, const void *p, int device, uint64_t bytes, int *num,
+                       uint64_t *off, struct kvs__err *e);
+void kvs__client_devbuf_unpin(struct kvs__client *c, int num);
+void kvs__devbufs_free(struct kvs__devbufs *t);   /* NULL is a no-op */
 
 /* Has kvsd copy every push whose data it still reads from staging, and
  * waits until it has returned them: kvsd alone, no other worker. */

@@ -153,6 +153,7 @@ void kvs__client_free(struct kvs__client *c)
         free(h);
     }
     kvs__residuals_free(c->residuals);
+    kvs__devbufs_free(c->devbufs);
     pthread_mutex_destroy(&c->post);
     pthread_mutex_destroy(&c->lock);
     free(c);
@@ -446,6 +447,32 @@ static int sleep_bell(struct kvs__client *c, uint32_t seen, int64_t deadline, in
 void kvs__client_fill_from(const void *ctx, int i, struct kvs__sqe *s)
 {
     *s = ((const struct kvs__sqe *)ctx)[i];
+}
+
+int kvs__client_send(kvs_t *kv, uint8_t op, const void *data, size_t len, uint64_t arg,
+                     const char *what, struct kvs__err *e)
+{
+    struct kvs__client *c = kv->client;
+    struct kvs__sqe req = { .op = op, .arg = arg, .data_len = len };
+    KVS__ONE_ANSWER(ans);
+    struct kvs__hold *h;
+    int rc;
+
+    if ((rc = kvs__client_usable(c, e)) != 0)
+        return rc;
+    if (!(h = calloc(1, sizeof *h)) || !(h->returned = calloc(1, 1))) {
+        free(h);
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    }
+    if ((rc = kvs__client_xfer_take(kv, len, &req.data_off, what, e)) != 0) {
+        free(h->returned);
+        free(h);
+        return rc;
+    }
+    memcpy(c->staging + req.data_off, data, len);
+    h->off = req.data_off;
+    h->len = len;
+    return kvs__client_run(kv, kvs__client_fill_from, &req, 1, 0, &ans, h, what, e);
 }
 
 /* This worker gives up waiting for request seq: kvsd says what it waits

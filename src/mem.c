@@ -405,6 +405,19 @@ int kvs__mem_stream(int device, void **stream, struct kvs__err *e)
     return leave(&d, 0);
 }
 
+int kvs__mem_fence(int device, struct kvs__err *e)
+{
+    struct on_device d;
+    int rc;
+
+    if ((rc = enter(device, &d, e)) != 0)
+        return rc;
+    if ((rc = d.rt->event_record(d.event, d.stream)) != 0)
+        return leave(&d, cuda_fail(d.rt, d.dev, rc, "cudaEventRecord", e));
+    queued(&d);
+    return leave(&d, 0);
+}
+
 int kvs__mem_finish(struct kvs__err *e)
 {
     int rc = 0;

@@ -65,6 +65,12 @@ int kvs__mem_update(int device, const struct kvs__optim *o, const struct kvs__op
  * (NCCL), which kvs__mem_finish then waits for. */
 int kvs__mem_stream(int device, void **stream, struct kvs__err *e);
 
+/* Queues a marker on device's stream, which runs after the caller's work
+ * on the legacy default stream: once the next kvs__mem_finish returns,
+ * what the caller wrote on device before is done, for another process to
+ * read. */
+int kvs__mem_fence(int device, struct kvs__err *e);
+
 /* Waits for the device work this thread queued since its last finish. */
 int kvs__mem_finish(struct kvs__err *e);
 

@@ -579,6 +579,7 @@ static const char *op_name(int op)
     case KVS__OP_CLOSE: return "CLOSE";
     case KVS__OP_SPILL: return "SPILL";
     case KVS__OP_EXPLAIN: return "EXPLAIN";
+    case KVS__OP_REGISTER: return "REGISTER";
     default: return NULL;
     }
 }
@@ -631,7 +632,9 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
         || ((t.flags & KVS__SQE_VALUE) && t.op != KVS__OP_PUSH)
         || ((t.flags & KVS__SQE_STRKEY) && !op_has_array(t.op))
         || ((t.flags & KVS__SQE_TABLE) && (!op_has_array(t.op) || (t.flags & KVS__SQE_STRKEY)))
-        || ((t.flags & KVS__SQE_2BIT) && (t.op != KVS__OP_PUSH || (t.flags & KVS__SQE_TABLE))))
+        || ((t.flags & KVS__SQE_2BIT) && (t.op != KVS__OP_PUSH || (t.flags & KVS__SQE_TABLE)))
+        || ((t.flags & KVS__SQE_DEVICE)
+            && (t.op != KVS__OP_PUSH || (t.flags & (KVS__SQE_TABLE | KVS__SQE_2BIT)))))
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): unknown flags 0x%02x",
                          t.seq, name, (unsigned)t.flags);
     if (get_u16(m, S_RSV0) != 0 || get_u32(m, S_RSV1) != 0 ||
@@ -698,9 +701,17 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
             return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): text of %" PRIu64
                              " bytes, expected 1 to %d", t.seq, name, t.data_len, TEXT_MAX);
     }
+    if (t.op == KVS__OP_REGISTER && t.data_len != KVS__DEVBUF_HANDLE_BYTES)
+        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): a handle of %" PRIu64
+                         " bytes, expected %d", t.seq, name, t.data_len,
+                         KVS__DEVBUF_HANDLE_BYTES);
+    if ((t.op == KVS__OP_REGISTER || (t.flags & KVS__SQE_DEVICE)) && t.arg >= KVS__DEVBUF_MAX)
+        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): device buffer %" PRIu64
+                         ", at most %d", t.seq, name, t.arg, KVS__DEVBUF_MAX - 1);
     /* Checked for every op: a range is harmless when unused and fatal
-     * when used unchecked. */
-    if (__builtin_add_overflow(t.data_off, t.data_len, &end) || end > staging_size)
+     * when used unchecked. A device push's lies in its buffer instead. */
+    if (__builtin_add_overflow(t.data_off, t.data_len, &end)
+        || (!(t.flags & KVS__SQE_DEVICE) && end > staging_size))
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): data %" PRIu64 "+%" PRIu64
                          " outside the staging area of %" PRIu64 " bytes", t.seq, name,
                          t.data_off, t.data_len, staging_size);

@@ -17,7 +17,7 @@
 #include "error.h"
 
 #define KVS__PROTO_MAGIC   0x3150534bu  /* "KSP1" little-endian */
-#define KVS__PROTO_VERSION 3u
+#define KVS__PROTO_VERSION 4u
 #define KVS__JOB_MAX       64           /* job name bytes, without NUL */
 #define KVS__MSG_MAX       200          /* detail message bytes in a CQE, with NUL */
 
@@ -144,7 +144,17 @@ enum kvs__op {
     KVS__OP_EXPLAIN = 10,       /* this worker gave up waiting for request arg: say
                                  * what it waits for (in the CQE's message) and fail
                                  * the job with that cause */
+    KVS__OP_REGISTER = 11,      /* a device buffer of this worker, as number arg
+                                 * (< KVS__DEVBUF_MAX): its allocation's CUDA IPC
+                                 * handle, KVS__DEVBUF_HANDLE_BYTES at data_off/
+                                 * data_len in staging. Replaces the buffer that had
+                                 * that number before; kvsd closes it, and every
+                                 * buffer of a worker that leaves or dies. */
 };
+
+/* The device buffers one worker may have registered at a time. */
+#define KVS__DEVBUF_MAX 1024
+#define KVS__DEVBUF_HANDLE_BYTES 64
 
 /* The most requests one list call (up to its LAST slot) may hold: kvsd keeps
  * a whole list in memory until its end, to check all of it before any of
@@ -178,8 +188,13 @@ struct kvs__sqe {
                                         * kvs__gc_2bit_words(count) 32-bit words, with
                                         * the threshold (finite, > 0) as a float's bits
                                         * in the low half of arg */
+#define KVS__SQE_DEVICE 0x20           /* PUSH (no table, no 2bit): its data is not in
+                                        * staging but at data_off/data_len of the
+                                        * worker's device buffer arg (KVS__OP_REGISTER),
+                                        * which kvsd reads once, when it takes the push;
+                                        * the worker's device work before it is done */
 #define KVS__SQE_FLAGS (KVS__SQE_LAST | KVS__SQE_VALUE | KVS__SQE_STRKEY | KVS__SQE_TABLE \
-                        | KVS__SQE_2BIT)
+                        | KVS__SQE_2BIT | KVS__SQE_DEVICE)
 
 /* A table: a list of many small keys in a few slots instead of a slot per
  * key (a slot of 512 bytes, decoded and answered one by one, cost kvsd
@@ -242,8 +257,9 @@ void kvs__sqe_encode(const struct kvs__sqe *s, void *slot);
 /* Checks everything a worker could have put in the slot: op, flags, dtype,
  * ndim, extents (and that their element count times the dtype size equals
  * data_len for INIT/PUSH, or its 2bit words' bytes for a 2bit push, without
- * overflow), key length and NUL, data range within staging_size, text
- * lengths. KVS_EPROTO with a detail otherwise. */
+ * overflow), key length and NUL, data range within staging_size (a device
+ * push's: without overflow; kvsd checks it against the buffer), text
+ * lengths, a device buffer's number. KVS_EPROTO with a detail otherwise. */
 int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
                     struct kvs__err *e);
 

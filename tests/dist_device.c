@@ -3,7 +3,7 @@
  * as a training program does: it allocates them with cudaMalloc (the
  * runtime KVS_CUDART names, the tests' stand-in), fills and reads them
  * with cudaMemcpy, and hands KVS_CUDA(i) arrays to every call. Run by
- * tests/test_dist_device.sh:
+ * tests/test_dist.sh:
  *
  *   dist_device SCENARIO TYPE
  *
@@ -15,10 +15,18 @@
  * compress  2bit compression of device pushes (threshold 0.5, sgd lr=1)
  * refused   a device array the runtime does not know: KVS_EDEVICE, nothing
  *           sent
+ * churn     1100 pushes, each from an allocation made for it and freed
+ *           after: more buffers than a worker registers with kvsd at a
+ *           time, and addresses used again by other allocations
+ * hold      rank R pushes from two device allocations, writes
+ *           $KVS_TEST_DIR/ready.R; rank 1 then sleeps (the test kills it),
+ *           rank 0 waits for $KVS_TEST_DIR/go and expects its next barrier
+ *           to fail with KVS_EPEERDEAD
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -188,6 +196,71 @@ static void refused(void)
     expect(h, N, 2.0f, "value");
 }
 
+static void churn(void)
+{
+    kvs_key_t k = KVS_INT_KEY(4);
+    float h[N];
+    kvs_array_t out = on(h, KVS_HOST);
+
+    fill(h, N, 0.0f);
+    ok(kvs_init(kv, 1, &k, &out), "init");
+    for (int i = 0; i < 1100; i++) {
+        void *d = dev_alloc(i % 2);
+        kvs_array_t a = on(d, KVS_CUDA(i % 2));
+
+        to_dev(d, (float)(i + rank));
+        ok(kvs_push(kv, 1, &k, &a, 0), "push");
+        cuda.free(d);
+        if (i % 100 == 99 || i < 3) {
+            ok(kvs_pull(kv, 1, &k, &out, 0), "pull");
+            expect(h, N, (float)(nw * i) + nw * (nw - 1) / 2.0f, "the last push's sum");
+        }
+    }
+}
+
+static void wait_file(const char *name)
+{
+    char path[4096];
+    double end = now() + 30;
+
+    snprintf(path, sizeof path, "%s/%s", getenv("KVS_TEST_DIR"), name);
+    while (access(path, F_OK) != 0) {
+        if (now() > end)
+            die("%s did not appear within 30 s", path);
+        usleep(10000);
+    }
+}
+
+static void hold(void)
+{
+    kvs_key_t keys[2] = { KVS_INT_KEY(5), KVS_INT_KEY(6) };
+    void *d[2] = { dev_alloc(0), dev_alloc(1) };
+    kvs_array_t a[2] = { on(d[0], KVS_CUDA(0)), on(d[1], KVS_CUDA(1)) };
+    char path[4096];
+    FILE *f;
+    int rc;
+
+    to_dev(d[0], 1.0f);
+    to_dev(d[1], 2.0f);
+    ok(kvs_init(kv, 2, keys, a), "init");
+    ok(kvs_push(kv, 2, keys, a, 0), "push");
+    ok(kvs_pull(kv, 2, keys, a, 0), "pull");
+    expect_dev(d[1], 2.0f * (float)nw, "key 6");
+    snprintf(path, sizeof path, "%s/ready.%d", getenv("KVS_TEST_DIR"), rank);
+    if (!(f = fopen(path, "w")) || fclose(f) != 0)
+        die("cannot write %s", path);
+    if (rank == 1) {
+        sleep(60);
+        die("rank 1 was not killed");
+    }
+    wait_file("go");
+    rc = kvs_barrier(kv);
+    if (rc != KVS_EPEERDEAD)
+        die("barrier after rank 1 died: %s (%s)", kvs_err_name(rc), kvs_last_error(kv));
+    kvs_close(kv);
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
     const char *path = getenv("KVS_CUDART");
@@ -217,6 +290,10 @@ int main(int argc, char **argv)
         compress();
     else if (strcmp(scenario, "refused") == 0)
         refused();
+    else if (strcmp(scenario, "churn") == 0)
+        churn();
+    else if (strcmp(scenario, "hold") == 0)
+        hold();
     else
         die("unknown scenario");
     ok(kvs_barrier(kv), "last barrier");

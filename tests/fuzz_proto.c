@@ -179,13 +179,20 @@ static void sqe_one(const unsigned char *slot, uint64_t staging)
         CHECK(e.code == KVS_EPROTO);
         return;
     }
-    CHECK(s.op >= KVS__OP_INIT && s.op <= KVS__OP_EXPLAIN);
+    CHECK(s.op >= KVS__OP_INIT && s.op <= KVS__OP_REGISTER);
     CHECK((s.flags & ~KVS__SQE_FLAGS) == 0);
     CHECK(!(s.flags & KVS__SQE_VALUE) || s.op == KVS__OP_PUSH);
     CHECK(s.key_len == 0 || (s.flags & KVS__SQE_STRKEY));
     CHECK(s.ndim >= 0 && s.ndim <= KVS_MAX_NDIM);
     CHECK(s.key_len <= KVS_MAX_KEY_LEN && strlen(s.key_name) == s.key_len);
-    CHECK(s.data_off <= staging && s.data_len <= staging - s.data_off);
+    if (s.flags & KVS__SQE_DEVICE) {
+        CHECK(s.op == KVS__OP_PUSH && !(s.flags & (KVS__SQE_TABLE | KVS__SQE_2BIT)));
+        CHECK(s.arg < KVS__DEVBUF_MAX && s.data_len <= UINT64_MAX - s.data_off);
+    } else {
+        CHECK(s.data_off <= staging && s.data_len <= staging - s.data_off);
+    }
+    if (s.op == KVS__OP_REGISTER)
+        CHECK(s.arg < KVS__DEVBUF_MAX && s.data_len == KVS__DEVBUF_HANDLE_BYTES);
     if (s.flags & KVS__SQE_TABLE) {
         CHECK(s.op == KVS__OP_INIT || s.op == KVS__OP_PUSH || s.op == KVS__OP_PULL);
         CHECK(!(s.flags & KVS__SQE_STRKEY) && s.key_id == 0 && s.ndim == 0);
@@ -490,7 +497,7 @@ static size_t make_seeds(struct seed *out)
     out[n].len = kvs__welcome_encode(&w, out[n].bytes);
     n++;
 
-    for (int op = KVS__OP_INIT; op <= KVS__OP_EXPLAIN; op++) {
+    for (int op = KVS__OP_INIT; op <= KVS__OP_REGISTER; op++) {
         struct kvs__sqe s;
 
         memset(&s, 0, sizeof s);
@@ -516,6 +523,9 @@ static size_t make_seeds(struct seed *out)
         } else if (op <= KVS__OP_LOAD_STATES) {
             s.data_len = 32;
             s.arg = op == KVS__OP_SAVE_STATES;
+        } else if (op == KVS__OP_REGISTER) {
+            s.data_len = KVS__DEVBUF_HANDLE_BYTES;
+            s.arg = 7;
         }
         kvs__sqe_encode(&s, out[n].bytes);
         out[n].len = KVS__SQE_BYTES;

@@ -14,10 +14,12 @@ work=$(mktemp -d)
 trap 'pkill -f "kvsd --job kt-$$-" 2>/dev/null; rm -rf "$rt" "$work"' EXIT
 n_test=0
 
-start_kvsd() {  # start_kvsd JOB N [KVSD OPTIONS]: starts kvsd, waits for its socket
+# start_kvsd JOB N [KVSD OPTIONS]: starts kvsd (under the command
+# $kvsd_env, when set), waits for its socket
+start_kvsd() {
     j=$1 nw=$2
     shift 2
-    "$kvsd" --job "$j" -n "$nw" -q "$@" &
+    ${kvsd_env:-} "$kvsd" --job "$j" -n "$nw" -q "$@" &
     kvsd_pid=$!
     wait_for 50 test -S "$XDG_RUNTIME_DIR/kvs/$j.sock"
 }
@@ -55,7 +57,7 @@ job() {
     if ls "$XDG_RUNTIME_DIR/kvs/$name".* >/dev/null 2>&1; then
         echo "# kvsd left files behind"; st=1
     fi
-    tap $st "${prog:+${prog##*/} }$sc with $n workers${type:+ ($type)}"
+    tap $st "${prog:+${prog##*/} }$sc with $n workers${type:+ ($type)}${kvsd_env:+, kvsd under $kvsd_env}"
 }
 
 
@@ -106,7 +108,41 @@ KVS_STANDIN_DEVICES=2
 export KVS_CUDART KVS_STANDIN_DEVICES
 for type in dist_sync dist_device_sync; do for n in 2 3; do job $n sums; done; done
 type=dist_async; job 2 async
-type=dist_sync; job 2 compress; job 2 refused
+type=dist_sync; job 2 compress; job 2 refused; job 2 churn
+# A kvsd without a CUDA runtime opens no handle: device pushes go
+# through staging instead.
+kvsd_env="env -u KVS_CUDART"; job 2 sums; kvsd_env=
+
+# kvsd reads device pushes through the workers' CUDA IPC handles: it keeps
+# each worker's buffers open while the worker lives, and none of a worker
+# that died (the stand-in's allocations are memfds named kvs-standin).
+name="kt-$$-devbufs"
+mkdir -p "$work/$name"
+start_kvsd "$name" 2
+for r in 0 1; do
+    KVS_TEST_DIR=$work/$name KVS_JOB=$name KVS_RANK=$r KVS_NUM_WORKERS=2 KVS_TIMEOUT=30 \
+        timeout 60 "$prog" hold dist_sync &
+    eval "w$r=\$!"
+done
+kvsctl_stats() {
+    "$bld/daemon/kvsctl" --job "$name" stats 2>&1
+}
+shared() {  # shared N: kvsd has N of the stand-in's allocations mapped
+    [ "$(grep -c kvs-standin "/proc/$kvsd_pid/maps")" -eq "$1" ]
+}
+st=0
+wait_for 100 test -f "$work/$name/ready.0" && wait_for 100 test -f "$work/$name/ready.1" || st=1
+kvsctl_stats | grep -q "^device buffers: 4 open, 4 registered$" || { kvsctl_stats; st=1; }
+kvsctl_stats | grep -q "^device pushes: 4$" || st=1
+shared 4 || st=1
+pkill -KILL -P "$w1"           # the worker, under timeout
+wait "$w1"
+wait_for 100 shared 2 || { grep kvs-standin "/proc/$kvsd_pid/maps"; st=1; }
+kvsctl_stats | grep -q "^device buffers: 2 open, 4 registered$" || { kvsctl_stats; st=1; }
+touch "$work/$name/go"
+wait "$w0" || st=1
+wait "$kvsd_pid" || st=1
+tap $st "kvsd closes the device buffers of a worker that died"
 unset KVS_CUDART KVS_STANDIN_DEVICES
 type=
 prog=

@@ -61,6 +61,11 @@ static struct kvs__sqe sqe_ok(int op)
         s.data_off = 0;
         s.data_len = 20;
         break;
+    case KVS__OP_REGISTER:
+        s.data_off = 64;
+        s.data_len = KVS__DEVBUF_HANDLE_BYTES;
+        s.arg = 3;
+        break;
     default:
         break;
     }
@@ -176,7 +181,7 @@ static void cqe_bad(const struct kvs__cqe *c, uint64_t arena, const char *detail
 static void test_sqe_roundtrip_ops(void **state)
 {
     (void)state;
-    for (int op = KVS__OP_INIT; op <= KVS__OP_CLOSE; op++) {
+    for (int op = KVS__OP_INIT; op <= KVS__OP_REGISTER; op++) {
         struct kvs__sqe s = sqe_ok(op);
 
         sqe_good(&s, STAGING);
@@ -294,16 +299,27 @@ static struct kvs__sqe sqe_2bit(void)
     return s;
 }
 
+/* A PUSH of sqe_ok's value from device buffer 5, far past staging. */
+static struct kvs__sqe sqe_device(void)
+{
+    struct kvs__sqe s = sqe_ok(KVS__OP_PUSH);
+
+    s.flags = KVS__SQE_DEVICE;
+    s.data_off = (uint64_t)1 << 40;
+    s.arg = 5;
+    return s;
+}
+
 static void test_sqe_fields(void **state)
 {
     struct kvs__sqe s;
 
     (void)state;
     s = sqe_ok(KVS__OP_PUSH); s.op = 0;          sqe_bad(&s, STAGING, "unknown op 0");
-    s = sqe_ok(KVS__OP_PUSH); s.op = 11;         sqe_bad(&s, STAGING, "unknown op 11");
+    s = sqe_ok(KVS__OP_PUSH); s.op = 12;         sqe_bad(&s, STAGING, "unknown op 12");
     s = sqe_ok(KVS__OP_PUSH); s.op = 255;        sqe_bad(&s, STAGING, "unknown op 255");
     s = sqe_ok(KVS__OP_PULL); s.flags = 0x02;    sqe_bad(&s, STAGING, "flags");
-    s = sqe_ok(KVS__OP_PUSH); s.flags = 0x20;    sqe_bad(&s, STAGING, "flags");
+    s = sqe_ok(KVS__OP_PUSH); s.flags = 0x40;    sqe_bad(&s, STAGING, "flags");
     s = sqe_ok(KVS__OP_PUSH); s.flags = 0x81;    sqe_bad(&s, STAGING, "flags");
     s = sqe_ok(KVS__OP_PUSH); s.dtype = (kvs_dtype_t)7;   sqe_bad(&s, STAGING, "dtype 7");
     s = sqe_ok(KVS__OP_PULL); s.dtype = (kvs_dtype_t)255; sqe_bad(&s, STAGING, "dtype 255");
@@ -381,6 +397,22 @@ static void test_sqe_fields(void **state)
     s = sqe_2bit(); s.dtype = KVS_FLOAT64;       sqe_bad(&s, STAGING, "dtype");
     s = sqe_2bit(); s.op = KVS__OP_INIT;         sqe_bad(&s, STAGING, "flags");
     s = sqe_2bit(); s.flags |= KVS__SQE_TABLE;   sqe_bad(&s, STAGING, "flags");
+    /* A device push: its range lies in device buffer arg, not in staging,
+     * so only its sum must not overflow; a push alone, one slot each. */
+    s = sqe_device();                            sqe_good(&s, STAGING);
+    s = sqe_device(); s.data_off = UINT64_MAX - s.data_len;  sqe_good(&s, STAGING);
+    s = sqe_device(); s.data_off = UINT64_MAX - 1;  sqe_bad(&s, STAGING, "staging");
+    s = sqe_device(); s.arg = KVS__DEVBUF_MAX;   sqe_bad(&s, STAGING, "device buffer 1024");
+    s = sqe_device(); s.data_len = 44;           sqe_bad(&s, STAGING, "data bytes");
+    s = sqe_device(); s.op = KVS__OP_INIT;       sqe_bad(&s, STAGING, "flags");
+    s = sqe_device(); s.flags |= KVS__SQE_2BIT;  sqe_bad(&s, STAGING, "flags");
+    s = sqe_device(); s.flags |= KVS__SQE_TABLE; sqe_bad(&s, STAGING, "flags");
+    s = sqe_device(); s.flags |= KVS__SQE_VALUE; sqe_good(&s, STAGING);
+    /* A buffer's registration: one handle, a buffer number in range. */
+    s = sqe_ok(KVS__OP_REGISTER); s.arg = KVS__DEVBUF_MAX - 1;  sqe_good(&s, STAGING);
+    s = sqe_ok(KVS__OP_REGISTER); s.arg = KVS__DEVBUF_MAX;  sqe_bad(&s, STAGING, "device buffer");
+    s = sqe_ok(KVS__OP_REGISTER); s.data_len = 63;  sqe_bad(&s, STAGING, "a handle of 63");
+    s = sqe_ok(KVS__OP_REGISTER); s.data_off = STAGING - 63;  sqe_bad(&s, STAGING, "staging");
 }
 
 /* Bytes the encoder leaves zero (reserved, unused extents, the rest of the

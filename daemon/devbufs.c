@@ -1,0 +1,91 @@
+/*
+ * devbufs.c - the device buffers workers share with kvsd (serve thread
+ * only). A worker registers each allocation its device pushes come from
+ * by its CUDA IPC handle, under a number of its choosing (KVS__OP_REGISTER);
+ * kvsd opens the handle once and keeps it in the worker's table until the
+ * number is registered again, or the worker leaves or dies. A device push
+ * (KVS__SQE_DEVICE) names a range of such a buffer: kvsd checks it against
+ * the size its own runtime reports, never the worker's, and copies the
+ * bytes out once when it takes the push, so that the worker's memory is
+ * its own again when the push is answered and nothing of it is read later.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvsd.h"
+#include "mem.h"
+
+_Static_assert(KVS__DEVBUF_HANDLE_BYTES == KVS__MEM_IPC_HANDLE_BYTES,
+               "a registration carries the runtime's IPC handle");
+
+int devbuf_register(struct daemon *d, const struct req *r, struct kvs__err *e)
+{
+    struct worker *w = &d->workers[r->w];
+    unsigned char handle[KVS__DEVBUF_HANDLE_BYTES];
+    struct kvs__err why = { 0, "" };
+    struct devbuf *b;
+    void *base;
+    size_t size;
+    int on, rc;
+
+    if (!w->devbufs && !(w->devbufs = calloc(KVS__DEVBUF_MAX, sizeof *w->devbufs)))
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory for device buffers");
+    /* Read once: the worker could rewrite its staging meanwhile. */
+    memcpy(handle, w->staging + r->s.data_off, sizeof handle);
+    b = &w->devbufs[r->s.arg];
+    kvs__mem_ipc_close(b->base);
+    if (b->base)
+        d->devbufs_open--;
+    *b = (struct devbuf){ NULL, 0, 0 };
+    /* Opened on the first device: the handle says which one the memory is
+     * on, and peer access reaches it from there. */
+    if ((rc = kvs__mem_ipc_open(KVS_CUDA(0), handle, &base, &size, &on, &why)) != 0)
+        return kvs__fail(e, rc, "kvsd cannot open rank %d's device buffer: %s", w->rank,
+                         why.msg);
+    *b = (struct devbuf){ base, size, on };
+    d->devbufs_open++;
+    d->st.devbufs_opened++;
+    return 0;
+}
+
+int devbuf_read(struct daemon *d, struct req *r, struct kvs__err *e)
+{
+    struct worker *w = &d->workers[r->w];
+    const struct devbuf *b = w->devbufs ? &w->devbufs[r->s.arg] : NULL;
+    int rc;
+
+    if (!b || !b->base)
+        return kvs__fail(e, KVS_EBADARG, "request %" PRIu64 ": device buffer %" PRIu64
+                         " is not registered", r->s.seq, r->s.arg);
+    if (r->s.data_off > b->size || r->s.data_len > b->size - r->s.data_off)
+        return kvs__fail(e, KVS_EBADARG, "request %" PRIu64 ": bytes %" PRIu64 "+%" PRIu64
+                         " lie outside device buffer %" PRIu64 " (%zu bytes)", r->s.seq,
+                         r->s.data_off, r->s.data_len, r->s.arg, b->size);
+    if (!(r->copy = malloc(r->s.data_len ? r->s.data_len : 1)))
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a device push");
+    if ((rc = kvs__mem_copy(r->copy, KVS_HOST, (const char *)b->base + r->s.data_off, b->device,
+                            (size_t)r->s.data_len, 1, e)) != 0) {
+        free(r->copy);
+        r->copy = NULL;
+        return rc;
+    }
+    d->st.device_pushes++;
+    return 0;
+}
+
+void devbufs_close(struct daemon *d, struct worker *w)
+{
+    if (!w->devbufs)
+        return;
+    for (int i = 0; i < KVS__DEVBUF_MAX; i++) {
+        if (w->devbufs[i].base) {
+            kvs__mem_ipc_close(w->devbufs[i].base);
+            d->devbufs_open--;
+        }
+    }
+    free(w->devbufs);
+    w->devbufs = NULL;
+}

@@ -1,0 +1,136 @@
+/*
+ * client_dev.c - the device buffers a worker shares with kvsd, so that kvsd
+ * reads a device push straight from the worker's GPU memory (CUDA IPC)
+ * instead of the worker copying it into staging first.
+ *
+ * A buffer is a whole allocation, known by its base address and its IPC
+ * handle: the handle is asked for at every push (an allocation freed and
+ * made again at the same address has another handle), and a buffer seen
+ * for the first time is registered with kvsd under a free number, or the
+ * number used longest ago by no call in flight (KVS__OP_REGISTER replaces
+ * it in kvsd). A call pins the numbers it names until its answers are in:
+ * kvsd has read their bytes by then, so a number is never replaced under a
+ * push that names it.
+ *
+ * Where sharing cannot work, pushes go through staging as before: memory
+ * the driver gives no handle for, no free number (every one pinned), or a
+ * kvsd that cannot open handles (started without a CUDA runtime), which is
+ * asked once per handle.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "mem.h"
+
+struct devbuf {
+    uintptr_t base;                    /* 0: the number is free */
+    unsigned char handle[KVS__DEVBUF_HANDLE_BYTES];
+    int pins;                          /* calls in flight that name it */
+    uint64_t used;                     /* when a call last named it */
+};
+
+struct kvs__devbufs {
+    pthread_mutex_t lock;              /* the table; held across a registration */
+    struct devbuf b[KVS__DEVBUF_MAX];
+    uint64_t clock;
+    int refused;                       /* kvsd opens no handle: staging from now on */
+};
+
+void kvs__devbufs_free(struct kvs__devbufs *t)
+{
+    if (!t)
+        return;
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+static struct kvs__devbufs *table(struct kvs__client *c)
+{
+    struct kvs__devbufs *t;
+
+    pthread_mutex_lock(&c->lock);
+    if (!c->devbufs && (t = calloc(1, sizeof *t)) != NULL) {
+        pthread_mutex_init(&t->lock, NULL);
+        c->devbufs = t;
+    }
+    t = c->devbufs;
+    pthread_mutex_unlock(&c->lock);
+    return t;
+}
+
+/* The number for a buffer not registered yet: a free one, else the one
+ * no call pins that was named longest ago; -1 when all are pinned. */
+static int pick(const struct kvs__devbufs *t)
+{
+    int best = -1;
+
+    for (int i = 0; i < KVS__DEVBUF_MAX; i++) {
+        if (!t->b[i].base)
+            return i;
+        if (!t->b[i].pins && (best < 0 || t->b[i].used < t->b[best].used))
+            best = i;
+    }
+    return best;
+}
+
+int kvs__client_devbuf(kvs_t *kv, const void *p, int device, uint64_t bytes, int *num,
+                       uint64_t *off, struct kvs__err *e)
+{
+    struct kvs__devbufs *t = table(kv->client);
+    struct kvs__err why = { 0, "" };
+    struct kvs__mem_ipc ipc;
+    uintptr_t base;
+    int i, rc;
+
+    if (!t)
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    if (kvs__mem_ipc_export(device, p, bytes, &ipc, &why) != 0)
+        return 0;                      /* not shareable: the caller copies it */
+    base = (uintptr_t)p - ipc.offset;
+    pthread_mutex_lock(&t->lock);
+    if (t->refused) {
+        pthread_mutex_unlock(&t->lock);
+        return 0;
+    }
+    for (i = 0; i < KVS__DEVBUF_MAX; i++)
+        if (t->b[i].base == base && memcmp(t->b[i].handle, ipc.handle, sizeof ipc.handle) == 0)
+            break;
+    if (i == KVS__DEVBUF_MAX) {
+        if ((i = pick(t)) < 0) {
+            pthread_mutex_unlock(&t->lock);
+            return 0;
+        }
+        t->b[i].base = 0;              /* kvsd replaces it, or has it no more */
+        rc = kvs__client_send(kv, KVS__OP_REGISTER, ipc.handle, sizeof ipc.handle,
+                              (uint64_t)i, "a device buffer's registration", &why);
+        if (rc == KVS_EDEVICE) {
+            t->refused = 1;
+            pthread_mutex_unlock(&t->lock);
+            return 0;
+        }
+        if (rc != 0) {
+            pthread_mutex_unlock(&t->lock);
+            return kvs__fail(e, rc, "%s", why.msg);
+        }
+        t->b[i].base = base;
+        memcpy(t->b[i].handle, ipc.handle, sizeof ipc.handle);
+    }
+    t->b[i].pins++;
+    t->b[i].used = ++t->clock;
+    pthread_mutex_unlock(&t->lock);
+    *num = i;
+    *off = ipc.offset;
+    return 1;
+}
+
+void kvs__client_devbuf_unpin(struct kvs__client *c, int num)
+{
+    struct kvs__devbufs *t = c->devbufs;
+
+    pthread_mutex_lock(&t->lock);
+    t->b[num].pins--;
+    pthread_mutex_unlock(&t->lock);
+}
