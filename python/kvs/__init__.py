@@ -27,6 +27,6 @@ def create(name='local'):
     'local_update_cpu', 'local_allreduce_cpu'), 'device' and 'nccl' (in
     this process, values on GPUs where there are any), 'dist_sync',
     'dist_device_sync' (MXNet's name for it) or 'dist_async' (shared by the
-    workers of a job that kvsrun started). Arrays are host memory (numpy,
-    CPU tensors)."""
+    workers of a job that kvsrun started). Arrays are numpy arrays or torch
+    tensors, CPU or CUDA."""
     return KVStore(name)

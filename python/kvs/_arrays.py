@@ -2,7 +2,9 @@
 
 An input (a value to init or push) that is C-contiguous passes as it is;
 any other is copied first. An output (pull, pushpull, row_sparse_pull)
-must be writable and C-contiguous, as the library writes into it.
+must be writable and C-contiguous, as the library writes into it. A CUDA
+tensor passes as a device array (KVS_CUDA of its device) that the library
+reads or writes on its GPU; other devices are refused.
 """
 
 import ctypes
@@ -57,7 +59,8 @@ def _check_shape(shape, what):
 
 
 def describe(obj, writable, what):
-    """(data pointer, dtype code, shape, the object to keep alive) of obj.
+    """(data pointer, dtype code, shape, the object to keep alive, device
+    code) of obj.
 
     An input that is not C-contiguous is copied (the copy is what must be
     kept alive); an output must be written in place, so it is refused.
@@ -81,14 +84,18 @@ def describe(obj, writable, what):
         shape = ai['shape']
         if len(shape) > _lib.MAX_NDIM:
             _check_shape(shape, what)
-        return ptr, code, shape, obj
+        return ptr, code, shape, obj, _lib.HOST
     t = _torch_module()
     if t is None or not isinstance(obj, t.Tensor):
         raise _bad_type(obj, what)
-    if obj.device.type != 'cpu':
-        raise ValueError('%s is a %s tensor: the Python package takes CPU tensors '
-                         '(CUDA tensors: not yet)'
-                         % (what, obj.device.type))
+    place = obj.device
+    if place.type == 'cuda':
+        device = _lib.cuda(place.index if place.index is not None else 0)
+    elif place.type == 'cpu':
+        device = _lib.HOST
+    else:
+        raise ValueError('%s is a %s tensor: kvs takes CPU and CUDA tensors'
+                         % (what, place.type))
     code = _torch_codes.get(obj.dtype)
     if code is None:
         raise TypeError('%s has dtype %s; kvs takes %s'
@@ -100,13 +107,18 @@ def describe(obj, writable, what):
             raise ValueError('%s must be contiguous: kvs writes into it in place' % what)
         obj = obj.contiguous()
     _check_shape(obj.shape, what)
-    return obj.data_ptr(), code, tuple(obj.shape), obj
+    return obj.data_ptr(), code, tuple(obj.shape), obj, device
 
 
-def pack_array(buf, index, ptr, code, shape):
+def pack_array(buf, index, ptr, code, shape, device=_lib.HOST):
     """Writes one kvs_array_t at position index of buf."""
     _lib.ARRAY_STRUCT.pack_into(buf, index * _lib.ARRAY_STRUCT.size, ptr, code, len(shape),
-                                *(tuple(shape) + _ZEROS[len(shape):]), 0)
+                                *(tuple(shape) + _ZEROS[len(shape):]), device)
+
+
+def device_name(device):
+    """How a message names a device code."""
+    return 'the host' if device == _lib.HOST else 'CUDA device %d' % (device - 1)
 
 
 def numpy_dtype(code):

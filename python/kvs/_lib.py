@@ -16,6 +16,12 @@ MAX_KEY_LEN = 255
 
 # kvs_dtype_t, in the order of the enum.
 FLOAT32, FLOAT64, FLOAT16, BFLOAT16, INT32, INT64, UINT8 = range(7)
+HOST = 0                      # kvs_array_t.device: KVS_HOST, or KVS_CUDA(i) = i + 1
+
+
+def cuda(index):
+    """KVS_CUDA(index): the device code of CUDA device index."""
+    return index + 1
 DTYPE_NAMES = ('float32', 'float64', 'float16', 'bfloat16', 'int32', 'int64', 'uint8')
 
 

@@ -127,11 +127,11 @@ class _Lists:
         self.kinds = []               # (dtype code, shape) of each entry of arrays
 
     def put(self, buf, i, arr, writable, what):
-        ptr, code, shape, keep = _arrays.describe(arr, writable, what)
+        ptr, code, shape, keep, device = _arrays.describe(arr, writable, what)
         self.keep.append(keep)
         if buf is self.arrays:
             self.kinds.append((code, tuple(shape)))
-        _arrays.pack_array(buf, i, ptr, code, shape)
+        _arrays.pack_array(buf, i, ptr, code, shape, device)
 
 
 def _pack_key(keys, i, key, names):
@@ -159,7 +159,8 @@ class KVStore:
     Methods take MXNet's forms: a key (int or str) with a value or a list of
     values (several values of one key: pushes are summed, pulls fill each),
     or a list of keys with a list of such values. Values are numpy arrays or
-    CPU torch tensors; inputs that are not C-contiguous are copied, outputs
+    torch tensors, CPU or CUDA (a CUDA tensor is read and written on its
+    GPU); inputs that are not C-contiguous are copied, outputs
     must be writable and C-contiguous. Failures of the C library raise
     KVSError; wrong Python types raise TypeError and wrong values
     ValueError, before anything changes.
@@ -244,9 +245,9 @@ class KVStore:
         keep alive). The short way of the most common call."""
         keys = ctypes.create_string_buffer(_lib.KEY_STRUCT.size)
         arrays = ctypes.create_string_buffer(_lib.ARRAY_STRUCT.size)
-        ptr, code, shape, keep = _arrays.describe(arr, writable, what)
+        ptr, code, shape, keep, device = _arrays.describe(arr, writable, what)
         _pack_key(keys, 0, key, self._names)
-        _arrays.pack_array(arrays, 0, ptr, code, shape)
+        _arrays.pack_array(arrays, 0, ptr, code, shape, device)
         return keys, arrays, keep
 
     # ---- lists --------------------------------------------------------------
@@ -477,8 +478,12 @@ class KVStore:
                                            int(priority)))
         views = []
         for i, (code, shape) in enumerate(kinds):
-            ptr = _lib.ARRAY_STRUCT.unpack_from(lists.arrays, i * _lib.ARRAY_STRUCT.size)[0]
-            views.append(_arrays.from_memory(ptr, code, shape, True))
+            fields = _lib.ARRAY_STRUCT.unpack_from(lists.arrays, i * _lib.ARRAY_STRUCT.size)
+            if fields[-1] != _lib.HOST:
+                raise ValueError('key %r lives on %s: pull_view gives host memory only; '
+                                 'pull it into a tensor there instead'
+                                 % (keys[i], _arrays.device_name(fields[-1])))
+            views.append(_arrays.from_memory(fields[0], code, shape, True))
         return views if isinstance(key, (list, tuple)) else views[0]
 
     # ---- update rules -------------------------------------------------------
@@ -518,6 +523,10 @@ class KVStore:
         try:
             k = key.name.decode() if key.name is not None else key.id
             inp, st = input_p.contents, stored_p.contents
+            if inp.device != _lib.HOST or st.device != _lib.HOST:
+                raise ValueError('key %r lives on %s: a Python updater takes host values; '
+                                 'use set_optimizer for keys on GPUs'
+                                 % (k, _arrays.device_name(st.device or inp.device)))
             shape_in = tuple(inp.shape[:inp.ndim])
             shape_st = tuple(st.shape[:st.ndim])
             a = _arrays.from_memory(inp.data or 0, inp.dtype, shape_in, True)

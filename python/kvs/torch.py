@@ -43,7 +43,8 @@ class Trainer:
             if not isinstance(p, torch.Tensor):
                 raise TypeError('parameters must be torch tensors, not %s' % type(p).__name__)
             if p.device.type != 'cpu':
-                raise ValueError('parameters must be CPU tensors (CUDA tensors: not yet)')
+                raise ValueError('Trainer takes CPU parameters (CUDA ones: not yet; '
+                                 'KVStore itself takes CUDA tensors)')
             if not p.is_floating_point():
                 raise TypeError('parameter of dtype %s: Trainer trains float parameters' % p.dtype)
         self.kv = kv

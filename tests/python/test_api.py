@@ -155,12 +155,15 @@ def test_torch_tensors_that_need_grad_and_views(kv):
 
 
 @needs_torch
-def test_torch_cuda_tensor_refused(kv):
+def test_torch_tensor_on_another_device_refused(kv):
     if not hasattr(torch, 'device'):
         pytest.skip('no torch.device')
     meta = torch.zeros(2, device='meta')
-    with pytest.raises(ValueError, match='CPU tensors'):
+    with pytest.raises(ValueError, match='a meta tensor: kvs takes CPU and CUDA tensors'):
         kv.init(1, meta)
+    with pytest.raises(kvs.KVSError) as err:         # nothing was stored
+        kv.pull(1, out=torch.zeros(2))
+    assert err.value.code == kvs.ENOKEY
 
 
 # ---- errors ----------------------------------------------------------------

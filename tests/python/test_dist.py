@@ -1,5 +1,7 @@
 """dist_sync and dist_async from Python: jobs of 2-4 workers under kvsrun."""
 
+import os
+
 import pytest
 
 from conftest import run_job
@@ -30,6 +32,18 @@ def test_buffers_and_views(job):
 
 def test_threads_on_one_handle(job):
     assert job(2, 'threads', 20).count('threads ok') == 2
+
+
+def test_cuda_tensors(job):
+    """Against the CUDA stand-in (tests/standin), kvsd included: it reads
+    the workers' device pushes through the stand-in's IPC."""
+    pytest.importorskip('torch')
+    standin = os.environ.get('KVS_TEST_STANDIN')
+    if not standin or not os.path.exists(standin):
+        pytest.skip('KVS_TEST_STANDIN does not name the CUDA stand-in '
+                    '(tests/test_python.sh sets it)')
+    out = job(2, 'cuda_tensors', env={'KVS_CUDART': standin, 'KVS_STANDIN_DEVICES': '2'})
+    assert out.count('cuda tensors ok') == 2
 
 
 def test_a_dead_worker_fails_the_others(job):

@@ -203,6 +203,94 @@ def trainer(mode):
     print('rank %d: trainer %s ok (%.3g)' % (r, mode, diff))
 
 
+def _standin_cuda():
+    """(alloc(shape, index), put(t, values), get(t)) over the CUDA stand-in
+    that KVS_CUDART names: torch tensors that say they live on CUDA device
+    index, at a device pointer of the stand-in, as a CUDA build of torch
+    hands them over (device cuda:i, data_ptr() on the device). This torch
+    has no CUDA: the tensor's own CPU storage gives only dtype and shape."""
+    import ctypes
+    import torch
+    rt = ctypes.CDLL(os.environ['KVS_CUDART'])
+
+    class Cuda(torch.Tensor):
+        __torch_function__ = torch._C._disabled_torch_function_impl
+
+        @property
+        def device(self):
+            return torch.device('cuda', self.kvs_index)
+
+        def data_ptr(self):
+            return self.kvs_ptr
+
+    def alloc(shape, index):
+        t = torch.Tensor._make_subclass(Cuda, torch.empty(shape, dtype=torch.float32))
+        p = ctypes.c_void_p()
+        assert rt.cudaSetDevice(index) == 0
+        assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(t.numel() * 4)) == 0
+        t.kvs_ptr, t.kvs_index = p.value, index
+        return t
+
+    def copy(dst, src, nbytes, kind):
+        assert rt.cudaMemcpy(ctypes.c_void_p(dst), ctypes.c_void_p(src),
+                             ctypes.c_size_t(nbytes), kind) == 0
+
+    def put(t, value):
+        a = np.full(tuple(t.shape), value, np.float32)
+        copy(t.kvs_ptr, a.ctypes.data, a.nbytes, 1)          # cudaMemcpyHostToDevice
+
+    def get(t):
+        a = np.empty(tuple(t.shape), np.float32)
+        copy(a.ctypes.data, t.kvs_ptr, a.nbytes, 2)          # cudaMemcpyDeviceToHost
+        return a
+
+    return alloc, put, get
+
+
+def cuda_tensors():
+    """CUDA tensors (over the stand-in, see _standin_cuda) in dist_sync and
+    in a local store: sums on devices and the host mixed, pulls onto
+    devices; views and Python updaters of device keys refused plainly."""
+    alloc, put, get = _standin_cuda()
+    kv = kvs.create('dist_sync')
+    r, n = kv.rank, kv.num_workers
+    w, g, out = alloc((2, 3), r % 2), alloc((2, 3), r % 2), alloc((2, 3), (r + 1) % 2)
+    put(w, r + 10)
+    kv.init(3, w)                                 # rank 0's value wins
+    kv.pull(3, out=out)
+    assert (get(out) == 10).all(), get(out)
+    for i in range(3):
+        put(g, r + i)
+        kv.push(3, g)
+        kv.pull(3, out=out)
+        assert (get(out) == n * i + n * (n - 1) / 2).all(), (i, get(out))
+    put(g, 1)
+    kv.push(3, [g, np.full((2, 3), 2, np.float32)])   # a device and the host, summed
+    host = kv.pull(3)
+    assert (host == 3 * n).all(), host
+    kv.close()
+
+    local = kvs.create('local')
+    put(w, 4)
+    local.init('w', w)
+    local.push('w', [g, g])
+    local.pull('w', out=out)
+    assert (get(out) == 2).all(), get(out)
+    try:
+        local.pull_view('w')
+        raise AssertionError('a view of a key on a GPU')
+    except ValueError as e:
+        assert 'lives on CUDA device %d' % (r % 2) in str(e), e
+    local.set_updater(lambda key, inp, stored: None)
+    try:
+        local.push('w', g)
+        raise AssertionError('a Python updater of a key on a GPU')
+    except ValueError as e:
+        assert 'Python updater takes host values' in str(e), e
+    local.close()
+    print('rank %d: cuda tensors ok' % r)
+
+
 def digits():
     """The example, briefly: 4 workers reach the accuracy and match."""
     sys.argv = ['train_digits.py', '--epochs', '12']
