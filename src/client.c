@@ -267,23 +267,25 @@ static int hold_device(const struct groups *g, const kvs_array_t *arrs, int codi
 static int share_device(kvs_t *kv, const struct groups *g, const kvs_array_t *arrs,
                         uint32_t *const *coded, uint64_t *at, int *dev, struct kvs__err *e)
 {
-    uint64_t fenced = 0;
+    uint64_t fenced = 0;               /* bit i: KVS_CUDA(i) (i < KVS__MAX_DEVICES) */
     int rc = 0;
 
-    for (int j = 0; j < g->ng && rc >= 0; j++) {
+    for (int j = 0; j < g->ng && rc == 0; j++) {
         const kvs_array_t *a = &arrs[g->first[j]];
+        uint64_t bit;
 
-        if (g->mstart[j + 1] - g->mstart[j] == 1 && !coded[j] && a->device != KVS_HOST
-            && (rc = kvs__client_devbuf(kv, a->data, a->device, array_bytes(a), &dev[j],
-                                        &at[j], e)) == 1
-            && !(fenced & (uint64_t)1 << (a->device - 1) % 64)) {
-            fenced |= (uint64_t)1 << (a->device - 1) % 64;
-            rc = kvs__mem_fence(a->device, e);
+        if (g->mstart[j + 1] - g->mstart[j] != 1 || coded[j] || a->device == KVS_HOST)
+            continue;
+        rc = kvs__client_devbuf(kv, a->data, a->device, array_bytes(a), &dev[j], &at[j], e);
+        if (rc == 1) {                 /* memory of a device the provider knows: < 64 */
+            bit = (uint64_t)1 << (a->device - 1);
+            rc = fenced & bit ? 0 : kvs__mem_fence(a->device, e);
+            fenced |= bit;
         }
     }
-    if (rc >= 0 && fenced)
+    if (rc == 0 && fenced)
         rc = kvs__mem_finish(e);
-    return rc < 0 ? rc : 0;
+    return rc;
 }
 
 /* Sends one request per group, each with its data in staging: a buffer's
@@ -647,8 +649,9 @@ static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *out
         struct kvs__answers part = { .a = a + start, .failed = -1 };
 
         src.start = start;
-        rc = kvs__client_run(kv, fill_pull, &src, len, tabular(&g, keys, NULL, NULL, start, start + len),
-                             &part, NULL, what, e);
+        rc = kvs__client_run(kv, fill_pull, &src, len,
+                             tabular(&g, keys, NULL, NULL, start, start + len), &part, NULL,
+                             what, e);
     }
     for (int i = 0; i < n && rc == 0; i++) {
         size_t bytes = array_bytes(&outs[i]);

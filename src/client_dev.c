@@ -14,8 +14,8 @@
  *
  * Where sharing cannot work, pushes go through staging as before: memory
  * the driver gives no handle for, no free number (every one pinned), or a
- * kvsd that cannot open handles (started without a CUDA runtime), which is
- * asked once per handle.
+ * kvsd that cannot open handles (started without a CUDA runtime), which a
+ * store handle asks once.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -35,6 +35,8 @@ struct devbuf {
 struct kvs__devbufs {
     pthread_mutex_t lock;              /* the table; held across a registration */
     struct devbuf b[KVS__DEVBUF_MAX];
+    int n;                             /* numbers [0, n) have been used: a push
+                                        * looks at those only */
     uint64_t clock;
     int refused;                       /* kvsd opens no handle: staging from now on */
 };
@@ -61,19 +63,20 @@ static struct kvs__devbufs *table(struct kvs__client *c)
     return t;
 }
 
-/* The number for a buffer not registered yet: a free one, else the one
- * no call pins that was named longest ago; -1 when all are pinned. */
-static int pick(const struct kvs__devbufs *t)
+/* The number for a buffer not registered yet: a free one (a registration
+ * that failed left it so), a number never used, else the one no call pins
+ * that was named longest ago; -1 when all are pinned. */
+static int pick(struct kvs__devbufs *t)
 {
     int best = -1;
 
-    for (int i = 0; i < KVS__DEVBUF_MAX; i++) {
+    for (int i = 0; i < t->n; i++) {
         if (!t->b[i].base)
             return i;
         if (!t->b[i].pins && (best < 0 || t->b[i].used < t->b[best].used))
             best = i;
     }
-    return best;
+    return t->n < KVS__DEVBUF_MAX ? t->n++ : best;
 }
 
 int kvs__client_devbuf(kvs_t *kv, const void *p, int device, uint64_t bytes, int *num,
@@ -95,10 +98,10 @@ int kvs__client_devbuf(kvs_t *kv, const void *p, int device, uint64_t bytes, int
         pthread_mutex_unlock(&t->lock);
         return 0;
     }
-    for (i = 0; i < KVS__DEVBUF_MAX; i++)
+    for (i = 0; i < t->n; i++)
         if (t->b[i].base == base && memcmp(t->b[i].handle, ipc.handle, sizeof ipc.handle) == 0)
             break;
-    if (i == KVS__DEVBUF_MAX) {
+    if (i == t->n) {
         if ((i = pick(t)) < 0) {
             pthread_mutex_unlock(&t->lock);
             return 0;

@@ -17,11 +17,12 @@
  *           sent
  * churn     1100 pushes, each from an allocation made for it and freed
  *           after: more buffers than a worker registers with kvsd at a
- *           time, and addresses used again by other allocations
- * hold      rank R pushes from two device allocations, writes
- *           $KVS_TEST_DIR/ready.R; rank 1 then sleeps (the test kills it),
- *           rank 0 waits for $KVS_TEST_DIR/go and expects its next barrier
- *           to fail with KVS_EPEERDEAD
+ *           time, and addresses used again by other allocations; then
+ *           rank R writes $KVS_TEST_DIR/ready.R and waits for
+ *           $KVS_TEST_DIR/go (the test reads kvsd's counters meanwhile)
+ * hold      rank R pushes from two device allocations, writes ready.R;
+ *           rank 1 then sleeps (the test kills it), rank 0 waits for go
+ *           and expects its next barrier to fail with KVS_EPEERDEAD
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -196,6 +197,30 @@ static void refused(void)
     expect(h, N, 2.0f, "value");
 }
 
+static void wait_file(const char *name)
+{
+    char path[4096];
+    double end = now() + 30;
+
+    snprintf(path, sizeof path, "%s/%s", getenv("KVS_TEST_DIR"), name);
+    while (access(path, F_OK) != 0) {
+        if (now() > end)
+            die("%s did not appear within 30 s", path);
+        usleep(10000);
+    }
+}
+
+/* Writes $KVS_TEST_DIR/ready.RANK, for the test to look at kvsd. */
+static void say_ready(void)
+{
+    char path[4096];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/ready.%d", getenv("KVS_TEST_DIR"), rank);
+    if (!(f = fopen(path, "w")) || fclose(f) != 0)
+        die("cannot write %s", path);
+}
+
 static void churn(void)
 {
     kvs_key_t k = KVS_INT_KEY(4);
@@ -216,19 +241,8 @@ static void churn(void)
             expect(h, N, (float)(nw * i) + nw * (nw - 1) / 2.0f, "the last push's sum");
         }
     }
-}
-
-static void wait_file(const char *name)
-{
-    char path[4096];
-    double end = now() + 30;
-
-    snprintf(path, sizeof path, "%s/%s", getenv("KVS_TEST_DIR"), name);
-    while (access(path, F_OK) != 0) {
-        if (now() > end)
-            die("%s did not appear within 30 s", path);
-        usleep(10000);
-    }
+    say_ready();
+    wait_file("go");
 }
 
 static void hold(void)
@@ -236,8 +250,6 @@ static void hold(void)
     kvs_key_t keys[2] = { KVS_INT_KEY(5), KVS_INT_KEY(6) };
     void *d[2] = { dev_alloc(0), dev_alloc(1) };
     kvs_array_t a[2] = { on(d[0], KVS_CUDA(0)), on(d[1], KVS_CUDA(1)) };
-    char path[4096];
-    FILE *f;
     int rc;
 
     to_dev(d[0], 1.0f);
@@ -246,9 +258,7 @@ static void hold(void)
     ok(kvs_push(kv, 2, keys, a, 0), "push");
     ok(kvs_pull(kv, 2, keys, a, 0), "pull");
     expect_dev(d[1], 2.0f * (float)nw, "key 6");
-    snprintf(path, sizeof path, "%s/ready.%d", getenv("KVS_TEST_DIR"), rank);
-    if (!(f = fopen(path, "w")) || fclose(f) != 0)
-        die("cannot write %s", path);
+    say_ready();
     if (rank == 1) {
         sleep(60);
         die("rank 1 was not killed");

@@ -90,7 +90,7 @@ def describe(obj, writable, what):
         raise _bad_type(obj, what)
     place = obj.device
     if place.type == 'cuda':
-        device = _lib.cuda(place.index if place.index is not None else 0)
+        device = _lib.cuda(place.index)
     elif place.type == 'cpu':
         device = _lib.HOST
     else:
