@@ -21,6 +21,7 @@
 #include "array.h"
 #include "compress.h"
 #include "kvsd.h"
+#include "mem.h"
 
 /* Completions a backlog keeps room for once it is empty again. */
 #define BACKLOG_KEEP 4096
@@ -139,20 +140,55 @@ kvs_array_t req_array(const struct rargs *s, void *data)
     return a;
 }
 
-/* A completion that hands the worker the key's value in the arena. */
-static void value_cqe(struct daemon *d, const struct round *rd, struct kvs__cqe *c)
+/* The arena's copy of a value kept on a GPU, brought up to date. */
+static int host_copy(struct daemon *d, struct round *rd, struct kvs__err *e)
 {
-    c->value_off = (uint64_t)((unsigned char *)rd->value - d->arena);
-    c->value_len = rd->bytes;
+    int rc;
+
+    if (!rd->stale)
+        return 0;
+    seq_begin(rd->value);
+    if ((rc = kvs__mem_copy(rd->value, KVS_HOST, rd->dvalue, rd->device, rd->bytes,
+                            d->o.threads, e)) != 0
+        || (rc = kvs__mem_finish(e)) != 0)
+        kvs__mem_finish(NULL);
+    seq_end(rd->value);
+    rd->stale = rc != 0;
+    return rc;
+}
+
+/* Hands r's worker the key's value: its offset in the arena in c, or for
+ * a device pull (KVS__SQE_DEVICE) the value written into its buffer. */
+static int value_cqe(struct daemon *d, struct round *rd, const struct req *r,
+                     struct kvs__cqe *c, struct kvs__err *e)
+{
+    int rc;
+
+    if (r->s.op == KVS__OP_PULL && (r->s.flags & KVS__SQE_DEVICE)) {
+        if ((rc = devbuf_write(d, r, rd->dvalue, rd->device, e)) != 0)
+            return rc;
+        d->st.device_pulls++;
+    } else {
+        if ((rc = host_copy(d, rd, e)) != 0)
+            return rc;
+        c->value_off = (uint64_t)((unsigned char *)rd->value - d->arena);
+        c->value_len = rd->bytes;
+    }
     c->round = rd->done;
     d->st.pulls++;
     d->st.bytes_pulled += rd->bytes;
+    return 0;
 }
 
 /* Where a request's data is now: kvsd's copy, or the worker's staging. */
 void *req_data(const struct daemon *d, const struct req *r)
 {
     return r->copy ? r->copy : d->workers[r->w].staging + r->s.data_off;
+}
+
+int req_device(const struct req *r)
+{
+    return r->copy ? r->copy_dev : KVS_HOST;
 }
 
 /* Requests come and go by the hundred thousand in a long list call: they
@@ -186,6 +222,7 @@ struct req *req_new(struct daemon *d, int wi)
     r->nwait = r->xstatus = 0;
     r->xmsg = NULL;
     r->copy = r->coded = NULL;
+    r->copy_dev = KVS_HOST;
     r->rd = NULL;
     r->next = NULL;
     r->s.key_name = NULL;
@@ -198,7 +235,7 @@ void req_free(struct daemon *d, struct req *r)
 {
     struct req_block *b = r->blk;
 
-    free(r->copy);
+    kvs__mem_free(r->copy_dev, r->copy);
     free(r->coded);
     free(r->xmsg);
     free(r->s.key_name);
@@ -274,13 +311,16 @@ void lending_ends(struct daemon *d, struct req *r, int release)
 
 /* Answers r (not freeing it): with its completion, or its result in its
  * table. value: the round whose value the answer hands over, or NULL. */
-void answer(struct daemon *d, struct req *r, int status, const char *msg,
-                   const struct round *value)
+void answer(struct daemon *d, struct req *r, int status, const char *msg, struct round *value)
 {
     struct kvs__cqe c = { .seq = r->s.seq, .status = status };
+    struct kvs__err e = { 0, "" };
 
-    if (value && status == 0)
-        value_cqe(d, value, &c);
+    if (value && status == 0 && (status = value_cqe(d, value, r, &c, &e)) != 0) {
+        c.status = status;
+        msg = e.msg;
+        d->st.failed++;
+    }
     if (r->tab) {
         lending_ends(d, r, 0);         /* the table's completion returns it */
         tab_answer(d, r, &c, msg);
@@ -293,7 +333,7 @@ void answer(struct daemon *d, struct req *r, int status, const char *msg,
 
 void complete(struct daemon *d, struct req *r, int status, const char *msg)
 {
-    const struct round *value = NULL;
+    struct round *value = NULL;
 
     if (status != 0) {
         d->st.failed++;

@@ -338,7 +338,8 @@ static void owner_check(struct daemon *d, struct round *rd, int p)
             in[k++] = x->data[h];
         }
     }
-    rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, k, in, round_step(d, rd, x->done + 1), &e);
+    rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, k, in, NULL, round_step(d, rd, x->done + 1),
+                    &e);
     free(in);
     x->done++;
     if (first) {
@@ -683,7 +684,7 @@ void bridge_async_push(struct daemon *d, struct req *r)
         if (part_owner(d, rd, p) == d->me) {
             const void *in = elem(rd, data, lo);    /* a 2bit push: decoded */
 
-            rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, 1, &in, step, &e);
+            rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, 1, &in, NULL, step, &e);
             if (rc == 0)
                 async_value(d, &m, rd, p, 0, NULL, -1, 0);
             async_part_done(d, r, rc, e.msg);
@@ -765,7 +766,7 @@ static void on_forward(struct daemon *d, struct inmsg *im, const struct kvs__wir
     if (msg_values(rd, m, &data, &decoded) != 0)
         rc = kvs__fail(&e, -ENOMEM, "kvsd: out of memory for a 2bit push");
     else
-        rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, 1, &data,
+        rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, 1, &data, NULL,
                         rd->fwd ? forward_step(d, rd, im->host, m->b) : 0, &e);
     free(decoded);
     if (rc == 0) {

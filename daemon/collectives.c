@@ -25,6 +25,7 @@
 
 #include "array.h"
 #include "kvsd.h"
+#include "mem.h"
 
 /* Collectives waiting are found by a hash of their op and key: a list
  * call may init hundreds of thousands of keys, each its own collective. */
@@ -115,7 +116,7 @@ static void coll_unlink(struct daemon *d, struct coll *c)
 static void coll_free(struct coll *c)
 {
     free((char *)c->key.name);
-    free(c->value);
+    kvs__mem_free(c->value_dev, c->value);
     free(c);
 }
 
@@ -171,13 +172,22 @@ static int init_value(const struct daemon *d, const struct coll *c, const struct
     return 0;
 }
 
+/* The value an init stores: first's array, with the bytes kvsd kept. */
+static kvs_array_t init_array(const struct coll *c, const struct req *first)
+{
+    kvs_array_t a = req_array(&first->s, c->value);
+
+    a.device = c->value_dev;
+    return a;
+}
+
 /* Stores one init's value; a full arena is said as such. */
 static int init_one(struct daemon *d, const struct coll *c, const struct req *first,
                     struct kvs__err *e)
 {
     char ks[KVS_MAX_KEY_LEN + 8];
     kvs_key_t key = req_key(&first->s);
-    kvs_array_t a = req_array(&first->s, c->value);
+    kvs_array_t a = init_array(c, first);
     uint64_t need = sizeof(struct kvs__block_head) + first->s.data_len;
     int rc = kvs__engine_init(d->eng, 1, &key, &a, 0, e);
 
@@ -219,7 +229,7 @@ void finish_inits(struct daemon *d)
             if (init_value(d, c, &first[i], &e) != 0)
                 continue;              /* stored alone below, with its error */
             keys[nok] = req_key(&first[i]->s);
-            vals[nok++] = req_array(&first[i]->s, c->value);
+            vals[nok++] = init_array(c, first[i]);
         }
     }
     rc = nok > 0 && nok == n ? kvs__engine_init(d->eng, n, keys, vals, 0, &e) : -1;
@@ -334,6 +344,30 @@ void colls_check(struct daemon *d)
     }
 }
 
+/* Keeps r's init value as the one to store: a copy of its bytes, on the
+ * GPU they came from when it is a device init (KVS__SQE_DEVICE) on one
+ * host, and there the key's value will live; else on the host. */
+static int init_take(struct daemon *d, struct coll *c, const struct req *r, struct kvs__err *e)
+{
+    int dev = KVS_HOST, rc;
+    void *v;
+
+    if (r->s.flags & KVS__SQE_DEVICE) {
+        if ((!d->hx && (rc = devbuf_device(d, r, &dev, e)) != 0)
+            || (rc = devbuf_read(d, r, dev, &v, e)) != 0)
+            return rc;
+    } else {
+        if ((rc = kvs__mem_alloc(KVS_HOST, r->s.data_len ? r->s.data_len : 1, 0, &v, e)) != 0)
+            return rc;
+        memcpy(v, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
+    }
+    kvs__mem_free(c->value_dev, c->value);
+    c->value = v;
+    c->value_dev = dev;
+    c->value_rank = d->workers[r->w].rank;
+    return 0;
+}
+
 void coll_arrive(struct daemon *d, struct req *r)
 {
     struct coll *c = coll_find(d, r->s.op, req_key(&r->s));
@@ -350,17 +384,17 @@ void coll_arrive(struct daemon *d, struct req *r)
      * may leave before that: kvsd keeps a copy of the lowest rank's so far,
      * the only one stored, of the first arrival's size. A value of another
      * size fails the init (init_value), and then no value is stored. */
-    if (r->s.op == KVS__OP_INIT && !c->narrived && !c->value) {
-        if (!(c->value = malloc(r->s.data_len ? r->s.data_len : 1))) {
-            complete(d, r, -ENOMEM, "kvsd: out of memory");
-            return;
-        }
+    if (r->s.op == KVS__OP_INIT && !c->narrived && !c->value)
         c->value_len = r->s.data_len;
-    }
     if (r->s.op == KVS__OP_INIT && r->s.data_len == c->value_len
         && d->workers[r->w].rank < c->value_rank) {
-        memcpy(c->value, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
-        c->value_rank = d->workers[r->w].rank;
+        struct kvs__err e = { 0, "" };
+        int rc = init_take(d, c, r, &e);
+
+        if (rc != 0) {
+            complete(d, r, rc, e.msg);
+            return;
+        }
     }
     c->arrived[r->w] = 1;
     c->narrived++;

@@ -135,6 +135,22 @@ static void ctl_status(struct daemon *d, struct text *t)
     list_waits(d, wait_line, t);
 }
 
+static int count_on_gpu(void *ctx, kvs_key_t key, const struct kvs__entry_info *info)
+{
+    (void)key;
+    *(size_t *)ctx += info->device != KVS_HOST;
+    return 0;
+}
+
+/* The keys whose values kvsd keeps on a GPU (0 when it cannot count). */
+static size_t values_on_gpus(struct daemon *d)
+{
+    size_t n = 0;
+
+    kvs__engine_foreach(d->eng, count_on_gpu, &n, NULL);
+    return n;
+}
+
 static void ctl_stats(struct daemon *d, struct text *t)
 {
     const struct stats *s = &d->st;
@@ -150,6 +166,8 @@ static void ctl_stats(struct daemon *d, struct text *t)
     text_add(t, "device buffers: %d open, %" PRIu64 " registered\n", d->devbufs_open,
              s->devbufs_opened);
     text_add(t, "device pushes: %" PRIu64 "\n", s->device_pushes);
+    text_add(t, "device pulls: %" PRIu64 "\n", s->device_pulls);
+    text_add(t, "values on GPUs: %zu\n", values_on_gpus(d));
 }
 
 /* The keys listing takes two walks: one for the columns' widths, one for

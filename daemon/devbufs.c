@@ -3,11 +3,13 @@
  * only). A worker registers each allocation its device pushes come from
  * by its CUDA IPC handle, under a number of its choosing (KVS__OP_REGISTER);
  * kvsd opens the handle once and keeps it in the worker's table until the
- * number is registered again, or the worker leaves or dies. A device push
- * (KVS__SQE_DEVICE) names a range of such a buffer: kvsd checks it against
- * the size its own runtime reports, never the worker's, and copies the
- * bytes out once when it takes the push, so that the worker's memory is
- * its own again when the push is answered and nothing of it is read later.
+ * number is registered again, or the worker leaves or dies. A device
+ * request (KVS__SQE_DEVICE) names a range of such a buffer: kvsd checks it
+ * against the size its own runtime reports, never the worker's. An init's
+ * or a push's bytes are copied out once, when kvsd takes it, so that the
+ * worker's memory is its own again when it is answered and nothing of it
+ * is read later; a pull's value is written in, and the pull answered once
+ * the copy is done.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -51,11 +53,12 @@ int devbuf_register(struct daemon *d, const struct req *r, struct kvs__err *e)
     return 0;
 }
 
-int devbuf_read(struct daemon *d, struct req *r, struct kvs__err *e)
+/* Where r's range of its worker's device buffer lies here. */
+static int devbuf_range(const struct daemon *d, const struct req *r, void **p, int *device,
+                        struct kvs__err *e)
 {
-    struct worker *w = &d->workers[r->w];
+    const struct worker *w = &d->workers[r->w];
     const struct devbuf *b = w->devbufs ? &w->devbufs[r->s.arg] : NULL;
-    int rc;
 
     if (!b || !b->base)
         return kvs__fail(e, KVS_EBADARG, "request %" PRIu64 ": device buffer %" PRIu64
@@ -64,15 +67,51 @@ int devbuf_read(struct daemon *d, struct req *r, struct kvs__err *e)
         return kvs__fail(e, KVS_EBADARG, "request %" PRIu64 ": bytes %" PRIu64 "+%" PRIu64
                          " lie outside device buffer %" PRIu64 " (%zu bytes)", r->s.seq,
                          r->s.data_off, r->s.data_len, r->s.arg, b->size);
-    if (!(r->copy = malloc(r->s.data_len ? r->s.data_len : 1)))
-        return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a device push");
-    if ((rc = kvs__mem_copy(r->copy, KVS_HOST, (const char *)b->base + r->s.data_off, b->device,
-                            (size_t)r->s.data_len, 1, e)) != 0) {
-        free(r->copy);
-        r->copy = NULL;
+    *p = (char *)b->base + r->s.data_off;
+    *device = b->device;
+    return 0;
+}
+
+int devbuf_device(const struct daemon *d, const struct req *r, int *device, struct kvs__err *e)
+{
+    void *p;
+
+    return devbuf_range(d, r, &p, device, e);
+}
+
+int devbuf_read(const struct daemon *d, const struct req *r, int to, void **out,
+                struct kvs__err *e)
+{
+    void *src;
+    int from, rc;
+
+    *out = NULL;
+    if ((rc = devbuf_range(d, r, &src, &from, e)) != 0
+        || (rc = kvs__mem_alloc(to, r->s.data_len ? r->s.data_len : 1, 0, out, e)) != 0)
+        return rc;
+    if ((rc = kvs__mem_copy(*out, to, src, from, (size_t)r->s.data_len, 1, e)) != 0
+        || (rc = kvs__mem_finish(e)) != 0) {
+        kvs__mem_finish(NULL);
+        kvs__mem_free(to, *out);
+        *out = NULL;
         return rc;
     }
-    d->st.device_pushes++;
+    return 0;
+}
+
+int devbuf_write(const struct daemon *d, const struct req *r, const void *src, int from,
+                 struct kvs__err *e)
+{
+    void *dst;
+    int to, rc;
+
+    if ((rc = devbuf_range(d, r, &dst, &to, e)) != 0)
+        return rc;
+    if ((rc = kvs__mem_copy(dst, to, src, from, (size_t)r->s.data_len, 1, e)) != 0
+        || (rc = kvs__mem_finish(e)) != 0) {
+        kvs__mem_finish(NULL);
+        return rc;
+    }
     return 0;
 }
 

@@ -110,7 +110,9 @@ struct req {
     int nwait;                         /* its parts whose owners have not answered */
     int xstatus;                       /* the first of them that failed, */
     char *xmsg;                        /* and its message (malloc'd) */
-    void *copy;                        /* kvsd's copy of the data, or NULL */
+    void *copy;                        /* kvsd's copy of the data, or NULL, */
+    int copy_dev;                      /* on this device (KVS_HOST, or a device push's
+                                        * on its key's GPU) */
     void *coded;                       /* a 2bit push across hosts: its words, as the
                                         * worker sent them (copy: dequantized) */
     struct round *rd;                  /* PUSH, PULL: its key's rounds */
@@ -177,8 +179,12 @@ struct worker {
  * copies it), and the engine sums them all at once when the round closes.
  * So a worker's segment must stay mapped while a push of it here is lent. */
 struct round {
-    void *value;                       /* the key's value in the arena, and its bytes */
+    void *value;                       /* the key's value in the arena, and its bytes; */
     uint64_t bytes;
+    void *dvalue;                      /* for a key kept on a GPU (device), the value
+                                        * itself, which the arena's copy follows when a
+                                        * pull needs it (stale: not yet); else value */
+    int device, stale;
     void *entry;                       /* the key's engine entry (kvs__push_item) */
     uint64_t done;                     /* rounds applied */
     int ncontrib;                      /* pushes in the open round */
@@ -227,9 +233,11 @@ struct coll {
     struct req *reqs;                  /* waiting, completed together */
     struct coll *next, **pprev;        /* the daemon's list */
     struct coll *hnext;                /* its bucket in the daemon's table */
-    unsigned char *value;              /* INIT: the lowest rank's value so far (of */
-    uint64_t value_len;                /* the first arrival's size), malloc'd; */
-    int value_rank;                    /* that rank, INT_MAX: none yet */
+    void *value;                       /* INIT: the lowest rank's value so far (of */
+    uint64_t value_len;                /* the first arrival's size), on value_dev */
+    int value_dev;                     /* (kvs__mem_alloc'd: KVS_HOST, or the GPU */
+    int value_rank;                    /* a device init came from); that rank, INT_MAX:
+                                        * none yet */
     unsigned char *harrived;           /* per host, in the same allocation */
     unsigned char arrived[];           /* per worker; in the same allocation */
 };
@@ -253,6 +261,7 @@ struct stats {
     uint64_t failed;                   /* requests completed with an error */
     uint64_t devbufs_opened;           /* device buffers registered */
     uint64_t device_pushes;            /* pushes read from them */
+    uint64_t device_pulls;             /* pulls written into them */
 };
 
 /* A frame to send to other hosts: head and payload in one buffer, freed
@@ -383,15 +392,16 @@ void req_free(struct daemon *d, struct req *r);
 void reqs_cache_free(struct daemon *d);
 
 /* A request's key, its array (data: where its value lies), and where its
- * data is now (kvsd's copy, or the worker's staging). */
+ * data is now (kvsd's copy, or the worker's staging) and on which device. */
 kvs_key_t req_key(const struct rargs *s);
 kvs_array_t req_array(const struct rargs *s, void *data);
 void *req_data(const struct daemon *d, const struct req *r);
+int req_device(const struct req *r);
 
 /* Answers r (not freeing it), with its completion or its result in its
- * table; value: the round whose value the answer hands over, or NULL. */
-void answer(struct daemon *d, struct req *r, int status, const char *msg,
-            const struct round *value);
+ * table; value: the round whose value the answer hands over (in the arena,
+ * or written into a device pull's buffer), or NULL. */
+void answer(struct daemon *d, struct req *r, int status, const char *msg, struct round *value);
 
 /* Answers r with status (msg its detail when status != 0) and frees it;
  * complete_list does so for every request of a list. */
@@ -471,11 +481,12 @@ int expected(const struct daemon *d);
  * round finished (its pushes ended, pulls waiting on it let go), the open
  * list. */
 struct round *round_of(struct daemon *d, const struct kvs__entry_info *info, kvs_key_t key);
-/* The push of the k inputs in[] (each part p's elements; p -1: the whole
- * key's) to part p of rd's key, under its value's seqlock; an optimizer
- * counts a part's update as step `step` (kvs__engine_push_range). */
-int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in, uint64_t step,
-               struct kvs__err *e);
+/* The push of the k inputs in[] on devices dev[] (NULL: the host; each
+ * part p's elements; p -1: the whole key's) to part p of rd's key, under
+ * its value's seqlock; an optimizer counts a part's update as step `step`
+ * (kvs__engine_push_range). */
+int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in, const int *dev,
+               uint64_t step, struct kvs__err *e);
 void finish_round(struct daemon *d, struct round *rd, int status, const char *msg);
 void open_link(struct daemon *d, struct round *rd);
 
@@ -485,10 +496,17 @@ void open_link(struct daemon *d, struct round *rd);
  * worker's buffer r->s.arg, closing the buffer of that number before.
  * KVS_EDEVICE when it does not open here (no CUDA, a bad handle), -ENOMEM. */
 int devbuf_register(struct daemon *d, const struct req *r, struct kvs__err *e);
-/* A device push (KVS__SQE_DEVICE): its bytes copied out of the worker's
- * buffer into r->copy. KVS_EBADARG for a buffer not registered or a range
- * past its end, KVS_EDEVICE, -ENOMEM. */
-int devbuf_read(struct daemon *d, struct req *r, struct kvs__err *e);
+/* The device request r's range (KVS__SQE_DEVICE) checked against its
+ * worker's buffer: KVS_EBADARG for a buffer not registered or a range past
+ * its end. devbuf_device: the device it lies on here. devbuf_read: its
+ * bytes copied into *out, new memory on device `to` (KVS_HOST: the heap;
+ * kvs__mem_free frees it); also KVS_EDEVICE, -ENOMEM. devbuf_write: src's
+ * bytes, on device from, written there and finished. */
+int devbuf_device(const struct daemon *d, const struct req *r, int *device, struct kvs__err *e);
+int devbuf_read(const struct daemon *d, const struct req *r, int to, void **out,
+                struct kvs__err *e);
+int devbuf_write(const struct daemon *d, const struct req *r, const void *src, int from,
+                 struct kvs__err *e);
 /* Closes every buffer w registered (it left, or died). */
 void devbufs_close(struct daemon *d, struct worker *w);
 

@@ -210,12 +210,22 @@ struct round *round_of(struct daemon *d, const struct kvs__entry_info *info, kvs
     r->last = (uint64_t *)(r->contrib + n);
     r->queued = (int *)(r->last + n);
     r->pgot = (uint8_t *)(r->queued + n);
-    r->value = info->value;
+    r->value = r->dvalue = info->value;
+    r->device = info->device;
     r->bytes = info->bytes;
     r->dtype = info->dtype;
     r->entry = info->entry;
     r->owner = key_owner(d, key);
     r->nparts = (int)np;
+    /* A value kept on a GPU gets its copy in the arena for host pulls,
+     * made when one first comes. */
+    if (r->device != KVS_HOST) {
+        r->stale = 1;
+        if (!(r->value = arena_alloc(d, r->bytes))) {
+            free(r);
+            return NULL;
+        }
+    }
     if (bridge_round_new(d, r) != 0) {
         free(r);
         return NULL;
@@ -273,6 +283,7 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
 {
     struct kvs__push_item *items;
     const void **in;
+    int *dev;
     size_t total = 0, n = 0;
     int rc;
 
@@ -282,32 +293,38 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
         return kvs__fail(e, -ENOMEM, "kvsd: %zu rounds closing at once", nr);
     for (size_t i = 0; i < nr; i++)
         total += (size_t)rds[i]->ncontrib;
-    /* One allocation: the items, then every input (zeroed: GCC cannot
-     * tell that the loop below fills every item). */
-    if (!(items = calloc(1, sizeof *items * nr + sizeof *in * total)))
+    /* One allocation: the items, then every input and its device (zeroed:
+     * GCC cannot tell that the loop below fills every item). */
+    if (!(items = calloc(1, sizeof *items * nr + (sizeof *in + sizeof *dev) * total)))
         return kvs__fail(e, -ENOMEM, "kvsd: out of memory closing a round");
     in = (const void **)(items + nr);
+    dev = (int *)(in + total);
     for (size_t i = 0; i < nr; i++) {
         const struct round *rd = rds[i];
 
-        items[i] = (struct kvs__push_item){ rd->entry, rd->ncontrib, in + n };
-        for (int w = 0; w < d->nworkers; w++)
-            if (rd->contrib[w])
-                in[n++] = req_data(d, rd->contrib[w]);
+        items[i] = (struct kvs__push_item){ rd->entry, rd->ncontrib, in + n, dev + n };
+        for (int w = 0; w < d->nworkers; w++) {
+            if (rd->contrib[w]) {
+                in[n] = req_data(d, rd->contrib[w]);
+                dev[n++] = req_device(rd->contrib[w]);
+            }
+        }
     }
     for (size_t i = 0; i < nr; i++)
         seq_begin(rds[i]->value);
     rc = kvs__engine_push_entries(d->eng, (int)nr, items, e);
-    for (size_t i = 0; i < nr; i++)
+    for (size_t i = 0; i < nr; i++) {
         seq_end(rds[i]->value);
+        rds[i]->stale |= rds[i]->device != KVS_HOST;
+    }
     free(items);
     return rc;
 }
 
-int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in, uint64_t step,
-               struct kvs__err *e)
+int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in, const int *dev,
+               uint64_t step, struct kvs__err *e)
 {
-    struct kvs__push_item it = { rd->entry, k, in };
+    struct kvs__push_item it = { rd->entry, k, in, dev };
     int rc;
 
     seq_begin(rd->value);
@@ -320,6 +337,7 @@ int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in
         rc = kvs__engine_push_range(d->eng, &it, (size_t)first, (size_t)n, step, e);
     }
     seq_end(rd->value);
+    rd->stale |= rd->device != KVS_HOST;
     return rc;
 }
 
@@ -636,7 +654,7 @@ static void run_list(struct daemon *d, struct req *list)
     struct kvs__err e = { 0, "" };
     struct place at = { NULL, 0 };
     const void *in;
-    int rc = 0;
+    int dev, rc = 0;
 
     if (d->failed && list->s.op != KVS__OP_CLOSE && list->s.op != KVS__OP_EXPLAIN) {
         complete_list(d, list, d->failed, d->fail_msg);
@@ -654,8 +672,13 @@ static void run_list(struct daemon *d, struct req *list)
                 rc = kvs__fail(&e, -ENOMEM, "kvsd: out of memory for a round");
             if (rc == 0 && (r->s.flags & KVS__SQE_2BIT))
                 rc = decode_2bit(d, r, &e);
-            if (rc == 0 && (r->s.flags & KVS__SQE_DEVICE))
-                rc = devbuf_read(d, r, &e);
+            if (rc == 0 && (r->s.flags & KVS__SQE_DEVICE) && r->s.op == KVS__OP_PULL)
+                rc = devbuf_device(d, r, &dev, &e);
+            if (rc == 0 && (r->s.flags & KVS__SQE_DEVICE) && r->s.op == KVS__OP_PUSH) {
+                rc = devbuf_read(d, r, r->rd->device, &r->copy, &e);
+                r->copy_dev = r->rd->device;
+                d->st.device_pushes += rc == 0;
+            }
         }
     }
     if (rc != 0) {
@@ -690,7 +713,8 @@ static void run_list(struct daemon *d, struct req *list)
                     break;
                 }
                 in = req_data(d, r);
-                rc = apply_part(d, r->rd, -1, 1, &in, 0, &e);
+                dev = req_device(r);
+                rc = apply_part(d, r->rd, -1, 1, &in, &dev, 0, &e);
                 complete(d, r, rc, e.msg);
                 break;
             }

@@ -244,12 +244,13 @@ KVS_API const char *kvs_last_error(const kvs_t *kv);
  * Device arrays. An array with device KVS_CUDA(i) has its data in memory of
  * CUDA device i (cudaMalloc, or a framework's allocator). The local and
  * device types take them, mixed freely with host arrays in one call. So
- * do the dist types: kvsd reads a pushed device value from this worker's
- * GPU memory through CUDA IPC where it can (the allocation registered with
- * kvsd once; the array is the caller's again when the push returns), else
- * it is copied into this worker's staging area; a pulled one is copied
- * from kvsd's host memory onto its device (views stay in host memory);
- * kvsd keeps every value in host memory. libkvs loads the
+ * do the dist types: kvsd reads an init's or a push's device value from
+ * this worker's GPU memory through CUDA IPC, and writes a pull's into it,
+ * where it can (the allocation registered with kvsd once; the array is
+ * the caller's again when the call returns), else it goes through this
+ * worker's staging area and kvsd's host memory (views stay in host
+ * memory). On one host, kvsd keeps a key first stored from a device array
+ * on that GPU, and sums and updates it there. libkvs loads the
  * CUDA runtime at first use (KVS_CUDART names it; default libcudart.so.13)
  * and its kernels from the module libkvs-cuda.so (KVS_CUDA_KERNELS; default
  * the installed one); a device array where either is missing, or whose

@@ -7,10 +7,11 @@
  * rest (optimizer, states, barrier, buffers). Arena ranges from kvsd are
  * checked against the arena's size before any use.
  *
- * Device arrays (KVS_CUDA(i)): kvsd reads a key's one device array from
- * the worker's GPU memory through CUDA IPC (client_dev.c) where it can;
- * else the value is copied from its device into staging (mem.h). A pulled
- * one is copied from the arena onto its device.
+ * Device arrays (KVS_CUDA(i)): kvsd reads an init's or a push's one
+ * device array of a key from the worker's GPU memory through CUDA IPC
+ * (client_dev.c), and writes a pull's first device out there, where it
+ * can; else the value goes through staging or the arena, copied from or
+ * onto its device here (mem.h).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -260,11 +261,14 @@ static int hold_device(const struct groups *g, const kvs_array_t *arrs, int codi
     return 0;
 }
 
-/* The pushes kvsd reads from device memory itself: per group of one
- * device array, not coded, its device buffer in dev[j] (-1: none) and its
- * offset there in at[j]; then waits until the caller's work on those
- * devices is done, so that kvsd reads what the caller wrote. */
-static int share_device(kvs_t *kv, const struct groups *g, const kvs_array_t *arrs,
+/* The values kvsd reads from device memory itself (inits, pushes: per
+ * group of one device array, not coded) or writes there (pulls: into a
+ * group's first out on a device): per such group, its device buffer in
+ * dev[j] (-1: none) and its offset there in at[j]; then waits until the
+ * caller's work on those devices is done, so that kvsd reads what the
+ * caller wrote, and writes over what the caller no longer reads. coded:
+ * per group its 2bit words or NULL; NULL for a pull. */
+static int share_device(kvs_t *kv, const struct groups *g, const kvs_array_t *arrs, int pull,
                         uint32_t *const *coded, uint64_t *at, int *dev, struct kvs__err *e)
 {
     uint64_t fenced = 0;               /* bit i: KVS_CUDA(i) (i < KVS__MAX_DEVICES) */
@@ -274,7 +278,8 @@ static int share_device(kvs_t *kv, const struct groups *g, const kvs_array_t *ar
         const kvs_array_t *a = &arrs[g->first[j]];
         uint64_t bit;
 
-        if (g->mstart[j + 1] - g->mstart[j] != 1 || coded[j] || a->device == KVS_HOST)
+        if ((!pull && (g->mstart[j + 1] - g->mstart[j] != 1 || coded[j]))
+            || a->device == KVS_HOST)
             continue;
         rc = kvs__client_devbuf(kv, a->data, a->device, array_bytes(a), &dev[j], &at[j], e);
         if (rc == 1) {                 /* memory of a device the provider knows: < 64 */
@@ -338,7 +343,7 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
     if ((rc = hold_device(g, arrs, coding, in, held, e)) != 0
         || (coding && (rc = code_groups(kv, g, keys, arrs, in, gc.threshold, coded, next,
                                         e)) != 0)
-        || (op == KVS__OP_PUSH && (rc = share_device(kv, g, arrs, coded, at, dev, e)) != 0))
+        || (rc = share_device(kv, g, arrs, 0, coded, at, dev, e)) != 0)
         goto out;
     pthread_mutex_lock(&c->lock);
     room = kvs__client_transient(c);
@@ -611,27 +616,52 @@ struct pull_src {
     const struct groups *g;
     const kvs_key_t *keys;
     const kvs_array_t *outs;
+    const int *dev;                    /* per group: kvsd writes its first out, at at[],
+                                        * in this device buffer (share_device), or -1 */
+    const uint64_t *at;
 };
 
 static void fill_pull(const void *ctx, int i, struct kvs__sqe *s)
 {
     const struct pull_src *src = ctx;
     int j = src->start + i;
+    const kvs_array_t *a = &src->outs[src->g->first[j]];
 
     *s = (struct kvs__sqe){ .op = KVS__OP_PULL, .priority = src->priority };
+    if (src->dev[j] >= 0) {
+        s->flags |= KVS__SQE_DEVICE;
+        s->arg = (uint64_t)src->dev[j];
+        s->data_off = src->at[j];
+        s->data_len = array_bytes(a);
+    }
     sqe_key(s, src->keys[src->g->first[j]]);
-    sqe_array(s, &src->outs[src->g->first[j]]);
+    sqe_array(s, a);
+}
+
+/* Out i of a device pull's group (kvsd wrote the group's first out): a
+ * copy of the first, unless it is the first. Queued onto a device. */
+static int deliver_copy(const struct groups *g, kvs_array_t *outs, int i, struct kvs__err *e)
+{
+    const kvs_array_t *f = &outs[g->first[g->gid[i]]];
+
+    if (f == &outs[i])
+        return 0;
+    return kvs__mem_copy(outs[i].data, outs[i].device, f->data, f->device, array_bytes(f), 1, e);
 }
 
 /* Pulls every group's value; outs of a key all receive it. rows (may be
  * NULL): per out, the row ids to copy, others zeroed. view: outs get
- * pointers to the values (rows NULL). */
+ * pointers to the values (rows NULL). Otherwise kvsd writes a group's
+ * first out itself where it lies on a device kvsd can reach
+ * (share_device); the group's other outs are copied from it. */
 static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
                        const kvs_array_t *rows, int view, int priority, const char *what,
                        struct kvs__err *e)
 {
     struct pull_src src = { .priority = priority, .keys = keys, .outs = outs };
     struct kvs__answer *a = NULL;
+    uint64_t *at = NULL;
+    int *dev = NULL, copied = 0;
     struct groups g;
     int rc;
 
@@ -640,30 +670,51 @@ static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *out
     src.g = &g;
     if ((rc = group_match(&g, keys, outs, view ? "view" : "out", e)) != 0)
         goto out;
-    if (!(a = malloc((size_t)(g.ng ? g.ng : 1) * sizeof *a))) {
+    if (!(a = malloc((size_t)(g.ng ? g.ng : 1) * sizeof *a))
+        || !(dev = malloc((size_t)(g.ng ? g.ng : 1) * sizeof *dev))
+        || !(at = malloc((size_t)(g.ng ? g.ng : 1) * sizeof *at))) {
         rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
+    for (int j = 0; j < g.ng; j++)
+        dev[j] = -1;
+    if (!view && !rows && (rc = share_device(kv, &g, outs, 1, NULL, at, dev, e)) != 0)
+        goto out;
+    src.dev = dev;
+    src.at = at;
     for (int start = 0; start < g.ng && rc == 0; start += KVS__LIST_MAX) {
         int len = g.ng - start < KVS__LIST_MAX ? g.ng - start : KVS__LIST_MAX;
         struct kvs__answers part = { .a = a + start, .failed = -1 };
 
         src.start = start;
         rc = kvs__client_run(kv, fill_pull, &src, len,
-                             tabular(&g, keys, NULL, NULL, start, start + len), &part, NULL,
+                             tabular(&g, keys, NULL, dev, start, start + len), &part, NULL,
                              what, e);
     }
     for (int i = 0; i < n && rc == 0; i++) {
         size_t bytes = array_bytes(&outs[i]);
 
-        if (!rows)
+        if (dev[g.gid[i]] >= 0) {
+            rc = deliver_copy(&g, outs, i, e);
+            copied = 1;
+        } else if (!rows) {
             rc = deliver(kv, &a[g.gid[i]], &outs[i], view, e);
-        else    /* the ids' data may be NULL when there are none: then no row */
+        } else {    /* the ids' data may be NULL when there are none: then no row */
             rc = copy_value(kv, &a[g.gid[i]], outs[i].data, outs[i].device, bytes,
                             rows[i].data ? rows[i].data : (const int64_t *)"", rows[i].shape[0],
                             outs[i].shape[0] ? bytes / (size_t)outs[i].shape[0] : 0, e);
+        }
     }
+    if (copied && rc == 0)
+        rc = kvs__mem_finish(e);
+    else if (copied)
+        kvs__mem_finish(NULL);
 out:
+    for (int j = 0; dev && j < g.ng; j++)
+        if (dev[j] >= 0)
+            kvs__client_devbuf_unpin(kv->client, dev[j]);
+    free(at);
+    free(dev);
     free(a);
     groups_free(&g);
     return rc;

@@ -113,8 +113,8 @@ void kvs__client_fill_from(const void *ctx, int i, struct kvs__sqe *s);
 int kvs__client_send(kvs_t *kv, uint8_t op, const void *data, size_t len, uint64_t arg,
                      const char *what, struct kvs__err *e);
 
-/* Device buffers (client_dev.c). Where kvsd can read bytes at p on device
- * itself: 1, with the number of the registered buffer that holds them in
+/* Device buffers (client_dev.c). Where kvsd can read or write bytes at p
+ * on device itself: 1, with the number of the registered buffer that holds them in
  * *num and their offset there in *off, the number pinned until
  * kvs__client_devbuf_unpin; 0 when the caller must copy them through
  * staging; or the error of a registration that failed for another reason

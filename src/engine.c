@@ -199,7 +199,8 @@ static int entry_match(const struct entry *ent, const kvs_array_t *arr, struct k
 
 static void entry_info(struct entry *ent, struct kvs__entry_info *out)
 {
-    *out = (struct kvs__entry_info){ .value = ent->value, .bytes = ent->bytes,
+    *out = (struct kvs__entry_info){ .value = ent->value, .device = ent->device,
+                                     .bytes = ent->bytes,
                                      .count = ent->count, .dtype = ent->dtype,
                                      .ndim = ent->ndim, .shape = ent->shape,
                                      .version = ent->version, .front = &ent->front,
@@ -303,13 +304,10 @@ int kvs__engine_foreach(struct kvs__engine *eng,
             list[n++] = eng->slots[i].ent;
     qsort(list, n, sizeof *list, entry_order);
     for (size_t i = 0; i < n && rc == 0; i++) {
-        const struct entry *ent = list[i];
-        struct kvs__entry_info info = { .value = ent->value, .bytes = ent->bytes,
-                                        .count = ent->count, .dtype = ent->dtype,
-                                        .ndim = ent->ndim, .shape = ent->shape,
-                                        .version = ent->version, .front = &list[i]->front };
+        struct kvs__entry_info info;
 
-        rc = fn(ctx, ent->key, &info);
+        entry_info(list[i], &info);
+        rc = fn(ctx, list[i]->key, &info);
     }
     free(list);
     return rc;
@@ -632,7 +630,8 @@ static int push_stage(struct kvs__engine *eng, struct plan *p, struct kvs__err *
 
             if (gr->dev[j] == ent->device)
                 continue;
-            if ((rc = kvs__mem_copy(to, ent->device, gr->in[j], gr->dev[j], ent->bytes,
+            if ((rc = kvs__mem_copy(to, ent->device, gr->in[j], gr->dev[j],
+                                    group_count(gr) * kvs_dtype_size(ent->dtype),
                                     eng->nthreads, e)) != 0)
                 return rc;
             gr->in[j] = to;
@@ -810,10 +809,20 @@ int kvs__engine_push(struct kvs__engine *eng, int n, const kvs_key_t *keys,
     return rc;
 }
 
+/* The devices of a prepared group's inputs, from its item's (NULL: all
+ * on the host) into devs[0..item->k): push_stage rewrites them. */
+static void group_devs(struct group *gr, const struct kvs__push_item *item, int *devs)
+{
+    for (int j = 0; j < item->k; j++)
+        devs[j] = item->dev ? item->dev[j] : KVS_HOST;
+    gr->dev = devs;
+}
+
 int kvs__engine_push_entries(struct kvs__engine *eng, int n, const struct kvs__push_item *items,
                              struct kvs__err *e)
 {
     struct plan p;
+    int *devs;
     int rc;
 
     if (n < 0 || (n > 0 && !items))
@@ -821,17 +830,23 @@ int kvs__engine_push_entries(struct kvs__engine *eng, int n, const struct kvs__p
     memset(&p, 0, sizeof p);
     if (n == 0)
         return 0;
-    if (!(p.groups = calloc((size_t)n, sizeof *p.groups)))
+    for (int g = 0; g < n; g++)
+        p.n += items[g].k;
+    if (!(p.groups = calloc((size_t)n, sizeof *p.groups))
+        || !(devs = malloc(sizeof *devs * (size_t)(p.n ? p.n : 1)))) {
+        free(p.groups);
         return kvs__fail(e, -ENOMEM, "out of memory for a push of %d keys", n);
+    }
     p.ngroups = n;
-    for (int g = 0; g < n; g++) {
+    for (int g = 0, at = 0; g < n; at += items[g++].k) {
         p.groups[g].ent = items[g].entry;
         p.groups[g].k = items[g].k;
         p.groups[g].in = items[g].in;
-        p.n += items[g].k;
+        group_devs(&p.groups[g], &items[g], devs + at);
     }
     rc = push_run(eng, &p, e);
     plan_free(eng, &p);
+    free(devs);
     return rc;
 }
 
@@ -841,7 +856,7 @@ int kvs__engine_push_range(struct kvs__engine *eng, const struct kvs__push_item 
     struct group gr = { .ranged = true, .first = first, .count = count, .step = step };
     struct plan p = { .n = item ? item->k : 0, .ngroups = 1, .groups = &gr };
     const struct entry *ent = item ? item->entry : NULL;
-    int rc;
+    int *devs, rc;
 
     if (!ent || item->k < 1 || !item->in)
         return kvs__fail(e, KVS_EBADARG, "a range push needs an entry and an input");
@@ -851,11 +866,15 @@ int kvs__engine_push_range(struct kvs__engine *eng, const struct kvs__push_item 
     if (eng->updater)
         return kvs__fail(e, KVS_EBADARG, "a range push takes an optimizer or none, not an "
                          "updater");
+    if (!(devs = malloc(sizeof *devs * (size_t)item->k)))
+        return kvs__fail(e, -ENOMEM, "out of memory for a push");
     gr.ent = item->entry;
     gr.k = item->k;
     gr.in = item->in;
+    group_devs(&gr, item, devs);
     rc = push_run(eng, &p, e);
     kvs__optim_state_free(gr.ostate);  /* handed to the entry unless the push failed */
+    free(devs);
     return rc;
 }
 

@@ -111,6 +111,7 @@ uint64_t kvs__key_hash(kvs_key_t key);
  * or the engine freed. */
 struct kvs__entry_info {
     void *value;
+    int device;                        /* where value lies: KVS_HOST or KVS_CUDA(i) */
     size_t bytes, count;
     kvs_dtype_t dtype;
     int ndim;
@@ -133,11 +134,14 @@ int kvs__engine_check_push(struct kvs__engine *eng, kvs_key_t key, const kvs_arr
                            struct kvs__entry_info *info, struct kvs__err *e);
 /* A push of k values of one stored key whose entry a front found
  * beforehand (kvs__engine_check_push's info.entry, still valid): in[] has
- * k inputs of the entry's dtype and size, as that check accepted them. */
+ * k inputs of the entry's dtype and size, as that check accepted them, on
+ * the devices dev[] (NULL: all on the host). Inputs on another device than
+ * the value are copied to it first, and in[] then points at the copies. */
 struct kvs__push_item {
     void *entry;
     int k;
     const void **in;
+    const int *dev;
 };
 /* kvs__engine_push of n such items, each of another key: no lookups, no
  * grouping, the same sums and updates. All or nothing. */

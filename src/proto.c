@@ -634,7 +634,7 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
         || ((t.flags & KVS__SQE_TABLE) && (!op_has_array(t.op) || (t.flags & KVS__SQE_STRKEY)))
         || ((t.flags & KVS__SQE_2BIT) && (t.op != KVS__OP_PUSH || (t.flags & KVS__SQE_TABLE)))
         || ((t.flags & KVS__SQE_DEVICE)
-            && (t.op != KVS__OP_PUSH || (t.flags & (KVS__SQE_TABLE | KVS__SQE_2BIT)))))
+            && (!op_has_array(t.op) || (t.flags & (KVS__SQE_TABLE | KVS__SQE_2BIT)))))
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): unknown flags 0x%02x",
                          t.seq, name, (unsigned)t.flags);
     if (get_u16(m, S_RSV0) != 0 || get_u32(m, S_RSV1) != 0 ||
@@ -690,7 +690,7 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
                                  (int)t.dtype, t.arg);
             bytes = (int64_t)(4 * kvs__gc_2bit_words((size_t)bytes / 4));
         }
-        if ((t.op == KVS__OP_INIT || t.op == KVS__OP_PUSH) && t.data_len != (uint64_t)bytes)
+        if ((t.op != KVS__OP_PULL || (t.flags & KVS__SQE_DEVICE)) && t.data_len != (uint64_t)bytes)
             return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): %" PRIu64
                              " data bytes for a value of %" PRId64, t.seq, name,
                              t.data_len, bytes);
@@ -709,7 +709,7 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): device buffer %" PRIu64
                          ", at most %d", t.seq, name, t.arg, KVS__DEVBUF_MAX - 1);
     /* Checked for every op: a range is harmless when unused and fatal
-     * when used unchecked. A device push's lies in its buffer instead. */
+     * when used unchecked. A device request's lies in its buffer instead. */
     if (__builtin_add_overflow(t.data_off, t.data_len, &end)
         || (!(t.flags & KVS__SQE_DEVICE) && end > staging_size))
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): data %" PRIu64 "+%" PRIu64

@@ -17,7 +17,7 @@
 #include "error.h"
 
 #define KVS__PROTO_MAGIC   0x3150534bu  /* "KSP1" little-endian */
-#define KVS__PROTO_VERSION 4u
+#define KVS__PROTO_VERSION 5u
 #define KVS__JOB_MAX       64           /* job name bytes, without NUL */
 #define KVS__MSG_MAX       200          /* detail message bytes in a CQE, with NUL */
 
@@ -188,11 +188,13 @@ struct kvs__sqe {
                                         * kvs__gc_2bit_words(count) 32-bit words, with
                                         * the threshold (finite, > 0) as a float's bits
                                         * in the low half of arg */
-#define KVS__SQE_DEVICE 0x20           /* PUSH (no table, no 2bit): its data is not in
-                                        * staging but at data_off/data_len of the
-                                        * worker's device buffer arg (KVS__OP_REGISTER),
-                                        * which kvsd reads once, when it takes the push;
-                                        * the worker's device work before it is done */
+#define KVS__SQE_DEVICE 0x20           /* INIT, PUSH, PULL (no table, no 2bit): the
+                                        * value is not in staging but at data_off/
+                                        * data_len of the worker's device buffer arg
+                                        * (KVS__OP_REGISTER), the worker's device work
+                                        * on it done. kvsd reads an INIT's or PUSH's
+                                        * once, when it takes it; it writes a PULL's
+                                        * value there, and answers once it is written */
 #define KVS__SQE_FLAGS (KVS__SQE_LAST | KVS__SQE_VALUE | KVS__SQE_STRKEY | KVS__SQE_TABLE \
                         | KVS__SQE_2BIT | KVS__SQE_DEVICE)
 

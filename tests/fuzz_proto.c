@@ -186,7 +186,8 @@ static void sqe_one(const unsigned char *slot, uint64_t staging)
     CHECK(s.ndim >= 0 && s.ndim <= KVS_MAX_NDIM);
     CHECK(s.key_len <= KVS_MAX_KEY_LEN && strlen(s.key_name) == s.key_len);
     if (s.flags & KVS__SQE_DEVICE) {
-        CHECK(s.op == KVS__OP_PUSH && !(s.flags & (KVS__SQE_TABLE | KVS__SQE_2BIT)));
+        CHECK(s.op == KVS__OP_INIT || s.op == KVS__OP_PUSH || s.op == KVS__OP_PULL);
+        CHECK(!(s.flags & (KVS__SQE_TABLE | KVS__SQE_2BIT)));
         CHECK(s.arg < KVS__DEVBUF_MAX && s.data_len <= UINT64_MAX - s.data_off);
     } else {
         CHECK(s.data_off <= staging && s.data_len <= staging - s.data_off);
@@ -217,7 +218,7 @@ static void sqe_one(const unsigned char *slot, uint64_t staging)
 
             CHECK(s.op == KVS__OP_PUSH && s.dtype == KVS_FLOAT32 && isfinite(t) && t > 0);
             CHECK(s.data_len == 4 * (uint64_t)((count + 15) / 16));
-        } else if (s.op != KVS__OP_PULL) {
+        } else if (s.op != KVS__OP_PULL || (s.flags & KVS__SQE_DEVICE)) {
             CHECK((uint64_t)bytes == s.data_len);
         }
     }

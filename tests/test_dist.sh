@@ -137,17 +137,28 @@ kvsctl_stats() {
 says() {  # says LINE: kvsctl stats has LINE
     kvsctl_stats | grep -qx "$1" || { echo "# no \"$1\" in:"; kvsctl_stats | sed 's/^/# /'; false; }
 }
-shared() {  # shared N: kvsd has N of the stand-in's allocations mapped
-    [ "$(grep -c kvs-standin "/proc/$kvsd_pid/maps")" -eq "$1" ]
+# The stand-in's allocations are memfds named kvs-standin: kvsd keeps the
+# descriptor of its own, and maps the workers' it opened without one.
+owned() {  # owned N: kvsd has N allocations of its own
+    [ "$(ls -l "/proc/$kvsd_pid/fd" | grep -c 'memfd:kvs-standin')" -eq "$1" ]
+}
+shared() {  # shared N: kvsd has N of the workers' allocations mapped
+    local own
+    own=$(ls -l "/proc/$kvsd_pid/fd" | grep -c 'memfd:kvs-standin')
+    [ "$(( $(grep -c kvs-standin "/proc/$kvsd_pid/maps") - own ))" -eq "$1" ]
 }
 
 # Each of 1100 pushes per worker comes from an allocation of its own: kvsd
 # opened every one, and holds the last 1024 of each worker (the most a
-# worker registers at a time) open.
+# worker registers at a time) open. The key was stored from the host: its
+# value stays there, and the pushes are copied out to it.
 held churn
 says "device buffers: 2048 open, 2200 registered" || st=1
 says "device pushes: 2200" || st=1
+says "device pulls: 0" || st=1
+says "values on GPUs: 0" || st=1
 shared 2048 || st=1
+owned 0 || st=1
 touch "$work/$name/go"
 wait "$w0" || st=1
 wait "$w1" || st=1
@@ -155,11 +166,16 @@ wait "$kvsd_pid" || st=1
 tap $st "dist_device churn with 2 workers: 2200 buffers registered, 2048 held open"
 
 # kvsd keeps each worker's buffers open while the worker lives, and none
-# of a worker that died.
+# of a worker that died. The keys were stored from device arrays: their
+# values live in kvsd's own device memory, one allocation each, and kvsd
+# wrote the pulls into the workers' arrays.
 held hold
 says "device buffers: 4 open, 4 registered" || st=1
 says "device pushes: 4" || st=1
+says "device pulls: 4" || st=1
+says "values on GPUs: 2" || st=1
 shared 4 || st=1
+owned 2 || st=1
 pkill -KILL -P "$w1"           # the worker, under timeout
 wait "$w1"
 wait_for 100 shared 2 || { grep kvs-standin "/proc/$kvsd_pid/maps"; st=1; }

@@ -109,6 +109,8 @@ st=$ctl_rc
 [ "$(field "$rt/stats.out" "requests failed")" = 0 ] || st=1
 [ "$(field "$rt/stats.out" "device buffers")" = "0 open, 0 registered" ] || st=1
 [ "$(field "$rt/stats.out" "device pushes")" = 0 ] || st=1
+[ "$(field "$rt/stats.out" "device pulls")" = 0 ] || st=1
+[ "$(field "$rt/stats.out" "values on GPUs")" = 0 ] || st=1
 waits=$(field "$rt/stats.out" waits)
 case $waits in ''|*[!0-9]*) st=1 ;; esac
 tap $st "stats: 3 rounds, 6 pushes of 144 bytes, 2 pulls of 48 bytes, 3 collectives, 0 failed, no device buffers"

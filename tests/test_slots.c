@@ -397,14 +397,21 @@ static void test_sqe_fields(void **state)
     s = sqe_2bit(); s.dtype = KVS_FLOAT64;       sqe_bad(&s, STAGING, "dtype");
     s = sqe_2bit(); s.op = KVS__OP_INIT;         sqe_bad(&s, STAGING, "flags");
     s = sqe_2bit(); s.flags |= KVS__SQE_TABLE;   sqe_bad(&s, STAGING, "flags");
-    /* A device push: its range lies in device buffer arg, not in staging,
-     * so only its sum must not overflow; a push alone, one slot each. */
+    /* A device request: its range lies in device buffer arg, not in
+     * staging, so only its sum must not overflow; an init, a push or a
+     * pull alone, one slot each, the whole value's bytes. */
     s = sqe_device();                            sqe_good(&s, STAGING);
     s = sqe_device(); s.data_off = UINT64_MAX - s.data_len;  sqe_good(&s, STAGING);
     s = sqe_device(); s.data_off = UINT64_MAX - 1;  sqe_bad(&s, STAGING, "staging");
     s = sqe_device(); s.arg = KVS__DEVBUF_MAX;   sqe_bad(&s, STAGING, "device buffer 1024");
     s = sqe_device(); s.data_len = 44;           sqe_bad(&s, STAGING, "data bytes");
-    s = sqe_device(); s.op = KVS__OP_INIT;       sqe_bad(&s, STAGING, "flags");
+    s = sqe_device(); s.op = KVS__OP_INIT;       sqe_good(&s, STAGING);
+    s = sqe_device(); s.op = KVS__OP_PULL;       sqe_good(&s, STAGING);
+    s = sqe_device(); s.op = KVS__OP_PULL; s.data_len = 0;  sqe_bad(&s, STAGING, "data bytes");
+    s = sqe_device(); s.op = KVS__OP_PULL; s.flags |= KVS__SQE_VALUE;  sqe_bad(&s, STAGING, "flags");
+    s = sqe_device(); s.op = KVS__OP_BARRIER; s.ndim = 0; s.data_len = 0;
+    memset(s.shape, 0, sizeof s.shape);
+    sqe_bad(&s, STAGING, "flags");
     s = sqe_device(); s.flags |= KVS__SQE_2BIT;  sqe_bad(&s, STAGING, "flags");
     s = sqe_device(); s.flags |= KVS__SQE_TABLE; sqe_bad(&s, STAGING, "flags");
     s = sqe_device(); s.flags |= KVS__SQE_VALUE; sqe_good(&s, STAGING);
