@@ -235,7 +235,10 @@ void req_free(struct daemon *d, struct req *r)
 {
     struct req_block *b = r->blk;
 
-    kvs__mem_free(r->copy_dev, r->copy);
+    if (r->copy_dev != KVS_HOST)       /* a device push's, made by devcopy_new */
+        devcopy_drop(d, r->rd, r->copy);
+    else
+        free(r->copy);
     free(r->coded);
     free(r->xmsg);
     free(r->s.key_name);

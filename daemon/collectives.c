@@ -354,8 +354,12 @@ static int init_take(struct daemon *d, struct coll *c, const struct req *r, stru
 
     if (r->s.flags & KVS__SQE_DEVICE) {
         if ((!d->hx && (rc = devbuf_device(d, r, &dev, e)) != 0)
-            || (rc = devbuf_read(d, r, dev, &v, e)) != 0)
+            || (rc = kvs__mem_alloc(dev, r->s.data_len ? r->s.data_len : 1, 0, &v, e)) != 0)
             return rc;
+        if ((rc = devbuf_read(d, r, v, dev, e)) != 0) {
+            kvs__mem_free(dev, v);
+            return rc;
+        }
     } else {
         if ((rc = kvs__mem_alloc(KVS_HOST, r->s.data_len ? r->s.data_len : 1, 0, &v, e)) != 0)
             return rc;

@@ -42,6 +42,8 @@ int devbuf_register(struct daemon *d, const struct req *r, struct kvs__err *e)
     if (b->base)
         d->devbufs_open--;
     *b = (struct devbuf){ NULL, 0, 0 };
+    if (!memcmp(handle, (unsigned char[KVS__DEVBUF_HANDLE_BYTES]){ 0 }, sizeof handle))
+        return 0;                      /* closed, and nothing opened */
     /* Opened on the first device: the handle says which one the memory is
      * on, and peer access reaches it from there. */
     if ((rc = kvs__mem_ipc_open(KVS_CUDA(0), handle, &base, &size, &on, &why)) != 0)
@@ -79,24 +81,18 @@ int devbuf_device(const struct daemon *d, const struct req *r, int *device, stru
     return devbuf_range(d, r, &p, device, e);
 }
 
-int devbuf_read(const struct daemon *d, const struct req *r, int to, void **out,
+int devbuf_read(const struct daemon *d, const struct req *r, void *dst, int to,
                 struct kvs__err *e)
 {
     void *src;
     int from, rc;
 
-    *out = NULL;
-    if ((rc = devbuf_range(d, r, &src, &from, e)) != 0
-        || (rc = kvs__mem_alloc(to, r->s.data_len ? r->s.data_len : 1, 0, out, e)) != 0)
+    if ((rc = devbuf_range(d, r, &src, &from, e)) != 0)
         return rc;
-    if ((rc = kvs__mem_copy(*out, to, src, from, (size_t)r->s.data_len, 1, e)) != 0
-        || (rc = kvs__mem_finish(e)) != 0) {
+    if ((rc = kvs__mem_copy(dst, to, src, from, (size_t)r->s.data_len, 1, e)) != 0
+        || (rc = kvs__mem_finish(e)) != 0)
         kvs__mem_finish(NULL);
-        kvs__mem_free(to, *out);
-        *out = NULL;
-        return rc;
-    }
-    return 0;
+    return rc;
 }
 
 int devbuf_write(const struct daemon *d, const struct req *r, const void *src, int from,
@@ -113,6 +109,43 @@ int devbuf_write(const struct daemon *d, const struct req *r, const void *src, i
         return rc;
     }
     return 0;
+}
+
+/* ---- copies of device pushes ------------------------------------------ */
+
+/* A push kvsd reads from a device buffer is copied onto its key's device
+ * when taken, and the copy is dropped when the round is applied: a key on
+ * a GPU keeps up to one copy per worker for its next rounds, since
+ * cudaMalloc and cudaFree cost far more than the copy (cudaFree waits for
+ * the whole device). */
+int devcopy_new(const struct daemon *d, struct round *rd, void **out, struct kvs__err *e)
+{
+    (void)d;
+    if (rd->device != KVS_HOST && rd->nspare > 0) {
+        *out = rd->spare[--rd->nspare];
+        return 0;
+    }
+    return kvs__mem_alloc(rd->device, rd->bytes ? rd->bytes : 1, 0, out, e);
+}
+
+void devcopy_drop(const struct daemon *d, struct round *rd, void *p)
+{
+    if (!p)
+        return;
+    if (rd->device != KVS_HOST && !rd->spare)
+        rd->spare = calloc((size_t)d->nworkers, sizeof *rd->spare);
+    if (rd->spare && rd->nspare < d->nworkers)
+        rd->spare[rd->nspare++] = p;
+    else
+        kvs__mem_free(rd->device, p);
+}
+
+void devcopies_free(struct round *rd)
+{
+    while (rd->nspare > 0)
+        kvs__mem_free(rd->device, rd->spare[--rd->nspare]);
+    free(rd->spare);
+    rd->spare = NULL;
 }
 
 void devbufs_close(struct daemon *d, struct worker *w)

@@ -111,8 +111,8 @@ struct req {
     int xstatus;                       /* the first of them that failed, */
     char *xmsg;                        /* and its message (malloc'd) */
     void *copy;                        /* kvsd's copy of the data, or NULL, */
-    int copy_dev;                      /* on this device (KVS_HOST, or a device push's
-                                        * on its key's GPU) */
+    int copy_dev;                      /* on this device: KVS_HOST, or a device push's
+                                        * on its key's GPU (from devcopy_new) */
     void *coded;                       /* a 2bit push across hosts: its words, as the
                                         * worker sent them (copy: dequantized) */
     struct round *rd;                  /* PUSH, PULL: its key's rounds */
@@ -185,6 +185,9 @@ struct round {
                                         * itself, which the arena's copy follows when a
                                         * pull needs it (stale: not yet); else value */
     int device, stale;
+    void **spare;                      /* device: copies of device pushes kept for the
+                                        * next rounds (devcopy_new), nspare of them */
+    int nspare;
     void *entry;                       /* the key's engine entry (kvs__push_item) */
     uint64_t done;                     /* rounds applied */
     int ncontrib;                      /* pushes in the open round */
@@ -493,20 +496,26 @@ void open_link(struct daemon *d, struct round *rd);
 /* ---- devbufs.c: workers' device buffers (serve thread only) --------- */
 
 /* r (KVS__OP_REGISTER) opens the handle in its worker's staging as the
- * worker's buffer r->s.arg, closing the buffer of that number before.
+ * worker's buffer r->s.arg, closing the buffer of that number before (a
+ * handle of zeros: only that).
  * KVS_EDEVICE when it does not open here (no CUDA, a bad handle), -ENOMEM. */
 int devbuf_register(struct daemon *d, const struct req *r, struct kvs__err *e);
 /* The device request r's range (KVS__SQE_DEVICE) checked against its
  * worker's buffer: KVS_EBADARG for a buffer not registered or a range past
  * its end. devbuf_device: the device it lies on here. devbuf_read: its
- * bytes copied into *out, new memory on device `to` (KVS_HOST: the heap;
- * kvs__mem_free frees it); also KVS_EDEVICE, -ENOMEM. devbuf_write: src's
- * bytes, on device from, written there and finished. */
+ * bytes copied into dst on device `to`, and finished; also KVS_EDEVICE.
+ * devbuf_write: src's bytes, on device from, written there and finished. */
 int devbuf_device(const struct daemon *d, const struct req *r, int *device, struct kvs__err *e);
-int devbuf_read(const struct daemon *d, const struct req *r, int to, void **out,
+int devbuf_read(const struct daemon *d, const struct req *r, void *dst, int to,
                 struct kvs__err *e);
 int devbuf_write(const struct daemon *d, const struct req *r, const void *src, int from,
                  struct kvs__err *e);
+/* Memory on rd's key's device for a device push's copy, and its end (p
+ * may be NULL): a key on a GPU keeps some for its next rounds. -ENOMEM,
+ * KVS_EDEVICE. devcopies_free: what the key kept. */
+int devcopy_new(const struct daemon *d, struct round *rd, void **out, struct kvs__err *e);
+void devcopy_drop(const struct daemon *d, struct round *rd, void *p);
+void devcopies_free(struct round *rd);
 /* Closes every buffer w registered (it left, or died). */
 void devbufs_close(struct daemon *d, struct worker *w);
 

@@ -243,6 +243,7 @@ void round_free(void *p)
      * stays sound even so. */
     open_unlink(r);
     bridge_round_free(r);
+    devcopies_free(r);
     free(r);
 }
 
@@ -675,8 +676,10 @@ static void run_list(struct daemon *d, struct req *list)
             if (rc == 0 && (r->s.flags & KVS__SQE_DEVICE) && r->s.op == KVS__OP_PULL)
                 rc = devbuf_device(d, r, &dev, &e);
             if (rc == 0 && (r->s.flags & KVS__SQE_DEVICE) && r->s.op == KVS__OP_PUSH) {
-                rc = devbuf_read(d, r, r->rd->device, &r->copy, &e);
-                r->copy_dev = r->rd->device;
+                if ((rc = devcopy_new(d, r->rd, &r->copy, &e)) == 0) {
+                    r->copy_dev = r->rd->device;
+                    rc = devbuf_read(d, r, r->copy, r->copy_dev, &e);
+                }
                 d->st.device_pushes += rc == 0;
             }
         }

@@ -12,6 +12,12 @@
  * kvsd has read their bytes by then, so a number is never replaced under a
  * push that names it.
  *
+ * kvsd keeps a buffer open until its number is replaced, and an open
+ * buffer keeps its memory alive after the worker frees it: every
+ * SWEEP_EVERY registrations, the buffers whose allocation is gone (the
+ * driver gives no handle for the base any more, or another one) are
+ * unregistered, so that kvsd holds little more than the live ones.
+ *
  * Where sharing cannot work, pushes go through staging as before: memory
  * the driver gives no handle for, no free number (every one pinned), or a
  * kvsd that cannot open handles (started without a CUDA runtime), which a
@@ -25,8 +31,12 @@
 #include "client.h"
 #include "mem.h"
 
+/* Registrations between two sweeps for freed buffers. */
+#define SWEEP_EVERY 64
+
 struct devbuf {
     uintptr_t base;                    /* 0: the number is free */
+    int device;
     unsigned char handle[KVS__DEVBUF_HANDLE_BYTES];
     int pins;                          /* calls in flight that name it */
     uint64_t used;                     /* when a call last named it */
@@ -38,6 +48,7 @@ struct kvs__devbufs {
     int n;                             /* numbers [0, n) have been used: a push
                                         * looks at those only */
     uint64_t clock;
+    int fresh;                         /* registrations since the last sweep */
     int refused;                       /* kvsd opens no handle: staging from now on */
 };
 
@@ -79,6 +90,35 @@ static int pick(struct kvs__devbufs *t)
     return t->n < KVS__DEVBUF_MAX ? t->n++ : best;
 }
 
+/* 1 when b's allocation is gone: its base is no longer the start of an
+ * allocation with b's handle. */
+static int freed(const struct devbuf *b)
+{
+    struct kvs__mem_ipc ipc;
+
+    return kvs__mem_ipc_export(b->device, (const void *)b->base, 1, &ipc, NULL) != 0
+           || ipc.offset != 0 || memcmp(ipc.handle, b->handle, sizeof ipc.handle) != 0;
+}
+
+/* Unregisters every buffer no call pins whose allocation is gone: kvsd
+ * closes it (a handle of zeros). t->lock held. */
+static int sweep(kvs_t *kv, struct kvs__devbufs *t, struct kvs__err *e)
+{
+    static const unsigned char none[KVS__DEVBUF_HANDLE_BYTES];
+    int rc;
+
+    t->fresh = 0;
+    for (int i = 0; i < t->n; i++) {
+        if (!t->b[i].base || t->b[i].pins || !freed(&t->b[i]))
+            continue;
+        t->b[i].base = 0;
+        if ((rc = kvs__client_send(kv, KVS__OP_REGISTER, none, sizeof none, (uint64_t)i,
+                                   "a freed device buffer's unregistration", e)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
 int kvs__client_devbuf(kvs_t *kv, const void *p, int device, uint64_t bytes, int *num,
                        uint64_t *off, struct kvs__err *e)
 {
@@ -102,6 +142,10 @@ int kvs__client_devbuf(kvs_t *kv, const void *p, int device, uint64_t bytes, int
         if (t->b[i].base == base && memcmp(t->b[i].handle, ipc.handle, sizeof ipc.handle) == 0)
             break;
     if (i == t->n) {
+        if (t->fresh >= SWEEP_EVERY && (rc = sweep(kv, t, &why)) != 0) {
+            pthread_mutex_unlock(&t->lock);
+            return kvs__fail(e, rc, "%s", why.msg);
+        }
         if ((i = pick(t)) < 0) {
             pthread_mutex_unlock(&t->lock);
             return 0;
@@ -119,7 +163,9 @@ int kvs__client_devbuf(kvs_t *kv, const void *p, int device, uint64_t bytes, int
             return kvs__fail(e, rc, "%s", why.msg);
         }
         t->b[i].base = base;
+        t->b[i].device = device;
         memcpy(t->b[i].handle, ipc.handle, sizeof ipc.handle);
+        t->fresh++;
     }
     t->b[i].pins++;
     t->b[i].used = ++t->clock;

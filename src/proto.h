@@ -149,7 +149,9 @@ enum kvs__op {
                                  * handle, KVS__DEVBUF_HANDLE_BYTES at data_off/
                                  * data_len in staging. Replaces the buffer that had
                                  * that number before; kvsd closes it, and every
-                                 * buffer of a worker that leaves or dies. */
+                                 * buffer of a worker that leaves or dies. A handle
+                                 * of zeros only closes it (the allocation is
+                                 * gone). */
 };
 
 /* The device buffers one worker may have registered at a time. */

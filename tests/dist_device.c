@@ -20,6 +20,10 @@
  *           time, and addresses used again by other allocations; then
  *           rank R writes $KVS_TEST_DIR/ready.R and waits for
  *           $KVS_TEST_DIR/go (the test reads kvsd's counters meanwhile)
+ * live      1100 allocations alive at once (more than a worker registers at
+ *           a time), pushed from one by one, then all in one call (every
+ *           number pinned: the rest through staging); then ready.R and go
+ *           as churn (needs 1100 descriptors: the stand-in's memfds)
  * hold      rank R pushes from two device allocations, writes ready.R;
  *           rank 1 then sleeps (the test kills it), rank 0 waits for go
  *           and expects its next barrier to fail with KVS_EPEERDEAD
@@ -245,6 +249,41 @@ static void churn(void)
     wait_file("go");
 }
 
+static void live(void)
+{
+    enum { M = 1100 };
+    kvs_key_t *keys = malloc(sizeof *keys * M);
+    kvs_array_t *a = malloc(sizeof *a * M);
+    float h[N];
+    kvs_array_t out = on(h, KVS_HOST);
+
+    if (!keys || !a)
+        die("out of memory");
+    fill(h, N, 0.0f);
+    for (int i = 0; i < M; i++) {
+        keys[i] = KVS_INT_KEY(100 + i);
+        a[i] = out;
+    }
+    ok(kvs_init(kv, M, keys, a), "init");
+    for (int i = 0; i < M; i++) {
+        a[i] = on(dev_alloc(i % 2), KVS_CUDA(i % 2));
+        to_dev(a[i].data, (float)(rank + 1));
+    }
+    for (int i = 0; i < M; i++)
+        ok(kvs_push(kv, 1, &keys[i], &a[i], 0), "push");
+    ok(kvs_push(kv, M, keys, a, 0), "push of every allocation in one call");
+    for (int i = 0; i < M; i += M - 1) {
+        ok(kvs_pull(kv, 1, &keys[i], &out, 0), "pull");
+        expect(h, N, (float)(nw * (nw + 1) / 2), "the last round's sum");
+    }
+    say_ready();
+    wait_file("go");
+    for (int i = 0; i < M; i++)
+        cuda.free(a[i].data);
+    free(keys);
+    free(a);
+}
+
 static void hold(void)
 {
     kvs_key_t keys[2] = { KVS_INT_KEY(5), KVS_INT_KEY(6) };
@@ -302,6 +341,8 @@ int main(int argc, char **argv)
         refused();
     else if (strcmp(scenario, "churn") == 0)
         churn();
+    else if (strcmp(scenario, "live") == 0)
+        live();
     else if (strcmp(scenario, "hold") == 0)
         hold();
     else

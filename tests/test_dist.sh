@@ -148,34 +148,52 @@ shared() {  # shared N: kvsd has N of the workers' allocations mapped
     [ "$(( $(grep -c kvs-standin "/proc/$kvsd_pid/maps") - own ))" -eq "$1" ]
 }
 
-# Each of 1100 pushes per worker comes from an allocation of its own: kvsd
-# opened every one, and holds the last 1024 of each worker (the most a
-# worker registers at a time) open. The key was stored from the host: its
-# value stays there, and the pushes are copied out to it.
+# Each of 1100 pushes per worker comes from an allocation of its own, freed
+# after the push: kvsd opened every one, and the workers unregister the
+# freed ones every 64 registrations, so that kvsd holds only those since
+# the last sweep (1100 = 17 * 64 + 12) open. The key was stored from the
+# host: its value stays there, and the pushes are copied out to it.
 held churn
-says "device buffers: 2048 open, 2200 registered" || st=1
+says "device buffers: 24 open, 2200 registered" || st=1
 says "device pushes: 2200" || st=1
 says "device pulls: 0" || st=1
 says "values on GPUs: 0" || st=1
-shared 2048 || st=1
+shared 24 || st=1
 owned 0 || st=1
 touch "$work/$name/go"
 wait "$w0" || st=1
 wait "$w1" || st=1
 wait "$kvsd_pid" || st=1
-tap $st "dist_device churn with 2 workers: 2200 buffers registered, 2048 held open"
+tap $st "dist_device churn with 2 workers: 2200 buffers registered, the freed ones closed"
+
+# 1100 live allocations per worker, pushed from one by one: the last 76
+# take the numbers used longest ago, and kvsd holds 1024 per worker open.
+# Then one push of all 1100 keys: the first 1024 get numbers (each
+# replacing the one used longest ago, every one of them anew), pinned for
+# the call, and the other 76 go through staging.
+[ "$(ulimit -n)" -ge 4096 ] || ulimit -n 4096   # the stand-in keeps a descriptor per allocation
+held live
+says "device buffers: 2048 open, 4248 registered" || st=1
+says "device pushes: 4248" || st=1
+shared 2048 || st=1
+touch "$work/$name/go"
+wait "$w0" || st=1
+wait "$w1" || st=1
+wait "$kvsd_pid" || st=1
+tap $st "dist_device with 1100 live allocations: numbers reused, a call past 1024 through staging"
 
 # kvsd keeps each worker's buffers open while the worker lives, and none
 # of a worker that died. The keys were stored from device arrays: their
-# values live in kvsd's own device memory, one allocation each, and kvsd
-# wrote the pulls into the workers' arrays.
+# values live in kvsd's own device memory, one allocation each, beside
+# the copies of each worker's push that each key keeps for its next round;
+# kvsd wrote the pulls into the workers' arrays.
 held hold
 says "device buffers: 4 open, 4 registered" || st=1
 says "device pushes: 4" || st=1
 says "device pulls: 4" || st=1
 says "values on GPUs: 2" || st=1
 shared 4 || st=1
-owned 2 || st=1
+owned 6 || st=1
 pkill -KILL -P "$w1"           # the worker, under timeout
 wait "$w1"
 wait_for 100 shared 2 || { grep kvs-standin "/proc/$kvsd_pid/maps"; st=1; }
