@@ -81,34 +81,33 @@ int devbuf_device(const struct daemon *d, const struct req *r, int *device, stru
     return devbuf_range(d, r, &p, device, e);
 }
 
-int devbuf_read(const struct daemon *d, const struct req *r, void *dst, int to,
-                struct kvs__err *e)
+/* Copies r's range of its worker's buffer into p on device dev (in), or
+ * p's bytes into the range (!in), and waits for the copy. */
+static int devbuf_copy(const struct daemon *d, const struct req *r, void *p, int dev, int in,
+                       struct kvs__err *e)
 {
-    void *src;
-    int from, rc;
+    void *b;
+    int bdev, rc;
 
-    if ((rc = devbuf_range(d, r, &src, &from, e)) != 0)
+    if ((rc = devbuf_range(d, r, &b, &bdev, e)) != 0)
         return rc;
-    if ((rc = kvs__mem_copy(dst, to, src, from, (size_t)r->s.data_len, 1, e)) != 0
+    if ((rc = kvs__mem_copy(in ? p : b, in ? dev : bdev, in ? b : p, in ? bdev : dev,
+                            (size_t)r->s.data_len, 1, e)) != 0
         || (rc = kvs__mem_finish(e)) != 0)
         kvs__mem_finish(NULL);
     return rc;
 }
 
+int devbuf_read(const struct daemon *d, const struct req *r, void *dst, int to,
+                struct kvs__err *e)
+{
+    return devbuf_copy(d, r, dst, to, 1, e);
+}
+
 int devbuf_write(const struct daemon *d, const struct req *r, const void *src, int from,
                  struct kvs__err *e)
 {
-    void *dst;
-    int to, rc;
-
-    if ((rc = devbuf_range(d, r, &dst, &to, e)) != 0)
-        return rc;
-    if ((rc = kvs__mem_copy(dst, to, src, from, (size_t)r->s.data_len, 1, e)) != 0
-        || (rc = kvs__mem_finish(e)) != 0) {
-        kvs__mem_finish(NULL);
-        return rc;
-    }
-    return 0;
+    return devbuf_copy(d, r, (void *)src, from, 0, e);
 }
 
 /* ---- copies of device pushes ------------------------------------------ */

@@ -131,6 +131,12 @@ held() {
     wait_for 300 test -f "$work/$name/ready.0" && wait_for 300 test -f "$work/$name/ready.1" ||
         st=1
 }
+release() {  # lets both workers of held go; st 1 when one or kvsd fails
+    touch "$work/$name/go"
+    wait "$w0" || st=1
+    wait "$w1" || st=1
+    wait "$kvsd_pid" || st=1
+}
 kvsctl_stats() {
     "$bld/daemon/kvsctl" --job "$name" stats 2>&1
 }
@@ -160,10 +166,7 @@ says "device pulls: 0" || st=1
 says "values on GPUs: 0" || st=1
 shared 24 || st=1
 owned 0 || st=1
-touch "$work/$name/go"
-wait "$w0" || st=1
-wait "$w1" || st=1
-wait "$kvsd_pid" || st=1
+release
 tap $st "dist_device churn with 2 workers: 2200 buffers registered, the freed ones closed"
 
 # 1100 live allocations per worker, pushed from one by one: the last 76
@@ -176,10 +179,7 @@ held live
 says "device buffers: 2048 open, 4248 registered" || st=1
 says "device pushes: 4248" || st=1
 shared 2048 || st=1
-touch "$work/$name/go"
-wait "$w0" || st=1
-wait "$w1" || st=1
-wait "$kvsd_pid" || st=1
+release
 tap $st "dist_device with 1100 live allocations: numbers reused, a call past 1024 through staging"
 
 # kvsd keeps each worker's buffers open while the worker lives, and none
