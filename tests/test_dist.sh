@@ -148,6 +148,10 @@ says() {  # says LINE: kvsctl stats has LINE
 owned() {  # owned N: kvsd has N allocations of its own
     [ "$(ls -l "/proc/$kvsd_pid/fd" | grep -c 'memfd:kvs-standin')" -eq "$1" ]
 }
+device_counts() {  # device_counts OPEN REGISTERED PUSHES PULLS VALUES: kvsctl stats says so
+    says "device buffers: $1 open, $2 registered" && says "device pushes: $3" &&
+        says "device pulls: $4" && says "values on GPUs: $5"
+}
 shared() {  # shared N: kvsd has N of the workers' allocations mapped
     local own
     own=$(ls -l "/proc/$kvsd_pid/fd" | grep -c 'memfd:kvs-standin')
@@ -160,10 +164,7 @@ shared() {  # shared N: kvsd has N of the workers' allocations mapped
 # the last sweep (1100 = 17 * 64 + 12) open. The key was stored from the
 # host: its value stays there, and the pushes are copied out to it.
 held churn
-says "device buffers: 24 open, 2200 registered" || st=1
-says "device pushes: 2200" || st=1
-says "device pulls: 0" || st=1
-says "values on GPUs: 0" || st=1
+device_counts 24 2200 2200 0 0 || st=1
 shared 24 || st=1
 owned 0 || st=1
 release
@@ -176,8 +177,7 @@ tap $st "dist_device churn with 2 workers: 2200 buffers registered, the freed on
 # the call, and the other 76 go through staging.
 [ "$(ulimit -n)" -ge 4096 ] || ulimit -n 4096   # the stand-in keeps a descriptor per allocation
 held live
-says "device buffers: 2048 open, 4248 registered" || st=1
-says "device pushes: 4248" || st=1
+device_counts 2048 4248 4248 0 0 || st=1
 shared 2048 || st=1
 release
 tap $st "dist_device with 1100 live allocations: numbers reused, a call past 1024 through staging"
@@ -188,10 +188,7 @@ tap $st "dist_device with 1100 live allocations: numbers reused, a call past 102
 # the copies of each worker's push that each key keeps for its next round;
 # kvsd wrote the pulls into the workers' arrays.
 held hold
-says "device buffers: 4 open, 4 registered" || st=1
-says "device pushes: 4" || st=1
-says "device pulls: 4" || st=1
-says "values on GPUs: 2" || st=1
+device_counts 4 4 4 4 2 || st=1
 shared 4 || st=1
 owned 6 || st=1
 pkill -KILL -P "$w1"           # the worker, under timeout
