@@ -117,10 +117,9 @@ int devbuf_write(const struct daemon *d, const struct req *r, const void *src, i
  * a GPU keeps up to one copy per worker for its next rounds, since
  * cudaMalloc and cudaFree cost far more than the copy (cudaFree waits for
  * the whole device). */
-int devcopy_new(const struct daemon *d, struct round *rd, void **out, struct kvs__err *e)
+int devcopy_new(struct round *rd, void **out, struct kvs__err *e)
 {
-    (void)d;
-    if (rd->device != KVS_HOST && rd->nspare > 0) {
+    if (rd->nspare > 0) {
         *out = rd->spare[--rd->nspare];
         return 0;
     }
@@ -129,9 +128,7 @@ int devcopy_new(const struct daemon *d, struct round *rd, void **out, struct kvs
 
 void devcopy_drop(const struct daemon *d, struct round *rd, void *p)
 {
-    if (!p)
-        return;
-    if (rd->device != KVS_HOST && !rd->spare)
+    if (!rd->spare && rd->device != KVS_HOST)
         rd->spare = calloc((size_t)d->nworkers, sizeof *rd->spare);
     if (rd->spare && rd->nspare < d->nworkers)
         rd->spare[rd->nspare++] = p;

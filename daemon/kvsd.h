@@ -484,10 +484,11 @@ int expected(const struct daemon *d);
  * round finished (its pushes ended, pulls waiting on it let go), the open
  * list. */
 struct round *round_of(struct daemon *d, const struct kvs__entry_info *info, kvs_key_t key);
-/* The push of the k inputs in[] on devices dev[] (NULL: the host; each
- * part p's elements; p -1: the whole key's) to part p of rd's key, under
- * its value's seqlock; an optimizer counts a part's update as step `step`
- * (kvs__engine_push_range). */
+/* The push of the k inputs in[] (each part p's elements; p -1: the whole
+ * key's) to part p of rd's key, under its value's seqlock; an optimizer
+ * counts a part's update as step `step` (kvs__engine_push_range). dev[]:
+ * the inputs' devices for a key on a GPU (NULL: the host); a host key's
+ * are all on the host, and dev is not read. */
 int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in, const int *dev,
                uint64_t step, struct kvs__err *e);
 void finish_round(struct daemon *d, struct round *rd, int status, const char *msg);
@@ -510,10 +511,10 @@ int devbuf_read(const struct daemon *d, const struct req *r, void *dst, int to,
                 struct kvs__err *e);
 int devbuf_write(const struct daemon *d, const struct req *r, const void *src, int from,
                  struct kvs__err *e);
-/* Memory on rd's key's device for a device push's copy, and its end (p
- * may be NULL): a key on a GPU keeps some for its next rounds. -ENOMEM,
+/* Memory on rd's key's device for a device push's copy, and its end: a
+ * key on a GPU keeps some for its next rounds. -ENOMEM,
  * KVS_EDEVICE. devcopies_free: what the key kept. */
-int devcopy_new(const struct daemon *d, struct round *rd, void **out, struct kvs__err *e);
+int devcopy_new(struct round *rd, void **out, struct kvs__err *e);
 void devcopy_drop(const struct daemon *d, struct round *rd, void *p);
 void devcopies_free(struct round *rd);
 /* Closes every buffer w registered (it left, or died). */

@@ -303,7 +303,11 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
     for (size_t i = 0; i < nr; i++) {
         const struct round *rd = rds[i];
 
-        items[i] = (struct kvs__push_item){ rd->entry, rd->ncontrib, in + n, dev + n };
+        /* A host key's inputs are all on the host (devcopy_new copies a
+         * device push onto its key's device): no devices to say, and the
+         * engine's host path stays as it was. */
+        items[i] = (struct kvs__push_item){ rd->entry, rd->ncontrib, in + n,
+                                            rd->device != KVS_HOST ? dev + n : NULL };
         for (int w = 0; w < d->nworkers; w++) {
             if (rd->contrib[w]) {
                 in[n] = req_data(d, rd->contrib[w]);
@@ -325,7 +329,7 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
 int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in, const int *dev,
                uint64_t step, struct kvs__err *e)
 {
-    struct kvs__push_item it = { rd->entry, k, in, dev };
+    struct kvs__push_item it = { rd->entry, k, in, rd->device != KVS_HOST ? dev : NULL };
     int rc;
 
     seq_begin(rd->value);
@@ -676,7 +680,7 @@ static void run_list(struct daemon *d, struct req *list)
             if (rc == 0 && (r->s.flags & KVS__SQE_DEVICE) && r->s.op == KVS__OP_PULL)
                 rc = devbuf_device(d, r, &dev, &e);
             if (rc == 0 && (r->s.flags & KVS__SQE_DEVICE) && r->s.op == KVS__OP_PUSH) {
-                if ((rc = devcopy_new(d, r->rd, &r->copy, &e)) == 0) {
+                if ((rc = devcopy_new(r->rd, &r->copy, &e)) == 0) {
                     r->copy_dev = r->rd->device;
                     rc = devbuf_read(d, r, r->copy, r->copy_dev, &e);
                 }

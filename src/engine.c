@@ -809,10 +809,19 @@ int kvs__engine_push(struct kvs__engine *eng, int n, const kvs_key_t *keys,
     return rc;
 }
 
-/* The devices of a prepared group's inputs, from its item's (NULL: all
- * on the host) into devs[0..item->k): push_stage rewrites them. */
+/* The inputs' devices a prepared item needs in its group: none (NULL, all
+ * on the host) when they and the value are all on the host, the host
+ * path of every kvsd round; else devs[0..item->k), from the item's (NULL:
+ * all on the host), which push_stage rewrites. */
+static bool item_on_host(const struct kvs__push_item *item)
+{
+    return !item->dev && ((const struct entry *)item->entry)->device == KVS_HOST;
+}
+
 static void group_devs(struct group *gr, const struct kvs__push_item *item, int *devs)
 {
+    if (item_on_host(item))
+        return;
     for (int j = 0; j < item->k; j++)
         devs[j] = item->dev ? item->dev[j] : KVS_HOST;
     gr->dev = devs;
@@ -822,7 +831,8 @@ int kvs__engine_push_entries(struct kvs__engine *eng, int n, const struct kvs__p
                              struct kvs__err *e)
 {
     struct plan p;
-    int *devs;
+    int *devs = NULL;
+    size_t ndevs = 0;
     int rc;
 
     if (n < 0 || (n > 0 && !items))
@@ -830,19 +840,22 @@ int kvs__engine_push_entries(struct kvs__engine *eng, int n, const struct kvs__p
     memset(&p, 0, sizeof p);
     if (n == 0)
         return 0;
-    for (int g = 0; g < n; g++)
+    for (int g = 0; g < n; g++) {
         p.n += items[g].k;
+        ndevs += item_on_host(&items[g]) ? 0 : (size_t)items[g].k;
+    }
     if (!(p.groups = calloc((size_t)n, sizeof *p.groups))
-        || !(devs = malloc(sizeof *devs * (size_t)(p.n ? p.n : 1)))) {
+        || (ndevs && !(devs = malloc(sizeof *devs * ndevs)))) {
         free(p.groups);
         return kvs__fail(e, -ENOMEM, "out of memory for a push of %d keys", n);
     }
     p.ngroups = n;
-    for (int g = 0, at = 0; g < n; at += items[g++].k) {
+    for (int g = 0, at = 0; g < n; g++) {
         p.groups[g].ent = items[g].entry;
         p.groups[g].k = items[g].k;
         p.groups[g].in = items[g].in;
-        group_devs(&p.groups[g], &items[g], devs + at);
+        group_devs(&p.groups[g], &items[g], devs ? devs + at : NULL);
+        at += item_on_host(&items[g]) ? 0 : items[g].k;
     }
     rc = push_run(eng, &p, e);
     plan_free(eng, &p);
@@ -856,7 +869,7 @@ int kvs__engine_push_range(struct kvs__engine *eng, const struct kvs__push_item 
     struct group gr = { .ranged = true, .first = first, .count = count, .step = step };
     struct plan p = { .n = item ? item->k : 0, .ngroups = 1, .groups = &gr };
     const struct entry *ent = item ? item->entry : NULL;
-    int *devs, rc;
+    int *devs = NULL, rc;
 
     if (!ent || item->k < 1 || !item->in)
         return kvs__fail(e, KVS_EBADARG, "a range push needs an entry and an input");
@@ -866,7 +879,7 @@ int kvs__engine_push_range(struct kvs__engine *eng, const struct kvs__push_item 
     if (eng->updater)
         return kvs__fail(e, KVS_EBADARG, "a range push takes an optimizer or none, not an "
                          "updater");
-    if (!(devs = malloc(sizeof *devs * (size_t)item->k)))
+    if (!item_on_host(item) && !(devs = malloc(sizeof *devs * (size_t)item->k)))
         return kvs__fail(e, -ENOMEM, "out of memory for a push");
     gr.ent = item->entry;
     gr.k = item->k;
