@@ -145,6 +145,8 @@ static void handshake(struct daemon *d, int fd)
     w->batch_tail = &w->batch;
     w->rank = h.rank;
     w->pid = pid;
+    if (remote_probe(w, pid, h.probe, h.cookie))
+        wel.flags |= KVS__WELCOME_REMOTE;
 
     wel.worker = (uint32_t)wi;
     wel.control_size = KVS__CONTROL_SIZE;
@@ -161,6 +163,7 @@ static void handshake(struct daemon *d, int fd)
     if (kvs__sock_send(fd, buf, len, fds, 3, kvs__now_ns() + HANDSHAKE_NS, &e) != 0) {
         kvs__unmap(w->seg, w->seg_size);
         w->seg = NULL;
+        remote_close(w);
         goto drop;
     }
     close(seg_fd);

@@ -183,7 +183,9 @@ static int value_cqe(struct daemon *d, struct round *rd, const struct req *r,
 /* Where a request's data is now: kvsd's copy, or the worker's staging. */
 void *req_data(const struct daemon *d, const struct req *r)
 {
-    return r->copy ? r->copy : d->workers[r->w].staging + r->s.data_off;
+    if (r->copy)
+        return r->copy;
+    return req_remote(r) ? NULL : d->workers[r->w].staging + r->s.data_off;
 }
 
 int req_device(const struct req *r)
@@ -395,11 +397,18 @@ void finish(struct daemon *d, struct req *r, int status, const char *msg)
  * request's data back once). */
 int unlend(struct daemon *d, struct req *r)
 {
+    int rc;
+
     if (!r->lent)
         return 0;
-    if (!(r->copy = malloc(r->s.data_len ? r->s.data_len : 1)))
-        return -ENOMEM;
-    memcpy(r->copy, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
+    if (req_remote(r)) {
+        if ((rc = remote_copy(d, r)) != 0)
+            return rc;
+    } else {
+        if (!(r->copy = malloc(r->s.data_len ? r->s.data_len : 1)))
+            return -ENOMEM;
+        memcpy(r->copy, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
+    }
     lending_ends(d, r, 1);
     return 0;
 }

@@ -142,6 +142,16 @@ static int count_on_gpu(void *ctx, kvs_key_t key, const struct kvs__entry_info *
     return 0;
 }
 
+/* Live workers whose pushes kvsd may read out of their memory. */
+static int remote_readers(const struct daemon *d)
+{
+    int n = 0;
+
+    for (int i = 0; i < d->nworkers; i++)
+        n += atomic_load(&d->workers[i].state) == W_LIVE && d->workers[i].pidfd >= 0;
+    return n;
+}
+
 /* The keys whose values kvsd keeps on a GPU (0 when it cannot count). */
 static size_t values_on_gpus(struct daemon *d)
 {
@@ -168,6 +178,8 @@ static void ctl_stats(struct daemon *d, struct text *t)
     text_add(t, "device pushes: %" PRIu64 "\n", s->device_pushes);
     text_add(t, "device pulls: %" PRIu64 "\n", s->device_pulls);
     text_add(t, "values on GPUs: %zu\n", values_on_gpus(d));
+    text_add(t, "remote pushes: %" PRIu64 " (workers whose memory kvsd reads: %d)\n",
+             s->remote_pushes, remote_readers(d));
 }
 
 /* The keys listing takes two walks: one for the columns' widths, one for

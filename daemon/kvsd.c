@@ -422,8 +422,10 @@ int main(int argc, char **argv)
         memcpy(d.o.job, local, strlen(local) + 1);  /* checked: at most KVS__JOB_MAX */
     }
     d.nworkers = d.total = d.o.nworkers;
-    for (int i = 0; i < MAX_WORKERS; i++)
+    for (int i = 0; i < MAX_WORKERS; i++) {
         d.workers[i].sock = -1;
+        d.workers[i].pidfd = -1;
+    }
     pthread_mutex_init(&d.lock, NULL);
     pthread_mutex_init(&d.ctl_lock, NULL);
     sigaction(SIGINT, &sa, NULL);

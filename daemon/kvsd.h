@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "array.h"
 #include "engine.h"
 #include "layout.h"
 #include "proto.h"
@@ -170,6 +171,10 @@ struct worker {
                                         * once for all the completions of a pass */
     struct devbuf *devbufs;            /* [KVS__DEVBUF_MAX] by number, made at the
                                         * first registration, or NULL */
+    int pidfd;                         /* kvsd reads pushes out of the worker's memory
+                                        * (remote.c): its pidfd; else -1 */
+    int remote_used;                   /* a push of it was read in this close */
+    _Atomic int remote_bad;            /* the first read of it that failed (-errno) */
 };
 
 /* Per key, what kvsd keeps beside the engine (the entry's front pointer),
@@ -265,6 +270,7 @@ struct stats {
     uint64_t devbufs_opened;           /* device buffers registered */
     uint64_t device_pushes;            /* pushes read from them */
     uint64_t device_pulls;             /* pulls written into them */
+    uint64_t remote_pushes;            /* pushes read out of a worker's memory */
 };
 
 /* A frame to send to other hosts: head and payload in one buffer, freed
@@ -395,7 +401,8 @@ void req_free(struct daemon *d, struct req *r);
 void reqs_cache_free(struct daemon *d);
 
 /* A request's key, its array (data: where its value lies), and where its
- * data is now (kvsd's copy, or the worker's staging) and on which device. */
+ * data is now (kvsd's copy, or the worker's staging; NULL while a remote
+ * push's is still in its worker's memory) and on which device. */
 kvs_key_t req_key(const struct rargs *s);
 kvs_array_t req_array(const struct rargs *s, void *data);
 void *req_data(const struct daemon *d, const struct req *r);
@@ -422,8 +429,9 @@ void finish(struct daemon *d, struct req *r, int status, const char *msg);
  * (release non-zero) or with r's completion. */
 void lending_ends(struct daemon *d, struct req *r, int release);
 
-/* Copies a lent push's data out of staging and releases it at once.
- * 0 or -ENOMEM. */
+/* Copies a lent push's data out of staging (or, a remote push, out of
+ * its worker's memory) and releases it at once. 0, -ENOMEM, or a remote
+ * read's error. */
 int unlend(struct daemon *d, struct req *r);
 
 /* A 2bit push (KVS__SQE_2BIT): its words dequantized from staging into
@@ -463,6 +471,9 @@ void list_waits(const struct daemon *d, void (*line)(void *ctx, const char *text
  * socket. A push of it still waiting whose data is in the segment (a
  * worker that died) fails the job (fail_job) before the segment goes. */
 void worker_release(struct daemon *d, struct worker *w);
+/* Evicts a worker that broke the protocol (why says how): the job fails,
+ * then the worker is released. */
+void evict(struct daemon *d, struct worker *w, const char *why);
 
 /* Frees a key's rounds (the engine's front free). */
 void round_free(void *p);
@@ -493,6 +504,33 @@ int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in
                uint64_t step, struct kvs__err *e);
 void finish_round(struct daemon *d, struct round *rd, int status, const char *msg);
 void open_link(struct daemon *d, struct round *rd);
+
+/* ---- remote.c: pushes read out of a worker's memory ------------------ */
+
+/* At the handshake (socket thread): 1 when kvsd read the cookie at addr
+ * (the hello's probe; 0: none) out of process pid, which then gets remote
+ * pushes; w->pidfd is set then, else -1. remote_close undoes it. */
+int remote_probe(struct worker *w, pid_t pid, uint64_t addr, const uint8_t *cookie);
+void remote_close(struct worker *w);
+/* 1 when r's data is still in its worker's memory (not copied). */
+static inline int req_remote(const struct req *r)
+{
+    return (r->s.flags & KVS__SQE_REMOTE) && !r->copy;
+}
+/* The sources of the k inputs r[] of a sum (kvs__push_item.src): src[j]
+ * for each remote one (else read NULL), each with its context in ctx (k
+ * of remote_ctx_size() bytes). Returns how many are remote. Their workers
+ * are marked for remote_check. */
+int remote_sources(struct daemon *d, const struct req *const *r, int k,
+                   struct kvs__source *src, void *ctx);
+size_t remote_ctx_size(void);
+/* After an engine call with sources: evicts each worker marked whose read
+ * failed or who has exited since (the job fails), and clears the marks.
+ * 0, or -1 when the job failed so. */
+int remote_check(struct daemon *d);
+/* Copies the remote push r into r->copy (on the host) now. 0, -ENOMEM, or
+ * the read's error (the worker's address was bad, or it is gone). */
+int remote_copy(struct daemon *d, struct req *r);
 
 /* ---- devbufs.c: workers' device buffers (serve thread only) --------- */
 

@@ -90,16 +90,23 @@ static void round_empty(struct daemon *d, struct round *rd, int status, const ch
 }
 
 /* Copies every push of worker wi whose data is still lent (waiting in
- * pending or in a round), releasing its staging. 0, or -ENOMEM with the
- * pushes copied so far released. */
-static int spill(struct daemon *d, int wi)
+ * pending or in a round), releasing its staging; with remote, those read
+ * out of its memory too (it leaves), else they stay (they take no
+ * staging). 0, or the first error (-ENOMEM, a read's) with the pushes
+ * copied so far released. */
+static int spill(struct daemon *d, int wi, int remote)
 {
+    int rc;
+
     for (struct req *r = d->pending; r; r = r->next)
-        if (r->w == wi && unlend(d, r) != 0)
-            return -ENOMEM;
-    for (struct round *rd = d->open; rd; rd = rd->next)
-        if (rd->contrib[wi] && unlend(d, rd->contrib[wi]) != 0)
-            return -ENOMEM;
+        if (r->w == wi && (remote || !req_remote(r)) && (rc = unlend(d, r)) != 0)
+            return rc;
+    for (struct round *rd = d->open; rd; rd = rd->next) {
+        struct req *r = rd->contrib[wi];
+
+        if (r && (remote || !req_remote(r)) && (rc = unlend(d, r)) != 0)
+            return rc;
+    }
     return 0;
 }
 
@@ -179,6 +186,7 @@ void worker_release(struct daemon *d, struct worker *w)
     }
     backlog_free(w);
     devbufs_close(d, w);
+    remote_close(w);
     if (w->seg)
         kvs__unmap(w->seg, w->seg_size);
     w->seg = NULL;
@@ -284,8 +292,11 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
 {
     struct kvs__push_item *items;
     const void **in;
+    const struct req **rq;
+    struct kvs__source *src;
+    void *ctx;
     int *dev;
-    size_t total = 0, n = 0;
+    size_t total = 0, n = 0, cs = remote_ctx_size();
     int rc;
 
     if (nr == 0)
@@ -294,26 +305,37 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
         return kvs__fail(e, -ENOMEM, "kvsd: %zu rounds closing at once", nr);
     for (size_t i = 0; i < nr; i++)
         total += (size_t)rds[i]->ncontrib;
-    /* One allocation: the items, then every input and its device (zeroed:
-     * GCC cannot tell that the loop below fills every item). */
-    if (!(items = calloc(1, sizeof *items * nr + (sizeof *in + sizeof *dev) * total)))
+    /* One allocation: the items, then per input its data, request, source
+     * and the source's context, and its device (zeroed: GCC cannot tell
+     * that the loop below fills every item). */
+    if (!(items = calloc(1, sizeof *items * nr + (sizeof *in + sizeof *rq + sizeof *src + cs
+                                                  + sizeof *dev) * total)))
         return kvs__fail(e, -ENOMEM, "kvsd: out of memory closing a round");
     in = (const void **)(items + nr);
-    dev = (int *)(in + total);
+    rq = (const struct req **)(in + total);
+    src = (struct kvs__source *)(rq + total);
+    ctx = src + total;
+    dev = (int *)((char *)ctx + cs * total);
     for (size_t i = 0; i < nr; i++) {
         const struct round *rd = rds[i];
+        size_t first = n;
 
         /* A host key's inputs are all on the host (devcopy_new copies a
          * device push onto its key's device): no devices to say, and the
          * engine's host path stays as it was. */
         items[i] = (struct kvs__push_item){ rd->entry, rd->ncontrib, in + n,
-                                            rd->device != KVS_HOST ? dev + n : NULL };
+                                            rd->device != KVS_HOST ? dev + n : NULL, NULL };
         for (int w = 0; w < d->nworkers; w++) {
             if (rd->contrib[w]) {
-                in[n] = req_data(d, rd->contrib[w]);
+                rq[n] = rd->contrib[w];
+                in[n] = req_remote(rq[n]) ? NULL : req_data(d, rq[n]);
                 dev[n++] = req_device(rd->contrib[w]);
             }
         }
+        /* Pushes still in their workers' memory are read beside the sum. */
+        if (remote_sources(d, rq + first, rd->ncontrib, src + first,
+                           (char *)ctx + cs * first) > 0)
+            items[i].src = src + first;
     }
     for (size_t i = 0; i < nr; i++)
         seq_begin(rds[i]->value);
@@ -329,7 +351,7 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
 int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in, const int *dev,
                uint64_t step, struct kvs__err *e)
 {
-    struct kvs__push_item it = { rd->entry, k, in, rd->device != KVS_HOST ? dev : NULL };
+    struct kvs__push_item it = { rd->entry, k, in, rd->device != KVS_HOST ? dev : NULL, NULL };
     int rc;
 
     seq_begin(rd->value);
@@ -376,6 +398,13 @@ static void close_ready(struct daemon *d, struct round *const *rds, size_t nr)
         return;
     }
     status = apply_rounds(d, rds, nr, &e);
+    /* A push that could not be read out of its worker's memory failed the
+     * job: no round of this close is tried again. */
+    if (remote_check(d) != 0) {
+        for (size_t i = 0; i < nr; i++)
+            finish_round(d, rds[i], d->failed, d->fail_msg);
+        return;
+    }
     for (size_t i = 0; i < nr; i++) {
         if (status != 0 && nr > 1) {
             struct kvs__err one = { 0, "" };
@@ -652,6 +681,27 @@ static int text_op(struct daemon *d, struct req *r, struct kvs__err *e)
     return kvs__engine_load_states(d->eng, path, e);
 }
 
+/* A remote push (KVS__SQE_REMOTE) on arrival: refused from a worker kvsd
+ * cannot read; read at once where its data goes elsewhere than a host
+ * round's sum (an async push, other hosts, a key on a GPU); else left in
+ * the worker's memory until its round closes. */
+static int remote_take(struct daemon *d, struct req *r, struct kvs__err *e)
+{
+    int rc;
+
+    if (d->workers[r->w].pidfd < 0)
+        return kvs__fail(e, KVS_EPROTO, "a push from the worker's memory, which kvsd was "
+                         "not given to read");
+    if (d->sync && !d->hx && r->rd->device == KVS_HOST)
+        return 0;
+    if ((rc = remote_copy(d, r)) == -ENOMEM)
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a push");
+    if (rc != 0)
+        return kvs__fail(e, KVS_EBADARG, "the value could not be read out of the worker's "
+                         "memory (%s)", strerror(-rc));
+    return 0;
+}
+
 /* A whole list call has arrived: check every request against the store
  * before any of them takes effect, then start them. */
 static void run_list(struct daemon *d, struct req *list)
@@ -679,6 +729,8 @@ static void run_list(struct daemon *d, struct req *list)
                 rc = decode_2bit(d, r, &e);
             if (rc == 0 && (r->s.flags & KVS__SQE_DEVICE) && r->s.op == KVS__OP_PULL)
                 rc = devbuf_device(d, r, &dev, &e);
+            if (rc == 0 && (r->s.flags & KVS__SQE_REMOTE))
+                rc = remote_take(d, r, &e);
             if (rc == 0 && (r->s.flags & KVS__SQE_DEVICE) && r->s.op == KVS__OP_PUSH) {
                 if ((rc = devcopy_new(r->rd, &r->copy, &e)) == 0) {
                     r->copy_dev = r->rd->device;
@@ -755,7 +807,7 @@ static void run_list(struct daemon *d, struct req *list)
             complete(d, r, rc, e.msg);
             break;
         case KVS__OP_SPILL:
-            rc = spill(d, r->w);
+            rc = spill(d, r->w, 0);
             complete(d, r, rc, rc ? "kvsd: out of memory copying pushes out of staging" : NULL);
             break;
         case KVS__OP_SAVE_STATES:
@@ -767,9 +819,10 @@ static void run_list(struct daemon *d, struct req *list)
             /* Its pushes still waiting count in their rounds, as they
              * would have had it stayed: kvsd keeps copies, since the
              * worker's segment goes. */
-            if (spill(d, r->w) != 0)
-                fail_job(d, KVS_EPEERDEAD, "rank %d (pid %d) left, and kvsd had no memory "
-                         "to keep its last pushes", w->rank, (int)w->pid);
+            if (spill(d, r->w, 1) != 0)
+                fail_job(d, KVS_EPEERDEAD, "rank %d (pid %d) left, and kvsd could not keep "
+                         "its last pushes (no memory, or its memory unreadable)", w->rank,
+                         (int)w->pid);
             complete(d, r, 0, NULL);   /* frees r */
             atomic_store(&w->state, W_LEFT);
             d->left++;
@@ -789,7 +842,7 @@ static void run_list(struct daemon *d, struct req *list)
     finish_inits(d);
 }
 
-static void evict(struct daemon *d, struct worker *w, const char *why)
+void evict(struct daemon *d, struct worker *w, const char *why)
 {
     say(d, "evicting rank %d (pid %d): %s", w->rank, (int)w->pid, why);
     atomic_store(&w->state, W_DEAD);
@@ -859,7 +912,8 @@ static int read_table(struct daemon *d, int wi, const struct kvs__sqe *q, struct
         struct kvs__tab_entry te;
         struct req *r;
 
-        if ((rc = kvs__tab_entry_decode(p, left, q->op, w->staging_size, &te, &used, e)) != 0)
+        if ((rc = kvs__tab_entry_decode(p, left, q->op, q->flags, w->staging_size, &te, &used,
+                                        e)) != 0)
             break;
         if (!(r = req_new(d, wi))) {
             rc = kvs__fail(e, -ENOMEM, "kvsd: out of memory for a request");
@@ -867,7 +921,10 @@ static int read_table(struct daemon *d, int wi, const struct kvs__sqe *q, struct
         }
         p += used;
         left -= used;
-        r->s = (struct rargs){ .op = q->op, .flags = q->flags & KVS__SQE_VALUE,
+        r->s = (struct rargs){ .op = q->op,
+                               .flags = (uint8_t)((q->flags & KVS__SQE_VALUE)
+                                                  | (te.flags & KVS__TAB_REMOTE
+                                                         ? KVS__SQE_REMOTE : 0)),
                                .dtype = te.dtype, .ndim = te.ndim, .priority = q->priority,
                                .seq = q->seq, .key_id = te.key_id, .data_off = te.data_off,
                                .data_len = te.data_len };

@@ -7,7 +7,9 @@
  * about keys or stores, and never stream a big output through memory once
  * per input: each chunk of the output is finished while it is in cache.
  */
+#include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -513,19 +515,92 @@ void kvs__sum_part(kvs_dtype_t dtype, void *out, const void *const *in, int k, s
     }
 }
 
+/* ---- Inputs read from elsewhere -------------------------------------- */
+
+int kvs__fetch_blocks(struct kvs__fetch *f, const void *const *in,
+                      const struct kvs__source *src, int k, size_t es, size_t begin,
+                      size_t end, kvs__block_fn *fn, void *arg)
+{
+    const void *blk[KVS__FETCH_MAX_K];
+    size_t per = KVS__FETCH_BYTES / es, need = 0;
+
+    if (k > KVS__FETCH_MAX_K || per == 0)
+        return -EINVAL;
+    for (int j = 0; src && j < k; j++)
+        need += src[j].read ? KVS__FETCH_BYTES : 0;
+    if (need > f->cap) {
+        void *b = realloc(f->buf, need);
+
+        if (!b)
+            return -ENOMEM;
+        f->buf = b;
+        f->cap = need;
+    }
+    for (size_t b = begin; b < end; b += per) {
+        size_t e = end - b < per ? end - b : per;
+        char *at = f->buf;
+
+        e += b;
+        for (int j = 0; j < k; j++) {
+            int rc;
+
+            if (!src || !src[j].read) {
+                blk[j] = (const char *)in[j] + b * es;
+                continue;
+            }
+            if ((rc = src[j].read(src[j].ctx, b * es, at, (e - b) * es)) != 0)
+                return rc;
+            blk[j] = at;
+            at += KVS__FETCH_BYTES;
+        }
+        fn(arg, b, e, blk);
+    }
+    return 0;
+}
+
 /* ---- Many sums as one job ------------------------------------------- */
 
 struct many_job {
     const struct kvs__sum_item *items;
     const size_t *start;               /* m + 1 byte offsets: item i is [start[i], start[i+1]) */
     int m;
+    _Atomic int err;                   /* the first source's error, or 0 */
 };
+
+/* Elements [b, e) of one sum whose inputs blk[] point at element b. */
+static void sum_block(void *arg, size_t b, size_t e, const void *const *blk)
+{
+    const struct kvs__sum_item *it = arg;
+
+    sum_ranges[(unsigned)it->dtype]((char *)it->out + b * kvs_dtype_size(it->dtype), blk,
+                                    it->k, 0, e - b);
+}
+
+/* Elements [e0, e1) of item it, its sources read a block at a time into
+ * f; a failure is kept in *err (the first one). */
+static void sum_item_part(const struct kvs__sum_item *it, size_t e0, size_t e1,
+                          struct kvs__fetch *f, _Atomic int *err)
+{
+    int rc, none = 0;
+
+    if (!it->src) {
+        sum_ranges[(unsigned)it->dtype](it->out, it->in, it->k, e0, e1);
+        return;
+    }
+    if (atomic_load_explicit(err, memory_order_relaxed) != 0)
+        return;                        /* another part failed: the sum is lost */
+    rc = kvs__fetch_blocks(f, it->in, it->src, it->k, kvs_dtype_size(it->dtype), e0, e1,
+                           sum_block, (void *)it);
+    if (rc != 0)
+        atomic_compare_exchange_strong(err, &none, rc);
+}
 
 /* The items' bytes laid end to end; a chunk [begin, end) of that line sums
  * the elements that start in it, so the chunks split every item exactly. */
 static void many_task(void *ctx, size_t begin, size_t end)
 {
-    const struct many_job *job = ctx;
+    struct many_job *job = ctx;
+    struct kvs__fetch f = { NULL, 0 };
 
     for (int i = kvs__span_first(job->start, job->m, begin);
          i < job->m && job->start[i] < end; i++) {
@@ -536,8 +611,9 @@ static void many_task(void *ctx, size_t begin, size_t end)
                e0 = (b + es - 1) / es, e1 = (e + es - 1) / es;
 
         if (e0 < e1)
-            sum_ranges[(unsigned)it->dtype](it->out, it->in, it->k, e0, e1);
+            sum_item_part(it, e0, e1, &f, &job->err);
     }
+    free(f.buf);
 }
 
 struct out_range {
@@ -574,6 +650,9 @@ static int items_overlap(const struct kvs__sum_item *items, int m, const size_t 
             uintptr_t lo = (uintptr_t)items[i].in[j], hi = lo + bytes;
             int a = 0, b = m;
 
+            if (items[i].src && items[i].src[j].read)
+                continue;              /* not in this process's memory */
+
             while (a < b) {            /* the first output that ends after lo */
                 int mid = a + (b - a) / 2;
 
@@ -590,13 +669,13 @@ static int items_overlap(const struct kvs__sum_item *items, int m, const size_t 
     return clash;
 }
 
-void kvs__sum_many(const struct kvs__sum_item *items, int m, int nthreads)
+int kvs__sum_many(const struct kvs__sum_item *items, int m, int nthreads)
 {
     size_t *start, total = 0;
-    int ok = 1;
+    int ok = 1, rc;
 
     if (m <= 0)
-        return;
+        return 0;
     if (!(start = malloc(sizeof *start * ((size_t)m + 1))))
         ok = 0;
     for (int i = 0; ok && i < m; i++) {
@@ -611,15 +690,26 @@ void kvs__sum_many(const struct kvs__sum_item *items, int m, int nthreads)
     if (ok)
         start[m] = total;
     if (!ok || total < PARALLEL_BYTES || nthreads == 1 || items_overlap(items, m, start)) {
-        for (int i = 0; i < m; i++)
-            kvs__sum(items[i].dtype, items[i].out, items[i].in, items[i].k, items[i].n,
-                     nthreads);
+        struct kvs__fetch f = { NULL, 0 };
+        _Atomic int err = 0;
+
+        for (int i = 0; i < m && atomic_load(&err) == 0; i++) {
+            if (items[i].src && items[i].k > 0)
+                sum_item_part(&items[i], 0, items[i].n, &f, &err);
+            else
+                kvs__sum(items[i].dtype, items[i].out, items[i].in, items[i].k, items[i].n,
+                         nthreads);
+        }
+        free(f.buf);
+        rc = atomic_load(&err);
     } else {
-        struct many_job job = { items, start, m };
+        struct many_job job = { items, start, m, 0 };
 
         kvs__parallel_for(total, PARALLEL_BYTES / 2, nthreads, many_task, &job);
+        rc = atomic_load(&job.err);
     }
     free(start);
+    return rc;
 }
 
 /* ---- Copy and conversion -------------------------------------------- */

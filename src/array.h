@@ -67,22 +67,61 @@ void kvs__sum(kvs_dtype_t dtype, void *out, const void *const *in, int k, size_t
 void kvs__sum_part(kvs_dtype_t dtype, void *out, const void *const *in, int k, size_t begin,
                    size_t n);
 
+/* An input that is not in this process's memory (a worker's array that
+ * kvsd reads with process_vm_readv): read copies its bytes [off, off +
+ * len) into buf and returns 0, or a negative errno. Sums and updates read
+ * such inputs a block at a time right beside their work, so that a block
+ * is read into the cache and used there, never copied whole. Threads call
+ * read at once, with the same ctx. */
+struct kvs__source {
+    int (*read)(const void *ctx, size_t off, void *buf, size_t len);
+    const void *ctx;
+};
+
+/* Bytes of one source read at a time: k of them stay in L2 beside the
+ * output block. A sum or update with sources has at most KVS__FETCH_MAX_K
+ * inputs (kvsd's workers). */
+#define KVS__FETCH_BYTES ((size_t)256 << 10)
+#define KVS__FETCH_MAX_K 1024
+
+/* A thread's buffer for blocks of sources, grown as needed; the caller
+ * frees buf. */
+struct kvs__fetch {
+    void *buf;
+    size_t cap;
+};
+
+/* Calls fn(arg, b, e, blk) for consecutive blocks [b, e) that cover
+ * elements [begin, end) of k inputs of es bytes each, where blk[j] points
+ * at element b of input j: in[j] + b * es when src is NULL or src[j].read
+ * is, else a block of f's buffer that source j's bytes were read into.
+ * Stops at the first read that fails and returns its error; 0 when all
+ * were read, -ENOMEM without memory for f. */
+typedef void kvs__block_fn(void *arg, size_t b, size_t e, const void *const *blk);
+int kvs__fetch_blocks(struct kvs__fetch *f, const void *const *in,
+                      const struct kvs__source *src, int k, size_t es, size_t begin,
+                      size_t end, kvs__block_fn *fn, void *arg);
+
 /* One sum of a batch for kvs__sum_many: out[j] = in[0][j] + ... +
- * in[k-1][j] for j < n, as kvs__sum computes it. */
+ * in[k-1][j] for j < n, as kvs__sum computes it. src: NULL, or per input
+ * its source (read NULL: in[j] is in memory; else in[j] is not used). */
 struct kvs__sum_item {
     kvs_dtype_t dtype;
     void *out;
     const void *const *in;
     int k;
     size_t n;
+    const struct kvs__source *src;
 };
 
 /* The sums of items[0..m), each exactly as kvs__sum would make it, but
  * split over the threads as one job: arrays too small for kvs__sum to
  * split still share the threads when there are many. When one item's
  * output overlaps another item's inputs or output the items run one after
- * another, in order, as separate kvs__sum calls would. */
-void kvs__sum_many(const struct kvs__sum_item *items, int m, int nthreads);
+ * another, in order, as separate kvs__sum calls would. Returns 0, or the
+ * first error of a source (or -ENOMEM for its buffer): the outputs are
+ * then written in part. Without sources it cannot fail. */
+int kvs__sum_many(const struct kvs__sum_item *items, int m, int nthreads);
 
 /* memcpy that splits big copies over several threads like kvs__sum. */
 void kvs__copy(void *dst, const void *src, size_t bytes, int nthreads);

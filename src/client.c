@@ -173,6 +173,8 @@ struct groups_src {
                                         * its offset in device buffer dev[] */
     const int *dev;                    /* per group: kvsd reads it from this device
                                         * buffer (client_dev.c), or -1 */
+    const unsigned char *remote;       /* per group: kvsd reads it out of this
+                                        * process's memory, at[] its address */
     const uint32_t *const *coded;      /* per group: its 2bit words, or NULL */
     uint64_t threshold;                /* theirs, as a slot's arg */
 };
@@ -191,6 +193,8 @@ static void fill_group(const void *ctx, int i, struct kvs__sqe *s)
     } else if (src->dev[j] >= 0) {
         s->flags |= KVS__SQE_DEVICE;
         s->arg = (uint64_t)src->dev[j];
+    } else if (src->remote[j]) {
+        s->flags |= KVS__SQE_REMOTE;
     }
     sqe_key(s, src->keys[src->g->first[j]]);
     sqe_array(s, a);
@@ -293,6 +297,50 @@ static int share_device(kvs_t *kv, const struct groups *g, const kvs_array_t *ar
     return rc;
 }
 
+/* kvsd reads arrays out of this process's memory only when a call lends
+ * it at least REMOTE_CALL_MIN bytes so, in arrays of REMOTE_MIN or more.
+ * Measured (bench/NOTES.md): below that kvsd reads on one thread, a system
+ * call per block, while the workers' copies into staging run on all cores
+ * at once; the round then took longer than with copies. */
+#define REMOTE_MIN ((size_t)64 << 10)
+#define REMOTE_CALL_MIN ((size_t)4 << 20)
+
+/* 1 when kvsd may read group j's array (a, as sent: not coded) out of
+ * this process's memory: a pushpull's (its call waits until kvsd has read
+ * it: the array stays the caller's), its only array, ordinary host memory
+ * (not a zero-copy buffer), big enough, and kvsd able to (c->remote). */
+static int lendable(const struct kvs__client *c, const struct groups *g, int j,
+                    const kvs_array_t *a, uint8_t flags, int coded)
+{
+    uintptr_t p = (uintptr_t)a->data, s = (uintptr_t)c->staging;
+
+    return c->remote && (flags & KVS__SQE_VALUE) && !coded && a->device == KVS_HOST
+           && g->mstart[j + 1] - g->mstart[j] == 1 && array_bytes(a) >= REMOTE_MIN
+           && (p < s || p - s >= c->staging_size);
+}
+
+/* Marks in remote[] the groups whose arrays kvsd reads out of this
+ * process's memory (their at[] their addresses), when the call lends
+ * enough of them. */
+static void lend_memory(const struct kvs__client *c, const struct groups *g,
+                        const kvs_array_t *arrs, uint8_t flags, uint32_t *const *coded,
+                        unsigned char *remote, uint64_t *at)
+{
+    size_t total = 0;
+
+    for (int j = 0; j < g->ng; j++)
+        if (lendable(c, g, j, &arrs[g->first[j]], flags, coded[j] != NULL))
+            total += array_bytes(&arrs[g->first[j]]);
+    if (total < REMOTE_CALL_MIN)
+        return;
+    for (int j = 0; j < g->ng; j++) {
+        const kvs_array_t *a = &arrs[g->first[j]];
+
+        if ((remote[j] = (unsigned char)lendable(c, g, j, a, flags, coded[j] != NULL)))
+            at[j] = (uint64_t)(uintptr_t)a->data;
+    }
+}
+
 /* Sends one request per group, each with its data in staging: a buffer's
  * as it lies, else what kvs__sum makes of the group's arrays (summing
  * repeated keys here, as MXNet's workers merge their devices before
@@ -318,16 +366,17 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
     uint32_t **coded = calloc(ng, sizeof *coded);
     float **next = calloc(ng, sizeof *next);
     void **held = calloc((size_t)(g->n ? g->n : 1), sizeof *held);
+    unsigned char *remote = calloc(ng, 1);
     struct groups_src src = { .op = op, .flags = flags, .priority = priority, .g = g,
                               .keys = keys, .arrs = arrs, .at = at, .dev = dev,
-                              .coded = (const uint32_t *const *)coded };
+                              .remote = remote, .coded = (const uint32_t *const *)coded };
     struct kvs__opts o;
     struct kvs__gc gc;
     uint64_t room;
     int rc = 0, start = 0, coding;
 
     kvs__opts_get(kv, &o);
-    if (!ans.a || !at || !dev || !in || !items || !coded || !next || !held) {
+    if (!ans.a || !at || !dev || !in || !items || !coded || !next || !held || !remote) {
         rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
@@ -347,18 +396,21 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
         goto out;
     pthread_mutex_lock(&c->lock);
     room = kvs__client_transient(c);
+    for (int j = 0; j < g->ng; j++)
+        if (dev[j] < 0)
+            at[j] = ~(uint64_t)0;
+    lend_memory(c, g, arrs, flags, coded, remote, at);
     for (int j = 0; j < g->ng && rc == 0; j++) {
         const kvs_array_t *a = &arrs[g->first[j]];
         uint64_t bytes = sent_bytes(a, coded[j] != NULL);
         int zc = 0;
 
-        if (dev[j] >= 0)
+        if (dev[j] >= 0 || remote[j])
             continue;
-        at[j] = ~(uint64_t)0;
         if (g->mstart[j + 1] - g->mstart[j] == 1 && !coded[j] && a->device == KVS_HOST
-            && (zc = in_buffer(c, a->data, bytes, &at[j], e)) < 0)
+            && (zc = in_buffer(c, a->data, bytes, &at[j], e)) < 0) {
             rc = zc;
-        else if (!zc && bytes > room) {
+        } else if (!zc && bytes > room) {
             char ks[KVS_MAX_KEY_LEN + 8];
 
             kvs__key_str(ks, sizeof ks, keys[g->first[j]]);
@@ -400,7 +452,7 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
             const kvs_array_t *a = &arrs[g->first[j]];
             uint64_t bytes = sent_bytes(a, coded[j] != NULL);
 
-            if (dev[j] >= 0)
+            if (dev[j] >= 0 || remote[j])
                 continue;
             if (at[j] != ~(uint64_t)0) {
                 zc = 1;
@@ -451,6 +503,7 @@ out:
         if (dev[j] >= 0)
             kvs__client_devbuf_unpin(c, dev[j]);
     free(dev);
+    free(remote);
     free(held);
     free(next);
     free(coded);

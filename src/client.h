@@ -68,6 +68,9 @@ struct kvs__client {
     struct kvs__waiter *waiters;       /* calls waiting for completions */
     struct kvs__hold *holds;
     int sync;                          /* dist_sync (views allowed) */
+    int remote;                        /* kvsd reads pushpulls' arrays out of this
+                                        * process's memory (KVS__SQE_REMOTE) */
+    uint8_t cookie[KVS__COOKIE_BYTES]; /* what kvsd read to know it may */
     struct kvs__gc gc;                 /* kvs_set_gradient_compression's */
     struct kvs__residuals *residuals;  /* 2bit: per key, made at the first such push */
     struct kvs__devbufs *devbufs;      /* device buffers kvsd reads (client_dev.c),

@@ -331,6 +331,7 @@ struct group {
     int k;                             /* values of this key in the list */
     const void **in;                   /* their data, in list order */
     int *dev;                          /* their devices; NULL: all on the host */
+    const struct kvs__source *src;     /* their sources (array.h), or NULL */
     struct kvs__optim_state *ostate;   /* new state, handed to ent at commit */
     bool ranged;                       /* in[] and the update are elements [first,
                                         * first + count) of the key only */
@@ -701,6 +702,16 @@ static int push_updater(struct kvs__engine *eng, struct plan *p, struct kvs__err
     return 0;
 }
 
+/* A source's error (kvs__sum_many, kvs__optim_update_many) as a push's. */
+static int source_fail(int rc, struct kvs__err *e)
+{
+    if (rc == 0)
+        return 0;
+    return kvs__fail(e, rc == -ENOMEM ? -ENOMEM : KVS_EPEERDEAD,
+                     "an input could not be read from its worker's memory (%s)",
+                     strerror(-rc));
+}
+
 /* The sums that go straight into stored values (new keys, and every key
  * under ASSIGN), as one job over the threads: a list of many small keys
  * shares them as a big array would. Without memory for the batch, one by
@@ -719,12 +730,18 @@ static int push_sums(struct kvs__engine *eng, struct plan *p, struct kvs__err *e
             continue;
         if (items && ent->device == KVS_HOST)
             items[m++] = (struct kvs__sum_item){ ent->dtype, out, gr->in, gr->k,
-                                                 group_count(gr) };
+                                                 group_count(gr), gr->src };
+        else if (gr->src)              /* one by one, without memory for the batch */
+            rc = source_fail(kvs__sum_many(&(struct kvs__sum_item){ ent->dtype, out, gr->in,
+                                                                    gr->k, group_count(gr),
+                                                                    gr->src },
+                                           1, eng->nthreads), e);
         else
             rc = kvs__mem_sum(ent->device, ent->dtype, out, gr->in, gr->k, group_count(gr),
                               eng->nthreads, e);
     }
-    kvs__sum_many(items, m, eng->nthreads);
+    if (rc == 0)
+        rc = source_fail(kvs__sum_many(items, m, eng->nthreads), e);
     free(items);
     return rc;
 }
@@ -750,13 +767,14 @@ static int push_updates(struct kvs__engine *eng, struct plan *p, struct kvs__err
         }
         it = (struct kvs__optim_item){ ent->ostate, ent->dtype, value_at(ent, group_first(gr)),
                                        (const void *const *)gr->in, gr->k, group_count(gr),
-                                       group_first(gr), gr->step };
+                                       group_first(gr), gr->step, gr->src };
         if (items && ent->device == KVS_HOST)
             items[m++] = it;
         else
             rc = kvs__mem_update(ent->device, eng->optim, &it, 1, eng->nthreads, e);
     }
-    kvs__optim_update_many(eng->optim, items, m, eng->nthreads);
+    if (rc == 0)
+        rc = source_fail(kvs__optim_update_many(eng->optim, items, m, eng->nthreads), e);
     free(items);
     return rc;
 }
@@ -818,6 +836,16 @@ static bool item_on_host(const struct kvs__push_item *item)
     return !item->dev && ((const struct entry *)item->entry)->device == KVS_HOST;
 }
 
+/* Sources are read only by the host's sums and updates. */
+static int sources_check(const struct kvs__engine *eng, const struct kvs__push_item *item,
+                         struct kvs__err *e)
+{
+    if (item->src && (!item_on_host(item) || eng->updater || item->k > KVS__FETCH_MAX_K))
+        return kvs__fail(e, KVS_EBADARG, "inputs read from another process need a host key, "
+                         "host inputs, no updater and at most %d inputs", KVS__FETCH_MAX_K);
+    return 0;
+}
+
 static void group_devs(struct group *gr, const struct kvs__push_item *item, int *devs)
 {
     if (item_on_host(item))
@@ -841,6 +869,8 @@ int kvs__engine_push_entries(struct kvs__engine *eng, int n, const struct kvs__p
     if (n == 0)
         return 0;
     for (int g = 0; g < n; g++) {
+        if ((rc = sources_check(eng, &items[g], e)) != 0)
+            return rc;
         p.n += items[g].k;
         ndevs += item_on_host(&items[g]) ? 0 : (size_t)items[g].k;
     }
@@ -854,6 +884,7 @@ int kvs__engine_push_entries(struct kvs__engine *eng, int n, const struct kvs__p
         p.groups[g].ent = items[g].entry;
         p.groups[g].k = items[g].k;
         p.groups[g].in = items[g].in;
+        p.groups[g].src = items[g].src;
         group_devs(&p.groups[g], &items[g], devs ? devs + at : NULL);
         at += item_on_host(&items[g]) ? 0 : items[g].k;
     }
@@ -879,11 +910,14 @@ int kvs__engine_push_range(struct kvs__engine *eng, const struct kvs__push_item 
     if (eng->updater)
         return kvs__fail(e, KVS_EBADARG, "a range push takes an optimizer or none, not an "
                          "updater");
+    if ((rc = sources_check(eng, item, e)) != 0)
+        return rc;
     if (!item_on_host(item) && !(devs = malloc(sizeof *devs * (size_t)item->k)))
         return kvs__fail(e, -ENOMEM, "out of memory for a push");
     gr.ent = item->entry;
     gr.k = item->k;
     gr.in = item->in;
+    gr.src = item->src;
     group_devs(&gr, item, devs);
     rc = push_run(eng, &p, e);
     kvs__optim_state_free(gr.ostate);  /* handed to the entry unless the push failed */

@@ -136,12 +136,18 @@ int kvs__engine_check_push(struct kvs__engine *eng, kvs_key_t key, const kvs_arr
  * beforehand (kvs__engine_check_push's info.entry, still valid): in[] has
  * k inputs of the entry's dtype and size, as that check accepted them, on
  * the devices dev[] (NULL: all on the host). Inputs on another device than
- * the value are copied to it first, and in[] then points at the copies. */
+ * the value are copied to it first, and in[] then points at the copies.
+ * src: NULL, or per input its source (array.h: read NULL, in[i] is in
+ * memory; else read a block at a time beside the sum or update), for a
+ * host key and host inputs only, without an updater (KVS_EBADARG
+ * otherwise). A source that fails fails the push with its error, and
+ * leaves the key's value (and optimizer state) written in part. */
 struct kvs__push_item {
     void *entry;
     int k;
     const void **in;
     const int *dev;
+    const struct kvs__source *src;
 };
 /* kvs__engine_push of n such items, each of another key: no lookups, no
  * grouping, the same sums and updates. All or nothing. */

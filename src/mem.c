@@ -359,10 +359,9 @@ int kvs__mem_update(int device, const struct kvs__optim *o, const struct kvs__op
     struct on_device d;
     int rc;
 
-    if (is_host(device)) {
-        kvs__optim_update_many(o, items, m, nthreads);
-        return 0;
-    }
+    if (is_host(device))               /* no sources: it cannot fail */
+        return kvs__optim_update_many(o, items, m, nthreads) == 0
+                   ? 0 : kvs__fail(e, KVS_EBADARG, "an update read no input");
     if ((rc = enter(device, &d, e)) != 0)
         return rc;
     if (d.rt->standin)

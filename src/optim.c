@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -460,6 +461,7 @@ struct update_job {
     const void *const *in;
     int k;
     char *buf[2];                      /* the state buffers at weight[0]'s element */
+    const struct kvs__source *src;     /* NULL, or the inputs' sources */
 };
 
 /* Elements [begin, end) of one update, a chunk at a time: the chunk's
@@ -501,6 +503,36 @@ static void update_range(void *ctx, size_t begin, size_t end)
             break;
         }
     }
+}
+
+/* Elements [b, e) of one update whose inputs blk[] point at element b. */
+static void update_block(void *arg, size_t b, size_t e, const void *const *blk)
+{
+    const struct update_job *job = arg;
+    size_t es = kvs_dtype_size(job->dtype);
+    size_t ses = job->dtype == KVS_FLOAT64 ? sizeof(double) : sizeof(float);
+    struct update_job at = *job;
+
+    at.weight += b * es;
+    at.in = blk;
+    for (int i = 0; i < 2; i++)
+        at.buf[i] = job->buf[i] ? job->buf[i] + b * ses : NULL;
+    update_range(&at, 0, e - b);
+}
+
+/* Elements [begin, end) of an update with sources, read a block at a
+ * time into f; the first failure is kept in *err. */
+static void update_fetched(const struct update_job *job, size_t begin, size_t end,
+                           struct kvs__fetch *f, _Atomic int *err)
+{
+    int rc, none = 0;
+
+    if (atomic_load_explicit(err, memory_order_relaxed) != 0)
+        return;
+    rc = kvs__fetch_blocks(f, job->in, job->src, job->k, kvs_dtype_size(job->dtype), begin,
+                           end, update_block, (void *)job);
+    if (rc != 0)
+        atomic_compare_exchange_strong(err, &none, rc);
 }
 
 void kvs__optim_update(const struct kvs__optim *o, struct kvs__optim_state *s,
@@ -570,6 +602,7 @@ static int update_prepare(const struct kvs__optim *o, const struct kvs__optim_it
     job->weight = it->weight;
     job->in = it->in;
     job->k = it->k;
+    job->src = it->src;
     for (int i = 0; i < 2; i++)
         job->buf[i] = i < it->s->nbuf ? (char *)it->s->buf[i] + it->first * ses : NULL;
     return 0;
@@ -599,45 +632,58 @@ void kvs__optim_run(const struct kvs_cuda_step *st, kvs_dtype_t dtype, void *wei
     kvs__parallel_for(count, UPDATE_GRAIN, nthreads, update_range, &job);
 }
 
-static void update_one(const struct kvs__optim *o, const struct kvs__optim_item *it,
-                       int nthreads)
-{
-    struct update_job job;
-
-    if (update_prepare(o, it, &job) == 0)
-        kvs__parallel_for(it->count, UPDATE_GRAIN, nthreads, update_range, &job);
-}
-
 /* The updates of many keys as one job: their elements laid end to end. */
 struct many_updates {
     struct update_job *jobs;
     size_t *start;                     /* m + 1 element offsets: job i is [start[i], start[i+1]) */
     int m;
+    _Atomic int err;                   /* the first source's error, or 0 */
 };
 
 static void many_range(void *ctx, size_t begin, size_t end)
 {
-    const struct many_updates *mu = ctx;
+    struct many_updates *mu = ctx;
+    struct kvs__fetch f = { NULL, 0 };
 
     for (int i = kvs__span_first(mu->start, mu->m, begin);
          i < mu->m && mu->start[i] < end; i++) {
         size_t s = mu->start[i], n = mu->start[i + 1] - s;
         size_t b = begin > s ? begin - s : 0, e = end - s < n ? end - s : n;
 
-        if (b < e)
+        if (b >= e)
+            continue;
+        if (mu->jobs[i].src)
+            update_fetched(&mu->jobs[i], b, e, &f, &mu->err);
+        else
             update_range(&mu->jobs[i], b, e);
     }
+    free(f.buf);
 }
 
-void kvs__optim_update_many(const struct kvs__optim *o, const struct kvs__optim_item *items,
-                            int m, int nthreads)
+/* One key's update, as a job of its own (without memory for a batch). */
+static int update_one(const struct kvs__optim *o, const struct kvs__optim_item *it,
+                      int nthreads)
+{
+    struct update_job job;
+    size_t start[2] = { 0, it->count };
+    struct many_updates mu = { &job, start, 1, 0 };
+
+    if (update_prepare(o, it, &job) != 0)
+        return 0;
+    kvs__parallel_for(it->count, UPDATE_GRAIN, nthreads, many_range, &mu);
+    return atomic_load(&mu.err);
+}
+
+int kvs__optim_update_many(const struct kvs__optim *o, const struct kvs__optim_item *items,
+                           int m, int nthreads)
 {
     struct many_updates mu = { .jobs = malloc(sizeof *mu.jobs * (size_t)(m > 0 ? m : 1)),
                                .start = malloc(sizeof *mu.start * (size_t)(m + 1)) };
+    int rc = 0;
 
     if (!mu.jobs || !mu.start) {       /* without memory for the batch: one by one */
-        for (int i = 0; i < m; i++)
-            update_one(o, &items[i], nthreads);
+        for (int i = 0; i < m && rc == 0; i++)
+            rc = update_one(o, &items[i], nthreads);
         goto out;
     }
     mu.start[0] = 0;
@@ -650,7 +696,9 @@ void kvs__optim_update_many(const struct kvs__optim *o, const struct kvs__optim_
         mu.m++;
     }
     kvs__parallel_for(mu.start[mu.m], UPDATE_GRAIN, nthreads, many_range, &mu);
+    rc = atomic_load(&mu.err);
 out:
     free(mu.jobs);
     free(mu.start);
+    return rc;
 }

@@ -84,7 +84,9 @@ void kvs__optim_run(const struct kvs_cuda_step *st, kvs_dtype_t dtype, void *wei
  * on (weight and each in[i] point at that element; s is the whole key's
  * state). first 0 and count the key's: the whole key. step: the update's
  * number, which s counts from then on (a range's update when several
- * ranges of a key make one step); 0: one more than s counted. */
+ * ranges of a key make one step); 0: one more than s counted. src: NULL,
+ * or per input its source (array.h), read a block at a time beside the
+ * update (read NULL: in[i] is in memory). */
 struct kvs__optim_item {
     struct kvs__optim_state *s;
     kvs_dtype_t dtype;
@@ -94,13 +96,16 @@ struct kvs__optim_item {
     size_t count;
     size_t first;
     uint64_t step;
+    const struct kvs__source *src;
 };
 
 /* kvs__optim_update_sum of items[0..m) (distinct keys: no weight or state
  * shared), split over the threads as one job, so that many small keys
- * share them as one big key would. */
-void kvs__optim_update_many(const struct kvs__optim *o, const struct kvs__optim_item *items,
-                            int m, int nthreads);
+ * share them as one big key would. Returns 0, or the first error of a
+ * source (or -ENOMEM for its buffer): weights and states are then updated
+ * in part. Without sources it cannot fail. */
+int kvs__optim_update_many(const struct kvs__optim *o, const struct kvs__optim_item *items,
+                           int m, int nthreads);
 
 /* One key's state, as saved and loaded. */
 struct kvs__state_rec {

@@ -35,7 +35,7 @@ enum {
     TYPE_CTL_REQUEST = KVS__MSG_CTL_REQUEST, TYPE_CTL_REPLY = KVS__MSG_CTL_REPLY,
 };
 
-/* hello: 96 bytes */
+/* hello: 128 bytes */
 enum {
     H_MAGIC = 0,       /* u32 */
     H_TYPE = 4,        /* u8 */
@@ -45,7 +45,10 @@ enum {
     H_RANK = 12,       /* i32 */
     H_NWORKERS = 16,   /* i32 */
     H_JOB = 20,        /* KVS__JOB_MAX + 1 bytes, NUL-terminated, zero after the NUL */
-    H_RSV1 = H_JOB + KVS__JOB_MAX + 1,  /* zero up to the end */
+    H_RSV1 = H_JOB + KVS__JOB_MAX + 1,  /* zero up to H_PROBE */
+    H_PROBE = 88,      /* u64 */
+    H_COOKIE = 96,     /* KVS__COOKIE_BYTES */
+    H_RSV2 = H_COOKIE + KVS__COOKIE_BYTES,  /* zero up to the end */
 };
 
 /* welcome: 288 bytes */
@@ -58,7 +61,7 @@ enum {
     W_WORKER = 16,     /* u32 */
     W_SQ_ENTRIES = 20, /* u32 */
     W_CQ_ENTRIES = 24, /* u32 */
-    W_RSV1 = 28,       /* u32, zero */
+    W_FLAGS = 28,      /* u32, KVS__WELCOME_* */
     W_CONTROL_SIZE = 32,
     W_SEG_SIZE = 40,
     W_ARENA_SIZE = 48,
@@ -124,7 +127,8 @@ enum {
     C_RSV1 = C_MSG + KVS__MSG_MAX,      /* zero up to the end */
 };
 
-_Static_assert(H_RSV1 <= KVS__HELLO_BYTES, "hello layout overflows its size");
+_Static_assert(H_RSV1 <= H_PROBE && H_RSV2 <= KVS__HELLO_BYTES,
+               "hello layout overflows its size");
 _Static_assert(W_RSV2 <= KVS__WELCOME_BYTES, "welcome layout overflows its size");
 _Static_assert(Q_RSV1 <= KVS__CTL_REQUEST_BYTES, "control request layout overflows its size");
 _Static_assert(R_TEXT == KVS__CTL_REPLY_HEAD, "control reply head has another size");
@@ -202,6 +206,8 @@ size_t kvs__hello_encode(const struct kvs__hello *h, void *buf)
     put_i32(p, H_RANK, h->rank);
     put_i32(p, H_NWORKERS, h->nworkers);
     put_text(p, H_JOB, KVS__JOB_MAX + 1, h->job);
+    put_u64(p, H_PROBE, h->probe);
+    memcpy(p + H_COOKIE, h->cookie, KVS__COOKIE_BYTES);
     return KVS__HELLO_BYTES;
 }
 
@@ -217,7 +223,8 @@ int kvs__hello_decode(const void *buf, size_t len, struct kvs__hello *h, struct 
     copy_once(m, buf, len < sizeof m ? len : sizeof m);
     if ((rc = check_head(m, len, KVS__HELLO_BYTES, TYPE_HELLO, "hello", e)) != 0)
         return rc;
-    if (get_u16(m, H_RSV0) != 0 || !zeros(m, H_RSV1, KVS__HELLO_BYTES - H_RSV1))
+    if (get_u16(m, H_RSV0) != 0 || !zeros(m, H_RSV1, H_PROBE - H_RSV1)
+        || !zeros(m, H_RSV2, KVS__HELLO_BYTES - H_RSV2))
         return kvs__fail(e, KVS_EPROTO, "hello: reserved bytes are not zero");
 
     memset(&t, 0, sizeof t);
@@ -225,6 +232,10 @@ int kvs__hello_decode(const void *buf, size_t len, struct kvs__hello *h, struct 
     t.mode = get_u8(m, H_MODE);
     t.rank = get_i32(m, H_RANK);
     t.nworkers = get_i32(m, H_NWORKERS);
+    t.probe = get_u64(m, H_PROBE);
+    memcpy(t.cookie, m + H_COOKIE, KVS__COOKIE_BYTES);
+    if (!t.probe && !zeros(m, H_COOKIE, KVS__COOKIE_BYTES))
+        return kvs__fail(e, KVS_EPROTO, "hello: a cookie without a probe address");
     if (t.mode != KVS__MODE_SYNC && t.mode != KVS__MODE_ASYNC)
         return kvs__fail(e, KVS_EPROTO, "hello: unknown mode %u", (unsigned)t.mode);
     if (t.nworkers < 1 || t.nworkers > 1024)
@@ -255,6 +266,7 @@ size_t kvs__welcome_encode(const struct kvs__welcome *w, void *buf)
     put_u32(p, W_WORKER, w->worker);
     put_u32(p, W_SQ_ENTRIES, w->sq_entries);
     put_u32(p, W_CQ_ENTRIES, w->cq_entries);
+    put_u32(p, W_FLAGS, w->flags);
     put_u64(p, W_CONTROL_SIZE, w->control_size);
     put_u64(p, W_SEG_SIZE, w->seg_size);
     put_u64(p, W_ARENA_SIZE, w->arena_size);
@@ -277,7 +289,7 @@ int kvs__welcome_decode(const void *buf, size_t len, struct kvs__welcome *w,
     copy_once(m, buf, len < sizeof m ? len : sizeof m);
     if ((rc = check_head(m, len, KVS__WELCOME_BYTES, TYPE_WELCOME, "welcome", e)) != 0)
         return rc;
-    if (!zeros(m, W_RSV0, 3) || get_u32(m, W_RSV1) != 0 ||
+    if (!zeros(m, W_RSV0, 3) || (get_u32(m, W_FLAGS) & ~KVS__WELCOME_REMOTE) != 0 ||
         !zeros(m, W_RSV2, KVS__WELCOME_BYTES - W_RSV2))
         return kvs__fail(e, KVS_EPROTO, "welcome: reserved bytes are not zero");
 
@@ -287,6 +299,7 @@ int kvs__welcome_decode(const void *buf, size_t len, struct kvs__welcome *w,
     t.worker = get_u32(m, W_WORKER);
     t.sq_entries = get_u32(m, W_SQ_ENTRIES);
     t.cq_entries = get_u32(m, W_CQ_ENTRIES);
+    t.flags = get_u32(m, W_FLAGS);
     t.control_size = get_u64(m, W_CONTROL_SIZE);
     t.seg_size = get_u64(m, W_SEG_SIZE);
     t.arena_size = get_u64(m, W_ARENA_SIZE);
@@ -634,7 +647,9 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
         || ((t.flags & KVS__SQE_TABLE) && (!op_has_array(t.op) || (t.flags & KVS__SQE_STRKEY)))
         || ((t.flags & KVS__SQE_2BIT) && (t.op != KVS__OP_PUSH || (t.flags & KVS__SQE_TABLE)))
         || ((t.flags & KVS__SQE_DEVICE)
-            && (!op_has_array(t.op) || (t.flags & (KVS__SQE_TABLE | KVS__SQE_2BIT)))))
+            && (!op_has_array(t.op) || (t.flags & (KVS__SQE_TABLE | KVS__SQE_2BIT))))
+        || ((t.flags & KVS__SQE_REMOTE)
+            && (!(t.flags & KVS__SQE_VALUE) || (t.flags & (KVS__SQE_2BIT | KVS__SQE_DEVICE)))))
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): unknown flags 0x%02x",
                          t.seq, name, (unsigned)t.flags);
     if (get_u16(m, S_RSV0) != 0 || get_u32(m, S_RSV1) != 0 ||
@@ -709,9 +724,12 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): device buffer %" PRIu64
                          ", at most %d", t.seq, name, t.arg, KVS__DEVBUF_MAX - 1);
     /* Checked for every op: a range is harmless when unused and fatal
-     * when used unchecked. A device request's lies in its buffer instead. */
+     * when used unchecked. A device request's lies in its buffer instead,
+     * a remote one's in the worker's memory (the kernel checks that). */
     if (__builtin_add_overflow(t.data_off, t.data_len, &end)
-        || (!(t.flags & KVS__SQE_DEVICE) && end > staging_size))
+        || (!(t.flags & KVS__SQE_DEVICE)
+            && (!(t.flags & KVS__SQE_REMOTE) || (t.flags & KVS__SQE_TABLE))
+            && end > staging_size))
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): data %" PRIu64 "+%" PRIu64
                          " outside the staging area of %" PRIu64 " bytes", t.seq, name,
                          t.data_off, t.data_len, staging_size);
@@ -742,7 +760,8 @@ enum {
     T_KEY_ID = 0,      /* i64 */
     T_DTYPE = 8,       /* u8 */
     T_NDIM = 9,        /* u8 */
-    T_RSV0 = 10,       /* 6 bytes, zero */
+    T_FLAGS = 10,      /* u8, KVS__TAB_* */
+    T_RSV0 = 11,       /* 5 bytes, zero */
     T_DATA_OFF = 16,   /* u64; PULL: zero */
     T_SHAPE = 24,      /* ndim i64 */
 };
@@ -766,14 +785,16 @@ size_t kvs__tab_entry_encode(const struct kvs__sqe *s, void *p)
     put_i64(m, T_KEY_ID, s->key_id);
     put_u8(m, T_DTYPE, (uint8_t)s->dtype);
     put_u8(m, T_NDIM, (uint8_t)ndim);
+    put_u8(m, T_FLAGS, s->flags & KVS__SQE_REMOTE ? KVS__TAB_REMOTE : 0);
     put_u64(m, T_DATA_OFF, s->data_off);
     for (int d = 0; d < ndim; d++)
         put_i64(m, T_SHAPE + 8 * (size_t)d, s->shape[d]);
     return KVS__TAB_ENTRY_BYTES(ndim);
 }
 
-int kvs__tab_entry_decode(const void *p, size_t avail, uint8_t op, uint64_t staging_size,
-                          struct kvs__tab_entry *t, size_t *used, struct kvs__err *e)
+int kvs__tab_entry_decode(const void *p, size_t avail, uint8_t op, uint8_t flags,
+                          uint64_t staging_size, struct kvs__tab_entry *t, size_t *used,
+                          struct kvs__err *e)
 {
     unsigned char m[KVS__TAB_ENTRY_BYTES(KVS_MAX_NDIM)];
     const char *name = op_name(op);
@@ -800,8 +821,13 @@ int kvs__tab_entry_decode(const void *p, size_t avail, uint8_t op, uint64_t stag
     t->key_id = get_i64(m, T_KEY_ID);
     t->dtype = (kvs_dtype_t)get_u8(m, T_DTYPE);
     t->data_off = get_u64(m, T_DATA_OFF);
+    t->flags = get_u8(m, T_FLAGS);
     if (!zeros(m, T_RSV0, T_DATA_OFF - T_RSV0))
         return kvs__fail(e, KVS_EPROTO, "table (%s): reserved bytes are not zero", name);
+    if ((t->flags & ~KVS__TAB_REMOTE) != 0
+        || ((t->flags & KVS__TAB_REMOTE) && !(flags & KVS__SQE_REMOTE)))
+        return kvs__fail(e, KVS_EPROTO, "table (%s): an entry's flags 0x%02x", name,
+                         (unsigned)t->flags);
     for (int d = 0; d < t->ndim; d++) {
         t->shape[d] = get_i64(m, T_SHAPE + 8 * (size_t)d);
         if (t->shape[d] < 0)
@@ -817,7 +843,8 @@ int kvs__tab_entry_decode(const void *p, size_t avail, uint8_t op, uint64_t stag
     t->data_len = op == KVS__OP_PULL ? 0 : (uint64_t)bytes;
     if (op == KVS__OP_PULL && t->data_off != 0)
         return kvs__fail(e, KVS_EPROTO, "table (PULL): data at %" PRIu64, t->data_off);
-    if (__builtin_add_overflow(t->data_off, t->data_len, &end) || end > staging_size)
+    if (__builtin_add_overflow(t->data_off, t->data_len, &end)
+        || (!(t->flags & KVS__TAB_REMOTE) && end > staging_size))
         return kvs__fail(e, KVS_EPROTO, "table (%s): data %" PRIu64 "+%" PRIu64 " outside the "
                          "staging area of %" PRIu64 " bytes", name, t->data_off, t->data_len,
                          staging_size);

@@ -17,7 +17,7 @@
 #include "error.h"
 
 #define KVS__PROTO_MAGIC   0x3150534bu  /* "KSP1" little-endian */
-#define KVS__PROTO_VERSION 5u
+#define KVS__PROTO_VERSION 6u
 #define KVS__JOB_MAX       64           /* job name bytes, without NUL */
 #define KVS__MSG_MAX       200          /* detail message bytes in a CQE, with NUL */
 
@@ -29,12 +29,18 @@ int kvs__status_ok(int32_t s);
 
 enum kvs__mode { KVS__MODE_SYNC = 1, KVS__MODE_ASYNC = 2 };
 
+#define KVS__COOKIE_BYTES 16
+
 struct kvs__hello {                    /* worker -> kvsd, first message */
     uint32_t version;                  /* KVS__PROTO_VERSION */
     uint8_t mode;                      /* enum kvs__mode */
     int32_t rank;                      /* 0 <= rank < nworkers */
     int32_t nworkers;                  /* 1..1024 */
     char job[KVS__JOB_MAX + 1];        /* NUL-terminated, kvs__job_name_check rules */
+    uint64_t probe;                    /* 0, or where in the worker's memory kvsd may
+                                        * read the cookie: the worker lets kvsd read
+                                        * its memory (pushes by KVS__SQE_REMOTE) */
+    uint8_t cookie[KVS__COOKIE_BYTES]; /* random; zero when probe is 0 */
 };
 
 struct kvs__welcome {                  /* kvsd -> worker, with 3 fds on success:
@@ -44,11 +50,16 @@ struct kvs__welcome {                  /* kvsd -> worker, with 3 fds on success:
     uint32_t worker;                   /* kvsd's index for this worker */
     uint64_t control_size, seg_size, arena_size;
     uint32_t sq_entries, cq_entries;   /* powers of two */
+    uint32_t flags;                    /* KVS__WELCOME_* */
     uint64_t staging_off, staging_size;/* within the segment */
     char msg[KVS__MSG_MAX];            /* detail when status != 0 */
 };
 
-#define KVS__HELLO_BYTES   96
+/* kvsd read the hello's cookie out of the worker's memory: it takes pushes
+ * by KVS__SQE_REMOTE from this worker. */
+#define KVS__WELCOME_REMOTE 0x01u
+
+#define KVS__HELLO_BYTES   128
 #define KVS__WELCOME_BYTES 288
 
 /* The first message on a connection to kvsd is a hello (a worker) or a
@@ -197,8 +208,16 @@ struct kvs__sqe {
                                         * on it done. kvsd reads an INIT's or PUSH's
                                         * once, when it takes it; it writes a PULL's
                                         * value there, and answers once it is written */
+#define KVS__SQE_REMOTE 0x40           /* PUSH with KVS__SQE_VALUE (no 2bit, no device):
+                                        * the value is not in staging but at address
+                                        * data_off of the worker's own memory, which
+                                        * kvsd reads (process_vm_readv) until it
+                                        * returns the data (below); only from a worker
+                                        * whose welcome had KVS__WELCOME_REMOTE. In a
+                                        * table the slot has it when any entry has
+                                        * KVS__TAB_REMOTE, and entries say which */
 #define KVS__SQE_FLAGS (KVS__SQE_LAST | KVS__SQE_VALUE | KVS__SQE_STRKEY | KVS__SQE_TABLE \
-                        | KVS__SQE_2BIT | KVS__SQE_DEVICE)
+                        | KVS__SQE_2BIT | KVS__SQE_DEVICE | KVS__SQE_REMOTE)
 
 /* A table: a list of many small keys in a few slots instead of a slot per
  * key (a slot of 512 bytes, decoded and answered one by one, cost kvsd
@@ -221,10 +240,14 @@ struct kvs__sqe {
 #define KVS__TAB_ENTRY_BYTES(ndim) (24 + 8 * (size_t)(ndim))
 #define KVS__TAB_RESULT_BYTES 16
 
+#define KVS__TAB_REMOTE 0x01           /* an entry's data_off is an address of the
+                                        * worker's memory (KVS__SQE_REMOTE) */
+
 struct kvs__tab_entry {
     int64_t key_id;
     kvs_dtype_t dtype;
     int ndim;
+    uint8_t flags;                     /* KVS__TAB_* */
     int64_t shape[KVS_MAX_NDIM];
     uint64_t data_off, data_len;       /* data_len: what the shape makes; PULL: 0, 0 */
 };
@@ -262,19 +285,22 @@ void kvs__sqe_encode(const struct kvs__sqe *s, void *slot);
  * ndim, extents (and that their element count times the dtype size equals
  * data_len for INIT/PUSH, or its 2bit words' bytes for a 2bit push, without
  * overflow), key length and NUL, data range within staging_size (a device
- * push's: without overflow; kvsd checks it against the buffer), text
+ * push's: without overflow, kvsd checks it against the buffer; a remote
+ * push's: without overflow, the kernel checks it), text
  * lengths, a device buffer's number. KVS_EPROTO with a detail otherwise. */
 int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
                     struct kvs__err *e);
 
 /* A table's entry, made from the request s would be (key_id, dtype, ndim,
- * shape, data_off): writes KVS__TAB_ENTRY_BYTES(s->ndim) bytes at p and
+ * shape, data_off, KVS__SQE_REMOTE as KVS__TAB_REMOTE): writes KVS__TAB_ENTRY_BYTES(s->ndim) bytes at p and
  * returns that count. */
 size_t kvs__tab_entry_encode(const struct kvs__sqe *s, void *p);
 /* Reads the entry at p, of the avail bytes left of a table of requests of
- * op, into *t and its size into *used: checks what kvs__sqe_decode checks
- * of a slot's key, dtype, shape and data range. KVS_EPROTO otherwise. */
-int kvs__tab_entry_decode(const void *p, size_t avail, uint8_t op, uint64_t staging_size,
+ * op and slot flags, into *t and its size into *used: checks what
+ * kvs__sqe_decode checks of a slot's key, dtype, shape, data range and
+ * flags. KVS_EPROTO otherwise. */
+int kvs__tab_entry_decode(const void *p, size_t avail, uint8_t op, uint8_t flags,
+                          uint64_t staging_size,
                           struct kvs__tab_entry *t, size_t *used, struct kvs__err *e);
 /* A table's result: status (0 or a negative code) and, when it hands over
  * a value, its offset in the arena. decode checks the status, the

@@ -39,7 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static int hello_eq(const struct kvs__hello *a, const struct kvs__hello *b)
 {
     return a->version == b->version && a->mode == b->mode && a->rank == b->rank &&
-           a->nworkers == b->nworkers && strcmp(a->job, b->job) == 0;
+           a->nworkers == b->nworkers && strcmp(a->job, b->job) == 0 &&
+           a->probe == b->probe && memcmp(a->cookie, b->cookie, sizeof a->cookie) == 0;
 }
 
 static int welcome_eq(const struct kvs__welcome *a, const struct kvs__welcome *b)
@@ -253,7 +254,8 @@ static void cqe_one(const unsigned char *slot, uint64_t arena)
 
 /* A table's entries, read one after another as kvsd reads them (for
  * requests of op, in staging bytes of staging), and a table's result. */
-static void table_one(const uint8_t *data, size_t size, uint8_t op, uint64_t staging)
+static void table_one(const uint8_t *data, size_t size, uint8_t op, uint8_t flags,
+                      uint64_t staging)
 {
     unsigned char re[KVS__TAB_ENTRY_BYTES(KVS_MAX_NDIM)];
     struct kvs__tab_entry t;
@@ -263,7 +265,7 @@ static void table_one(const uint8_t *data, size_t size, uint8_t op, uint64_t sta
     while (size > 0) {
         struct kvs__sqe s = { .op = op };
 
-        if (kvs__tab_entry_decode(data, size, op, staging, &t, &used, &e) != 0) {
+        if (kvs__tab_entry_decode(data, size, op, flags, staging, &t, &used, &e) != 0) {
             CHECK(e.code == KVS_EPROTO);
             break;
         }
@@ -271,13 +273,20 @@ static void table_one(const uint8_t *data, size_t size, uint8_t op, uint64_t sta
         CHECK(t.ndim >= 0 && t.ndim <= KVS_MAX_NDIM && kvs_dtype_size(t.dtype) != 0);
         for (int d = 0; d < t.ndim; d++)
             CHECK(t.shape[d] >= 0);
-        CHECK(t.data_off <= staging && t.data_len <= staging - t.data_off);
+        /* A remote entry's data lies in the worker's memory: no overflow. */
+        CHECK((t.flags & ~KVS__TAB_REMOTE) == 0);
+        CHECK(!(t.flags & KVS__TAB_REMOTE) || (flags & KVS__SQE_REMOTE));
+        if (t.flags & KVS__TAB_REMOTE)
+            CHECK(t.data_len <= UINT64_MAX - t.data_off);
+        else
+            CHECK(t.data_off <= staging && t.data_len <= staging - t.data_off);
         CHECK(op != KVS__OP_PULL || (t.data_off == 0 && t.data_len == 0));
         s.key_id = t.key_id;
         s.dtype = t.dtype;
         s.ndim = t.ndim;
         memcpy(s.shape, t.shape, sizeof s.shape);
         s.data_off = t.data_off;
+        s.flags = t.flags & KVS__TAB_REMOTE ? KVS__SQE_REMOTE : 0;
         CHECK(kvs__tab_entry_encode(&s, re) == used && memcmp(re, data, used) == 0);
         data += used;
         size -= used;
@@ -441,8 +450,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cqe_one(cqe, size_at(data, size, KVS__CQE_BYTES, 1 << 20));
 
     for (uint8_t op = KVS__OP_INIT; op <= KVS__OP_PULL; op++) {
-        table_one(msg, size, op, 4096);
-        table_one(msg, size, op, UINT64_MAX);
+        table_one(msg, size, op, 0, 4096);
+        table_one(msg, size, op, KVS__SQE_REMOTE, 4096);
+        table_one(msg, size, op, 0, UINT64_MAX);
     }
     result_one(msg, size, 1 << 20, 0);
     result_one(msg, size, 1 << 20, 64);

@@ -79,6 +79,37 @@ for type in dist_sync dist_async; do for n in 2 3; do job $n compress; done; don
 for type in dist_sync dist_async; do job 2 split; done
 type=
 
+# Pushpulls that kvsd reads straight out of the workers' memory
+# (KVS_REMOTE), and the ways back to staging: KVS_REMOTE=0, and workers
+# kvsd may not read (not dumpable, and kvsd without CAP_SYS_PTRACE: as
+# root, both run as nobody). The values are the same; kvsctl stats counts.
+KVS_TEST_KVSCTL=$(cd "$bld" && pwd)/daemon/kvsctl
+export KVS_TEST_KVSCTL KVS_TEST_READERS
+for n in 2 3; do KVS_TEST_READERS=$n; job $n remote; done
+KVS_REMOTE=0 KVS_TEST_READERS=0
+export KVS_REMOTE
+job 2 remote
+unset KVS_REMOTE
+KVS_TEST_NODUMP=1
+export KVS_TEST_NODUMP
+if [ "$(id -u)" -eq 0 ]; then
+    nobody="setpriv --reuid=nobody --regid=nogroup --clear-groups"
+    saved_rt=$XDG_RUNTIME_DIR
+    XDG_RUNTIME_DIR=$(mktemp -d)
+    chown nobody "$XDG_RUNTIME_DIR"
+    printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$nobody" "$(cd "$bld" && pwd)/tests/dist_worker" \
+        > "$work/as_nobody"
+    chmod 755 "$work/as_nobody"
+    prog=$work/as_nobody kvsd_env=$nobody
+    job 2 remote
+    prog= kvsd_env=
+    rm -rf "$XDG_RUNTIME_DIR"
+    XDG_RUNTIME_DIR=$saved_rt
+else
+    job 2 remote
+fi
+unset KVS_TEST_NODUMP KVS_TEST_READERS KVS_TEST_KVSCTL
+
 # What training code does (tests/dist_training): pushes in any order and
 # from threads, a close after the last push, an init after rank 0 left, the
 # empty string key, 100,000 keys in a call, a lone optimizer, empty row ids,

@@ -660,10 +660,20 @@ static void fill(kvs_dtype_t dtype, void *p, size_t n, int j)
     }
 }
 
+/* A source over an array of this process (ctx), as kvsd's reads of a
+ * worker's memory. */
+static int mem_read(const void *ctx, size_t off, void *buf, size_t len)
+{
+    memcpy(buf, (const unsigned char *)ctx + off, len);
+    return 0;
+}
+
 /* kvs__optim_update_sum and kvs__optim_update_many against kvs__sum into a
  * buffer then kvs__optim_update: the same bits, for every float dtype, sgd
  * with and without momentum and adam, keys big enough to be split over
- * threads and keys of a few elements, three steps each. */
+ * threads and keys of a few elements, three steps each; and
+ * kvs__optim_update_many with an input read through a source (array.h),
+ * a block at a time, as kvsd reads a worker's memory. */
 static void test_update_sum_same_bits(void **state)
 {
     static const char *const specs[] = { "sgd lr=0.1 wd=0.01", "sgd lr=0.1 momentum=0.9",
@@ -678,13 +688,15 @@ static void test_update_sum_same_bits(void **state)
             kvs_dtype_t dt = dtypes[di];
             size_t es = kvs_dtype_size(dt);
             struct kvs__optim *o = parse_ok(specs[si]);
-            void *w[3][KEYS], *in[KEYS][K], *sum = malloc(counts[0] * es);
-            struct kvs__optim_state *st[3][KEYS];
-            struct kvs__optim_item items[KEYS];
+            void *w[4][KEYS], *in[KEYS][K], *sum = malloc(counts[0] * es);
+            struct kvs__optim_state *st[4][KEYS];
+            struct kvs__optim_item items[KEYS], fetched[KEYS];
+            struct kvs__source src[KEYS][K];
+            const void *part[KEYS][K];
 
             assert_non_null(sum);
             for (int key = 0; key < KEYS; key++) {
-                for (int way = 0; way < 3; way++) {
+                for (int way = 0; way < 4; way++) {
                     w[way][key] = malloc(counts[key] * es);
                     assert_non_null(w[way][key]);
                     fill(dt, w[way][key], counts[key], 99);
@@ -694,6 +706,8 @@ static void test_update_sum_same_bits(void **state)
                     in[key][j] = malloc(counts[key] * es);
                     assert_non_null(in[key][j]);
                     fill(dt, in[key][j], counts[key], j + key);
+                    part[key][j] = j == 1 ? NULL : in[key][j];
+                    src[key][j] = (struct kvs__source){ j == 1 ? mem_read : NULL, in[key][j] };
                 }
             }
             for (int step = 0; step < 3; step++) {
@@ -704,16 +718,21 @@ static void test_update_sum_same_bits(void **state)
                     kvs__optim_update(o, st[0][key], dt, w[0][key], sum, counts[key]);
                     kvs__optim_update_sum(o, st[1][key], dt, w[1][key], ins, K, counts[key], 2);
                     items[key] = (struct kvs__optim_item){ st[2][key], dt, w[2][key], ins, K,
-                                                           counts[key], 0, 0 };
+                                                           counts[key], 0, 0, NULL };
+                    fetched[key] = (struct kvs__optim_item){ st[3][key], dt, w[3][key],
+                                                             part[key], K, counts[key], 0, 0,
+                                                             src[key] };
                 }
-                kvs__optim_update_many(o, items, KEYS, 2);
+                assert_int_equal(kvs__optim_update_many(o, items, KEYS, 2), 0);
+                assert_int_equal(kvs__optim_update_many(o, fetched, KEYS, 2), 0);
             }
             for (int key = 0; key < KEYS; key++) {
                 if (memcmp(w[0][key], w[1][key], counts[key] * es) != 0 ||
-                    memcmp(w[0][key], w[2][key], counts[key] * es) != 0)
+                    memcmp(w[0][key], w[2][key], counts[key] * es) != 0 ||
+                    memcmp(w[0][key], w[3][key], counts[key] * es) != 0)
                     fail_msg("%s, %s, key %d: the updates of a sum differ",
                              specs[si], kvs_dtype_name(dt), key);
-                for (int way = 0; way < 3; way++) {
+                for (int way = 0; way < 4; way++) {
                     free(w[way][key]);
                     kvs__optim_state_free(st[way][key]);
                 }
@@ -761,11 +780,11 @@ static void test_engine_range_push(void **state)
     for (int step = 0; step < 3; step++) {
         const void *in[1] = { g };
         const void *lo[1] = { g }, *hi[1] = { g + CUT };
-        struct kvs__push_item whole = { info[0].entry, 1, in, NULL };
-        struct kvs__push_item first = { info[1].entry, 1, lo, NULL };
-        struct kvs__push_item second = { info[2].entry, 1, hi, NULL };
-        struct kvs__push_item both_lo = { info[3].entry, 1, lo, NULL };
-        struct kvs__push_item both_hi = { info[3].entry, 1, hi, NULL };
+        struct kvs__push_item whole = { info[0].entry, 1, in, NULL, NULL };
+        struct kvs__push_item first = { info[1].entry, 1, lo, NULL, NULL };
+        struct kvs__push_item second = { info[2].entry, 1, hi, NULL, NULL };
+        struct kvs__push_item both_lo = { info[3].entry, 1, lo, NULL, NULL };
+        struct kvs__push_item both_hi = { info[3].entry, 1, hi, NULL, NULL };
         uint64_t next = kvs__engine_steps(eng[3], info[3].entry) + 1;
 
         for (int i = 0; i < N; i++)
@@ -795,7 +814,7 @@ static void test_engine_range_push(void **state)
     assert_memory_equal(out[3], out[0], N * sizeof w[0]);
     {
         const void *in[1] = { g };
-        struct kvs__push_item it = { info[1].entry, 1, in, NULL };
+        struct kvs__push_item it = { info[1].entry, 1, in, NULL, NULL };
 
         assert_int_equal(kvs__engine_push_range(eng[1], &it, CUT, N - CUT + 1, 0, &e),
                          KVS_EBADARG);

@@ -56,6 +56,8 @@ static void assert_hello_eq(const struct kvs__hello *a, const struct kvs__hello 
     assert_int_equal(a->rank, b->rank);
     assert_int_equal(a->nworkers, b->nworkers);
     assert_string_equal(a->job, b->job);
+    assert_int_equal(a->probe, b->probe);
+    assert_memory_equal(a->cookie, b->cookie, sizeof a->cookie);
 }
 
 static int hello_rt(const struct kvs__hello *h, struct kvs__hello *out, struct kvs__err *e)
@@ -166,6 +168,14 @@ static void test_hello_roundtrip(void **state)
     strcpy(h.job, "a");
     assert_int_equal(hello_rt(&h, &out, &e), 0);
     assert_hello_eq(&h, &out);
+
+    /* A worker that offers kvsd its memory: where the cookie is. */
+    h.probe = UINT64_MAX;
+    memset(h.cookie, 0x7f, sizeof h.cookie);
+    assert_int_equal(hello_rt(&h, &out, &e), 0);
+    assert_hello_eq(&h, &out);
+    h.probe = 0;                       /* a cookie without its place */
+    hello_bad(&h, "cookie");
 }
 
 static void test_hello_fields(void **state)
@@ -263,7 +273,8 @@ static void test_hello_every_byte(void **state)
             b[i] ^= flips[f];
             if (kvs__hello_decode(b, KVS__HELLO_BYTES, &out, NULL) == 0 &&
                 out.version == h.version && out.mode == h.mode && out.rank == h.rank &&
-                out.nworkers == h.nworkers && strcmp(out.job, h.job) == 0)
+                out.nworkers == h.nworkers && strcmp(out.job, h.job) == 0 &&
+                out.probe == h.probe && memcmp(out.cookie, h.cookie, sizeof h.cookie) == 0)
                 fail_msg("byte %zu ^ 0x%02x is ignored", i, flips[f]);
         }
     }
@@ -293,6 +304,14 @@ static void test_welcome_roundtrip(void **state)
     fill(w.msg, KVS__MSG_MAX - 1, 'm');
     assert_int_equal(welcome_rt(&w, &out, &e), 0);
     assert_welcome_eq(&w, &out);
+
+    w = welcome_ok();
+    w.flags = KVS__WELCOME_REMOTE;
+    assert_int_equal(welcome_rt(&w, &out, &e), 0);
+    assert_int_equal(out.flags, KVS__WELCOME_REMOTE);
+    w.flags = 2;                       /* unknown */
+    assert_int_equal(welcome_rt(&w, &out, &e), KVS_EPROTO);
+    assert_non_null(strstr(e.msg, "reserved"));
 
     w = welcome_ok();
     w.staging_off = 0;
@@ -373,7 +392,7 @@ static void test_welcome_every_byte(void **state)
                 out.seg_size == w.seg_size && out.arena_size == w.arena_size &&
                 out.sq_entries == w.sq_entries && out.cq_entries == w.cq_entries &&
                 out.staging_off == w.staging_off && out.staging_size == w.staging_size &&
-                strcmp(out.msg, w.msg) == 0)
+                out.flags == w.flags && strcmp(out.msg, w.msg) == 0)
                 fail_msg("byte %zu ^ 0x%02x is ignored", i, f);
         }
     }
@@ -499,8 +518,8 @@ static void test_ctl_request_bytes(void **state)
     assert_int_equal(kvs__ctl_request_decode(NULL, 0, &out, &e), KVS_EPROTO);
     assert_memory_equal(&out, &before, sizeof out);
 
-    /* Magic; and the type tells a control request from a hello both ways,
-     * although both are 96 bytes. */
+    /* Magic; and the type tells a control request from a hello both ways
+     * (their lengths are not what tells them apart). */
     b[1] ^= 0x10;
     assert_int_equal(kvs__ctl_request_decode(b, KVS__CTL_REQUEST_BYTES, &out, &e), KVS_EPROTO);
     assert_non_null(strstr(e.msg, "magic"));
@@ -508,9 +527,15 @@ static void test_ctl_request_bytes(void **state)
     assert_int_equal(kvs__hello_decode(b, KVS__CTL_REQUEST_BYTES, &h, &e), KVS_EPROTO);
     assert_non_null(strstr(e.msg, "type"));
     h = hello_ok();
-    kvs__hello_encode(&h, b);
-    assert_int_equal(kvs__ctl_request_decode(b, KVS__CTL_REQUEST_BYTES, &out, &e), KVS_EPROTO);
-    assert_non_null(strstr(e.msg, "type"));
+    {
+        unsigned char *hb = exact(KVS__HELLO_BYTES);
+
+        kvs__hello_encode(&h, hb);
+        assert_int_equal(kvs__ctl_request_decode(hb, KVS__CTL_REQUEST_BYTES, &out, &e),
+                         KVS_EPROTO);
+        assert_non_null(strstr(e.msg, "type"));
+        free(hb);
+    }
 
     /* A job name that fills its field with no NUL, then junk after it. */
     kvs__ctl_request_encode(&q, b);

@@ -397,6 +397,16 @@ static void test_sqe_fields(void **state)
     s = sqe_2bit(); s.dtype = KVS_FLOAT64;       sqe_bad(&s, STAGING, "dtype");
     s = sqe_2bit(); s.op = KVS__OP_INIT;         sqe_bad(&s, STAGING, "flags");
     s = sqe_2bit(); s.flags |= KVS__SQE_TABLE;   sqe_bad(&s, STAGING, "flags");
+    /* A remote push (a pushpull's): its range is an address of the
+     * worker's memory, so only its sum must not overflow; it needs VALUE,
+     * and no 2bit or device data. A table of them still lies in staging. */
+    s = sqe_ok(KVS__OP_PUSH); s.flags = KVS__SQE_VALUE | KVS__SQE_REMOTE;
+    s.data_off = (uint64_t)1 << 46;              sqe_good(&s, STAGING);
+    s.data_off = UINT64_MAX - 1;                 sqe_bad(&s, STAGING, "staging");
+    s = sqe_ok(KVS__OP_PUSH); s.flags = KVS__SQE_REMOTE;  sqe_bad(&s, STAGING, "flags");
+    s = sqe_2bit(); s.flags |= KVS__SQE_VALUE | KVS__SQE_REMOTE;  sqe_bad(&s, STAGING, "flags");
+    s = sqe_device(); s.flags |= KVS__SQE_VALUE | KVS__SQE_REMOTE;  sqe_bad(&s, STAGING, "flags");
+    s = sqe_ok(KVS__OP_PULL); s.flags = KVS__SQE_VALUE | KVS__SQE_REMOTE;  sqe_bad(&s, STAGING, "flags");
     /* A device request: its range lies in device buffer arg, not in
      * staging, so only its sum must not overflow; an init, a push or a
      * pull alone, one slot each, the whole value's bytes. */
@@ -609,7 +619,7 @@ static void test_table_entry_roundtrip(void **state)
             }
             s.data_off = ops[o] == KVS__OP_PULL ? 0 : STAGING - bytes;
             assert_int_equal(kvs__tab_entry_encode(&s, b), n);
-            if (kvs__tab_entry_decode(b, n, s.op, STAGING, &t, &used, &e) != 0)
+            if (kvs__tab_entry_decode(b, n, s.op, 0, STAGING, &t, &used, &e) != 0)
                 fail_msg("op %d ndim %d: %s", s.op, ndim, e.msg);
             assert_int_equal(used, n);
             assert_int_equal(t.key_id, s.key_id);
@@ -619,7 +629,7 @@ static void test_table_entry_roundtrip(void **state)
             assert_int_equal(t.data_off, s.data_off);
             assert_int_equal(t.data_len, ops[o] == KVS__OP_PULL ? 0 : bytes);
             /* One byte short of the entry: refused, never read past. */
-            assert_int_equal(kvs__tab_entry_decode(b, n - 1, s.op, STAGING, &t, &used, &e),
+            assert_int_equal(kvs__tab_entry_decode(b, n - 1, s.op, 0, STAGING, &t, &used, &e),
                              KVS_EPROTO);
             free(b);
         }
@@ -637,7 +647,7 @@ static void entry_bad(const struct kvs__sqe *s, const unsigned char *patch, size
     kvs__tab_entry_encode(s, b);
     if (patch)
         b[at] = *patch;
-    assert_int_equal(kvs__tab_entry_decode(b, n, s->op, STAGING, &t, &used, &e), KVS_EPROTO);
+    assert_int_equal(kvs__tab_entry_decode(b, n, s->op, 0, STAGING, &t, &used, &e), KVS_EPROTO);
     if (strstr(e.msg, detail) == NULL)
         fail_msg("detail \"%s\" lacks \"%s\"", e.msg, detail);
     free(b);
@@ -652,7 +662,8 @@ static void test_table_entry_fields(void **state)
 
     (void)state;
     entry_bad(&ok, &seven, 8, "unknown dtype 7");
-    entry_bad(&ok, &one, 10, "reserved");
+    entry_bad(&ok, &one, 10, "flags 0x01");          /* remote, in a table that is not */
+    entry_bad(&ok, &one, 11, "reserved");
     entry_bad(&ok, &one, 15, "reserved");
     entry_bad(&ok, &ff, 31, "extent");                 /* shape[0] < 0 */
     s = ok; s.ndim = 1;
@@ -662,6 +673,40 @@ static void test_table_entry_fields(void **state)
     s = ok; s.data_off = UINT64_MAX - 8;               entry_bad(&s, NULL, 0, "outside the staging");
     s = ok; s.op = KVS__OP_PULL;                       entry_bad(&s, NULL, 0, "data at 64");
     s = ok; s.op = KVS__OP_BARRIER;                    entry_bad(&s, NULL, 0, "a table of op");
+}
+
+/* A remote entry's data_off is an address of the worker's memory: past
+ * staging is fine, past the address space is not; only in a table whose
+ * slot says remote, and only with known flags. */
+static void test_table_entry_remote(void **state)
+{
+    struct kvs__sqe s = { .op = KVS__OP_PUSH, .flags = KVS__SQE_REMOTE, .key_id = 4,
+                          .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 },
+                          .data_off = 0x7f0000001000 };
+    size_t n = KVS__TAB_ENTRY_BYTES(1), used = 0;
+    unsigned char *b = exact(n);
+    struct kvs__tab_entry t;
+    struct kvs__err e = { 0 };
+
+    (void)state;
+    assert_int_equal(kvs__tab_entry_encode(&s, b), n);
+    assert_int_equal(kvs__tab_entry_decode(b, n, s.op, KVS__SQE_VALUE | KVS__SQE_REMOTE, STAGING,
+                                           &t, &used, &e), 0);
+    assert_int_equal(t.flags, KVS__TAB_REMOTE);
+    assert_int_equal(t.data_off, s.data_off);
+    assert_int_equal(t.data_len, 16);
+    assert_int_equal(kvs__tab_entry_decode(b, n, s.op, KVS__SQE_VALUE, STAGING, &t, &used, &e),
+                     KVS_EPROTO);
+    assert_non_null(strstr(e.msg, "flags"));
+    b[10] = 3;                         /* an unknown flag */
+    assert_int_equal(kvs__tab_entry_decode(b, n, s.op, KVS__SQE_VALUE | KVS__SQE_REMOTE, STAGING,
+                                           &t, &used, &e), KVS_EPROTO);
+    s.data_off = UINT64_MAX - 8;
+    kvs__tab_entry_encode(&s, b);
+    assert_int_equal(kvs__tab_entry_decode(b, n, s.op, KVS__SQE_VALUE | KVS__SQE_REMOTE, STAGING,
+                                           &t, &used, &e), KVS_EPROTO);
+    assert_non_null(strstr(e.msg, "outside"));
+    free(b);
 }
 
 static void test_table_result(void **state)
@@ -827,6 +872,7 @@ int main(void)
         cmocka_unit_test(test_table_slot),
         cmocka_unit_test(test_table_entry_roundtrip),
         cmocka_unit_test(test_table_entry_fields),
+        cmocka_unit_test(test_table_entry_remote),
         cmocka_unit_test(test_table_result),
         cmocka_unit_test(test_sqe_concurrent),
         cmocka_unit_test(test_cqe_concurrent),

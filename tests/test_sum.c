@@ -3,8 +3,10 @@
  * split over threads as one job, gives every item exactly what kvs__sum
  * gives it alone, whatever the sizes, dtypes and thread counts; and when
  * one item's output is another's input, the items run in order, as
- * separate calls would.
+ * separate calls would; inputs read through sources (a block at a time)
+ * give the same bytes, and a source that fails fails the batch.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -64,7 +66,7 @@ static void test_many_matches_one_by_one(void **state)
             assert_non_null(want[i]);
             /* Odd items sum into their first input, in place. */
             items[i] = (struct kvs__sum_item){ dt, i % 2 ? ins[i][0] : malloc(n * es + 1),
-                                               inp[i], k, n };
+                                               inp[i], k, n, NULL };
             assert_non_null(items[i].out);
             kvs__sum(dt, want[i], inp[i], k, n, 1);
         }
@@ -106,8 +108,8 @@ static void test_many_output_read_by_later_item(void **state)
     in0[0] = a;
     in0[1] = b;
     in1[0] = a;                        /* item 1 copies item 0's output */
-    items[0] = (struct kvs__sum_item){ KVS_FLOAT32, a, in0, 2, n };
-    items[1] = (struct kvs__sum_item){ KVS_FLOAT32, c, in1, 1, n };
+    items[0] = (struct kvs__sum_item){ KVS_FLOAT32, a, in0, 2, n, NULL };
+    items[1] = (struct kvs__sum_item){ KVS_FLOAT32, c, in1, 1, n, NULL };
     kvs__sum_many(items, 2, 4);
     for (size_t i = 0; i < n; i++) {
         if (a[i] != 3.0f || c[i] != 3.0f)
@@ -121,12 +123,95 @@ static void test_many_output_read_by_later_item(void **state)
 static void test_many_empty(void **state)
 {
     float out = 5.0f;
-    struct kvs__sum_item item = { KVS_FLOAT32, &out, NULL, 0, 1 };
+    struct kvs__sum_item item = { KVS_FLOAT32, &out, NULL, 0, 1, NULL };
 
     (void)state;
     kvs__sum_many(NULL, 0, 2);         /* nothing to do */
     kvs__sum_many(&item, 1, 2);        /* the empty sum is zero, as kvs__sum has it */
     assert_true(out == 0.0f);
+}
+
+/* A source over an array of this process, as kvsd's reads another's:
+ * copies the bytes asked for, or fails from byte fail_at on. */
+struct mem_src {
+    const unsigned char *p;
+    size_t fail_at;
+};
+
+static int mem_read(const void *ctx, size_t off, void *buf, size_t len)
+{
+    const struct mem_src *m = ctx;
+
+    if (off + len > m->fail_at)
+        return -EFAULT;
+    memcpy(buf, m->p + off, len);
+    return 0;
+}
+
+/* Items of every dtype, some inputs in memory and some through sources:
+ * byte for byte what kvs__sum makes, on one thread and several, sizes
+ * below and above a block and the split threshold. */
+static void test_many_sources(void **state)
+{
+    static const kvs_dtype_t dts[] = { KVS_FLOAT32, KVS_FLOAT64, KVS_FLOAT16, KVS_BFLOAT16,
+                                       KVS_INT32, KVS_INT64, KVS_UINT8 };
+    enum { M = 14, K = 3 };
+    struct kvs__sum_item items[M];
+    struct kvs__source src[M][K];
+    struct mem_src ms[M][K];
+    void *want[M], *ins[M][K];
+    const void *inp[M][K];
+
+    (void)state;
+    for (int threads = 1; threads <= 2; threads++) {
+        for (int i = 0; i < M; i++) {
+            kvs_dtype_t dt = dts[i % 7];
+            size_t es = kvs_dtype_size(dt);
+            size_t n = i < 7 ? (size_t)(i * 40001 + 3) : ((size_t)5 << 20) / es + (size_t)i;
+
+            for (int j = 0; j < K; j++) {
+                assert_non_null(ins[i][j] = malloc(n * es));
+                fill(ins[i][j], n * es, (unsigned)(i * 5 + j));
+                if (dt == KVS_FLOAT32 || dt == KVS_FLOAT64)   /* no NaN payloads to compare */
+                    for (size_t e = 0; e < n; e++) {
+                        if (dt == KVS_FLOAT32)
+                            ((float *)ins[i][j])[e] = (float)((e * 13 + (size_t)j) % 777) / 8;
+                        else
+                            ((double *)ins[i][j])[e] = (double)((e * 7 + (size_t)j) % 555) / 4;
+                    }
+                inp[i][j] = ins[i][j];
+            }
+            assert_non_null(want[i] = malloc(n * es));
+            kvs__sum(dt, want[i], inp[i], K, n, 1);
+            /* Input 1 always a source, input 2 on odd items. */
+            for (int j = 0; j < K; j++) {
+                int remote = j == 1 || (j == 2 && i % 2);
+
+                ms[i][j] = (struct mem_src){ ins[i][j], SIZE_MAX };
+                src[i][j] = (struct kvs__source){ remote ? mem_read : NULL, &ms[i][j] };
+                if (remote)
+                    inp[i][j] = NULL;
+            }
+            assert_non_null(items[i].out = malloc(n * es));
+            items[i] = (struct kvs__sum_item){ dt, items[i].out, inp[i], K, n, src[i] };
+        }
+        assert_int_equal(kvs__sum_many(items, M, threads), 0);
+        for (int i = 0; i < M; i++) {
+            if (memcmp(items[i].out, want[i], items[i].n * kvs_dtype_size(items[i].dtype)) != 0)
+                fail_msg("threads %d, item %d (dtype %d, n %zu) differs", threads, i,
+                         (int)items[i].dtype, items[i].n);
+        }
+        /* A source that fails part-way fails the whole batch with its error. */
+        ms[M - 1][1].fail_at = items[M - 1].n * kvs_dtype_size(items[M - 1].dtype) / 2;
+        assert_int_equal(kvs__sum_many(items, M, threads), -EFAULT);
+        assert_int_equal(kvs__sum_many(&items[M - 1], 1, threads), -EFAULT);
+        for (int i = 0; i < M; i++) {
+            for (int j = 0; j < K; j++)
+                free(ins[i][j]);
+            free(want[i]);
+            free(items[i].out);
+        }
+    }
 }
 
 int main(void)
@@ -135,6 +220,7 @@ int main(void)
         cmocka_unit_test(test_many_matches_one_by_one),
         cmocka_unit_test(test_many_output_read_by_later_item),
         cmocka_unit_test(test_many_empty),
+        cmocka_unit_test(test_many_sources),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
