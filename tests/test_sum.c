@@ -30,6 +30,17 @@ static void fill(void *p, size_t bytes, unsigned seed)
     }
 }
 
+/* n elements of dtype dt from seed: any bits, but floats that are exact
+ * small multiples (no NaN payloads to compare). */
+static void fill_input(kvs_dtype_t dt, void *p, size_t n, unsigned seed)
+{
+    fill(p, n * kvs_dtype_size(dt), seed);
+    for (size_t e = 0; e < n && dt == KVS_FLOAT32; e++)
+        ((float *)p)[e] = (float)((e * 31 + seed) % 1000) / 8;
+    for (size_t e = 0; e < n && dt == KVS_FLOAT64; e++)
+        ((double *)p)[e] = (double)((e * 17 + seed) % 999) / 4;
+}
+
 /* Items of every dtype and of sizes from 0 to past the split threshold,
  * with 1 to 5 inputs, the output sometimes its own first input: each is
  * compared with kvs__sum on a copy, byte for byte. */
@@ -52,14 +63,7 @@ static void test_many_matches_one_by_one(void **state)
             for (int j = 0; j < k; j++) {
                 ins[i][j] = malloc(n * es + 1);
                 assert_non_null(ins[i][j]);
-                fill(ins[i][j], n * es, (unsigned)(i * 7 + j));
-                if (dt == KVS_FLOAT32 || dt == KVS_FLOAT64)   /* no NaN payloads to compare */
-                    for (size_t e = 0; e < n; e++) {
-                        if (dt == KVS_FLOAT32)
-                            ((float *)ins[i][j])[e] = (float)((e * 31 + (size_t)j) % 1000) / 8;
-                        else
-                            ((double *)ins[i][j])[e] = (double)((e * 17 + (size_t)j) % 999) / 4;
-                    }
+                fill_input(dt, ins[i][j], n, (unsigned)(i * 7 + j));
                 inp[i][j] = ins[i][j];
             }
             want[i] = malloc(n * es + 1);
@@ -171,14 +175,7 @@ static void test_many_sources(void **state)
 
             for (int j = 0; j < K; j++) {
                 assert_non_null(ins[i][j] = malloc(n * es));
-                fill(ins[i][j], n * es, (unsigned)(i * 5 + j));
-                if (dt == KVS_FLOAT32 || dt == KVS_FLOAT64)   /* no NaN payloads to compare */
-                    for (size_t e = 0; e < n; e++) {
-                        if (dt == KVS_FLOAT32)
-                            ((float *)ins[i][j])[e] = (float)((e * 13 + (size_t)j) % 777) / 8;
-                        else
-                            ((double *)ins[i][j])[e] = (double)((e * 7 + (size_t)j) % 555) / 4;
-                    }
+                fill_input(dt, ins[i][j], n, (unsigned)(i * 5 + j));
                 inp[i][j] = ins[i][j];
             }
             assert_non_null(want[i] = malloc(n * es));
