@@ -390,7 +390,7 @@ void finish_round(struct daemon *d, struct round *rd, int status, const char *ms
 static void close_ready(struct daemon *d, struct round *const *rds, size_t nr)
 {
     struct kvs__err e = { 0, "" };
-    int status;
+    int status, lost = 0;
 
     if (d->hx) {                       /* across hosts: through the keys' owners */
         for (size_t i = 0; i < nr; i++)
@@ -398,15 +398,13 @@ static void close_ready(struct daemon *d, struct round *const *rds, size_t nr)
         return;
     }
     status = apply_rounds(d, rds, nr, &e);
-    /* A push that could not be read out of its worker's memory failed the
-     * job: no round of this close is tried again. */
-    if (remote_check(d) != 0) {
-        for (size_t i = 0; i < nr; i++)
-            finish_round(d, rds[i], d->failed, d->fail_msg);
-        return;
-    }
     for (size_t i = 0; i < nr; i++) {
-        if (status != 0 && nr > 1) {
+        /* A push that could not be read out of its worker's memory failed
+         * the job (its key's value is lost): nothing is tried again. */
+        if (remote_check(d) != 0 || lost) {
+            lost = 1;
+            finish_round(d, rds[i], d->failed, d->fail_msg);
+        } else if (status != 0 && nr > 1) {
             struct kvs__err one = { 0, "" };
 
             finish_round(d, rds[i], apply_rounds(d, &rds[i], 1, &one), one.msg);
@@ -414,6 +412,7 @@ static void close_ready(struct daemon *d, struct round *const *rds, size_t nr)
             finish_round(d, rds[i], status, e.msg);
         }
     }
+    remote_check(d);                   /* the last round tried alone */
 }
 
 /* Closes a key's open round when every worker still in the job has pushed

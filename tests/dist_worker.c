@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -1020,6 +1022,47 @@ static void remote(void)
     free(y);
 }
 
+static void *unmap_later(void *p)
+{
+    usleep(300000);
+    munmap(p, (size_t)8 << 20);
+    return NULL;
+}
+
+/* Rank 0 lends kvsd an array of its memory (a pushpull of 8 MiB) and
+ * unmaps it while the round waits for rank 1: kvsd cannot read it when the
+ * round closes, evicts rank 0 (whose link then closes, as for any evicted
+ * worker) and fails the job: rank 1's call says why. */
+static void remote_gone(void)
+{
+    enum { N = 2 << 20 };
+    kvs_key_t k = KVS_INT_KEY(300);
+    float *v = mmap(NULL, N * sizeof *v, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                    -1, 0);
+    kvs_array_t a = f32(v, 1, N);
+    pthread_t t;
+    int rc;
+
+    if (v == MAP_FAILED)
+        die("mmap");
+    fill(v, N, 1);
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    ok(kvs_barrier(kv), "barrier");
+    if (rank == 0 && pthread_create(&t, NULL, unmap_later, v) != 0)
+        die("pthread_create");
+    if (rank != 0)
+        usleep(1000000);
+    rc = kvs_pushpull(kv, 1, &k, &a, rank == 0 ? NULL : &a, 0);
+    if (rank == 0 ? rc != KVS_ECLOSED && rc != KVS_EPEERDEAD
+                  : rc != KVS_EPEERDEAD || !strstr(kvs_last_error(kv), "rank 0 (pid")
+                        || !strstr(kvs_last_error(kv), "could not read a push"))
+        die("pushpull: %s (%s)", kvs_err_name(rc), kvs_last_error(kv));
+    if (rank == 0)
+        pthread_join(t, NULL);
+    else
+        munmap(v, N * sizeof *v);
+}
+
 int main(int argc, char **argv)
 {
     const char *type = "dist_sync";
@@ -1078,6 +1121,8 @@ int main(int argc, char **argv)
         compress(strcmp(type, "dist_async") != 0);
     else if (strcmp(scenario, "remote") == 0)
         remote();
+    else if (strcmp(scenario, "remote_gone") == 0)
+        remote_gone();
     else if (strcmp(scenario, "split") == 0)
         split(strcmp(type, "dist_async") != 0);
     else

@@ -83,9 +83,11 @@ type=
 # (KVS_REMOTE), and the ways back to staging: KVS_REMOTE=0, and workers
 # kvsd may not read (not dumpable, and kvsd without CAP_SYS_PTRACE: as
 # root, both run as nobody). The values are the same; kvsctl stats counts.
+# An array unmapped while lent fails the job, naming its rank.
 KVS_TEST_KVSCTL=$(cd "$bld" && pwd)/daemon/kvsctl
 export KVS_TEST_KVSCTL KVS_TEST_READERS
 for n in 2 3; do KVS_TEST_READERS=$n; job $n remote; done
+job 2 remote_gone
 KVS_REMOTE=0 KVS_TEST_READERS=0
 export KVS_REMOTE
 job 2 remote
