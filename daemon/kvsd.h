@@ -331,6 +331,7 @@ struct daemon {
     struct inmsg *deferred;            /* messages of keys not stored here yet, newest first */
     size_t deferred_nkeys;             /* the keys stored when they were last tried */
     int fail_remote;                   /* fail_job: the failure came from another host */
+    int remote_read;                   /* remote_sources marked workers for remote_check */
     int left_told;                     /* the others know this host's workers all left */
     struct req *fwd;                   /* async pushes waiting for their owner's answer */
     struct stq *stq;                   /* saves and loads of states waiting for the hosts */
@@ -517,12 +518,13 @@ static inline int req_remote(const struct req *r)
 {
     return (r->s.flags & KVS__SQE_REMOTE) && !r->copy;
 }
-/* The sources of the k inputs r[] of a sum (kvs__push_item.src): src[j]
- * for each remote one (else read NULL), each with its context in ctx (k
- * of remote_ctx_size() bytes). Returns how many are remote. Their workers
+/* The sources of the closing round rd's inputs, in worker order as
+ * apply_rounds lists them (kvs__push_item.src): src[j] for each remote
+ * one (else read NULL), each with its context in ctx (ncontrib of
+ * remote_ctx_size() bytes). Returns how many are remote. Their workers
  * are marked for remote_check. */
-int remote_sources(struct daemon *d, const struct req *const *r, int k,
-                   struct kvs__source *src, void *ctx);
+int remote_sources(struct daemon *d, const struct round *rd, struct kvs__source *src,
+                   void *ctx);
 size_t remote_ctx_size(void);
 /* After an engine call with sources: evicts each worker marked whose read
  * failed or who has exited since (the job fails), and clears the marks.

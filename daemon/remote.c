@@ -99,20 +99,26 @@ static int source_read(const void *ctx, size_t off, void *buf, size_t len)
     return rc;
 }
 
-int remote_sources(struct daemon *d, const struct req *const *r, int k,
-                   struct kvs__source *src, void *ctx)
+int remote_sources(struct daemon *d, const struct round *rd, struct kvs__source *src,
+                   void *ctx)
 {
     struct remote_src *s = ctx;
-    int n = 0;
+    int n = 0, j = 0;
 
-    for (int j = 0; j < k; j++) {
-        src[j] = (struct kvs__source){ NULL, NULL };
-        if (!req_remote(r[j]))
+    for (int w = 0; w < d->nworkers; w++) {
+        const struct req *r = rd->contrib[w];
+
+        if (!r)
             continue;
-        s[j] = (struct remote_src){ &d->workers[r[j]->w], r[j]->s.data_off };
-        src[j] = (struct kvs__source){ source_read, &s[j] };
-        d->workers[r[j]->w].remote_used = 1;
-        n++;
+        src[j] = (struct kvs__source){ NULL, NULL };
+        if (req_remote(r)) {
+            s[j] = (struct remote_src){ &d->workers[w], r->s.data_off };
+            src[j] = (struct kvs__source){ source_read, &s[j] };
+            d->workers[w].remote_used = 1;
+            d->remote_read = 1;
+            n++;
+        }
+        j++;
     }
     d->st.remote_pushes += (uint64_t)n;
     return n;
@@ -127,14 +133,20 @@ size_t remote_ctx_size(void)
 static int exited(const struct worker *w)
 {
     struct pollfd p = { .fd = w->pidfd, .events = POLLIN };
+    int rc;
 
-    return poll(&p, 1, 0) != 0;
+    while ((rc = poll(&p, 1, 0)) < 0 && errno == EINTR)
+        ;
+    return rc != 0;
 }
 
 int remote_check(struct daemon *d)
 {
     int bad = 0;
 
+    if (!d->remote_read)               /* nothing was read since the last check */
+        return 0;
+    d->remote_read = 0;
     for (int i = 0; i < d->nworkers; i++) {
         struct worker *w = &d->workers[i];
         int rc = atomic_exchange(&w->remote_bad, 0);

@@ -291,12 +291,10 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
                         struct kvs__err *e)
 {
     struct kvs__push_item *items;
+    struct kvs__source *src = NULL;
     const void **in;
-    const struct req **rq;
-    struct kvs__source *src;
-    void *ctx;
-    int *dev;
-    size_t total = 0, n = 0, cs = remote_ctx_size();
+    int *dev, remote = 0;
+    size_t total = 0, n = 0;
     int rc;
 
     if (nr == 0)
@@ -305,20 +303,14 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
         return kvs__fail(e, -ENOMEM, "kvsd: %zu rounds closing at once", nr);
     for (size_t i = 0; i < nr; i++)
         total += (size_t)rds[i]->ncontrib;
-    /* One allocation: the items, then per input its data, request, source
-     * and the source's context, and its device (zeroed: GCC cannot tell
-     * that the loop below fills every item). */
-    if (!(items = calloc(1, sizeof *items * nr + (sizeof *in + sizeof *rq + sizeof *src + cs
-                                                  + sizeof *dev) * total)))
+    /* One allocation: the items, then every input and its device (zeroed:
+     * GCC cannot tell that the loop below fills every item). */
+    if (!(items = calloc(1, sizeof *items * nr + (sizeof *in + sizeof *dev) * total)))
         return kvs__fail(e, -ENOMEM, "kvsd: out of memory closing a round");
     in = (const void **)(items + nr);
-    rq = (const struct req **)(in + total);
-    src = (struct kvs__source *)(rq + total);
-    ctx = src + total;
-    dev = (int *)((char *)ctx + cs * total);
+    dev = (int *)(in + total);
     for (size_t i = 0; i < nr; i++) {
         const struct round *rd = rds[i];
-        size_t first = n;
 
         /* A host key's inputs are all on the host (devcopy_new copies a
          * device push onto its key's device): no devices to say, and the
@@ -327,15 +319,24 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
                                             rd->device != KVS_HOST ? dev + n : NULL, NULL };
         for (int w = 0; w < d->nworkers; w++) {
             if (rd->contrib[w]) {
-                rq[n] = rd->contrib[w];
-                in[n] = req_remote(rq[n]) ? NULL : req_data(d, rq[n]);
+                in[n] = req_data(d, rd->contrib[w]);   /* NULL: still in w's memory */
+                remote |= req_remote(rd->contrib[w]);
                 dev[n++] = req_device(rd->contrib[w]);
             }
         }
-        /* Pushes still in their workers' memory are read beside the sum. */
-        if (remote_sources(d, rq + first, rd->ncontrib, src + first,
-                           (char *)ctx + cs * first) > 0)
-            items[i].src = src + first;
+    }
+    /* Pushes still in their workers' memory are read beside the sum:
+     * sources (and their contexts) only for closes that have such. */
+    if (remote) {
+        size_t cs = remote_ctx_size();
+
+        if (!(src = calloc(total, sizeof *src + cs))) {
+            free(items);
+            return kvs__fail(e, -ENOMEM, "kvsd: out of memory closing a round");
+        }
+        for (size_t i = 0, at = 0; i < nr; at += (size_t)rds[i]->ncontrib, i++)
+            if (remote_sources(d, rds[i], src + at, (char *)(src + total) + cs * at) > 0)
+                items[i].src = src + at;
     }
     for (size_t i = 0; i < nr; i++)
         seq_begin(rds[i]->value);
@@ -345,6 +346,7 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
         rds[i]->stale |= rds[i]->device != KVS_HOST;
     }
     free(items);
+    free(src);
     return rc;
 }
 
