@@ -190,6 +190,10 @@ static void sqe_one(const unsigned char *slot, uint64_t staging)
         CHECK(s.op == KVS__OP_INIT || s.op == KVS__OP_PUSH || s.op == KVS__OP_PULL);
         CHECK(!(s.flags & (KVS__SQE_TABLE | KVS__SQE_2BIT)));
         CHECK(s.arg < KVS__DEVBUF_MAX && s.data_len <= UINT64_MAX - s.data_off);
+    } else if ((s.flags & KVS__SQE_REMOTE) && !(s.flags & KVS__SQE_TABLE)) {
+        /* A pushpull's array in the worker's own memory. */
+        CHECK(s.op == KVS__OP_PUSH && (s.flags & KVS__SQE_VALUE));
+        CHECK(!(s.flags & KVS__SQE_2BIT) && s.data_len <= UINT64_MAX - s.data_off);
     } else {
         CHECK(s.data_off <= staging && s.data_len <= staging - s.data_off);
     }
