@@ -55,7 +55,7 @@ static void handshake(struct daemon *d, int fd)
     uid_t uid;
     pid_t pid;
     size_t len;
-    int seg_fd = -1, nfds, wi = -1, fds[3], st;
+    int seg_fd = -1, nfds, wi = -1, fds[4], st;
 
     if (kvs__sock_peer(fd, &uid, &pid, &e) != 0 || uid != geteuid()) {
         say(d, "refused a client of uid %d", (int)uid);
@@ -81,6 +81,7 @@ static void handshake(struct daemon *d, int fd)
         d->nworkers = d->total = h.nworkers;
     if (d->sync < 0)
         d->sync = h.mode == KVS__MODE_SYNC;
+    cb_join(d);
     if (h.nworkers != d->total || d->sync != (h.mode == KVS__MODE_SYNC)) {
         pthread_mutex_unlock(&d->lock);
         refuse(fd, KVS_EBADARG, "the job has %d workers in %s mode; this worker says %d, %s",
@@ -159,8 +160,9 @@ static void handshake(struct daemon *d, int fd)
     fds[0] = d->ctl_fd;
     fds[1] = seg_fd;
     fds[2] = d->arena_ro_fd;
+    nfds = 3 + cb_welcome(d, &wel, &fds[3]);
     len = kvs__welcome_encode(&wel, buf);
-    if (kvs__sock_send(fd, buf, len, fds, 3, kvs__now_ns() + HANDSHAKE_NS, &e) != 0) {
+    if (kvs__sock_send(fd, buf, len, fds, nfds, kvs__now_ns() + HANDSHAKE_NS, &e) != 0) {
         kvs__unmap(w->seg, w->seg_size);
         w->seg = NULL;
         remote_close(w);

@@ -233,6 +233,8 @@ void finish_inits(struct daemon *d)
         }
     }
     rc = nok > 0 && nok == n ? kvs__engine_init(d->eng, n, keys, vals, 0, &e) : -1;
+    if (rc == 0)
+        cb_add_keys(d, n, keys);
     for (struct coll *c = list, *next; c; c = next) {
         struct kvs__err one = { 0, "" };
         const struct req *f;

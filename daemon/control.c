@@ -180,6 +180,8 @@ static void ctl_stats(struct daemon *d, struct text *t)
     text_add(t, "values on GPUs: %zu\n", values_on_gpus(d));
     text_add(t, "remote pushes: %" PRIu64 " (workers whose memory kvsd reads: %d)\n",
              s->remote_pushes, remote_readers(d));
+    text_add(t, "combined rounds: %" PRIu64 " (keys the workers combine: %zu)\n", cb_rounds(d),
+             d->cb_n);
 }
 
 /* The keys listing takes two walks: one for the columns' widths, one for

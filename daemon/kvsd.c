@@ -121,7 +121,7 @@ static int setup(struct daemon *d, struct kvs__err *e)
         return rc;
     kvs__engine_set_threads(d->eng, d->o.threads);
     kvs__engine_set_front_free(d->eng, round_free);
-    return 0;
+    return cb_setup(d, e);
 }
 
 static void teardown(struct daemon *d)
@@ -140,6 +140,7 @@ static void teardown(struct daemon *d)
         if (d->workers[i].state != W_FREE)
             worker_release(d, &d->workers[i]);
     kvs__engine_free(d->eng);
+    cb_free(d);
     free(d->coll_tab);
     free(d->host_out);
     reqs_cache_free(d);
@@ -168,6 +169,9 @@ static void serve(struct daemon *d)
 
         if (ctl_serve(d))
             return;
+        /* Before deaths: a worker that gave up in the combine area may
+         * have made another exit, and the job fails for the first cause. */
+        cb_check(d);
         for (int i = 0; i < nslots; i++) {
             struct worker *w = &d->workers[i];
 
@@ -313,7 +317,8 @@ int main(int argc, char **argv)
     d.o.join_ns = 60 * 1000000000ll;
     d.o.ready_fd = -1;
     d.nhosts = 1;
-    d.lock_fd = d.listen_fd = d.ctl_fd = d.arena_fd = d.arena_ro_fd = -1;
+    d.lock_fd = d.listen_fd = d.ctl_fd = d.arena_fd = d.arena_ro_fd = d.cb_fd = -1;
+    d.cb_on = -1;
     while ((c = getopt_long(argc, argv, "j:n:qh", longs, NULL)) != -1) {
         char *end;
         long v;

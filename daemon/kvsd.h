@@ -18,7 +18,9 @@
 #include <sys/types.h>
 
 #include "array.h"
+#include "combine.h"
 #include "engine.h"
+#include "optim.h"
 #include "layout.h"
 #include "proto.h"
 #include "ring.h"
@@ -209,6 +211,8 @@ struct round {
     struct round *next, **pprev;       /* in the daemon's open list while ncontrib > 0,
                                         * or while other hosts' sums wait here */
     int ready;                         /* every push is in: in the daemon's ready[] */
+    int cb;                            /* the workers combine its rounds (combined.c):
+                                        * kvsd takes no push or pull of it */
     kvs_dtype_t dtype;
     int owner;                         /* the host that owns the key (0 on one host), or
                                         * its part 0 */
@@ -357,6 +361,17 @@ struct daemon {
     struct stats st;
     int devbufs_open;                  /* device buffers open now, over every worker */
 
+    /* rounds the workers combine (combined.c) */
+    void *cb;                          /* the combine area, or NULL */
+    int cb_fd;
+    int cb_on;                         /* -1 until the first hello; then 1 when this
+                                        * job's small keys are combined by its workers */
+    uint64_t cb_size, cb_next;         /* the area's bytes, and its bump pointer */
+    struct kvs__cb_plan *cb_plans;     /* every slot's layout, kvsd's own copy */
+    size_t cb_n, cb_cap;
+    struct kvs__optim *cb_opt;         /* the optimizer as the area has it, */
+    uint64_t cb_opt_gen;               /* and its generation there */
+
     pthread_mutex_t ctl_lock;          /* ctlq between the socket and serve threads */
     struct ctl_conn ctlq[CTL_QUEUE_MAX];
     int nctl;
@@ -390,6 +405,30 @@ void arena_free(void *ctx, void *p, size_t bytes);
  * again. */
 void seq_begin(void *value);
 void seq_end(void *value);
+
+/* ---- combined.c: rounds the workers combine (serve thread) ----------- */
+
+/* Makes the combine area when KVS_COMBINE=1 on one host (main, at setup). */
+int cb_setup(struct daemon *d, struct kvs__err *e);
+/* Decides, at the first hello, whether the job's workers combine rounds
+ * (socket thread, d->lock held). */
+void cb_join(struct daemon *d);
+/* Adds the area to a welcome: 1 and its descriptor in *fd when it does. */
+int cb_welcome(const struct daemon *d, struct kvs__welcome *w, int *fd);
+/* Lays out and publishes a slot for each of the newly stored keys that
+ * the workers may combine. */
+void cb_add_keys(struct daemon *d, int n, const kvs_key_t *keys);
+/* Hands the engine's optimizer, newly set, to the workers. */
+void cb_optimizer(struct daemon *d);
+/* Worker wi left: completes the rounds that only it was missing from. */
+void cb_leave(struct daemon *d, int wi);
+/* The job failed: every worker waiting in the area learns why. */
+void cb_fail(struct daemon *d, int status, const char *msg);
+/* Fails the job when a worker gave up waiting in the area. */
+void cb_check(struct daemon *d);
+/* Rounds the workers combined, over every key. */
+uint64_t cb_rounds(const struct daemon *d);
+void cb_free(struct daemon *d);
 
 /* ---- answers.c: requests' life and their answers (serve thread) ------ */
 

@@ -157,6 +157,7 @@ void fail_job(struct daemon *d, int status, const char *fmt, ...)
         say(d, "%s", d->fail_msg);
         if (d->hx && !d->fail_remote)
             bridge_fail(d, status, d->fail_msg);
+        cb_fail(d, status, d->fail_msg);
     }
     fail_waiting(d, d->failed, d->fail_msg);
 }
@@ -530,9 +531,11 @@ int optimizer_set(struct daemon *d, const char *spec, const char *who, struct kv
         return 0;
     if (cur && !(was = strdup(cur)))
         return kvs__fail(e, -ENOMEM, "kvsd: out of memory");
-    if ((rc = kvs__engine_set_optimizer(d->eng, spec, e)) == 0)
+    if ((rc = kvs__engine_set_optimizer(d->eng, spec, e)) == 0) {
         say(d, "%s set the optimizer to '%s'%s%s%s", who, spec, was ? " (was '" : "",
             was ? was : "", was ? "': its state is dropped)" : "");
+        cb_optimizer(d);
+    }
     free(was);
     return rc;
 }
@@ -677,6 +680,9 @@ static int text_op(struct daemon *d, struct req *r, struct kvs__err *e)
         return kvs__fail(e, KVS_EBADARG, "path must be absolute, without NUL");
     if (d->hx)
         return states_start(d, r, path, e);
+    if (d->cb_n > 0)
+        return kvs__fail(e, KVS_ENOTSUP, "optimizer states are not saved or loaded yet in a "
+                         "job whose workers combine rounds (KVS_COMBINE=1)");
     if (r->s.op == KVS__OP_SAVE_STATES)
         return kvs__engine_save_states(d->eng, path, r->s.arg != 0, e);
     return kvs__engine_load_states(d->eng, path, e);
@@ -726,6 +732,9 @@ static void run_list(struct daemon *d, struct req *list)
                      : kvs__engine_check(d->eng, req_key(&r->s), &a, &info, &e);
             if (rc == 0 && !(r->rd = round_of(d, &info, req_key(&r->s))))
                 rc = kvs__fail(&e, -ENOMEM, "kvsd: out of memory for a round");
+            if (rc == 0 && r->rd->cb)
+                rc = kvs__fail(&e, KVS_EPROTO, "the workers combine this key's rounds "
+                               "(KVS_COMBINE): kvsd takes no push or pull of it");
             if (rc == 0 && (r->s.flags & KVS__SQE_2BIT))
                 rc = decode_2bit(d, r, &e);
             if (rc == 0 && (r->s.flags & KVS__SQE_DEVICE) && r->s.op == KVS__OP_PULL)
@@ -828,6 +837,7 @@ static void run_list(struct daemon *d, struct req *list)
             atomic_store(&w->state, W_LEFT);
             d->left++;
             say(d, "rank %d left the job", w->rank);
+            cb_leave(d, r->w);
             close_rounds_after_leave(d, (int)(w - d->workers));
             colls_check(d);
             if (d->hx && d->left == d->nworkers && !d->left_told) {

@@ -23,6 +23,7 @@
 
 #include "array.h"
 #include "client.h"
+#include "combine.h"
 #include "compress.h"
 #include "layout.h"
 #include "mem.h"
@@ -514,6 +515,107 @@ out:
     return rc;
 }
 
+/* ---- keys whose rounds the workers combine (client_combine.c) --------- */
+
+/* A list call split between kvsd's keys and those the workers combine:
+ * the keys and arrays of both parts, copied, kvsd's first. */
+struct split {
+    int nkd, ncb;
+    int *idx;                          /* [nkd + ncb]: each one's place in the call */
+    struct kvs__cb_slot **slots;       /* [ncb]: the combined keys' slots */
+    kvs_key_t *keys;
+    kvs_array_t *arrs[3];              /* values, outs, rows, or NULL */
+};
+
+static void split_free(struct split *sp)
+{
+    free(sp->idx);
+    free(sp->slots);
+    free(sp->keys);
+    for (int k = 0; k < 3; k++)
+        free(sp->arrs[k]);
+}
+
+/* 0 with sp->ncb 0 when no key of the list is combined (nothing made). */
+static int split_list(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *const src[3],
+                      struct split *sp, struct kvs__err *e)
+{
+    struct kvs__cb_slot **found;
+    int a = 0, b;
+
+    memset(sp, 0, sizeof *sp);
+    if (!kv->client->cb || n == 0)
+        return 0;
+    if (!(found = malloc((size_t)n * sizeof *found)))
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++)
+        sp->ncb += (found[i] = kvs__client_cb_find(kv->client, keys[i])) != NULL;
+    if (sp->ncb == 0) {
+        free(found);
+        return 0;
+    }
+    sp->nkd = n - sp->ncb;
+    sp->idx = malloc((size_t)n * sizeof *sp->idx);
+    sp->slots = malloc((size_t)sp->ncb * sizeof *sp->slots);
+    sp->keys = malloc((size_t)n * sizeof *sp->keys);
+    for (int k = 0; k < 3; k++)
+        if (src[k] && !(sp->arrs[k] = malloc((size_t)n * sizeof *sp->arrs[k])))
+            sp->idx = (free(sp->idx), NULL);
+    if (!sp->idx || !sp->slots || !sp->keys) {
+        free(found);
+        split_free(sp);
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    }
+    for (int i = 0; src[0] && i < n; i++) {
+        uint64_t off;
+        int rc;
+
+        if (found[i] && (rc = in_buffer(kv->client, src[0][i].data, array_bytes(&src[0][i]),
+                                        &off, e)) < 0) {
+            free(found);
+            split_free(sp);
+            return rc;
+        }
+    }
+    b = sp->nkd;
+    for (int i = 0; i < n; i++) {
+        int at = found[i] ? b++ : a++;
+
+        if (found[i])
+            sp->slots[at - sp->nkd] = found[i];
+        sp->idx[at] = i;
+        sp->keys[at] = keys[i];
+        for (int k = 0; k < 3; k++)
+            if (src[k])
+                sp->arrs[k][at] = src[k][i];
+    }
+    free(found);
+    return 0;
+}
+
+/* Runs a split call: kvsd's part by kd (which checks its arrays against
+ * the stored keys before anything happens), then the combined part;
+ * hands the outs back (a view sets their data). */
+typedef int split_fn(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                     kvs_array_t *outs, const kvs_array_t *rows, int view, int priority,
+                     const char *what, struct kvs__err *e);
+static int split_run(kvs_t *kv, struct split *sp, kvs_array_t *outs, split_fn *kd, int view,
+                     int priority, const char *what, struct kvs__err *e)
+{
+    kvs_array_t *const *a = sp->arrs;
+    int k = sp->nkd, rc = 0;
+
+    if (k > 0)
+        rc = kd(kv, k, sp->keys, a[0], a[1], a[2], view, priority, what, e);
+    if (rc == 0)
+        rc = kvs__client_cb_call(kv, sp->ncb, sp->keys + k, sp->slots, a[0] ? a[0] + k : NULL,
+                                 a[1] ? a[1] + k : NULL, a[2] ? a[2] + k : NULL, view, what, e);
+    for (int i = 0; outs && a[1] && i < k + sp->ncb; i++)
+        outs[sp->idx[i]] = a[1][i];
+    split_free(sp);
+    return rc;
+}
+
 static int dist_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                      int replace, struct kvs__err *e)
 {
@@ -543,8 +645,8 @@ static int dist_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
     return rc;
 }
 
-static int dist_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                     int priority, struct kvs__err *e)
+static int dist_push_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                        int priority, struct kvs__err *e)
 {
     struct groups g;
     int rc;
@@ -558,6 +660,30 @@ static int dist_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
         rc = send_groups(kv, KVS__OP_PUSH, 0, &g, keys, values, priority, NULL, "kvs_push", e);
     groups_free(&g);
     return rc;
+}
+
+static int push_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                   kvs_array_t *outs, const kvs_array_t *rows, int view, int priority,
+                   const char *what, struct kvs__err *e)
+{
+    (void)outs, (void)rows, (void)view, (void)what;
+    return dist_push_kd(kv, n, keys, values, priority, e);
+}
+
+static int dist_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                     int priority, struct kvs__err *e)
+{
+    struct split sp;
+    int rc;
+
+    if ((rc = kvs__client_usable(kv->client, e)) != 0
+        || (rc = kvs__check_list(NULL, n, keys, values, "value", e)) != 0
+        || (rc = split_list(kv, n, keys, (const kvs_array_t *const[3]){ values, NULL, NULL },
+                            &sp, e)) != 0)
+        return rc;
+    if (sp.ncb == 0)
+        return dist_push_kd(kv, n, keys, values, priority, e);
+    return split_run(kv, &sp, NULL, push_kd, 0, priority, "kvs_push", e);
 }
 
 /* The block of a value a completion points to, once its range is checked
@@ -707,11 +833,12 @@ static int deliver_copy(const struct groups *g, kvs_array_t *outs, int i, struct
  * pointers to the values (rows NULL). Otherwise kvsd writes a group's
  * first out itself where it lies on a device kvsd can reach
  * (share_device); the group's other outs are copied from it. */
-static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
-                       const kvs_array_t *rows, int view, int priority, const char *what,
-                       struct kvs__err *e)
+static int pull_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                   kvs_array_t *outs, const kvs_array_t *rows, int view, int priority,
+                   const char *what, struct kvs__err *e)
 {
     struct pull_src src = { .priority = priority, .keys = keys, .outs = outs };
+    (void)values;
     struct kvs__answer *a = NULL;
     uint64_t *at = NULL;
     int *dev = NULL, copied = 0;
@@ -773,6 +900,21 @@ out:
     return rc;
 }
 
+static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
+                       const kvs_array_t *rows, int view, int priority, const char *what,
+                       struct kvs__err *e)
+{
+    struct split sp;
+    int rc;
+
+    if ((rc = split_list(kv, n, keys, (const kvs_array_t *const[3]){ NULL, outs, rows }, &sp,
+                         e)) != 0)
+        return rc;
+    if (sp.ncb == 0)
+        return pull_kd(kv, n, keys, NULL, outs, rows, view, priority, what, e);
+    return split_run(kv, &sp, outs, pull_kd, view, priority, what, e);
+}
+
 static int dist_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs, int priority,
                      struct kvs__err *e)
 {
@@ -786,13 +928,41 @@ static int dist_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
 
 /* One request per key: the push's completion carries the value it made.
  * view: outs get pointers to the values. */
+static int pushpull_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                       kvs_array_t *outs, const kvs_array_t *rows, int view, int priority,
+                       const char *what_call, struct kvs__err *e)
+{
+    kvs_array_t *dst = outs ? outs : (kvs_array_t *)values;
+    struct kvs__answers ans = { .a = NULL, .failed = -1 };
+    struct groups g;
+    int rc;
+
+    (void)rows;
+    if ((rc = group(n, keys, &g, e)) != 0)
+        return rc;
+    if ((rc = group_match(&g, keys, values, "value", e)) != 0)
+        goto out;
+    if (!(ans.a = malloc((size_t)(g.ng ? g.ng : 1) * sizeof *ans.a))) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = send_groups(kv, KVS__OP_PUSH, KVS__SQE_VALUE, &g, keys, values, priority, &ans,
+                          what_call, e)) != 0)
+        goto out;
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = deliver(kv, &ans.a[g.gid[i]], &dst[i], view, e);
+out:
+    free(ans.a);
+    groups_free(&g);
+    return rc;
+}
+
 static int pushpull_groups(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                            kvs_array_t *outs, int view, int priority, struct kvs__err *e)
 {
-    kvs_array_t *dst = outs ? outs : (kvs_array_t *)values;
+    const char *call = view ? "kvs_pushpull_view" : "kvs_pushpull";
     const char *what = view ? "view" : "out";
-    struct kvs__answers ans = { .a = NULL, .failed = -1 };
-    struct groups g;
+    struct split sp;
     int rc;
 
     if ((rc = kvs__client_usable(kv->client, e)) != 0
@@ -803,23 +973,13 @@ static int pushpull_groups(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_ar
         if (outs[i].dtype != values[i].dtype || !kvs__same_shape(&outs[i], &values[i]))
             return kvs__fail(e, outs[i].dtype != values[i].dtype ? KVS_EDTYPE : KVS_ESHAPE,
                              "%s %d does not match value %d", what, i, i);
-    if ((rc = group(n, keys, &g, e)) != 0)
+    if ((rc = split_list(kv, n, keys,
+                            (const kvs_array_t *const[3]){ values, outs ? outs : values, NULL },
+                            &sp, e)) != 0)
         return rc;
-    if ((rc = group_match(&g, keys, values, "value", e)) != 0)
-        goto out;
-    if (!(ans.a = malloc((size_t)(g.ng ? g.ng : 1) * sizeof *ans.a))) {
-        rc = kvs__fail(e, -ENOMEM, "out of memory");
-        goto out;
-    }
-    if ((rc = send_groups(kv, KVS__OP_PUSH, KVS__SQE_VALUE, &g, keys, values, priority, &ans,
-                          view ? "kvs_pushpull_view" : "kvs_pushpull", e)) != 0)
-        goto out;
-    for (int i = 0; i < n && rc == 0; i++)
-        rc = deliver(kv, &ans.a[g.gid[i]], &dst[i], view, e);
-out:
-    free(ans.a);
-    groups_free(&g);
-    return rc;
+    if (sp.ncb == 0)
+        return pushpull_kd(kv, n, keys, values, outs, NULL, view, priority, call, e);
+    return split_run(kv, &sp, outs, pushpull_kd, view, priority, call, e);
 }
 
 static int dist_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
@@ -912,6 +1072,9 @@ static int dist_set_gradient_compression(kvs_t *kv, const char *spec, struct kvs
 
     if ((rc = kvs__gc_parse(spec, &gc, e)) != 0)
         return rc;
+    if (c->cb && gc.type == KVS__GC_2BIT)
+        return kvs__fail(e, KVS_ENOTSUP, "2bit compression is not supported yet in a job "
+                         "whose workers combine rounds (KVS_COMBINE=1)");
     pthread_mutex_lock(&c->lock);
     if (gc.type == KVS__GC_2BIT && !c->residuals && kvs__residuals_new(&c->residuals) != 0)
         rc = kvs__fail(e, -ENOMEM, "out of memory");

@@ -75,6 +75,13 @@ struct kvs__client {
     struct kvs__residuals *residuals;  /* 2bit: per key, made at the first such push */
     struct kvs__devbufs *devbufs;      /* device buffers kvsd reads (client_dev.c),
                                         * made at the first device push */
+    void *cb;                          /* the combine area (combine.h), or NULL */
+    size_t cb_size;
+    pthread_mutex_t cb_lock;           /* cb_opts */
+    struct kvs__optim **cb_opts;       /* every optimizer parsed from the area, the
+                                        * last the current one (of cb_opt_gen) */
+    size_t cb_nopt;
+    uint64_t cb_opt_gen;
     uint64_t next_seq;
     int broken;                        /* 0, or the error every call now returns */
     char broken_msg[KVS__ERR_MSG_MAX];
@@ -110,6 +117,21 @@ int kvs__client_run(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, int ta
 /* A fill for calls whose few requests are made beforehand: ctx is the
  * array of them. */
 void kvs__client_fill_from(const void *ctx, int i, struct kvs__sqe *s);
+
+/* 1 when kvsd has closed this worker's socket (it died, or stopped). */
+int kvs__client_daemon_gone(struct kvs__client *c);
+
+/* Rounds the workers combine (client_combine.c). The slot of key when its
+ * rounds are combined by the workers, else NULL. */
+struct kvs__cb_slot;
+struct kvs__cb_slot *kvs__client_cb_find(const struct kvs__client *c, kvs_key_t key);
+/* A list call of n such keys (slots[i]: keys[i]'s): pushes values (or
+ * NULL), then pulls into outs (or NULL), views (view) or rows (or NULL).
+ * Checks every array against its key before anything happens. */
+int kvs__client_cb_call(kvs_t *kv, int n, const kvs_key_t *keys,
+                        struct kvs__cb_slot *const *slots, const kvs_array_t *values,
+                        kvs_array_t *outs, const kvs_array_t *rows, int view, const char *what,
+                        struct kvs__err *e);
 
 /* One request op with arg, its data the len (> 0) bytes at data copied
  * into staging, as a call of its own. */

@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -46,7 +47,9 @@
 
 #include "array.h"
 #include "client.h"
+#include "combine.h"
 #include "layout.h"
+#include "optim.h"
 #include "shm.h"
 #include "spec.h"
 
@@ -139,6 +142,12 @@ void kvs__client_free(struct kvs__client *c)
         return;
     if (c->arena)
         kvs__unmap((void *)c->arena, c->arena_size);
+    if (c->cb)
+        kvs__unmap(c->cb, c->cb_size);
+    for (size_t i = 0; i < c->cb_nopt; i++)
+        kvs__optim_free(c->cb_opts[i]);
+    free(c->cb_opts);
+    pthread_mutex_destroy(&c->cb_lock);
     if (c->seg)
         kvs__unmap(c->seg, c->seg_size);
     if (c->ctl)
@@ -199,6 +208,18 @@ static int client_map(struct kvs__client *c, const struct kvs__welcome *w, const
         return kvs__fail(e, KVS_EPROTO, "kvsd's ring geometry is invalid");
     c->staging = (unsigned char *)c->seg + l.staging_off;
     c->staging_size = l.staging_size;
+    if (!(w->flags & KVS__WELCOME_COMBINE))
+        return 0;
+    if (w->combine_size < KVS__CB_MIN || w->combine_size > SIZE_MAX / 2)
+        return kvs__fail(e, KVS_EPROTO, "kvsd's combine area of %" PRIu64 " bytes does not fit "
+                         "this library's layout", w->combine_size);
+    if ((rc = kvs__memfd_check(fds[3], w->combine_size, 1, e)) != 0
+        || (rc = kvs__map(fds[3], w->combine_size, 1, &c->cb, e)) != 0)
+        return rc;
+    c->cb_size = w->combine_size;
+    if (((struct kvs__cb_head *)c->cb)->magic != KVS__CB_MAGIC
+        || ((struct kvs__cb_head *)c->cb)->size != c->cb_size)
+        return kvs__fail(e, KVS_EPROTO, "kvsd's combine area has a bad head");
     return 0;
 }
 
@@ -233,7 +254,7 @@ static int client_connect(kvs_t *kv, struct kvs__client *c, struct kvs__err *e)
                             .nworkers = kv->nworkers };
     struct kvs__welcome w;
     int64_t deadline = kvs__now_ns() + CONNECT_WAIT_NS;
-    int fds[3], nfds = 0, rc;
+    int fds[4], nfds = 0, rc;
     size_t len;
 
     c->sync = strcmp(kv->type, "dist_async") != 0;
@@ -254,7 +275,7 @@ static int client_connect(kvs_t *kv, struct kvs__client *c, struct kvs__err *e)
     len = kvs__hello_encode(&h, buf);
     if ((rc = kvs__sock_send(c->sock, buf, len, NULL, 0, deadline, e)) != 0)
         return rc;
-    rc = kvs__sock_recv(c->sock, buf, sizeof buf, &len, fds, 3, &nfds, deadline, e);
+    rc = kvs__sock_recv(c->sock, buf, sizeof buf, &len, fds, 4, &nfds, deadline, e);
     if (rc == -ECONNRESET)
         return kvs__fail(e, KVS_ECLOSED, "kvsd of job '%s' closed the connection", c->job);
     if (rc != 0)
@@ -262,8 +283,9 @@ static int client_connect(kvs_t *kv, struct kvs__client *c, struct kvs__err *e)
     if ((rc = kvs__welcome_decode(buf, len, &w, e)) == 0) {
         if (w.status != 0)
             rc = kvs__fail(e, w.status, "kvsd refused: %s", w.msg);
-        else if (nfds != 3)
-            rc = kvs__fail(e, KVS_EPROTO, "kvsd sent %d descriptors, not 3", nfds);
+        else if (nfds != 3 + !!(w.flags & KVS__WELCOME_COMBINE))
+            rc = kvs__fail(e, KVS_EPROTO, "kvsd sent %d descriptors, not %d", nfds,
+                           3 + !!(w.flags & KVS__WELCOME_COMBINE));
         else if ((w.flags & KVS__WELCOME_REMOTE) && !h.probe)
             rc = kvs__fail(e, KVS_EPROTO, "kvsd reads memory it was not offered");
         else
@@ -285,6 +307,7 @@ int kvs__client_open(kvs_t *kv, struct kvs__err *e)
     c->sock = -1;
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->post, NULL);
+    pthread_mutex_init(&c->cb_lock, NULL);
     if ((rc = job_env(kv, c->job, e)) != 0 || (rc = client_connect(kv, c, e)) != 0) {
         kvs__client_free(c);
         return rc;
@@ -325,8 +348,7 @@ int kvs__client_usable(struct kvs__client *c, struct kvs__err *e)
     return rc;
 }
 
-/* 1 when kvsd has closed our socket (it died, or stopped). */
-static int daemon_gone(struct kvs__client *c)
+int kvs__client_daemon_gone(struct kvs__client *c)
 {
     struct pollfd p = { .fd = c->sock, .events = POLLIN };
     char b;
@@ -464,7 +486,7 @@ static int sleep_bell(struct kvs__client *c, uint32_t seen, int64_t deadline, in
     if (now >= deadline)
         return kvs__client_broken(c, e, KVS_ETIMEDOUT, "%s: no answer within the deadline "
                                   "(KVS_TIMEOUT, KVS_OPT_TIMEOUT_MS)", what);
-    if (*quiet && daemon_gone(c))
+    if (*quiet && kvs__client_daemon_gone(c))
         return kvs__client_broken(c, e, KVS_ECLOSED, "%s: kvsd of job '%s' is gone", what, c->job);
     pthread_mutex_unlock(&c->lock);
     *quiet = kvs__bell_wait(c->wbell, seen, slice < deadline ? slice : deadline, SPIN_NS) != 0;

@@ -68,7 +68,8 @@ enum {
     W_STAGING_OFF = 56,
     W_STAGING_SIZE = 64, /* the five u64 */
     W_MSG = 72,        /* KVS__MSG_MAX bytes, NUL-terminated, zero after the NUL */
-    W_RSV2 = W_MSG + KVS__MSG_MAX,      /* zero up to the end */
+    W_COMBINE_SIZE = W_MSG + KVS__MSG_MAX,  /* u64 */
+    W_RSV2 = W_COMBINE_SIZE + 8,        /* zero up to the end */
 };
 
 /* control request: 96 bytes */
@@ -273,6 +274,7 @@ size_t kvs__welcome_encode(const struct kvs__welcome *w, void *buf)
     put_u64(p, W_STAGING_OFF, w->staging_off);
     put_u64(p, W_STAGING_SIZE, w->staging_size);
     put_text(p, W_MSG, KVS__MSG_MAX, w->msg);
+    put_u64(p, W_COMBINE_SIZE, w->combine_size);
     return KVS__WELCOME_BYTES;
 }
 
@@ -289,7 +291,7 @@ int kvs__welcome_decode(const void *buf, size_t len, struct kvs__welcome *w,
     copy_once(m, buf, len < sizeof m ? len : sizeof m);
     if ((rc = check_head(m, len, KVS__WELCOME_BYTES, TYPE_WELCOME, "welcome", e)) != 0)
         return rc;
-    if (!zeros(m, W_RSV0, 3) || (get_u32(m, W_FLAGS) & ~KVS__WELCOME_REMOTE) != 0 ||
+    if (!zeros(m, W_RSV0, 3) || (get_u32(m, W_FLAGS) & ~(KVS__WELCOME_REMOTE | KVS__WELCOME_COMBINE)) != 0 ||
         !zeros(m, W_RSV2, KVS__WELCOME_BYTES - W_RSV2))
         return kvs__fail(e, KVS_EPROTO, "welcome: reserved bytes are not zero");
 
@@ -305,6 +307,7 @@ int kvs__welcome_decode(const void *buf, size_t len, struct kvs__welcome *w,
     t.arena_size = get_u64(m, W_ARENA_SIZE);
     t.staging_off = get_u64(m, W_STAGING_OFF);
     t.staging_size = get_u64(m, W_STAGING_SIZE);
+    t.combine_size = get_u64(m, W_COMBINE_SIZE);
     if (!kvs__status_ok(t.status))
         return kvs__fail(e, KVS_EPROTO, "welcome: status %" PRId32 " is not an error code",
                          t.status);
@@ -317,6 +320,9 @@ int kvs__welcome_decode(const void *buf, size_t len, struct kvs__welcome *w,
                              " are not powers of two", t.sq_entries, t.cq_entries);
         if (t.control_size == 0 || t.seg_size == 0 || t.arena_size == 0)
             return kvs__fail(e, KVS_EPROTO, "welcome: a segment of size 0");
+        if ((t.combine_size != 0) != ((t.flags & KVS__WELCOME_COMBINE) != 0))
+            return kvs__fail(e, KVS_EPROTO, "welcome: a combine area of %" PRIu64 " bytes "
+                             "with flags 0x%" PRIx32, t.combine_size, t.flags);
         if (__builtin_add_overflow(t.staging_off, t.staging_size, &end) || end > t.seg_size)
             return kvs__fail(e, KVS_EPROTO, "welcome: staging %" PRIu64 "+%" PRIu64
                              " outside the segment of %" PRIu64 " bytes",

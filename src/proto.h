@@ -17,7 +17,7 @@
 #include "error.h"
 
 #define KVS__PROTO_MAGIC   0x3150534bu  /* "KSP1" little-endian */
-#define KVS__PROTO_VERSION 6u
+#define KVS__PROTO_VERSION 7u
 #define KVS__JOB_MAX       64           /* job name bytes, without NUL */
 #define KVS__MSG_MAX       200          /* detail message bytes in a CQE, with NUL */
 
@@ -44,7 +44,9 @@ struct kvs__hello {                    /* worker -> kvsd, first message */
 };
 
 struct kvs__welcome {                  /* kvsd -> worker, with 3 fds on success:
-                                        * control (rw), segment (rw), arena (ro) */
+                                        * control (rw), segment (rw), arena (ro);
+                                        * with KVS__WELCOME_COMBINE a 4th, the
+                                        * combine area (rw, combine.h) */
     uint32_t version;
     int32_t status;                    /* 0, or a negative kvs/errno code */
     uint32_t worker;                   /* kvsd's index for this worker */
@@ -53,11 +55,15 @@ struct kvs__welcome {                  /* kvsd -> worker, with 3 fds on success:
     uint32_t flags;                    /* KVS__WELCOME_* */
     uint64_t staging_off, staging_size;/* within the segment */
     char msg[KVS__MSG_MAX];            /* detail when status != 0 */
+    uint64_t combine_size;             /* the combine area's bytes; 0 without one */
 };
 
 /* kvsd read the hello's cookie out of the worker's memory: it takes pushes
  * by KVS__SQE_REMOTE from this worker. */
 #define KVS__WELCOME_REMOTE 0x01u
+/* The job's workers combine the rounds of the keys in the combine area
+ * (combine.h), sent as a 4th descriptor. */
+#define KVS__WELCOME_COMBINE 0x02u
 
 #define KVS__HELLO_BYTES   128
 #define KVS__WELCOME_BYTES 288

@@ -121,6 +121,23 @@ else
 fi
 unset KVS_TEST_NODUMP KVS_TEST_READERS KVS_TEST_KVSCTL
 
+# Rounds the workers combine (KVS_COMBINE=1, read by kvsd): the same
+# values, with kvsctl stats counting the combined rounds exactly; sums,
+# duplicates in a list, sgd and adam, uneven lists, buffers, bad input,
+# long lists, a worker dying and one giving up, as through kvsd.
+KVS_COMBINE=1 KVS_TEST_COMBINED=1 KVS_TEST_KVSCTL=$(cd "$bld" && pwd)/daemon/kvsctl
+export KVS_COMBINE KVS_TEST_COMBINED KVS_TEST_KVSCTL KVS_TEST_READERS
+for n in 2 3; do KVS_TEST_READERS=$n; job $n remote; done
+for n in 2 3; do job $n sums; done
+job 2 optimizer
+job 3 uneven
+for n in 2 3; do job $n buffers; done
+job 2 errors
+job 2 long_list
+job 3 peer_dies 137
+job 3 timeout_says
+unset KVS_COMBINE KVS_TEST_COMBINED KVS_TEST_KVSCTL KVS_TEST_READERS
+
 # What training code does (tests/dist_training): pushes in any order and
 # from threads, a close after the last push, an init after rank 0 left, the
 # empty string key, 100,000 keys in a call, a lone optimizer, empty row ids,

@@ -112,6 +112,8 @@ static void assert_welcome_eq(const struct kvs__welcome *a, const struct kvs__we
     assert_int_equal(a->cq_entries, b->cq_entries);
     assert_int_equal(a->staging_off, b->staging_off);
     assert_int_equal(a->staging_size, b->staging_size);
+    assert_true(a->combine_size == b->combine_size);
+    assert_int_equal(a->flags, b->flags);
     assert_string_equal(a->msg, b->msg);
 }
 
@@ -309,7 +311,20 @@ static void test_welcome_roundtrip(void **state)
     w.flags = KVS__WELCOME_REMOTE;
     assert_int_equal(welcome_rt(&w, &out, &e), 0);
     assert_int_equal(out.flags, KVS__WELCOME_REMOTE);
-    w.flags = 2;                       /* unknown */
+    w.flags = KVS__WELCOME_COMBINE;    /* a combine area, of some size */
+    w.combine_size = (uint64_t)1 << 40;
+    assert_int_equal(welcome_rt(&w, &out, &e), 0);
+    assert_int_equal(out.flags, KVS__WELCOME_COMBINE);
+    assert_true(out.combine_size == (uint64_t)1 << 40);
+    w.combine_size = 0;                /* the flag without a size */
+    assert_int_equal(welcome_rt(&w, &out, &e), KVS_EPROTO);
+    assert_non_null(strstr(e.msg, "combine area"));
+    w.flags = 0;                       /* a size without the flag */
+    w.combine_size = 4096;
+    assert_int_equal(welcome_rt(&w, &out, &e), KVS_EPROTO);
+    assert_non_null(strstr(e.msg, "combine area"));
+    w.combine_size = 0;
+    w.flags = 4;                       /* unknown */
     assert_int_equal(welcome_rt(&w, &out, &e), KVS_EPROTO);
     assert_non_null(strstr(e.msg, "reserved"));
 

@@ -1,0 +1,227 @@
+/*
+ * combine.c - the combine area's slots, index and rounds (combine.h), the
+ * same code in kvsd and in every worker.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "array.h"
+#include "combine.h"
+#include "engine.h"
+#include "optim.h"
+
+struct cb_entry {                      /* an index entry */
+    _Atomic uint64_t tag;              /* the key's hash with its low bit set; 0: empty */
+    _Atomic uint64_t off;              /* its slot */
+};
+
+#define ALIGN64(x) (((x) + 63) & ~(uint64_t)63)
+
+static struct cb_entry *index_of(void *area)
+{
+    return (struct cb_entry *)((unsigned char *)area + KVS__CB_INDEX_OFF);
+}
+
+static uint64_t state_elem(kvs_dtype_t dtype)
+{
+    return dtype == KVS_FLOAT64 ? 8 : 4;
+}
+
+void kvs__cb_plan(uint64_t off, uint64_t bytes, size_t count, kvs_dtype_t dtype,
+                  uint32_t nworkers, struct kvs__cb_plan *plan)
+{
+    uint64_t at = off + ALIGN64(sizeof(struct kvs__cb_slot));
+    uint64_t vb = ALIGN64(bytes ? bytes : 1), sb = ALIGN64(2 * count * state_elem(dtype) + 1);
+
+    *plan = (struct kvs__cb_plan){ .off = off, .bytes = bytes, .count = count, .dtype = dtype,
+                                   .nworkers = nworkers, .stride = vb };
+    for (int p = 0; p < 2; p++, at += vb)
+        plan->value_off[p] = at;
+    for (int p = 0; p < 2; p++, at += sb)
+        plan->state_off[p] = at;
+    plan->in_off = at;
+    at += 2 * (uint64_t)nworkers * vb;
+    plan->size = at - off;
+}
+
+int kvs__cb_publish(void *area, const struct kvs__cb_plan *plan, kvs_key_t key, int ndim,
+                    const int64_t *shape, const void *value)
+{
+    unsigned char *a = area;
+    struct kvs__cb_slot *s = (struct kvs__cb_slot *)(a + plan->off);
+    uint64_t tag = kvs__key_hash(key) | 1;
+    struct cb_entry *ix = index_of(area), *slot = NULL;
+
+    for (uint32_t i = 0; i < KVS__CB_INDEX; i++) {
+        struct cb_entry *x = &ix[(tag + i) & (KVS__CB_INDEX - 1)];
+
+        if (atomic_load_explicit(&x->tag, memory_order_relaxed) == 0) {
+            slot = x;
+            break;
+        }
+    }
+    if (!slot)
+        return -ENOSPC;
+    s->is_str = key.name != NULL;
+    s->key_id = key.name ? 0 : key.id;
+    if (key.name) {
+        s->name_len = (uint32_t)strnlen(key.name, KVS_MAX_KEY_LEN);
+        memcpy(s->name, key.name, s->name_len);
+        s->name[s->name_len] = '\0';
+    }
+    s->dtype = plan->dtype;
+    s->ndim = ndim;
+    memcpy(s->shape, shape, (size_t)ndim * sizeof *shape);
+    s->bytes = plan->bytes;
+    s->count = plan->count;
+    memcpy(s->value_off, plan->value_off, sizeof s->value_off);
+    memcpy(s->state_off, plan->state_off, sizeof s->state_off);
+    s->in_off = plan->in_off;
+    s->stride = plan->stride;
+    memcpy(a + plan->value_off[0], value, plan->bytes);
+    atomic_store_explicit(&s->gen, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->arrive[1], kvs__cb_tag(1), memory_order_relaxed);
+    atomic_store_explicit(&s->arrive[0], kvs__cb_tag(2), memory_order_relaxed);
+    atomic_store_explicit(&slot->off, plan->off, memory_order_relaxed);
+    atomic_store_explicit(&slot->tag, tag, memory_order_release);
+    return 0;
+}
+
+struct kvs__cb_slot *kvs__cb_find(void *area, uint64_t size, kvs_key_t key)
+{
+    uint64_t tag = kvs__key_hash(key) | 1;
+    struct cb_entry *ix = index_of(area);
+
+    for (uint32_t i = 0; i < KVS__CB_INDEX; i++) {
+        struct cb_entry *x = &ix[(tag + i) & (KVS__CB_INDEX - 1)];
+        uint64_t t = atomic_load_explicit(&x->tag, memory_order_acquire), off;
+        struct kvs__cb_slot *s;
+
+        if (t == 0)
+            return NULL;
+        if (t != tag)
+            continue;
+        off = atomic_load_explicit(&x->off, memory_order_relaxed);
+        if (off < KVS__CB_SLOTS_OFF || (off & 63) != 0 || off > size
+            || size - off < sizeof *s)
+            return NULL;
+        s = (struct kvs__cb_slot *)((unsigned char *)area + off);
+        if (s->is_str != (key.name != NULL))
+            continue;
+        if (key.name ? s->name_len < sizeof s->name && strlen(key.name) == s->name_len
+                       && memcmp(s->name, key.name, s->name_len) == 0
+                     : s->key_id == key.id)
+            return s;
+    }
+    return NULL;
+}
+
+int kvs__cb_try_claim(struct kvs__cb_slot *s, int p, uint64_t active, uint64_t *round)
+{
+    for (;;) {
+        uint64_t w = atomic_load_explicit(&s->arrive[p], memory_order_seq_cst);
+        uint64_t g = atomic_load_explicit(&s->gen, memory_order_seq_cst);
+        uint64_t r = ((g + 1) & 1) == (uint64_t)p ? g + 1 : g + 2;
+        uint32_t m = kvs__cb_mask(w);
+
+        if ((w & KVS__CB_CLAIMED) || m == 0 || (m & (uint32_t)active) != (uint32_t)active)
+            return 0;
+        if ((w & ~(KVS__CB_CLAIMED | 0xffffffffull)) != kvs__cb_tag(r))
+            continue;                  /* gen moved on meanwhile */
+        if (atomic_compare_exchange_weak_explicit(&s->arrive[p], &w, w | KVS__CB_CLAIMED,
+                                                  memory_order_seq_cst,
+                                                  memory_order_seq_cst)) {
+            *round = r;
+            return 1;
+        }
+    }
+}
+
+int kvs__cb_combine(void *area, struct kvs__cb_slot *s, const struct kvs__cb_plan *plan,
+                    uint64_t r, const struct kvs__optim *o, uint64_t opt_gen,
+                    int64_t deadline_ns)
+{
+    struct kvs__cb_head *h = area;
+    unsigned char *a = area;
+    struct kvs__cb_plan own;
+    const void *in[KVS__CB_MAX_WORKERS];
+    int p = (int)(r & 1), q = p ^ 1, k = 0;
+    uint32_t mask;
+    void *val;
+
+    if (!plan) {
+        own = (struct kvs__cb_plan){ .bytes = s->bytes, .count = s->count, .dtype = s->dtype,
+                                     .nworkers = h->nworkers, .in_off = s->in_off,
+                                     .stride = s->stride };
+        memcpy(own.value_off, s->value_off, sizeof own.value_off);
+        memcpy(own.state_off, s->state_off, sizeof own.state_off);
+        plan = &own;
+    }
+    /* Round r - 1 is complete (every rank in r pushed into it first), and
+     * its claimer is at work: r starts from its value and state. */
+    while (atomic_load_explicit(&s->gen, memory_order_acquire) != r - 1) {
+        uint32_t seen = kvs__bell_seq(&h->bell);
+        int32_t f = atomic_load_explicit(&h->failed, memory_order_acquire);
+
+        if (f < 0)
+            return f;
+        if (atomic_load_explicit(&s->gen, memory_order_acquire) == r - 1)
+            break;
+        if (kvs__bell_wait(&h->bell, seen, deadline_ns, 20000) != 0)
+            return KVS_ETIMEDOUT;
+    }
+    mask = kvs__cb_mask(atomic_load_explicit(&s->arrive[p], memory_order_acquire));
+    for (uint32_t i = 0; i < plan->nworkers && i < KVS__CB_MAX_WORKERS; i++)
+        if (mask & (1u << i))
+            in[k++] = a + plan->in_off + ((uint64_t)p * plan->nworkers + i) * plan->stride;
+    val = a + plan->value_off[p];
+    atomic_fetch_add_explicit(&s->vseq[p], 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    if (!o || k == 0) {
+        if (k > 0)
+            kvs__sum(plan->dtype, val, in, k, plan->count, 1);
+        else
+            memcpy(val, a + plan->value_off[q], plan->bytes);
+        s->state_gen[p] = 0;
+    } else {
+        uint64_t half = plan->count * state_elem(plan->dtype);
+        struct kvs__optim_state st = {
+            .dtype = plan->dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32,
+            .count = plan->count, .nbuf = kvs__optim_nbuf(o), .device = KVS_HOST,
+            .buf = { a + plan->state_off[p], a + plan->state_off[p] + half },
+        };
+
+        memcpy(val, a + plan->value_off[q], plan->bytes);
+        if (s->state_gen[q] == opt_gen) {
+            memcpy(st.buf[0], a + plan->state_off[q], 2 * half);
+            st.t = s->t[q];
+        } else {
+            memset(st.buf[0], 0, 2 * half);
+        }
+        kvs__optim_update_sum(o, &st, plan->dtype, val, in, k, plan->count, 1);
+        s->t[p] = st.t;
+        s->state_gen[p] = opt_gen;
+    }
+    atomic_fetch_add_explicit(&s->vseq[p], 1, memory_order_release);
+    atomic_store_explicit(&s->gen, r, memory_order_release);
+    atomic_store_explicit(&s->arrive[p], kvs__cb_tag(r + 2), memory_order_seq_cst);
+    kvs__bell_ring(&h->bell);
+    return 0;
+}
+
+void kvs__cb_fail(void *area, int code, const char *msg)
+{
+    struct kvs__cb_head *h = area;
+    int32_t none = 0;
+
+    /* The first to fail it writes the text, then the code (1 meanwhile). */
+    if (atomic_compare_exchange_strong(&h->failed, &none, 1)) {
+        snprintf(h->fail_msg, sizeof h->fail_msg, "%s", msg ? msg : "");
+        atomic_store_explicit(&h->failed, code < 0 ? code : KVS_EPEERDEAD,
+                              memory_order_release);
+    }
+    kvs__bell_ring(&h->bell);
+}
