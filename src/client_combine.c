@@ -272,9 +272,17 @@ static int cb_read(kvs_t *kv, const struct kvs__cb_slot *s, kvs_key_t key, uint6
         int p = (int)(g & 1);
         uint64_t s1 = atomic_load_explicit(&s->vseq[p], memory_order_acquire);
         const unsigned char *src = (const unsigned char *)c->cb + s->value_off[p];
+        int32_t f = atomic_load_explicit(&head(c)->failed, memory_order_acquire);
 
-        if (s1 & 1)
+        /* A later round is being written over it (another thread of this
+         * worker pushed again): read that one once it is published. */
+        if (f < 0)
+            return job_failed(c, f, e);
+        if (s1 & 1) {
+            if ((rc = cb_wait(kv, s, key, UNTIL_DONE, g + 1, what, e)) != 0)
+                return rc;
             continue;
+        }
         if (view) {
             out->data = (void *)src;
         } else if (rows) {
