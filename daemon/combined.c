@@ -56,8 +56,7 @@ void cb_join(struct daemon *d)
     d->cb_on = d->sync == 1 && d->total <= KVS__CB_MAX_WORKERS && d->total == d->nworkers;
     if (d->cb_on) {
         head(d)->nworkers = (uint32_t)d->nworkers;
-        atomic_store(&head(d)->active, d->nworkers == 64 ? ~0ull
-                                                         : (1ull << d->nworkers) - 1);
+        atomic_store(&head(d)->active, (1ull << d->nworkers) - 1);
     }
 }
 

@@ -123,11 +123,8 @@ static int group_match(const struct groups *g, const kvs_key_t *keys, const kvs_
     return 0;
 }
 
-/* Where a value already lies in staging: 1 and *off when it lies wholly in
- * one buffer, 0 when it lies outside staging, KVS_EBADARG when it lies in
- * staging but not in a live buffer (freed, or straddling two). c->lock held. */
-static int in_buffer(const struct kvs__client *c, const void *data, uint64_t bytes,
-                     uint64_t *off, struct kvs__err *e)
+int kvs__client_in_buffer(const struct kvs__client *c, const void *data, uint64_t bytes,
+                          uint64_t *off, struct kvs__err *e)
 {
     uintptr_t p = (uintptr_t)data, s = (uintptr_t)c->staging;
 
@@ -409,7 +406,7 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
         if (dev[j] >= 0 || remote[j])
             continue;
         if (g->mstart[j + 1] - g->mstart[j] == 1 && !coded[j] && a->device == KVS_HOST
-            && (zc = in_buffer(c, a->data, bytes, &at[j], e)) < 0) {
+            && (zc = kvs__client_in_buffer(c, a->data, bytes, &at[j], e)) < 0) {
             rc = zc;
         } else if (!zc && bytes > room) {
             char ks[KVS_MAX_KEY_LEN + 8];
@@ -515,107 +512,6 @@ out:
     return rc;
 }
 
-/* ---- keys whose rounds the workers combine (client_combine.c) --------- */
-
-/* A list call split between kvsd's keys and those the workers combine:
- * the keys and arrays of both parts, copied, kvsd's first. */
-struct split {
-    int nkd, ncb;
-    int *idx;                          /* [nkd + ncb]: each one's place in the call */
-    struct kvs__cb_slot **slots;       /* [ncb]: the combined keys' slots */
-    kvs_key_t *keys;
-    kvs_array_t *arrs[3];              /* values, outs, rows, or NULL */
-};
-
-static void split_free(struct split *sp)
-{
-    free(sp->idx);
-    free(sp->slots);
-    free(sp->keys);
-    for (int k = 0; k < 3; k++)
-        free(sp->arrs[k]);
-}
-
-/* 0 with sp->ncb 0 when no key of the list is combined (nothing made). */
-static int split_list(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *const src[3],
-                      struct split *sp, struct kvs__err *e)
-{
-    struct kvs__cb_slot **found;
-    int a = 0, b;
-
-    memset(sp, 0, sizeof *sp);
-    if (!kv->client->cb || n == 0)
-        return 0;
-    if (!(found = malloc((size_t)n * sizeof *found)))
-        return kvs__fail(e, -ENOMEM, "out of memory");
-    for (int i = 0; i < n; i++)
-        sp->ncb += (found[i] = kvs__client_cb_find(kv->client, keys[i])) != NULL;
-    if (sp->ncb == 0) {
-        free(found);
-        return 0;
-    }
-    sp->nkd = n - sp->ncb;
-    sp->idx = malloc((size_t)n * sizeof *sp->idx);
-    sp->slots = malloc((size_t)sp->ncb * sizeof *sp->slots);
-    sp->keys = malloc((size_t)n * sizeof *sp->keys);
-    for (int k = 0; k < 3; k++)
-        if (src[k] && !(sp->arrs[k] = malloc((size_t)n * sizeof *sp->arrs[k])))
-            sp->idx = (free(sp->idx), NULL);
-    if (!sp->idx || !sp->slots || !sp->keys) {
-        free(found);
-        split_free(sp);
-        return kvs__fail(e, -ENOMEM, "out of memory");
-    }
-    for (int i = 0; src[0] && i < n; i++) {
-        uint64_t off;
-        int rc;
-
-        if (found[i] && (rc = in_buffer(kv->client, src[0][i].data, array_bytes(&src[0][i]),
-                                        &off, e)) < 0) {
-            free(found);
-            split_free(sp);
-            return rc;
-        }
-    }
-    b = sp->nkd;
-    for (int i = 0; i < n; i++) {
-        int at = found[i] ? b++ : a++;
-
-        if (found[i])
-            sp->slots[at - sp->nkd] = found[i];
-        sp->idx[at] = i;
-        sp->keys[at] = keys[i];
-        for (int k = 0; k < 3; k++)
-            if (src[k])
-                sp->arrs[k][at] = src[k][i];
-    }
-    free(found);
-    return 0;
-}
-
-/* Runs a split call: kvsd's part by kd (which checks its arrays against
- * the stored keys before anything happens), then the combined part;
- * hands the outs back (a view sets their data). */
-typedef int split_fn(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                     kvs_array_t *outs, const kvs_array_t *rows, int view, int priority,
-                     const char *what, struct kvs__err *e);
-static int split_run(kvs_t *kv, struct split *sp, kvs_array_t *outs, split_fn *kd, int view,
-                     int priority, const char *what, struct kvs__err *e)
-{
-    kvs_array_t *const *a = sp->arrs;
-    int k = sp->nkd, rc = 0;
-
-    if (k > 0)
-        rc = kd(kv, k, sp->keys, a[0], a[1], a[2], view, priority, what, e);
-    if (rc == 0)
-        rc = kvs__client_cb_call(kv, sp->ncb, sp->keys + k, sp->slots, a[0] ? a[0] + k : NULL,
-                                 a[1] ? a[1] + k : NULL, a[2] ? a[2] + k : NULL, view, what, e);
-    for (int i = 0; outs && a[1] && i < k + sp->ncb; i++)
-        outs[sp->idx[i]] = a[1][i];
-    split_free(sp);
-    return rc;
-}
-
 static int dist_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                      int replace, struct kvs__err *e)
 {
@@ -673,17 +569,17 @@ static int push_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *v
 static int dist_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                      int priority, struct kvs__err *e)
 {
-    struct split sp;
+    struct kvs__split sp;
     int rc;
 
     if ((rc = kvs__client_usable(kv->client, e)) != 0
         || (rc = kvs__check_list(NULL, n, keys, values, "value", e)) != 0
-        || (rc = split_list(kv, n, keys, (const kvs_array_t *const[3]){ values, NULL, NULL },
+        || (rc = kvs__client_split(kv, n, keys, (const kvs_array_t *const[3]){ values, NULL, NULL },
                             &sp, e)) != 0)
         return rc;
     if (sp.ncb == 0)
         return dist_push_kd(kv, n, keys, values, priority, e);
-    return split_run(kv, &sp, NULL, push_kd, 0, priority, "kvs_push", e);
+    return kvs__client_split_run(kv, &sp, NULL, push_kd, 0, priority, "kvs_push", e);
 }
 
 /* The block of a value a completion points to, once its range is checked
@@ -904,15 +800,15 @@ static int pull_groups(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *out
                        const kvs_array_t *rows, int view, int priority, const char *what,
                        struct kvs__err *e)
 {
-    struct split sp;
+    struct kvs__split sp;
     int rc;
 
-    if ((rc = split_list(kv, n, keys, (const kvs_array_t *const[3]){ NULL, outs, rows }, &sp,
+    if ((rc = kvs__client_split(kv, n, keys, (const kvs_array_t *const[3]){ NULL, outs, rows }, &sp,
                          e)) != 0)
         return rc;
     if (sp.ncb == 0)
         return pull_kd(kv, n, keys, NULL, outs, rows, view, priority, what, e);
-    return split_run(kv, &sp, outs, pull_kd, view, priority, what, e);
+    return kvs__client_split_run(kv, &sp, outs, pull_kd, view, priority, what, e);
 }
 
 static int dist_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs, int priority,
@@ -962,7 +858,7 @@ static int pushpull_groups(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_ar
 {
     const char *call = view ? "kvs_pushpull_view" : "kvs_pushpull";
     const char *what = view ? "view" : "out";
-    struct split sp;
+    struct kvs__split sp;
     int rc;
 
     if ((rc = kvs__client_usable(kv->client, e)) != 0
@@ -973,13 +869,13 @@ static int pushpull_groups(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_ar
         if (outs[i].dtype != values[i].dtype || !kvs__same_shape(&outs[i], &values[i]))
             return kvs__fail(e, outs[i].dtype != values[i].dtype ? KVS_EDTYPE : KVS_ESHAPE,
                              "%s %d does not match value %d", what, i, i);
-    if ((rc = split_list(kv, n, keys,
+    if ((rc = kvs__client_split(kv, n, keys,
                             (const kvs_array_t *const[3]){ values, outs ? outs : values, NULL },
                             &sp, e)) != 0)
         return rc;
     if (sp.ncb == 0)
         return pushpull_kd(kv, n, keys, values, outs, NULL, view, priority, call, e);
-    return split_run(kv, &sp, outs, pushpull_kd, view, priority, call, e);
+    return kvs__client_split_run(kv, &sp, outs, pushpull_kd, view, priority, call, e);
 }
 
 static int dist_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,

@@ -133,6 +133,37 @@ int kvs__client_cb_call(kvs_t *kv, int n, const kvs_key_t *keys,
                         kvs_array_t *outs, const kvs_array_t *rows, int view, const char *what,
                         struct kvs__err *e);
 
+/* A list call split between kvsd's keys and those the workers combine:
+ * the keys and arrays of both parts, copied, kvsd's first. */
+struct kvs__split {
+    int nkd, ncb;
+    int *idx;                          /* [nkd + ncb]: each one's place in the call */
+    struct kvs__cb_slot **slots;       /* [ncb]: the combined keys' slots */
+    kvs_key_t *keys;
+    kvs_array_t *arrs[3];              /* values, outs, rows, or NULL */
+};
+/* Splits a list of n keys with its arrays src (values, outs, rows, each
+ * or NULL); checks that combined keys' values are not freed buffers. 0
+ * with sp->ncb 0 when no key of it is combined (nothing made). */
+int kvs__client_split(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *const src[3],
+                      struct kvs__split *sp, struct kvs__err *e);
+/* Runs a split call: kvsd's part by kd (which checks its arrays against
+ * the stored keys before anything happens), then the combined part;
+ * hands the outs back (a view sets their data) and frees sp. */
+typedef int kvs__split_fn(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                          kvs_array_t *outs, const kvs_array_t *rows, int view, int priority,
+                          const char *what, struct kvs__err *e);
+int kvs__client_split_run(kvs_t *kv, struct kvs__split *sp, kvs_array_t *outs,
+                          kvs__split_fn *kd, int view, int priority, const char *what,
+                          struct kvs__err *e);
+
+/* Where a value already lies in staging: 1 and *off when it lies wholly in
+ * one buffer of kvs_array_alloc, 0 when it lies outside staging,
+ * KVS_EBADARG when it lies in staging but not in a live buffer (freed, or
+ * straddling two). c->lock held. */
+int kvs__client_in_buffer(const struct kvs__client *c, const void *data, uint64_t bytes,
+                          uint64_t *off, struct kvs__err *e);
+
 /* One request op with arg, its data the len (> 0) bytes at data copied
  * into staging, as a call of its own. */
 int kvs__client_send(kvs_t *kv, uint8_t op, const void *data, size_t len, uint64_t arg,

@@ -326,7 +326,6 @@ int kvs__client_cb_call(kvs_t *kv, int n, const kvs_key_t *keys,
                         kvs_array_t *outs, const kvs_array_t *rows, int view, const char *what,
                         struct kvs__err *e)
 {
-    struct kvs__client *c = kv->client;
     int *gid = NULL, *first = NULL, *idx = NULL, ng, rc = 0;
     uint64_t *round = NULL;
 
@@ -363,11 +362,100 @@ int kvs__client_cb_call(kvs_t *kv, int n, const kvs_key_t *keys,
     for (int i = 0; outs && i < n && rc == 0; i++)
         rc = cb_read(kv, slots[i], keys[i], round[gid[i]], &outs[i], view,
                      rows ? &rows[i] : NULL, what, e);
-    (void)c;
 out:
     free(round);
     free(idx);
     free(first);
     free(gid);
+    return rc;
+}
+
+/* ---- list calls split between kvsd and the combined keys ------------- */
+
+static void split_free(struct kvs__split *sp)
+{
+    free(sp->idx);
+    free(sp->slots);
+    free(sp->keys);
+    for (int k = 0; k < 3; k++)
+        free(sp->arrs[k]);
+}
+
+int kvs__client_split(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *const src[3],
+                      struct kvs__split *sp, struct kvs__err *e)
+{
+    struct kvs__cb_slot **found;
+    int a = 0, b, nomem = 0;
+
+    memset(sp, 0, sizeof *sp);
+    if (!kv->client->cb || n == 0)
+        return 0;
+    if (!(found = malloc((size_t)n * sizeof *found)))
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++)
+        sp->ncb += (found[i] = kvs__client_cb_find(kv->client, keys[i])) != NULL;
+    if (sp->ncb == 0) {
+        free(found);
+        return 0;
+    }
+    sp->nkd = n - sp->ncb;
+    sp->idx = malloc((size_t)n * sizeof *sp->idx);
+    sp->slots = malloc((size_t)sp->ncb * sizeof *sp->slots);
+    sp->keys = malloc((size_t)n * sizeof *sp->keys);
+    for (int k = 0; k < 3; k++)
+        if (src[k] && !(sp->arrs[k] = malloc((size_t)n * sizeof *sp->arrs[k])))
+            nomem = 1;
+    if (nomem || !sp->idx || !sp->slots || !sp->keys) {
+        free(found);
+        split_free(sp);
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    }
+    pthread_mutex_lock(&kv->client->lock);
+    for (int i = 0; src[0] && i < n; i++) {
+        uint64_t off;
+        int rc;
+
+        if (found[i] && (rc = kvs__client_in_buffer(kv->client, src[0][i].data,
+                                                    kvs__array_count(&src[0][i])
+                                                    * kvs_dtype_size(src[0][i].dtype),
+                                                    &off, e)) < 0) {
+            pthread_mutex_unlock(&kv->client->lock);
+            free(found);
+            split_free(sp);
+            return rc;
+        }
+    }
+    pthread_mutex_unlock(&kv->client->lock);
+    b = sp->nkd;
+    for (int i = 0; i < n; i++) {
+        int at = found[i] ? b++ : a++;
+
+        if (found[i])
+            sp->slots[at - sp->nkd] = found[i];
+        sp->idx[at] = i;
+        sp->keys[at] = keys[i];
+        for (int k = 0; k < 3; k++)
+            if (src[k])
+                sp->arrs[k][at] = src[k][i];
+    }
+    free(found);
+    return 0;
+}
+
+int kvs__client_split_run(kvs_t *kv, struct kvs__split *sp, kvs_array_t *outs,
+                          kvs__split_fn *kd, int view, int priority, const char *what,
+                          struct kvs__err *e)
+{
+    kvs_array_t *const *a = sp->arrs;
+    int k = sp->nkd, rc = 0;
+
+    if (k > 0)
+        rc = kd(kv, k, sp->keys, a[0], a[1], a[2], view, priority, what, e);
+    if (rc == 0)
+        rc = kvs__client_cb_call(kv, sp->ncb, sp->keys + k, sp->slots, a[0] ? a[0] + k : NULL,
+                                 a[1] ? a[1] + k : NULL, a[2] ? a[2] + k : NULL, view, what, e);
+    for (int i = 0; outs && a[1] && i < k + sp->ncb; i++)
+        outs[sp->idx[i]] = a[1][i];
+    split_free(sp);
     return rc;
 }
