@@ -2,16 +2,19 @@
  * combined.c - kvsd's part in the rounds the workers combine (combine.h):
  * it makes the combine area, lays out a slot for each small key at its
  * init, publishes the optimizer and the job's failure there, completes the
- * rounds that a worker leaving completes, and learns of a worker that gave
- * up waiting. Serve thread only, but cb_setup (main) and cb_join (socket
+ * rounds that a worker leaving completes, learns of a worker that gave up
+ * waiting, and saves and loads the combined keys' optimizer states with
+ * the engine's. Serve thread only, but cb_setup (main) and cb_join (socket
  * thread, under d->lock, before any worker is LIVE).
  *
- * kvsd trusts nothing in the area: it reads the arrival words and round
- * numbers there, and a failure's code and text, never an offset or a
- * size; every slot's layout is its own copy (d->cb_plans).
+ * kvsd trusts nothing in the area: it reads the arrival words, round
+ * numbers, seqlocks and states there, and a failure's code and text,
+ * never an offset or a size; every slot's layout is its own copy
+ * (d->cb_keys).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +80,7 @@ void cb_add_keys(struct daemon *d, int n, const kvs_key_t *keys)
     for (int i = 0; d->cb_on == 1 && i < n; i++) {
         struct kvs__entry_info info;
         struct kvs__cb_plan plan;
+        struct cb_key ck;
         struct round *rd;
 
         if (kvs__engine_lookup(d->eng, keys[i], &info, NULL) != 0 || info.device != KVS_HOST
@@ -89,18 +93,22 @@ void cb_add_keys(struct daemon *d, int n, const kvs_key_t *keys)
             continue;                  /* the area is full: kvsd takes the key */
         if (d->cb_n == d->cb_cap) {
             size_t cap = d->cb_cap ? 2 * d->cb_cap : 64;
-            struct kvs__cb_plan *p = realloc(d->cb_plans, cap * sizeof *p);
+            struct cb_key *p = realloc(d->cb_keys, cap * sizeof *p);
 
             if (!p)
                 continue;
-            d->cb_plans = p;
+            d->cb_keys = p;
             d->cb_cap = cap;
         }
-        if (!(rd = round_of(d, &info, keys[i]))
-            || kvs__cb_publish(d->cb, &plan, keys[i], info.ndim, info.shape, info.value) != 0)
+        ck = (struct cb_key){ plan, keys[i], info.entry };
+        if ((keys[i].name && !(ck.key.name = strdup(keys[i].name)))
+            || !(rd = round_of(d, &info, keys[i]))
+            || kvs__cb_publish(d->cb, &plan, keys[i], info.ndim, info.shape, info.value) != 0) {
+            free((char *)ck.key.name);
             continue;
+        }
         rd->cb = 1;
-        d->cb_plans[d->cb_n++] = plan;
+        d->cb_keys[d->cb_n++] = ck;
         d->cb_next += plan.size;
     }
 }
@@ -108,6 +116,11 @@ void cb_add_keys(struct daemon *d, int n, const kvs_key_t *keys)
 static struct kvs__cb_slot *slot_of(const struct daemon *d, const struct kvs__cb_plan *p)
 {
     return (struct kvs__cb_slot *)((unsigned char *)d->cb + p->off);
+}
+
+static uint64_t state_bytes(const struct kvs__cb_plan *p)
+{
+    return 2 * p->count * kvs__cb_state_elem(p->dtype);
 }
 
 /* ---- the optimizer ---------------------------------------------------- */
@@ -138,6 +151,162 @@ void cb_optimizer(struct daemon *d)
     atomic_fetch_add_explicit(&h->opt_seq, 1, memory_order_release);
 }
 
+/* ---- optimizer states ------------------------------------------------- */
+
+#define SNAPSHOT_NS (1000 * 1000000ll)  /* a save waits this long for a round mid-write */
+
+/* The state a combined key's next round starts from (combine.h): its
+ * published round's when made under the current optimizer, else the one
+ * kvsd loaded for that. Copied into buf (state_bytes): 1 and its steps in
+ * *t; 0 when it has none; KVS_ETIMEDOUT when the published round is
+ * rewritten or mid-write at every look until the deadline (a worker
+ * stopped in the middle of a round). */
+static int snapshot(const struct daemon *d, const struct kvs__cb_plan *pl, unsigned char *buf,
+                    uint64_t *t)
+{
+    struct kvs__cb_slot *s = slot_of(d, pl);
+    const unsigned char *a = d->cb;
+    int64_t deadline = kvs__now_ns() + SNAPSHOT_NS;
+    uint64_t made, steps;
+
+    for (;;) {
+        uint64_t g = atomic_load_explicit(&s->gen, memory_order_acquire);
+        int p = (int)(g & 1);
+        uint64_t s1 = atomic_load_explicit(&s->vseq[p], memory_order_acquire);
+
+        if (!(s1 & 1)) {
+            made = s->state_gen[p];
+            steps = s->t[p];
+            memcpy(buf, a + pl->state_off[p], state_bytes(pl));
+            atomic_thread_fence(memory_order_acquire);
+            if (atomic_load_explicit(&s->vseq[p], memory_order_relaxed) == s1
+                && atomic_load_explicit(&s->gen, memory_order_relaxed) == g)
+                break;
+        }
+        if (kvs__now_ns() >= deadline)
+            return KVS_ETIMEDOUT;
+        sched_yield();
+    }
+    if (made == d->cb_opt_gen) {
+        *t = steps;
+        return 1;
+    }
+    /* Only this thread writes the loaded state: no seqlock to read it. */
+    if (s->load_gen != d->cb_opt_gen)
+        return 0;
+    memcpy(buf, a + pl->load_off, state_bytes(pl));
+    *t = s->load_t;
+    return 1;
+}
+
+/* The record of combined key ck's state, in *rec (its state and name
+ * malloc'd, the state NULL when it has none). */
+static int record_of(const struct daemon *d, const struct cb_key *ck, struct kvs__state_rec *rec,
+                     struct kvs__err *e)
+{
+    const struct kvs__cb_plan *pl = &ck->plan;
+    uint64_t half = pl->count * kvs__cb_state_elem(pl->dtype);
+    struct kvs__optim_state *st = malloc(sizeof *st + 2 * half);
+    char ks[KVS_MAX_KEY_LEN + 8];
+    int rc;
+
+    *rec = (struct kvs__state_rec){ ck->key, pl->dtype, NULL };
+    if (!st)
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory saving states");
+    *st = (struct kvs__optim_state){
+        .dtype = pl->dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32, .count = pl->count,
+        .nbuf = kvs__optim_nbuf(d->cb_opt), .device = KVS_HOST,
+        .buf = { st + 1, (unsigned char *)(st + 1) + half },
+    };
+    if ((rc = snapshot(d, pl, st->buf[0], &st->t)) == 1) {
+        rec->state = st;
+        return 0;
+    }
+    free(st);
+    if (rc == 0)
+        return 0;
+    kvs__key_str(ks, sizeof ks, ck->key);
+    return kvs__fail(e, rc, "key %s: a round its workers combine stays mid-write, its state "
+                     "cannot be saved", ks);
+}
+
+/* Keys whose state the engine keeps: those kvsd updates. */
+static int not_combined(void *ctx, kvs_key_t key)
+{
+    struct daemon *d = ctx;
+    struct kvs__entry_info info;
+    const struct round *rd;
+
+    if (kvs__engine_lookup(d->eng, key, &info, NULL) != 0)
+        return 1;
+    rd = *info.front;
+    return !rd || !rd->cb;
+}
+
+int cb_save_states(struct daemon *d, const char *path, int dump_optimizer, struct kvs__err *e)
+{
+    struct kvs__state_rec *recs;
+    const uint8_t *img[1];
+    uint8_t *bytes = NULL;
+    size_t n = 0, len;
+    int rc = 0;
+
+    /* Without an optimizer the engine says so. */
+    if (d->cb_n == 0 || !d->cb_opt)
+        return kvs__engine_save_states(d->eng, path, dump_optimizer, e);
+    if (!(recs = calloc(d->cb_n, sizeof *recs)))
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory saving states");
+    for (size_t i = 0; i < d->cb_n && rc == 0; i++)
+        if ((rc = record_of(d, &d->cb_keys[i], &recs[n], e)) == 0 && recs[n].state)
+            n++;
+    /* The combined keys' states go in as another engine's would. */
+    if (rc == 0 && (rc = kvs__optim_encode(d->cb_opt, 0, recs, n, &bytes, &len, e)) == 0) {
+        img[0] = bytes;
+        rc = kvs__engine_save_states_with(d->eng, path, dump_optimizer, not_combined, d, img,
+                                          &len, 1, NULL, e);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(recs[i].state);
+    free(recs);
+    free(bytes);
+    return rc;
+}
+
+/* Writes the engine's state of combined key ck, newly loaded, or none,
+ * into its slot's load buffer, for the optimizer's generation gen. */
+static void load_one(struct daemon *d, const struct cb_key *ck, uint64_t gen)
+{
+    const struct kvs__optim_state *st = kvs__engine_state(d->eng, ck->entry);
+    struct kvs__cb_slot *s = slot_of(d, &ck->plan);
+    unsigned char *buf = (unsigned char *)d->cb + ck->plan.load_off;
+    uint64_t half = ck->plan.count * kvs__cb_state_elem(ck->plan.dtype);
+
+    if (st && (st->count != ck->plan.count || st->device != KVS_HOST))
+        st = NULL;
+    atomic_fetch_add_explicit(&s->lseq, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    memset(buf, 0, 2 * half);
+    for (int b = 0; st && b < st->nbuf && b < 2; b++)
+        memcpy(buf + (uint64_t)b * half, st->buf[b], half);
+    s->load_t = st ? st->t : 0;
+    s->load_gen = st ? gen : 0;
+    atomic_fetch_add_explicit(&s->lseq, 1, memory_order_release);
+}
+
+int cb_load_states(struct daemon *d, const char *path, struct kvs__err *e)
+{
+    int rc = kvs__engine_load_states(d->eng, path, e);
+
+    if (rc != 0 || d->cb_n == 0)
+        return rc;
+    /* For the generation cb_optimizer publishes next: every combined key's
+     * next round then finds its last state outdated and takes this one. */
+    for (size_t i = 0; i < d->cb_n; i++)
+        load_one(d, &d->cb_keys[i], d->cb_opt_gen + 1);
+    cb_optimizer(d);
+    return 0;
+}
+
 /* ---- a worker leaves, the job fails ----------------------------------- */
 
 /* The rounds its leaving completes: kvsd claims and combines them, in
@@ -150,7 +319,7 @@ void cb_leave(struct daemon *d, int wi)
         return;
     active = atomic_fetch_and(&head(d)->active, ~(1ull << wi)) & ~(1ull << wi);
     for (size_t i = 0; i < d->cb_n && !d->failed; i++) {
-        struct kvs__cb_slot *s = slot_of(d, &d->cb_plans[i]);
+        struct kvs__cb_slot *s = slot_of(d, &d->cb_keys[i].plan);
 
         for (int k = 0; k < 2 && !d->failed; k++) {
             uint64_t g = atomic_load(&s->gen), r;
@@ -159,7 +328,7 @@ void cb_leave(struct daemon *d, int wi)
             if (!kvs__cb_try_claim(s, (int)((g + 1) & 1), active, &r)
                 && !kvs__cb_try_claim(s, (int)(g & 1), active, &r))
                 break;
-            rc = kvs__cb_combine(d->cb, s, &d->cb_plans[i], r, d->cb_opt, d->cb_opt_gen,
+            rc = kvs__cb_combine(d->cb, s, &d->cb_keys[i].plan, r, d->cb_opt, d->cb_opt_gen,
                                  kvs__now_ns() + HANDSHAKE_NS);
             if (rc != 0)
                 fail_job(d, rc, "kvsd could not complete round %llu of a key its workers "
@@ -198,14 +367,16 @@ uint64_t cb_rounds(const struct daemon *d)
     uint64_t n = 0;
 
     for (size_t i = 0; i < d->cb_n; i++)
-        n += atomic_load_explicit(&slot_of(d, &d->cb_plans[i])->gen, memory_order_relaxed);
+        n += atomic_load_explicit(&slot_of(d, &d->cb_keys[i].plan)->gen, memory_order_relaxed);
     return n;
 }
 
 void cb_free(struct daemon *d)
 {
     kvs__optim_free(d->cb_opt);
-    free(d->cb_plans);
+    for (size_t i = 0; i < d->cb_n; i++)
+        free((char *)d->cb_keys[i].key.name);
+    free(d->cb_keys);
     if (d->cb)
         kvs__unmap(d->cb, d->cb_size);
     if (d->cb_fd >= 0)

@@ -367,7 +367,7 @@ struct daemon {
     int cb_on;                         /* -1 until the first hello; then 1 when this
                                         * job's small keys are combined by its workers */
     uint64_t cb_size, cb_next;         /* the area's bytes, and its bump pointer */
-    struct kvs__cb_plan *cb_plans;     /* every slot's layout, kvsd's own copy */
+    struct cb_key *cb_keys;            /* every combined key, in slot order */
     size_t cb_n, cb_cap;
     struct kvs__optim *cb_opt;         /* the optimizer as the area has it, */
     uint64_t cb_opt_gen;               /* and its generation there */
@@ -376,6 +376,13 @@ struct daemon {
     struct ctl_conn ctlq[CTL_QUEUE_MAX];
     int nctl;
     struct kvs__ctl_reply reply;       /* the serve thread's answer being written */
+};
+
+/* A key the workers combine, as kvsd keeps it (combined.c). */
+struct cb_key {
+    struct kvs__cb_plan plan;          /* its slot's layout, kvsd's own copy */
+    kvs_key_t key;                     /* name malloc'd */
+    void *entry;                       /* its engine entry: its state after a load */
 };
 
 /* Set by SIGINT/SIGTERM, and by main when the serve loop ends: both threads
@@ -426,6 +433,14 @@ void cb_leave(struct daemon *d, int wi);
 void cb_fail(struct daemon *d, int status, const char *msg);
 /* Fails the job when a worker gave up waiting in the area. */
 void cb_check(struct daemon *d);
+/* Saves the job's optimizer states to path (a state file, as
+ * kvs__engine_save_states writes it): the engine's of the keys kvsd
+ * updates, and those the combined keys' last rounds published. Errors:
+ * the engine's, KVS_ETIMEDOUT when a combined key's round stays mid-write. */
+int cb_save_states(struct daemon *d, const char *path, int dump_optimizer, struct kvs__err *e);
+/* Loads a state file into the engine (kvs__engine_load_states) and hands
+ * each combined key's loaded state, or none, to its next round. */
+int cb_load_states(struct daemon *d, const char *path, struct kvs__err *e);
 /* Rounds the workers combined, over every key. */
 uint64_t cb_rounds(const struct daemon *d);
 void cb_free(struct daemon *d);

@@ -680,12 +680,9 @@ static int text_op(struct daemon *d, struct req *r, struct kvs__err *e)
         return kvs__fail(e, KVS_EBADARG, "path must be absolute, without NUL");
     if (d->hx)
         return states_start(d, r, path, e);
-    if (d->cb_n > 0)
-        return kvs__fail(e, KVS_ENOTSUP, "optimizer states are not saved or loaded yet in a "
-                         "job whose workers combine rounds (KVS_COMBINE=1)");
     if (r->s.op == KVS__OP_SAVE_STATES)
-        return kvs__engine_save_states(d->eng, path, r->s.arg != 0, e);
-    return kvs__engine_load_states(d->eng, path, e);
+        return cb_save_states(d, path, r->s.arg != 0, e);
+    return cb_load_states(d, path, e);
 }
 
 /* A remote push (KVS__SQE_REMOTE) on arrival: refused from a worker kvsd

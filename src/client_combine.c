@@ -40,6 +40,8 @@ static int slot_ok(const struct kvs__client *c, const struct kvs__cb_slot *s)
             || __builtin_add_overflow(s->state_off[p], 16 * s->count, &end) || end > c->cb_size)
             return 0;
     }
+    if (__builtin_add_overflow(s->load_off, 16 * s->count, &end) || end > c->cb_size)
+        return 0;
     in = 2 * nw * s->stride;
     return !__builtin_add_overflow(s->in_off, in, &end) && end <= c->cb_size;
 }

@@ -25,16 +25,11 @@ static struct cb_entry *index_of(void *area)
     return (struct cb_entry *)((unsigned char *)area + KVS__CB_INDEX_OFF);
 }
 
-static uint64_t state_elem(kvs_dtype_t dtype)
-{
-    return dtype == KVS_FLOAT64 ? 8 : 4;
-}
-
 void kvs__cb_plan(uint64_t off, uint64_t bytes, size_t count, kvs_dtype_t dtype,
                   uint32_t nworkers, struct kvs__cb_plan *plan)
 {
     uint64_t at = off + ALIGN64(sizeof(struct kvs__cb_slot));
-    uint64_t vb = ALIGN64(bytes ? bytes : 1), sb = ALIGN64(2 * count * state_elem(dtype) + 1);
+    uint64_t vb = ALIGN64(bytes ? bytes : 1), sb = ALIGN64(2 * count * kvs__cb_state_elem(dtype) + 1);
 
     *plan = (struct kvs__cb_plan){ .off = off, .bytes = bytes, .count = count, .dtype = dtype,
                                    .nworkers = nworkers, .stride = vb };
@@ -42,6 +37,8 @@ void kvs__cb_plan(uint64_t off, uint64_t bytes, size_t count, kvs_dtype_t dtype,
         plan->value_off[p] = at;
     for (int p = 0; p < 2; p++, at += sb)
         plan->state_off[p] = at;
+    plan->load_off = at;
+    at += sb;
     plan->in_off = at;
     at += 2 * (uint64_t)nworkers * vb;
     plan->size = at - off;
@@ -79,6 +76,7 @@ int kvs__cb_publish(void *area, const struct kvs__cb_plan *plan, kvs_key_t key, 
     s->count = plan->count;
     memcpy(s->value_off, plan->value_off, sizeof s->value_off);
     memcpy(s->state_off, plan->state_off, sizeof s->state_off);
+    s->load_off = plan->load_off;
     s->in_off = plan->in_off;
     s->stride = plan->stride;
     memcpy(a + plan->value_off[0], value, plan->bytes);
@@ -140,6 +138,35 @@ int kvs__cb_try_claim(struct kvs__cb_slot *s, int p, uint64_t active, uint64_t *
     }
 }
 
+/* The state kvsd loaded into the slot for opt_gen (combine.h), copied to
+ * dst (the plan's state bytes) with its steps in *t: 1; 0 when none was
+ * loaded for opt_gen; KVS_ETIMEDOUT when kvsd's write of it does not end
+ * by deadline_ns. */
+static int take_loaded(const unsigned char *a, struct kvs__cb_slot *s,
+                       const struct kvs__cb_plan *plan, uint64_t opt_gen, void *dst, uint64_t *t,
+                       int64_t deadline_ns)
+{
+    uint64_t bytes = 2 * plan->count * kvs__cb_state_elem(plan->dtype);
+
+    for (;;) {
+        uint64_t s1 = atomic_load_explicit(&s->lseq, memory_order_acquire), g, lt;
+
+        if (!(s1 & 1)) {
+            g = s->load_gen;
+            lt = s->load_t;
+            if (g == opt_gen)
+                memcpy(dst, a + plan->load_off, bytes);
+            atomic_thread_fence(memory_order_acquire);
+            if (atomic_load_explicit(&s->lseq, memory_order_relaxed) == s1) {
+                *t = lt;
+                return g == opt_gen;
+            }
+        }
+        if (kvs__now_ns() >= deadline_ns)
+            return KVS_ETIMEDOUT;
+    }
+}
+
 int kvs__cb_combine(void *area, struct kvs__cb_slot *s, const struct kvs__cb_plan *plan,
                     uint64_t r, const struct kvs__optim *o, uint64_t opt_gen,
                     int64_t deadline_ns)
@@ -148,14 +175,15 @@ int kvs__cb_combine(void *area, struct kvs__cb_slot *s, const struct kvs__cb_pla
     unsigned char *a = area;
     struct kvs__cb_plan own;
     const void *in[KVS__CB_MAX_WORKERS];
-    int p = (int)(r & 1), q = p ^ 1, k = 0;
+    int p = (int)(r & 1), q = p ^ 1, k = 0, loaded = 0;
+    uint64_t qgen, lt = 0;
     uint32_t mask;
     void *val;
 
     if (!plan) {
         own = (struct kvs__cb_plan){ .bytes = s->bytes, .count = s->count, .dtype = s->dtype,
-                                     .nworkers = h->nworkers, .in_off = s->in_off,
-                                     .stride = s->stride };
+                                     .nworkers = h->nworkers, .load_off = s->load_off,
+                                     .in_off = s->in_off, .stride = s->stride };
         memcpy(own.value_off, s->value_off, sizeof own.value_off);
         memcpy(own.state_off, s->state_off, sizeof own.state_off);
         plan = &own;
@@ -178,6 +206,14 @@ int kvs__cb_combine(void *area, struct kvs__cb_slot *s, const struct kvs__cb_pla
         if (mask & (1u << i))
             in[k++] = a + plan->in_off + ((uint64_t)p * plan->nworkers + i) * plan->stride;
     val = a + plan->value_off[p];
+    /* Parity p's state is nobody's until round r publishes it: a load may
+     * be copied there before its seqlock moves, and a wait for it given
+     * up leaves the published parity whole. */
+    qgen = s->state_gen[q];
+    if (o && k > 0 && qgen != opt_gen
+        && (loaded = take_loaded(a, s, plan, opt_gen, a + plan->state_off[p], &lt,
+                                 deadline_ns)) < 0)
+        return loaded;
     atomic_fetch_add_explicit(&s->vseq[p], 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     if (!o || k == 0) {
@@ -187,7 +223,7 @@ int kvs__cb_combine(void *area, struct kvs__cb_slot *s, const struct kvs__cb_pla
             memcpy(val, a + plan->value_off[q], plan->bytes);
         s->state_gen[p] = 0;
     } else {
-        uint64_t half = plan->count * state_elem(plan->dtype);
+        uint64_t half = plan->count * kvs__cb_state_elem(plan->dtype);
         struct kvs__optim_state st = {
             .dtype = plan->dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32,
             .count = plan->count, .nbuf = kvs__optim_nbuf(o), .device = KVS_HOST,
@@ -195,9 +231,11 @@ int kvs__cb_combine(void *area, struct kvs__cb_slot *s, const struct kvs__cb_pla
         };
 
         memcpy(val, a + plan->value_off[q], plan->bytes);
-        if (s->state_gen[q] == opt_gen) {
+        if (qgen == opt_gen) {
             memcpy(st.buf[0], a + plan->state_off[q], 2 * half);
             st.t = s->t[q];
+        } else if (loaded) {
+            st.t = lt;
         } else {
             memset(st.buf[0], 0, 2 * half);
         }

@@ -21,6 +21,11 @@
  * parity, away from the last round's, and published by one store of the
  * round number: a combiner that dies part-way leaves the published value
  * and state whole (the job then fails, as it does whenever a worker dies).
+ *
+ * A load of optimizer states goes through kvsd: it writes each slot's
+ * loaded state (or none) into the slot's load buffer, then bumps opt_gen.
+ * The next round of the key finds its last state made under an older
+ * opt_gen, and starts from the loaded state instead of a zero one.
  */
 #ifndef KVS_COMBINE_H
 #define KVS_COMBINE_H
@@ -36,7 +41,7 @@
 
 struct kvs__optim;
 
-#define KVS__CB_MAGIC       0x3142434b5356534bull   /* "KSVSKCB1" */
+#define KVS__CB_MAGIC       0x3242434b5356534bull   /* "KSVSKCB2" */
 #define KVS__CB_MAX_WORKERS 32                      /* ranks fit an arrival word's mask */
 #define KVS__CB_MAX_BYTES   ((uint64_t)64 << 10)     /* keys above this go through kvsd */
 #define KVS__CB_INDEX       ((uint32_t)1 << 16)      /* index entries; half may be used */
@@ -81,6 +86,7 @@ struct kvs__cb_slot {
     uint64_t value_off[2];             /* round r's value: value_off[r & 1] */
     uint64_t state_off[2];             /* its optimizer state: 2 buffers of count
                                         * float32 (float64 keys: float64) each */
+    uint64_t load_off;                 /* a state loaded by kvsd, laid out the same */
     uint64_t in_off;                   /* inputs: [2][nworkers] blocks of stride */
     uint64_t stride;
     char name[KVS_MAX_KEY_LEN + 1];
@@ -91,6 +97,10 @@ struct kvs__cb_slot {
     uint64_t t[2];                     /* optimizer steps in the parity's state */
     uint64_t state_gen[2];             /* opt_gen the parity's state was made under;
                                         * 0: none */
+    _Atomic uint64_t lseq;             /* seqlock of the loaded state: odd while kvsd
+                                        * writes it */
+    uint64_t load_gen;                 /* opt_gen kvsd loaded it for; 0: none */
+    uint64_t load_t;                   /* its optimizer steps */
     _Atomic uint64_t pushed[KVS__CB_MAX_WORKERS];   /* pushes so far, per rank */
 };
 
@@ -106,11 +116,17 @@ static inline uint32_t kvs__cb_mask(uint64_t word)
     return (uint32_t)word;
 }
 
+/* Bytes of an element of a key's optimizer state. */
+static inline uint64_t kvs__cb_state_elem(kvs_dtype_t dtype)
+{
+    return dtype == KVS_FLOAT64 ? 8 : 4;
+}
+
 /* Where a slot's parts lie, as kvsd computes them at the slot's offset (and
  * keeps: it never reads them back from the area). */
 struct kvs__cb_plan {
     uint64_t off, size;                /* the slot, and its bytes in all */
-    uint64_t bytes, count, value_off[2], state_off[2], in_off, stride;
+    uint64_t bytes, count, value_off[2], state_off[2], load_off, in_off, stride;
     kvs_dtype_t dtype;
     uint32_t nworkers;
 };
@@ -135,10 +151,12 @@ int kvs__cb_try_claim(struct kvs__cb_slot *s, int p, uint64_t active, uint64_t *
 /* Combines and publishes round r of the slot, whose arrival word is
  * claimed by the caller, once round r - 1 is published: sums the inputs
  * of the ranks that arrived, runs the optimizer (o, made under opt_gen; NULL:
- * the value is the sum). plan: where the parts lie (kvsd's own copy), or
- * NULL to read them from the slot (a worker). Returns 0, or the job's
- * failure code, or KVS_ETIMEDOUT when round r - 1 is not published by
- * deadline_ns. */
+ * the value is the sum) from round r - 1's state when made under opt_gen,
+ * else from the loaded one when loaded for opt_gen, else from zero. plan:
+ * where the parts lie (kvsd's own copy), or NULL to read them from the
+ * slot (a worker). Returns 0, or the job's failure code, or KVS_ETIMEDOUT
+ * when round r - 1 is not published, or the loaded state stays mid-write,
+ * by deadline_ns. */
 int kvs__cb_combine(void *area, struct kvs__cb_slot *s, const struct kvs__cb_plan *plan,
                     uint64_t r, const struct kvs__optim *o, uint64_t opt_gen,
                     int64_t deadline_ns);

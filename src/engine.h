@@ -18,6 +18,7 @@
 #include "error.h"
 
 struct kvs__engine;
+struct kvs__optim_state;
 
 /* Where stored values live. The default (NULL) is the heap; a daemon can hand
  * in shared memory. alloc returns memory aligned to 64 bytes, or NULL. */
@@ -166,6 +167,10 @@ int kvs__engine_push_range(struct kvs__engine *eng, const struct kvs__push_item 
                            size_t first, size_t count, uint64_t step, struct kvs__err *e);
 /* The updates the optimizer's state of an entry has counted (0: none). */
 uint64_t kvs__engine_steps(const struct kvs__engine *eng, const void *entry);
+/* The optimizer's state of an entry (NULL: none), valid until the entry's
+ * state is dropped or replaced (an update rule set, a load). */
+const struct kvs__optim_state *kvs__engine_state(const struct kvs__engine *eng,
+                                                 const void *entry);
 /* Calls fn(ctx, key, info) for every stored key, in key order (int keys
  * ascending, string keys by strcmp), so that what a front shows of the
  * store does not depend on the table's layout. key.name and info are valid

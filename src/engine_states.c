@@ -239,6 +239,15 @@ int kvs__engine_save_states(struct kvs__engine *eng, const char *path, int dump_
                                         NULL, e);
 }
 
+const struct kvs__optim_state *kvs__engine_state(const struct kvs__engine *eng,
+                                                 const void *entry)
+{
+    const struct entry *ent = entry;
+
+    (void)eng;
+    return ent ? ent->ostate : NULL;
+}
+
 /* Checks that a loaded record fits the store and the optimizer o. */
 static int check_record(const struct kvs__engine *eng, const struct kvs__optim *o,
                         const struct kvs__state_rec *r, const char *path, struct kvs__err *e)

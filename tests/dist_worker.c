@@ -108,7 +108,8 @@ static void optimizer(void)
 }
 
 /* Optimizer states saved by one rank load back in kvsd: 8 keys, which
- * across hosts have owners on every host, all in one file. */
+ * across hosts have owners on every host, all in one file (then
+ * states_replay). */
 #define NSK 8
 static void states(void)
 {
@@ -482,6 +483,139 @@ static void split(int sync)
     free(o4.data);
     free(q4);
     free(res);
+}
+
+/* One round of states_replay: each rank pushes its gradients, the local
+ * store their sum; the job's values must be the local store's exactly. */
+static void replay_round(kvs_t *local, int nk, const kvs_key_t *k, kvs_array_t *g,
+                         kvs_array_t *o, kvs_array_t *ref, int round)
+{
+    for (int j = 0; j < nk; j++)
+        for (int64_t i = 0; i < g[j].shape[0] * (g[j].ndim > 1 ? g[j].shape[1] : 1); i++) {
+            double sum = 0;
+
+            for (int q = 0; q < nw; q++)
+                sum += split_grad(q, round, (size_t)i);
+            elem_set(&g[j], i, sum);
+        }
+    ok(kvs_push(local, nk, k, g, 0), "push local");
+    for (int j = 0; j < nk; j++)
+        for (int64_t i = 0; i < g[j].shape[0] * (g[j].ndim > 1 ? g[j].shape[1] : 1); i++)
+            elem_set(&g[j], i, split_grad(rank, round, (size_t)i));
+    ok(kvs_push(kv, nk, k, g, 0), "push");
+    ok(kvs_pull(kv, nk, k, o, 0), "pull");
+    ok(kvs_pull(local, nk, k, ref, 0), "pull local");
+    for (int j = 0; j < nk; j++)
+        for (int64_t i = 0; i < o[j].shape[0] * (o[j].ndim > 1 ? o[j].shape[1] : 1); i++)
+            if (elem_get(&o[j], i) != elem_get(&ref[j], i))
+                die("states under adam, round %d, key %lld, element %lld: %.17g, expected "
+                    "%.17g", round, (long long)k[j].id, (long long)i, elem_get(&o[j], i),
+                    elem_get(&ref[j], i));
+}
+
+/* The combined rounds and keys `kvsctl stats` counts (KVS_TEST_KVSCTL). */
+static void combined_stats(unsigned long long *rounds, size_t *keys)
+{
+    char cmd[512], line[256];
+    FILE *f;
+
+    *rounds = 0;
+    *keys = 0;
+    snprintf(cmd, sizeof cmd, "%s -j %s stats", getenv("KVS_TEST_KVSCTL"), getenv("KVS_JOB"));
+    if (!(f = popen(cmd, "r")))
+        die("popen %s", cmd);
+    while (fgets(line, sizeof line, f))
+        sscanf(line, "combined rounds: %llu (keys the workers combine: %zu)", rounds, keys);
+    if (pclose(f) != 0)
+        die("%s failed", cmd);
+}
+
+/* The states scenario's second part: under adam, keys of float32 and
+ * float64 against a local store that takes the summed gradients and the
+ * same saves and loads (each rank its own files); every value must be
+ * the local store's exactly. Round 0's states are saved; key 54 is
+ * initialised after that save, so the load before round 2 drops its
+ * state; a second save right after that load, before any round, must
+ * hold the loaded states, which its load gives back. KVS_COMBINE=1 with
+ * KVS_TEST_KVSCTL: rank 0 checks that the workers combine every key of
+ * the scenario, all its rounds. */
+#define SR_KEYS 4
+static void states_replay(void)
+{
+    const int64_t n[SR_KEYS] = { 300, 200, 4, 50 };
+    kvs_key_t k[SR_KEYS] = { KVS_INT_KEY(51), KVS_INT_KEY(52), KVS_INT_KEY(53),
+                             KVS_INT_KEY(54) };
+    kvs_array_t w[SR_KEYS], g[SR_KEYS], o[SR_KEYS], ref[SR_KEYS];
+    const char *dir = getenv("KVS_TEST_DIR") ? getenv("KVS_TEST_DIR") : "/tmp";
+    char saved[2][256], mine[2][256];
+    kvs_t *local;
+
+    for (int j = 0; j < SR_KEYS; j++) {
+        kvs_dtype_t dt = j == 1 ? KVS_FLOAT64 : KVS_FLOAT32;
+        size_t es = kvs_dtype_size(dt);
+
+        w[j] = (kvs_array_t){ .dtype = dt, .ndim = 1, .shape = { n[j] } };
+        if (j == 1)
+            w[j] = (kvs_array_t){ .dtype = dt, .ndim = 2, .shape = { 20, n[j] / 20 } };
+        g[j] = o[j] = ref[j] = w[j];
+        if (!(w[j].data = malloc(n[j] * es)) || !(g[j].data = malloc(n[j] * es))
+            || !(o[j].data = malloc(n[j] * es)) || !(ref[j].data = malloc(n[j] * es)))
+            die("out of memory");
+        for (int64_t i = 0; i < n[j]; i++)
+            elem_set(&w[j], i, (double)((i * 3) % 17 - 8) * 0.25);
+    }
+    for (int f = 0; f < 2; f++) {
+        snprintf(saved[f], sizeof saved[f], "%s/replay-states.%d.bin", dir, f);
+        snprintf(mine[f], sizeof mine[f], "%s/replay-states.%d.%d.bin", dir, f, rank);
+    }
+    ok(kvs_create("local", &local), "create local");
+    ok(kvs_barrier(kv), "barrier");
+    ok(kvs_init(kv, SR_KEYS - 1, k, w), "init");
+    ok(kvs_init(local, SR_KEYS - 1, k, w), "init local");
+    ok(kvs_set_optimizer(kv, "adam lr=0.01"), "set_optimizer");
+    ok(kvs_set_optimizer(local, "adam lr=0.01"), "set_optimizer local");
+    for (int round = 0; round < 4; round++) {
+        if (round == 1) {
+            ok(kvs_barrier(kv), "barrier");
+            if (rank == 0)
+                ok(kvs_save_optimizer_states(kv, saved[0], 0), "save");
+            ok(kvs_save_optimizer_states(local, mine[0], 0), "save local");
+            ok(kvs_barrier(kv), "barrier");
+            ok(kvs_init(kv, 1, &k[SR_KEYS - 1], &w[SR_KEYS - 1]), "init of key 54");
+            ok(kvs_init(local, 1, &k[SR_KEYS - 1], &w[SR_KEYS - 1]), "init local of key 54");
+        }
+        if (round == 2) {
+            ok(kvs_barrier(kv), "barrier");
+            if (rank == 0)
+                ok(kvs_load_optimizer_states(kv, saved[0]), "load");
+            ok(kvs_load_optimizer_states(local, mine[0]), "load local");
+            ok(kvs_barrier(kv), "barrier");
+            if (rank == nw - 1)
+                ok(kvs_save_optimizer_states(kv, saved[1], 0), "save after the load");
+            ok(kvs_save_optimizer_states(local, mine[1], 0), "save local after the load");
+            ok(kvs_barrier(kv), "barrier");
+            if (rank == 0)
+                ok(kvs_load_optimizer_states(kv, saved[1]), "load of the second save");
+            ok(kvs_load_optimizer_states(local, mine[1]), "load local of the second save");
+            ok(kvs_barrier(kv), "barrier");
+        }
+        replay_round(local, round == 0 ? SR_KEYS - 1 : SR_KEYS, k, g, o, ref, round);
+    }
+    if (getenv("KVS_TEST_KVSCTL") && *getenv("KVS_TEST_KVSCTL") && getenv("KVS_TEST_COMBINED")
+        && rank == 0) {
+        unsigned long long rounds;
+        size_t keys;
+
+        /* the first part's 8 keys 3 rounds each, then 3 keys 4 rounds, 1 key 3 */
+        combined_stats(&rounds, &keys);
+        if (rounds != NSK * 3 + (SR_KEYS - 1) * 4 + 3 || keys != NSK + SR_KEYS)
+            die("kvsctl stats: %llu combined rounds of %zu keys, expected %d of %d", rounds,
+                keys, NSK * 3 + (SR_KEYS - 1) * 4 + 3, NSK + SR_KEYS);
+    }
+    ok(kvs_barrier(kv), "barrier");
+    kvs_close(local);
+    for (int j = 0; j < SR_KEYS; j++)
+        free(w[j].data), free(g[j].data), free(o[j].data), free(ref[j].data);
 }
 
 /* Zero-copy buffers and views: pushes from buffers (alone, with a key
@@ -1096,7 +1230,7 @@ int main(int argc, char **argv)
     else if (strcmp(scenario, "optimizer") == 0)
         optimizer();
     else if (strcmp(scenario, "states") == 0)
-        states();
+        (states(), states_replay());
     else if (strcmp(scenario, "barrier") == 0)
         barrier();
     else if (strcmp(scenario, "uneven") == 0)
