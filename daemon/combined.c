@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,19 +26,23 @@
 #include "kvsd.h"
 #include "optim.h"
 #include "shm.h"
+#include "spec.h"
 
 static struct kvs__cb_head *head(const struct daemon *d)
 {
     return (struct kvs__cb_head *)d->cb;
 }
 
+/* The area, unless KVS_COMBINE=0 (every round then goes through kvsd) or
+ * the job spans hosts; KVS_COMBINE other than 0 or 1 is an error. */
 int cb_setup(struct daemon *d, struct kvs__err *e)
 {
-    const char *v = getenv("KVS_COMBINE");
     uint64_t size = d->o.arena;
-    int rc;
+    int on = 1, rc;
 
-    if (!v || strcmp(v, "1") != 0 || d->o.nhosts > 1)
+    if ((rc = kvs__env_int("KVS_COMBINE", 0, 1, &on, e)) < 0)
+        return rc;
+    if (!on || d->o.nhosts > 1)
         return 0;
     if (size < KVS__CB_MIN)
         size = KVS__CB_MIN;
@@ -107,7 +112,7 @@ void cb_add_keys(struct daemon *d, int n, const kvs_key_t *keys)
             free((char *)ck.key.name);
             continue;
         }
-        rd->cb = 1;
+        rd->cb = (int)d->cb_n + 1;
         d->cb_keys[d->cb_n++] = ck;
         d->cb_next += plan.size;
     }
@@ -369,6 +374,44 @@ uint64_t cb_rounds(const struct daemon *d)
     for (size_t i = 0; i < d->cb_n; i++)
         n += atomic_load_explicit(&slot_of(d, &d->cb_keys[i].plan)->gen, memory_order_relaxed);
     return n;
+}
+
+/* ---- what kvsctl shows --------------------------------------------------- */
+
+uint64_t cb_key_rounds(const struct daemon *d, const struct round *rd)
+{
+    return atomic_load_explicit(&slot_of(d, &d->cb_keys[rd->cb - 1].plan)->gen,
+                                memory_order_relaxed);
+}
+
+int cb_round_text(const struct daemon *d, size_t i, char *buf, size_t size)
+{
+    const struct kvs__cb_slot *s = slot_of(d, &d->cb_keys[i].plan);
+    uint64_t g = atomic_load(&s->gen), active = atomic_load(&head(d)->active);
+    char ks[KVS_MAX_KEY_LEN + 8], who[160];
+
+    /* The round after the last published one, or the one after that
+     * (its parity's word says which: its tag is the round's). */
+    for (uint64_t r = g + 1; r <= g + 2; r++) {
+        uint64_t w = atomic_load(&s->arrive[r & 1]);
+        uint32_t mask = kvs__cb_mask(w), missing = (uint32_t)active & ~mask;
+        size_t o = 0;
+
+        if (mask == 0 || (w & KVS__CB_CLAIMED) || (w & ~(KVS__CB_CLAIMED | 0xffffffffull))
+                                                     != kvs__cb_tag(r))
+            continue;
+        who[0] = '\0';
+        for (int k = 0; k < d->nworkers && o < sizeof who; k++)
+            if (missing & (1u << k))
+                o += (size_t)snprintf(who + o, sizeof who - o, "%s%d", o ? ", " : "",
+                                      d->rank0 + k);
+        kvs__key_str(ks, sizeof ks, d->cb_keys[i].key);
+        snprintf(buf, size, "key %s round %llu: %d of %d workers pushed, waiting for rank%s %s",
+                 ks, (unsigned long long)r, __builtin_popcount(mask & (uint32_t)active),
+                 __builtin_popcountll(active), strchr(who, ',') ? "s" : "", who);
+        return 1;
+    }
+    return 0;
 }
 
 void cb_free(struct daemon *d)

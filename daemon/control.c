@@ -187,6 +187,7 @@ static void ctl_stats(struct daemon *d, struct text *t)
 /* The keys listing takes two walks: one for the columns' widths, one for
  * the lines, as many as fit. */
 struct listing {
+    const struct daemon *d;
     struct text *t;
     int pass;
     int wkey, wdtype, wshape, wversion;
@@ -219,13 +220,17 @@ static int list_key(void *ctx, kvs_key_t key, const struct kvs__entry_info *info
     char ks[KEY_TEXT_MAX + 1], shape[SHAPE_TEXT_MAX], version[24];
     char line[KEY_TEXT_MAX + SHAPE_TEXT_MAX + 128];
     const struct round *rd = *info->front;
+    uint64_t done;
     size_t kcols;
     int n;
 
     key_text(ks, sizeof ks, key);
     kcols = columns(ks);
     shape_text(shape, sizeof shape, info->ndim, info->shape);
-    snprintf(version, sizeof version, "%" PRIu64, info->version);
+    /* A key the workers combine: kvsd's entry keeps its init's version,
+     * each round since is in the combine area. */
+    done = !rd ? 0 : rd->cb ? cb_key_rounds(l->d, rd) : rd->done;
+    snprintf(version, sizeof version, "%" PRIu64, info->version + (rd && rd->cb ? done : 0));
     if (l->pass == 0) {
         l->wkey = width(l->wkey, kcols);
         l->wdtype = width(l->wdtype, strlen(kvs_dtype_name(info->dtype)));
@@ -236,8 +241,7 @@ static int list_key(void *ctx, kvs_key_t key, const struct kvs__entry_info *info
     /* The key is padded by columns, the other fields are ASCII. */
     n = snprintf(line, sizeof line, "%s%*s  %-*s  %-*s  %-*s  %" PRIu64 "\n", ks,
                  kcols < (size_t)l->wkey ? l->wkey - (int)kcols : 0, "", l->wdtype,
-                 kvs_dtype_name(info->dtype), l->wshape, shape, l->wversion, version,
-                 rd ? rd->done : 0);
+                 kvs_dtype_name(info->dtype), l->wshape, shape, l->wversion, version, done);
     if (n < 0 || (size_t)n >= sizeof line || l->t->len + (size_t)n + CTL_TAIL_ROOM > l->t->cap)
         return 1;                      /* full: the rest is counted, not shown */
     text_raw(l->t, line, (size_t)n);
@@ -247,7 +251,7 @@ static int list_key(void *ctx, kvs_key_t key, const struct kvs__entry_info *info
 
 static int ctl_keys(struct daemon *d, struct text *t, struct kvs__err *e)
 {
-    struct listing l = { .t = t, .wkey = 3, .wdtype = 5, .wshape = 5, .wversion = 7 };
+    struct listing l = { .d = d, .t = t, .wkey = 3, .wdtype = 5, .wshape = 5, .wversion = 7 };
     size_t total = kvs__engine_nkeys(d->eng);
     int rc;
 

@@ -212,7 +212,8 @@ struct round {
                                         * or while other hosts' sums wait here */
     int ready;                         /* every push is in: in the daemon's ready[] */
     int cb;                            /* the workers combine its rounds (combined.c):
-                                        * kvsd takes no push or pull of it */
+                                        * kvsd takes no push or pull of it; its slot
+                                        * in d->cb_keys, plus 1 (0: not combined) */
     kvs_dtype_t dtype;
     int owner;                         /* the host that owns the key (0 on one host), or
                                         * its part 0 */
@@ -443,6 +444,11 @@ int cb_save_states(struct daemon *d, const char *path, int dump_optimizer, struc
 int cb_load_states(struct daemon *d, const char *path, struct kvs__err *e);
 /* Rounds the workers combined, over every key. */
 uint64_t cb_rounds(const struct daemon *d);
+/* The rounds published of a key the workers combine (rd->cb != 0). */
+uint64_t cb_key_rounds(const struct daemon *d, const struct round *rd);
+/* The open round of d->cb_keys[i] as kvsctl status says it, in buf: 1;
+ * 0 when none is open. */
+int cb_round_text(const struct daemon *d, size_t i, char *buf, size_t size);
 void cb_free(struct daemon *d);
 
 /* ---- answers.c: requests' life and their answers (serve thread) ------ */

@@ -644,6 +644,11 @@ void list_waits(const struct daemon *d, void (*line)(void *ctx, const char *text
             }
         }
     }
+    /* The open rounds of keys the workers combine: from the area, which
+     * is only shown here, never acted on. */
+    for (size_t i = 0; i < d->cb_n; i++)
+        if (cb_round_text(d, i, buf, sizeof buf))
+            line(ctx, buf);
     for (const struct coll *c = d->colls; c; c = c->next) {
         coll_text(d, c, buf, sizeof buf);
         line(ctx, buf);

@@ -957,7 +957,8 @@ static int dist_set_optimizer(kvs_t *kv, const char *spec, struct kvs__err *e)
 }
 
 /* Pushes of float32 values from here on are quantized with this worker's
- * residuals and dequantized by kvsd (kvs.h). Other dtypes go as they are:
+ * residuals and dequantized by kvsd (kvs.h), or by this worker for the
+ * keys the workers combine (client_combine.c). Other dtypes go as they are:
  * the codec is float32's. "none" stops it; the residuals stay, for a
  * later "2bit". */
 static int dist_set_gradient_compression(kvs_t *kv, const char *spec, struct kvs__err *e)
@@ -968,9 +969,6 @@ static int dist_set_gradient_compression(kvs_t *kv, const char *spec, struct kvs
 
     if ((rc = kvs__gc_parse(spec, &gc, e)) != 0)
         return rc;
-    if (c->cb && gc.type == KVS__GC_2BIT)
-        return kvs__fail(e, KVS_ENOTSUP, "2bit compression is not supported yet in a job "
-                         "whose workers combine rounds (KVS_COMBINE=1)");
     pthread_mutex_lock(&c->lock);
     if (gc.type == KVS__GC_2BIT && !c->residuals && kvs__residuals_new(&c->residuals) != 0)
         rc = kvs__fail(e, -ENOMEM, "out of memory");

@@ -17,6 +17,7 @@
 #include "front.h"
 #include "mem.h"
 #include "optim.h"
+#include "residual.h"
 
 #define CB_SLICE_NS (100 * 1000000ll)   /* a wait checks kvsd is alive this often */
 #define CB_SPIN_NS  (20 * 1000ll)
@@ -197,26 +198,19 @@ static int cb_optimizer(struct kvs__client *c, const struct kvs__optim **o, uint
     return rc;
 }
 
-/* Pushes the values at idx[0..m) (one key's, summed) into round *r, the
- * next of this worker's; combines the round when this push completes it. */
-static int cb_push(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, const kvs_array_t *values,
-                   const int *idx, int m, uint64_t *r, const char *what, struct kvs__err *e)
+/* Writes into blk this worker's push of the slot's key: the sum of the
+ * values at idx[0..m), and under 2bit compression (threshold > 0) what
+ * kvsd would have made of it, the sum quantized with this worker's
+ * residual of the key and dequantized. */
+static int fill_input(kvs_t *kv, const struct kvs__cb_slot *s, kvs_key_t key, unsigned char *blk,
+                      const kvs_array_t *values, const int *idx, int m, float threshold,
+                      struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
-    struct kvs__cb_head *h = head(c);
-    uint32_t bit = 1u << kv->rank;
-    unsigned char *blk;
-    uint64_t w, rr, gen;
-    const struct kvs__optim *o;
-    struct kvs__opts opts;
-    int p, rc;
+    uint32_t *coded;
+    float *next;
+    int rc;
 
-    *r = atomic_fetch_add(&s->pushed[kv->rank], 1) + 1;
-    p = (int)(*r & 1);
-    if ((rc = cb_wait(kv, s, key, UNTIL_FREE, *r, what, e)) != 0)
-        return rc;
-    blk = (unsigned char *)c->cb + s->in_off + ((uint64_t)p * h->nworkers + (uint64_t)kv->rank)
-          * s->stride;
     for (int j = 0; j < m; j++) {
         const kvs_array_t *v = &values[idx[j]];
 
@@ -237,6 +231,47 @@ static int cb_push(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, const kvs_a
         } else {
             kvs__sum(s->dtype, blk, (const void *[]){ blk, v->data }, 2, s->count, 1);
         }
+    }
+    if (threshold <= 0 || s->dtype != KVS_FLOAT32)
+        return 0;
+    if (!(coded = malloc(4 * (kvs__gc_2bit_words(s->count) + 1))))
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    rc = kvs__residual_quantize(c->residuals, key, (const float *)blk, s->count, threshold,
+                                coded, &next, e);
+    if (rc == 0) {
+        kvs__gc_2bit_dequantize(coded, (float *)blk, s->count, threshold);
+        kvs__residual_commit(c->residuals, key, next);
+    }
+    free(coded);
+    return rc;
+}
+
+/* Pushes the values at idx[0..m) (one key's, summed) into round *r, the
+ * next of this worker's; combines the round when this push completes it.
+ * Once the round is taken, a failure to write the push fails the job: the
+ * others would wait for it in vain. */
+static int cb_push(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, const kvs_array_t *values,
+                   const int *idx, int m, float threshold, uint64_t *r, const char *what,
+                   struct kvs__err *e)
+{
+    struct kvs__client *c = kv->client;
+    struct kvs__cb_head *h = head(c);
+    uint32_t bit = 1u << kv->rank;
+    unsigned char *blk;
+    uint64_t w, rr, gen;
+    const struct kvs__optim *o;
+    struct kvs__opts opts;
+    int p, rc;
+
+    *r = atomic_fetch_add(&s->pushed[kv->rank], 1) + 1;
+    p = (int)(*r & 1);
+    if ((rc = cb_wait(kv, s, key, UNTIL_FREE, *r, what, e)) != 0)
+        return rc;
+    blk = (unsigned char *)c->cb + s->in_off + ((uint64_t)p * h->nworkers + (uint64_t)kv->rank)
+          * s->stride;
+    if ((rc = fill_input(kv, s, key, blk, values, idx, m, threshold, e)) != 0) {
+        kvs__cb_fail(c->cb, rc, e->msg);
+        return rc;
     }
     w = atomic_load(&s->arrive[p]);
     do {
@@ -328,8 +363,10 @@ int kvs__client_cb_call(kvs_t *kv, int n, const kvs_key_t *keys,
                         kvs_array_t *outs, const kvs_array_t *rows, int view, const char *what,
                         struct kvs__err *e)
 {
+    struct kvs__client *c = kv->client;
     int *gid = NULL, *first = NULL, *idx = NULL, ng, rc = 0;
     uint64_t *round = NULL;
+    float threshold = 0;
 
     for (int i = 0; i < n; i++) {
         if ((values && (rc = check_array(slots[i], keys[i], &values[i], "value", e)) != 0)
@@ -348,6 +385,10 @@ int kvs__client_cb_call(kvs_t *kv, int n, const kvs_key_t *keys,
         rc = ng;
         goto out;
     }
+    pthread_mutex_lock(&c->lock);
+    if (c->gc.type == KVS__GC_2BIT)
+        threshold = c->gc.threshold;
+    pthread_mutex_unlock(&c->lock);
     for (int j = 0; j < ng && rc == 0; j++) {
         struct kvs__cb_slot *s = slots[first[j]];
         int m = 0;
@@ -359,7 +400,7 @@ int kvs__client_cb_call(kvs_t *kv, int n, const kvs_key_t *keys,
         for (int i = first[j]; i < n; i++)
             if (gid[i] == j)
                 idx[m++] = i;
-        rc = cb_push(kv, s, keys[first[j]], values, idx, m, &round[j], what, e);
+        rc = cb_push(kv, s, keys[first[j]], values, idx, m, threshold, &round[j], what, e);
     }
     for (int i = 0; outs && i < n && rc == 0; i++)
         rc = cb_read(kv, slots[i], keys[i], round[gid[i]], &outs[i], view,

@@ -57,27 +57,36 @@ job() {
     if ls "$XDG_RUNTIME_DIR/kvs/$name".* >/dev/null 2>&1; then
         echo "# kvsd left files behind"; st=1
     fi
-    tap $st "${prog:+${prog##*/} }$sc with $n workers${type:+ ($type)}${kvsd_env:+, kvsd under $kvsd_env}"
+    tap $st "${prog:+${prog##*/} }$sc with $n workers${type:+ ($type)}${kvsd_env:+, kvsd under $kvsd_env}${KVS_COMBINE:+, KVS_COMBINE=$KVS_COMBINE}"
 }
 
 
-for n in 2 3 4; do job $n sums; done
-job 2 big
-job 3 init
-for n in 2 4; do job $n optimizer; done
-job 3 barrier
-for n in 2 3 4; do job $n uneven; done
-for n in 2 4; do job $n async; done
-job 2 errors
-for n in 2 3; do job $n buffers; done
-for n in 2 3; do job $n long_list; done
-job 3 states
-for n in 2 3 4; do job $n peer_dies 137; done
-job 3 timeout_says
-job 2 spill
-for type in dist_sync dist_async; do for n in 2 3; do job $n compress; done; done
-for type in dist_sync dist_async; do job 2 split; done
-type=
+# The semantics, twice: with every round through kvsd (KVS_COMBINE=0), and
+# as a job runs by default, the small keys' rounds combined by the workers
+# (KVS_TEST_COMBINED tells the workers: such keys take no staging, and
+# kvsctl stats counts their rounds as combined).
+semantics() {
+    for n in 2 3 4; do job $n sums; done
+    job 2 big
+    job 3 init
+    for n in 2 4; do job $n optimizer; done
+    job 3 barrier
+    for n in 2 3 4; do job $n uneven; done
+    for n in 2 4; do job $n async; done
+    job 2 errors
+    for n in 2 3; do job $n buffers; done
+    for n in 2 3; do job $n long_list; done
+    job 3 states
+    for n in 2 3 4; do job $n peer_dies 137; done
+    job 3 timeout_says
+    job 2 spill
+    for type in dist_sync dist_async; do for n in 2 3; do job $n compress; done; done
+    for type in dist_sync dist_async; do job 2 split; done
+    type=
+}
+KVS_COMBINE=0
+export KVS_COMBINE
+semantics
 
 # Pushpulls that kvsd reads straight out of the workers' memory
 # (KVS_REMOTE), and the ways back to staging: KVS_REMOTE=0, and workers
@@ -121,42 +130,49 @@ else
 fi
 unset KVS_TEST_NODUMP KVS_TEST_READERS KVS_TEST_KVSCTL
 
-# Rounds the workers combine (KVS_COMBINE=1, read by kvsd): the same
-# values, with kvsctl stats counting the combined rounds exactly; sums,
-# duplicates in a list, sgd and adam, uneven lists, buffers, bad input,
-# long lists, a worker dying and one giving up, as through kvsd.
-KVS_COMBINE=1 KVS_TEST_COMBINED=1 KVS_TEST_KVSCTL=$(cd "$bld" && pwd)/daemon/kvsctl
-export KVS_COMBINE KVS_TEST_COMBINED KVS_TEST_KVSCTL KVS_TEST_READERS
+# The default: the workers combine the small keys' rounds. kvsctl stats
+# counts them exactly (remote).
+unset KVS_COMBINE
+KVS_TEST_COMBINED=1 KVS_TEST_KVSCTL=$(cd "$bld" && pwd)/daemon/kvsctl
+export KVS_TEST_COMBINED KVS_TEST_KVSCTL KVS_TEST_READERS
+semantics
 for n in 2 3; do KVS_TEST_READERS=$n; job $n remote; done
-for n in 2 3; do job $n sums; done
-job 2 optimizer
-job 3 uneven
-for n in 2 3; do job $n buffers; done
-job 2 errors
-job 2 long_list
-job 3 peer_dies 137
-job 3 timeout_says
-unset KVS_COMBINE KVS_TEST_COMBINED KVS_TEST_KVSCTL KVS_TEST_READERS
+unset KVS_TEST_COMBINED KVS_TEST_KVSCTL KVS_TEST_READERS
+
+# KVS_COMBINE=1 says the default; anything but 0 or 1 is refused at start.
+KVS_COMBINE=1 KVS_TEST_COMBINED=1
+export KVS_COMBINE KVS_TEST_COMBINED
+job 2 sums
+unset KVS_COMBINE KVS_TEST_COMBINED
+KVS_COMBINE=yes timeout 10 "$kvsd" --job "kt-$$-yes" -n 2 -q 2>"$work/yes.err"
+s=$?
+[ $s -ne 0 ] && grep -q "KVS_COMBINE=yes is not an integer in \[0, 1\]" "$work/yes.err"
+tap $? "kvsd with KVS_COMBINE=yes: refused, the variable named"
 
 # What training code does (tests/dist_training): pushes in any order and
 # from threads, a close after the last push, an init after rank 0 left, the
 # empty string key, 100,000 keys in a call, a lone optimizer, empty row ids,
 # zero-copy buffers in any order, threads crowding a small staging area,
-# lists in tables (errors deep in them; a staging area they crowd).
+# lists in tables (errors deep in them; a staging area they crowd). Through
+# kvsd, and with the workers combining the small keys' rounds.
 prog=$bld/tests/dist_training
-for n in 2 3; do job $n push_order; done
-for n in 2 3; do job $n threads; done
-job 3 push_close
-job 3 init_after_leave
-job 2 empty_key
-job 2 many_keys
-for n in 2 3; do job $n lone_optimizer; done
-for type in dist_sync dist_async; do job 2 row_sparse_empty; done
-type=
-job 2 buffers_order
-job 3 crowded 0 --staging 20K
-for n in 2 3; do job $n tables; done
-job 2 tables_spill 0 --staging 1M
+for KVS_COMBINE in 0 1; do
+    export KVS_COMBINE
+    for n in 2 3; do job $n push_order; done
+    for n in 2 3; do job $n threads; done
+    job 3 push_close
+    job 3 init_after_leave
+    job 2 empty_key
+    job 2 many_keys
+    for n in 2 3; do job $n lone_optimizer; done
+    for type in dist_sync dist_async; do job 2 row_sparse_empty; done
+    type=
+    job 2 buffers_order
+    job 3 crowded 0 --staging 20K
+    for n in 2 3; do job $n tables; done
+    job 2 tables_spill 0 --staging 1M
+done
+unset KVS_COMBINE
 prog=
 
 # Device arrays (tests/dist_device) against the CUDA stand-in: two fake
@@ -171,12 +187,22 @@ prog=$bld/tests/dist_device
 KVS_CUDART=$standin
 KVS_STANDIN_DEVICES=2
 export KVS_CUDART KVS_STANDIN_DEVICES
-for type in dist_sync dist_device_sync; do for n in 2 3; do job $n sums; done; done
-type=dist_async; job 2 async
-type=dist_sync; job 2 compress; job 2 refused
-# A kvsd without a CUDA runtime opens no handle: device pushes go
-# through staging instead.
-kvsd_env="env -u KVS_CUDART"; job 2 sums; kvsd_env=
+# Through kvsd, and with the workers combining the small keys' rounds.
+for KVS_COMBINE in 0 1; do
+    export KVS_COMBINE
+    for type in dist_sync dist_device_sync; do for n in 2 3; do job $n sums; done; done
+    type=dist_async; job 2 async
+    type=dist_sync; job 2 compress; job 2 refused
+    # A kvsd without a CUDA runtime opens no handle: device pushes go
+    # through staging instead.
+    kvsd_env="env -u KVS_CUDART"; job 2 sums; kvsd_env=
+done
+
+# kvsd's registry of the workers' device buffers: every round through
+# kvsd (with KVS_COMBINE, each worker copies its small keys' device arrays
+# itself).
+KVS_COMBINE=0
+export KVS_COMBINE
 
 # held SCENARIO: a dist_sync job of 2 dist_device workers that stop, each
 # having written ready.RANK, for the test to look at kvsd (its counters,
@@ -264,7 +290,7 @@ touch "$work/$name/go"
 wait "$w0" || st=1
 wait "$kvsd_pid" || st=1
 tap $st "kvsd closes the device buffers of a worker that died"
-unset KVS_CUDART KVS_STANDIN_DEVICES
+unset KVS_CUDART KVS_STANDIN_DEVICES KVS_COMBINE
 type=
 prog=
 fi

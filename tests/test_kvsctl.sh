@@ -14,9 +14,9 @@ worker=$bld/tests/dist_worker
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-echo "1..15"
+echo "1..20"
 if [ ! -x "$kvsd" ] || [ ! -x "$kvsctl" ] || [ ! -x "$worker" ]; then
-    skip_all 15 "$kvsd, $kvsctl or $worker not built"
+    skip_all 20 "$kvsd, $kvsctl or $worker not built"
 fi
 
 private_runtime
@@ -66,64 +66,80 @@ ctl() {
 field() { sed -n "s/^$2: //p" "$1"; }
 
 # ---- a held job, looked at ----------------------------------------------
-job=kvsctl-test-$$-look
-start_job "$job"
+# look COMBINE: with KVS_COMBINE=0 every round goes through kvsd, which
+# counts its pushes and pulls; by default (KVS_COMBINE unset) the workers
+# combine key 1's rounds, which kvsd counts as combined rounds only.
+look() {
+    if [ "$1" = 0 ]; then export KVS_COMBINE=0; else unset KVS_COMBINE; fi
+    job=kvsctl-test-$$-look-$1
+    start_job "$job"
 
-ctl status -j "$job" status
-st=$ctl_rc
-[ "$(field "$rt/status.out" job)" = "$job" ] || st=1
-[ "$(field "$rt/status.out" mode)" = sync ] || st=1
-[ "$(field "$rt/status.out" workers)" = "2 expected, 2 connected, 0 left, 0 dead" ] || st=1
-[ "$(field "$rt/status.out" keys)" = 2 ] || st=1
-[ "$(field "$rt/status.out" optimizer)" = none ] || st=1
-[ "$(field "$rt/status.out" failed)" = no ] || st=1
-tap $st "status: sync, 2 workers connected, 2 keys, no optimizer, not failed"
+    ctl status -j "$job" status
+    st=$ctl_rc
+    [ "$(field "$rt/status.out" job)" = "$job" ] || st=1
+    [ "$(field "$rt/status.out" mode)" = sync ] || st=1
+    [ "$(field "$rt/status.out" workers)" = "2 expected, 2 connected, 0 left, 0 dead" ] || st=1
+    [ "$(field "$rt/status.out" keys)" = 2 ] || st=1
+    [ "$(field "$rt/status.out" optimizer)" = none ] || st=1
+    [ "$(field "$rt/status.out" failed)" = no ] || st=1
+    tap $st "status: sync, 2 workers connected, 2 keys, no optimizer, not failed (KVS_COMBINE=$1)"
 
-# The job name comes from KVS_JOB when -j is not given.
-KVS_JOB=$job timeout 10 "$kvsctl" status >"$rt/status2.out" 2>"$rt/status2.err"
-st=$?
-[ "$(field "$rt/status2.out" job)" = "$job" ] || st=1
-tap $st "status: the job from KVS_JOB"
+    # The job name comes from KVS_JOB when -j is not given.
+    KVS_JOB=$job timeout 10 "$kvsctl" status >"$rt/status2.out" 2>"$rt/status2.err"
+    st=$?
+    [ "$(field "$rt/status2.out" job)" = "$job" ] || st=1
+    tap $st "status: the job from KVS_JOB (KVS_COMBINE=$1)"
 
-# keys: header, then key 1 (version: init + 3 rounds) and key 2, in order.
-ctl keys -j "$job" keys
-st=$ctl_rc
-[ "$(awk 'NR == 1 { print $1, $2, $3, $4, $5 }' "$rt/keys.out")" = "KEY DTYPE SHAPE VERSION ROUNDS" ] || st=1
-[ "$(awk 'NR == 2 { print $1, $2, $3, $4, $5 }' "$rt/keys.out")" = "1 float32 (2,3) 4 3" ] || st=1
-[ "$(awk 'NR == 3 { print $1, $2, $3, $4, $5 }' "$rt/keys.out")" = "2 int32 (4,) 1 0" ] || st=1
-[ "$(wc -l <"$rt/keys.out")" -eq 3 ] || st=1
-tap $st "keys: 1 float32 (2,3) version 4, 3 rounds; 2 int32 (4,) version 1, 0 rounds"
+    # keys: header, then key 1 (version: init + 3 rounds) and key 2, in order.
+    ctl keys -j "$job" keys
+    st=$ctl_rc
+    [ "$(awk 'NR == 1 { print $1, $2, $3, $4, $5 }' "$rt/keys.out")" = "KEY DTYPE SHAPE VERSION ROUNDS" ] || st=1
+    [ "$(awk 'NR == 2 { print $1, $2, $3, $4, $5 }' "$rt/keys.out")" = "1 float32 (2,3) 4 3" ] || st=1
+    [ "$(awk 'NR == 3 { print $1, $2, $3, $4, $5 }' "$rt/keys.out")" = "2 int32 (4,) 1 0" ] || st=1
+    [ "$(wc -l <"$rt/keys.out")" -eq 3 ] || st=1
+    tap $st "keys: 1 float32 (2,3) version 4, 3 rounds; 2 int32 (4,) version 1, 0 rounds (KVS_COMBINE=$1)"
 
-# stats, exactly: a push or pull counts once per key per worker call, with
-# the bytes of its value: 3 rounds x 2 workers x 24 bytes (float32 2x3)
-# pushed, 1 pull x 2 workers x 24 bytes pulled. Collectives: the init of
-# key 1, the init of key 2, the barrier.
-ctl stats -j "$job" stats
-st=$ctl_rc
-[ "$(field "$rt/stats.out" rounds)" = 3 ] || st=1
-[ "$(field "$rt/stats.out" pushes)" = 6 ] || st=1
-[ "$(field "$rt/stats.out" pulls)" = 2 ] || st=1
-[ "$(field "$rt/stats.out" "bytes pushed")" = $((3 * 2 * 24)) ] || st=1
-[ "$(field "$rt/stats.out" "bytes pulled")" = $((2 * 24)) ] || st=1
-[ "$(field "$rt/stats.out" collectives)" = 3 ] || st=1
-[ "$(field "$rt/stats.out" "requests failed")" = 0 ] || st=1
-[ "$(field "$rt/stats.out" "device buffers")" = "0 open, 0 registered" ] || st=1
-[ "$(field "$rt/stats.out" "device pushes")" = 0 ] || st=1
-[ "$(field "$rt/stats.out" "device pulls")" = 0 ] || st=1
-[ "$(field "$rt/stats.out" "values on GPUs")" = 0 ] || st=1
-waits=$(field "$rt/stats.out" waits)
-case $waits in ''|*[!0-9]*) st=1 ;; esac
-tap $st "stats: 3 rounds, 6 pushes of 144 bytes, 2 pulls of 48 bytes, 3 collectives, 0 failed, no device buffers"
+    # stats, exactly: a push or pull counts once per key per worker call, with
+    # the bytes of its value: 3 rounds x 2 workers x 24 bytes (float32 2x3)
+    # pushed, 1 pull x 2 workers x 24 bytes pulled; or, combined, 3 rounds of
+    # 1 key that kvsd never sees. Collectives: the inits of keys 1 and 2, the
+    # barrier.
+    ctl stats -j "$job" stats
+    st=$ctl_rc
+    if [ "$1" = 0 ]; then
+        rounds=3 pushes=6 pulls=2 combined="0 (keys the workers combine: 0)"
+    else
+        rounds=0 pushes=0 pulls=0 combined="3 (keys the workers combine: 1)"
+    fi
+    [ "$(field "$rt/stats.out" rounds)" = $rounds ] || st=1
+    [ "$(field "$rt/stats.out" pushes)" = $pushes ] || st=1
+    [ "$(field "$rt/stats.out" pulls)" = $pulls ] || st=1
+    [ "$(field "$rt/stats.out" "bytes pushed")" = $((pushes * 24)) ] || st=1
+    [ "$(field "$rt/stats.out" "bytes pulled")" = $((pulls * 24)) ] || st=1
+    [ "$(field "$rt/stats.out" "combined rounds")" = "$combined" ] || st=1
+    [ "$(field "$rt/stats.out" collectives)" = 3 ] || st=1
+    [ "$(field "$rt/stats.out" "requests failed")" = 0 ] || st=1
+    [ "$(field "$rt/stats.out" "device buffers")" = "0 open, 0 registered" ] || st=1
+    [ "$(field "$rt/stats.out" "device pushes")" = 0 ] || st=1
+    [ "$(field "$rt/stats.out" "device pulls")" = 0 ] || st=1
+    [ "$(field "$rt/stats.out" "values on GPUs")" = 0 ] || st=1
+    waits=$(field "$rt/stats.out" waits)
+    case $waits in ''|*[!0-9]*) st=1 ;; esac
+    tap $st "stats: $rounds rounds, $pushes pushes, $pulls pulls, combined rounds $combined, 3 collectives, 0 failed, no device buffers (KVS_COMBINE=$1)"
 
-# Released, the workers close and kvsd exits 0 on its own, leaving nothing.
-touch "$work/release"
-st=0
-wait "$w0" || { echo "# rank 0 failed"; st=1; }
-wait "$w1" || { echo "# rank 1 failed"; st=1; }
-wait_for 50 gone "$kvsd_pid" || { echo "# kvsd still runs"; st=1; }
-wait "$kvsd_pid" || { echo "# kvsd exited $?"; st=1; }
-[ ! -e "$dir/$job.sock" ] && [ ! -e "$dir/$job.lock" ] || { echo "# files left"; st=1; }
-tap $st "released: workers and kvsd exit 0, no socket or lock left"
+    # Released, the workers close and kvsd exits 0 on its own, leaving nothing.
+    touch "$work/release"
+    st=0
+    wait "$w0" || { echo "# rank 0 failed"; st=1; }
+    wait "$w1" || { echo "# rank 1 failed"; st=1; }
+    wait_for 50 gone "$kvsd_pid" || { echo "# kvsd still runs"; st=1; }
+    wait "$kvsd_pid" || { echo "# kvsd exited $?"; st=1; }
+    [ ! -e "$dir/$job.sock" ] && [ ! -e "$dir/$job.lock" ] || { echo "# files left"; st=1; }
+    tap $st "released: workers and kvsd exit 0, no socket or lock left (KVS_COMBINE=$1)"
+    unset KVS_COMBINE
+}
+look 0
+look default
 
 # ---- a kvsd before any worker ---------------------------------------------
 job=kvsctl-test-$$-early

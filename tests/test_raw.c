@@ -200,6 +200,9 @@ static void setup_runtime_dir(void)
         chmod(dir, 0700);
         setenv("XDG_RUNTIME_DIR", dir, 1);
     }
+    /* These workers post every request to kvsd: none of their keys is
+     * left to the workers to combine. */
+    setenv("KVS_COMBINE", "0", 1);
 }
 
 /* Requests waiting in kvsd are served higher priority first: four pulls
