@@ -29,7 +29,8 @@ void kvs__cb_plan(uint64_t off, uint64_t bytes, size_t count, kvs_dtype_t dtype,
                   uint32_t nworkers, struct kvs__cb_plan *plan)
 {
     uint64_t at = off + ALIGN64(sizeof(struct kvs__cb_slot));
-    uint64_t vb = ALIGN64(bytes ? bytes : 1), sb = ALIGN64(2 * count * kvs__cb_state_elem(dtype) + 1);
+    uint64_t vb = ALIGN64(bytes ? bytes : 1);
+    uint64_t sb = ALIGN64(2 * count * kvs__cb_state_elem(dtype) + 1);
 
     *plan = (struct kvs__cb_plan){ .off = off, .bytes = bytes, .count = count, .dtype = dtype,
                                    .nworkers = nworkers, .stride = vb };

@@ -107,57 +107,6 @@ static void optimizer(void)
         die("set_updater on a dist store must be KVS_ENOTSUP");
 }
 
-/* Optimizer states saved by one rank load back in kvsd: 8 keys, which
- * across hosts have owners on every host, all in one file (then
- * states_replay). */
-#define NSK 8
-static void states(void)
-{
-    char path[256];
-    float w[NSK][4], g[NSK][4], o[NSK][4], after[NSK][4], before[NSK][4];
-    kvs_key_t k[NSK];
-    kvs_array_t a[NSK], ga[NSK], out[NSK];
-
-    for (int j = 0; j < NSK; j++) {
-        k[j] = KVS_INT_KEY(1 + j);
-        fill(w[j], 4, 1);
-        fill(g[j], 4, 1.0f + j);
-        a[j] = (kvs_array_t){ .data = w[j], .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } };
-        ga[j] = out[j] = a[j];
-        ga[j].data = g[j];
-        out[j].data = o[j];
-    }
-    snprintf(path, sizeof path, "%s/states.bin", getenv("KVS_TEST_DIR") ? getenv("KVS_TEST_DIR")
-                                                                        : "/tmp");
-    ok(kvs_init(kv, NSK, k, a), "init");
-    ok(kvs_set_optimizer(kv, "sgd lr=0.1 momentum=0.9"), "set_optimizer");
-    ok(kvs_push(kv, NSK, k, ga, 0), "push");
-    ok(kvs_barrier(kv), "barrier");
-    if (rank == nw - 1)
-        ok(kvs_save_optimizer_states(kv, path, 0), "save");
-    ok(kvs_barrier(kv), "barrier");
-    ok(kvs_push(kv, NSK, k, ga, 0), "push");
-    ok(kvs_pull(kv, NSK, k, out, 0), "pull");
-    memcpy(after, o, sizeof after);
-    /* Back to the saved momentum: the same push gives the same change again. */
-    ok(kvs_barrier(kv), "barrier");
-    if (rank == 0)
-        ok(kvs_load_optimizer_states(kv, path), "load");
-    ok(kvs_barrier(kv), "barrier");
-    ok(kvs_pull(kv, NSK, k, out, 0), "pull");
-    memcpy(before, o, sizeof before);
-    ok(kvs_push(kv, NSK, k, ga, 0), "push");
-    ok(kvs_pull(kv, NSK, k, out, 0), "pull");
-    /* momentum after one round m1 = -0.1*N*g; the round after adds
-     * 0.9*m1 - 0.1*N*g: the same step as the second round took. */
-    for (int j = 0; j < NSK; j++) {
-        char what[32];
-
-        snprintf(what, sizeof what, "key %d: step after load", j + 1);
-        expect(o[j], 4, before[j][0] + (after[j][0] - (1 - 0.1f * nw * g[j][0])), what);
-    }
-}
-
 /* Barriers: before barrier i each worker leaves a mark (after a staggered
  * sleep); after it, every worker's mark for i must be there. */
 static void barrier(void)
@@ -352,21 +301,6 @@ static float split_grad(int r, int round, size_t i)
     return (float)(((int)(i % 1009) * 7 + r * 13 + round * 5) % 9 - 4) * 0.25f;
 }
 
-/* Element i of a float32 or float64 array, as a double; and set to v. */
-static double elem_get(const kvs_array_t *a, int64_t i)
-{
-    return a->dtype == KVS_FLOAT64 ? ((const double *)a->data)[i]
-                                   : ((const float *)a->data)[i];
-}
-
-static void elem_set(kvs_array_t *a, int64_t i, double v)
-{
-    if (a->dtype == KVS_FLOAT64)
-        ((double *)a->data)[i] = v;
-    else
-        ((float *)a->data)[i] = (float)v;
-}
-
 static void split(int sync)
 {
     const int64_t n[3] = { SPLIT_N1, SPLIT_N2, SPLIT_N3 };
@@ -485,95 +419,66 @@ static void split(int sync)
     free(res);
 }
 
-/* One round of states_replay: each rank pushes its gradients, the local
- * store their sum; the job's values must be the local store's exactly. */
-static void replay_round(kvs_t *local, int nk, const kvs_key_t *k, kvs_array_t *g,
-                         kvs_array_t *o, kvs_array_t *ref, int round)
+/* One round of states_part: each rank pushes its gradients (g), the local
+ * store their sum (o, before the pull); the values must be the same. */
+static void states_round(kvs_t *local, int nk, const kvs_key_t *k, const int64_t *n,
+                         kvs_array_t *g, kvs_array_t *o, kvs_array_t *ref, int round)
 {
     for (int j = 0; j < nk; j++)
-        for (int64_t i = 0; i < g[j].shape[0] * (g[j].ndim > 1 ? g[j].shape[1] : 1); i++) {
+        for (int64_t i = 0; i < n[j]; i++) {
             double sum = 0;
 
             for (int q = 0; q < nw; q++)
                 sum += split_grad(q, round, (size_t)i);
-            elem_set(&g[j], i, sum);
-        }
-    ok(kvs_push(local, nk, k, g, 0), "push local");
-    for (int j = 0; j < nk; j++)
-        for (int64_t i = 0; i < g[j].shape[0] * (g[j].ndim > 1 ? g[j].shape[1] : 1); i++)
+            elem_set(&o[j], i, sum);
             elem_set(&g[j], i, split_grad(rank, round, (size_t)i));
+        }
+    ok(kvs_push(local, nk, k, o, 0), "push local");
     ok(kvs_push(kv, nk, k, g, 0), "push");
     ok(kvs_pull(kv, nk, k, o, 0), "pull");
     ok(kvs_pull(local, nk, k, ref, 0), "pull local");
     for (int j = 0; j < nk; j++)
-        for (int64_t i = 0; i < o[j].shape[0] * (o[j].ndim > 1 ? o[j].shape[1] : 1); i++)
-            if (elem_get(&o[j], i) != elem_get(&ref[j], i))
-                die("states under adam, round %d, key %lld, element %lld: %.17g, expected "
-                    "%.17g", round, (long long)k[j].id, (long long)i, elem_get(&o[j], i),
-                    elem_get(&ref[j], i));
+        if (memcmp(o[j].data, ref[j].data, (size_t)n[j] * kvs_dtype_size(o[j].dtype)) != 0)
+            die("round %d, key %lld: not the local store's value", round, (long long)k[j].id);
 }
 
-/* The combined rounds and keys `kvsctl stats` counts (KVS_TEST_KVSCTL). */
-static void combined_stats(unsigned long long *rounds, size_t *keys)
+/* states under the optimizer spec, keys base to base + NSK - 1: round 0,
+ * its states saved (rank 0), the last key initialised, round 1; the saved
+ * states loaded (rank 0, the last key's dropped so), saved again at once
+ * (the last rank) and that loaded (rank 0); rounds 2 and 3. */
+#define NSK 8
+static void states_part(kvs_t *local, const char *spec, int base)
 {
-    char cmd[512], line[256];
-    FILE *f;
-
-    *rounds = 0;
-    *keys = 0;
-    snprintf(cmd, sizeof cmd, "%s -j %s stats", getenv("KVS_TEST_KVSCTL"), getenv("KVS_JOB"));
-    if (!(f = popen(cmd, "r")))
-        die("popen %s", cmd);
-    while (fgets(line, sizeof line, f))
-        sscanf(line, "combined rounds: %llu (keys the workers combine: %zu)", rounds, keys);
-    if (pclose(f) != 0)
-        die("%s failed", cmd);
-}
-
-/* The states scenario's second part: under adam, keys of float32 and
- * float64 against a local store that takes the summed gradients and the
- * same saves and loads (each rank its own files); every value must be
- * the local store's exactly. Round 0's states are saved; key 54 is
- * initialised after that save, so the load before round 2 drops its
- * state; a second save right after that load, before any round, must
- * hold the loaded states, which its load gives back. KVS_COMBINE=1 with
- * KVS_TEST_KVSCTL: rank 0 checks that the workers combine every key of
- * the scenario, all its rounds. */
-#define SR_KEYS 4
-static void states_replay(void)
-{
-    const int64_t n[SR_KEYS] = { 300, 200, 4, 50 };
-    kvs_key_t k[SR_KEYS] = { KVS_INT_KEY(51), KVS_INT_KEY(52), KVS_INT_KEY(53),
-                             KVS_INT_KEY(54) };
-    kvs_array_t w[SR_KEYS], g[SR_KEYS], o[SR_KEYS], ref[SR_KEYS];
+    static const int64_t n[NSK] = { 300, 200, 4, 50, 7, 1, 33, 129 };
     const char *dir = getenv("KVS_TEST_DIR") ? getenv("KVS_TEST_DIR") : "/tmp";
+    kvs_array_t a[4][NSK], *w = a[0], *g = a[1], *o = a[2], *ref = a[3];
     char saved[2][256], mine[2][256];
-    kvs_t *local;
+    kvs_key_t k[NSK];
 
-    for (int j = 0; j < SR_KEYS; j++) {
-        kvs_dtype_t dt = j == 1 ? KVS_FLOAT64 : KVS_FLOAT32;
-        size_t es = kvs_dtype_size(dt);
+    for (int j = 0; j < NSK; j++) {
+        size_t es = j == 1 ? sizeof(double) : sizeof(float);
+        char *m = malloc(4 * (size_t)n[j] * es);
 
-        w[j] = (kvs_array_t){ .dtype = dt, .ndim = 1, .shape = { n[j] } };
-        if (j == 1)
-            w[j] = (kvs_array_t){ .dtype = dt, .ndim = 2, .shape = { 20, n[j] / 20 } };
-        g[j] = o[j] = ref[j] = w[j];
-        if (!(w[j].data = malloc(n[j] * es)) || !(g[j].data = malloc(n[j] * es))
-            || !(o[j].data = malloc(n[j] * es)) || !(ref[j].data = malloc(n[j] * es)))
+        if (!m)
             die("out of memory");
+        k[j] = KVS_INT_KEY(base + j);
+        for (int b = 0; b < 4; b++) {   /* one allocation: w[j].data holds it */
+            a[b][j] = j == 1 ? (kvs_array_t){ .dtype = KVS_FLOAT64, .ndim = 2, .shape = { 20, 10 } }
+                             : (kvs_array_t){ .dtype = KVS_FLOAT32, .ndim = 1, .shape = { n[j] } };
+            a[b][j].data = m + (size_t)b * (size_t)n[j] * es;
+        }
         for (int64_t i = 0; i < n[j]; i++)
             elem_set(&w[j], i, (double)((i * 3) % 17 - 8) * 0.25);
     }
     for (int f = 0; f < 2; f++) {
-        snprintf(saved[f], sizeof saved[f], "%s/replay-states.%d.bin", dir, f);
-        snprintf(mine[f], sizeof mine[f], "%s/replay-states.%d.%d.bin", dir, f, rank);
+        snprintf(saved[f], sizeof saved[f], "%s/states.%d.%d.bin", dir, base, f);
+        snprintf(mine[f], sizeof mine[f], "%s/states.%d.%d.%d.bin", dir, base, f, rank);
     }
-    ok(kvs_create("local", &local), "create local");
     ok(kvs_barrier(kv), "barrier");
-    ok(kvs_init(kv, SR_KEYS - 1, k, w), "init");
-    ok(kvs_init(local, SR_KEYS - 1, k, w), "init local");
-    ok(kvs_set_optimizer(kv, "adam lr=0.01"), "set_optimizer");
-    ok(kvs_set_optimizer(local, "adam lr=0.01"), "set_optimizer local");
+    ok(kvs_init(kv, NSK - 1, k, w), "init");
+    ok(kvs_init(local, NSK - 1, k, w), "init local");
+    ok(kvs_set_optimizer(kv, spec), "set_optimizer");
+    ok(kvs_set_optimizer(local, spec), "set_optimizer local");
     for (int round = 0; round < 4; round++) {
         if (round == 1) {
             ok(kvs_barrier(kv), "barrier");
@@ -581,41 +486,57 @@ static void states_replay(void)
                 ok(kvs_save_optimizer_states(kv, saved[0], 0), "save");
             ok(kvs_save_optimizer_states(local, mine[0], 0), "save local");
             ok(kvs_barrier(kv), "barrier");
-            ok(kvs_init(kv, 1, &k[SR_KEYS - 1], &w[SR_KEYS - 1]), "init of key 54");
-            ok(kvs_init(local, 1, &k[SR_KEYS - 1], &w[SR_KEYS - 1]), "init local of key 54");
+            ok(kvs_init(kv, 1, &k[NSK - 1], &w[NSK - 1]), "init of the last key");
+            ok(kvs_init(local, 1, &k[NSK - 1], &w[NSK - 1]), "init local of the last key");
         }
-        if (round == 2) {
+        for (int f = 0; round == 2 && f < 2; f++) {
             ok(kvs_barrier(kv), "barrier");
             if (rank == 0)
-                ok(kvs_load_optimizer_states(kv, saved[0]), "load");
-            ok(kvs_load_optimizer_states(local, mine[0]), "load local");
+                ok(kvs_load_optimizer_states(kv, saved[f]), "load");
+            ok(kvs_load_optimizer_states(local, mine[f]), "load local");
             ok(kvs_barrier(kv), "barrier");
-            if (rank == nw - 1)
-                ok(kvs_save_optimizer_states(kv, saved[1], 0), "save after the load");
-            ok(kvs_save_optimizer_states(local, mine[1], 0), "save local after the load");
-            ok(kvs_barrier(kv), "barrier");
-            if (rank == 0)
-                ok(kvs_load_optimizer_states(kv, saved[1]), "load of the second save");
-            ok(kvs_load_optimizer_states(local, mine[1]), "load local of the second save");
-            ok(kvs_barrier(kv), "barrier");
+            if (rank == nw - 1 && f == 0)
+                ok(kvs_save_optimizer_states(kv, saved[1], 0), "save right after the load");
+            ok(f == 0 ? kvs_save_optimizer_states(local, mine[1], 0) : 0, "save local");
         }
-        replay_round(local, round == 0 ? SR_KEYS - 1 : SR_KEYS, k, g, o, ref, round);
+        states_round(local, round == 0 ? NSK - 1 : NSK, k, n, g, o, ref, round);
     }
-    if (getenv("KVS_TEST_KVSCTL") && *getenv("KVS_TEST_KVSCTL") && getenv("KVS_TEST_COMBINED")
-        && rank == 0) {
-        unsigned long long rounds;
-        size_t keys;
+    for (int j = 0; j < NSK; j++)
+        free(w[j].data);
+}
 
-        /* the first part's 8 keys 3 rounds each, then 3 keys 4 rounds, 1 key 3 */
-        combined_stats(&rounds, &keys);
-        if (rounds != NSK * 3 + (SR_KEYS - 1) * 4 + 3 || keys != NSK + SR_KEYS)
+/* Optimizer states saved by one rank load back in kvsd, under sgd with
+ * momentum, then adam: 8 keys each (across hosts, owners on every host)
+ * of float32 and float64, against a local store that takes the summed
+ * gradients and the same saves and loads (each rank its own files), whose
+ * values they must be exactly. KVS_COMBINE=1 with KVS_TEST_KVSCTL: rank 0
+ * checks that the workers combine every key, all its rounds. */
+static void states(void)
+{
+    const char *ctl = getenv("KVS_TEST_KVSCTL");
+    unsigned long long rounds = 0;
+    size_t keys = 0;
+    kvs_t *local;
+
+    ok(kvs_create("local", &local), "create local");
+    states_part(local, "sgd lr=0.1 momentum=0.9", 1);
+    states_part(local, "adam lr=0.01", 11);
+    if (ctl && *ctl && getenv("KVS_TEST_COMBINED") && rank == 0) {
+        char cmd[512], line[256];
+        FILE *f;
+
+        snprintf(cmd, sizeof cmd, "%s -j %s stats", ctl, getenv("KVS_JOB"));
+        if (!(f = popen(cmd, "r")))
+            die("popen %s", cmd);
+        while (fgets(line, sizeof line, f))
+            sscanf(line, "combined rounds: %llu (keys the workers combine: %zu)", &rounds, &keys);
+        /* per part: 7 keys of 4 rounds, the last key of 3 */
+        if (pclose(f) != 0 || rounds != 2 * ((NSK - 1) * 4 + 3) || keys != 2 * NSK)
             die("kvsctl stats: %llu combined rounds of %zu keys, expected %d of %d", rounds,
-                keys, NSK * 3 + (SR_KEYS - 1) * 4 + 3, NSK + SR_KEYS);
+                keys, 2 * ((NSK - 1) * 4 + 3), 2 * NSK);
     }
     ok(kvs_barrier(kv), "barrier");
     kvs_close(local);
-    for (int j = 0; j < SR_KEYS; j++)
-        free(w[j].data), free(g[j].data), free(o[j].data), free(ref[j].data);
 }
 
 /* Zero-copy buffers and views: pushes from buffers (alone, with a key
@@ -1230,7 +1151,7 @@ int main(int argc, char **argv)
     else if (strcmp(scenario, "optimizer") == 0)
         optimizer();
     else if (strcmp(scenario, "states") == 0)
-        (states(), states_replay());
+        states();
     else if (strcmp(scenario, "barrier") == 0)
         barrier();
     else if (strcmp(scenario, "uneven") == 0)

@@ -61,6 +61,21 @@ static void expect(const float *a, size_t n, float v, const char *what)
             die("%s: element %zu is %g, expected %g", what, i, a[i], v);
 }
 
+/* Element i of a float32 or float64 array, as a double; and set to v. */
+static inline double elem_get(const kvs_array_t *a, int64_t i)
+{
+    return a->dtype == KVS_FLOAT64 ? ((const double *)a->data)[i]
+                                   : ((const float *)a->data)[i];
+}
+
+static inline void elem_set(kvs_array_t *a, int64_t i, double v)
+{
+    if (a->dtype == KVS_FLOAT64)
+        ((double *)a->data)[i] = v;
+    else
+        ((float *)a->data)[i] = (float)v;
+}
+
 static inline double now(void)
 {
     struct timespec t;
