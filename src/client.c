@@ -598,9 +598,37 @@ static int value_block(struct kvs__client *c, const struct kvs__answer *q, size_
     return 0;
 }
 
+int kvs__client_write_out(void *dst, int device, const void *src, size_t bytes,
+                          const int64_t *rows, int64_t nrows, size_t row_bytes, int threads,
+                          struct kvs__err *e)
+{
+    if (device != KVS_HOST) {
+        void *tmp = NULL;
+        int rc;
+
+        if (rows) {                    /* into host memory: cannot fail */
+            if (!(tmp = malloc(bytes ? bytes : 1)))
+                return kvs__fail(e, -ENOMEM, "out of memory");
+            kvs__client_write_out(tmp, KVS_HOST, src, bytes, rows, nrows, row_bytes, threads, e);
+        }
+        if ((rc = kvs__mem_copy(dst, device, tmp ? tmp : src, KVS_HOST, bytes, 1, e)) == 0)
+            rc = kvs__mem_finish(e);
+        free(tmp);
+        return rc;
+    }
+    if (!rows) {
+        kvs__copy(dst, src, bytes, threads);
+        return 0;
+    }
+    memset(dst, 0, bytes);
+    for (int64_t j = 0; j < nrows; j++)
+        memcpy((char *)dst + (size_t)rows[j] * row_bytes,
+               (const char *)src + (size_t)rows[j] * row_bytes, row_bytes);
+    return 0;
+}
+
 /* Copies a value out of the arena into dst on device, retrying while kvsd
- * rewrites it. rows non-NULL: only those nrows rows (of row_bytes), every
- * other row zero; onto a device they are gathered in host memory first. */
+ * rewrites it (kvs__client_write_out says how). */
 static int copy_value(kvs_t *kv, const struct kvs__answer *q, void *dst, int device,
                       size_t bytes, const int64_t *rows, int64_t nrows, size_t row_bytes,
                       struct kvs__err *e)
@@ -611,17 +639,6 @@ static int copy_value(kvs_t *kv, const struct kvs__answer *q, void *dst, int dev
     int64_t deadline;
     int rc;
 
-    if (device != KVS_HOST && rows) {
-        void *tmp = malloc(bytes ? bytes : 1);
-
-        if (!tmp)
-            return kvs__fail(e, -ENOMEM, "out of memory");
-        if ((rc = copy_value(kv, q, tmp, KVS_HOST, bytes, rows, nrows, row_bytes, e)) == 0
-            && (rc = kvs__mem_copy(dst, device, tmp, KVS_HOST, bytes, 1, e)) == 0)
-            rc = kvs__mem_finish(e);
-        free(tmp);
-        return rc;
-    }
     kvs__opts_get(kv, &o);
     deadline = kvs__now_ns() + o.timeout_ms * 1000000ll;
     if ((rc = value_block(c, q, bytes, &bh, e)) != 0)
@@ -630,20 +647,9 @@ static int copy_value(kvs_t *kv, const struct kvs__answer *q, void *dst, int dev
         uint64_t s1 = atomic_load_explicit(&bh->seq, memory_order_acquire), s2;
 
         if ((s1 & 1) == 0) {
-            const unsigned char *src = c->arena + q->value_off;
-
-            if (device != KVS_HOST) {
-                if ((rc = kvs__mem_copy(dst, device, src, KVS_HOST, bytes, 1, e)) != 0
-                    || (rc = kvs__mem_finish(e)) != 0)
-                    return rc;
-            } else if (!rows) {
-                kvs__copy(dst, src, bytes, (int)o.threads);
-            } else {
-                memset(dst, 0, bytes);
-                for (int64_t j = 0; j < nrows; j++)
-                    memcpy((char *)dst + (size_t)rows[j] * row_bytes,
-                           src + (size_t)rows[j] * row_bytes, row_bytes);
-            }
+            if ((rc = kvs__client_write_out(dst, device, c->arena + q->value_off, bytes, rows,
+                                            nrows, row_bytes, (int)o.threads, e)) != 0)
+                return rc;
             atomic_thread_fence(memory_order_acquire);
             s2 = atomic_load_explicit(&bh->seq, memory_order_relaxed);
             if (s1 == s2)

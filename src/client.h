@@ -164,6 +164,13 @@ int kvs__client_split_run(kvs_t *kv, struct kvs__split *sp, kvs_array_t *outs,
 int kvs__client_in_buffer(const struct kvs__client *c, const void *data, uint64_t bytes,
                           uint64_t *off, struct kvs__err *e);
 
+/* Writes the value at src (bytes of host memory) into dst on device: all
+ * of it, or with rows only those nrows rows of row_bytes, every other row
+ * zero (onto a device gathered in host memory first). */
+int kvs__client_write_out(void *dst, int device, const void *src, size_t bytes,
+                          const int64_t *rows, int64_t nrows, size_t row_bytes, int threads,
+                          struct kvs__err *e);
+
 /* One request op with arg, its data the len (> 0) bytes at data copied
  * into staging, as a call of its own. */
 int kvs__client_send(kvs_t *kv, uint8_t op, const void *data, size_t len, uint64_t arg,

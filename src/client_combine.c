@@ -33,7 +33,7 @@ static int slot_ok(const struct kvs__client *c, const struct kvs__cb_slot *s)
     size_t esz = kvs_dtype_size(s->dtype);
 
     if (esz == 0 || s->ndim < 0 || s->ndim > KVS_MAX_NDIM || s->bytes > KVS__CB_MAX_BYTES
-        || s->count * esz != s->bytes || s->stride < s->bytes || s->stride > KVS__CB_MAX_BYTES
+        || s->count > KVS__CB_MAX_BYTES || s->count * esz != s->bytes || s->stride < s->bytes || s->stride > KVS__CB_MAX_BYTES
         || nw == 0 || nw > KVS__CB_MAX_WORKERS)
         return 0;
     for (int p = 0; p < 2; p++) {
@@ -300,6 +300,10 @@ static int cb_read(kvs_t *kv, const struct kvs__cb_slot *s, kvs_key_t key, uint6
                    struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
+    /* The out has the stored shape (checked): its rows bound the ids. */
+    size_t rb = out->ndim && out->shape[0] ? s->bytes / (size_t)out->shape[0] : 0;
+    /* No ids (their data may be NULL then): no row. */
+    const int64_t *ids = !rows ? NULL : rows->data ? rows->data : (const int64_t *)"";
     int rc;
 
     if ((rc = cb_wait(kv, s, key, UNTIL_DONE, r, what, e)) != 0)
@@ -322,19 +326,10 @@ static int cb_read(kvs_t *kv, const struct kvs__cb_slot *s, kvs_key_t key, uint6
         }
         if (view) {
             out->data = (void *)src;
-        } else if (rows) {
-            size_t rb = s->ndim && s->shape[0] ? s->bytes / (size_t)s->shape[0] : 0;
-            const int64_t *ids = rows->data;
-
-            memset(out->data, 0, s->bytes);
-            for (int64_t j = 0; ids && j < rows->shape[0]; j++)
-                memcpy((char *)out->data + (size_t)ids[j] * rb, src + (size_t)ids[j] * rb, rb);
-        } else if (out->device != KVS_HOST) {
-            if ((rc = kvs__mem_copy(out->data, out->device, src, KVS_HOST, s->bytes, 1, e)) != 0
-                || (rc = kvs__mem_finish(e)) != 0)
-                return rc;
-        } else {
-            memcpy(out->data, src, s->bytes);
+        } else if ((rc = kvs__client_write_out(out->data, out->device, src, s->bytes,
+                                               ids, rows && rows->data ? rows->shape[0] : 0,
+                                               rb, 1, e)) != 0) {
+            return rc;
         }
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&s->vseq[p], memory_order_relaxed) == s1)

@@ -128,8 +128,14 @@ int kvs__cb_try_claim(struct kvs__cb_slot *s, int p, uint64_t active, uint64_t *
 
         if ((w & KVS__CB_CLAIMED) || m == 0 || (m & (uint32_t)active) != (uint32_t)active)
             return 0;
-        if ((w & ~(KVS__CB_CLAIMED | 0xffffffffull)) != kvs__cb_tag(r))
-            continue;                  /* gen moved on meanwhile */
+        /* Another round's tag: gen moved on meanwhile (look again), or, while
+         * it stays, nothing of this parity is claimable (a word a faulty
+         * worker wrote must not keep kvsd here). */
+        if ((w & ~(KVS__CB_CLAIMED | 0xffffffffull)) != kvs__cb_tag(r)) {
+            if (atomic_load_explicit(&s->gen, memory_order_seq_cst) == g)
+                return 0;
+            continue;
+        }
         if (atomic_compare_exchange_weak_explicit(&s->arrive[p], &w, w | KVS__CB_CLAIMED,
                                                   memory_order_seq_cst,
                                                   memory_order_seq_cst)) {
