@@ -33,10 +33,17 @@ static struct kvs__cb_head *head(const struct daemon *d)
     return (struct kvs__cb_head *)d->cb;
 }
 
+/* Keys up to this many bytes are combined by default (KVS_COMBINE_MAX):
+ * above it, a round through kvsd reads zero-copy buffers in place, where
+ * the workers would copy them into the area (bench/NOTES.md, section 13). */
+#define CB_MAX_DEFAULT ((uint64_t)256 << 10)
+
 /* The area, unless KVS_COMBINE=0 (every round then goes through kvsd) or
- * the job spans hosts; KVS_COMBINE other than 0 or 1 is an error. */
+ * the job spans hosts; KVS_COMBINE other than 0 or 1 is an error, as is a
+ * KVS_COMBINE_MAX that is not a size. */
 int cb_setup(struct daemon *d, struct kvs__err *e)
 {
+    const char *max = getenv("KVS_COMBINE_MAX");
     uint64_t size = d->o.arena;
     int on = 1, rc;
 
@@ -44,6 +51,10 @@ int cb_setup(struct daemon *d, struct kvs__err *e)
         return rc;
     if (!on || d->o.nhosts > 1)
         return 0;
+    d->cb_max = CB_MAX_DEFAULT;
+    if (max && *max && kvs__parse_bytes(max, &d->cb_max) != 0)
+        return kvs__fail(e, KVS_EBADARG, "KVS_COMBINE_MAX='%.64s': not a size in bytes (a "
+                         "number with an optional K, M or G, at most 1T)", max);
     if (size < KVS__CB_MIN)
         size = KVS__CB_MIN;
     /* Workers write the area, but may not resize it under kvsd. */
@@ -89,7 +100,7 @@ void cb_add_keys(struct daemon *d, int n, const kvs_key_t *keys)
         struct round *rd;
 
         if (kvs__engine_lookup(d->eng, keys[i], &info, NULL) != 0 || info.device != KVS_HOST
-            || !kvs__dtype_is_float(info.dtype) || info.bytes > KVS__CB_MAX_BYTES
+            || !kvs__dtype_is_float(info.dtype) || info.bytes > d->cb_max
             || d->cb_n >= KVS__CB_INDEX / 2)
             continue;
         kvs__cb_plan(d->cb_next, info.bytes, info.count, info.dtype, (uint32_t)d->nworkers,
@@ -333,7 +344,7 @@ void cb_leave(struct daemon *d, int wi)
             if (!kvs__cb_try_claim(s, (int)((g + 1) & 1), active, &r)
                 && !kvs__cb_try_claim(s, (int)(g & 1), active, &r))
                 break;
-            rc = kvs__cb_combine(d->cb, s, &d->cb_keys[i].plan, r, d->cb_opt, d->cb_opt_gen,
+            rc = kvs__cb_combine(d->cb, s, &d->cb_keys[i].plan, r, d->cb_opt, d->cb_opt_gen, 1,
                                  kvs__now_ns() + HANDSHAKE_NS);
             if (rc != 0)
                 fail_job(d, rc, "kvsd could not complete round %llu of a key its workers "

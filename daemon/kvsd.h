@@ -368,6 +368,7 @@ struct daemon {
     int cb_on;                         /* -1 until the first hello; then 1 when this
                                         * job's small keys are combined by its workers */
     uint64_t cb_size, cb_next;         /* the area's bytes, and its bump pointer */
+    uint64_t cb_max;                   /* the biggest key combined, in bytes */
     struct cb_key *cb_keys;            /* every combined key, in slot order */
     size_t cb_n, cb_cap;
     struct kvs__optim *cb_opt;         /* the optimizer as the area has it, */

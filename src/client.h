@@ -78,10 +78,12 @@ struct kvs__client {
     void *cb;                          /* the combine area (combine.h), or NULL */
     size_t cb_size;
     pthread_mutex_t cb_lock;           /* cb_opts */
-    struct kvs__optim **cb_opts;       /* every optimizer parsed from the area, the
-                                        * last the current one (of cb_opt_gen) */
+    struct kvs__cb_opt {               /* every optimizer parsed from the area, and
+                                        * its generation; the last the newest */
+        struct kvs__optim *o;
+        uint64_t gen;
+    } *cb_opts;
     size_t cb_nopt;
-    uint64_t cb_opt_gen;
     uint64_t next_seq;
     int broken;                        /* 0, or the error every call now returns */
     char broken_msg[KVS__ERR_MSG_MAX];

@@ -33,8 +33,8 @@ static int slot_ok(const struct kvs__client *c, const struct kvs__cb_slot *s)
     size_t esz = kvs_dtype_size(s->dtype);
 
     if (esz == 0 || s->ndim < 0 || s->ndim > KVS_MAX_NDIM || s->bytes > KVS__CB_MAX_BYTES
-        || s->count > KVS__CB_MAX_BYTES || s->count * esz != s->bytes || s->stride < s->bytes || s->stride > KVS__CB_MAX_BYTES
-        || nw == 0 || nw > KVS__CB_MAX_WORKERS)
+        || s->count > KVS__CB_MAX_BYTES || s->count * esz != s->bytes || s->stride < s->bytes
+        || s->stride > KVS__CB_MAX_BYTES || nw == 0 || nw > KVS__CB_MAX_WORKERS)
         return 0;
     for (int p = 0; p < 2; p++) {
         if (__builtin_add_overflow(s->value_off[p], s->bytes, &end) || end > c->cb_size
@@ -106,53 +106,10 @@ static int give_up(kvs_t *kv, const struct kvs__cb_slot *s, kvs_key_t key, uint6
     return rc;
 }
 
-enum { UNTIL_FREE, UNTIL_DONE };
-
-/* Waits until round r of the slot may take pushes (UNTIL_FREE: round
- * r - 2 is done) or is published (UNTIL_DONE), the job's failure, kvsd's
- * end or the deadline. */
-static int cb_wait(kvs_t *kv, const struct kvs__cb_slot *s, kvs_key_t key, int until, uint64_t r,
-                   const char *what, struct kvs__err *e)
-{
-    struct kvs__client *c = kv->client;
-    struct kvs__cb_head *h = head(c);
-    struct kvs__opts o;
-    int64_t deadline = 0;
-
-    for (;;) {
-        uint32_t seen = kvs__bell_seq(&h->bell);
-        int32_t f = atomic_load_explicit(&h->failed, memory_order_acquire);
-        int64_t now, end;
-        int quiet;
-
-        if (f < 0)
-            return job_failed(c, f, e);
-        if (until == UNTIL_DONE ? atomic_load_explicit(&s->gen, memory_order_acquire) >= r
-                                : (atomic_load_explicit(&s->arrive[r & 1], memory_order_acquire)
-                                   & ~(KVS__CB_CLAIMED | 0xffffffffull)) == kvs__cb_tag(r))
-            return 0;
-        now = kvs__now_ns();
-        if (!deadline) {
-            kvs__opts_get(kv, &o);
-            deadline = now + o.timeout_ms * 1000000ll;
-        }
-        if (now >= deadline)
-            return give_up(kv, s, key, until == UNTIL_DONE
-                           ? atomic_load(&s->gen) + 1 : r - 2, what, e);
-        end = now + CB_SLICE_NS < deadline ? now + CB_SLICE_NS : deadline;
-        quiet = kvs__bell_wait(&h->bell, seen, end, CB_SPIN_NS) != 0;
-        if (quiet && kvs__client_daemon_gone(c)) {
-            pthread_mutex_lock(&c->lock);
-            kvs__client_broken(c, e, KVS_ECLOSED, "%s: kvsd of job '%s' is gone", what, c->job);
-            pthread_mutex_unlock(&c->lock);
-            return KVS_ECLOSED;
-        }
-    }
-}
-
 /* The job's optimizer as the area has it now (NULL: none), and its
- * generation. Parsed optimizers are kept until the handle closes, since
- * another thread may still be running one. */
+ * generation. Parsed optimizers are kept until the handle closes: another
+ * thread may still be running one, and a round opened under one is made
+ * with it. */
 static int cb_optimizer(struct kvs__client *c, const struct kvs__optim **o, uint64_t *gen,
                         struct kvs__err *e)
 {
@@ -182,20 +139,95 @@ static int cb_optimizer(struct kvs__client *c, const struct kvs__optim **o, uint
     if (len == 0)
         return 0;
     pthread_mutex_lock(&c->cb_lock);
-    if (c->cb_nopt == 0 || c->cb_opt_gen != g) {
-        struct kvs__optim *p, **v = realloc(c->cb_opts, (c->cb_nopt + 1) * sizeof *v);
+    if (c->cb_nopt == 0 || c->cb_opts[c->cb_nopt - 1].gen != g) {
+        struct kvs__cb_opt *v = realloc(c->cb_opts, (c->cb_nopt + 1) * sizeof *v);
+        struct kvs__optim *p;
 
         if (!v)
             rc = kvs__fail(e, -ENOMEM, "out of memory");
-        else if ((c->cb_opts = v, rc = kvs__optim_parse(spec, &p, e)) == 0) {
-            c->cb_opts[c->cb_nopt++] = p;
-            c->cb_opt_gen = g;
-        }
+        else if ((c->cb_opts = v, rc = kvs__optim_parse(spec, &p, e)) == 0)
+            c->cb_opts[c->cb_nopt++] = (struct kvs__cb_opt){ p, g };
     }
     if (rc == 0)
-        *o = c->cb_opts[c->cb_nopt - 1];
+        *o = c->cb_opts[c->cb_nopt - 1].o;
     pthread_mutex_unlock(&c->cb_lock);
     return rc;
+}
+
+/* The optimizer of generation gen, when this worker has it (or it is the
+ * area's now); else NULL. */
+static const struct kvs__optim *optimizer_of(struct kvs__client *c, uint64_t gen)
+{
+    const struct kvs__optim *o = NULL;
+    struct kvs__err e;
+    uint64_t g;
+
+    pthread_mutex_lock(&c->cb_lock);
+    for (size_t i = c->cb_nopt; i-- > 0 && !o;)
+        if (c->cb_opts[i].gen == gen)
+            o = c->cb_opts[i].o;
+    pthread_mutex_unlock(&c->cb_lock);
+    if (!o && (cb_optimizer(c, &o, &g, &e) != 0 || g != gen))
+        o = NULL;
+    return o;
+}
+
+/* Combines what is left to take of the slot's open rounds. */
+static void cb_help(struct kvs__client *c, struct kvs__cb_slot *s)
+{
+    for (int p = 0; p < 2; p++) {
+        uint64_t gen;
+
+        if (kvs__cb_open(s, p, &gen))
+            kvs__cb_help(c->cb, s, NULL, p, gen ? optimizer_of(c, gen) : NULL, gen);
+    }
+}
+
+enum { UNTIL_FREE, UNTIL_DONE };
+
+/* Waits until round r of the slot may take pushes (UNTIL_FREE: round
+ * r - 2 is done) or is published (UNTIL_DONE), the job's failure, kvsd's
+ * end or the deadline. */
+static int cb_wait(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, int until, uint64_t r,
+                   const char *what, struct kvs__err *e)
+{
+    struct kvs__client *c = kv->client;
+    struct kvs__cb_head *h = head(c);
+    struct kvs__opts o;
+    int64_t deadline = 0;
+
+    for (;;) {
+        uint32_t seen = kvs__bell_seq(&h->bell);
+        int32_t f = atomic_load_explicit(&h->failed, memory_order_acquire);
+        int64_t now, end;
+        int quiet;
+
+        if (f < 0)
+            return job_failed(c, f, e);
+        if (until == UNTIL_DONE ? atomic_load_explicit(&s->gen, memory_order_acquire) >= r
+                                : (atomic_load_explicit(&s->arrive[r & 1], memory_order_acquire)
+                                   & ~(KVS__CB_CLAIMED | 0xffffffffull)) == kvs__cb_tag(r))
+            return 0;
+        cb_help(c, s);
+        if (kvs__bell_seq(&h->bell) != seen)
+            continue;
+        now = kvs__now_ns();
+        if (!deadline) {
+            kvs__opts_get(kv, &o);
+            deadline = now + o.timeout_ms * 1000000ll;
+        }
+        if (now >= deadline)
+            return give_up(kv, s, key, until == UNTIL_DONE
+                           ? atomic_load(&s->gen) + 1 : r - 2, what, e);
+        end = now + CB_SLICE_NS < deadline ? now + CB_SLICE_NS : deadline;
+        quiet = kvs__bell_wait(&h->bell, seen, end, CB_SPIN_NS) != 0;
+        if (quiet && kvs__client_daemon_gone(c)) {
+            pthread_mutex_lock(&c->lock);
+            kvs__client_broken(c, e, KVS_ECLOSED, "%s: kvsd of job '%s' is gone", what, c->job);
+            pthread_mutex_unlock(&c->lock);
+            return KVS_ECLOSED;
+        }
+    }
 }
 
 /* Writes into blk this worker's push of the slot's key: the sum of the
@@ -247,12 +279,13 @@ static int fill_input(kvs_t *kv, const struct kvs__cb_slot *s, kvs_key_t key, un
 }
 
 /* Pushes the values at idx[0..m) (one key's, summed) into round *r, the
- * next of this worker's; combines the round when this push completes it.
+ * next of this worker's; opens the round when this push completes it, and
+ * combines it unless reads follow (help 0: a wait for the round does).
  * Once the round is taken, a failure to write the push fails the job: the
  * others would wait for it in vain. */
 static int cb_push(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, const kvs_array_t *values,
-                   const int *idx, int m, float threshold, uint64_t *r, const char *what,
-                   struct kvs__err *e)
+                   const int *idx, int m, float threshold, int help, uint64_t *r,
+                   const char *what, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
     struct kvs__cb_head *h = head(c);
@@ -287,7 +320,8 @@ static int cb_push(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, const kvs_a
         return rc;
     }
     kvs__opts_get(kv, &opts);
-    rc = kvs__cb_combine(c->cb, s, NULL, rr, o, gen, kvs__now_ns() + opts.timeout_ms * 1000000ll);
+    rc = kvs__cb_combine(c->cb, s, NULL, rr, o, gen, help,
+                         kvs__now_ns() + opts.timeout_ms * 1000000ll);
     if (rc == KVS_ETIMEDOUT)
         return give_up(kv, s, key, rr - 1, what, e);
     return rc < 0 ? job_failed(c, rc, e) : 0;
@@ -295,7 +329,7 @@ static int cb_push(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, const kvs_a
 
 /* Copies (or views) the value of round r or a later one into out; rows:
  * only those, the others zeroed. */
-static int cb_read(kvs_t *kv, const struct kvs__cb_slot *s, kvs_key_t key, uint64_t r,
+static int cb_read(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, uint64_t r,
                    kvs_array_t *out, int view, const kvs_array_t *rows, const char *what,
                    struct kvs__err *e)
 {
@@ -395,7 +429,8 @@ int kvs__client_cb_call(kvs_t *kv, int n, const kvs_key_t *keys,
         for (int i = first[j]; i < n; i++)
             if (gid[i] == j)
                 idx[m++] = i;
-        rc = cb_push(kv, s, keys[first[j]], values, idx, m, threshold, &round[j], what, e);
+        rc = cb_push(kv, s, keys[first[j]], values, idx, m, threshold, outs == NULL, &round[j],
+                     what, e);
     }
     for (int i = 0; outs && i < n && rc == 0; i++)
         rc = cb_read(kv, slots[i], keys[i], round[gid[i]], &outs[i], view,

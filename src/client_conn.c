@@ -145,7 +145,7 @@ void kvs__client_free(struct kvs__client *c)
     if (c->cb)
         kvs__unmap(c->cb, c->cb_size);
     for (size_t i = 0; i < c->cb_nopt; i++)
-        kvs__optim_free(c->cb_opts[i]);
+        kvs__optim_free(c->cb_opts[i].o);
     free(c->cb_opts);
     pthread_mutex_destroy(&c->cb_lock);
     if (c->seg)

@@ -174,86 +174,202 @@ static int take_loaded(const unsigned char *a, struct kvs__cb_slot *s,
     }
 }
 
+/* How a round's chunks are made (a slot's how[p]). */
+enum {
+    CB_COPY,                           /* no inputs: the last value, unchanged */
+    CB_SUM,                            /* no optimizer: the sum */
+    CB_FROM_LAST,                      /* optimizer, from round r - 1's state */
+    CB_FROM_HERE,                      /* optimizer, from the state already in place
+                                        * (loaded by the opener) */
+    CB_FROM_ZERO,                      /* optimizer, from a zero state */
+};
+
+static void slot_plan(const struct kvs__cb_head *h, const struct kvs__cb_slot *s,
+                      struct kvs__cb_plan *own)
+{
+    *own = (struct kvs__cb_plan){ .bytes = s->bytes, .count = s->count, .dtype = s->dtype,
+                                  .nworkers = h->nworkers, .load_off = s->load_off,
+                                  .in_off = s->in_off, .stride = s->stride };
+    memcpy(own->value_off, s->value_off, sizeof own->value_off);
+    memcpy(own->state_off, s->state_off, sizeof own->state_off);
+}
+
+static uint64_t chunks_of(const struct kvs__cb_plan *plan)
+{
+    return plan->count ? (plan->count + KVS__CB_CHUNK - 1) / KVS__CB_CHUNK : 1;
+}
+
+/* Elements [b, b + n) of parity p's round, made as how says from the
+ * inputs of the ranks in mask. */
+static void make_chunk(unsigned char *a, const struct kvs__cb_slot *s,
+                       const struct kvs__cb_plan *plan, int p, uint32_t how, uint32_t mask,
+                       const struct kvs__optim *o, uint64_t b, uint64_t n)
+{
+    uint64_t es = kvs_dtype_size(plan->dtype), ses = kvs__cb_state_elem(plan->dtype);
+    uint64_t half = plan->count * ses;
+    unsigned char *val = a + plan->value_off[p] + b * es;
+    unsigned char *last = a + plan->value_off[p ^ 1] + b * es;
+    unsigned char *sp = a + plan->state_off[p], *sq = a + plan->state_off[p ^ 1];
+    const void *in[KVS__CB_MAX_WORKERS];
+    int k = 0;
+
+    for (uint32_t i = 0; i < plan->nworkers && i < KVS__CB_MAX_WORKERS; i++)
+        if (mask & (1u << i))
+            in[k++] = a + plan->in_off + ((uint64_t)p * plan->nworkers + i) * plan->stride
+                      + b * es;
+    if (how == CB_COPY || k == 0) {
+        memcpy(val, last, n * es);
+    } else if (how == CB_SUM || !o) {
+        kvs__sum(plan->dtype, val, in, k, n, 1);
+    } else {
+        struct kvs__optim_state st = {
+            .dtype = plan->dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32,
+            .count = plan->count, .nbuf = kvs__optim_nbuf(o), .device = KVS_HOST,
+            .buf = { sp, sp + half },
+        };
+        struct kvs_cuda_step step;
+
+        memcpy(val, last, n * es);
+        for (uint64_t i = 0; i < 2 && how != CB_FROM_HERE; i++) {
+            if (how == CB_FROM_LAST)
+                memcpy(sp + i * half + b * ses, sq + i * half + b * ses, n * ses);
+            else
+                memset(sp + i * half + b * ses, 0, n * ses);
+        }
+        if (kvs__optim_prepare(o, &st, plan->dtype, b, n, k, s->t[p], &step) == 0)
+            kvs__optim_run(&step, plan->dtype, val, in, k, sp + b * ses, sp + half + b * ses,
+                           n, 1);
+    }
+}
+
+/* Round r (parity p), every chunk of it made: published. */
+static void publish(struct kvs__cb_head *h, struct kvs__cb_slot *s, int p, uint64_t r)
+{
+    atomic_store_explicit(&s->work[p], 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->vseq[p], 1, memory_order_release);
+    atomic_store_explicit(&s->gen, r, memory_order_release);
+    atomic_store_explicit(&s->arrive[p], kvs__cb_tag(r + 2), memory_order_seq_cst);
+    kvs__bell_ring(&h->bell);
+}
+
+/* Chunks of parity p's open round, taken one at a time until none is
+ * left; the number made. */
+static int help_parity(void *area, struct kvs__cb_slot *s, const struct kvs__cb_plan *plan,
+                       int p, const struct kvs__optim *o, uint64_t opt_gen)
+{
+    struct kvs__cb_head *h = area;
+    uint64_t n = chunks_of(plan);
+    int made = 0;
+
+    for (;;) {
+        uint64_t w = atomic_load_explicit(&s->work[p], memory_order_acquire), c;
+        uint32_t how;
+
+        if (!(w & KVS__CB_OPEN) || (c = (uint32_t)w) >= n)
+            return made;
+        /* Read before the claim, and the round's own once the claim
+         * (of an unchanged word: the same round, still open) succeeds. */
+        how = atomic_load_explicit(&s->how[p], memory_order_relaxed);
+        if (how >= CB_FROM_LAST
+            && (!o || atomic_load_explicit(&s->need[p], memory_order_relaxed) != opt_gen))
+            return made;
+        if (!atomic_compare_exchange_weak_explicit(&s->work[p], &w, w + 1,
+                                                   memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        make_chunk(area, s, plan, p, how,
+                   kvs__cb_mask(atomic_load_explicit(&s->arrive[p], memory_order_relaxed)), o,
+                   c * KVS__CB_CHUNK,
+                   c + 1 < n ? KVS__CB_CHUNK : plan->count - c * KVS__CB_CHUNK);
+        made++;
+        /* gen stays r - 1 until the last chunk is in. */
+        if (atomic_fetch_add_explicit(&s->done[p], 1, memory_order_acq_rel) + 1 == n)
+            publish(h, s, p, atomic_load_explicit(&s->gen, memory_order_relaxed) + 1);
+    }
+}
+
+int kvs__cb_open(const struct kvs__cb_slot *s, int p, uint64_t *opt_gen)
+{
+    uint64_t w = atomic_load_explicit(&s->work[p], memory_order_acquire);
+
+    if (!(w & KVS__CB_OPEN))
+        return 0;
+    *opt_gen = atomic_load_explicit(&s->need[p], memory_order_relaxed);
+    return 1;
+}
+
+int kvs__cb_help(void *area, struct kvs__cb_slot *s, const struct kvs__cb_plan *plan, int p,
+                 const struct kvs__optim *o, uint64_t opt_gen)
+{
+    struct kvs__cb_plan own;
+
+    if (!plan) {
+        slot_plan(area, s, &own);
+        plan = &own;
+    }
+    return help_parity(area, s, plan, p, o, opt_gen);
+}
+
 int kvs__cb_combine(void *area, struct kvs__cb_slot *s, const struct kvs__cb_plan *plan,
-                    uint64_t r, const struct kvs__optim *o, uint64_t opt_gen,
+                    uint64_t r, const struct kvs__optim *o, uint64_t opt_gen, int help,
                     int64_t deadline_ns)
 {
     struct kvs__cb_head *h = area;
     unsigned char *a = area;
     struct kvs__cb_plan own;
-    const void *in[KVS__CB_MAX_WORKERS];
-    int p = (int)(r & 1), q = p ^ 1, k = 0, loaded = 0;
-    uint64_t qgen, lt = 0;
-    uint32_t mask;
-    void *val;
+    int p = (int)(r & 1), q = p ^ 1, loaded = 0;
+    uint64_t qgen, lt = 0, t = 0;
+    uint32_t how, mask;
 
     if (!plan) {
-        own = (struct kvs__cb_plan){ .bytes = s->bytes, .count = s->count, .dtype = s->dtype,
-                                     .nworkers = h->nworkers, .load_off = s->load_off,
-                                     .in_off = s->in_off, .stride = s->stride };
-        memcpy(own.value_off, s->value_off, sizeof own.value_off);
-        memcpy(own.state_off, s->state_off, sizeof own.state_off);
+        slot_plan(h, s, &own);
         plan = &own;
     }
     /* Round r - 1 is complete (every rank in r pushed into it first), and
-     * its claimer is at work: r starts from its value and state. */
+     * opened or about to be: r starts from its value and state. */
     while (atomic_load_explicit(&s->gen, memory_order_acquire) != r - 1) {
         uint32_t seen = kvs__bell_seq(&h->bell);
         int32_t f = atomic_load_explicit(&h->failed, memory_order_acquire);
 
         if (f < 0)
             return f;
-        if (atomic_load_explicit(&s->gen, memory_order_acquire) == r - 1)
-            break;
+        if (help_parity(area, s, plan, q, o, opt_gen) > 0
+            || atomic_load_explicit(&s->gen, memory_order_acquire) == r - 1)
+            continue;
         if (kvs__bell_wait(&h->bell, seen, deadline_ns, 20000) != 0)
             return KVS_ETIMEDOUT;
     }
     mask = kvs__cb_mask(atomic_load_explicit(&s->arrive[p], memory_order_acquire));
-    for (uint32_t i = 0; i < plan->nworkers && i < KVS__CB_MAX_WORKERS; i++)
-        if (mask & (1u << i))
-            in[k++] = a + plan->in_off + ((uint64_t)p * plan->nworkers + i) * plan->stride;
-    val = a + plan->value_off[p];
-    /* Parity p's state is nobody's until round r publishes it: a load may
-     * be copied there before its seqlock moves, and a wait for it given
-     * up leaves the published parity whole. */
     qgen = s->state_gen[q];
-    if (o && k > 0 && qgen != opt_gen
-        && (loaded = take_loaded(a, s, plan, opt_gen, a + plan->state_off[p], &lt,
-                                 deadline_ns)) < 0)
-        return loaded;
+    if (mask == 0) {
+        how = CB_COPY;
+    } else if (!o) {
+        how = CB_SUM;
+    } else if (qgen == opt_gen) {
+        how = CB_FROM_LAST;
+        t = s->t[q];
+    } else {
+        /* Parity p's state is nobody's until round r publishes it: a load
+         * may be copied there before its seqlock moves, and a wait for it
+         * given up leaves the published parity whole. */
+        if ((loaded = take_loaded(a, s, plan, opt_gen, a + plan->state_off[p], &lt,
+                                  deadline_ns)) < 0)
+            return loaded;
+        how = loaded ? CB_FROM_HERE : CB_FROM_ZERO;
+        t = loaded ? lt : 0;
+    }
     atomic_fetch_add_explicit(&s->vseq[p], 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
-    if (!o || k == 0) {
-        if (k > 0)
-            kvs__sum(plan->dtype, val, in, k, plan->count, 1);
-        else
-            memcpy(val, a + plan->value_off[q], plan->bytes);
-        s->state_gen[p] = 0;
-    } else {
-        uint64_t half = plan->count * kvs__cb_state_elem(plan->dtype);
-        struct kvs__optim_state st = {
-            .dtype = plan->dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32,
-            .count = plan->count, .nbuf = kvs__optim_nbuf(o), .device = KVS_HOST,
-            .buf = { a + plan->state_off[p], a + plan->state_off[p] + half },
-        };
-
-        memcpy(val, a + plan->value_off[q], plan->bytes);
-        if (qgen == opt_gen) {
-            memcpy(st.buf[0], a + plan->state_off[q], 2 * half);
-            st.t = s->t[q];
-        } else if (loaded) {
-            st.t = lt;
-        } else {
-            memset(st.buf[0], 0, 2 * half);
-        }
-        kvs__optim_update_sum(o, &st, plan->dtype, val, in, k, plan->count, 1);
-        s->t[p] = st.t;
-        s->state_gen[p] = opt_gen;
-    }
-    atomic_fetch_add_explicit(&s->vseq[p], 1, memory_order_release);
-    atomic_store_explicit(&s->gen, r, memory_order_release);
-    atomic_store_explicit(&s->arrive[p], kvs__cb_tag(r + 2), memory_order_seq_cst);
-    kvs__bell_ring(&h->bell);
+    atomic_store_explicit(&s->how[p], how, memory_order_relaxed);
+    atomic_store_explicit(&s->need[p], how >= CB_FROM_LAST ? opt_gen : 0, memory_order_relaxed);
+    s->t[p] = how >= CB_FROM_LAST ? t + 1 : 0;
+    s->state_gen[p] = how >= CB_FROM_LAST ? opt_gen : 0;
+    atomic_store_explicit(&s->done[p], 0, memory_order_relaxed);
+    atomic_store_explicit(&s->work[p], kvs__cb_tag(r) | KVS__CB_OPEN, memory_order_release);
+    if (chunks_of(plan) > 1)
+        kvs__bell_ring(&h->bell);      /* waiters may take chunks */
+    if (help)
+        help_parity(area, s, plan, p, o, opt_gen);
     return 0;
 }
 

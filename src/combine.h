@@ -6,8 +6,11 @@
  * shared memfd that every worker of the job maps read-write: each worker
  * writes its push into its own input block of the round, sets its bit in
  * the round's arrival word, and the worker whose bit completes the round
- * (or kvsd, when a worker leaving completes it) claims it, sums the inputs,
- * runs the optimizer, and publishes the round. kvsd makes the area, lays
+ * (or kvsd, when a worker leaving completes it) claims it and opens it.
+ * The round's elements are then combined in chunks (summed, and run
+ * through the optimizer) by whoever takes them: the claimer, and every
+ * worker that waits for the round or for the key's next one. The one that
+ * finishes the last chunk publishes the round. kvsd makes the area, lays
  * out each key's slot at its init, and publishes the job's optimizer and
  * failure there; it is off the path of every round.
  *
@@ -41,9 +44,10 @@
 
 struct kvs__optim;
 
-#define KVS__CB_MAGIC       0x3242434b5356534bull   /* "KSVSKCB2" */
+#define KVS__CB_MAGIC       0x3342434b5356534bull   /* "KSVSKCB3" */
 #define KVS__CB_MAX_WORKERS 32                      /* ranks fit an arrival word's mask */
-#define KVS__CB_MAX_BYTES   ((uint64_t)64 << 10)     /* keys above this go through kvsd */
+#define KVS__CB_MAX_BYTES   ((uint64_t)1 << 40)      /* no slot is bigger (a sanity bound) */
+#define KVS__CB_CHUNK       ((uint64_t)8192)         /* elements a worker combines at a time */
 #define KVS__CB_INDEX       ((uint32_t)1 << 16)      /* index entries; half may be used */
 #define KVS__CB_SPEC_MAX    4096
 #define KVS__CB_INDEX_OFF   ((uint64_t)16 << 10)
@@ -101,12 +105,20 @@ struct kvs__cb_slot {
                                         * writes it */
     uint64_t load_gen;                 /* opt_gen kvsd loaded it for; 0: none */
     uint64_t load_t;                   /* its optimizer steps */
+    _Atomic uint64_t work[2];          /* the parity's round while open: its tag,
+                                        * KVS__CB_OPEN, and the next chunk to take
+                                        * (low 32 bits); 0 otherwise */
+    _Atomic uint64_t done[2];          /* chunks of it combined */
+    _Atomic uint64_t need[2];          /* the optimizer generation its chunks are
+                                        * made with; 0: none */
+    _Atomic uint32_t how[2];           /* how its chunks are made (combine.c) */
     _Atomic uint64_t pushed[KVS__CB_MAX_WORKERS];   /* pushes so far, per rank */
 };
 
 /* An arrival word: the round's tag (its number over 2, low 31 bits), a
  * claimed bit, and the mask of ranks that pushed into the round. */
 #define KVS__CB_CLAIMED ((uint64_t)1 << 32)
+#define KVS__CB_OPEN    KVS__CB_CLAIMED         /* in a work word: chunks to take */
 static inline uint64_t kvs__cb_tag(uint64_t round)
 {
     return ((round >> 1) & 0x7fffffffu) << 33;
@@ -148,18 +160,31 @@ struct kvs__cb_slot *kvs__cb_find(void *area, uint64_t size, kvs_key_t key);
  * and *round is its number (from gen, which it follows). */
 int kvs__cb_try_claim(struct kvs__cb_slot *s, int p, uint64_t active, uint64_t *round);
 
-/* Combines and publishes round r of the slot, whose arrival word is
- * claimed by the caller, once round r - 1 is published: sums the inputs
- * of the ranks that arrived, runs the optimizer (o, made under opt_gen; NULL:
- * the value is the sum) from round r - 1's state when made under opt_gen,
- * else from the loaded one when loaded for opt_gen, else from zero. plan:
- * where the parts lie (kvsd's own copy), or NULL to read them from the
- * slot (a worker). Returns 0, or the job's failure code, or KVS_ETIMEDOUT
- * when round r - 1 is not published, or the loaded state stays mid-write,
- * by deadline_ns. */
+/* Opens round r of the slot, whose arrival word is claimed by the caller,
+ * once round r - 1 is published (helping to combine it meanwhile): its
+ * chunks sum the inputs of the ranks that arrived and run the optimizer
+ * (o, made under opt_gen; NULL: the value is the sum) from round r - 1's
+ * state when made under opt_gen, else from the loaded one when loaded for
+ * opt_gen, else from zero. help: the caller then combines chunks until
+ * none is left to take (0: it leaves them to kvs__cb_help, its own later
+ * or another's). plan: where the parts lie (kvsd's own copy), or NULL to
+ * read them from the slot (a worker). Returns 0, or the job's failure
+ * code, or KVS_ETIMEDOUT when round r - 1 is not published, or the loaded
+ * state stays mid-write, by deadline_ns. */
 int kvs__cb_combine(void *area, struct kvs__cb_slot *s, const struct kvs__cb_plan *plan,
-                    uint64_t r, const struct kvs__optim *o, uint64_t opt_gen,
+                    uint64_t r, const struct kvs__optim *o, uint64_t opt_gen, int help,
                     int64_t deadline_ns);
+
+/* Whether parity p's round is open with chunks left to take: 1, and in
+ * *opt_gen the optimizer generation its chunks need (0: none). */
+int kvs__cb_open(const struct kvs__cb_slot *s, int p, uint64_t *opt_gen);
+
+/* Combines chunks of parity p's open round until none is left to take,
+ * and publishes the round when it finishes the last chunk. A round that
+ * needs the optimizer is left to others unless o is the one it was opened
+ * with (opt_gen). Returns the chunks combined. */
+int kvs__cb_help(void *area, struct kvs__cb_slot *s, const struct kvs__cb_plan *plan, int p,
+                 const struct kvs__optim *o, uint64_t opt_gen);
 
 /* Fails the job in the area with code and msg, and wakes every waiter. */
 void kvs__cb_fail(void *area, int code, const char *msg);

@@ -67,7 +67,7 @@ job() {
 # kvsctl stats counts their rounds as combined).
 semantics() {
     for n in 2 3 4; do job $n sums; done
-    job 2 big
+    for n in 2 3; do job $n big; done
     job 3 init
     for n in 2 4; do job $n optimizer; done
     job 3 barrier
@@ -148,6 +148,18 @@ KVS_COMBINE=yes timeout 10 "$kvsd" --job "kt-$$-yes" -n 2 -q 2>"$work/yes.err"
 s=$?
 [ $s -ne 0 ] && grep -q "KVS_COMBINE=yes is not an integer in \[0, 1\]" "$work/yes.err"
 tap $? "kvsd with KVS_COMBINE=yes: refused, the variable named"
+KVS_COMBINE_MAX=lots timeout 10 "$kvsd" --job "kt-$$-max" -n 2 -q 2>"$work/max.err"
+s=$?
+[ $s -ne 0 ] && grep -q "KVS_COMBINE_MAX='lots': not a size in bytes" "$work/max.err"
+tap $? "kvsd with KVS_COMBINE_MAX=lots: refused, the variable named"
+
+# Every key combined, up to 64 MiB (KVS_COMBINE_MAX): the big keys' rounds
+# are combined in many chunks, by every worker that waits for them.
+KVS_COMBINE_MAX=64M KVS_TEST_COMBINED=1
+export KVS_COMBINE_MAX KVS_TEST_COMBINED
+for n in 2 3; do job $n big; done
+job 3 states
+unset KVS_COMBINE_MAX KVS_TEST_COMBINED
 
 # What training code does (tests/dist_training): pushes in any order and
 # from threads, a close after the last push, an init after rank 0 left, the
