@@ -1,8 +1,8 @@
 #!/bin/sh
 # Description: dist_sync and dist_async jobs of real processes (kvsd and
-# 2-4 workers, tests/dist_worker) get every semantic right, with host and
-# device arrays, and survive a worker or kvsd dying; nothing of a job is
-# left behind.
+# 2-4 workers, tests/dist_worker and tests/dist_remote) get every semantic
+# right, with host and device arrays, and survive a worker or kvsd dying;
+# nothing of a job is left behind.
 set -u
 bld=${top_builddir:-.}
 kvsd="$bld/daemon/kvsd"
@@ -95,6 +95,7 @@ semantics
 # An array unmapped while lent fails the job, naming its rank.
 KVS_TEST_KVSCTL=$(cd "$bld" && pwd)/daemon/kvsctl
 export KVS_TEST_KVSCTL KVS_TEST_READERS
+prog=$bld/tests/dist_remote
 for n in 2 3; do KVS_TEST_READERS=$n; job $n remote; done
 job 2 remote_gone
 KVS_REMOTE=0 KVS_TEST_READERS=0
@@ -110,11 +111,11 @@ if [ "$(id -u)" -eq 0 ]; then
     bld_abs=$(cd "$bld" && pwd)
     nb=$(mktemp -d)
     chmod 755 "$nb"
-    real_worker=$bld_abs/tests/.libs/dist_worker
-    [ -f "$real_worker" ] || real_worker=$bld_abs/tests/dist_worker
+    real_worker=$bld_abs/tests/.libs/dist_remote
+    [ -f "$real_worker" ] || real_worker=$bld_abs/tests/dist_remote
     cp "$bld_abs/daemon/kvsd" "$bld_abs/daemon/kvsctl" "$real_worker" "$nb/"
     cp -P "$bld_abs"/src/.libs/libkvs.so* "$nb/" 2>/dev/null
-    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s %s/dist_worker "$@"\n' "$nb" "$nobody" "$nb" \
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s %s/dist_remote "$@"\n' "$nb" "$nobody" "$nb" \
         > "$nb/as_nobody"
     chmod 755 "$nb"/*
     saved_rt=$XDG_RUNTIME_DIR saved_kvsd=$kvsd
@@ -122,13 +123,14 @@ if [ "$(id -u)" -eq 0 ]; then
     chown nobody "$XDG_RUNTIME_DIR"
     KVS_TEST_KVSCTL=$nb/kvsctl kvsd=$nb/kvsd prog=$nb/as_nobody kvsd_env=$nobody
     job 2 remote
-    prog= kvsd_env= kvsd=$saved_kvsd
+    prog=$bld/tests/dist_remote kvsd_env= kvsd=$saved_kvsd
     rm -rf "$XDG_RUNTIME_DIR" "$nb"
     XDG_RUNTIME_DIR=$saved_rt
 else
     job 2 remote
 fi
 unset KVS_TEST_NODUMP KVS_TEST_READERS KVS_TEST_KVSCTL
+prog=
 
 # The default: the workers combine the small keys' rounds. kvsctl stats
 # counts them exactly (remote).
@@ -136,7 +138,9 @@ unset KVS_COMBINE
 KVS_TEST_COMBINED=1 KVS_TEST_KVSCTL=$(cd "$bld" && pwd)/daemon/kvsctl
 export KVS_TEST_COMBINED KVS_TEST_KVSCTL KVS_TEST_READERS
 semantics
+prog=$bld/tests/dist_remote
 for n in 2 3; do KVS_TEST_READERS=$n; job $n remote; done
+prog=
 unset KVS_TEST_COMBINED KVS_TEST_KVSCTL KVS_TEST_READERS
 
 # KVS_COMBINE=1 says the default; anything but 0 or 1 is refused at start.
