@@ -76,10 +76,9 @@ struct link {
 struct hosts {
     int n, me;
     struct link *l;                    /* [n] */
-    const struct kvs__tp_ops *ops;
-    struct kvs__tp *tp;
-    int wake_fd;                       /* the serve thread writes a byte to wake the loop */
-    int wake_conn;
+    struct kvs__tp_choice tpc;         /* the transport, and its plug-in */
+    const struct kvs_transport_ops *ops;/* tpc.ops */
+    struct kvs_transport *tp;
     pthread_t th;
     int running;
 
@@ -297,16 +296,17 @@ static int join(struct daemon *d, const struct kvs__secret *sec, struct kvs__err
     goto out;
 out_join:
     if (rc == -ETIMEDOUT) {
-        char who[256] = "";
+        char who[256] = "", why[sizeof e->msg];
         size_t o = 0;
 
+        snprintf(why, sizeof why, "%s", e->msg);   /* e->msg is rewritten below */
         for (int i = 0; i < hx->n && o + 16 < sizeof who; i++)
             if (i != hx->me && hx->l[i].fd < 0)
                 o += (size_t)snprintf(who + o, sizeof who - o, "%s%d", o ? ", " : "", i);
         rc = kvs__fail(e, -ETIMEDOUT, "the job's hosts did not all join within %lld s "
-                       "(coordinator %s; host%s %s missing): %s",
+                       "(coordinator %s; host%s %s missing)%s%s",
                        (long long)(d->o.join_ns / SEC_NS), d->o.coord,
-                       strchr(who, ',') ? "s" : "", who, e->msg);
+                       strchr(who, ',') ? "s" : "", who, why[0] ? ": " : "", why);
     }
 out:
     if (lfd >= 0)
@@ -397,7 +397,7 @@ static void link_pump(struct hosts *hx, int h, struct inmsg ***tail)
 
     while (l->conn >= 0 && l->queue && (!l->inflight || l->inflight_bytes < SEND_WINDOW)) {
         struct sending *s = l->queue;
-        struct kvs__err e = { 0, "" };
+        struct kvs_transport_error e = { 0, "" };
 
         if (!(l->queue = s->next))
             l->queue_last = NULL;
@@ -524,7 +524,7 @@ static void *links_thread(void *arg)
 {
     struct daemon *d = arg;
     struct hosts *hx = d->hx;
-    struct kvs__tp_event ev[EVENTS];
+    struct kvs_transport_event ev[EVENTS];
     int64_t stop_by = 0;
 
     for (;;) {
@@ -573,7 +573,7 @@ static void *links_thread(void *arg)
         if (quit && (!busy || now >= stop_by))
             break;
         {
-            struct kvs__err we = { 0, "" };
+            struct kvs_transport_error we = { 0, "" };
 
             /* A loop that fails fails every link: no frame would move. */
             if ((n = hx->ops->wait(hx->tp, ev, EVENTS, now + 100 * 1000000ll, &we)) < 0)
@@ -585,18 +585,16 @@ static void *links_thread(void *arg)
         for (int i = 0; i < n; i++) {
             int h;
 
-            if (ev[i].conn == hx->wake_conn)
-                continue;              /* its bytes only woke the loop */
             if ((h = link_of(hx, ev[i].conn)) < 0)
                 continue;
-            if (ev[i].type == KVS__TP_RECV) {
+            if (ev[i].type == KVS_TRANSPORT_RECV) {
                 struct kvs__err bad = { 0, "" };
 
                 hx->l[h].last_recv = kvs__now_ns();
                 if (link_recv(hx, h, ev[i].data, ev[i].len, &tail, &bad) != 0)
                     link_fail(hx, h, LINK_BAD, &tail, "%s sent a malformed frame: %s",
                               hx->l[h].name, bad.msg);
-            } else if (ev[i].type == KVS__TP_SENT) {
+            } else if (ev[i].type == KVS_TRANSPORT_SENT) {
                 struct link *l = &hx->l[h];
                 struct sending *s = l->inflight;
 
@@ -609,10 +607,10 @@ static void *links_thread(void *arg)
                     free(s);
                     link_pump(hx, h, &tail);
                 }
-            } else if (ev[i].type == KVS__TP_CLOSED) {
+            } else if (ev[i].type == KVS_TRANSPORT_CLOSED) {
                 link_fail(hx, h, LINK_CLOSED, &tail, "%s is gone: its connection %s%s%s",
                           hx->l[h].name, ev[i].status ? "broke (" : "was closed",
-                          ev[i].status ? strerror(-ev[i].status) : "",
+                          ev[i].status ? kvs_strerror(ev[i].status) : "",
                           ev[i].status ? ")" : "");
             }
         }
@@ -659,8 +657,6 @@ void hosts_post(struct daemon *d, struct frame *f, int to)
 {
     struct hosts *hx = d->hx;
     struct outq *head = NULL, **tail = &head;
-    char one = 1;
-    ssize_t w;
 
     f->refs = 0;
     for (int h = 0; h < hx->n; h++) {
@@ -685,8 +681,7 @@ void hosts_post(struct daemon *d, struct frame *f, int to)
     *hx->out_tail = head;
     hx->out_tail = tail;
     pthread_mutex_unlock(&hx->lock);
-    w = write(hx->wake_fd, &one, 1);  /* EAGAIN: a wake-up is pending already */
-    (void)w;
+    hx->ops->wake(hx->tp);
 }
 
 /* Takes what the links' thread handed up, in order. */
@@ -706,24 +701,36 @@ struct inmsg *hosts_take(struct daemon *d)
 int hosts_start(struct daemon *d, struct kvs__err *e)
 {
     struct kvs__secret sec;
+    struct kvs__tp_choice tpc;
     struct hosts *hx;
+    struct kvs_transport_error te = { 0, "" };
     char note[256] = "";
-    int sv[2], rc;
+    int64_t deadline;
+    int rc;
 
-    memset(&sec, 0, sizeof sec);       /* without a file: loopback, a known key */
-    if (d->o.secret_file && (rc = kvs__secret_load(d->o.secret_file, &sec, e)) != 0)
+    /* The transport first: a plug-in that cannot work fails here, before
+     * the other hosts wait for this one. */
+    if ((rc = kvs__tp_find(NULL, &tpc, note, sizeof note, e)) != 0)
         return rc;
+    memset(&sec, 0, sizeof sec);       /* without a file: loopback, a known key */
+    if (d->o.secret_file && (rc = kvs__secret_load(d->o.secret_file, &sec, e)) != 0) {
+        kvs__tp_release(&tpc);
+        return rc;
+    }
     if (!d->o.secret_file)
         say(d, "no secret file: the hosts link over loopback only");
     if (!(hx = calloc(1, sizeof *hx)) || !(hx->l = calloc((size_t)d->o.nhosts, sizeof *hx->l))
         || !(d->host_out = calloc((size_t)d->o.nhosts, 1))) {
         free(hx);
+        kvs__tp_release(&tpc);
+        kvs__secret_wipe(&sec);
         return kvs__fail(e, -ENOMEM, "out of memory");
     }
     d->hx = hx;
     d->nhosts = hx->n = d->o.nhosts;
     d->me = hx->me = d->o.host;
-    hx->wake_fd = hx->wake_conn = -1;
+    hx->tpc = tpc;
+    hx->ops = tpc.ops;
     hx->out_tail = &hx->out;
     hx->in_tail = &hx->in;
     pthread_mutex_init(&hx->lock, NULL);
@@ -732,31 +739,27 @@ int hosts_start(struct daemon *d, struct kvs__err *e)
         hx->l[i].inflight_tail = &hx->l[i].inflight;
         snprintf(hx->l[i].name, sizeof hx->l[i].name, "host %d", i);
     }
+    if (note[0])
+        say(d, "%s", note);
     rc = join(d, &sec, e);
     kvs__secret_wipe(&sec);
     if (rc != 0)
         return rc;
-    if ((rc = kvs__tp_find(NULL, &hx->ops, note, sizeof note, e)) != 0
-        || (rc = hx->ops->open(&hx->tp, e)) != 0)
-        return rc;
-    if (note[0])
-        say(d, "%s", note);
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-        return kvs__fail(e, -errno, "socketpair: %s", strerror(errno));
-    fcntl(sv[1], F_SETFL, O_NONBLOCK);
-    hx->wake_fd = sv[1];
-    if ((rc = hx->ops->adopt(hx->tp, sv[0], &hx->wake_conn, e)) != 0) {
-        close(sv[0]);
-        return rc;
-    }
+    if ((rc = hx->ops->open(&hx->tp, &te)) != 0)
+        return kvs__fail(e, rc, "the %s transport: %s", hx->ops->name, te.msg);
+    /* Each host adopts its links in the order of the hosts: a transport
+     * that talks over the socket in adopt finds its peer adopting too. */
+    deadline = kvs__now_ns() + d->o.join_ns;
     for (int i = 0; i < hx->n; i++) {
         struct link *l = &hx->l[i];
+        int fd = l->fd;
 
         if (i == hx->me)
             continue;
-        if ((rc = hx->ops->adopt(hx->tp, l->fd, &l->conn, e)) != 0)
-            return rc;
-        l->fd = -1;
+        l->fd = -1;                    /* the transport's, whatever adopt says */
+        if ((rc = hx->ops->adopt(hx->tp, fd, deadline, &l->conn, &te)) != 0)
+            return kvs__fail(e, rc, "the %s transport could not take the link to %s: %s",
+                             hx->ops->name, l->name, te.msg);
         l->last_recv = l->last_send = kvs__now_ns();
     }
     say(d, "host %d of %d: workers' ranks %d..%d of %d, over %s", hx->me, hx->n, d->rank0,
@@ -784,12 +787,7 @@ void hosts_stop(struct daemon *d, int clean)
         pthread_mutex_lock(&hx->lock);
         hx->quit = 1;
         pthread_mutex_unlock(&hx->lock);
-        {
-            char one = 1;
-            ssize_t w = write(hx->wake_fd, &one, 1);
-
-            (void)w;
-        }
+        hx->ops->wake(hx->tp);
         pthread_join(hx->th, NULL);
     }
     for (int i = 0; i < hx->n; i++)
@@ -809,8 +807,7 @@ void hosts_stop(struct daemon *d, int clean)
     }
     if (hx->tp)
         hx->ops->close(hx->tp);
-    if (hx->wake_fd >= 0)
-        close(hx->wake_fd);
+    kvs__tp_release(&hx->tpc);
     pthread_mutex_destroy(&hx->lock);
     free(hx->l);
     free(hx);

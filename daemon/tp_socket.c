@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "transport.h"
 
 #define RECV_BYTES (256 * 1024)        /* per connection and wait */
+#define WAKE_ID    UINT32_MAX          /* epoll's data of the wake-up eventfd */
 
 struct conn {
     int fd;                            /* -1: a free slot */
@@ -32,35 +34,52 @@ struct conn {
     unsigned char *rbuf;
 };
 
-struct kvs__tp {
+struct kvs_transport {
     int ep;
+    int wake;                          /* an eventfd: wake writes it */
     struct conn *c;
     int nconn;                         /* slots in c */
     struct tp_later later;             /* events for the next wait */
 };
 
-static int sock_open(struct kvs__tp **out, struct kvs__err *e)
+static int sock_open(struct kvs_transport **out, struct kvs_transport_error *e)
 {
-    struct kvs__tp *t = calloc(1, sizeof *t);
+    struct kvs_transport *t = calloc(1, sizeof *t);
+    struct epoll_event ev = { .events = EPOLLIN, .data.u32 = WAKE_ID };
+    int err;
 
     if (!t)
-        return kvs__fail(e, -ENOMEM, "out of memory");
-    if ((t->ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
-        int err = errno;
-
+        return tp_fail(e, -ENOMEM, "out of memory");
+    t->ep = t->wake = -1;
+    if ((t->ep = epoll_create1(EPOLL_CLOEXEC)) < 0
+        || (t->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0
+        || epoll_ctl(t->ep, EPOLL_CTL_ADD, t->wake, &ev) != 0) {
+        err = errno;
+        if (t->ep >= 0)
+            close(t->ep);
+        if (t->wake >= 0)
+            close(t->wake);
         free(t);
-        return kvs__fail(e, -err, "epoll_create1: %s", strerror(err));
+        return tp_fail(e, -err, "epoll: %s", strerror(err));
     }
     *out = t;
     return 0;
 }
 
-static struct conn *conn_get(struct kvs__tp *t, int id)
+static void sock_wake(struct kvs_transport *t)
+{
+    uint64_t one = 1;
+    ssize_t w = write(t->wake, &one, sizeof one);  /* EAGAIN: pending already */
+
+    (void)w;
+}
+
+static struct conn *conn_get(struct kvs_transport *t, int id)
 {
     return id >= 0 && id < t->nconn && t->c[id].fd >= 0 ? &t->c[id] : NULL;
 }
 
-static void sock_drop(struct kvs__tp *t, int id)
+static void sock_drop(struct kvs_transport *t, int id)
 {
     struct conn *c = conn_get(t, id);
 
@@ -74,44 +93,55 @@ static void sock_drop(struct kvs__tp *t, int id)
     tp_later_forget(&t->later, id);
 }
 
-static void sock_close(struct kvs__tp *t)
+static void sock_close(struct kvs_transport *t)
 {
     if (!t)
         return;
     for (int i = 0; i < t->nconn; i++)
         sock_drop(t, i);
     close(t->ep);
+    close(t->wake);
     free(t->c);
     free(t->later.ev);
     free(t);
 }
 
-static int sock_adopt(struct kvs__tp *t, int fd, int *id, struct kvs__err *e)
+static int sock_adopt(struct kvs_transport *t, int fd, int64_t deadline_ns, int *id,
+                      struct kvs_transport_error *e)
 {
     struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
-    int fl = fcntl(fd, F_GETFL), i = tp_slot((void **)&t->c, &t->nconn, sizeof *t->c);
+    int fl = fcntl(fd, F_GETFL), i = tp_slot((void **)&t->c, &t->nconn, sizeof *t->c), rc;
 
-    if (i < 0)
-        return kvs__fail(e, i, "no room for connection %d", t->nconn);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
-        return kvs__fail(e, -errno, "fcntl: %s", strerror(errno));
-    if (!(t->c[i].rbuf = malloc(RECV_BYTES)))
-        return kvs__fail(e, -ENOMEM, "out of memory");
+    (void)deadline_ns;                 /* nothing to say over the socket first */
+    if (i < 0) {
+        rc = tp_fail(e, i, "no room for connection %d", t->nconn);
+        goto fail;
+    }
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+        rc = tp_fail(e, -errno, "fcntl: %s", strerror(errno));
+        goto fail;
+    }
+    if (!(t->c[i].rbuf = malloc(RECV_BYTES))) {
+        rc = tp_fail(e, -ENOMEM, "out of memory");
+        goto fail;
+    }
     ev.data.u32 = (uint32_t)i;
     if (epoll_ctl(t->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        int err = errno;
-
+        rc = tp_fail(e, -errno, "epoll_ctl: %s", strerror(errno));
         free(t->c[i].rbuf);
         t->c[i].rbuf = NULL;
-        return kvs__fail(e, -err, "epoll_ctl: %s", strerror(err));
+        goto fail;
     }
     t->c[i].fd = fd;
     *id = i;
     return 0;
+fail:
+    close(fd);
+    return rc;
 }
 
 /* Asks epoll for room to write on c, or stops asking. */
-static void want_out(struct kvs__tp *t, struct conn *c, int id, int on)
+static void want_out(struct kvs_transport *t, struct conn *c, int id, int on)
 {
     struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0),
                               .data.u32 = (uint32_t)id };
@@ -121,19 +151,19 @@ static void want_out(struct kvs__tp *t, struct conn *c, int id, int on)
 }
 
 /* The connection ended: its sends never complete; CLOSED goes out once. */
-static int conn_closed(struct kvs__tp *t, struct conn *c, int id, int status)
+static int conn_closed(struct kvs_transport *t, struct conn *c, int id, int status)
 {
     if (c->closed)
         return 0;
     c->closed = 1;
     want_out(t, c, id, 0);
-    return tp_later_add(&t->later, (struct kvs__tp_event){ .type = KVS__TP_CLOSED, .conn = id,
+    return tp_later_add(&t->later, (struct kvs_transport_event){ .type = KVS_TRANSPORT_CLOSED, .conn = id,
                                                            .status = status });
 }
 
 /* Writes what c's queue holds, as far as the socket takes it; each send
  * done becomes a SENT event for the next wait. */
-static int flush(struct kvs__tp *t, struct conn *c, int id)
+static int flush(struct kvs_transport *t, struct conn *c, int id)
 {
     while (c->head && !c->closed) {
         struct tp_send *s = c->head;
@@ -157,8 +187,8 @@ static int flush(struct kvs__tp *t, struct conn *c, int id)
     return 0;
 }
 
-static int sock_send(struct kvs__tp *t, int id, const void *buf, size_t len, uint64_t token,
-                     struct kvs__err *e)
+static int sock_send(struct kvs_transport *t, int id, const void *buf, size_t len, uint64_t token,
+                     struct kvs_transport_error *e)
 {
     struct conn *c = conn_get(t, id);
     int rc;
@@ -167,17 +197,17 @@ static int sock_send(struct kvs__tp *t, int id, const void *buf, size_t len, uin
                             len, token, e)) != 0)
         return rc;
     if (c->head == c->tail && (rc = flush(t, c, id)) != 0)
-        return kvs__fail(e, rc, "out of memory");
+        return tp_fail(e, rc, "out of memory");
     return 0;
 }
 
 /* Reads once from c into its buffer: a RECV, a CLOSED, or nothing yet. */
-static int recv_one(struct kvs__tp *t, struct conn *c, int id, struct kvs__tp_event *ev)
+static int recv_one(struct kvs_transport *t, struct conn *c, int id, struct kvs_transport_event *ev)
 {
     ssize_t n = EINTR_RETRY(recv(c->fd, c->rbuf, RECV_BYTES, MSG_DONTWAIT));
 
     if (n > 0) {
-        *ev = (struct kvs__tp_event){ .type = KVS__TP_RECV, .conn = id, .data = c->rbuf,
+        *ev = (struct kvs_transport_event){ .type = KVS_TRANSPORT_RECV, .conn = id, .data = c->rbuf,
                                       .len = (size_t)n };
         return 1;
     }
@@ -185,19 +215,19 @@ static int recv_one(struct kvs__tp *t, struct conn *c, int id, struct kvs__tp_ev
         return 0;
     c->closed = 1;
     want_out(t, c, id, 0);
-    *ev = (struct kvs__tp_event){ .type = KVS__TP_CLOSED, .conn = id,
+    *ev = (struct kvs_transport_event){ .type = KVS_TRANSPORT_CLOSED, .conn = id,
                                   .status = n == 0 ? 0 : -errno };
     return 1;
 }
 
-static int sock_wait(struct kvs__tp *t, struct kvs__tp_event *ev, int max, int64_t deadline_ns,
-                     struct kvs__err *e)
+static int sock_wait(struct kvs_transport *t, struct kvs_transport_event *ev, int max, int64_t deadline_ns,
+                     struct kvs_transport_error *e)
 {
     struct epoll_event ready[64];
-    int n = 0;
+    int n = 0, woke = 0;
 
     if (max <= 0)
-        return kvs__fail(e, KVS_EBADARG, "wait: room for %d events", max);
+        return tp_fail(e, KVS_EBADARG, "wait: room for %d events", max);
     for (;;) {
         int64_t left;
         int got, ms;
@@ -212,17 +242,25 @@ static int sock_wait(struct kvs__tp *t, struct kvs__tp_event *ev, int max, int64
         if (got < 0) {
             if (errno == EINTR)
                 continue;
-            return kvs__fail(e, -errno, "epoll_wait: %s", strerror(errno));
+            return tp_fail(e, -errno, "epoll_wait: %s", strerror(errno));
         }
         for (int i = 0; i < got; i++) {
             int id = (int)ready[i].data.u32;
             struct conn *c = conn_get(t, id);
+            uint64_t v;
             int rc;
 
+            if (ready[i].data.u32 == WAKE_ID) {
+                ssize_t r = read(t->wake, &v, sizeof v);   /* resets it */
+
+                (void)r;
+                woke = 1;
+                continue;
+            }
             if (!c || c->closed)
                 continue;
             if ((ready[i].events & EPOLLOUT) && (rc = flush(t, c, id)) != 0)
-                return kvs__fail(e, rc, "out of memory");
+                return tp_fail(e, rc, "out of memory");
             /* One read per connection and wait, when an event has room:
              * else the socket stays readable, and the next wait reads it. */
             if ((ready[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && n < max
@@ -230,12 +268,14 @@ static int sock_wait(struct kvs__tp *t, struct kvs__tp_event *ev, int max, int64
                 n += recv_one(t, c, id, &ev[n]);
         }
         n = tp_later_take(&t->later, ev, n, max);
-        if (n > 0 || kvs__now_ns() >= deadline_ns)
+        if (n > 0 || woke || kvs__now_ns() >= deadline_ns)
             return n;
     }
 }
 
-const struct kvs__tp_ops kvs__tp_socket = {
+const struct kvs_transport_ops kvs__tp_socket = {
+    .version = KVS_TRANSPORT_VERSION,
+    .size = sizeof(struct kvs_transport_ops),
     .name = "socket",
     .open = sock_open,
     .close = sock_close,
@@ -243,4 +283,5 @@ const struct kvs__tp_ops kvs__tp_socket = {
     .send = sock_send,
     .wait = sock_wait,
     .drop = sock_drop,
+    .wake = sock_wake,
 };

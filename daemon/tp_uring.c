@@ -40,6 +40,7 @@
 #include <liburing.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -74,13 +75,13 @@
 #define ZC_PART    (1024 * 1024)
 #define SEND_PART  (1u << 30)          /* a completion's res is an int */
 
-enum { OP_RECV = 1, OP_SEND = 2, OP_CANCEL = 3 };
+enum { OP_RECV = 1, OP_SEND = 2, OP_CANCEL = 3, OP_WAKE = 4 };
 
 /* A send whose bytes all went, waiting for zero-copy notifications (its
  * own or those of the sends before it) before its SENT. */
 struct zc_wait {
     struct zc_wait *next;
-    struct kvs__tp_event sent;
+    struct kvs_transport_event sent;
     uint32_t seq;                      /* its place in the connection's queue */
     unsigned notifs;                   /* its notifications still to come */
 };
@@ -103,7 +104,7 @@ struct conn {
     unsigned char *rbuf;               /* without the ring */
 };
 
-struct kvs__tp {
+struct kvs_transport {
     struct io_uring ring;
     struct conn *c;
     int nconn;
@@ -114,6 +115,10 @@ struct kvs__tp {
     size_t pbuf_map;                   /* bytes mapped at br */
     uint16_t back[PBUF_COUNT];         /* handed up: back to the ring at the next wait */
     int nback;
+    int wake;                          /* an eventfd: wake writes it; a read of it is */
+    int wake_armed;                    /* in flight while wake_armed, into wake_val */
+    int woke;                          /* it completed: the wait returns */
+    uint64_t wake_val;
 };
 
 /* A completion's user_data: the operation, the connection, and for a send
@@ -123,19 +128,19 @@ static uint64_t udata(int id, int op, uint32_t seq)
     return (uint64_t)seq << 32 | (uint64_t)(uint32_t)id << 8 | (uint64_t)op;
 }
 
-static unsigned pbuf_id(const struct kvs__tp *t, const void *data)
+static unsigned pbuf_id(const struct kvs_transport *t, const void *data)
 {
     return (unsigned)(((const unsigned char *)data - t->pbuf) / PBUF_BYTES);
 }
 
 /* Buffer bid goes back to the ring at the next wait. */
-static void pbuf_later(struct kvs__tp *t, unsigned bid)
+static void pbuf_later(struct kvs_transport *t, unsigned bid)
 {
     if (bid < PBUF_COUNT && t->nback < PBUF_COUNT)
         t->back[t->nback++] = (uint16_t)bid;
 }
 
-static void pbuf_return(struct kvs__tp *t)
+static void pbuf_return(struct kvs_transport *t)
 {
     int mask = io_uring_buf_ring_mask(PBUF_COUNT);
 
@@ -153,7 +158,7 @@ static void pbuf_return(struct kvs__tp *t)
  * lets the busy ones use every buffer for the memory of one; none keeps
  * them past the next wait, when every receive that ran out is armed
  * again. 0, or the kernel's refusal (-EINVAL before Linux 5.19). */
-static int pbuf_setup(struct kvs__tp *t)
+static int pbuf_setup(struct kvs_transport *t)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t ring = (PBUF_COUNT * sizeof(struct io_uring_buf) + page - 1) / page * page;
@@ -182,7 +187,7 @@ static int pbuf_setup(struct kvs__tp *t)
 
 /* What this kernel offers. Zero-copy sends came with multishot receives
  * (Linux 6.0): the probe for one says both. */
-static void features(struct kvs__tp *t)
+static void features(struct kvs_transport *t)
 {
     struct io_uring_probe *p = io_uring_get_probe_ring(&t->ring);
 
@@ -196,12 +201,12 @@ static void features(struct kvs__tp *t)
 /* Moves kept events into ev[n..max), oldest first. A RECV handed up is
  * done with at the next wait: its buffer goes back to the ring then, or
  * (without the ring) its connection may receive into its own again. */
-static int take_later(struct kvs__tp *t, struct kvs__tp_event *ev, int n, int max)
+static int take_later(struct kvs_transport *t, struct kvs_transport_event *ev, int n, int max)
 {
     int m = tp_later_take(&t->later, ev, n, max);
 
     for (int i = n; i < m; i++) {
-        if (ev[i].type != KVS__TP_RECV)
+        if (ev[i].type != KVS_TRANSPORT_RECV)
             continue;
         if (t->br)
             pbuf_later(t, pbuf_id(t, ev[i].data));
@@ -211,7 +216,7 @@ static int take_later(struct kvs__tp *t, struct kvs__tp_event *ev, int n, int ma
     return m;
 }
 
-static struct io_uring_sqe *sqe_get(struct kvs__tp *t)
+static struct io_uring_sqe *sqe_get(struct kvs_transport *t)
 {
     struct io_uring_sqe *s = io_uring_get_sqe(&t->ring);
 
@@ -222,23 +227,29 @@ static struct io_uring_sqe *sqe_get(struct kvs__tp *t)
     return s;
 }
 
-static int uring_open(struct kvs__tp **out, struct kvs__err *e)
+static int uring_open(struct kvs_transport **out, struct kvs_transport_error *e)
 {
-    struct kvs__tp *t = calloc(1, sizeof *t);
+    struct kvs_transport *t = calloc(1, sizeof *t);
     int rc;
 
     if (!t)
-        return kvs__fail(e, -ENOMEM, "out of memory");
-    if ((rc = io_uring_queue_init(ENTRIES, &t->ring, 0)) != 0) {
+        return tp_fail(e, -ENOMEM, "out of memory");
+    if ((t->wake = eventfd(0, EFD_CLOEXEC)) < 0) {
+        rc = -errno;
         free(t);
-        return kvs__fail(e, rc, "io_uring_queue_init: %s", strerror(-rc));
+        return tp_fail(e, rc, "eventfd: %s", strerror(-rc));
+    }
+    if ((rc = io_uring_queue_init(ENTRIES, &t->ring, 0)) != 0) {
+        close(t->wake);
+        free(t);
+        return tp_fail(e, rc, "io_uring_queue_init: %s", strerror(-rc));
     }
     features(t);
     *out = t;
     return 0;
 }
 
-static struct conn *conn_get(struct kvs__tp *t, int id)
+static struct conn *conn_get(struct kvs_transport *t, int id)
 {
     return id >= 0 && id < t->nconn && t->c[id].fd >= 0 && !t->c[id].dying ? &t->c[id] : NULL;
 }
@@ -262,15 +273,15 @@ static void reap_dying(struct conn *c)
 }
 
 /* Forgets conn's kept events; the buffers of its RECVs go back. */
-static void forget_recvs(struct kvs__tp *t, int id)
+static void forget_recvs(struct kvs_transport *t, int id)
 {
     for (size_t i = 0; t->br && i < t->later.n; i++)
-        if (t->later.ev[i].conn == id && t->later.ev[i].type == KVS__TP_RECV)
+        if (t->later.ev[i].conn == id && t->later.ev[i].type == KVS_TRANSPORT_RECV)
             pbuf_later(t, pbuf_id(t, t->later.ev[i].data));
     tp_later_forget(&t->later, id);
 }
 
-static void cancel(struct kvs__tp *t, int id, uint64_t ud)
+static void cancel(struct kvs_transport *t, int id, uint64_t ud)
 {
     struct io_uring_sqe *s = sqe_get(t);
 
@@ -280,7 +291,7 @@ static void cancel(struct kvs__tp *t, int id, uint64_t ud)
     io_uring_sqe_set_data64(s, udata(id, OP_CANCEL, 0));
 }
 
-static void uring_drop(struct kvs__tp *t, int id)
+static void uring_drop(struct kvs_transport *t, int id)
 {
     struct conn *c = conn_get(t, id);
 
@@ -309,17 +320,33 @@ static void uring_drop(struct kvs__tp *t, int id)
     reap_dying(c);
 }
 
-static int uring_adopt(struct kvs__tp *t, int fd, int *id, struct kvs__err *e)
+static void uring_wake(struct kvs_transport *t)
 {
-    int fl = fcntl(fd, F_GETFL), i = tp_slot((void **)&t->c, &t->nconn, sizeof *t->c);
+    uint64_t one = 1;
+    ssize_t w = write(t->wake, &one, sizeof one);
 
+    (void)w;
+}
+
+static int uring_adopt(struct kvs_transport *t, int fd, int64_t deadline_ns, int *id,
+                       struct kvs_transport_error *e)
+{
+    int fl = fcntl(fd, F_GETFL), i = tp_slot((void **)&t->c, &t->nconn, sizeof *t->c), rc;
+
+    (void)deadline_ns;                 /* nothing to say over the socket first */
     if (i < 0)
-        return kvs__fail(e, i, "no room for connection %d", t->nconn);
+        rc = tp_fail(e, i, "no room for connection %d", t->nconn);
     /* Blocking: io_uring then waits for the socket itself. */
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
-        return kvs__fail(e, -errno, "fcntl: %s", strerror(errno));
-    if (!t->br && !(t->c[i].rbuf = malloc(RECV_BYTES)))
-        return kvs__fail(e, -ENOMEM, "out of memory");
+    else if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+        rc = tp_fail(e, -errno, "fcntl: %s", strerror(errno));
+    else if (!t->br && !(t->c[i].rbuf = malloc(RECV_BYTES)))
+        rc = tp_fail(e, -ENOMEM, "out of memory");
+    else
+        rc = 0;
+    if (rc != 0) {
+        close(fd);
+        return rc;
+    }
     t->c[i].fd = fd;
     t->c[i].rearm = 1;
     t->c[i].zc = t->zc;
@@ -329,7 +356,7 @@ static int uring_adopt(struct kvs__tp *t, int fd, int *id, struct kvs__err *e)
 
 /* Sends the head of conn's queue, or what is left of it: zero-copy when
  * that is big and the connection still tries it. */
-static int send_head(struct kvs__tp *t, struct conn *c, int id)
+static int send_head(struct kvs_transport *t, struct conn *c, int id)
 {
     struct io_uring_sqe *s;
     const unsigned char *p;
@@ -353,8 +380,8 @@ static int send_head(struct kvs__tp *t, struct conn *c, int id)
     return 0;
 }
 
-static int uring_send(struct kvs__tp *t, int id, const void *buf, size_t len, uint64_t token,
-                      struct kvs__err *e)
+static int uring_send(struct kvs_transport *t, int id, const void *buf, size_t len, uint64_t token,
+                      struct kvs_transport_error *e)
 {
     struct conn *c = conn_get(t, id);
     int rc;
@@ -363,23 +390,23 @@ static int uring_send(struct kvs__tp *t, int id, const void *buf, size_t len, ui
                             len, token, e)) != 0)
         return rc;
     if ((rc = send_head(t, c, id)) != 0)
-        return kvs__fail(e, rc, "io_uring: no room for a send");
+        return tp_fail(e, rc, "io_uring: no room for a send");
     io_uring_submit(&t->ring);
     return 0;
 }
 
-static int closed_event(struct kvs__tp *t, struct conn *c, int id, int status)
+static int closed_event(struct kvs_transport *t, struct conn *c, int id, int status)
 {
     if (c->closed)
         return 0;
     c->closed = 1;
-    return tp_later_add(&t->later, (struct kvs__tp_event){ .type = KVS__TP_CLOSED, .conn = id,
+    return tp_later_add(&t->later, (struct kvs_transport_event){ .type = KVS_TRANSPORT_CLOSED, .conn = id,
                                                            .status = status });
 }
 
 /* A multishot receive's completion: bytes in one of the ring's buffers,
  * or its end. */
-static int recv_ring_done(struct kvs__tp *t, struct conn *c, int id,
+static int recv_ring_done(struct kvs_transport *t, struct conn *c, int id,
                           const struct io_uring_cqe *q)
 {
     unsigned bid = q->flags >> IORING_CQE_BUFFER_SHIFT;
@@ -389,8 +416,8 @@ static int recv_ring_done(struct kvs__tp *t, struct conn *c, int id,
         c->recv_busy = 0;
     if (q->flags & IORING_CQE_F_BUFFER) {
         if (q->res > 0 && bid < PBUF_COUNT && !c->closed)
-            rc = tp_later_add(&t->later, (struct kvs__tp_event){
-                .type = KVS__TP_RECV, .conn = id, .data = t->pbuf + (size_t)bid * PBUF_BYTES,
+            rc = tp_later_add(&t->later, (struct kvs_transport_event){
+                .type = KVS_TRANSPORT_RECV, .conn = id, .data = t->pbuf + (size_t)bid * PBUF_BYTES,
                 .len = (size_t)q->res });
         if (q->res <= 0 || c->closed || rc != 0)
             pbuf_later(t, bid);
@@ -407,20 +434,20 @@ static int recv_ring_done(struct kvs__tp *t, struct conn *c, int id,
 
 /* A receive into the connection's own buffer: armed again once its bytes
  * were handed up. */
-static int recv_plain_done(struct kvs__tp *t, struct conn *c, int id,
+static int recv_plain_done(struct kvs_transport *t, struct conn *c, int id,
                            const struct io_uring_cqe *q)
 {
     c->recv_busy = 0;
     if (c->closed)
         return 0;
     if (q->res > 0)
-        return tp_later_add(&t->later, (struct kvs__tp_event){
-            .type = KVS__TP_RECV, .conn = id, .data = c->rbuf, .len = (size_t)q->res });
+        return tp_later_add(&t->later, (struct kvs_transport_event){
+            .type = KVS_TRANSPORT_RECV, .conn = id, .data = c->rbuf, .len = (size_t)q->res });
     return closed_event(t, c, id, q->res);
 }
 
 /* SENT of the sends waiting in order whose notifications all came. */
-static int zc_release(struct kvs__tp *t, struct conn *c)
+static int zc_release(struct kvs_transport *t, struct conn *c)
 {
     while (!c->closed && c->wait_head && !c->wait_head->notifs) {
         struct zc_wait *w = c->wait_head;
@@ -436,9 +463,9 @@ static int zc_release(struct kvs__tp *t, struct conn *c)
 
 /* The head's bytes all went: SENT now, or once its notifications and
  * those of the sends before it came. */
-static int head_done(struct kvs__tp *t, struct conn *c, int id)
+static int head_done(struct kvs_transport *t, struct conn *c, int id)
 {
-    struct kvs__tp_event sent = tp_send_pop(&c->head, &c->tail, id);
+    struct kvs_transport_event sent = tp_send_pop(&c->head, &c->tail, id);
     struct zc_wait *w;
 
     if (!c->head_notifs && !c->wait_head) {
@@ -465,7 +492,7 @@ static int zc_refused(int res)
 }
 
 /* The send in flight completed; with F_MORE, a notification follows. */
-static int send_done(struct kvs__tp *t, struct conn *c, int id, const struct io_uring_cqe *q)
+static int send_done(struct kvs_transport *t, struct conn *c, int id, const struct io_uring_cqe *q)
 {
     int rc;
 
@@ -489,7 +516,7 @@ static int send_done(struct kvs__tp *t, struct conn *c, int id, const struct io_
 }
 
 /* A zero-copy send's notification: the kernel let go of its pages. */
-static int notif_done(struct kvs__tp *t, struct conn *c, const struct io_uring_cqe *q)
+static int notif_done(struct kvs_transport *t, struct conn *c, const struct io_uring_cqe *q)
 {
     uint32_t seq = (uint32_t)(q->user_data >> 32);
 
@@ -512,13 +539,18 @@ static int notif_done(struct kvs__tp *t, struct conn *c, const struct io_uring_c
 }
 
 /* One completion: an event kept for the caller, or the next step. */
-static int complete(struct kvs__tp *t, const struct io_uring_cqe *q)
+static int complete(struct kvs_transport *t, const struct io_uring_cqe *q)
 {
     int id = (int)(q->user_data >> 8 & 0xffffff), op = (int)(q->user_data & 0xff), rc;
     struct conn *c;
 
     if (op == OP_CANCEL)
         return 0;
+    if (op == OP_WAKE) {
+        t->wake_armed = 0;
+        t->woke = 1;
+        return 0;
+    }
     if (id >= t->nconn || t->c[id].fd < 0) {
         if (t->br && (q->flags & IORING_CQE_F_BUFFER))
             pbuf_later(t, q->flags >> IORING_CQE_BUFFER_SHIFT);
@@ -535,9 +567,17 @@ static int complete(struct kvs__tp *t, const struct io_uring_cqe *q)
     return rc;
 }
 
-/* Arms a receive on each connection that has none and may. */
-static void recv_arm(struct kvs__tp *t)
+/* Arms a receive on each connection that has none and may, and the read
+ * of the wake-up eventfd. */
+static void recv_arm(struct kvs_transport *t)
 {
+    struct io_uring_sqe *w;
+
+    if (!t->wake_armed && (w = sqe_get(t)) != NULL) {
+        io_uring_prep_read(w, t->wake, &t->wake_val, sizeof t->wake_val, 0);
+        io_uring_sqe_set_data64(w, udata(0xffffff, OP_WAKE, 0));
+        t->wake_armed = 1;
+    }
     for (int i = 0; i < t->nconn; i++) {
         struct conn *c = &t->c[i];
         struct io_uring_sqe *s;
@@ -559,13 +599,13 @@ static void recv_arm(struct kvs__tp *t)
     }
 }
 
-static int uring_wait(struct kvs__tp *t, struct kvs__tp_event *ev, int max, int64_t deadline_ns,
-                      struct kvs__err *e)
+static int uring_wait(struct kvs_transport *t, struct kvs_transport_event *ev, int max, int64_t deadline_ns,
+                      struct kvs_transport_error *e)
 {
     int n = 0;
 
     if (max <= 0)
-        return kvs__fail(e, KVS_EBADARG, "wait: room for %d events", max);
+        return tp_fail(e, KVS_EBADARG, "wait: room for %d events", max);
     for (;;) {
         struct io_uring_cqe *q;
         int64_t left;
@@ -577,7 +617,7 @@ static int uring_wait(struct kvs__tp *t, struct kvs__tp_event *ev, int max, int6
         recv_arm(t);
         n = take_later(t, ev, n, max);
         left = deadline_ns - kvs__now_ns();
-        if (n > 0 || left <= 0) {
+        if (n > 0 || left <= 0 || t->woke) {
             rc = io_uring_submit(&t->ring);
         } else {
             struct __kernel_timespec ts = {
@@ -588,7 +628,7 @@ static int uring_wait(struct kvs__tp *t, struct kvs__tp_event *ev, int max, int6
             rc = io_uring_submit_and_wait_timeout(&t->ring, &q, 1, &ts, NULL);
         }
         if (rc < 0 && rc != -ETIME && rc != -EAGAIN && rc != -EINTR && rc != -EBUSY)
-            return kvs__fail(e, rc, "io_uring: %s", strerror(-rc));
+            return tp_fail(e, rc, "io_uring: %s", strerror(-rc));
         if (n == max)
             return n;
         {
@@ -602,17 +642,19 @@ static int uring_wait(struct kvs__tp *t, struct kvs__tp_event *ev, int max, int6
             }
             io_uring_cq_advance(&t->ring, seen);
             if (rc != 0)
-                return kvs__fail(e, rc, "out of memory");
+                return tp_fail(e, rc, "out of memory");
             if (seen)
                 io_uring_submit(&t->ring);
         }
         n = take_later(t, ev, n, max);
-        if (n > 0 || kvs__now_ns() >= deadline_ns)
+        if (n > 0 || t->woke || kvs__now_ns() >= deadline_ns) {
+            t->woke = 0;
             return n;
+        }
     }
 }
 
-static void uring_close(struct kvs__tp *t)
+static void uring_close(struct kvs_transport *t)
 {
     int64_t deadline = kvs__now_ns() + 1000000000ll;
     int busy;
@@ -621,6 +663,7 @@ static void uring_close(struct kvs__tp *t)
         return;
     for (int i = 0; i < t->nconn; i++)
         uring_drop(t, i);
+    uring_wake(t);                     /* its read in flight completes */
     /* The kernel gives back what the drops cancelled; a buffer goes only
      * then (at worst, after a second, the ring's exit waits for them). */
     do {
@@ -628,17 +671,18 @@ static void uring_close(struct kvs__tp *t)
         struct __kernel_timespec ts = { .tv_nsec = 10000000 };
         unsigned head, seen = 0;
 
-        busy = 0;
         io_uring_submit_and_wait_timeout(&t->ring, &q, 1, &ts, NULL);
         io_uring_for_each_cqe(&t->ring, head, q) {
             complete(t, q);
             seen++;
         }
         io_uring_cq_advance(&t->ring, seen);
+        busy = t->wake_armed;
         for (int i = 0; i < t->nconn; i++)
             busy |= t->c[i].fd >= 0;
     } while (busy && kvs__now_ns() < deadline);
     io_uring_queue_exit(&t->ring);
+    close(t->wake);
     for (int i = 0; i < t->nconn; i++)
         if (t->c[i].fd >= 0) {
             t->c[i].recv_busy = t->c[i].send_busy = 0;
@@ -652,7 +696,9 @@ static void uring_close(struct kvs__tp *t)
     free(t);
 }
 
-const struct kvs__tp_ops kvs__tp_uring = {
+const struct kvs_transport_ops kvs__tp_uring = {
+    .version = KVS_TRANSPORT_VERSION,
+    .size = sizeof(struct kvs_transport_ops),
     .name = "uring",
     .open = uring_open,
     .close = uring_close,
@@ -660,4 +706,5 @@ const struct kvs__tp_ops kvs__tp_uring = {
     .send = uring_send,
     .wait = uring_wait,
     .drop = uring_drop,
+    .wake = uring_wake,
 };

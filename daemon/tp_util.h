@@ -7,12 +7,30 @@
 #define KVSD_TP_UTIL_H
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "transport.h"
 
 #define TP_CONNS_MAX (1 << 16)
+
+/* Records code and a detail in e (may be NULL); returns code. */
+static inline int tp_fail(struct kvs_transport_error *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline int tp_fail(struct kvs_transport_error *e, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (e) {
+        e->code = code;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
 
 /* A free slot of the array *arr of *n connections of size bytes each,
  * whose first member is the int fd (-1: free), doubling the array when
@@ -69,23 +87,23 @@ static inline int tp_send_push(struct tp_send **head, struct tp_send **tail, con
 /* A send's checks, then tp_send_push: head and tail NULL for a
  * connection that does not exist. */
 static inline int tp_send_queue(struct tp_send **head, struct tp_send **tail, int closed, int id,
-                                const void *buf, size_t len, uint64_t token, struct kvs__err *e)
+                                const void *buf, size_t len, uint64_t token, struct kvs_transport_error *e)
 {
     if (!head || !buf || len == 0)
-        return kvs__fail(e, KVS_EBADARG, "send: connection %d, %zu bytes", id, len);
+        return tp_fail(e, KVS_EBADARG, "send: connection %d, %zu bytes", id, len);
     if (closed)
-        return kvs__fail(e, -ENOTCONN, "send: connection %d is closed", id);
+        return tp_fail(e, -ENOTCONN, "send: connection %d is closed", id);
     if (tp_send_push(head, tail, buf, len, token) != 0)
-        return kvs__fail(e, -ENOMEM, "out of memory");
+        return tp_fail(e, -ENOMEM, "out of memory");
     return 0;
 }
 
 /* Frees the queue's first send, whose bytes all went: its SENT event. */
-static inline struct kvs__tp_event tp_send_pop(struct tp_send **head, struct tp_send **tail,
+static inline struct kvs_transport_event tp_send_pop(struct tp_send **head, struct tp_send **tail,
                                                int conn)
 {
     struct tp_send *s = *head;
-    struct kvs__tp_event ev = { .type = KVS__TP_SENT, .conn = conn, .token = s->token };
+    struct kvs_transport_event ev = { .type = KVS_TRANSPORT_SENT, .conn = conn, .token = s->token };
 
     *head = s->next;
     if (!*head)
@@ -107,15 +125,15 @@ static inline void tp_send_free_all(struct tp_send **head, struct tp_send **tail
 
 /* Events kept for the next wait, oldest first. */
 struct tp_later {
-    struct kvs__tp_event *ev;
+    struct kvs_transport_event *ev;
     size_t n, cap;
 };
 
-static inline int tp_later_add(struct tp_later *l, struct kvs__tp_event ev)
+static inline int tp_later_add(struct tp_later *l, struct kvs_transport_event ev)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
-        struct kvs__tp_event *p = realloc(l->ev, sizeof *p * cap);
+        struct kvs_transport_event *p = realloc(l->ev, sizeof *p * cap);
 
         if (!p)
             return -ENOMEM;
@@ -127,7 +145,7 @@ static inline int tp_later_add(struct tp_later *l, struct kvs__tp_event ev)
 }
 
 /* Moves kept events into ev[n..max); returns the new n. */
-static inline int tp_later_take(struct tp_later *l, struct kvs__tp_event *ev, int n, int max)
+static inline int tp_later_take(struct tp_later *l, struct kvs_transport_event *ev, int n, int max)
 {
     size_t k = 0;
 

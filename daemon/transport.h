@@ -4,15 +4,15 @@
  * Two layers. TCP itself (tcp.c): a listener bound to an address, and a
  * connect within a deadline; the handshake (handshake.h) runs on the
  * blocking socket these give, before kvsd keeps anything for the peer.
- * Then an ops table over connections that passed the handshake: a loop
- * that owns them (adopt), queues sends, and reports what happened (wait):
- * bytes received, sends done, connections closed. Implementations are
- * chosen at run time (kvs__tp_find): "uring" (io_uring through liburing,
- * the default) and "socket" (non-blocking sockets and epoll).
+ * Then an ops table over connections that passed the handshake
+ * (kvs-transport.h): a loop that owns them (adopt), queues sends, and
+ * reports what happened (wait): bytes received, sends done, connections
+ * closed. Implementations are chosen at run time (kvs__tp_find): "uring"
+ * (io_uring through liburing, the default) and "socket" (non-blocking
+ * sockets and epoll) are built in; others are plug-ins kvsd loads.
  *
  * A loop is used by one thread. Nothing it receives is trusted: it hands
  * bytes up, and the frame layer checks them. Every wait has a deadline.
- * Not used by kvsd yet: jobs across hosts are being built on it.
  */
 #ifndef KVSD_TRANSPORT_H
 #define KVSD_TRANSPORT_H
@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "kvs-transport.h"
 
 /* ---- TCP (tcp.c) --------------------------------------------------------- */
 
@@ -45,60 +46,29 @@ int kvs__tcp_connect(const char *host, uint16_t port, int64_t deadline_ns, int *
 
 /* ---- the loop over connections --------------------------------------------- */
 
-struct kvs__tp;                        /* one loop and its connections */
-
-enum kvs__tp_event_type {
-    KVS__TP_RECV = 1,                  /* bytes came: data, len */
-    KVS__TP_SENT = 2,                  /* a send is done: token; its buffer is the
-                                        * caller's again */
-    KVS__TP_CLOSED = 3,                /* the connection ended: status 0 (the peer
-                                        * closed) or -errno; its sends never complete.
-                                        * It stays the caller's until dropped */
-};
-
-struct kvs__tp_event {
-    int type;                          /* enum kvs__tp_event_type */
-    int conn;                          /* the connection's id */
-    int status;                        /* CLOSED */
-    const void *data;                  /* RECV: valid until the next wait */
-    size_t len;
-    uint64_t token;                    /* SENT */
-};
-
-struct kvs__tp_ops {
-    const char *name;
-    /* A loop with no connection. */
-    int (*open)(struct kvs__tp **out, struct kvs__err *e);
-    /* Drops every connection and frees the loop. */
-    void (*close)(struct kvs__tp *t);
-    /* Takes a connected stream socket (any mode): the loop owns it from
-     * here on, as connection *conn (a small number, reused after drop). */
-    int (*adopt)(struct kvs__tp *t, int fd, int *conn, struct kvs__err *e);
-    /* Queues len bytes (> 0) of buf on conn, after what was queued before:
-     * buf stays the caller's to keep intact until KVS__TP_SENT comes with
-     * token. -ENOTCONN on a connection that closed; KVS_EBADARG on an
-     * unknown one. */
-    int (*send)(struct kvs__tp *t, int conn, const void *buf, size_t len, uint64_t token,
-                struct kvs__err *e);
-    /* Moves what it can and reports up to max (> 0) events in ev, waiting
-     * until one comes or deadline_ns passes (0: do not wait). Returns the
-     * number of events, 0 at the deadline, or -errno. */
-    int (*wait)(struct kvs__tp *t, struct kvs__tp_event *ev, int max, int64_t deadline_ns,
-                struct kvs__err *e);
-    /* Closes conn and forgets it: no event of it comes any more. */
-    void (*drop)(struct kvs__tp *t, int conn);
-};
-
-extern const struct kvs__tp_ops kvs__tp_socket;
+extern const struct kvs_transport_ops kvs__tp_socket;
 #ifdef HAVE_LIBURING
-extern const struct kvs__tp_ops kvs__tp_uring;
+extern const struct kvs_transport_ops kvs__tp_uring;
 #endif
 
-/* The transport named name ("uring", "socket"); NULL: the one
- * KVS_TRANSPORT names, else the default: io_uring when this process may
- * use it, else sockets, and then note (size bytes, may be NULL) says why,
- * to be logged once. KVS_EBADARG naming the choices for an unknown name. */
-int kvs__tp_find(const char *name, const struct kvs__tp_ops **out, char *note, size_t size,
+/* A transport kvsd found, and the plug-in it came from, if any. */
+struct kvs__tp_choice {
+    const struct kvs_transport_ops *ops;
+    void *dl;                          /* dlopen's handle; NULL: built in */
+    char path[512];                    /* the plug-in's file; "": built in */
+};
+
+/* The transport named name: "uring" or "socket" (built in), a plug-in's
+ * bare name (kvs-transport-NAME.so in KVS_TRANSPORT_DIR, else kvs's
+ * library directory) or a path to one. NULL: the one KVS_TRANSPORT names,
+ * else the default: io_uring when this process may use it, else sockets,
+ * and then note (size bytes, may be NULL) says why, to be logged once. A
+ * plug-in is loaded, its table checked and a loop of it opened and
+ * closed, so that what fails fails here: KVS_EBADARG naming the file and
+ * why (not found, no entry, another version, a member missing, open
+ * failed). kvs__tp_release unloads it. */
+int kvs__tp_find(const char *name, struct kvs__tp_choice *out, char *note, size_t size,
                  struct kvs__err *e);
+void kvs__tp_release(struct kvs__tp_choice *c);
 
 #endif

@@ -65,10 +65,28 @@ job() {
     tap $? "$2 on hosts of $1 workers over $KVS_TRANSPORT${3:+ ($3)}"
 }
 
+# use_transport T: KVS_TRANSPORT=T, and for ucx its TCP transport only.
+use_transport() {
+    KVS_TRANSPORT=$1
+    export KVS_TRANSPORT
+    if [ "$1" = ucx ]; then export UCX_TLS=tcp; else unset UCX_TLS; fi
+}
+
 transports="uring socket"
+# The UCX plug-in, from the build tree, over UCX's TCP transport (the
+# wire a cluster without a fabric has); further down also with UCX free
+# to pick its shared-memory transports, as on one machine.
+ucx_why=""
+if [ -f "$bld/daemon/.libs/kvs-transport-ucx.so" ]; then
+    KVS_TRANSPORT_DIR="$(cd "$bld/daemon/.libs" && pwd)"
+    export KVS_TRANSPORT_DIR
+    transports="$transports ucx"
+else
+    ucx_why="the UCX plug-in is not built (configure found no UCX: apt-get install libucx-dev)"
+fi
 
 for KVS_TRANSPORT in $transports; do
-    export KVS_TRANSPORT
+    use_transport "$KVS_TRANSPORT"
     job "2 2" sums
     job "1 2 1" sums
     job "2 2" big
@@ -100,8 +118,64 @@ for KVS_TRANSPORT in $transports; do
     hosts_wait && grep -q "matches a single-process run with 4x the batch: yes" "$work/$name.h0.log"
     tap $? "train_linreg on 2 hosts x 2 workers over $KVS_TRANSPORT"
 done
+if [ -z "$ucx_why" ]; then
+    # UCX free to choose: shared memory where it can (it keeps TCP for
+    # messages, since only TCP tells of a dead peer), on one machine.
+    unset UCX_TLS
+    KVS_TRANSPORT=ucx
+    for sc in sums big states; do
+        name="kh-$$-$sc-ucx-any"
+        hosts "$name" "2 2" "$worker" "$sc"
+        hosts_wait
+        tap $? "$sc on hosts of 2 2 workers over ucx, UCX choosing its transports"
+    done
+    # UCX's own transports must agree with kvsd's: one host on ucx, one on
+    # sockets, is refused at once, saying why.
+    name="kh-$$-mixed"
+    port=$(free_port)
+    KVS_TRANSPORT=ucx timeout 60 "$kvsrun" -j "$name" -n 1 --nodes 2 --node-rank 0 \
+        --coord "127.0.0.1:$port" "$worker" sums >"$work/$name.h0.log" 2>&1 &
+    h0=$!
+    KVS_TRANSPORT=socket timeout 60 "$kvsrun" -j "$name" -n 1 --nodes 2 --node-rank 1 \
+        --coord "127.0.0.1:$port" "$worker" sums >"$work/$name.h1.log" 2>&1
+    s1=$?
+    wait "$h0"; s0=$?
+    [ $s0 -ne 0 ] && grep -q "KVS_TRANSPORT must be the same on every host" "$work/$name.h0.log"
+    r=$?
+    [ $r -eq 0 ] || sed 's/^/#   /' "$work/$name.h0.log" "$work/$name.h1.log" | tail -n 8
+    tap $r "hosts on ucx and on sockets: refused, saying KVS_TRANSPORT must agree"
+    [ $s1 -ne 0 ]
+    tap $? "... and the host on sockets fails too"
+else
+    n_test=$((n_test + 1))
+    echo "ok $n_test - ucx # SKIP $ucx_why"
+fi
 KVS_TRANSPORT=socket
 export KVS_TRANSPORT
+
+# A transport plug-in loaded by path runs the job; one that cannot work
+# (built for another ops version, failing to open) stops kvsd before any
+# worker starts, naming the file and why.
+stub="$(cd "$bld" && pwd)/tests/.libs/tp_stub.so"
+name="kh-$$-plugin"
+TP_STUB_SAYS=$work/$name.loaded KVS_TRANSPORT=$stub hosts "$name" "2 2" "$worker" sums
+hosts_wait && [ -e "$work/$name.loaded" ]
+tap $? "sums on hosts of 2 2 workers through a transport plug-in loaded by path"
+for how in version open; do
+    name="kh-$$-plugin-$how"
+    mkdir -p "$work/$name"
+    TP_STUB=$how KVS_TRANSPORT=$stub KVS_TEST_DIR=$work/$name timeout 60 "$kvsrun" -j "$name" \
+        -n 1 --nodes 2 --node-rank 1 --coord "127.0.0.1:1" \
+        sh -c 'touch "$KVS_TEST_DIR/ran"' >"$work/$name.log" 2>&1
+    s=$?
+    says="built for transport ops version 2"
+    [ $how = open ] && says="does not open here: the stub's device is unplugged"
+    [ $s -ne 0 ] && [ ! -e "$work/$name/ran" ] && grep -q "$stub" "$work/$name.log" \
+        && grep -q "$says" "$work/$name.log"
+    r=$?
+    [ $r -eq 0 ] || sed 's/^/#   /' "$work/$name.log" | tail -n 5
+    tap $r "a transport plug-in that fails ($how) stops kvsd before any worker, naming the file"
+done
 
 # The launchers' variables instead of options: one kvsrun per host as srun
 # (the coordinator the node list's first host, the port from KVS_COORD) and
@@ -135,34 +209,42 @@ rank_var=OMPI_COMM_WORLD_RANK
 envjob "kh-$$-ompi" OMPI_COMM_WORLD_SIZE=2 KVS_COORD="127.0.0.1:$port"
 tap $? "under Open MPI's variables, KVS_COORD naming host 0"
 
-# A worker killed on one host fails the job on every host.
-name="kh-$$-peer"
-hosts "$name" "2 2" "$worker" peer_dies
-wait "${hpids[0]}"; s0=$?
-wait "${hpids[1]}"; s1=$?
-[ $s0 -eq 0 ] && [ $s1 -eq 137 ]
-tap $? "a worker killed on host 1: host 0's workers see KVS_EPEERDEAD, host 1's kvsrun exits 137"
-
-# A host's kvsd killed, or stopped: the others fail within 5 s (killed) or
-# the heartbeat bound (stopped), naming the host.
-for how in KILL STOP; do
-    name="kh-$$-host-$how"
-    within=5
-    [ $how = STOP ] && within=8
-    export KVS_TEST_WITHIN=$within
-    hosts "$name" "1 1" "$worker" host_dies
-    unset KVS_TEST_WITHIN
-    wait_for 200 test -f "$work/$name/ready.0" && wait_for 100 test -f "$work/$name/ready.1"
-    k=$(pgrep -f "kvsd --job $name -n 1 -q --nodes 2 --node-rank 1")
-    date +%s%3N >"$work/$name/killed"
-    kill -$how "$k"
+# Faults, over sockets and, where it is built, UCX.
+fault_transports=socket
+[ -z "$ucx_why" ] && fault_transports="socket ucx"
+for KVS_TRANSPORT in $fault_transports; do
+    use_transport "$KVS_TRANSPORT"
+    # A worker killed on one host fails the job on every host.
+    name="kh-$$-peer-$KVS_TRANSPORT"
+    hosts "$name" "2 2" "$worker" peer_dies
     wait "${hpids[0]}"; s0=$?
-    [ $how = STOP ] && kill -CONT "$k"
     wait "${hpids[1]}"; s1=$?
-    [ $s0 -eq 0 ] || sed 's/^/#   /' "$work/$name.h0.log" | tail -n 5
-    [ $s0 -eq 0 ] && gone "$k"
-    tap $? "host 1's kvsd gets SIG$how: host 0 fails within $within s, naming it"
+    [ $s0 -eq 0 ] && [ $s1 -eq 137 ]
+    tap $? "a worker killed on host 1 ($KVS_TRANSPORT): host 0's workers see KVS_EPEERDEAD, host 1's kvsrun exits 137"
+
+    # A host's kvsd killed, or stopped: the others fail within 5 s (killed)
+    # or the heartbeat bound (stopped), naming the host.
+    for how in KILL STOP; do
+        name="kh-$$-host-$how-$KVS_TRANSPORT"
+        within=5
+        [ $how = STOP ] && within=8
+        export KVS_TEST_WITHIN=$within
+        hosts "$name" "1 1" "$worker" host_dies
+        unset KVS_TEST_WITHIN
+        wait_for 200 test -f "$work/$name/ready.0" && wait_for 100 test -f "$work/$name/ready.1"
+        k=$(pgrep -f "kvsd --job $name -n 1 -q --nodes 2 --node-rank 1")
+        date +%s%3N >"$work/$name/killed"
+        kill -$how "$k"
+        wait "${hpids[0]}"; s0=$?
+        [ $how = STOP ] && kill -CONT "$k"
+        wait "${hpids[1]}"; s1=$?
+        [ $s0 -eq 0 ] || sed 's/^/#   /' "$work/$name.h0.log" | tail -n 5
+        [ $s0 -eq 0 ] && gone "$k"
+        tap $? "host 1's kvsd gets SIG$how ($KVS_TRANSPORT): host 0 fails within $within s, naming it"
+    done
 done
+KVS_TRANSPORT=socket
+unset UCX_TLS
 
 # Secrets.
 secret=$work/secret
@@ -274,24 +356,28 @@ nshosts() {
     done
 }
 if [ $ns_ok = 1 ]; then
-    for KVS_TRANSPORT in uring socket; do
-        export KVS_TRANSPORT
+    for KVS_TRANSPORT in $transports; do
+        use_transport "$KVS_TRANSPORT"
         name="kh-$$-netns-$KVS_TRANSPORT"
         nshosts "$name" sums
         hosts_wait
         tap $? "sums with each host in its own network namespace over $KVS_TRANSPORT"
     done
-    name="kh-$$-cut"
-    export KVS_TEST_WITHIN=8
-    nshosts "$name" host_dies
-    unset KVS_TEST_WITHIN
-    wait_for 200 test -f "$work/$name/ready.0" && wait_for 100 test -f "$work/$name/ready.1"
-    date +%s%3N >"$work/$name/killed"
-    ip -n $nsb link set kh$$vb down
-    hosts_wait
-    tap $? "the link between two hosts cut: both fail within 8 s, naming the other"
+    for KVS_TRANSPORT in $fault_transports; do
+        use_transport "$KVS_TRANSPORT"
+        name="kh-$$-cut-$KVS_TRANSPORT"
+        ip -n $nsb link set kh$$vb up
+        export KVS_TEST_WITHIN=8
+        nshosts "$name" host_dies
+        unset KVS_TEST_WITHIN
+        wait_for 200 test -f "$work/$name/ready.0" && wait_for 100 test -f "$work/$name/ready.1"
+        date +%s%3N >"$work/$name/killed"
+        ip -n $nsb link set kh$$vb down
+        hosts_wait
+        tap $? "the link between two hosts cut ($KVS_TRANSPORT): both fail within 8 s, naming the other"
+    done
 else
-    for t in 1 2 3; do
+    for t in $transports $fault_transports; do
         n_test=$((n_test + 1))
         echo "ok $n_test - network namespaces # SKIP needs root and ip netns"
     done

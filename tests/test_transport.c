@@ -23,6 +23,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -117,12 +118,12 @@ static void test_tcp_connect_before_listen(void **state)
     close(l.fd);
 }
 
-static const struct kvs__tp_ops *ops_under_test;
+static const struct kvs_transport_ops *ops_under_test;
 
 /* Waits, taking at most max (<= 64) events a wait, until `want` bytes
  * came on conn (checked against expect) and the sends with tokens
  * [0, nsent) completed, in order. */
-static void pump_by(struct kvs__tp *t, int conn, const unsigned char *expect, size_t want,
+static void pump_by(struct kvs_transport *t, int conn, const unsigned char *expect, size_t want,
                     int nsent, int max)
 {
     size_t got = 0;
@@ -130,20 +131,20 @@ static void pump_by(struct kvs__tp *t, int conn, const unsigned char *expect, si
     int64_t deadline = kvs__now_ns() + 20000 * MS;
 
     while (got < want || next_token < nsent) {
-        struct kvs__tp_event ev[64];
-        struct kvs__err e = { 0 };
+        struct kvs_transport_event ev[64];
+        struct kvs_transport_error e = { 0 };
         int n = ops_under_test->wait(t, ev, max, deadline, &e);
 
         assert_true(n > 0);
         for (int i = 0; i < n; i++) {
             switch (ev[i].type) {
-            case KVS__TP_RECV:
+            case KVS_TRANSPORT_RECV:
                 assert_int_equal(ev[i].conn, conn);
                 assert_true(got + ev[i].len <= want);
                 assert_memory_equal(ev[i].data, expect + got, ev[i].len);
                 got += ev[i].len;
                 break;
-            case KVS__TP_SENT:
+            case KVS_TRANSPORT_SENT:
                 assert_int_equal(ev[i].token, (uint64_t)next_token);
                 next_token++;
                 break;
@@ -155,7 +156,7 @@ static void pump_by(struct kvs__tp *t, int conn, const unsigned char *expect, si
     }
 }
 
-static void pump(struct kvs__tp *t, int conn, const unsigned char *expect, size_t want,
+static void pump(struct kvs_transport *t, int conn, const unsigned char *expect, size_t want,
                  int nsent)
 {
     pump_by(t, conn, expect, want, nsent, 8);
@@ -177,10 +178,10 @@ static unsigned char *pattern(size_t len, uint32_t seed)
 
 /* The loop reports nothing more within 50 ms: no second SENT, no stray
  * event. */
-static void quiet(struct kvs__tp *t)
+static void quiet(struct kvs_transport *t)
 {
-    struct kvs__tp_event ev[4];
-    struct kvs__err e = { 0 };
+    struct kvs_transport_event ev[4];
+    struct kvs_transport_error e = { 0 };
 
     assert_int_equal(ops_under_test->wait(t, ev, 4, kvs__now_ns() + 50 * MS, &e), 0);
 }
@@ -188,10 +189,10 @@ static void quiet(struct kvs__tp *t)
 /* Sends buf[0..len) from ca to cb (token 1) and from cb to ca (token 2)
  * at once, reading at most max events a wait: every byte comes in order
  * on each side, and each send's SENT once. */
-static void both_ways(struct kvs__tp *t, int ca, int cb, const unsigned char *buf, size_t len,
+static void both_ways(struct kvs_transport *t, int ca, int cb, const unsigned char *buf, size_t len,
                       int max)
 {
-    struct kvs__err e = { 0 };
+    struct kvs_transport_error e = { 0 };
     size_t got[2] = { 0, 0 };
     int sent[2] = { 0, 0 };
     int64_t deadline = kvs__now_ns() + 30000 * MS;
@@ -199,7 +200,7 @@ static void both_ways(struct kvs__tp *t, int ca, int cb, const unsigned char *bu
     assert_int_equal(ops_under_test->send(t, ca, buf, len, 1, &e), 0);
     assert_int_equal(ops_under_test->send(t, cb, buf, len, 2, &e), 0);
     while (got[0] < len || got[1] < len || !sent[0] || !sent[1]) {
-        struct kvs__tp_event ev[64];
+        struct kvs_transport_event ev[64];
         int n = ops_under_test->wait(t, ev, max, deadline, &e);
 
         assert_true(n > 0);
@@ -207,12 +208,12 @@ static void both_ways(struct kvs__tp *t, int ca, int cb, const unsigned char *bu
             int on_b = ev[i].conn == cb;
 
             assert_true(on_b || ev[i].conn == ca);
-            if (ev[i].type == KVS__TP_RECV) {
+            if (ev[i].type == KVS_TRANSPORT_RECV) {
                 assert_true(got[on_b] + ev[i].len <= len);
                 assert_memory_equal(ev[i].data, buf + got[on_b], ev[i].len);
                 got[on_b] += ev[i].len;
             } else {
-                assert_int_equal(ev[i].type, KVS__TP_SENT);
+                assert_int_equal(ev[i].type, KVS_TRANSPORT_SENT);
                 assert_int_equal(ev[i].token, (uint64_t)(on_b ? 2 : 1));
                 assert_int_equal(sent[on_b]++, 0);
             }
@@ -226,8 +227,8 @@ static void test_loop_bytes(void **state)
     static const size_t sizes[] = { 1, 100, 65536, 1 << 20, 16 << 20 };
     size_t total = 0;
     unsigned char *buf;
-    struct kvs__tp *t;
-    struct kvs__err e = { 0 };
+    struct kvs_transport *t;
+    struct kvs_transport_error e = { 0 };
     int a, b, ca, cb;
 
     (void)state;
@@ -238,8 +239,8 @@ static void test_loop_bytes(void **state)
         buf[i] = (unsigned char)(i * 131 + (i >> 13));
     pair(&a, &b);
     assert_int_equal(ops_under_test->open(&t, &e), 0);
-    assert_int_equal(ops_under_test->adopt(t, a, &ca, &e), 0);
-    assert_int_equal(ops_under_test->adopt(t, b, &cb, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, a, 0, &ca, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, b, 0, &cb, &e), 0);
     assert_int_not_equal(ca, cb);
     /* a to b: every size queued at once, the big ones far beyond what a
      * socket buffers; the loop moves them while b reads. */
@@ -255,9 +256,9 @@ static void test_loop_bytes(void **state)
 
 static void test_loop_close_and_deadline(void **state)
 {
-    struct kvs__tp_event ev[4];
-    struct kvs__tp *t;
-    struct kvs__err e = { 0 };
+    struct kvs_transport_event ev[4];
+    struct kvs_transport *t;
+    struct kvs_transport_error e = { 0 };
     int a, b, ca, n;
     int64_t t0;
     char x = 'x';
@@ -265,7 +266,7 @@ static void test_loop_close_and_deadline(void **state)
     (void)state;
     pair(&a, &b);
     assert_int_equal(ops_under_test->open(&t, &e), 0);
-    assert_int_equal(ops_under_test->adopt(t, a, &ca, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, a, 0, &ca, &e), 0);
     /* Nothing comes: the wait ends at its deadline, with no event. */
     t0 = kvs__now_ns();
     assert_int_equal(ops_under_test->wait(t, ev, 4, t0 + 100 * MS, &e), 0);
@@ -275,13 +276,13 @@ static void test_loop_close_and_deadline(void **state)
     assert_int_equal(write(b, &x, 1), 1);
     close(b);
     n = 0;
-    while (n == 0 || ev[n - 1].type != KVS__TP_CLOSED) {
+    while (n == 0 || ev[n - 1].type != KVS_TRANSPORT_CLOSED) {
         int k = ops_under_test->wait(t, ev + n, 4 - n, kvs__now_ns() + 2000 * MS, &e);
 
         assert_true(k > 0);
         n += k;
     }
-    assert_int_equal(ev[0].type, KVS__TP_RECV);
+    assert_int_equal(ev[0].type, KVS_TRANSPORT_RECV);
     assert_int_equal(ev[0].len, 1);
     assert_int_equal(ev[n - 1].status, 0);
     assert_int_equal(ev[n - 1].conn, ca);
@@ -301,33 +302,33 @@ static void test_loop_close_and_deadline(void **state)
 static void test_loop_drop_pending(void **state)
 {
     static unsigned char big[8 << 20];
-    struct kvs__tp_event ev[4];
-    struct kvs__tp *t;
-    struct kvs__err e = { 0 };
+    struct kvs_transport_event ev[4];
+    struct kvs_transport *t;
+    struct kvs_transport_error e = { 0 };
     int a, b, ca, cb, c2;
 
     (void)state;
     pair(&a, &b);
     assert_int_equal(ops_under_test->open(&t, &e), 0);
-    assert_int_equal(ops_under_test->adopt(t, a, &ca, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, a, 0, &ca, &e), 0);
     assert_int_equal(ops_under_test->send(t, ca, big, sizeof big, 1, &e), 0);
     assert_int_equal(ops_under_test->send(t, ca, big, 10, 2, &e), 0);
     ops_under_test->drop(t, ca);
     /* Its id may be the dropped one's again (at once for sockets; io_uring
      * waits until the kernel gave the cancelled sends back). */
-    assert_int_equal(ops_under_test->adopt(t, b, &cb, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, b, 0, &cb, &e), 0);
     /* b reads what a's kernel buffer held, then a's close: no SENT. */
     for (;;) {
         int n = ops_under_test->wait(t, ev, 4, kvs__now_ns() + 5000 * MS, &e);
 
         assert_true(n > 0);
         for (int i = 0; i < n; i++)
-            assert_int_not_equal(ev[i].type, KVS__TP_SENT);
-        if (ev[n - 1].type == KVS__TP_CLOSED)
+            assert_int_not_equal(ev[i].type, KVS_TRANSPORT_SENT);
+        if (ev[n - 1].type == KVS_TRANSPORT_CLOSED)
             break;
     }
     pair(&a, &b);
-    assert_int_equal(ops_under_test->adopt(t, a, &c2, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, a, 0, &c2, &e), 0);
     assert_int_not_equal(c2, cb);
     close(b);
     ops_under_test->close(t);
@@ -341,15 +342,15 @@ static void test_loop_beyond_buffers(void **state)
 {
     size_t len = 32 << 20;
     unsigned char *buf = pattern(len, 1);
-    struct kvs__tp *t;
-    struct kvs__err e = { 0 };
+    struct kvs_transport *t;
+    struct kvs_transport_error e = { 0 };
     int a, b, ca, cb;
 
     (void)state;
     pair(&a, &b);
     assert_int_equal(ops_under_test->open(&t, &e), 0);
-    assert_int_equal(ops_under_test->adopt(t, a, &ca, &e), 0);
-    assert_int_equal(ops_under_test->adopt(t, b, &cb, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, a, 0, &ca, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, b, 0, &cb, &e), 0);
     both_ways(t, ca, cb, buf, len, 3);
     assert_int_equal(ops_under_test->send(t, ca, buf, len, 0, &e), 0);
     pump_by(t, cb, buf, len, 1, 1);
@@ -368,8 +369,8 @@ static void test_loop_big_sends(void **state)
     static const size_t sizes[] = { 65536, 65535, (1 << 20) + 3, 100, 4 << 20, 3 * 65536 + 1 };
     size_t total = 0;
     unsigned char *buf;
-    struct kvs__tp *t;
-    struct kvs__err e = { 0 };
+    struct kvs_transport *t;
+    struct kvs_transport_error e = { 0 };
     int a, b, ca, cb;
 
     (void)state;
@@ -378,8 +379,8 @@ static void test_loop_big_sends(void **state)
     buf = pattern(total, 2);
     pair(&a, &b);
     assert_int_equal(ops_under_test->open(&t, &e), 0);
-    assert_int_equal(ops_under_test->adopt(t, a, &ca, &e), 0);
-    assert_int_equal(ops_under_test->adopt(t, b, &cb, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, a, 0, &ca, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, b, 0, &cb, &e), 0);
     for (int round = 0; round < 2; round++) {
         for (size_t i = 0, off = 0; i < sizeof sizes / sizeof sizes[0]; off += sizes[i], i++)
             assert_int_equal(ops_under_test->send(t, ca, buf + off, sizes[i], i, &e), 0);
@@ -396,15 +397,15 @@ static void test_loop_unix(void **state)
 {
     size_t len = (1 << 20) + 5;
     unsigned char *buf = pattern(len, 4);
-    struct kvs__tp *t;
-    struct kvs__err e = { 0 };
+    struct kvs_transport *t;
+    struct kvs_transport_error e = { 0 };
     int sv[2], ca, cb;
 
     (void)state;
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     assert_int_equal(ops_under_test->open(&t, &e), 0);
-    assert_int_equal(ops_under_test->adopt(t, sv[0], &ca, &e), 0);
-    assert_int_equal(ops_under_test->adopt(t, sv[1], &cb, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, sv[0], 0, &ca, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, sv[1], 0, &cb, &e), 0);
     both_ways(t, ca, cb, buf, len, 8);
     both_ways(t, ca, cb, buf, 70000, 8);
     ops_under_test->close(t);
@@ -421,9 +422,9 @@ static void test_loop_drop_busy(void **state)
 {
     size_t len = 16 << 20;
     unsigned char *buf = pattern(len, 5), *sink = malloc(1 << 20);
-    struct kvs__tp_event ev[8];
-    struct kvs__tp *t;
-    struct kvs__err e = { 0 };
+    struct kvs_transport_event ev[8];
+    struct kvs_transport *t;
+    struct kvs_transport_error e = { 0 };
     int a, b, c, d, ca, cc, cd, n, ended = 0;
     size_t drained = 0;
     int64_t deadline;
@@ -432,12 +433,12 @@ static void test_loop_drop_busy(void **state)
     assert_non_null(sink);
     pair(&a, &b);
     assert_int_equal(ops_under_test->open(&t, &e), 0);
-    assert_int_equal(ops_under_test->adopt(t, a, &ca, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, a, 0, &ca, &e), 0);
     assert_int_equal(ops_under_test->send(t, ca, buf, len, 7, &e), 0);
     assert_int_equal(write(b, buf, 100), 100);
     n = ops_under_test->wait(t, ev, 8, kvs__now_ns() + 2000 * MS, &e);
     assert_int_equal(n, 1);
-    assert_int_equal(ev[0].type, KVS__TP_RECV);
+    assert_int_equal(ev[0].type, KVS_TRANSPORT_RECV);
     assert_int_equal(ev[0].len, 100);
     assert_memory_equal(ev[0].data, buf, 100);
     ops_under_test->drop(t, ca);
@@ -469,8 +470,8 @@ static void test_loop_drop_busy(void **state)
     close(b);
     quiet(t);
     pair(&c, &d);
-    assert_int_equal(ops_under_test->adopt(t, c, &cc, &e), 0);
-    assert_int_equal(ops_under_test->adopt(t, d, &cd, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, c, 0, &cc, &e), 0);
+    assert_int_equal(ops_under_test->adopt(t, d, 0, &cd, &e), 0);
     both_ways(t, cc, cd, buf, 3 << 20, 8);
     ops_under_test->close(t);
     free(sink);
@@ -479,31 +480,127 @@ static void test_loop_drop_busy(void **state)
 
 static void test_find(void **state)
 {
-    const struct kvs__tp_ops *o = NULL;
+    struct kvs__tp_choice c;
     struct kvs__err e = { 0 };
     char note[256];
 
     (void)state;
     unsetenv("KVS_TRANSPORT");
-    assert_int_equal(kvs__tp_find(NULL, &o, note, sizeof note, &e), 0);
-    assert_non_null(o);
+    assert_int_equal(kvs__tp_find(NULL, &c, note, sizeof note, &e), 0);
+    assert_non_null(c.ops);
+    assert_null(c.dl);
 #ifdef HAVE_LIBURING
     /* io_uring works on the machines the tests run on. */
-    assert_string_equal(o->name, "uring");
+    assert_string_equal(c.ops->name, "uring");
     assert_string_equal(note, "");
-    assert_int_equal(kvs__tp_find("uring", &o, NULL, 0, &e), 0);
-    assert_string_equal(o->name, "uring");
+    assert_int_equal(kvs__tp_find("uring", &c, NULL, 0, &e), 0);
+    assert_string_equal(c.ops->name, "uring");
 #endif
-    assert_int_equal(kvs__tp_find("socket", &o, NULL, 0, &e), 0);
-    assert_string_equal(o->name, "socket");
+    assert_int_equal(kvs__tp_find("socket", &c, NULL, 0, &e), 0);
+    assert_string_equal(c.ops->name, "socket");
     setenv("KVS_TRANSPORT", "socket", 1);
-    assert_int_equal(kvs__tp_find(NULL, &o, note, sizeof note, &e), 0);
-    assert_string_equal(o->name, "socket");
+    assert_int_equal(kvs__tp_find(NULL, &c, note, sizeof note, &e), 0);
+    assert_string_equal(c.ops->name, "socket");
+    /* An unknown name: no plug-in of that name where plug-ins are. */
+    setenv("KVS_TRANSPORT_DIR", "/nonexistent", 1);
     setenv("KVS_TRANSPORT", "carrier-pigeon", 1);
-    assert_int_equal(kvs__tp_find(NULL, &o, note, sizeof note, &e), KVS_EBADARG);
+    assert_int_equal(kvs__tp_find(NULL, &c, note, sizeof note, &e), KVS_EBADARG);
     assert_non_null(strstr(e.msg, "carrier-pigeon"));
     assert_non_null(strstr(e.msg, "socket"));
+    assert_non_null(strstr(e.msg, "/nonexistent/kvs-transport-carrier-pigeon.so"));
+    assert_null(c.ops);
+    setenv("KVS_TRANSPORT", "../../etc/x", 1);
+    assert_int_equal(kvs__tp_find(NULL, &c, NULL, 0, &e), KVS_EBADARG);
+    unsetenv("KVS_TRANSPORT_DIR");
     unsetenv("KVS_TRANSPORT");
+}
+
+/* The stub plug-in, loaded for the tests after test_plugin. */
+static struct kvs__tp_choice stub_kept;
+
+/* A plug-in: loaded by path, it works as the transport it wraps; each way
+ * it can be wrong is refused, naming the file and the reason. */
+static void test_plugin(void **state)
+{
+    static const struct { const char *how, *says; } bad[] = {
+        { "version", "built for transport ops version 2; this kvsd takes version 1" },
+        { "short", "lacks a call" },
+        { "open", "does not open here: the stub's device is unplugged" },
+        { "none", "gave no ops table" },
+    };
+    struct kvs_transport_error te = { 0 };
+    struct kvs__tp_choice c;
+    struct kvs__err e = { 0 };
+    struct kvs_transport *t;
+
+    (void)state;
+    unsetenv("TP_STUB");
+    assert_int_equal(kvs__tp_find(STUB_PATH, &c, NULL, 0, &e), 0);
+    assert_non_null(c.dl);
+    assert_string_equal(c.ops->name, "stub");
+    assert_string_equal(c.path, STUB_PATH);
+    assert_int_equal(c.ops->open(&t, &te), 0);
+    c.ops->close(t);
+    kvs__tp_release(&c);
+    assert_null(c.dl);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("TP_STUB", bad[i].how, 1);
+        e.msg[0] = '\0';
+        assert_int_equal(kvs__tp_find(STUB_PATH, &c, NULL, 0, &e), KVS_EBADARG);
+        assert_non_null(strstr(e.msg, STUB_PATH));
+        if (!strstr(e.msg, bad[i].says))
+            fail_msg("TP_STUB=%s: '%s' does not say '%s'", bad[i].how, e.msg, bad[i].says);
+        assert_null(c.ops);
+        assert_null(c.dl);
+    }
+    unsetenv("TP_STUB");
+    /* Not a plug-in: a shared object without the entry; no file at all. */
+    assert_int_equal(kvs__tp_find("/lib/x86_64-linux-gnu/libm.so.6", &c, NULL, 0, &e),
+                     KVS_EBADARG);
+    assert_non_null(strstr(e.msg, "has no kvs_transport_entry"));
+    assert_non_null(strstr(e.msg, "libm.so.6"));
+    assert_int_equal(kvs__tp_find("/nonexistent/tp.so", &c, NULL, 0, &e), KVS_EBADARG);
+    assert_non_null(strstr(e.msg, "no plug-in at /nonexistent/tp.so"));
+    /* Kept for the tests of the loop that follow. */
+    assert_int_equal(kvs__tp_find(STUB_PATH, &stub_kept, NULL, 0, &e), 0);
+    ops_under_test = stub_kept.ops;
+}
+
+/* A wait on one thread returns at once when another wakes it, long before
+ * its deadline; a wake with no wait makes the next one return. */
+static void *waker(void *arg)
+{
+    struct timespec ts = { 0, 50 * MS };
+
+    nanosleep(&ts, NULL);
+    ops_under_test->wake(arg);
+    return NULL;
+}
+
+static void test_loop_wake(void **state)
+{
+    struct kvs_transport_error e = { 0 };
+    struct kvs_transport_event ev[4];
+    struct kvs_transport *t;
+    pthread_t th;
+    int64_t t0;
+
+    (void)state;
+    assert_int_equal(ops_under_test->open(&t, &e), 0);
+    assert_int_equal(pthread_create(&th, NULL, waker, t), 0);
+    t0 = kvs__now_ns();
+    assert_int_equal(ops_under_test->wait(t, ev, 4, t0 + 10000 * MS, &e), 0);
+    assert_true(kvs__now_ns() - t0 < 5000 * MS);
+    pthread_join(th, NULL);
+    ops_under_test->wake(t);
+    t0 = kvs__now_ns();
+    assert_int_equal(ops_under_test->wait(t, ev, 4, t0 + 10000 * MS, &e), 0);
+    assert_true(kvs__now_ns() - t0 < 5000 * MS);
+    /* Woken once: the next wait runs to its deadline. */
+    t0 = kvs__now_ns();
+    assert_int_equal(ops_under_test->wait(t, ev, 4, t0 + 100 * MS, &e), 0);
+    assert_true(kvs__now_ns() - t0 >= 100 * MS);
+    ops_under_test->close(t);
 }
 
 static int use_socket(void **state)
@@ -603,6 +700,7 @@ int main(void)
         cmocka_unit_test_setup(test_loop_big_sends, use_socket),
         cmocka_unit_test_setup(test_loop_unix, use_socket),
         cmocka_unit_test_setup(test_loop_drop_busy, use_socket),
+        cmocka_unit_test_setup(test_loop_wake, use_socket),
 #ifdef HAVE_LIBURING
         cmocka_unit_test_setup(test_loop_bytes, use_uring),
         cmocka_unit_test_setup(test_loop_close_and_deadline, use_uring),
@@ -611,8 +709,12 @@ int main(void)
         cmocka_unit_test_setup(test_loop_big_sends, use_uring),
         cmocka_unit_test_setup(test_loop_unix, use_uring),
         cmocka_unit_test_setup(test_loop_drop_busy, use_uring),
+        cmocka_unit_test_setup(test_loop_wake, use_uring),
 #endif
         cmocka_unit_test(test_find),
+        cmocka_unit_test(test_plugin),
+        cmocka_unit_test(test_loop_bytes),         /* over the plug-in test_plugin loaded */
+        cmocka_unit_test(test_loop_wake),
 #ifdef HAVE_LIBURING
         /* Last: the filter stays. */
         cmocka_unit_test_setup(test_refused, use_uring_no_ring),
