@@ -51,6 +51,7 @@
 #define EFD_ID         (UINT32_MAX - 1)/* epoll data: UCX's event fd */
 #define WAKE_ID        UINT32_MAX      /* epoll data: the wake-up eventfd */
 #define EOF_GRACE_NS   (500 * 1000000ll)/* a socket's end to CLOSED, at most */
+#define FLUSH_NS       (200 * 1000000ll)/* a dropped link's sends to leave, at most */
 /* Receives held while one before them is still coming: a rendezvous
  * lets thousands of small messages pass it. kvsd keeps a few MiB in flight
  * per link, which bounds this far below; past it the peer is broken. */
@@ -124,8 +125,6 @@ struct kvs_transport {
     struct rx *pend, **pend_tail;      /* whose RECVs wait in later, in its order */
     struct rx *handed;                 /* handed up by the last wait: freed by the next */
     struct rx *fetchq;                 /* rendezvous announced, not started yet */
-    void **closing;                    /* endpoint close requests in flight */
-    size_t nclosing, capclosing;
     int woke;
 };
 
@@ -388,6 +387,33 @@ static void progress(struct kvs_transport *t)
     deliver(t);
 }
 
+/* Waits, progressing, until req completes or deadline_ns; frees it. */
+static void req_wait(struct kvs_transport *t, void *req, int64_t deadline_ns)
+{
+    if (!req || UCS_PTR_IS_ERR(req))
+        return;
+    while (ucp_request_check_status(req) == UCS_INPROGRESS && now_ns() < deadline_ns)
+        ucp_worker_progress(t->worker);
+    ucp_request_free(req);             /* if still in flight, UCX finishes it alone */
+}
+
+/* Ends ep: what it sent first leaves (a live peer's, within FLUSH_NS),
+ * then a forced close, which never waits for the peer. UCX wants close
+ * requests released, never kept past a failure of their endpoint. */
+static void ep_end(struct kvs_transport *t, ucp_ep_h ep, int live)
+{
+    ucp_request_param_t force = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                  .flags = UCP_EP_CLOSE_FLAG_FORCE };
+    ucp_request_param_t none = { .op_attr_mask = 0 };
+    void *req;
+
+    if (live)
+        req_wait(t, ucp_ep_flush_nbx(ep, &none), now_ns() + FLUSH_NS);
+    req = ucp_ep_close_nbx(ep, &force);
+    if (req && !UCS_PTR_IS_ERR(req))
+        ucp_request_free(req);
+}
+
 /* ---- the ops ------------------------------------------------------------ */
 
 static void ucx_close(struct kvs_transport *t);
@@ -594,16 +620,8 @@ static int ucx_adopt(struct kvs_transport *t, int fd, int64_t deadline_ns, int *
     *id = i;
     return 0;
 fail:
-    if (c->ep) {
-        ucp_request_param_t prm = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                    .flags = UCP_EP_CLOSE_FLAG_FORCE };
-        void *req = ucp_ep_close_nbx(c->ep, &prm);
-
-        while (req && !UCS_PTR_IS_ERR(req) && ucp_request_check_status(req) == UCS_INPROGRESS)
-            ucp_worker_progress(t->worker);
-        if (req && !UCS_PTR_IS_ERR(req))
-            ucp_request_free(req);
-    }
+    if (c->ep)
+        ep_end(t, c->ep, 0);
     *c = (struct conn){ .fd = -1 };
     if (addr)
         ucp_worker_release_address(t->worker, addr);
@@ -739,42 +757,6 @@ static int ucx_wait(struct kvs_transport *t, struct kvs_transport_event *ev, int
     }
 }
 
-/* Starts closing ep (force: without flushing what it holds); the request
- * is kept until it completes. */
-static void ep_close(struct kvs_transport *t, ucp_ep_h ep, int force)
-{
-    ucp_request_param_t prm = { .op_attr_mask = force ? UCP_OP_ATTR_FIELD_FLAGS : 0,
-                                .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0 };
-    void *req = ucp_ep_close_nbx(ep, &prm);
-
-    if (!req || UCS_PTR_IS_ERR(req))
-        return;
-    if (t->nclosing == t->capclosing) {
-        size_t cap = t->capclosing ? 2 * t->capclosing : 8;
-        void **p = realloc(t->closing, cap * sizeof *p);
-
-        if (!p) {                      /* let it finish on its own */
-            return;
-        }
-        t->closing = p;
-        t->capclosing = cap;
-    }
-    t->closing[t->nclosing++] = req;
-}
-
-/* Frees the close requests that completed; returns how many are left. */
-static size_t closing_reap(struct kvs_transport *t)
-{
-    size_t j = 0;
-
-    for (size_t i = 0; i < t->nclosing; i++)
-        if (ucp_request_check_status(t->closing[i]) == UCS_INPROGRESS)
-            t->closing[j++] = t->closing[i];
-        else
-            ucp_request_free(t->closing[i]);
-    return t->nclosing = j;
-}
-
 static void ucx_drop(struct kvs_transport *t, int id)
 {
     struct conn *c = conn_get(t, id);
@@ -801,7 +783,7 @@ static void ucx_drop(struct kvs_transport *t, int id)
             rx_free(t, r);
     }
     /* A connection that ended gets no flush: its peer would not answer. */
-    ep_close(t, c->ep, c->closed || c->eof_at);
+    ep_end(t, c->ep, !c->closed && !c->eof_at);
     epoll_ctl(t->ep_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     *c = (struct conn){ .fd = -1 };
@@ -829,12 +811,9 @@ static void ucx_close(struct kvs_transport *t)
         rx_free(t, r);
     }
     if (t->worker) {
-        while (closing_reap(t) > 0 && now_ns() < deadline)
-            ucp_worker_progress(t->worker);
-        for (size_t i = 0; i < t->nclosing; i++)
-            ucp_request_cancel(t->worker, t->closing[i]);
-        ucp_worker_progress(t->worker);
-        closing_reap(t);
+        /* What the forced closes left to UCX, within the bound. */
+        while (ucp_worker_progress(t->worker) && now_ns() < deadline)
+            ;
         ucp_worker_destroy(t->worker);
     }
     if (t->ctx)
@@ -843,7 +822,6 @@ static void ucx_close(struct kvs_transport *t)
         close(t->ep_fd);
     if (t->wake >= 0)
         close(t->wake);
-    free(t->closing);
     free(t->c);
     free(t->later.ev);
     free(t);

@@ -29,8 +29,8 @@
  *
  * Threads: a loop is used by one thread at a time (kvsd's links thread),
  * except wake, which any thread may call at any time. Calls never block
- * past the deadline they are given; those without one (send, drop,
- * close) do not wait for the network, except close, for at most a second.
+ * past the deadline they are given; those without one do not wait for
+ * the network, except drop and close, for a bounded time (see each).
  *
  * Errors: a call that fails returns a negative code, a negated errno value
  * (-ENOMEM, -ECONNRESET, ...) or a kvs code (KVS_EBADARG, KVS_EPROTO: see
@@ -126,7 +126,9 @@ struct kvs_transport_ops {
                 int64_t deadline_ns, struct kvs_transport_error *e);
 
     /* Ends conn and forgets it: no event of it comes any more, its sends
-     * not yet SENT are abandoned. An unknown conn is ignored. */
+     * not yet SENT are abandoned. May wait briefly (a fraction of a
+     * second) for what was sent to leave, unless conn ended. An unknown
+     * conn is ignored. */
     void (*drop)(struct kvs_transport *t, int conn);
 
     /* Makes a wait in progress on another thread return soon, or the next
