@@ -5,9 +5,10 @@
  *
  * Every key has one owner host (key_owner: a hash of the key, so that
  * keys spread evenly and every host agrees without telling); a key above
- * KVSD_SPLIT_BYTES is split in parts of at most KVSD_PART_BYTES
+ * KVS__SPLIT_BYTES is split in parts of at most KVS__PART_BYTES
  * (kvs__wire_part), each host owning an equal block of them in a row from
- * the key's owner on, and each part goes as a key of its own would: its
+ * the key's owner on (the rule is src/shard.c's, which kvsctl plan models
+ * a job's traffic by), and each part goes as a key of its own would: its
  * sums, its update, its value, its state. Parts stream: a host sends each
  * part's sum as soon as it is made, and an owner applies a part and sends
  * its value as soon as every host's sum of it is in. In a sync
@@ -65,48 +66,39 @@ static void msg_free(struct inmsg *m)
     }
 }
 
+/* The job's rule (src/shard.c): kvsctl plan models the same. */
+static struct kvs__shard rule(const struct daemon *d)
+{
+    return KVS__SHARD(d->nhosts);
+}
+
 int key_owner(const struct daemon *d, kvs_key_t key)
 {
-    return d->nhosts <= 1 ? 0 : (int)(kvs__key_hash(key) % (uint64_t)d->nhosts);
+    struct kvs__shard s = rule(d);
+
+    return kvs__shard_owner(&s, key);
 }
 
 int key_parts(const struct daemon *d, uint64_t bytes)
 {
-    uint64_t h = (uint64_t)d->nhosts, per;
+    struct kvs__shard s = rule(d);
 
-    if (h <= 1 || bytes <= KVSD_SPLIT_BYTES)
-        return 1;
-    per = (bytes + h * KVSD_PART_BYTES - 1) / (h * KVSD_PART_BYTES);
-    if (per > KVS__PARTS_MAX / h)
-        per = KVS__PARTS_MAX / h;
-    return (int)(h * per);
-}
-
-/* The parts each host owns of a key of nparts. */
-static int parts_per_host(const struct daemon *d, int nparts)
-{
-    return nparts >= d->nhosts ? nparts / d->nhosts : 1;
+    return kvs__shard_parts(&s, bytes);
 }
 
 int part_owner(const struct daemon *d, const struct round *rd, int p)
 {
-    return (rd->owner + p / parts_per_host(d, rd->nparts)) % (d->nhosts > 0 ? d->nhosts : 1);
+    struct kvs__shard s = rule(d);
+
+    return kvs__shard_part_owner(&s, rd->owner, rd->nparts, p);
 }
 
 int host_range(const struct daemon *d, kvs_key_t key, uint64_t count, kvs_dtype_t dtype, int h,
                uint64_t *first, uint64_t *n)
 {
-    size_t es = kvs_dtype_size(dtype);
-    int np = key_parts(d, count * es), per = parts_per_host(d, np);
-    int lo = (h - key_owner(d, key) + d->nhosts) % d->nhosts * per;
-    uint64_t f, c;
+    struct kvs__shard s = rule(d);
 
-    if (np <= 1)
-        return 0;
-    kvs__wire_part(count, es, (uint32_t)np, (uint32_t)lo, first, &c);
-    kvs__wire_part(count, es, (uint32_t)np, (uint32_t)(lo + per - 1), &f, &c);
-    *n = f + c - *first;
-    return 1;
+    return kvs__shard_host_range(&s, key, count, kvs_dtype_size(dtype), h, first, n);
 }
 
 void part_range(const struct round *rd, int p, uint64_t *first, uint64_t *n)

@@ -2,7 +2,7 @@
  * kvsctl - looks into the kvsd of a job on this host: the job's state
  * (status), its keys (keys), kvsd's counters (stats); or tells kvsd to stop
  * (stop). It sends one control request on the job's socket and prints the
- * answer.
+ * answer. plan (plan.c) asks no kvsd: it models a job across hosts.
  *
  * kvsctl never touches the job's shared memory, files or processes: all it
  * knows is kvsd's answer, which it decodes and checks (proto.c) before it
@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "kvs.h"
+#include "plan.h"
 #include "proto.h"
 #include "ring.h"
 #include "shm.h"
@@ -38,12 +39,15 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: kvsctl [-j JOB] COMMAND\n"
+            "       kvsctl plan --hosts LIST --shapes FILE [--link RATE] [OPTIONS]\n"
             "Asks the kvsd of a dist_sync/dist_async job on this host.\n"
             "Commands:\n"
             "  status    the job: mode, workers, number of keys, optimizer, failure\n"
             "  keys      every key: dtype, shape, version, sync rounds done\n"
             "  stats     kvsd's counters: rounds, pushes, pulls, bytes, collectives, ...\n"
             "  stop      kvsd ends the job, as on SIGTERM; kvsctl waits until it is gone\n"
+            "  plan      models a job across H hosts: bytes per host per round, imbalance,\n"
+            "            round time on given links (no kvsd asked; 'kvsctl plan --help')\n"
             "Options:\n"
             "  -j, --job JOB    the job (default: $KVS_JOB, else \"default\")\n"
             "  -h, --help       this text\n"
@@ -71,8 +75,10 @@ static void nap(int64_t deadline_ns)
 }
 
 /* Returns -1 to go on, else the exit status (0 after --help/--version, 2
- * on a usage error, with the message written). */
-static int parse_options(int argc, char **argv, char *job, size_t job_size, int *command)
+ * on a usage error, with the message written). *plan: the index of a
+ * plan command, whose arguments are its own, or 0. */
+static int parse_options(int argc, char **argv, char *job, size_t job_size, int *command,
+                         int *plan)
 {
     enum { OPT_VERSION = 256 };
     static const struct option longs[] = {
@@ -111,9 +117,13 @@ static int parse_options(int argc, char **argv, char *job, size_t job_size, int 
         }
     }
     if (optind >= argc) {
-        fprintf(stderr, "kvsctl: no command (status, keys, stats or stop)\n"
+        fprintf(stderr, "kvsctl: no command (status, keys, stats, stop or plan)\n"
                 "Try 'kvsctl --help'.\n");
         return 2;
+    }
+    if (strcmp(argv[optind], "plan") == 0) {
+        *plan = optind;
+        return -1;
     }
     if (optind + 1 < argc) {
         fprintf(stderr, "kvsctl: one command at a time; '%s' is one too many\n"
@@ -125,7 +135,7 @@ static int parse_options(int argc, char **argv, char *job, size_t job_size, int 
         if (strcmp(argv[optind], kvs__ctl_command_name(k)) == 0)
             *command = k;
     if (*command == 0) {
-        fprintf(stderr, "kvsctl: unknown command '%s' (status, keys, stats or stop)\n"
+        fprintf(stderr, "kvsctl: unknown command '%s' (status, keys, stats, stop or plan)\n"
                 "Try 'kvsctl --help'.\n", argv[optind]);
         return 2;
     }
@@ -217,12 +227,14 @@ int main(int argc, char **argv)
     struct kvs__err e = { 0, "" };
     struct stat was;
     int64_t deadline = kvs__now_ns() + DEADLINE_NS;
-    int command = 0, fd = -1, nfds = 0, rc, status = 1;
+    int command = 0, plan = 0, fd = -1, nfds = 0, rc, status = 1;
     size_t len;
     uid_t uid;
 
-    if ((rc = parse_options(argc, argv, job, sizeof job, &command)) >= 0)
+    if ((rc = parse_options(argc, argv, job, sizeof job, &command, &plan)) >= 0)
         return rc;
+    if (plan)
+        return plan_main(argc - plan, argv + plan);
     if (kvs__runtime_dir(dir, sizeof dir, &e) != 0) {
         fprintf(stderr, "kvsctl: %s\n", e.msg);
         return 1;

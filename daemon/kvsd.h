@@ -24,20 +24,10 @@
 #include "layout.h"
 #include "proto.h"
 #include "ring.h"
+#include "shard.h"
 #include "wire.h"
 
 #define MAX_WORKERS     1024
-/* Across hosts, a key above this many bytes is split over the hosts, each
- * owning an equal block of its parts: MXNet's default bound (a million
- * float32), and a link's send window (hosts.c). */
-#define KVSD_SPLIT_BYTES ((uint64_t)4 << 20)
-/* A split key's parts are of at most this many bytes (while the wire
- * allows that many parts): each part is summed, sent, applied and sent
- * back on its own, so that the wire carries one part while kvsd sums or
- * applies the next. Small enough that a round of a key just above the
- * bound has a few parts per host to overlap, big enough that a part's
- * frame and engine call cost little beside its bytes. */
-#define KVSD_PART_BYTES  ((uint64_t)1 << 20)
 #define HANDSHAKE_NS    (2 * 1000000000ll)
 #define CTL_QUEUE_MAX   16             /* control connections waiting for the serve thread */
 
@@ -686,11 +676,12 @@ const char *host_name(const struct daemon *d, int host);
 
 /* ---- bridge.c: what the hosts' messages do (serve thread) ------------- */
 
-/* The host that owns key (part 0 of a big key). */
+/* The host that owns key (part 0 of a big key). This and the three below
+ * are src/shard.c's rule for this job's hosts, in kvsd's terms. */
 int key_owner(const struct daemon *d, kvs_key_t key);
 /* The parts a key of bytes is split in across hosts: 1 (one owner), or
- * above KVSD_SPLIT_BYTES a multiple of the hosts, each part of at most
- * KVSD_PART_BYTES where KVS__PARTS_MAX allows. */
+ * above KVS__SPLIT_BYTES a multiple of the hosts, each part of at most
+ * KVS__PART_BYTES where KVS__PARTS_MAX allows. */
 int key_parts(const struct daemon *d, uint64_t bytes);
 /* The host that owns part p of rd's key: each host an equal block of its
  * parts in a row, from the key's owner on. */
