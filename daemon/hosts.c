@@ -76,8 +76,7 @@ struct link {
 struct hosts {
     int n, me;
     struct link *l;                    /* [n] */
-    struct kvs__tp_choice tpc;         /* the transport, and its plug-in */
-    const struct kvs_transport_ops *ops;/* tpc.ops */
+    struct kvs__tp_choice tpc;         /* the transport (tpc.ops), and its plug-in */
     struct kvs_transport *tp;
     pthread_t th;
     int running;
@@ -349,7 +348,7 @@ static void link_end(struct hosts *hx, int h)
     l->inflight_bytes = 0;
     l->queue_last = NULL;
     if (l->conn >= 0)
-        hx->ops->drop(hx->tp, l->conn);
+        hx->tpc.ops->drop(hx->tp, l->conn);
     l->conn = -1;
     free(l->pay);
     l->pay = NULL;
@@ -401,7 +400,7 @@ static void link_pump(struct hosts *hx, int h, struct inmsg ***tail)
 
         if (!(l->queue = s->next))
             l->queue_last = NULL;
-        if (hx->ops->send(hx->tp, l->conn, s->f->buf, s->f->len, (uint64_t)(uintptr_t)s,
+        if (hx->tpc.ops->send(hx->tp, l->conn, s->f->buf, s->f->len, (uint64_t)(uintptr_t)s,
                           &e) != 0) {
             frame_unref(s->f);
             free(s);
@@ -576,11 +575,11 @@ static void *links_thread(void *arg)
             struct kvs_transport_error we = { 0, "" };
 
             /* A loop that fails fails every link: no frame would move. */
-            if ((n = hx->ops->wait(hx->tp, ev, EVENTS, now + 100 * 1000000ll, &we)) < 0)
+            if ((n = hx->tpc.ops->wait(hx->tp, ev, EVENTS, now + 100 * 1000000ll, &we)) < 0)
                 for (int h = 0; h < hx->n; h++)
                     if (hx->l[h].conn >= 0)
                         link_fail(hx, h, LINK_BAD, &tail, "the %s transport failed: %s",
-                                  hx->ops->name, we.msg);
+                                  hx->tpc.ops->name, we.msg);
         }
         for (int i = 0; i < n; i++) {
             int h;
@@ -681,7 +680,7 @@ void hosts_post(struct daemon *d, struct frame *f, int to)
     *hx->out_tail = head;
     hx->out_tail = tail;
     pthread_mutex_unlock(&hx->lock);
-    hx->ops->wake(hx->tp);
+    hx->tpc.ops->wake(hx->tp);
 }
 
 /* Takes what the links' thread handed up, in order. */
@@ -730,7 +729,6 @@ int hosts_start(struct daemon *d, struct kvs__err *e)
     d->nhosts = hx->n = d->o.nhosts;
     d->me = hx->me = d->o.host;
     hx->tpc = tpc;
-    hx->ops = tpc.ops;
     hx->out_tail = &hx->out;
     hx->in_tail = &hx->in;
     pthread_mutex_init(&hx->lock, NULL);
@@ -745,8 +743,8 @@ int hosts_start(struct daemon *d, struct kvs__err *e)
     kvs__secret_wipe(&sec);
     if (rc != 0)
         return rc;
-    if ((rc = hx->ops->open(&hx->tp, &te)) != 0)
-        return kvs__fail(e, rc, "the %s transport: %s", hx->ops->name, te.msg);
+    if ((rc = hx->tpc.ops->open(&hx->tp, &te)) != 0)
+        return kvs__fail(e, rc, "the %s transport: %s", hx->tpc.ops->name, te.msg);
     /* Each host adopts its links in the order of the hosts: a transport
      * that talks over the socket in adopt finds its peer adopting too. */
     deadline = kvs__now_ns() + d->o.join_ns;
@@ -757,13 +755,13 @@ int hosts_start(struct daemon *d, struct kvs__err *e)
         if (i == hx->me)
             continue;
         l->fd = -1;                    /* the transport's, whatever adopt says */
-        if ((rc = hx->ops->adopt(hx->tp, fd, deadline, &l->conn, &te)) != 0)
+        if ((rc = hx->tpc.ops->adopt(hx->tp, fd, deadline, &l->conn, &te)) != 0)
             return kvs__fail(e, rc, "the %s transport could not take the link to %s: %s",
-                             hx->ops->name, l->name, te.msg);
+                             hx->tpc.ops->name, l->name, te.msg);
         l->last_recv = l->last_send = kvs__now_ns();
     }
     say(d, "host %d of %d: workers' ranks %d..%d of %d, over %s", hx->me, hx->n, d->rank0,
-        d->rank0 + d->o.nworkers - 1, d->total, hx->ops->name);
+        d->rank0 + d->o.nworkers - 1, d->total, hx->tpc.ops->name);
     if ((rc = pthread_create(&hx->th, NULL, links_thread, d)) != 0)
         return kvs__fail(e, -rc, "cannot start a thread: %s", strerror(rc));
     hx->running = 1;
@@ -787,7 +785,7 @@ void hosts_stop(struct daemon *d, int clean)
         pthread_mutex_lock(&hx->lock);
         hx->quit = 1;
         pthread_mutex_unlock(&hx->lock);
-        hx->ops->wake(hx->tp);
+        hx->tpc.ops->wake(hx->tp);
         pthread_join(hx->th, NULL);
     }
     for (int i = 0; i < hx->n; i++)
@@ -806,7 +804,7 @@ void hosts_stop(struct daemon *d, int clean)
         free(m);
     }
     if (hx->tp)
-        hx->ops->close(hx->tp);
+        hx->tpc.ops->close(hx->tp);
     kvs__tp_release(&hx->tpc);
     pthread_mutex_destroy(&hx->lock);
     free(hx->l);

@@ -157,8 +157,8 @@ static int conn_closed(struct kvs_transport *t, struct conn *c, int id, int stat
         return 0;
     c->closed = 1;
     want_out(t, c, id, 0);
-    return tp_later_add(&t->later, (struct kvs_transport_event){ .type = KVS_TRANSPORT_CLOSED, .conn = id,
-                                                           .status = status });
+    return tp_later_add(&t->later, (struct kvs_transport_event){
+        .type = KVS_TRANSPORT_CLOSED, .conn = id, .status = status });
 }
 
 /* Writes what c's queue holds, as far as the socket takes it; each send
@@ -220,8 +220,8 @@ static int recv_one(struct kvs_transport *t, struct conn *c, int id, struct kvs_
     return 1;
 }
 
-static int sock_wait(struct kvs_transport *t, struct kvs_transport_event *ev, int max, int64_t deadline_ns,
-                     struct kvs_transport_error *e)
+static int sock_wait(struct kvs_transport *t, struct kvs_transport_event *ev, int max,
+                     int64_t deadline_ns, struct kvs_transport_error *e)
 {
     struct epoll_event ready[64];
     int n = 0, woke = 0;

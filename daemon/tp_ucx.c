@@ -78,8 +78,6 @@ struct tx {
     struct tx *next;
     struct hdr hdr;                    /* UCX reads it until the send completes */
     uint64_t token;                    /* the caller's */
-    int conn;
-    uint32_t gen;
     int done;                          /* 1: completed, 2: failed */
     int orphan;                        /* its connection was dropped: freed at completion */
 };
@@ -96,12 +94,10 @@ struct rx {
     int done;                          /* 1: the bytes are in buf, 2: failed */
     int orphan;
     int conn;
-    uint32_t gen;
 };
 
 struct conn {
     int fd;                            /* -1: a free slot; else the TCP socket */
-    uint32_t gen;
     int closed;                        /* CLOSED reported or queued */
     int64_t eof_at;                    /* when the socket ended; 0: it has not */
     int eof_status;
@@ -120,7 +116,6 @@ struct kvs_transport {
     int efd, ep_fd, wake;              /* UCX's event fd, epoll, the wake-up eventfd */
     struct conn *c;
     int nconn;
-    uint32_t gen;
     struct tp_later later;
     struct rx *pend, **pend_tail;      /* whose RECVs wait in later, in its order */
     struct rx *handed;                 /* handed up by the last wait: freed by the next */
@@ -181,6 +176,17 @@ static int take(struct kvs_transport *t, struct kvs_transport_event *ev, int n, 
         t->handed = r;
     }
     return m;
+}
+
+/* Frees the receives handed up by the last wait. */
+static void handed_free(struct kvs_transport *t)
+{
+    while (t->handed) {
+        struct rx *r = t->handed;
+
+        t->handed = r->next;
+        rx_free(t, r);
+    }
 }
 
 /* Forgets conn's kept events, and frees the receives among them. */
@@ -319,7 +325,6 @@ static ucs_status_t am_recv(void *arg, const void *header, size_t hlen, void *da
     r->seq = h.seq;
     r->len = len;
     r->conn = (int)h.conn;
-    r->gen = c->gen;
     if (rndv) {                        /* fetched once this callback returned */
         r->desc = data;
         r->fetch = 1;
@@ -565,7 +570,7 @@ static int ucx_adopt(struct kvs_transport *t, int fd, int64_t deadline_ns, int *
         return tp_fail(e, i, "no room for connection %d", t->nconn);
     }
     c = &t->c[i];
-    *c = (struct conn){ .fd = -1, .gen = ++t->gen };
+    *c = (struct conn){ .fd = -1 };
     if (getrandom(&c->my_token, sizeof c->my_token, 0) != sizeof c->my_token) {
         rc = tp_fail(e, -EIO, "getrandom: %s", strerror(errno));
         goto fail;
@@ -649,8 +654,6 @@ static int ucx_send(struct kvs_transport *t, int id, const void *buf, size_t len
         return tp_fail(e, -ENOMEM, "out of memory");
     x->hdr = (struct hdr){ .token = c->peer_token, .conn = c->peer_id, .seq = c->send_seq++ };
     x->token = token;
-    x->conn = id;
-    x->gen = c->gen;
     prm.user_data = x;
     if (c->tx_tail)
         c->tx_tail->next = x;
@@ -708,12 +711,7 @@ static int ucx_wait(struct kvs_transport *t, struct kvs_transport_event *ev, int
 
     if (max <= 0)
         return tp_fail(e, KVS_EBADARG, "wait: room for %d events", max);
-    while (t->handed) {                /* the last wait's RECVs are done with */
-        struct rx *r = t->handed;
-
-        t->handed = r->next;
-        rx_free(t, r);
-    }
+    handed_free(t);                    /* the last wait's RECVs are done with */
     for (;;) {
         struct epoll_event ready[64];
         int64_t now, until;
@@ -797,19 +795,8 @@ static void ucx_close(struct kvs_transport *t)
     if (!t)
         return;
     for (int id = 0; id < t->nconn; id++)
-        ucx_drop(t, id);
-    while (t->pend) {
-        struct rx *r = t->pend;
-
-        t->pend = r->next;
-        rx_free(t, r);
-    }
-    while (t->handed) {
-        struct rx *r = t->handed;
-
-        t->handed = r->next;
-        rx_free(t, r);
-    }
+        ucx_drop(t, id);               /* and their RECVs still kept (forget) */
+    handed_free(t);
     if (t->worker) {
         /* What the forced closes left to UCX, within the bound. */
         while (ucp_worker_progress(t->worker) && now_ns() < deadline)

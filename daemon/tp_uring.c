@@ -400,8 +400,8 @@ static int closed_event(struct kvs_transport *t, struct conn *c, int id, int sta
     if (c->closed)
         return 0;
     c->closed = 1;
-    return tp_later_add(&t->later, (struct kvs_transport_event){ .type = KVS_TRANSPORT_CLOSED, .conn = id,
-                                                           .status = status });
+    return tp_later_add(&t->later, (struct kvs_transport_event){
+        .type = KVS_TRANSPORT_CLOSED, .conn = id, .status = status });
 }
 
 /* A multishot receive's completion: bytes in one of the ring's buffers,
@@ -599,8 +599,8 @@ static void recv_arm(struct kvs_transport *t)
     }
 }
 
-static int uring_wait(struct kvs_transport *t, struct kvs_transport_event *ev, int max, int64_t deadline_ns,
-                      struct kvs_transport_error *e)
+static int uring_wait(struct kvs_transport *t, struct kvs_transport_event *ev, int max,
+                      int64_t deadline_ns, struct kvs_transport_error *e)
 {
     int n = 0;
 

@@ -87,7 +87,8 @@ static inline int tp_send_push(struct tp_send **head, struct tp_send **tail, con
 /* A send's checks, then tp_send_push: head and tail NULL for a
  * connection that does not exist. */
 static inline int tp_send_queue(struct tp_send **head, struct tp_send **tail, int closed, int id,
-                                const void *buf, size_t len, uint64_t token, struct kvs_transport_error *e)
+                                const void *buf, size_t len, uint64_t token,
+                                struct kvs_transport_error *e)
 {
     if (!head || !buf || len == 0)
         return tp_fail(e, KVS_EBADARG, "send: connection %d, %zu bytes", id, len);
@@ -99,11 +100,12 @@ static inline int tp_send_queue(struct tp_send **head, struct tp_send **tail, in
 }
 
 /* Frees the queue's first send, whose bytes all went: its SENT event. */
-static inline struct kvs_transport_event tp_send_pop(struct tp_send **head, struct tp_send **tail,
-                                               int conn)
+static inline struct kvs_transport_event tp_send_pop(struct tp_send **head,
+                                                     struct tp_send **tail, int conn)
 {
     struct tp_send *s = *head;
-    struct kvs_transport_event ev = { .type = KVS_TRANSPORT_SENT, .conn = conn, .token = s->token };
+    struct kvs_transport_event ev = { .type = KVS_TRANSPORT_SENT, .conn = conn,
+                                      .token = s->token };
 
     *head = s->next;
     if (!*head)
