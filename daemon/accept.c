@@ -176,6 +176,7 @@ static void handshake(struct daemon *d, int fd)
     atomic_store(&w->state, W_LIVE);
     atomic_fetch_add(&d->connected, 1);
     say(d, "rank %d (pid %d) joined", w->rank, (int)pid);
+    trace_worker(w, KVS__TR_JOINED, NULL);
     kvs__bell_ring(d->bell);
     return;
 

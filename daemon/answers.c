@@ -230,6 +230,8 @@ struct req *req_new(struct daemon *d, int wi)
     r->s.key_name = NULL;
     r->tab = NULL;
     r->idx = 0;
+    r->t_in = kvs__tr_begin();
+    r->t_join = 0;
     return r;
 }
 
@@ -342,6 +344,8 @@ void complete(struct daemon *d, struct req *r, int status, const char *msg)
 
     if (status != 0) {
         d->st.failed++;
+        if (r->t_in)
+            trace_error(d, r, status, msg);
     } else if (r->s.op == KVS__OP_PUSH) {
         d->st.pushes++;
         d->st.bytes_pushed += r->s.data_len;

@@ -96,8 +96,11 @@ static int setup(struct daemon *d, struct kvs__err *e)
         return kvs__fail(e, -EBUSY, "another kvsd serves job '%s' (%s is locked)", d->o.job,
                          d->lock_path);
     }
-    /* We hold the job's lock: a socket left at the path is a dead kvsd's. */
+    /* We hold the job's lock: a socket left at the path is a dead kvsd's,
+     * and timelines left are an older job's. */
     unlink(d->sock_path);
+    if ((rc = trace_setup(d, e)) != 0)
+        return rc;
     if ((rc = kvs__sock_listen(d->sock_path, &d->listen_fd, e)) != 0)
         return rc;
     if ((rc = kvs__memfd_new("kvs-control", KVS__CONTROL_SIZE, KVS__SEAL_SIZE, &d->ctl_fd,
@@ -180,6 +183,7 @@ static void serve(struct daemon *d)
                 drain(d, i);
                 if (w->state == W_LIVE) {
                     atomic_store(&w->state, W_DEAD);
+                    trace_worker(w, KVS__TR_DIED, NULL);
                     fail_job(d, KVS_EPEERDEAD, "rank %d (pid %d) died", w->rank,
                              (int)w->pid);
                     worker_release(d, w);
@@ -463,6 +467,7 @@ int main(int argc, char **argv)
     hosts_stop(&d, !stop_signal && !d.failed);
     stop_signal = 1;
     pthread_join(th, NULL);
+    trace_write(&d);
     teardown(&d);
     return 0;
 }

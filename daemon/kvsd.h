@@ -25,6 +25,7 @@
 #include "proto.h"
 #include "ring.h"
 #include "shard.h"
+#include "trace.h"
 #include "wire.h"
 
 #define MAX_WORKERS     1024
@@ -113,6 +114,8 @@ struct req {
     struct req_block *blk;             /* the block it was cut from */
     struct tab *tab;                   /* its table, or NULL: a slot of its own */
     uint32_t idx;                      /* its place in the table */
+    int64_t t_in, t_join;              /* timeline on: when it came, when (a sync push)
+                                        * it joined its round; else 0 */
 };
 
 /* Requests of consecutive slots, cut in order from one allocation: freed
@@ -223,6 +226,11 @@ struct round {
     uint64_t *fwd;                     /* async, where this host owns a part, [2 * hosts]:
                                         * per host, the token of its last push forwarded
                                         * here and the step its parts count as */
+    /* timeline on (else 0): when the open round had every push, when its
+     * last sum began and ended, when the round before it finished; the
+     * key's track */
+    int64_t t_ready, t_sum0, t_sum1, t_prev;
+    int32_t tr_tid;
     /* contrib, last, queued and pgot point here, in the same allocation */
 };
 
@@ -363,6 +371,8 @@ struct daemon {
     size_t cb_n, cb_cap;
     struct kvs__optim *cb_opt;         /* the optimizer as the area has it, */
     uint64_t cb_opt_gen;               /* and its generation there */
+
+    char tr_dir[PATH_MAX + 80];        /* where the workers leave their timelines */
 
     pthread_mutex_t ctl_lock;          /* ctlq between the socket and serve threads */
     struct ctl_conn ctlq[CTL_QUEUE_MAX];
@@ -707,11 +717,6 @@ void bridge_round_ready(struct daemon *d, struct round *rd);
  * answered. */
 void bridge_async_push(struct daemon *d, struct req *r);
 
-/* An async push across hosts: applied here to what this host owns of its
- * key, forwarded to the owners of the rest, completed when they all have
- * answered. */
-void bridge_async_push(struct daemon *d, struct req *r);
-
 /* The owner's rounds and host 0's collectives that hosts leaving (or this
  * host's workers) left complete, complete. */
 void bridge_recheck(struct daemon *d);
@@ -752,6 +757,26 @@ void states_explain(const struct daemon *d, int wi, uint64_t seq, char *buf, siz
 
 /* Completes every save and load waiting for the hosts with status, msg. */
 void states_fail(struct daemon *d, int status, const char *msg);
+
+/* ---- trace.c: kvsd's part of the timeline ----------------------------- */
+
+/* With KVS_TIMELINE set: names kvsd in it, and clears the directory where
+ * the workers leave their parts (an older job's). Main thread, at setup,
+ * with the job's lock held. */
+int trace_setup(struct daemon *d, struct kvs__err *e);
+/* Writes the host's timeline (KVS_TIMELINE; host H > 0: with ".hostH"
+ * appended), kvsd's events and every part the workers left, then removes
+ * the parts. Main thread, at the end. */
+void trace_write(struct daemon *d);
+/* Round rd of a key finishes (serve thread; the timeline is on): each
+ * push's phases in its worker's process, on the key's track: queued,
+ * waiting for others, summed (and updated), or across hosts. */
+void trace_round(struct daemon *d, struct round *rd);
+/* Request r failed with status and msg: an instant in its worker's process. */
+void trace_error(struct daemon *d, const struct req *r, int status, const char *msg);
+/* Worker w joined, left, died or was evicted (what: KVS__TR_JOINED...),
+ * msg: why, or NULL. Any thread. */
+void trace_worker(const struct worker *w, int what, const char *msg);
 
 /* ---- accept.c: the socket thread -------------------------------------- */
 

@@ -136,6 +136,9 @@ static void usage(FILE *f)
             "      --arena BYTES        room for the job's stored values, at least 1M\n"
             "                           (kvsd's default: the machine's memory and swap,\n"
             "                           at least 4G; sparse)\n"
+            "      --timeline FILE      records every operation of the job into FILE, a\n"
+            "                           trace for Perfetto (sets KVS_TIMELINE; across\n"
+            "                           hosts, host H writes FILE.hostH)\n"
             "Across hosts (one kvsrun per host, each with its own N):\n"
             "      --nodes H            the job's hosts (default: $KVS_NODES, Slurm's\n"
             "                           SLURM_NNODES, Open MPI's OMPI_COMM_WORLD_SIZE, or 1)\n"
@@ -253,7 +256,7 @@ static int hosts_options(struct options *o)
 static int parse_options(struct options *o, int argc, char **argv)
 {
     enum { OPT_GRACE = 256, OPT_KVSD, OPT_TIMEOUT, OPT_STAGING, OPT_ARENA, OPT_VERSION,
-           OPT_NODES, OPT_NODE_RANK, OPT_COORD, OPT_BIND, OPT_SECRET };
+           OPT_NODES, OPT_NODE_RANK, OPT_COORD, OPT_BIND, OPT_SECRET, OPT_TIMELINE };
     static const struct option longs[] = {
         { "workers", required_argument, NULL, 'n' },
         { "job", required_argument, NULL, 'j' },
@@ -262,6 +265,7 @@ static int parse_options(struct options *o, int argc, char **argv)
         { "timeout", required_argument, NULL, OPT_TIMEOUT },
         { "staging", required_argument, NULL, OPT_STAGING },
         { "arena", required_argument, NULL, OPT_ARENA },
+        { "timeline", required_argument, NULL, OPT_TIMELINE },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, OPT_VERSION },
         { "nodes", required_argument, NULL, OPT_NODES },
@@ -310,6 +314,14 @@ static int parse_options(struct options *o, int argc, char **argv)
                 return 2;
             }
             o->grace_ns = (int64_t)(secs * (double)SEC_NS);
+            break;
+        case OPT_TIMELINE:
+            /* kvsd and the workers inherit it, and each takes it from the
+             * same working directory. */
+            if (!*optarg || setenv("KVS_TIMELINE", optarg, 1) != 0) {
+                fprintf(stderr, "kvsrun: --timeline needs a file's path\n");
+                return 2;
+            }
             break;
         case OPT_KVSD:
             if (!*optarg) {

@@ -155,6 +155,7 @@ void fail_job(struct daemon *d, int status, const char *fmt, ...)
         va_end(ap);
         d->failed = status;
         say(d, "%s", d->fail_msg);
+        kvs__tr_instant(KVS__TR_JOB_FAILED, NULL, status, d->fail_msg);
         if (d->hx && !d->fail_remote)
             bridge_fail(d, status, d->fail_msg);
         cb_fail(d, status, d->fail_msg);
@@ -296,6 +297,7 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
     const void **in;
     int *dev, remote = 0;
     size_t total = 0, n = 0;
+    int64_t t;
     int rc;
 
     if (nr == 0)
@@ -341,7 +343,16 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
     }
     for (size_t i = 0; i < nr; i++)
         seq_begin(rds[i]->value);
+    t = kvs__tr_begin();
     rc = kvs__engine_push_entries(d->eng, (int)nr, items, e);
+    if (t) {
+        int64_t end = kvs__tr_now();
+
+        for (size_t i = 0; i < nr; i++) {
+            rds[i]->t_sum0 = t;
+            rds[i]->t_sum1 = end;
+        }
+    }
     for (size_t i = 0; i < nr; i++) {
         seq_end(rds[i]->value);
         rds[i]->stale |= rds[i]->device != KVS_HOST;
@@ -355,6 +366,7 @@ int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in
                uint64_t step, struct kvs__err *e)
 {
     struct kvs__push_item it = { rd->entry, k, in, rd->device != KVS_HOST ? dev : NULL, NULL };
+    int64_t t = kvs__tr_begin();
     int rc;
 
     seq_begin(rd->value);
@@ -368,6 +380,10 @@ int apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in
     }
     seq_end(rd->value);
     rd->stale |= rd->device != KVS_HOST;
+    if (t) {
+        rd->t_sum0 = t;
+        rd->t_sum1 = kvs__tr_now();
+    }
     return rc;
 }
 
@@ -377,6 +393,8 @@ void finish_round(struct daemon *d, struct round *rd, int status, const char *ms
 {
     rd->done++;
     d->st.rounds++;
+    if (kvs__tr_begin())
+        trace_round(d, rd);
     if (status != 0) {
         rd->failed_round = rd->done;
         rd->fail_status = status;
@@ -393,8 +411,11 @@ void finish_round(struct daemon *d, struct round *rd, int status, const char *ms
 static void close_ready(struct daemon *d, struct round *const *rds, size_t nr)
 {
     struct kvs__err e = { 0, "" };
+    int64_t t = kvs__tr_begin();
     int status, lost = 0;
 
+    for (size_t i = 0; t && i < nr; i++)
+        rds[i]->t_ready = t;
     if (d->hx) {                       /* across hosts: through the keys' owners */
         for (size_t i = 0; i < nr; i++)
             bridge_round_ready(d, rds[i]);
@@ -484,6 +505,8 @@ int serve_pending(struct daemon *d)
         }
         *p = r->next;
         r->next = NULL;
+        if (r->t_in)
+            r->t_join = kvs__tr_now();
         if (rd->ncontrib++ == 0)
             open_link(d, rd);
         rd->contrib[r->w] = r;
@@ -839,6 +862,7 @@ static void run_list(struct daemon *d, struct req *list)
             atomic_store(&w->state, W_LEFT);
             d->left++;
             say(d, "rank %d left the job", w->rank);
+            trace_worker(w, KVS__TR_LEFT, NULL);
             cb_leave(d, r->w);
             close_rounds_after_leave(d, (int)(w - d->workers));
             colls_check(d);
@@ -858,6 +882,7 @@ static void run_list(struct daemon *d, struct req *list)
 void evict(struct daemon *d, struct worker *w, const char *why)
 {
     say(d, "evicting rank %d (pid %d): %s", w->rank, (int)w->pid, why);
+    trace_worker(w, KVS__TR_EVICTED, why);
     atomic_store(&w->state, W_DEAD);
     /* The job fails first, with this message: releasing would fail it
      * with a vaguer one, for the pushes the worker leaves behind. */

@@ -230,7 +230,8 @@ KVS_API int kvs_num_workers(const kvs_t *kv);
 /* The detail message of the last call on this handle that failed, from any
  * thread ("" when none has). The pointer is to a copy owned by the calling
  * thread, valid until that thread's next call of kvs_last_error. A NULL
- * handle gives the detail of the last kvs_create that failed on this thread. */
+ * handle gives the detail of the last kvs_create, kvs_timeline_start or
+ * kvs_timeline_stop that failed on this thread. */
 KVS_API const char *kvs_last_error(const kvs_t *kv);
 
 /* ---- Data calls ------------------------------------------------------ */
@@ -467,6 +468,23 @@ KVS_API int kvs_save_optimizer_states(kvs_t *kv, const char *path, int dump_opti
  * for another optimizer), KVS_ENOKEY / KVS_ESHAPE / KVS_EDTYPE (a state for
  * a key not in the store or of another size or dtype), -errno. */
 KVS_API int kvs_load_optimizer_states(kvs_t *kv, const char *path);
+
+/* ---- Timeline ---------------------------------------------------------- */
+/* A timeline records this process's calls and their phases (copies,
+ * waits, the combining of a round) with their keys, bytes and times, and
+ * writes them as a Chrome trace-event JSON file (Perfetto,
+ * chrome://tracing). KVS_TIMELINE=FILE (or kvsrun --timeline FILE) records
+ * the whole job instead, kvsd's phases included: see the README.
+ * kvs_timeline_start turns it on for this process, into path (taken from
+ * the working directory at the call); kvs_timeline_stop writes the file
+ * (atomically: a temporary file, then rename) and turns it off. Call them
+ * while no other thread of the process makes calls. A full buffer drops
+ * later events; the file counts them (otherData.dropped_events).
+ * Errors: KVS_EBADARG (NULL or too long a path, a start while a timeline
+ * is on already, a stop without a start, a bad KVS_TIMELINE_EVENTS),
+ * -ENOMEM, -errno writing the file. kvs_last_error(NULL) gives the detail. */
+KVS_API int kvs_timeline_start(const char *path);
+KVS_API int kvs_timeline_stop(void);
 
 /* Returns when every worker still in the job has reached the barrier (a
  * collective call); a no-op returning 0 for in-process stores.

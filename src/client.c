@@ -28,6 +28,7 @@
 #include "layout.h"
 #include "mem.h"
 #include "optim.h"
+#include "trace.h"
 
 #define CLOSE_MS 2000                       /* for kvsd to take a CLOSE: it may be gone */
 
@@ -424,6 +425,7 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
         struct kvs__answers part = { .a = ans.a + start, .failed = -1 };
         struct kvs__hold *h;
         int end = start, m = 0, zc = 0;
+        int64_t t;
 
         for (; end < g->ng && end - start < KVS__LIST_MAX; end++) {
             uint64_t bytes = at[end] == ~(uint64_t)0
@@ -446,6 +448,7 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
         }
         h->off = off;
         h->len = total;
+        t = kvs__tr_begin();
         for (int j = start; j < end && rc == 0; j++) {
             const kvs_array_t *a = &arrs[g->first[j]];
             uint64_t bytes = sent_bytes(a, coded[j] != NULL);
@@ -478,6 +481,15 @@ static int send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct groups
         h->zc = zc;
         /* The range is this call's alone: filled without the lock. */
         kvs__sum_many(items, m, (int)o.threads);
+        if (t && total) {
+            struct kvs__tr_args ta = KVS__TR_ARGS;
+
+            ta.key = keys[g->first[start]];
+            ta.has_key = 1;
+            ta.nkeys = end - start;
+            ta.bytes = total;
+            kvs__tr_put(KVS__TR_COPY_IN, t, 0, &ta, 0, NULL);
+        }
         src.start = start;
         if ((rc = kvs__client_run(kv, fill_group, &src, end - start,
                                   tabular(g, keys, coded, dev, start, end),
@@ -745,6 +757,7 @@ static int pull_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *v
     uint64_t *at = NULL;
     int *dev = NULL, copied = 0;
     struct groups g;
+    int64_t t;
     int rc;
 
     if ((rc = group(n, keys, &g, e)) != 0)
@@ -773,6 +786,7 @@ static int pull_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *v
                              tabular(&g, keys, NULL, dev, start, start + len), &part, NULL,
                              what, e);
     }
+    t = kvs__tr_begin();
     for (int i = 0; i < n && rc == 0; i++) {
         size_t bytes = array_bytes(&outs[i]);
 
@@ -791,6 +805,8 @@ static int pull_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *v
         rc = kvs__mem_finish(e);
     else if (copied)
         kvs__mem_finish(NULL);
+    if (!view)
+        kvs__tr_list(KVS__TR_COPY_OUT, t, n, keys, outs);
 out:
     for (int j = 0; dev && j < g.ng; j++)
         if (dev[j] >= 0)
@@ -837,6 +853,7 @@ static int pushpull_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_
     kvs_array_t *dst = outs ? outs : (kvs_array_t *)values;
     struct kvs__answers ans = { .a = NULL, .failed = -1 };
     struct groups g;
+    int64_t t;
     int rc;
 
     (void)rows;
@@ -851,8 +868,11 @@ static int pushpull_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_
     if ((rc = send_groups(kv, KVS__OP_PUSH, KVS__SQE_VALUE, &g, keys, values, priority, &ans,
                           what_call, e)) != 0)
         goto out;
+    t = kvs__tr_begin();
     for (int i = 0; i < n && rc == 0; i++)
         rc = deliver(kv, &ans.a[g.gid[i]], &dst[i], view, e);
+    if (!view)
+        kvs__tr_list(KVS__TR_COPY_OUT, t, n, keys, dst);
 out:
     free(ans.a);
     groups_free(&g);
@@ -1097,6 +1117,7 @@ static void dist_close(kvs_t *kv)
     /* Leave the job cleanly, so that later rounds complete without us (kvsd
      * keeps copies of our pushes still in open rounds). A short deadline:
      * kvsd may be gone. */
+    kvs__tr_flush();                   /* before leaving: kvsd merges once all left */
     if (!c->broken)
         kvs__client_run_batch(kv, kvs__client_fill_from, &req, 1, 0, &ans, NULL, CLOSE_MS,
                               "kvs_close", &e);

@@ -18,6 +18,7 @@
 #include "mem.h"
 #include "optim.h"
 #include "residual.h"
+#include "trace.h"
 
 #define CB_SLICE_NS (100 * 1000000ll)   /* a wait checks kvsd is alive this often */
 #define CB_SPIN_NS  (20 * 1000ll)
@@ -294,18 +295,23 @@ static int cb_push(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, const kvs_a
     uint64_t w, rr, gen;
     const struct kvs__optim *o;
     struct kvs__opts opts;
+    int64_t t;
     int p, rc;
 
     *r = atomic_fetch_add(&s->pushed[kv->rank], 1) + 1;
     p = (int)(*r & 1);
+    t = kvs__tr_begin();
     if ((rc = cb_wait(kv, s, key, UNTIL_FREE, *r, what, e)) != 0)
         return rc;
+    kvs__tr_span_key(KVS__TR_QUEUED, t, key, s->bytes, (int64_t)*r);
     blk = (unsigned char *)c->cb + s->in_off + ((uint64_t)p * h->nworkers + (uint64_t)kv->rank)
           * s->stride;
+    t = kvs__tr_begin();
     if ((rc = fill_input(kv, s, key, blk, values, idx, m, threshold, e)) != 0) {
         kvs__cb_fail(c->cb, rc, e->msg);
         return rc;
     }
+    kvs__tr_span_key(KVS__TR_COPY_IN, t, key, s->bytes, (int64_t)*r);
     w = atomic_load(&s->arrive[p]);
     do {
         if ((w & ~(KVS__CB_CLAIMED | 0xffffffffull)) != kvs__cb_tag(*r) || (w & bit)) {
@@ -320,8 +326,10 @@ static int cb_push(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, const kvs_a
         return rc;
     }
     kvs__opts_get(kv, &opts);
+    t = kvs__tr_begin();
     rc = kvs__cb_combine(c->cb, s, NULL, rr, o, gen, help,
                          kvs__now_ns() + opts.timeout_ms * 1000000ll);
+    kvs__tr_span_key(KVS__TR_COMBINE, t, key, s->bytes, (int64_t)rr);
     if (rc == KVS_ETIMEDOUT)
         return give_up(kv, s, key, rr - 1, what, e);
     return rc < 0 ? job_failed(c, rc, e) : 0;
@@ -338,10 +346,13 @@ static int cb_read(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, uint64_t r,
     size_t rb = out->ndim && out->shape[0] ? s->bytes / (size_t)out->shape[0] : 0;
     /* No ids (their data may be NULL then): no row. */
     const int64_t *ids = !rows ? NULL : rows->data ? rows->data : (const int64_t *)"";
+    int64_t t = kvs__tr_begin();
     int rc;
 
     if ((rc = cb_wait(kv, s, key, UNTIL_DONE, r, what, e)) != 0)
         return rc;
+    kvs__tr_span_key(KVS__TR_WAIT_OTHERS, t, key, s->bytes, (int64_t)r);
+    t = kvs__tr_begin();
     for (;;) {
         uint64_t g = atomic_load_explicit(&s->gen, memory_order_acquire);
         int p = (int)(g & 1);
@@ -366,8 +377,11 @@ static int cb_read(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, uint64_t r,
             return rc;
         }
         atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&s->vseq[p], memory_order_relaxed) == s1)
+        if (atomic_load_explicit(&s->vseq[p], memory_order_relaxed) == s1) {
+            if (!view)
+                kvs__tr_span_key(KVS__TR_COPY_OUT, t, key, s->bytes, (int64_t)r);
             return 0;
+        }
     }
 }
 

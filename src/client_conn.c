@@ -52,6 +52,7 @@
 #include "optim.h"
 #include "shm.h"
 #include "spec.h"
+#include "trace.h"
 
 #define WAIT_SLICE_NS   (100 * 1000000ll)   /* how often a wait checks that kvsd lives */
 #define SPIN_NS         (20 * 1000ll)       /* spin before sleeping: half a futex wake-up */
@@ -313,6 +314,13 @@ int kvs__client_open(kvs_t *kv, struct kvs__err *e)
         return rc;
     }
     kv->client = c;
+    if (kvs__tr_path()) {
+        char name[32];
+
+        snprintf(name, sizeof name, "rank %d", kv->rank);
+        kvs__tr_process(kv->rank + 1, name, kv->rank);
+        kvs__tr_joined(c->job);
+    }
     return 0;
 }
 
@@ -604,7 +612,7 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
     struct kvs__opts o;
     struct kvs__waiter w = { .n = n, .nreq = n, .ans = ans };
     uint64_t *res = NULL, toff = 0;
-    int64_t deadline;
+    int64_t deadline, t = 0;
     int sent = 0, rc = 0, quiet = 0, woke = 0;
 
     kvs__opts_get(kv, &o);
@@ -698,6 +706,7 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
     pthread_mutex_unlock(&c->post);
     if (rc == 0)
         kvs__bell_ring(c->dbell);
+    t = kvs__tr_begin();
     while (rc == 0) {
         uint32_t seen = kvs__bell_seq(c->wbell);
 
@@ -721,6 +730,12 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
             break;
         }
         rc = sleep_bell(c, seen, deadline, &quiet, what, e);
+    }
+    if (t) {
+        struct kvs__tr_args ta = KVS__TR_ARGS;
+
+        ta.nkeys = n;
+        kvs__tr_put(KVS__TR_WAIT_KVSD, t, 0, &ta, 0, NULL);
     }
     for (struct kvs__waiter **p = &c->waiters; *p; p = &(*p)->next)
         if (*p == &w) {

@@ -19,6 +19,7 @@
 #include "mem.h"
 #include "nccl_reduce.h"
 #include "spec.h"
+#include "trace.h"
 
 #define KVS__STR_(x) #x
 #define KVS__STR(x) KVS__STR_(x)
@@ -294,7 +295,8 @@ KVS_API int kvs_create(const char *type, kvs_t **out)
     }
     kv->ops = ops;
     kv->nworkers = 1;
-    if ((rc = kvs__env_timeout_ms(&kv->opt_timeout_ms, &err)) != 0) {
+    if ((rc = kvs__tr_setup(&err)) != 0
+        || (rc = kvs__env_timeout_ms(&kv->opt_timeout_ms, &err)) != 0) {
         free(kv->type);
         free(kv);
         goto fail;
@@ -312,6 +314,28 @@ KVS_API int kvs_create(const char *type, kvs_t **out)
 
 fail:
     memcpy(create_error, err.msg, sizeof create_error);
+    return rc;
+}
+
+/* ---- the timeline ------------------------------------------------------ */
+
+KVS_API int kvs_timeline_start(const char *path)
+{
+    struct kvs__err err = { 0, "" };
+    int rc = kvs__tr_start(path, &err);
+
+    if (rc != 0)
+        memcpy(create_error, err.msg, sizeof create_error);
+    return rc;
+}
+
+KVS_API int kvs_timeline_stop(void)
+{
+    struct kvs__err err = { 0, "" };
+    int rc = kvs__tr_stop(&err);
+
+    if (rc != 0)
+        memcpy(create_error, err.msg, sizeof create_error);
     return rc;
 }
 
@@ -342,13 +366,18 @@ KVS_API void kvs_close(kvs_t *kv)
 /* Runs a call of the store type, which reports its failure in e (the
  * expression may use it), and keeps that as the handle's last error. The
  * handle's lock is held across the call for serialised types, and only
- * while the error is kept for concurrent ones. NULL handle: KVS_EBADARG. */
-#define CALL(kv, call)                                                       \
+ * while the error is kept for concurrent ones. NULL handle: KVS_EBADARG.
+ * TRACED also puts the call on the timeline as `what` (enum kvs__tr_what)
+ * of its n keys, values and priority: when the timeline is off, that is a
+ * branch before and one after. */
+#define TRACED(kv, what, n, keys, values, priority, call)                    \
     do {                                                                     \
         struct kvs__err err_ = { 0, "" }, *e = &err_;                        \
         int rc_, serial_;                                                    \
+        int64_t t_;                                                          \
         if (!(kv))                                                           \
             return KVS_EBADARG;                                              \
+        t_ = (what) >= 0 ? kvs__tr_begin() : 0;                              \
         serial_ = !(kv)->ops->concurrent;                                    \
         if (serial_)                                                         \
             pthread_mutex_lock(&(kv)->lock);                                 \
@@ -362,9 +391,13 @@ KVS_API void kvs_close(kvs_t *kv)
         }                                                                    \
         if (serial_)                                                         \
             pthread_mutex_unlock(&(kv)->lock);                               \
+        if (t_)                                                              \
+            kvs__tr_call((what), t_, (n), (keys), (values), (priority), rc_, \
+                         err_.msg);                                          \
         (void)e;                                                             \
         return rc_;                                                          \
     } while (0)
+#define CALL(kv, call) TRACED(kv, -1, 0, NULL, NULL, 0, call)
 
 void kvs__opts_get(kvs_t *kv, struct kvs__opts *o)
 {
@@ -462,36 +495,40 @@ KVS_API int kvs_num_workers(const kvs_t *kv)
 
 KVS_API int kvs_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values)
 {
-    CALL(kv, kv->ops->init(kv, n, keys, values, 0, e));
+    TRACED(kv, KVS__TR_INIT, n, keys, values, 0, kv->ops->init(kv, n, keys, values, 0, e));
 }
 
 KVS_API int kvs_reinit(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values)
 {
-    CALL(kv, kv->ops->init(kv, n, keys, values, 1, e));
+    TRACED(kv, KVS__TR_INIT, n, keys, values, 0, kv->ops->init(kv, n, keys, values, 1, e));
 }
 
 KVS_API int kvs_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                      int priority)
 {
-    CALL(kv, kv->ops->push(kv, n, keys, values, priority, e));
+    TRACED(kv, KVS__TR_PUSH, n, keys, values, priority,
+           kv->ops->push(kv, n, keys, values, priority, e));
 }
 
 KVS_API int kvs_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
                      int priority)
 {
-    CALL(kv, kv->ops->pull(kv, n, keys, outs, priority, e));
+    TRACED(kv, KVS__TR_PULL, n, keys, outs, priority,
+           kv->ops->pull(kv, n, keys, outs, priority, e));
 }
 
 KVS_API int kvs_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                          kvs_array_t *outs, int priority)
 {
-    CALL(kv, kv->ops->pushpull(kv, n, keys, values, outs, priority, e));
+    TRACED(kv, KVS__TR_PUSHPULL, n, keys, values, priority,
+           kv->ops->pushpull(kv, n, keys, values, outs, priority, e));
 }
 
 KVS_API int kvs_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
                                 const kvs_array_t *row_ids, int priority)
 {
-    CALL(kv, kv->ops->row_sparse_pull(kv, n, keys, outs, row_ids, priority, e));
+    TRACED(kv, KVS__TR_ROW_SPARSE_PULL, n, keys, NULL, priority,
+           kv->ops->row_sparse_pull(kv, n, keys, outs, row_ids, priority, e));
 }
 
 KVS_API int kvs_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx)
@@ -501,7 +538,7 @@ KVS_API int kvs_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx)
 
 KVS_API int kvs_set_optimizer(kvs_t *kv, const char *spec)
 {
-    CALL(kv, kv->ops->set_optimizer(kv, spec, e));
+    TRACED(kv, KVS__TR_SET_OPTIMIZER, 0, NULL, NULL, 0, kv->ops->set_optimizer(kv, spec, e));
 }
 
 KVS_API int kvs_set_gradient_compression(kvs_t *kv, const char *spec)
@@ -511,17 +548,19 @@ KVS_API int kvs_set_gradient_compression(kvs_t *kv, const char *spec)
 
 KVS_API int kvs_save_optimizer_states(kvs_t *kv, const char *path, int dump_optimizer)
 {
-    CALL(kv, kv->ops->save_states(kv, path, dump_optimizer, e));
+    TRACED(kv, KVS__TR_SAVE_STATES, 0, NULL, NULL, 0,
+           kv->ops->save_states(kv, path, dump_optimizer, e));
 }
 
 KVS_API int kvs_load_optimizer_states(kvs_t *kv, const char *path)
 {
-    CALL(kv, kv->ops->load_states(kv, path, e));
+    TRACED(kv, KVS__TR_LOAD_STATES, 0, NULL, NULL, 0,
+           kv->ops->load_states(kv, path, e));
 }
 
 KVS_API int kvs_barrier(kvs_t *kv)
 {
-    CALL(kv, kv->ops->barrier(kv, e));
+    TRACED(kv, KVS__TR_BARRIER, 0, NULL, NULL, 0, kv->ops->barrier(kv, e));
 }
 
 /* ---- zero-copy buffers and views -------------------------------------- */
@@ -612,11 +651,13 @@ KVS_API int kvs_array_free(kvs_t *kv, kvs_array_t *arr)
 KVS_API int kvs_pull_view(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *views,
                           int priority)
 {
-    CALL(kv, view(kv, n, keys, NULL, views, priority, e));
+    TRACED(kv, KVS__TR_PULL_VIEW, n, keys, views, priority,
+           view(kv, n, keys, NULL, views, priority, e));
 }
 
 KVS_API int kvs_pushpull_view(kvs_t *kv, int n, const kvs_key_t *keys,
                               const kvs_array_t *values, kvs_array_t *views, int priority)
 {
-    CALL(kv, view(kv, n, keys, values, views, priority, e));
+    TRACED(kv, KVS__TR_PUSHPULL_VIEW, n, keys, values, priority,
+           view(kv, n, keys, values, views, priority, e));
 }
