@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -106,6 +107,7 @@ struct run {
     int stopping;                      /* a failure or a signal: the job ends */
     int64_t term_at, kill_at, give_up_at; /* 0: not (yet) due */
     int rank0, total;                  /* this host's first global rank, the job's workers */
+    time_t started;                    /* kvsrun's start: a timeline older is not this job's */
 };
 
 static int64_t ms_to(int64_t deadline_ns)
@@ -939,6 +941,28 @@ static void remove_job_files(struct run *r)
 /* Ends the kvsd kvsrun started: its own exit first when the job succeeded
  * (it leaves once every worker has), else SIGTERM at once, SIGKILL 2 s
  * later. Returns 0, or 1 when it could not be ended. */
+/* Once the kvsd kvsrun started has ended: where the job's timeline is
+ * (KVS_TIMELINE, --timeline), which that kvsd wrote as it ended. */
+static void say_timeline(const struct run *r)
+{
+    const char *t = getenv("KVS_TIMELINE");
+    char path[PATH_MAX + 32];
+    struct stat sb;
+
+    if (!r->kvsd || !t || !*t)
+        return;
+    if (r->o.nodes > 1 && r->o.node_rank > 0)
+        snprintf(path, sizeof path, "%s.host%d", t, r->o.node_rank);
+    else
+        snprintf(path, sizeof path, "%s", t);
+    if (stat(path, &sb) == 0 && sb.st_mtime >= r->started)
+        fprintf(stderr, "kvsrun: timeline written to %s%s\n", path,
+                r->o.nodes > 1 ? " (this host's part: kvsctl timeline merge joins them)" : "");
+    else
+        fprintf(stderr, "kvsrun: no timeline was written to %s (kvsd's messages say why)\n",
+                path);
+}
+
 static int stop_kvsd(struct run *r, int wait_first)
 {
     char what[128];
@@ -1150,6 +1174,7 @@ int main(int argc, char **argv)
      * they are reaped here and their groups empty while kvsrun watches. */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
+    r.started = time(NULL);
     if ((rc = claim_job(&r)) != 0) {
         status = rc;
         goto out_kvsd;
@@ -1183,6 +1208,7 @@ int main(int argc, char **argv)
 out_kvsd:
     if (stop_kvsd(&r, !job_failed) != 0 && status == 0)
         status = 1;
+    say_timeline(&r);
     release_job(&r);
     close(r.sfd);
     sigprocmask(SIG_SETMASK, &r.old_mask, NULL);

@@ -502,7 +502,7 @@ static void write_event(FILE *f, const struct ev *v, int32_t me)
     ARG(v->round >= 0, "round\":%lld", (long long)v->round);
     ARG(v->rank >= 0, "rank\":%lld", (long long)v->rank);
     ARG(v->status, "status\":%d", (int)v->status);
-    ARG(v->status, "error\":\"%s", kvs_strerror(v->status));
+    ARG(v->status, "error\":\"%s", kvs_err_name(v->status));
     if (v->status)
         fprintf(f, "\"");
 #undef ARG

@@ -985,6 +985,34 @@ static void timeout_says(void)
         die("after rank 0 gave up: %s (%s)", kvs_err_name(rc), msg);
 }
 
+/* Rounds of two string keys pushed as one list, then pulled; the last
+ * rank sleeps STRAGGLER_MS (default 40) before each push, so that the
+ * others wait for it in every round (test_timeline.sh reads the waits
+ * off the job's timeline). */
+static void straggler(void)
+{
+    const char *ms = getenv("STRAGGLER_MS");
+    int sleep_ms = ms && *ms ? atoi(ms) : 40;
+    float w[1024], b[16], ow[1024], ob[16];
+    kvs_key_t keys[2] = { KVS_STR_KEY("layer1.weight"), KVS_STR_KEY("layer1.bias") };
+    kvs_array_t vals[2] = { f32(w, 1, 1024), f32(b, 1, 16) };
+    kvs_array_t outs[2] = { f32(ow, 1, 1024), f32(ob, 1, 16) };
+
+    fill(w, 1024, 0);
+    fill(b, 16, 0);
+    ok(kvs_init(kv, 2, keys, vals), "init");
+    for (int round = 1; round <= 8; round++) {
+        fill(w, 1024, (float)(rank + 1));
+        fill(b, 16, (float)round);
+        if (rank == nw - 1)
+            usleep((useconds_t)sleep_ms * 1000);
+        ok(kvs_push(kv, 2, keys, vals, 0), "push");
+        ok(kvs_pull(kv, 2, keys, outs, 0), "pull");
+        expect(ow, 1024, nw * (nw + 1) / 2.0f, "layer1.weight");
+        expect(ob, 16, (float)(nw * round), "layer1.bias");
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *type = "dist_sync";
@@ -1039,6 +1067,8 @@ int main(int argc, char **argv)
         arena_full();
     else if (strcmp(scenario, "compress") == 0)
         compress(strcmp(type, "dist_async") != 0);
+    else if (strcmp(scenario, "straggler") == 0)
+        straggler();
     else if (strcmp(scenario, "split") == 0)
         split(strcmp(type, "dist_async") != 0);
     else
