@@ -9,14 +9,18 @@
 kvs.create and KVStore follow mxnet.kvstore; kvs.optimizer has SGD and Adam;
 kvs.torch has a Trainer for PyTorch models. C failures raise KVSError,
 which carries the code (kvs.ESHAPE, ...), its name and the detail.
+kvs.timeline(path) records this process's calls for a trace viewer.
 """
+
+import contextlib
+import os
 
 from . import optimizer
 from ._lib import ERRORS as _ERRORS
-from ._lib import KVSError, version
+from ._lib import KVSError, fail, lib, version
 from .kvstore import KVStore
 
-__all__ = ['create', 'KVStore', 'KVSError', 'optimizer', 'version']
+__all__ = ['create', 'KVStore', 'KVSError', 'optimizer', 'timeline', 'version']
 
 # The error codes of kvs.h: kvs.EBADARG, kvs.ESHAPE, ...
 globals().update({_name[4:]: _code for _code, _name in _ERRORS.items()})
@@ -30,3 +34,32 @@ def create(name='local'):
     workers of a job that kvsrun started). Arrays are numpy arrays or torch
     tensors, CPU or CUDA."""
     return KVStore(name)
+
+
+@contextlib.contextmanager
+def timeline(path):
+    """Records this process's calls, and their phases (copies, waits for the
+    other workers, sums), while the block runs, and writes them to path when
+    it ends, as a Chrome trace-event JSON file (open it in Perfetto or
+    chrome://tracing):
+
+        with kvs.timeline('step.json'):
+            for batch in loader:
+                ...
+
+    The file is written even when the block raises. For a whole job, kvsd's
+    phases and every worker in one file, run it with KVS_TIMELINE=FILE (or
+    kvsrun --timeline FILE) instead: the library reads that variable itself,
+    in Python as in C, and then a kvs.timeline block raises KVSError
+    (EBADARG), as does one inside another."""
+    rc = lib.kvs_timeline_start(os.fsencode(os.fspath(path)))
+    if rc:
+        fail(None, rc)
+    ok = False
+    try:
+        yield path
+        ok = True
+    finally:
+        rc = lib.kvs_timeline_stop()
+        if rc and ok:
+            fail(None, rc)

@@ -106,6 +106,8 @@ _SIGS = {
     'kvs_save_optimizer_states': (_I, [_P, _S, _I]),
     'kvs_load_optimizer_states': (_I, [_P, _S]),
     'kvs_barrier': (_I, [_P]),
+    'kvs_timeline_start': (_I, [_S]),
+    'kvs_timeline_stop': (_I, []),
 }
 for _name, (_res, _args) in _SIGS.items():
     _fn = getattr(lib, _name)

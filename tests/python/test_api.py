@@ -2,6 +2,8 @@
 dtypes of numpy and torch, errors, updaters, buffers and views,
 optimizers, compression, optimizer states."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -386,3 +388,37 @@ def test_barrier_and_version(kv):
     kv.barrier()
     kv._barrier()
     assert kvs.version().startswith('kvs ')
+
+
+def test_timeline_records_the_block(tmp_path):
+    path = tmp_path / 'step.json'
+    kv = kvs.create('local')
+    with kvs.timeline(path):
+        kv.init('fc.weight', np.zeros((4, 8), np.float32))
+        for _ in range(3):
+            kv.push('fc.weight', np.ones((4, 8), np.float32))
+            kv.pull('fc.weight')
+    kv.pull('fc.weight')               # after the block: not recorded
+    with open(path) as f:
+        doc = json.load(f)
+    assert doc['otherData']['format'] == 'kvs timeline 1'
+    calls = [e for e in doc['traceEvents'] if e['ph'] == 'X']
+    assert [e['name'] for e in calls] == ['init'] + ['push', 'pull'] * 3
+    assert all(e['args']['key'] == 'fc.weight' and e['args']['bytes'] == 128 for e in calls)
+    assert all(e['dur'] >= 0 for e in calls)
+
+
+def test_timeline_written_when_the_block_raises_and_not_nested(tmp_path):
+    path = tmp_path / 't.json'
+    kv = kvs.create('local')
+    with pytest.raises(KeyError):
+        with kvs.timeline(path):
+            kv.init(3, np.zeros(2, np.float32))
+            with pytest.raises(kvs.KVSError) as e:
+                with kvs.timeline(tmp_path / 'inner.json'):
+                    pass
+            assert e.value.code == kvs.EBADARG and 'on already' in e.value.detail
+            raise KeyError('out')
+    with open(path) as f:
+        assert [e['name'] for e in json.load(f)['traceEvents'] if e['ph'] == 'X'] == ['init']
+    assert not (tmp_path / 'inner.json').exists()
