@@ -14,6 +14,7 @@
  *   --zero-copy: the values live in buffers of kvs_array_alloc and the op
  *       is kvs_pushpull_view: no copy in, the results read where the store
  *       keeps them (implementation names get "-zc").
+ *   With KVS_TIMELINE set (the timeline on), implementation names get "-tl".
  *   kvsrun -n N bench_suite idle [--sleep S]
  *       rank 0 enters kvs_barrier at once, the others sleep S seconds
  *       (default 2) first: prints the CPU seconds rank 0 and kvsd used
@@ -222,7 +223,8 @@ static void run_case(const struct rh_comm *c, int nkeys, const long *counts, int
     pp_init(&p, &b, first_key);
     if (zero_copy)
         b.res = rh_alloc(sizeof *b.res * (size_t)p.n);
-    snprintf(name, sizeof name, "%s%s", impl, zero_copy ? "-zc" : "");
+    snprintf(name, sizeof name, "%s%s%s", impl, zero_copy ? "-zc" : "",
+             getenv("KVS_TIMELINE") ? "-tl" : "");
     rh_run(c, &b, name, zero_copy ? op_pushpull_view : op_pushpull, &p,
            c->nproc > 1 ? kvsd_cpu : NULL, o, &r);
     if (c->rank == 0)
