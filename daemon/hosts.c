@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "bytes.h"
 #include "handshake.h"
 #include "kvsd.h"
 #include "shm.h"
@@ -45,6 +46,7 @@
 #define SEC_NS          1000000000ll
 #define SHAKE_NS        (2 * SEC_NS)   /* an incoming connection's handshake, at most */
 #define BEAT_NS         SEC_NS         /* a heartbeat when a link sent nothing this long */
+#define CLOCK_BEAT_NS   (SEC_NS / 5)   /* timeline on: a heartbeat this often, for the clocks */
 #define STOP_NS         (5 * SEC_NS)   /* to send what is queued, at the end */
 #define SEND_WINDOW     (4u << 20)     /* bytes handed to the transport per link at once */
 #define LISTEN_BACKLOG  8
@@ -71,6 +73,12 @@ struct link {
     unsigned char *pay;
     size_t pay_got;
     int reported;                      /* told the serve thread it ended */
+    /* The peer's clock, from heartbeats (the links' thread's; read once
+     * it has ended): the send time of its last heartbeat and when it came
+     * here, and the estimate of (its clock - ours) of the least round trip
+     * so far, whose error is at most half that round trip. */
+    int64_t peer_sent, peer_came, last_beat;
+    int64_t clk_offset, clk_rtt;       /* clk_rtt -1: no estimate yet */
 };
 
 struct hosts {
@@ -453,6 +461,56 @@ static void link_send(struct hosts *hx, int h, struct frame *f, struct inmsg ***
     link_pump(hx, h, tail);
 }
 
+/* A heartbeat says the host is alive, and carries the clocks: a, when it
+ * was sent (t3, the peer's clock); b, the send time of our last heartbeat
+ * the peer had (t1, ours); its 8 bytes of data, how long the peer held
+ * that one (t3 - t2).
+ * With t4, now: the round trip is (t4 - t1) - (t3 - t2), and the peer's
+ * clock less ours ((t2 - t1) + (t3 - t4)) / 2, within half the round trip.
+ * A payload that does not decode says nothing of the clocks. */
+static void beat_came(struct link *l, int64_t now)
+{
+    struct kvs__wire_msg m;
+    struct kvs__err e = { 0, "" };
+    uint64_t hold;
+    int64_t t1, t2, t3, rtt;
+
+    if (kvs__wire_msg_decode(KVS__FRAME_HEARTBEAT, l->pay, (size_t)l->fh.len, &m, &e) != 0
+        || m.a == 0 || m.a > (uint64_t)INT64_MAX)
+        return;
+    t3 = (int64_t)m.a;
+    l->peer_sent = t3;
+    l->peer_came = now;
+    if (m.b == 0 || m.b > (uint64_t)now || m.len != 8)
+        return;
+    hold = get_u64(m.data, 0);
+    if (hold > m.a)
+        return;
+    t1 = (int64_t)m.b;
+    t2 = t3 - (int64_t)hold;
+    rtt = (now - t1) - (t3 - t2);
+    if (rtt < 0 || (l->clk_rtt >= 0 && rtt >= l->clk_rtt))
+        return;
+    l->clk_rtt = rtt;
+    l->clk_offset = ((t2 - t1) + (t3 - now)) / 2;
+}
+
+/* A heartbeat for link l, sent now: see beat_came. */
+static struct frame *beat_new(const struct daemon *d, const struct link *l, int64_t now)
+{
+    struct kvs__wire_msg m = { 0 };
+    unsigned char hold[8];
+
+    m.a = (uint64_t)now;
+    if (l->peer_sent) {
+        m.b = (uint64_t)l->peer_sent;
+        put_u64(hold, 0, (uint64_t)(now - l->peer_came));
+        m.data = hold;
+        m.len = sizeof hold;
+    }
+    return frame_new(d, KVS__FRAME_HEARTBEAT, &m, NULL);
+}
+
 /* Bytes that came on link h: frames cut out of them go up. Returns 0, or
  * -1 with *bad set when the link sent a malformed head. */
 static int link_recv(struct hosts *hx, int h, const unsigned char *p, size_t n,
@@ -499,7 +557,8 @@ static int link_recv(struct hosts *hx, int h, const unsigned char *p, size_t n,
             return 0;
         l->head_got = 0;
         if (l->fh.type == KVS__FRAME_HEARTBEAT) {
-            free(l->pay);              /* its bytes only said the host is alive */
+            beat_came(l, kvs__now_ns());
+            free(l->pay);
             l->pay = NULL;
             continue;
         }
@@ -555,12 +614,15 @@ static void *links_thread(void *arg)
             busy |= l->inflight != NULL || l->queue != NULL;
             if (quit)
                 continue;
-            if (now - l->last_send >= BEAT_NS) {
-                struct kvs__wire_msg m = { 0 };
-                struct frame *beat = frame_new(d, KVS__FRAME_HEARTBEAT, &m, NULL);
+            /* A quiet link beats; with the timeline on, every link beats
+             * often, busy or not, for its clocks (beat_came). */
+            if (now - l->last_send >= BEAT_NS
+                || (kvs__tr_begin() && now - l->last_beat >= CLOCK_BEAT_NS)) {
+                struct frame *beat = beat_new(d, l, now);
 
                 if (beat) {
                     beat->refs = 1;
+                    l->last_beat = now;
                     link_send(hx, h, beat, &tail);
                 }
             }
@@ -728,6 +790,8 @@ int hosts_start(struct daemon *d, struct kvs__err *e)
     d->hx = hx;
     d->nhosts = hx->n = d->o.nhosts;
     d->me = hx->me = d->o.host;
+    for (int h = 0; h < hx->n; h++)
+        hx->l[h].clk_rtt = -1;
     hx->tpc = tpc;
     hx->out_tail = &hx->out;
     hx->in_tail = &hx->in;
@@ -787,6 +851,12 @@ void hosts_stop(struct daemon *d, int clean)
         pthread_mutex_unlock(&hx->lock);
         hx->tpc.ops->wake(hx->tp);
         pthread_join(hx->th, NULL);
+    /* The links' thread is done with the clocks: host 0's, kept. */
+    if (hx->me != 0 && hx->l[0].clk_rtt >= 0) {
+        d->clock0_known = 1;
+        d->clock0_offset = hx->l[0].clk_offset;
+        d->clock0_error = (hx->l[0].clk_rtt + 1) / 2;
+    }
     }
     for (int i = 0; i < hx->n; i++)
         if (hx->l[i].fd >= 0)

@@ -338,6 +338,8 @@ struct daemon {
     int left_told;                     /* the others know this host's workers all left */
     struct req *fwd;                   /* async pushes waiting for their owner's answer */
     struct stq *stq;                   /* saves and loads of states waiting for the hosts */
+    int clock0_known;                  /* hosts_stop: host 0's clock less this host's, */
+    int64_t clock0_offset, clock0_error;/* estimated from heartbeats, within the error (ns) */
     uint64_t next_token;
     _Atomic int connected;             /* workers ever connected */
     int left;                          /* workers that left cleanly */
@@ -663,7 +665,8 @@ void ctl_accept(struct daemon *d, int fd, const void *msg, size_t len, pid_t pid
 int hosts_start(struct daemon *d, struct kvs__err *e);
 
 /* Ends the links: with bye when clean (every frame queued before goes
- * first, within a deadline), else at once. Main thread, after the serve loop. */
+ * first, within a deadline), else at once; keeps the estimate of host 0's
+ * clock (d->clock0_*). Main thread, after the serve loop. */
 void hosts_stop(struct daemon *d, int clean);
 
 /* A message frame of type from this host, data (m->len bytes) copied

@@ -52,6 +52,7 @@
 #include "shm.h"
 #include "spec.h"
 #include "sys.h"
+#include "trace.h"
 
 #define MAX_WORKERS    1024
 #define SEC_NS         1000000000ll
@@ -729,8 +730,15 @@ static int claim_job(struct run *r)
  * takes a lock on a file that is about to go. */
 static void release_job(struct run *r)
 {
+    char parts[PATH_MAX + 80];
+    struct kvs__err e = { 0, "" };
+
     if (r->run_fd < 0)
         return;
+    /* A worker that ended after its kvsd (killed at the end of a failed
+     * job) may have left its timeline's part, which no kvsd will merge. */
+    if (kvs__tr_part_dir(r->o.job, parts, sizeof parts, &e) == 0)
+        kvs__tr_clear_dir(parts);
     unlink(r->run_path);
     close(r->run_fd);
     r->run_fd = -1;

@@ -33,7 +33,7 @@ int trace_setup(struct daemon *d, struct kvs__err *e)
 void trace_write(struct daemon *d)
 {
     const char *path = kvs__tr_path();
-    char out[PATH_MAX + 32], meta[256];
+    char out[PATH_MAX + 32], meta[512];
     struct kvs__err e = { 0, "" };
 
     if (!path) {
@@ -44,8 +44,13 @@ void trace_write(struct daemon *d)
         snprintf(out, sizeof out, "%s.host%d", path, d->o.host);
     else
         snprintf(out, sizeof out, "%s", path);
-    snprintf(meta, sizeof meta, "\"host\":%d,\"hosts\":%d,\"job\":\"%s\"", d->o.host,
-             d->o.nhosts > 1 ? d->o.nhosts : 1, d->o.net_job);
+    /* Host 0's clock less this one's: what kvsctl timeline merge adds to
+     * this host's times; the true offset lies within error of it. */
+    snprintf(meta, sizeof meta, "\"host\":%d,\"hosts\":%d,\"job\":\"%s\",\"clock_offsets\":"
+             "[{\"host\":%d,\"offset_us\":%.3f,\"error_us\":%.3f,\"measured\":%s}]",
+             d->o.host, d->o.nhosts > 1 ? d->o.nhosts : 1, d->o.net_job, d->o.host,
+             (double)d->clock0_offset / 1e3, (double)d->clock0_error / 1e3,
+             d->o.host == 0 || d->clock0_known ? "true" : "false");
     if (kvs__tr_merge(d->tr_dir, out, meta, &e) != 0)
         say(d, "the timeline was not written: %s", e.msg);
     else

@@ -519,6 +519,8 @@ static int data_kind(int type, int32_t status, uint8_t op)
     case KVS__FRAME_OPTIMIZER:
     case KVS__FRAME_FAIL:
         return 2;
+    case KVS__FRAME_HEARTBEAT:
+        return 4;
     default:
         return 0;
     }
@@ -641,9 +643,9 @@ int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire
     if (kind == 2 && (t.len > KVS__WIRE_TEXT_MAX || memchr(b + data_off(t.ndim, klen), 0, t.len)))
         return kvs__fail(e, KVS_EPROTO, "%s: a text of %" PRIu64 " bytes, or with a NUL", what,
                          t.len);
-    if (kind == 0 && t.len != 0)
-        return kvs__fail(e, KVS_EPROTO, "%s: %" PRIu64 " bytes of data where none goes", what,
-                         t.len);
+    if ((kind == 0 && t.len != 0) || (kind == 4 && t.len != 0 && t.len != 8))
+        return kvs__fail(e, KVS_EPROTO, "%s: %" PRIu64 " bytes of data where %s goes", what,
+                         t.len, kind == 4 ? "none or 8" : "none");
     *m = t;
     if (t.key.name)
         m->key.name = m->name;

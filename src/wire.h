@@ -62,7 +62,10 @@ enum kvs__frame_type {
     KVS__FRAME_OPTIMIZER = 12,         /* data: the optimizer's spec */
     KVS__FRAME_LEFT = 13,              /* every worker of the sending host has left */
     KVS__FRAME_FAIL = 14,              /* the job failed there: status, data the reason */
-    KVS__FRAME_HEARTBEAT = 15,
+    KVS__FRAME_HEARTBEAT = 15,         /* a = the sender's clock (ns) as it sent it; b = the
+                                        * clock in the last heartbeat it got here, then 8
+                                        * bytes of data: how long it held that one (both 0
+                                        * and no data: none yet) */
     KVS__FRAME_BYE = 16,               /* the sender ends cleanly: its closing is no death */
     KVS__FRAME_STATES_ASK = 17,        /* optimizer states: op KVS__OP_SAVE_STATES (send
                                         * yours), or KVS__OP_LOAD_STATES with a state

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Description: KVS_TIMELINE / kvsrun --timeline writes one Chrome trace of the job: phases nest per thread, keys are named, the others' waits account for a straggler's delay (through kvsd and through the combine area), faults are instant events, a full buffer counts what it dropped, a bad size is refused, a local store writes its own calls, and a job without it writes nothing.
+# Description: KVS_TIMELINE / kvsrun --timeline writes one Chrome trace of the job: phases nest per thread, keys are named, the others' waits account for a straggler's delay (through kvsd and through the combine area), faults are instant events, a full buffer counts what it dropped, a bad size is refused, a local store writes its own calls, a job without it writes nothing, and across hosts each host writes its part with host 0's clock measured.
 # TAP output. Programs: $top_builddir/daemon/kvsrun and daemon/kvsd, the
 # worker $top_builddir/tests/dist_worker, examples/quickstart; python3
 # reads the files (tests/timeline_check.py). Every job runs in a private
@@ -15,12 +15,12 @@ check="python3 $top_srcdir/tests/timeline_check.py"
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-echo "1..9"
+echo "1..10"
 if [ ! -x "$kvsrun" ] || [ ! -x "$worker" ]; then
-    skip_all 9 "$kvsrun or $worker not built"
+    skip_all 10 "$kvsrun or $worker not built"
 fi
 if ! python3 -c 'import json' 2>/dev/null; then
-    skip_all 9 "python3 is missing"
+    skip_all 10 "python3 is missing"
 fi
 private_runtime
 KVSD=$top_builddir/daemon/kvsd
@@ -95,11 +95,28 @@ left=$(find "$rt/kvs" -name '*.timeline*' 2>/dev/null)
 [ -z "$left" ] || { echo "# left: $left"; st=1; }
 tap $st "the workers' parts are removed once merged"
 
+# Two hosts on this machine: each writes its part, host 1 knows host 0's clock.
+port=$((20000 + $$ % 20000))
+t=$rt/hosts.json
+pids=""
+for r in 0 1; do
+    STRAGGLER_MS=100 timeout 120 "$kvsrun" --nodes 2 --node-rank $r --coord 127.0.0.1:$port \
+        -j "tl-$$" --timeline "$t" -n 2 "$worker" straggler >"$rt/hosts$r.out" 2>&1 &
+    pids="$pids $!"
+done
+st=0
+for p in $pids; do
+    wait "$p" || st=1
+done
+$check hosts "$t" "$t.host1" || st=1
+[ "$st" -eq 0 ] || sed 's/^/# /' "$rt/hosts0.out" "$rt/hosts1.out"
+tap $st "across hosts: each host writes its part, with host 0's clock measured"
+
 if [ -x "$quickstart" ]; then
     KVS_TIMELINE=$rt/local.json timeout 60 "$quickstart" >"$rt/local.out" 2>&1
     st=$?
     [ "$st" -eq 0 ] && $check local "$rt/local.json" || st=1
     tap $st "a process of the local store writes its own timeline"
 else
-    echo "ok 9 # SKIP $quickstart not built"
+    echo "ok 10 # SKIP $quickstart not built"
 fi

@@ -11,6 +11,9 @@ Checks:
       failure and the others' errors are instant events.
   dropped FILE  a file whose buffer overflowed says how many events it lost.
   local FILE  a process of the local store alone wrote its own calls.
+  hosts FILE0 FILE1  the two hosts' files of a job across 2 hosts on one
+      machine: each has its own workers' phases across hosts, and host 1
+      measured host 0's clock (the same clock here) within its error.
 """
 import json
 import statistics
@@ -151,9 +154,30 @@ def local(path):
         fail("calls in the file: %s" % sorted(calls))
 
 
+def hosts(path0, path1):
+    for host, path in ((0, path0), (1, path1)):
+        doc = load(path)
+        ev = doc["traceEvents"]
+        nesting(ev)
+        procs, _ = names(ev)
+        want = {"rank %d" % (2 * host), "rank %d" % (2 * host + 1), "kvsd host %d" % host}
+        if not want <= set(procs.values()):
+            fail("%s: processes %s, not %s" % (path, sorted(procs.values()), sorted(want)))
+        if not any(e["name"] == "across hosts" for e in ev):
+            fail("%s: no 'across hosts' span" % path)
+        off = doc["otherData"]["clock_offsets"][0]
+        if off["host"] != host or not off["measured"]:
+            fail("%s: clock offsets %s" % (path, off))
+        if abs(off["offset_us"]) > off["error_us"] + 1:
+            fail("%s: offset %.3f us from host 0's clock, beyond its error %.3f us, on one "
+                 "machine" % (path, off["offset_us"], off["error_us"]))
+
+
 if __name__ == "__main__":
     check, args = sys.argv[1], sys.argv[2:]
     if check == "straggler":
         straggler(args[0], int(args[1]), int(args[2]))
+    elif check == "hosts":
+        hosts(args[0], args[1])
     else:
         {"fault": fault, "dropped": dropped, "local": local}[check](args[0])
