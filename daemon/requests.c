@@ -437,6 +437,12 @@ static void close_ready(struct daemon *d, struct round *const *rds, size_t nr)
         }
     }
     remote_check(d);                   /* the last round tried alone */
+    if (t && nr > 0) {
+        struct kvs__tr_args a = KVS__TR_ARGS;
+
+        a.nkeys = (int32_t)(nr < INT32_MAX ? nr : INT32_MAX);
+        kvs__tr_put(KVS__TR_CLOSE, t, 0, &a, 0, NULL);
+    }
 }
 
 /* Closes a key's open round when every worker still in the job has pushed

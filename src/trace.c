@@ -89,9 +89,8 @@ static const char *const what_names[KVS__TR_NWHAT] = {
     [KVS__TR_WAIT_OTHERS] = "waiting for others", [KVS__TR_COMBINE] = "sum + optimizer",
     [KVS__TR_SUM] = "sum", [KVS__TR_SUM_OPTIM] = "sum + optimizer",
     [KVS__TR_HOSTS] = "across hosts", [KVS__TR_CLOSE] = "close rounds",
-    [KVS__TR_BARRIER_WAIT] = "barrier", [KVS__TR_JOINED] = "joined", [KVS__TR_LEFT] = "left",
-    [KVS__TR_DIED] = "died", [KVS__TR_EVICTED] = "evicted", [KVS__TR_ERROR] = "error",
-    [KVS__TR_JOB_FAILED] = "job failed", [KVS__TR_HOST_LOST] = "host lost",
+    [KVS__TR_JOINED] = "joined", [KVS__TR_LEFT] = "left", [KVS__TR_DIED] = "died",
+    [KVS__TR_EVICTED] = "evicted", [KVS__TR_ERROR] = "error", [KVS__TR_JOB_FAILED] = "job failed",
 };
 
 static const char *category(int what)

@@ -45,11 +45,11 @@ enum kvs__tr_what {
     KVS__TR_COMBINE,
     /* phases kvsd measures for a worker's push, on its key's track */
     KVS__TR_SUM, KVS__TR_SUM_OPTIM, KVS__TR_HOSTS,
-    /* kvsd's own work */
-    KVS__TR_CLOSE, KVS__TR_BARRIER_WAIT,
+    /* kvsd's own work: the rounds of a serve pass closed together */
+    KVS__TR_CLOSE,
     /* instants */
     KVS__TR_JOINED, KVS__TR_LEFT, KVS__TR_DIED, KVS__TR_EVICTED, KVS__TR_ERROR,
-    KVS__TR_JOB_FAILED, KVS__TR_HOST_LOST,
+    KVS__TR_JOB_FAILED,
     KVS__TR_NWHAT
 };
 
