@@ -967,8 +967,7 @@ static void say_timeline(const struct run *r)
         fprintf(stderr, "kvsrun: timeline written to %s%s\n", path,
                 r->o.nodes > 1 ? " (this host's part: kvsctl timeline merge joins them)" : "");
     else
-        fprintf(stderr, "kvsrun: no timeline was written to %s (kvsd's messages say why)\n",
-                path);
+        fprintf(stderr, "kvsrun: no timeline was written to %s (kvsd says why above)\n", path);
 }
 
 static int stop_kvsd(struct run *r, int wait_first)

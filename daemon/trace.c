@@ -51,8 +51,8 @@ void trace_write(struct daemon *d)
              d->o.host, d->o.nhosts > 1 ? d->o.nhosts : 1, d->o.net_job, d->o.host,
              (double)d->clock0_offset / 1e3, (double)d->clock0_error / 1e3,
              d->o.host == 0 || d->clock0_known ? "true" : "false");
-    if (kvs__tr_merge(d->tr_dir, out, meta, &e) != 0)
-        say(d, "the timeline was not written: %s", e.msg);
+    if (kvs__tr_merge(d->tr_dir, out, meta, &e) != 0)   /* said even when quiet */
+        fprintf(stderr, "kvsd: job %s: the timeline was not written: %s\n", d->o.job, e.msg);
     else
         say(d, "timeline of %s written to %s", d->o.nhosts > 1 ? "this host" : "the job", out);
     kvs__tr_clear_dir(d->tr_dir);

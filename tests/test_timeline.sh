@@ -15,12 +15,12 @@ check="python3 $top_srcdir/tests/timeline_check.py"
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-echo "1..10"
+echo "1..11"
 if [ ! -x "$kvsrun" ] || [ ! -x "$worker" ]; then
-    skip_all 10 "$kvsrun or $worker not built"
+    skip_all 11 "$kvsrun or $worker not built"
 fi
 if ! python3 -c 'import json' 2>/dev/null; then
-    skip_all 10 "python3 is missing"
+    skip_all 11 "python3 is missing"
 fi
 private_runtime
 KVSD=$top_builddir/daemon/kvsd
@@ -76,6 +76,13 @@ grep -q "KVS_TIMELINE_EVENTS='12'" "$rt/badsize.out" || st=1
 [ "$st" -eq 0 ] || sed 's/^/# /' "$rt/badsize.out"
 tap $st "a bad KVS_TIMELINE_EVENTS is refused with a message"
 
+run nodir --timeline "$rt/no/such/dir/t.json" -n 2 "$worker" sums
+st=$rc
+grep -q "the timeline was not written: .*$rt/no/such/dir/t.json" "$rt/nodir.out" || st=1
+grep -q "kvsrun: no timeline was written to $rt/no/such/dir/t.json" "$rt/nodir.out" || st=1
+[ "$st" -eq 0 ] || sed 's/^/# /' "$rt/nodir.out"
+tap $st "a timeline that cannot be written: the job still succeeds, and kvsd and kvsrun say so"
+
 # Without it: no file anywhere, and no part left in the runtime directory.
 mkdir "$rt/off"
 abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
@@ -118,5 +125,5 @@ if [ -x "$quickstart" ]; then
     [ "$st" -eq 0 ] && $check local "$rt/local.json" || st=1
     tap $st "a process of the local store writes its own timeline"
 else
-    echo "ok 10 # SKIP $quickstart not built"
+    echo "ok 11 # SKIP $quickstart not built"
 fi
