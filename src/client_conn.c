@@ -604,7 +604,7 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
     struct kvs__opts o;
     struct kvs__waiter w = { .n = n, .nreq = n, .ans = ans };
     uint64_t *res = NULL, toff = 0;
-    int64_t deadline;
+    int64_t deadline, waiting;
     int sent = 0, rc = 0, quiet = 0, woke = 0;
 
     kvs__opts_get(kv, &o);
@@ -698,6 +698,7 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
     pthread_mutex_unlock(&c->post);
     if (rc == 0)
         kvs__bell_ring(c->dbell);
+    waiting = kvs__now_ns();
     while (rc == 0) {
         uint32_t seen = kvs__bell_seq(c->wbell);
 
@@ -722,6 +723,7 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
         }
         rc = sleep_bell(c, seen, deadline, &quiet, what, e);
     }
+    kvs__client_waited(c, waiting);
     for (struct kvs__waiter **p = &c->waiters; *p; p = &(*p)->next)
         if (*p == &w) {
             *p = w.next;
