@@ -8,9 +8,9 @@
  * thread, under d->lock, before any worker is LIVE).
  *
  * kvsd trusts nothing in the area: it reads the arrival words, round
- * numbers, seqlocks and states there, and a failure's code and text,
- * never an offset or a size; every slot's layout is its own copy
- * (d->cb_keys).
+ * numbers, seqlocks and states there, a failure's code and text, and the
+ * latency counts kvsctl shows (clamped, never used as an index), never an
+ * offset or a size; every slot's layout is its own copy (d->cb_keys).
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -17,8 +17,9 @@
  * The area belongs to the job: any of its workers can write any of it, so
  * a faulty worker can damage the values of its own job (as it could by
  * pushing garbage), and nothing else. kvsd reads from the area only the
- * words that decide what to do (arrival words, round numbers), never an
- * offset or a size: it keeps its own copy of every slot's layout.
+ * words that decide what to do (arrival words, round numbers) and the
+ * latency counts it shows, clamped, never an offset or a size: it keeps
+ * its own copy of every slot's layout.
  *
  * A round's value and optimizer state are written into the buffers of its
  * parity, away from the last round's, and published by one store of the
