@@ -8,9 +8,9 @@
  * thread, under d->lock, before any worker is LIVE).
  *
  * kvsd trusts nothing in the area: it reads the arrival words, round
- * numbers, seqlocks and states there, and a failure's code and text,
- * never an offset or a size; every slot's layout is its own copy
- * (d->cb_keys).
+ * numbers, seqlocks and states there, a failure's code and text, and the
+ * latency counts kvsctl shows (clamped, never used as an index), never an
+ * offset or a size; every slot's layout is its own copy (d->cb_keys).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -37,6 +37,9 @@ static struct kvs__cb_head *head(const struct daemon *d)
  * above it, a round through kvsd reads zero-copy buffers in place, where
  * the workers would copy them into the area (bench/NOTES.md, section 13). */
 #define CB_MAX_DEFAULT ((uint64_t)256 << 10)
+
+/* The most a latency count read from the area counts for (2^48). */
+#define CB_COUNT_MAX ((uint64_t)1 << 48)
 
 /* The area, unless KVS_COMBINE=0 (every round then goes through kvsd) or
  * the job spans hosts; KVS_COMBINE other than 0 or 1 is an error, as is a
@@ -393,6 +396,19 @@ uint64_t cb_key_rounds(const struct daemon *d, const struct round *rd)
 {
     return atomic_load_explicit(&slot_of(d, &d->cb_keys[rd->cb - 1].plan)->gen,
                                 memory_order_relaxed);
+}
+
+void cb_key_latency(const struct daemon *d, const struct round *rd, uint64_t *lat)
+{
+    const struct kvs__cb_slot *s = slot_of(d, &d->cb_keys[rd->cb - 1].plan);
+
+    /* Any worker can write these: each is clamped, so that sums of them
+     * stay far from overflowing, and nothing is indexed by them. */
+    for (int b = 0; b < KVS__LAT_BUCKETS; b++) {
+        uint64_t n = atomic_load_explicit(&s->lat[b], memory_order_relaxed);
+
+        lat[b] = n < CB_COUNT_MAX ? n : CB_COUNT_MAX;
+    }
 }
 
 int cb_round_text(const struct daemon *d, size_t i, char *buf, size_t size)

@@ -1,8 +1,8 @@
 /*
  * control.c - kvsctl's channel into kvsd: the queue of checked control
  * connections between the socket thread and the serve thread, and the
- * answers to status, keys, stats and stop, written as text that is cut
- * between lines, never inside one, when it does not fit.
+ * answers to status, keys, stats, stop and sample, written as text that
+ * is cut between lines, never inside one, when it does not fit.
  *
  * Two sides. ctl_accept runs on the socket thread: it decodes and checks
  * the request, then queues the connection or refuses it; that side never
@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "kvsd.h"
@@ -161,7 +162,183 @@ static size_t values_on_gpus(struct daemon *d)
     return n;
 }
 
-static void ctl_stats(struct daemon *d, struct text *t)
+/* ---- latencies: the keys, busiest first --------------------------------- */
+
+#define KEY_TEXT_MAX   (4 * KVS_MAX_KEY_LEN + 3)
+#define BUSY_MAX       1000                /* keys a listing of latencies takes at most */
+#define WIDTH_MAX      40                  /* a longer key only shifts its own line */
+
+static int width(int w, size_t n)
+{
+    return n > (size_t)w ? (n > WIDTH_MAX ? WIDTH_MAX : (int)n) : w;
+}
+
+/* Columns a terminal gives the text: one per character, not per byte (a
+ * name may hold UTF-8; what it shows wider is not worth a table). */
+static size_t columns(const char *s)
+{
+    size_t n = 0;
+
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+/* A key kept for a listing of latencies. */
+struct busy {
+    uint64_t rounds;
+    size_t order;                      /* its place in key order: ties go by it */
+    const struct round *rd;            /* NULL: never pushed nor pulled */
+    kvs_key_t key;                     /* name: malloc'd */
+};
+
+/* The BUSY_MAX keys with the most rounds, as a heap whose root is the
+ * least busy of them; nomem when a name could not be kept. */
+struct busiest {
+    const struct daemon *d;
+    struct busy *h;
+    size_t n, seen, total;
+    int nomem;
+};
+
+/* 1 when a has done more rounds than b (or as many, and comes first). */
+static int busier(const struct busy *a, const struct busy *b)
+{
+    return a->rounds != b->rounds ? a->rounds > b->rounds : a->order < b->order;
+}
+
+static void sift_down(struct busy *h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        struct busy tmp;
+
+        if (l < n && busier(&h[m], &h[l]))
+            m = l;
+        if (l + 1 < n && busier(&h[m], &h[l + 1]))
+            m = l + 1;
+        if (m == i)
+            return;
+        tmp = h[i];
+        h[i] = h[m];
+        h[m] = tmp;
+        i = m;
+    }
+}
+
+static int busy_key(void *ctx, kvs_key_t key, const struct kvs__entry_info *info)
+{
+    struct busiest *b = ctx;
+    const struct round *rd = *info->front;
+    struct busy k = { .order = b->seen++, .rd = rd, .key = key };
+
+    k.rounds = !rd ? 0 : rd->cb ? cb_key_rounds(b->d, rd) : rd->done;
+    if (b->n == BUSY_MAX && !busier(&k, &b->h[0]))
+        return 0;
+    if (key.name && !(k.key.name = strdup(key.name))) {
+        b->nomem = 1;
+        return 0;
+    }
+    if (b->n < BUSY_MAX) {
+        /* Up the heap: a parent is never busier than its children. */
+        size_t i = b->n++;
+
+        b->h[i] = k;
+        while (i > 0 && busier(&b->h[(i - 1) / 2], &b->h[i])) {
+            struct busy tmp = b->h[i];
+
+            b->h[i] = b->h[(i - 1) / 2];
+            b->h[(i - 1) / 2] = tmp;
+            i = (i - 1) / 2;
+        }
+        return 0;
+    }
+    free((char *)b->h[0].key.name);
+    b->h[0] = k;
+    sift_down(b->h, b->n, 0);
+    return 0;
+}
+
+static int busiest_first(const void *x, const void *y)
+{
+    return busier(x, y) ? -1 : busier(y, x) ? 1 : 0;
+}
+
+/* Fills b with the busiest keys, busiest first. 0, or -ENOMEM. */
+static int busiest_keys(struct daemon *d, struct busiest *b, struct kvs__err *e)
+{
+    int rc;
+
+    *b = (struct busiest){ .d = d, .total = kvs__engine_nkeys(d->eng) };
+    if (!(b->h = malloc(BUSY_MAX * sizeof *b->h)))
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    if ((rc = kvs__engine_foreach(d->eng, busy_key, b, e)) == 0 && b->nomem)
+        rc = kvs__fail(e, -ENOMEM, "out of memory");
+    qsort(b->h, b->n, sizeof *b->h, busiest_first);
+    return rc;
+}
+
+static void busiest_free(struct busiest *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        free((char *)b->h[i].key.name);
+    free(b->h);
+}
+
+/* A key's round latencies: kvsd's, or those its workers counted. */
+static void key_latency(const struct daemon *d, const struct round *rd, uint64_t *lat)
+{
+    for (int i = 0; i < KVS__LAT_BUCKETS; i++)
+        lat[i] = rd ? rd->lat[i] : 0;
+    if (rd && rd->cb)
+        cb_key_latency(d, rd, lat);
+}
+
+/* The per-key part of stats: rounds and latencies, as many keys as fit. */
+static void stats_keys(struct daemon *d, struct text *t, struct kvs__err *e)
+{
+    struct busiest b;
+    char ks[KEY_TEXT_MAX + 1], line[KEY_TEXT_MAX + 128], q[3][16];
+    uint64_t lat[KVS__LAT_BUCKETS];
+    int wkey = 3, n;
+    size_t shown = 0;
+
+    if (busiest_keys(d, &b, e) != 0) {
+        text_add(t, "latencies: not shown: %s\n", e->msg);
+        busiest_free(&b);
+        return;
+    }
+    for (size_t i = 0; i < b.n; i++) {
+        key_text(ks, sizeof ks, b.h[i].key);
+        wkey = width(wkey, columns(ks));
+    }
+    text_add(t, "rounds per key, busiest first; a round's latency runs from its first "
+             "push to its end,\nand P50, P99 and MAX are upper bounds: those of its "
+             "histogram's buckets (2^i ns):\n");
+    text_add(t, "%-*s  %10s  %7s  %7s  %7s\n", wkey, "KEY", "ROUNDS", "P50", "P99", "MAX");
+    for (size_t i = 0; i < b.n; i++) {
+        size_t kcols;
+
+        key_text(ks, sizeof ks, b.h[i].key);
+        kcols = columns(ks);
+        key_latency(d, b.h[i].rd, lat);
+        kvs__lat_format(q[0], sizeof q[0], kvs__lat_quantile(lat, 0.5));
+        kvs__lat_format(q[1], sizeof q[1], kvs__lat_quantile(lat, 0.99));
+        kvs__lat_format(q[2], sizeof q[2], kvs__lat_quantile(lat, 1));
+        n = snprintf(line, sizeof line, "%s%*s  %10" PRIu64 "  %7s  %7s  %7s\n", ks,
+                     kcols < (size_t)wkey ? wkey - (int)kcols : 0, "", b.h[i].rounds, q[0],
+                     q[1], q[2]);
+        if (n < 0 || (size_t)n >= sizeof line || t->len + (size_t)n + CTL_TAIL_ROOM > t->cap)
+            break;
+        text_raw(t, line, (size_t)n);
+        shown++;
+    }
+    if (shown < b.total)
+        text_add(t, "... and %zu more keys, not shown\n", b.total - shown);
+    busiest_free(&b);
+}
+
+static void ctl_stats(struct daemon *d, struct text *t, struct kvs__err *e)
 {
     const struct stats *s = &d->st;
 
@@ -182,6 +359,141 @@ static void ctl_stats(struct daemon *d, struct text *t)
              s->remote_pushes, remote_readers(d));
     text_add(t, "combined rounds: %" PRIu64 " (keys the workers combine: %zu)\n", cb_rounds(d),
              d->cb_n);
+    stats_keys(d, t, e);
+}
+
+/* ---- sample: counters for programs (proto.h) ----------------------------- */
+
+#define SAMPLE_COUNT_MAX ((uint64_t)1 << 62)   /* what a worker's counter counts for at most */
+#define SAMPLE_LINE_MAX  (KEY_TEXT_MAX + KVS__LAT_BUCKETS * 24 + 64)
+
+/* Adds a line of n bytes when it fits with room left for the tail: 1;
+ * 0 when the text is full. */
+static int sample_line(struct text *t, const char *line, int n)
+{
+    if (n < 0 || n >= SAMPLE_LINE_MAX || t->len + (size_t)n + CTL_TAIL_ROOM > t->cap)
+        return 0;
+    text_raw(t, line, (size_t)n);
+    return 1;
+}
+
+/* A worker's counter, which it alone writes: shown, never trusted. */
+static uint64_t worker_count(const _Atomic uint64_t *p)
+{
+    uint64_t v = atomic_load_explicit(p, memory_order_relaxed);
+
+    return v < SAMPLE_COUNT_MAX ? v : SAMPLE_COUNT_MAX;
+}
+
+static uint64_t tv_ns(struct timeval tv)
+{
+    return (uint64_t)tv.tv_sec * 1000000000u + (uint64_t)tv.tv_usec * 1000u;
+}
+
+static void sample_workers(struct daemon *d, struct text *t)
+{
+    int nslots = atomic_load(&d->nslots), left = 0;
+    char line[SAMPLE_LINE_MAX];
+
+    for (int i = 0; i < nslots && i < MAX_WORKERS; i++) {
+        const struct worker *w = &d->workers[i];
+        const struct kvs__seg_stats *st;
+        int n;
+
+        /* A live worker's segment stays mapped until this thread
+         * releases it. */
+        if (atomic_load(&w->state) != W_LIVE || !w->seg)
+            continue;
+        st = &((const struct kvs__seg_head *)w->seg)->stats;
+        n = snprintf(line, sizeof line, "worker %d %ld %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+                     w->rank, (long)w->pid, worker_count(&st->pushes),
+                     worker_count(&st->bytes), worker_count(&st->wait_ns));
+        left += !sample_line(t, line, n);
+    }
+    if (left)
+        text_add(t, "more workers %d\n", left);
+}
+
+static int sample_keys(struct daemon *d, struct text *t, struct kvs__err *e)
+{
+    char line[SAMPLE_LINE_MAX];
+    uint64_t lat[KVS__LAT_BUCKETS];
+    struct busiest b;
+    size_t shown = 0;
+    int rc;
+
+    if ((rc = busiest_keys(d, &b, e)) != 0) {
+        busiest_free(&b);
+        return rc;
+    }
+    for (size_t i = 0; i < b.n; i++) {
+        const struct round *rd = b.h[i].rd;
+        size_t o;
+
+        o = (size_t)snprintf(line, sizeof line, "key ");
+        key_text(line + o, KEY_TEXT_MAX + 1, b.h[i].key);
+        o += strlen(line + o);
+        o += (size_t)snprintf(line + o, sizeof line - o, " %s %" PRIu64,
+                              rd && rd->cb ? "workers" : "kvsd", b.h[i].rounds);
+        key_latency(d, rd, lat);
+        for (int k = 0; k < KVS__LAT_BUCKETS && o < sizeof line; k++)
+            if (lat[k])
+                o += (size_t)snprintf(line + o, sizeof line - o, " %d:%" PRIu64, k, lat[k]);
+        if (o + 1 >= sizeof line)
+            break;
+        line[o++] = '\n';
+        if (!sample_line(t, line, (int)o))
+            break;
+        shown++;
+    }
+    if (shown < b.total)
+        text_add(t, "more keys %zu\n", b.total - shown);
+    busiest_free(&b);
+    return 0;
+}
+
+static int ctl_sample(struct daemon *d, struct text *t, struct kvs__err *e)
+{
+    const struct stats *s = &d->st;
+    const struct { const char *name; uint64_t v; } counters[] = {
+        { "rounds", s->rounds }, { "pushes", s->pushes }, { "pulls", s->pulls },
+        { "bytes_pushed", s->bytes_pushed }, { "bytes_pulled", s->bytes_pulled },
+        { "collectives", s->collectives }, { "waits", s->waits },
+        { "requests_failed", s->failed }, { "devbufs_open", (uint64_t)d->devbufs_open },
+        { "devbufs_registered", s->devbufs_opened }, { "device_pushes", s->device_pushes },
+        { "device_pulls", s->device_pulls }, { "values_on_gpus", values_on_gpus(d) },
+        { "remote_pushes", s->remote_pushes }, { "remote_readers", (uint64_t)remote_readers(d) },
+        { "combined_rounds", cb_rounds(d) }, { "combined_keys", d->cb_n },
+        { "keys", kvs__engine_nkeys(d->eng) },
+    };
+    struct rusage ru;
+    int nworkers, sync, live = 0, dead = 0, rc;
+
+    pthread_mutex_lock(&d->lock);
+    nworkers = d->nworkers;
+    sync = d->sync;
+    pthread_mutex_unlock(&d->lock);
+    for (int i = 0; i < MAX_WORKERS; i++) {
+        int st = atomic_load(&d->workers[i].state);
+
+        live += st == W_LIVE;
+        dead += st == W_DEAD;
+    }
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        memset(&ru, 0, sizeof ru);
+    text_add(t, "kvs-sample 1\n");
+    text_add(t, "clock %" PRId64 "\n", kvs__now_ns());
+    text_add(t, "cpu %" PRIu64 " %" PRIu64 "\n", tv_ns(ru.ru_utime), tv_ns(ru.ru_stime));
+    text_add(t, "mode %s\n", sync < 0 ? "unknown" : sync ? "sync" : "async");
+    text_add(t, "workers %d %d %d %d\n", nworkers > 0 ? nworkers : 0, live, d->left, dead);
+    text_add(t, "failed %d\n", d->failed != 0);
+    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
+        text_add(t, "counter %s %" PRIu64 "\n", counters[i].name, counters[i].v);
+    sample_workers(d, t);
+    if ((rc = sample_keys(d, t, e)) != 0)
+        return rc;
+    text_add(t, "end\n");
+    return 0;
 }
 
 /* The keys listing takes two walks: one for the columns' widths, one for
@@ -194,25 +506,7 @@ struct listing {
     size_t shown;
 };
 
-#define KEY_TEXT_MAX   (4 * KVS_MAX_KEY_LEN + 3)
 #define SHAPE_TEXT_MAX (KVS_MAX_NDIM * 21 + 4)
-#define WIDTH_MAX      40                  /* a longer key only shifts its own line */
-
-static int width(int w, size_t n)
-{
-    return n > (size_t)w ? (n > WIDTH_MAX ? WIDTH_MAX : (int)n) : w;
-}
-
-/* Columns a terminal gives the text: one per character, not per byte (a
- * name may hold UTF-8; what it shows wider is not worth a table). */
-static size_t columns(const char *s)
-{
-    size_t n = 0;
-
-    for (; *s; s++)
-        n += ((unsigned char)*s & 0xc0) != 0x80;
-    return n;
-}
 
 static int list_key(void *ctx, kvs_key_t key, const struct kvs__entry_info *info)
 {
@@ -307,7 +601,10 @@ int ctl_serve(struct daemon *d)
             rc = ctl_keys(d, &t, &e);
             break;
         case KVS__CTL_STATS:
-            ctl_stats(d, &t);
+            ctl_stats(d, &t, &e);
+            break;
+        case KVS__CTL_SAMPLE:
+            rc = ctl_sample(d, &t, &e);
             break;
         case KVS__CTL_STOP:
             text_add(&t, "stopping\n");

@@ -1,20 +1,24 @@
 /*
  * kvsctl - looks into the kvsd of a job on this host: the job's state
- * (status), its keys (keys), kvsd's counters (stats); or tells kvsd to stop
- * (stop). It sends one control request on the job's socket and prints the
- * answer. plan (plan.c) asks no kvsd: it models a job across hosts.
+ * (status), its keys (keys), kvsd's counters and the keys' round latencies
+ * (stats, or its sample as JSON with --json), a live view of the workers
+ * and keys (top, top.c); or tells kvsd to stop (stop). Each question is
+ * one control request on the job's socket, and its answer. plan (plan.c)
+ * asks no kvsd: it models a job across hosts.
  *
  * kvsctl never touches the job's shared memory, files or processes: all it
- * knows is kvsd's answer, which it decodes and checks (proto.c) before it
- * prints a byte of it. It never signals a process and never removes a
- * file; stop is kvsd's own doing. Every wait, the connect included, ends at
- * one deadline, DEADLINE_NS after the start.
+ * knows is kvsd's answer, which it decodes and checks (proto.c, and
+ * sample.c for a sample) before it prints a byte of it. It never signals a
+ * process and never removes a file; stop is kvsd's own doing. Every wait
+ * of a question, the connect included, ends at one deadline, DEADLINE_NS
+ * after the question began.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +27,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ctl.h"
 #include "kvs.h"
 #include "plan.h"
 #include "proto.h"
@@ -30,30 +35,42 @@
 #include "shm.h"
 #include "sys.h"
 
-#define SEC_NS      1000000000ll
-#define DEADLINE_NS (5 * SEC_NS)       /* for everything kvsctl waits on */
 #define RETRY_MS    10                 /* between connects to a full backlog, looks at a stop */
+#define TOP_INTERVAL_NS SEC_NS         /* kvsctl top's refresh, unless -d says */
 
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: kvsctl [-j JOB] COMMAND\n"
+            "       kvsctl [-j JOB] stats [--json]\n"
+            "       kvsctl [-j JOB] top [--once] [-d SECONDS] [JOB]\n"
             "       kvsctl plan --hosts LIST --shapes FILE [--link RATE] [OPTIONS]\n"
             "Asks the kvsd of a dist_sync/dist_async job on this host.\n"
             "Commands:\n"
             "  status    the job: mode, workers, number of keys, optimizer, failure\n"
             "  keys      every key: dtype, shape, version, sync rounds done\n"
-            "  stats     kvsd's counters: rounds, pushes, pulls, bytes, collectives, ...\n"
+            "  stats     kvsd's counters: rounds, pushes, pulls, bytes, collectives, ...;\n"
+            "            then per key, busiest first, its rounds and their latency (p50,\n"
+            "            p99, max: upper bounds of power-of-two buckets)\n"
+            "            --json: the counters, each worker's and each key's with its\n"
+            "            latency histogram, as one JSON object\n"
+            "  top       a live view, refreshed every second: per worker its rounds/s,\n"
+            "            bytes/s and time waiting for the store; per key its rounds/s and\n"
+            "            latency; kvsd's CPU; the job's totals. q quits. A terminal only:\n"
+            "            --once prints one frame (after one interval) as plain text;\n"
+            "            -d SECONDS sets the interval (0.1 to 60)\n"
             "  stop      kvsd ends the job, as on SIGTERM; kvsctl waits until it is gone\n"
             "  plan      models a job across H hosts: bytes per host per round, imbalance,\n"
             "            round time on given links (no kvsd asked; 'kvsctl plan --help')\n"
             "Options:\n"
-            "  -j, --job JOB    the job (default: $KVS_JOB, else \"default\")\n"
+            "  -j, --job JOB    the job (default: $KVS_JOB, else \"default\"); top also takes\n"
+            "                   it after the command\n"
             "  -h, --help       this text\n"
             "      --version    kvsctl's version\n"
-            "Exit status: 0 on success, 1 when kvsd could not be asked or answered with an\n"
-            "error, 2 on a usage error. Every command gives up after %lld s.\n",
+            "Exit status: 0 on success (top: also when the job ends), 1 when kvsd could not\n"
+            "be asked or answered with an error, 2 on a usage error. Every question to kvsd\n"
+            "gives up after %lld s.\n",
             DEADLINE_NS / SEC_NS);
 }
 
@@ -74,11 +91,100 @@ static void nap(int64_t deadline_ns)
     poll(NULL, 0, (int)(ms < RETRY_MS ? ms : RETRY_MS));
 }
 
+/* What the command line asks. */
+struct cmd {
+    char job[KVS__JOB_MAX + 1];
+    int command;                       /* enum kvs__ctl_command */
+    int plan;                          /* the index of a plan command, or 0 */
+    int json;                          /* stats --json: the sample, as JSON */
+    int top;                           /* top: samples (command KVS__CTL_SAMPLE) */
+    struct top_opts top_o;
+};
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Says what is wrong with the command line; returns 2, the exit status. */
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("kvsctl: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'kvsctl --help'.\n", stderr);
+    return 2;
+}
+
+/* 1 when a is the option -s, --name or --name=VALUE. */
+static int is_option(const char *a, const char *s, const char *name)
+{
+    size_t n = strlen(name);
+
+    return strcmp(a, s) == 0 || (strncmp(a, name, n) == 0 && (a[n] == '\0' || a[n] == '='));
+}
+
+/* The value of option arg at argv[*i]: after its '=' (--name=VALUE), or
+ * the next argument, then taken. NULL when there is none. */
+static const char *option_value(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+
+    if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (*i + 1 >= argc)
+        return NULL;
+    return argv[++*i];
+}
+
+/* The arguments after the command (stats --json; top's own); 0, or 2 on a
+ * usage error, said. *job: a job top names, or left alone. */
+static int command_args(int argc, char **argv, int first, struct cmd *c, const char **job)
+{
+    const char *name = kvs__ctl_command_name(c->command), *v;
+
+    if (c->top)
+        name = "top";
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        int is_d = is_option(a, "-d", "--delay"), is_j = is_option(a, "-j", "--job");
+
+        if (c->command == KVS__CTL_STATS && strcmp(a, "--json") == 0) {
+            c->json = 1;
+        } else if (c->top && strcmp(a, "--once") == 0) {
+            c->top_o.once = 1;
+        } else if (c->top && (is_d || is_j)) {
+            if (!(v = option_value(argc, argv, &i, is_d ? "--delay" : "--job")))
+                return usage_error("option '%s' needs a value", a);
+            if (is_j) {
+                if (*job)
+                    return usage_error("top: the job is given twice ('%s' and '%s')", *job, v);
+                *job = v;
+            } else {
+                char *end;
+                double sec = strtod(v, &end);
+
+                if (end == v || *end || !(sec >= 0.1 && sec <= 60))
+                    return usage_error("top: -d '%s': not a number of seconds from 0.1 to 60",
+                                       v);
+                c->top_o.interval_ns = (int64_t)(sec * SEC_NS);
+            }
+        } else if (c->top && a[0] != '-' && !*job) {
+            *job = a;
+        } else if (a[0] == '-' && a[1]) {
+            return usage_error("%s: unknown option '%s'", name, a);
+        } else if (c->top) {
+            return usage_error("top: one job at a time; '%s' is one too many", a);
+        } else {
+            return usage_error("one command at a time; '%s' is one too many", a);
+        }
+    }
+    return 0;
+}
+
 /* Returns -1 to go on, else the exit status (0 after --help/--version, 2
- * on a usage error, with the message written). *plan: the index of a
- * plan command, whose arguments are its own, or 0. */
-static int parse_options(int argc, char **argv, char *job, size_t job_size, int *command,
-                         int *plan)
+ * on a usage error, with the message written). */
+static int parse_options(int argc, char **argv, struct cmd *c)
 {
     enum { OPT_VERSION = 256 };
     static const struct option longs[] = {
@@ -87,13 +193,14 @@ static int parse_options(int argc, char **argv, char *job, size_t job_size, int 
         { "version", no_argument, NULL, OPT_VERSION },
         { NULL, 0, NULL, 0 },
     };
+    static const char *const commands = "status, keys, stats, top, stop or plan";
     struct kvs__err e = { 0, "" };
-    const char *name = NULL, *from = "-j";
-    int c;
+    const char *name = NULL, *from = "-j", *cjob = NULL;
+    int opt, rc;
 
     opterr = 0;                        /* our messages carry "kvsctl: ", not argv[0] */
-    while ((c = getopt_long(argc, argv, "+:j:h", longs, NULL)) != -1) {
-        switch (c) {
+    while ((opt = getopt_long(argc, argv, "+:j:h", longs, NULL)) != -1) {
+        switch (opt) {
         case 'j':
             name = optarg;
             break;
@@ -104,40 +211,37 @@ static int parse_options(int argc, char **argv, char *job, size_t job_size, int 
             printf("kvsctl (%s)\n", kvs_version(NULL, NULL, NULL));
             return 0;
         case ':':
-            fprintf(stderr, "kvsctl: option '%s' needs a value\nTry 'kvsctl --help'.\n",
-                    argv[optind - 1]);
-            return 2;
+            return usage_error("option '%s' needs a value", argv[optind - 1]);
         default:
             if (optopt > 0 && optopt < 256)
-                fprintf(stderr, "kvsctl: unknown option '-%c'\n", optopt);
-            else
-                fprintf(stderr, "kvsctl: unknown option '%s'\n", argv[optind - 1]);
-            fprintf(stderr, "Try 'kvsctl --help'.\n");
-            return 2;
+                return usage_error("unknown option '-%c'", optopt);
+            return usage_error("unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (optind >= argc) {
-        fprintf(stderr, "kvsctl: no command (status, keys, stats, stop or plan)\n"
-                "Try 'kvsctl --help'.\n");
-        return 2;
-    }
+    if (optind >= argc)
+        return usage_error("no command (%s)", commands);
     if (strcmp(argv[optind], "plan") == 0) {
-        *plan = optind;
+        c->plan = optind;
         return -1;
     }
-    if (optind + 1 < argc) {
-        fprintf(stderr, "kvsctl: one command at a time; '%s' is one too many\n"
-                "Try 'kvsctl --help'.\n", argv[optind + 1]);
-        return 2;
+    c->command = 0;
+    if (strcmp(argv[optind], "top") == 0) {
+        c->top = 1;
+        c->command = KVS__CTL_SAMPLE;
+        c->top_o.interval_ns = TOP_INTERVAL_NS;
     }
-    *command = 0;
     for (int k = KVS__CTL_STATUS; k <= KVS__CTL_STOP; k++)
         if (strcmp(argv[optind], kvs__ctl_command_name(k)) == 0)
-            *command = k;
-    if (*command == 0) {
-        fprintf(stderr, "kvsctl: unknown command '%s' (status, keys, stats, stop or plan)\n"
-                "Try 'kvsctl --help'.\n", argv[optind]);
-        return 2;
+            c->command = k;
+    if (c->command == 0)
+        return usage_error("unknown command '%s' (%s)", argv[optind], commands);
+    if ((rc = command_args(argc, argv, optind + 1, c, &cjob)) != 0)
+        return rc;
+    if (cjob && name)
+        return usage_error("top: the job is given twice ('%s' and '%s')", name, cjob);
+    if (cjob) {
+        name = cjob;
+        from = "top";
     }
     if (!name) {
         name = getenv("KVS_JOB");
@@ -149,7 +253,9 @@ static int parse_options(int argc, char **argv, char *job, size_t job_size, int 
         fprintf(stderr, "kvsctl: %s: %s\n", from, e.msg);
         return 2;
     }
-    snprintf(job, job_size, "%s", name);
+    if (c->json || c->top)
+        c->command = KVS__CTL_SAMPLE;
+    snprintf(c->job, sizeof c->job, "%s", name);
     return -1;
 }
 
@@ -218,47 +324,53 @@ static int text_line_len(const struct kvs__ctl_reply *r)
     return (int)n;
 }
 
-int main(int argc, char **argv)
+/* Where a question went: the socket, as it was when asked (stop waits
+ * for it to go). */
+struct where {
+    char path[PATH_MAX + 80];
+    struct stat was;
+};
+
+static int say(char *msg, size_t size, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int say(char *msg, size_t size, int rc, const char *fmt, ...)
 {
-    static struct kvs__ctl_reply reply;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, size, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int ask(const char *job, int command, struct kvs__ctl_reply *reply, struct where *at,
+               char *msg, size_t size)
+{
     static unsigned char buf[KVS__CTL_REPLY_MAX];
-    char job[KVS__JOB_MAX + 1], dir[PATH_MAX], path[PATH_MAX + 80];
+    char dir[PATH_MAX];
     struct kvs__ctl_request q = { .version = KVS__PROTO_VERSION };
     struct kvs__err e = { 0, "" };
-    struct stat was;
     int64_t deadline = kvs__now_ns() + DEADLINE_NS;
-    int command = 0, plan = 0, fd = -1, nfds = 0, rc, status = 1;
+    int fd = -1, nfds = 0, rc, status = ASK_FAILED;
     size_t len;
     uid_t uid;
 
-    if ((rc = parse_options(argc, argv, job, sizeof job, &command, &plan)) >= 0)
-        return rc;
-    if (plan)
-        return plan_main(argc - plan, argv + plan);
-    if (kvs__runtime_dir(dir, sizeof dir, &e) != 0) {
-        fprintf(stderr, "kvsctl: %s\n", e.msg);
-        return 1;
-    }
-    snprintf(path, sizeof path, "%s/%s.sock", dir, job);
-    rc = lstat(path, &was) != 0 ? -errno : connect_by(path, deadline, &fd);
-    if (rc == -ENOENT || rc == -ECONNREFUSED) {
-        fprintf(stderr, "kvsctl: no kvsd serves job '%s' (%s)\n", job, path);
-        return 1;
-    }
-    if (rc == -ETIMEDOUT) {
-        fprintf(stderr, "kvsctl: the kvsd of job '%s' accepted no connection within %lld s\n",
-                job, DEADLINE_NS / SEC_NS);
-        return 1;
-    }
-    if (rc != 0) {
-        fprintf(stderr, "kvsctl: cannot connect to %s: %s\n", path, strerror(-rc));
-        return 1;
-    }
+    if (kvs__runtime_dir(dir, sizeof dir, &e) != 0)
+        return say(msg, size, ASK_FAILED, "%s", e.msg);
+    snprintf(at->path, sizeof at->path, "%s/%s.sock", dir, job);
+    rc = lstat(at->path, &at->was) != 0 ? -errno : connect_by(at->path, deadline, &fd);
+    if (rc == -ENOENT || rc == -ECONNREFUSED)
+        return say(msg, size, ASK_GONE, "no kvsd serves job '%s' (%s)", job, at->path);
+    if (rc == -ETIMEDOUT)
+        return say(msg, size, ASK_FAILED, "the kvsd of job '%s' accepted no connection within "
+                   "%lld s", job, DEADLINE_NS / SEC_NS);
+    if (rc != 0)
+        return say(msg, size, ASK_FAILED, "cannot connect to %s: %s", at->path, strerror(-rc));
     /* The directory is this user's alone (kvs__runtime_dir checks it);
      * this only makes sure of the one we talk to. */
     if (kvs__sock_peer(fd, &uid, NULL, &e) != 0 || uid != geteuid()) {
-        fprintf(stderr, "kvsctl: %s is served by another user's process; not asking it\n",
-                path);
+        say(msg, size, 0, "%s is served by another user's process; not asking it", at->path);
         goto out;
     }
 
@@ -268,17 +380,18 @@ int main(int argc, char **argv)
     if ((rc = kvs__sock_send(fd, buf, len, NULL, 0, deadline, &e)) == 0)
         rc = kvs__sock_recv(fd, buf, sizeof buf, &len, NULL, 0, &nfds, deadline, &e);
     if (rc == -ECONNRESET || rc == -EPIPE) {
-        fprintf(stderr, "kvsctl: the kvsd of job '%s' closed the connection without an "
-                "answer (it may be stopping)\n", job);
+        say(msg, size, 0, "the kvsd of job '%s' closed the connection without an answer (it "
+            "may be stopping)", job);
+        status = ASK_GONE;
         goto out;
     }
     if (rc == -ETIMEDOUT) {
-        fprintf(stderr, "kvsctl: no answer from the kvsd of job '%s' within %lld s\n", job,
-                DEADLINE_NS / SEC_NS);
+        say(msg, size, 0, "no answer from the kvsd of job '%s' within %lld s", job,
+            DEADLINE_NS / SEC_NS);
         goto out;
     }
     if (rc != 0) {
-        fprintf(stderr, "kvsctl: job '%s': %s\n", job, e.msg);
+        say(msg, size, 0, "job '%s': %s", job, e.msg);
         goto out;
     }
     if (kvs__msg_type(buf, len) == KVS__MSG_WELCOME) {
@@ -291,35 +404,86 @@ int main(int argc, char **argv)
 
             /* Nothing from a socket reaches the terminal unchecked. */
             kvs__ctl_text_escape(safe, sizeof safe, w.msg, strlen(w.msg), 0);
-            fprintf(stderr, "kvsctl: the kvsd of job '%s' takes no control requests: %s\n",
-                    job, safe);
+            say(msg, size, 0, "the kvsd of job '%s' takes no control requests: %s", job, safe);
             goto out;
         }
     }
-    if (kvs__ctl_reply_decode(buf, len, &reply, &e) != 0) {
-        fprintf(stderr, "kvsctl: a bad answer from the kvsd of job '%s': %s\n", job, e.msg);
+    if (kvs__ctl_reply_decode(buf, len, reply, &e) != 0) {
+        say(msg, size, 0, "a bad answer from the kvsd of job '%s': %s", job, e.msg);
         goto out;
     }
-    if (reply.status != 0) {
-        fprintf(stderr, "kvsctl: the kvsd of job '%s' refused: %.*s (%s)\n", job,
-                text_line_len(&reply), reply.text, kvs_err_name(reply.status));
+    if (reply->status != 0) {
+        say(msg, size, 0, "the kvsd of job '%s' refused: %.*s (%s)", job, text_line_len(reply),
+            reply->text, kvs_err_name(reply->status));
         goto out;
     }
-    if (print_text(&reply) != 0)
-        goto out;
-    if (command == KVS__CTL_STOP) {
-        /* kvsd has answered and is on its way out: it removes its
-         * socket as it ends, once the workers' requests are failed. */
-        while (same_socket(path, &was) && kvs__now_ns() < deadline)
-            nap(deadline);
-        if (same_socket(path, &was)) {
-            fprintf(stderr, "kvsctl: the kvsd of job '%s' said it was stopping, but is still "
-                    "there after %lld s\n", job, DEADLINE_NS / SEC_NS);
-            goto out;
-        }
-    }
-    status = 0;
+    status = ASK_OK;
 out:
     close(fd);
     return status;
+}
+
+int ctl_ask(const char *job, int command, struct kvs__ctl_reply *reply, char *msg, size_t size)
+{
+    struct where at;
+
+    return ask(job, command, reply, &at, msg, size);
+}
+
+/* stats --json: the sample, checked, as JSON. */
+static int print_json(const char *job, const struct kvs__ctl_reply *r)
+{
+    struct sample smp;
+    char why[256];
+    int rc;
+
+    if (sample_parse(r->text, r->len, &smp, why, sizeof why) != 0) {
+        fprintf(stderr, "kvsctl: a bad sample from the kvsd of job '%s': %s\n", job, why);
+        return 1;
+    }
+    rc = sample_json(stdout, job, &smp);
+    sample_free(&smp);
+    if (rc != 0) {
+        fprintf(stderr, "kvsctl: cannot write the answer: %s\n", strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct kvs__ctl_reply reply;
+    struct cmd c = { .command = 0 };
+    struct where at;
+    char msg[PATH_MAX + 512];
+    int rc;
+
+    if ((rc = parse_options(argc, argv, &c)) >= 0)
+        return rc;
+    if (c.plan)
+        return plan_main(argc - c.plan, argv + c.plan);
+    if (c.top)
+        return top_main(c.job, &c.top_o);
+    if (ask(c.job, c.command, &reply, &at, msg, sizeof msg) != ASK_OK) {
+        fprintf(stderr, "kvsctl: %s\n", msg);
+        return 1;
+    }
+    if (c.json)
+        return print_json(c.job, &reply);
+    if (print_text(&reply) != 0)
+        return 1;
+    if (c.command == KVS__CTL_STOP) {
+        int64_t deadline = kvs__now_ns() + DEADLINE_NS;
+
+        /* kvsd has answered and is on its way out: it removes its
+         * socket as it ends, once the workers' requests are failed. */
+        while (same_socket(at.path, &at.was) && kvs__now_ns() < deadline)
+            nap(deadline);
+        if (same_socket(at.path, &at.was)) {
+            fprintf(stderr, "kvsctl: the kvsd of job '%s' said it was stopping, but is still "
+                    "there after %lld s\n", c.job, DEADLINE_NS / SEC_NS);
+            return 1;
+        }
+    }
+    return 0;
 }

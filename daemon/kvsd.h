@@ -21,6 +21,7 @@
 #include "combine.h"
 #include "engine.h"
 #include "optim.h"
+#include "latency.h"
 #include "layout.h"
 #include "proto.h"
 #include "ring.h"
@@ -191,6 +192,11 @@ struct round {
     void *entry;                       /* the key's engine entry (kvs__push_item) */
     uint64_t done;                     /* rounds applied */
     int ncontrib;                      /* pushes in the open round */
+    int64_t t_open;                    /* when the open round's first push joined it
+                                        * (kvs__now_ns); 0: no round open */
+    uint32_t *lat;                     /* [KVS__LAT_BUCKETS]: the latencies of the rounds
+                                        * finished here, from t_open to finish_round
+                                        * (latency.h); counts saturate */
     int nlive;                         /* of them, from workers still in the job: the
                                         * round closes when every one of those pushed */
     struct req **contrib;              /* per worker: its push in the open round, or NULL */
@@ -231,7 +237,7 @@ struct round {
      * key's track */
     int64_t t_ready, t_sum0, t_sum1, t_prev;
     int32_t tr_tid;
-    /* contrib, last, queued and pgot point here, in the same allocation */
+    /* contrib, last, queued, lat and pgot point here, in the same allocation */
 };
 
 /* A collective (init of a key, barrier): completes when every worker
@@ -449,6 +455,10 @@ int cb_load_states(struct daemon *d, const char *path, struct kvs__err *e);
 uint64_t cb_rounds(const struct daemon *d);
 /* The rounds published of a key the workers combine (rd->cb != 0). */
 uint64_t cb_key_rounds(const struct daemon *d, const struct round *rd);
+/* The round latencies of a key the workers combine (rd->cb != 0), as its
+ * slot in the area counts them: KVS__LAT_BUCKETS counts into lat, each
+ * clamped (the area is the workers'). */
+void cb_key_latency(const struct daemon *d, const struct round *rd, uint64_t *lat);
 /* The open round of d->cb_keys[i] as kvsctl status says it, in buf: 1;
  * 0 when none is open. */
 int cb_round_text(const struct daemon *d, size_t i, char *buf, size_t size);

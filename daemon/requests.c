@@ -76,6 +76,7 @@ static void round_empty(struct daemon *d, struct round *rd, int status, const ch
     open_unlink(rd);
     rd->ready = 0;
     rd->inflight = 0;
+    rd->t_open = 0;
     for (int i = 0; i < d->nworkers && rd->ncontrib > 0; i++) {
         struct req *r = rd->contrib[i];
 
@@ -213,13 +214,14 @@ struct round *round_of(struct daemon *d, const struct kvs__entry_info *info, kvs
     n = (size_t)d->nworkers;
     np = (size_t)key_parts(d, info->bytes);
     r = calloc(1, sizeof *r + n * (sizeof *r->contrib + sizeof *r->last + sizeof *r->queued)
-                  + np);
+                  + KVS__LAT_BUCKETS * sizeof *r->lat + np);
     if (!r)
         return NULL;
     r->contrib = (struct req **)(r + 1);
     r->last = (uint64_t *)(r->contrib + n);
     r->queued = (int *)(r->last + n);
-    r->pgot = (uint8_t *)(r->queued + n);
+    r->lat = (uint32_t *)(r->queued + n);
+    r->pgot = (uint8_t *)(r->lat + KVS__LAT_BUCKETS);
     r->value = r->dvalue = info->value;
     r->device = info->device;
     r->bytes = info->bytes;
@@ -393,6 +395,11 @@ void finish_round(struct daemon *d, struct round *rd, int status, const char *ms
 {
     rd->done++;
     d->st.rounds++;
+    if (rd->t_open) {
+        uint32_t *b = &rd->lat[kvs__lat_bucket(kvs__now_ns() - rd->t_open)];
+
+        *b += *b < UINT32_MAX;
+    }
     if (kvs__tr_begin())
         trace_round(d, rd);
     if (status != 0) {
@@ -513,8 +520,10 @@ int serve_pending(struct daemon *d)
         r->next = NULL;
         if (r->t_in)
             r->t_join = kvs__tr_now();
-        if (rd->ncontrib++ == 0)
+        if (rd->ncontrib++ == 0) {
             open_link(d, rd);
+            rd->t_open = kvs__now_ns();
+        }
         rd->contrib[r->w] = r;
         rd->last[r->w] = rd->done + 1;
         rd->queued[r->w]--;

@@ -578,6 +578,21 @@ static int push_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *v
     return dist_push_kd(kv, n, keys, values, priority, e);
 }
 
+/* A call's result, counted into this worker's counters when it succeeded
+ * (kvs__client_count): n values pushed (values, or NULL), and the bytes of
+ * values and outs (or NULL). */
+static int tally(kvs_t *kv, int rc, int n, const kvs_array_t *values, const kvs_array_t *outs)
+{
+    uint64_t bytes = 0;
+
+    if (rc != 0)
+        return rc;
+    for (int i = 0; i < n; i++)
+        bytes += (values ? array_bytes(&values[i]) : 0) + (outs ? array_bytes(&outs[i]) : 0);
+    kvs__client_count(kv->client, values ? (uint64_t)n : 0, bytes);
+    return 0;
+}
+
 static int dist_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                      int priority, struct kvs__err *e)
 {
@@ -590,8 +605,10 @@ static int dist_push(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
                             &sp, e)) != 0)
         return rc;
     if (sp.ncb == 0)
-        return dist_push_kd(kv, n, keys, values, priority, e);
-    return kvs__client_split_run(kv, &sp, NULL, push_kd, 0, priority, "kvs_push", e);
+        rc = dist_push_kd(kv, n, keys, values, priority, e);
+    else
+        rc = kvs__client_split_run(kv, &sp, NULL, push_kd, 0, priority, "kvs_push", e);
+    return tally(kv, rc, n, values, NULL);
 }
 
 /* The block of a value a completion points to, once its range is checked
@@ -841,7 +858,8 @@ static int dist_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
     if ((rc = kvs__client_usable(kv->client, e)) != 0
         || (rc = kvs__check_list(NULL, n, keys, outs, "out", e)) != 0)
         return rc;
-    return pull_groups(kv, n, keys, outs, NULL, 0, priority, "kvs_pull", e);
+    return tally(kv, pull_groups(kv, n, keys, outs, NULL, 0, priority, "kvs_pull", e), n, NULL,
+                 outs);
 }
 
 /* One request per key: the push's completion carries the value it made.
@@ -907,7 +925,8 @@ static int pushpull_groups(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_ar
 static int dist_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                          kvs_array_t *outs, int priority, struct kvs__err *e)
 {
-    return pushpull_groups(kv, n, keys, values, outs, 0, priority, e);
+    return tally(kv, pushpull_groups(kv, n, keys, values, outs, 0, priority, e), n, values,
+                 outs ? outs : values);
 }
 
 static int dist_view(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
@@ -920,11 +939,13 @@ static int dist_view(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
                          "workers' pushes rewrite a value at any time; use kvs_pull",
                          kv->type);
     if (values)
-        return pushpull_groups(kv, n, keys, values, views, 1, priority, e);
+        return tally(kv, pushpull_groups(kv, n, keys, values, views, 1, priority, e), n, values,
+                     views);
     if ((rc = kvs__client_usable(kv->client, e)) != 0
         || (rc = kvs__check_list(NULL, n, keys, views, "view", e)) != 0)
         return rc;
-    return pull_groups(kv, n, keys, views, NULL, 1, priority, "kvs_pull_view", e);
+    return tally(kv, pull_groups(kv, n, keys, views, NULL, 1, priority, "kvs_pull_view", e), n,
+                 NULL, views);
 }
 
 static int dist_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
@@ -943,7 +964,8 @@ static int dist_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_arr
                                      outs[i].ndim ? outs[i].shape[0] : 0, e)) != 0)
             return rc;
     }
-    return pull_groups(kv, n, keys, outs, row_ids, 0, priority, "kvs_row_sparse_pull", e);
+    return tally(kv, pull_groups(kv, n, keys, outs, row_ids, 0, priority,
+                                 "kvs_row_sparse_pull", e), n, NULL, outs);
 }
 
 /* ---- update rules and the rest ---------------------------------------- */

@@ -8,12 +8,14 @@
 #define KVS_CLIENT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "bufs.h"
 #include "compress.h"
 #include "error.h"
 #include "front.h"
+#include "layout.h"
 #include "proto.h"
 #include "residual.h"
 #include "ring.h"
@@ -208,6 +210,26 @@ void kvs__client_hold_free(struct kvs__client *c, struct kvs__hold *h);
  * of buffers) is lent to kvsd. c->lock held. */
 uint64_t kvs__client_transient(const struct kvs__client *c);
 int kvs__client_lending(const struct kvs__client *c, int zc);
+
+/* This worker's counters in its segment's head (layout.h), which kvsctl
+ * top shows: kvs__client_count adds a call's values pushed and bytes
+ * pushed and pulled; kvs__client_waited a wait for the store that began
+ * at since_ns (kvs__now_ns) and ends now. Any thread. */
+static inline void kvs__client_count(struct kvs__client *c, uint64_t pushes, uint64_t bytes)
+{
+    struct kvs__seg_stats *s = &((struct kvs__seg_head *)c->seg)->stats;
+
+    atomic_fetch_add_explicit(&s->pushes, pushes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->bytes, bytes, memory_order_relaxed);
+}
+
+static inline void kvs__client_waited(struct kvs__client *c, int64_t since_ns)
+{
+    struct kvs__seg_stats *s = &((struct kvs__seg_head *)c->seg)->stats;
+    int64_t ns = kvs__now_ns() - since_ns;
+
+    atomic_fetch_add_explicit(&s->wait_ns, ns > 0 ? (uint64_t)ns : 0, memory_order_relaxed);
+}
 
 /* 0, or the error of a broken handle; _locked: c->lock held. */
 int kvs__client_usable(struct kvs__client *c, struct kvs__err *e);

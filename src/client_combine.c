@@ -195,7 +195,7 @@ static int cb_wait(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, int until, 
     struct kvs__client *c = kv->client;
     struct kvs__cb_head *h = head(c);
     struct kvs__opts o;
-    int64_t deadline = 0;
+    int64_t deadline = 0, waiting = kvs__now_ns();
 
     for (;;) {
         uint32_t seen = kvs__bell_seq(&h->bell);
@@ -208,7 +208,7 @@ static int cb_wait(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, int until, 
         if (until == UNTIL_DONE ? atomic_load_explicit(&s->gen, memory_order_acquire) >= r
                                 : (atomic_load_explicit(&s->arrive[r & 1], memory_order_acquire)
                                    & ~(KVS__CB_CLAIMED | 0xffffffffull)) == kvs__cb_tag(r))
-            return 0;
+            break;
         cb_help(c, s);
         if (kvs__bell_seq(&h->bell) != seen)
             continue;
@@ -229,6 +229,8 @@ static int cb_wait(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, int until, 
             return KVS_ECLOSED;
         }
     }
+    kvs__client_waited(c, waiting);
+    return 0;
 }
 
 /* Writes into blk this worker's push of the slot's key: the sum of the
@@ -311,6 +313,10 @@ static int cb_push(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, const kvs_a
         kvs__cb_fail(c->cb, rc, e->msg);
         return rc;
     }
+    /* The round's latency starts at its first push (combine.h); the next
+     * arrivals find t_open set. */
+    atomic_compare_exchange_strong_explicit(&s->t_open[p], &(int64_t){ 0 }, kvs__now_ns(),
+                                            memory_order_relaxed, memory_order_relaxed);
     kvs__tr_span_key(KVS__TR_COPY_IN, t, key, s->bytes, (int64_t)*r);
     w = atomic_load(&s->arrive[p]);
     do {

@@ -612,7 +612,7 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
     struct kvs__opts o;
     struct kvs__waiter w = { .n = n, .nreq = n, .ans = ans };
     uint64_t *res = NULL, toff = 0;
-    int64_t deadline, t = 0;
+    int64_t deadline, waiting;
     int sent = 0, rc = 0, quiet = 0, woke = 0;
 
     kvs__opts_get(kv, &o);
@@ -706,7 +706,7 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
     pthread_mutex_unlock(&c->post);
     if (rc == 0)
         kvs__bell_ring(c->dbell);
-    t = kvs__tr_begin();
+    waiting = kvs__now_ns();
     while (rc == 0) {
         uint32_t seen = kvs__bell_seq(c->wbell);
 
@@ -731,11 +731,12 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
         }
         rc = sleep_bell(c, seen, deadline, &quiet, what, e);
     }
-    if (t) {
+    kvs__client_waited(c, waiting);
+    if (kvs__tr_is_on()) {
         struct kvs__tr_args ta = KVS__TR_ARGS;
 
         ta.nkeys = n;
-        kvs__tr_put(KVS__TR_WAIT_KVSD, t, 0, &ta, 0, NULL);
+        kvs__tr_put(KVS__TR_WAIT_KVSD, waiting, 0, &ta, 0, NULL);
     }
     for (struct kvs__waiter **p = &c->waiters; *p; p = &(*p)->next)
         if (*p == &w) {

@@ -242,9 +242,16 @@ static void make_chunk(unsigned char *a, const struct kvs__cb_slot *s,
     }
 }
 
-/* Round r (parity p), every chunk of it made: published. */
+/* Round r (parity p), every chunk of it made: published, and its latency
+ * counted. t_open is cleared before round r + 2 may take pushes: the
+ * first of those sets it again. */
 static void publish(struct kvs__cb_head *h, struct kvs__cb_slot *s, int p, uint64_t r)
 {
+    int64_t t0 = atomic_exchange_explicit(&s->t_open[p], 0, memory_order_relaxed);
+
+    if (t0 > 0)
+        atomic_fetch_add_explicit(&s->lat[kvs__lat_bucket(kvs__now_ns() - t0)], 1,
+                                  memory_order_relaxed);
     atomic_store_explicit(&s->work[p], 0, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->vseq[p], 1, memory_order_release);
     atomic_store_explicit(&s->gen, r, memory_order_release);

@@ -17,8 +17,9 @@
  * The area belongs to the job: any of its workers can write any of it, so
  * a faulty worker can damage the values of its own job (as it could by
  * pushing garbage), and nothing else. kvsd reads from the area only the
- * words that decide what to do (arrival words, round numbers), never an
- * offset or a size: it keeps its own copy of every slot's layout.
+ * words that decide what to do (arrival words, round numbers) and the
+ * latency counts it shows, clamped, never an offset or a size: it keeps
+ * its own copy of every slot's layout.
  *
  * A round's value and optimizer state are written into the buffers of its
  * parity, away from the last round's, and published by one store of the
@@ -39,12 +40,13 @@
 
 #include "kvs.h"
 #include "error.h"
+#include "latency.h"
 #include "proto.h"
 #include "ring.h"
 
 struct kvs__optim;
 
-#define KVS__CB_MAGIC       0x3342434b5356534bull   /* "KSVSKCB3" */
+#define KVS__CB_MAGIC       0x3442434b5356534bull   /* "KSVSKCB4" */
 #define KVS__CB_MAX_WORKERS 32                      /* ranks fit an arrival word's mask */
 #define KVS__CB_MAX_BYTES   ((uint64_t)1 << 40)      /* no slot is bigger (a sanity bound) */
 #define KVS__CB_CHUNK       ((uint64_t)8192)         /* elements a worker combines at a time */
@@ -113,6 +115,12 @@ struct kvs__cb_slot {
                                         * made with; 0: none */
     _Atomic uint32_t how[2];           /* how its chunks are made (combine.c) */
     _Atomic uint64_t pushed[KVS__CB_MAX_WORKERS];   /* pushes so far, per rank */
+    /* latencies, for kvsctl: a round's runs from the first push written into
+     * it (the first worker to set t_open, just before it sets its arrival
+     * bit) to its publish, and is counted by the one that publishes it */
+    _Atomic int64_t t_open[2];         /* the parity's open round's (kvs__now_ns);
+                                        * 0: none yet */
+    _Atomic uint64_t lat[KVS__LAT_BUCKETS];         /* latency.h: rounds per bucket */
 };
 
 /* An arrival word: the round's tag (its number over 2, low 31 bits), a

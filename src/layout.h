@@ -15,17 +15,29 @@
 #include "ring.h"
 
 #define KVS__SEG_MAGIC  0x4745534b5356534bull   /* "KSVSKSEG" */
-#define KVS__SEG_LAYOUT 1u
+#define KVS__SEG_LAYOUT 2u
 
 enum kvs__seg_kind { KVS__SEG_CONTROL = 1, KVS__SEG_WORKER = 2, KVS__SEG_ARENA = 3 };
+
+/* A worker's counters, in the head of its segment (zero in the others):
+ * the worker alone writes them, with relaxed atomic adds, and kvsd only
+ * reads them to show them (kvsctl top), trusting nothing of them. */
+struct kvs__seg_stats {
+    _Atomic uint64_t pushes;           /* values pushed: a key per push call, each time */
+    _Atomic uint64_t bytes;            /* the bytes of the values pushed and pulled */
+    _Atomic uint64_t wait_ns;          /* time spent waiting for kvsd's answers and for
+                                        * combined rounds */
+};
 
 struct kvs__seg_head {                 /* 64 bytes at offset 0 of every segment */
     uint64_t magic;
     uint32_t layout;
     uint32_t kind;
     uint64_t size;
-    uint64_t pad[5];
+    struct kvs__seg_stats stats;
+    uint64_t pad[2];
 };
+_Static_assert(sizeof(struct kvs__seg_head) == 64, "a segment's head is 64 bytes");
 
 /* Control: the head, then the daemon's doorbell, which workers ring after
  * posting requests. */

@@ -341,6 +341,7 @@ const char *kvs__ctl_command_name(int command)
     case KVS__CTL_KEYS: return "keys";
     case KVS__CTL_STATS: return "stats";
     case KVS__CTL_STOP: return "stop";
+    case KVS__CTL_SAMPLE: return "sample";
     default: return NULL;
     }
 }

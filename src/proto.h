@@ -94,7 +94,30 @@ enum kvs__ctl_command {
     KVS__CTL_KEYS = 2,      /* one line per key */
     KVS__CTL_STATS = 3,     /* kvsd's counters */
     KVS__CTL_STOP = 4,      /* kvsd answers, then exits as on SIGTERM */
+    KVS__CTL_SAMPLE = 5,    /* counters for programs (kvsctl top, stats --json), below */
 };
+
+/* The text of a sample: lines of words split by single spaces, in this
+ * order, each kind of line once unless said:
+ *   kvs-sample 1                   the format's version
+ *   clock NS                       kvsd's CLOCK_MONOTONIC when it wrote it
+ *   cpu USER_NS SYSTEM_NS          kvsd's CPU time so far (getrusage)
+ *   mode sync|async|unknown
+ *   workers EXPECTED LIVE LEFT DEAD   (EXPECTED 0: not known yet)
+ *   failed 0|1
+ *   counter NAME VALUE             per counter of kvsctl stats; NAME is [a-z_]+
+ *   worker RANK PID PUSHES BYTES WAIT_NS   per live worker (its segment's
+ *                                  counters, layout.h, as the worker wrote them)
+ *   key KEY PATH ROUNDS [B:N ...]  per key, the busiest first: KEY an int key
+ *                                  in decimal or a string key in double quotes,
+ *                                  escaped as kvs__ctl_text_escape quotes; PATH
+ *                                  kvsd or workers (who runs its rounds); then
+ *                                  its latency histogram's non-empty buckets
+ *                                  (latency.h), B ascending, N > 0
+ *   more workers N, more keys N    (maybe) those left out, as the text was full
+ *   end
+ * Numbers are unsigned decimals of at most 20 digits. A reader must check
+ * every line: they come from another process. */
 
 struct kvs__ctl_request {              /* kvsctl -> kvsd, first message */
     uint32_t version;                  /* KVS__PROTO_VERSION */
@@ -118,7 +141,7 @@ struct kvs__ctl_reply {                /* kvsd -> kvsctl */
 #define KVS__CTL_REPLY_HEAD    24      /* a reply is this head, then len bytes of text */
 #define KVS__CTL_REPLY_MAX     (KVS__CTL_REPLY_HEAD + KVS__CTL_TEXT_MAX)
 
-/* The command's name ("status", "keys", "stats", "stop"), or NULL. */
+/* The command's name ("status", "keys", "stats", "stop", "sample"), or NULL. */
 const char *kvs__ctl_command_name(int command);
 
 /* The bytes (1 to 4) of the character at s, of the n bytes there, when a

@@ -75,11 +75,16 @@ extern int kvs__tr_on;                 /* read by the inline checks below only *
  * bad KVS_TIMELINE_EVENTS (the buffer's size in events), or -ENOMEM. */
 int kvs__tr_setup(struct kvs__err *e);
 
-/* The start of a span: its time, or 0 when the timeline is off. */
+/* Whether the timeline is on; the start of a span: its time, or 0 when
+ * the timeline is off. */
+static inline int kvs__tr_is_on(void)
+{
+    return __builtin_expect(kvs__tr_on, 0);
+}
 int64_t kvs__tr_now(void);
 static inline int64_t kvs__tr_begin(void)
 {
-    return __builtin_expect(kvs__tr_on, 0) ? kvs__tr_now() : 0;
+    return kvs__tr_is_on() ? kvs__tr_now() : 0;
 }
 
 /* Records a span [t0, now) (t0 from kvs__tr_begin; 0 records nothing), or

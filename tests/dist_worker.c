@@ -1,7 +1,8 @@
 /*
  * dist_worker.c - one worker of a multi-process test job, started by
- * test_dist.sh, test_hosts.sh, test_kvsrun.sh and test_kvsctl.sh. argv[1]
- * names the scenario, argv[2] (optional) the store type; every scenario
+ * test_dist.sh, test_hosts.sh, test_kvsrun.sh, test_kvsctl.sh and
+ * test_top.sh. argv[1] names the scenario, argv[2] (optional) the store
+ * type; every scenario
  * checks the values it pulls against what the job's workers pushed, and
  * exits 0 when they are right, 1 with a message when not.
  */
@@ -826,6 +827,55 @@ static void hold(void)
     }
 }
 
+/* A job kept busy for kvsctl top (test_top.sh): string keys "small"
+ * (float32 (2,3): the workers combine its rounds, by default) and
+ * "big \"one\"\t2" (float32, 128 Ki values: 512 KiB, above the combine
+ * bound: kvsd runs its rounds), pushed in one call and pulled in another,
+ * round after round, each pull checked, until $KVS_TEST_DIR/release
+ * appears (60 s at most). Rank $KVS_TEST_SLOW_RANK sleeps
+ * $KVS_TEST_SLOW_MS ms (50 unless set) before each round, so the others
+ * wait for it. Rank 0 writes $KVS_TEST_DIR/busy after the first round. */
+static void busy(void)
+{
+    enum { BIG = 128 << 10 };
+    const char *dir = getenv("KVS_TEST_DIR"), *slow = getenv("KVS_TEST_SLOW_RANK"),
+               *ms = getenv("KVS_TEST_SLOW_MS");
+    float small[6], *big = malloc(BIG * sizeof *big);
+    kvs_key_t keys[2] = { KVS_STR_KEY("small"), KVS_STR_KEY("big \"one\"\t2") };
+    kvs_array_t vals[2] = { f32(small, 2, 3), f32(big, 1, BIG) };
+    useconds_t nap = (useconds_t)(ms ? atoi(ms) : 50) * 1000;
+    char path[512];
+    double t0 = now();
+
+    if (!dir || !big)
+        die(!dir ? "KVS_TEST_DIR is not set" : "out of memory");
+    fill(small, 6, 0);
+    fill(big, BIG, 0);
+    ok(kvs_init(kv, 2, keys, vals), "init");
+    snprintf(path, sizeof path, "%s/release", dir);
+    for (int round = 0; access(path, F_OK) != 0; round++) {
+        if (now() - t0 > 60)
+            die("%s did not appear within 60 s", path);
+        if (slow && atoi(slow) == rank)
+            usleep(nap);
+        fill(small, 6, (float)(rank + 1));
+        fill(big, BIG, (float)(rank + 1));
+        ok(kvs_push(kv, 2, keys, vals, 0), "push");
+        ok(kvs_pull(kv, 2, keys, vals, 0), "pull");
+        expect(small, 6, nw * (nw + 1) / 2.0f, "small");
+        expect(big, BIG, nw * (nw + 1) / 2.0f, "big");
+        if (round == 0 && rank == 0) {
+            char busy_path[512];
+            FILE *f;
+
+            snprintf(busy_path, sizeof busy_path, "%s/busy", dir);
+            if (!(f = fopen(busy_path, "w")) || fclose(f) != 0)
+                die("cannot write %s", busy_path);
+        }
+    }
+    free(big);
+}
+
 /* kvsd is stopped (kvsctl stop) while rank 0 waits in a sync round rank 1
  * never pushes to, and rank 1 in a barrier rank 0 never reaches: both
  * calls must fail with KVS_ECLOSED. Rank 1 writes $KVS_TEST_DIR/waiting a
@@ -1055,6 +1105,8 @@ int main(int argc, char **argv)
         host_dies();
     else if (strcmp(scenario, "hold") == 0)
         hold();
+    else if (strcmp(scenario, "busy") == 0)
+        busy();
     else if (strcmp(scenario, "stop_waits") == 0)
         stop_waits();
     else if (strcmp(scenario, "timeout_says") == 0)

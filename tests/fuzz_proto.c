@@ -586,7 +586,7 @@ static size_t make_seeds(struct seed *out)
     out[n].len = KVS__CQE_BYTES;
     n++;
 
-    for (int k = KVS__CTL_STATUS; k <= KVS__CTL_STOP; k++) {
+    for (int k = KVS__CTL_STATUS; k <= KVS__CTL_SAMPLE; k++) {
         memset(&q, 0, sizeof q);
         q.version = KVS__PROTO_VERSION;
         q.command = (uint8_t)k;

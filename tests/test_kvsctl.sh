@@ -1,5 +1,5 @@
 #!/bin/sh
-# Description: kvsctl reads a held 2-worker dist_sync job right (status, keys, stats with exact counts), stops a kvsd cleanly (workers then get KVS_ECLOSED, nothing is left), fails plainly for a job nobody serves or a bad command, and kvsctl plan models a job across hosts to the byte.
+# Description: kvsctl reads a held 2-worker dist_sync job right (status, keys, stats with exact counts, its per-key rounds and latencies, stats --json), stops a kvsd cleanly (workers then get KVS_ECLOSED, nothing is left), fails plainly for a job nobody serves or a bad command, and kvsctl plan models a job across hosts to the byte.
 # TAP output. Programs: $top_builddir/daemon/kvsd, daemon/kvsctl and
 # tests/dist_worker (scenario "hold": int keys 1, float32 (2,3), and 2,
 # int32 (4,); three sync rounds pushed to key 1, one pull; a barrier; then
@@ -14,9 +14,9 @@ worker=$bld/tests/dist_worker
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-echo "1..25"
+echo "1..31"
 if [ ! -x "$kvsd" ] || [ ! -x "$kvsctl" ] || [ ! -x "$worker" ]; then
-    skip_all 25 "$kvsd, $kvsctl or $worker not built"
+    skip_all 31 "$kvsd, $kvsctl or $worker not built"
 fi
 
 private_runtime
@@ -26,6 +26,8 @@ bg=""                                  # background pids to end on the way out
 # TERM, which timeout passes on to the kvsd or worker it runs.
 trap 'for p in $bg; do kill -TERM "$p" 2>/dev/null; done; rm -rf "$rt"' EXIT
 
+py=${PYTHON:-python3}
+command -v "$py" >/dev/null 2>&1 || py=""
 n=0
 tap() {  # tap STATUS NAME
     n=$((n + 1))
@@ -126,6 +128,47 @@ look() {
     waits=$(field "$rt/stats.out" waits)
     case $waits in ''|*[!0-9]*) st=1 ;; esac
     tap $st "stats: $rounds rounds, $pushes pushes, $pulls pulls, combined rounds $combined, 3 collectives, 0 failed, no device buffers (KVS_COMBINE=$1)"
+
+    # stats then lists each key, busiest first: key 1 with its 3 rounds and
+    # their latencies (bucket bounds, so never "-"), key 2 with none.
+    st=0
+    keyrows=$(awk '$1 == "KEY" && $2 == "ROUNDS" { on = 1; next } on { print $1, $2, ($3 == "-"), ($5 == "-") }' \
+        "$rt/stats.out" | tr '\n' ';')
+    [ "$keyrows" = "1 3 0 0;2 0 1 1;" ] || { echo "# key rows: $keyrows"; st=1; }
+    tap $st "stats: key 1 with 3 rounds and its p50 and max, then key 2 with none (KVS_COMBINE=$1)"
+
+    # stats --json: one JSON object with the same counts; key 1's rounds
+    # and its histogram's, each worker's 3 pushes and 96 bytes (3 pushes
+    # and a pull of 24 bytes).
+    ctl json -j "$job" stats --json
+    st=$ctl_rc
+    if [ "$1" = 0 ]; then by=false; else by=true; fi
+    if [ -z "$py" ]; then
+        echo "ok $((n + 1)) # SKIP no python3 to read the JSON"
+        n=$((n + 1))
+    else
+        "$py" - "$rt/json.out" "$job" $rounds $pushes $by <<'PYEOF' || st=1
+import json, sys
+path, job, rounds, pushes, combined = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "true"
+with open(path) as f:
+    o = json.load(f)
+def check(what, got, want):
+    if got != want:
+        print("# %s: %r, expected %r" % (what, got, want))
+        sys.exit(1)
+check("job", o["job"], job)
+check("mode", o["mode"], "sync")
+check("counters.rounds", o["counters"]["rounds"], rounds)
+check("counters.pushes", o["counters"]["pushes"], pushes)
+check("counters.combined_rounds", o["counters"]["combined_rounds"], 3 if combined else 0)
+check("keys", [(k["key"], k["rounds"], k["combined"]) for k in o["keys"]], [(1, 3, combined), (2, 0, False)])
+check("key 1's histogram", sum(o["keys"][0]["histogram"]), 3)
+check("key 1's histogram buckets", len(o["keys"][0]["histogram"]), 40)
+check("key 1's p50 <= max", o["keys"][0]["p50_ns"] <= o["keys"][0]["max_ns"] and o["keys"][0]["p50_ns"] > 0, True)
+check("ranks", sorted((r["rank"], r["pushes"], r["bytes"]) for r in o["ranks"]), [(0, 3, 96), (1, 3, 96)])
+PYEOF
+        tap $st "stats --json: parses; rounds $rounds, key 1 with 3 rounds in its histogram, each rank 3 pushes and 96 bytes (KVS_COMBINE=$1)"
+    fi
 
     # Released, the workers close and kvsd exits 0 on its own, leaving nothing.
     touch "$work/release"
@@ -247,6 +290,31 @@ ctl badopt -x status
 ctl badjob -j ../x status
 [ $ctl_rc -eq 2 ] || st=1
 tap $st "usage errors (unknown or no command, two commands, bad option or job): exit 2"
+
+st=0
+ctl statsopt -j "$job" stats --yaml
+[ $ctl_rc -eq 2 ] && grep -q "stats: unknown option '--yaml'" "$rt/statsopt.err" || st=1
+ctl jsonkeys -j "$job" keys --json
+[ $ctl_rc -eq 2 ] && grep -q "keys: unknown option '--json'" "$rt/jsonkeys.err" || st=1
+ctl topopt top --twice "$job"
+[ $ctl_rc -eq 2 ] && grep -q "top: unknown option '--twice'" "$rt/topopt.err" || st=1
+ctl topdelay top -d 0 "$job"
+[ $ctl_rc -eq 2 ] && grep -q "top: -d '0'" "$rt/topdelay.err" || st=1
+ctl toptwo -j a top b
+[ $ctl_rc -eq 2 ] && grep -q "the job is given twice" "$rt/toptwo.err" || st=1
+ctl topjobs top a b
+[ $ctl_rc -eq 2 ] || st=1
+tap $st "usage errors of stats and top (unknown option, a bad interval, two jobs): exit 2"
+
+st=0
+ctl jsonnobody -j "$job" stats --json
+[ $ctl_rc -eq 1 ] && grep -q "kvsctl: no kvsd serves job '$job'" "$rt/jsonnobody.err" || st=1
+[ ! -s "$rt/jsonnobody.out" ] || st=1
+ctl topnobody top --once "$job"
+[ $ctl_rc -eq 1 ] && grep -q "kvsctl: no kvsd serves job '$job'" "$rt/topnobody.err" || st=1
+ctl topnotty top "$job"
+[ $ctl_rc -eq 2 ] && grep -q "top needs a terminal" "$rt/topnotty.err" || st=1
+tap $st "stats --json and top --once of a job nobody serves: exit 1; top without a terminal: exit 2"
 
 st=0
 ctl help --help

@@ -1,0 +1,98 @@
+/*
+ * ctl.h - what kvsctl's files share: one question to a job's kvsd and
+ * its checked answer (kvsctl.c), kvsd's sample parsed and checked, and as
+ * JSON (sample.c), and the live view that samples it (top.c).
+ */
+#ifndef KVSCTL_CTL_H
+#define KVSCTL_CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kvs.h"
+#include "latency.h"
+#include "proto.h"
+
+#define SEC_NS      1000000000ll
+#define DEADLINE_NS (5 * SEC_NS)       /* for everything one question waits on */
+
+/* ---- kvsctl.c ----------------------------------------------------------- */
+
+enum { ASK_OK = 0, ASK_FAILED = 1, ASK_GONE = 2 };
+
+/* Asks the kvsd of job (checked by kvs__job_name_check) command, within
+ * DEADLINE_NS, and decodes its answer into *reply (proto.c checks every
+ * byte). ASK_OK for an answer of status 0; ASK_GONE when no kvsd serves
+ * the job, or it closed the connection without an answer; ASK_FAILED for
+ * any other failure, an error answer included. Then msg (size bytes) says
+ * why, as one line without "kvsctl: ". Not for threads: reply is the
+ * caller's, the rest is on the stack. */
+int ctl_ask(const char *job, int command, struct kvs__ctl_reply *reply, char *msg, size_t size);
+
+/* ---- sample.c: kvsd's sample (proto.h, KVS__CTL_SAMPLE) ---------------- */
+
+#define SAMPLE_KEY_TEXT (4 * KVS_MAX_KEY_LEN + 3)
+#define SAMPLE_COUNTERS 32
+#define SAMPLE_NAME_MAX 32
+
+struct sample_worker {
+    int rank;
+    long pid;
+    uint64_t pushes, bytes, wait_ns;
+};
+
+struct sample_key {
+    char text[SAMPLE_KEY_TEXT + 1];    /* as kvsd wrote it: 7, or "name" escaped; printable */
+    int is_str;
+    int64_t id;                        /* an int key's */
+    char name[KVS_MAX_KEY_LEN + 1];    /* a string key's, unescaped (no NUL inside) */
+    size_t name_len;
+    int combined;                      /* the workers run its rounds */
+    uint64_t rounds;
+    uint64_t lat[KVS__LAT_BUCKETS];
+};
+
+struct sample {
+    int64_t clock;                     /* kvsd's CLOCK_MONOTONIC, ns */
+    uint64_t cpu_user, cpu_sys;        /* kvsd's CPU time, ns */
+    char mode[8];                      /* sync, async, unknown */
+    int expected, live, left, dead;
+    int failed;
+    int ncounters;
+    struct { char name[SAMPLE_NAME_MAX]; uint64_t v; } counters[SAMPLE_COUNTERS];
+    int nworkers;
+    struct sample_worker *workers;     /* rank order as kvsd listed them */
+    size_t nkeys;
+    struct sample_key *keys;           /* the busiest first */
+    uint64_t more_workers, more_keys;  /* left out by kvsd: its text was full */
+};
+
+/* Parses and checks the text (len bytes, as the reply decoder let it
+ * through) of a sample into *s: every line, word and number of the format
+ * in proto.h. 0; or -1 with why in msg (size bytes), *s then empty.
+ * sample_free frees what a parse made (an empty sample: nothing). */
+int sample_parse(const char *text, size_t len, struct sample *s, char *msg, size_t size);
+void sample_free(struct sample *s);
+
+/* The counter called name, or 0 when the sample has none. */
+uint64_t sample_counter(const struct sample *s, const char *name);
+
+/* Writes s of job as one JSON object on f (key names escaped, int keys as
+ * numbers, string keys as strings). 0, or -1 when f failed. */
+int sample_json(FILE *f, const char *job, const struct sample *s);
+
+/* ---- top.c: kvsctl top ------------------------------------------------- */
+
+struct top_opts {
+    int once;                          /* one frame, plain text, then exit */
+    int64_t interval_ns;               /* between samples */
+};
+
+/* Runs `kvsctl top` on job: a frame every interval on the terminal until
+ * q, SIGINT, SIGTERM or the job's end; with once, one frame on stdout.
+ * Returns the exit status: 0; 1 when kvsd could not be asked or answered
+ * badly; 2 when stdout is not a terminal (without once). */
+int top_main(const char *job, const struct top_opts *o);
+
+#endif
