@@ -4,7 +4,8 @@
  * (stats, or its sample as JSON with --json), a live view of the workers
  * and keys (top, top.c); or tells kvsd to stop (stop). Each question is
  * one control request on the job's socket, and its answer. plan (plan.c)
- * asks no kvsd: it models a job across hosts.
+ * asks no kvsd: it models a job across hosts; nor does timeline
+ * (timeline.c), which reads the trace files of a job.
  *
  * kvsctl never touches the job's shared memory, files or processes: all it
  * knows is kvsd's answer, which it decodes and checks (proto.c, and
@@ -34,6 +35,7 @@
 #include "ring.h"
 #include "shm.h"
 #include "sys.h"
+#include "timeline.h"
 
 #define RETRY_MS    10                 /* between connects to a full backlog, looks at a stop */
 #define TOP_INTERVAL_NS SEC_NS         /* kvsctl top's refresh, unless -d says */
@@ -46,6 +48,8 @@ static void usage(FILE *f)
             "       kvsctl [-j JOB] stats [--json]\n"
             "       kvsctl [-j JOB] top [--once] [-d SECONDS] [JOB]\n"
             "       kvsctl plan --hosts LIST --shapes FILE [--link RATE] [OPTIONS]\n"
+            "       kvsctl timeline plot FILE [-o OUT.png] [--data OUT.tsv] [--no-plot]\n"
+            "       kvsctl timeline merge OUT FILE...\n"
             "Asks the kvsd of a dist_sync/dist_async job on this host.\n"
             "Commands:\n"
             "  status    the job: mode, workers, number of keys, optimizer, failure\n"
@@ -63,6 +67,10 @@ static void usage(FILE *f)
             "  stop      kvsd ends the job, as on SIGTERM; kvsctl waits until it is gone\n"
             "  plan      models a job across H hosts: bytes per host per round, imbalance,\n"
             "            round time on given links (no kvsd asked; 'kvsctl plan --help')\n"
+            "  timeline  reads a job's KVS_TIMELINE file (no kvsd asked; 'kvsctl timeline\n"
+            "            --help'): plot, each rank's wait for the others per round, as a\n"
+            "            table and a PNG, naming the likely straggler; merge, the parts\n"
+            "            written by the kvsd of each host, joined into one file\n"
             "Options:\n"
             "  -j, --job JOB    the job (default: $KVS_JOB, else \"default\"); top also takes\n"
             "                   it after the command\n"
@@ -95,7 +103,7 @@ static void nap(int64_t deadline_ns)
 struct cmd {
     char job[KVS__JOB_MAX + 1];
     int command;                       /* enum kvs__ctl_command */
-    int plan;                          /* the index of a plan command, or 0 */
+    int plan;                          /* the index of a plan or timeline command, or 0 */
     int json;                          /* stats --json: the sample, as JSON */
     int top;                           /* top: samples (command KVS__CTL_SAMPLE) */
     struct top_opts top_o;
@@ -193,7 +201,7 @@ static int parse_options(int argc, char **argv, struct cmd *c)
         { "version", no_argument, NULL, OPT_VERSION },
         { NULL, 0, NULL, 0 },
     };
-    static const char *const commands = "status, keys, stats, top, stop or plan";
+    static const char *const commands = "status, keys, stats, top, stop, plan or timeline";
     struct kvs__err e = { 0, "" };
     const char *name = NULL, *from = "-j", *cjob = NULL;
     int opt, rc;
@@ -220,7 +228,7 @@ static int parse_options(int argc, char **argv, struct cmd *c)
     }
     if (optind >= argc)
         return usage_error("no command (%s)", commands);
-    if (strcmp(argv[optind], "plan") == 0) {
+    if (strcmp(argv[optind], "plan") == 0 || strcmp(argv[optind], "timeline") == 0) {
         c->plan = optind;
         return -1;
     }
@@ -460,8 +468,10 @@ int main(int argc, char **argv)
 
     if ((rc = parse_options(argc, argv, &c)) >= 0)
         return rc;
-    if (c.plan)
+    if (c.plan && strcmp(argv[c.plan], "plan") == 0)
         return plan_main(argc - c.plan, argv + c.plan);
+    if (c.plan)
+        return timeline_main(argc - c.plan, argv + c.plan);
     if (c.top)
         return top_main(c.job, &c.top_o);
     if (ask(c.job, c.command, &reply, &at, msg, sizeof msg) != ASK_OK) {
