@@ -223,12 +223,13 @@ static inline void kvs__client_count(struct kvs__client *c, uint64_t pushes, uin
     atomic_fetch_add_explicit(&s->bytes, bytes, memory_order_relaxed);
 }
 
-static inline void kvs__client_waited(struct kvs__client *c, int64_t since_ns)
+static inline int64_t kvs__client_waited(struct kvs__client *c, int64_t since_ns)
 {
     struct kvs__seg_stats *s = &((struct kvs__seg_head *)c->seg)->stats;
-    int64_t ns = kvs__now_ns() - since_ns;
+    int64_t now = kvs__now_ns(), ns = now - since_ns;
 
     atomic_fetch_add_explicit(&s->wait_ns, ns > 0 ? (uint64_t)ns : 0, memory_order_relaxed);
+    return now;
 }
 
 /* 0, or the error of a broken handle; _locked: c->lock held. */

@@ -188,14 +188,14 @@ enum { UNTIL_FREE, UNTIL_DONE };
 
 /* Waits until round r of the slot may take pushes (UNTIL_FREE: round
  * r - 2 is done) or is published (UNTIL_DONE), the job's failure, kvsd's
- * end or the deadline. */
+ * end or the deadline. span (or NULL): when the wait began and ended. */
 static int cb_wait(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, int until, uint64_t r,
-                   const char *what, struct kvs__err *e)
+                   const char *what, int64_t *span, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
     struct kvs__cb_head *h = head(c);
     struct kvs__opts o;
-    int64_t deadline = 0, waiting = kvs__now_ns();
+    int64_t deadline = 0, waiting = kvs__now_ns(), now_end;
 
     for (;;) {
         uint32_t seen = kvs__bell_seq(&h->bell);
@@ -229,7 +229,11 @@ static int cb_wait(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, int until, 
             return KVS_ECLOSED;
         }
     }
-    kvs__client_waited(c, waiting);
+    now_end = kvs__client_waited(c, waiting);
+    if (span) {
+        span[0] = waiting;
+        span[1] = now_end;
+    }
     return 0;
 }
 
@@ -297,27 +301,26 @@ static int cb_push(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, const kvs_a
     uint64_t w, rr, gen;
     const struct kvs__optim *o;
     struct kvs__opts opts;
-    int64_t t;
+    int64_t t, span[2];
     int p, rc;
 
     *r = atomic_fetch_add(&s->pushed[kv->rank], 1) + 1;
     p = (int)(*r & 1);
-    t = kvs__tr_begin();
-    if ((rc = cb_wait(kv, s, key, UNTIL_FREE, *r, what, e)) != 0)
+    if ((rc = cb_wait(kv, s, key, UNTIL_FREE, *r, what, span, e)) != 0)
         return rc;
-    kvs__tr_span_key(KVS__TR_QUEUED, t, key, s->bytes, (int64_t)*r);
+    kvs__tr_span_key_on(KVS__TR_QUEUED, span[0], span[1], key, s->bytes, (int64_t)*r);
     blk = (unsigned char *)c->cb + s->in_off + ((uint64_t)p * h->nworkers + (uint64_t)kv->rank)
           * s->stride;
-    t = kvs__tr_begin();
     if ((rc = fill_input(kv, s, key, blk, values, idx, m, threshold, e)) != 0) {
         kvs__cb_fail(c->cb, rc, e->msg);
         return rc;
     }
     /* The round's latency starts at its first push (combine.h); the next
      * arrivals find t_open set. */
-    atomic_compare_exchange_strong_explicit(&s->t_open[p], &(int64_t){ 0 }, kvs__now_ns(),
+    t = kvs__now_ns();
+    atomic_compare_exchange_strong_explicit(&s->t_open[p], &(int64_t){ 0 }, t,
                                             memory_order_relaxed, memory_order_relaxed);
-    kvs__tr_span_key(KVS__TR_COPY_IN, t, key, s->bytes, (int64_t)*r);
+    kvs__tr_span_key_on(KVS__TR_COPY_IN, span[1], t, key, s->bytes, (int64_t)*r);
     w = atomic_load(&s->arrive[p]);
     do {
         if ((w & ~(KVS__CB_CLAIMED | 0xffffffffull)) != kvs__cb_tag(*r) || (w & bit)) {
@@ -352,13 +355,12 @@ static int cb_read(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, uint64_t r,
     size_t rb = out->ndim && out->shape[0] ? s->bytes / (size_t)out->shape[0] : 0;
     /* No ids (their data may be NULL then): no row. */
     const int64_t *ids = !rows ? NULL : rows->data ? rows->data : (const int64_t *)"";
-    int64_t t = kvs__tr_begin();
+    int64_t span[2];
     int rc;
 
-    if ((rc = cb_wait(kv, s, key, UNTIL_DONE, r, what, e)) != 0)
+    if ((rc = cb_wait(kv, s, key, UNTIL_DONE, r, what, span, e)) != 0)
         return rc;
-    kvs__tr_span_key(KVS__TR_WAIT_OTHERS, t, key, s->bytes, (int64_t)r);
-    t = kvs__tr_begin();
+    kvs__tr_span_key_on(KVS__TR_WAIT_OTHERS, span[0], span[1], key, s->bytes, (int64_t)r);
     for (;;) {
         uint64_t g = atomic_load_explicit(&s->gen, memory_order_acquire);
         int p = (int)(g & 1);
@@ -371,7 +373,7 @@ static int cb_read(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, uint64_t r,
         if (f < 0)
             return job_failed(c, f, e);
         if (s1 & 1) {
-            if ((rc = cb_wait(kv, s, key, UNTIL_DONE, g + 1, what, e)) != 0)
+            if ((rc = cb_wait(kv, s, key, UNTIL_DONE, g + 1, what, NULL, e)) != 0)
                 return rc;
             continue;
         }
@@ -385,7 +387,7 @@ static int cb_read(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, uint64_t r,
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&s->vseq[p], memory_order_relaxed) == s1) {
             if (!view)
-                kvs__tr_span_key(KVS__TR_COPY_OUT, t, key, s->bytes, (int64_t)r);
+                kvs__tr_span_key_on(KVS__TR_COPY_OUT, span[1], 0, key, s->bytes, (int64_t)r);
             return 0;
         }
     }

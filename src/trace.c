@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -120,6 +121,7 @@ static int buffer_make(struct kvs__err *e)
     const char *s = getenv("KVS_TIMELINE_EVENTS");
     char *end;
     long long n = EVENTS_DEFAULT;
+    void *p;
 
     if (evs)
         return 0;
@@ -130,8 +132,13 @@ static int buffer_make(struct kvs__err *e)
             return kvs__fail(e, KVS_EBADARG, "KVS_TIMELINE_EVENTS='%.32s': not a number of "
                              "events in [%d, %d]", s, EVENTS_MIN, EVENTS_MAX);
     }
-    if (!(evs = calloc((size_t)n, sizeof *evs)))
+    /* Touched now, not page by page as events come: a fault on the path
+     * of a call would cost more than the event. */
+    p = mmap(NULL, (size_t)n * sizeof *evs, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (p == MAP_FAILED)
         return kvs__fail(e, -ENOMEM, "out of memory for a timeline of %lld events", n);
+    evs = p;
     cap = (size_t)n;
     return 0;
 }
@@ -390,7 +397,8 @@ void kvs__tr_put(int what, int64_t t0, int64_t t1, const struct kvs__tr_args *a,
     atomic_store_explicit(&v->ready, 1, memory_order_release);
 }
 
-void kvs__tr_key_span(int what, int64_t t0, kvs_key_t key, uint64_t bytes, int64_t round)
+void kvs__tr_key_span(int what, int64_t t0, int64_t t1, kvs_key_t key, uint64_t bytes,
+                      int64_t round)
 {
     struct kvs__tr_args a = KVS__TR_ARGS;
 
@@ -398,7 +406,7 @@ void kvs__tr_key_span(int what, int64_t t0, kvs_key_t key, uint64_t bytes, int64
     a.has_key = 1;
     a.bytes = bytes;
     a.round = round;
-    kvs__tr_put(what, t0, 0, &a, 0, NULL);
+    kvs__tr_put(what, t0, t1, &a, 0, NULL);
 }
 
 void kvs__tr_instant(int what, const struct kvs__tr_args *a, int status, const char *msg)

@@ -97,13 +97,21 @@ static inline void kvs__tr_span(int what, int64_t t0, const struct kvs__tr_args 
     if (__builtin_expect(t0 != 0, 0))
         kvs__tr_put(what, t0, 0, a, 0, NULL);
 }
-/* A span of one key: the common case. */
-void kvs__tr_key_span(int what, int64_t t0, kvs_key_t key, uint64_t bytes, int64_t round);
+/* A span [t0, t1) of one key (t1 0: now), the common case; _on: when the
+ * timeline is on, from times the caller read anyway. */
+void kvs__tr_key_span(int what, int64_t t0, int64_t t1, kvs_key_t key, uint64_t bytes,
+                      int64_t round);
 static inline void kvs__tr_span_key(int what, int64_t t0, kvs_key_t key, uint64_t bytes,
                                     int64_t round)
 {
     if (__builtin_expect(t0 != 0, 0))
-        kvs__tr_key_span(what, t0, key, bytes, round);
+        kvs__tr_key_span(what, t0, 0, key, bytes, round);
+}
+static inline void kvs__tr_span_key_on(int what, int64_t t0, int64_t t1, kvs_key_t key,
+                                       uint64_t bytes, int64_t round)
+{
+    if (kvs__tr_is_on())
+        kvs__tr_key_span(what, t0, t1, key, bytes, round);
 }
 void kvs__tr_instant(int what, const struct kvs__tr_args *a, int status, const char *msg);
 
