@@ -102,22 +102,29 @@ static void wait_line(void *ctx, const char *line)
     text_add(t, "waiting: %s\n", esc);
 }
 
-static void ctl_status(struct daemon *d, struct text *t)
+/* The job's workers as the socket thread knows them (it sets nworkers
+ * and sync from the first hello), and those live and dead now. */
+static void worker_counts(struct daemon *d, int *nworkers, int *sync, int *live, int *dead)
 {
-    const char *spec = kvs__engine_optimizer(d->eng);
-    int nworkers, sync, live = 0, dead = 0;
-
-    /* The socket thread sets both from the first hello. */
     pthread_mutex_lock(&d->lock);
-    nworkers = d->nworkers;
-    sync = d->sync;
+    *nworkers = d->nworkers;
+    *sync = d->sync;
     pthread_mutex_unlock(&d->lock);
+    *live = *dead = 0;
     for (int i = 0; i < MAX_WORKERS; i++) {
         int st = atomic_load(&d->workers[i].state);
 
-        live += st == W_LIVE;
-        dead += st == W_DEAD;
+        *live += st == W_LIVE;
+        *dead += st == W_DEAD;
     }
+}
+
+static void ctl_status(struct daemon *d, struct text *t)
+{
+    const char *spec = kvs__engine_optimizer(d->eng);
+    int nworkers, sync, live, dead;
+
+    worker_counts(d, &nworkers, &sync, &live, &dead);
     text_add(t, "job: %s\n", d->o.job);
     text_add(t, "kvsd pid: %ld\n", (long)getpid());
     text_add(t, "mode: %s\n", sync < 0 ? "unknown yet" : sync ? "sync" : "async");
@@ -467,18 +474,9 @@ static int ctl_sample(struct daemon *d, struct text *t, struct kvs__err *e)
         { "keys", kvs__engine_nkeys(d->eng) },
     };
     struct rusage ru;
-    int nworkers, sync, live = 0, dead = 0, rc;
+    int nworkers, sync, live, dead, rc;
 
-    pthread_mutex_lock(&d->lock);
-    nworkers = d->nworkers;
-    sync = d->sync;
-    pthread_mutex_unlock(&d->lock);
-    for (int i = 0; i < MAX_WORKERS; i++) {
-        int st = atomic_load(&d->workers[i].state);
-
-        live += st == W_LIVE;
-        dead += st == W_DEAD;
-    }
+    worker_counts(d, &nworkers, &sync, &live, &dead);
     if (getrusage(RUSAGE_SELF, &ru) != 0)
         memset(&ru, 0, sizeof ru);
     text_add(t, "kvs-sample 1\n");
