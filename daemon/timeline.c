@@ -1,6 +1,7 @@
 /*
- * timeline.c - kvsctl timeline plot and merge: the tools over the trace
- * files a job writes with KVS_TIMELINE=FILE (tlread.c reads them).
+ * timeline.c - kvsctl timeline plot, and what plot and merge (tl_merge.c)
+ * share (tltool.h): tools over the trace files a job writes with
+ * KVS_TIMELINE=FILE, which tlread.c reads.
  *
  * plot takes each rank's "waiting for others" events (cat "kvsd" or
  * "combine": the time the rank waited for the other workers of its host
@@ -11,16 +12,13 @@
  * union: several keys wait at once, and a sum would count that time
  * twice. The rank that waited least is the one the others waited for:
  * without the waits across hosts, a host's ranks that wait only for
- * another host would look like stragglers. The table goes to a TSV file and the plot to a PNG that
- * gnuplot draws from a script on its standard input; the PNG comes back
+ * another host would look like stragglers. The table goes to a TSV file
+ * and the plot to a PNG that gnuplot draws from a script on its standard
+ * input; the PNG comes back
  * on its standard output, so no file name of the user's is ever part of
  * a script, and no shell is run.
  *
- * merge joins the parts of one job's timeline, one per host, into one
- * file of the same format, on host 0's clock: each host's file says, in
- * otherData.clock_offsets, host 0's clock less its own, which is added to
- * its events' ts. Host 0's event lines, and every line without a ts, are
- * copied as they came once they have parsed.
+ * merge (tl_merge.c) joins the parts of one job's timeline, one per host.
  *
  * Every file written appears whole or not at all: it is written under a
  * temporary name beside it and renamed. Nothing here asks a kvsd.
@@ -46,23 +44,21 @@
 
 #include "timeline.h"
 #include "tlread.h"
+#include "tltool.h"
 
 #define WAIT_NAME    "waiting for others"
 #define HOSTS_NAME   "across hosts"
-#define PID_LIMIT    INT32_MAX
-#define ROUND_LIMIT  ((int64_t)1 << 53)   /* exact in a double */
 #define RANK_DIGITS  7                     /* "rank 9999999" */
 #define CELLS_MAX    ((size_t)1 << 27)     /* rounds x ranks: 1 GiB of doubles */
 #define GNUPLOT_S    60                    /* for gnuplot to draw the plot */
 #define PNG_WIDTH    1200
 #define PNG_HEIGHT   600
 #define TITLE_MAX    80                    /* bytes of the file name in the title */
-#define OFFSET_LIMIT_US 1e15               /* a clock offset, or a time, beyond 30 years */
 #define PNG_SIGNATURE "\x89PNG\r\n\x1a\n"
 
 extern char **environ;
 
-static void timeline_usage(FILE *f)
+void tl_usage(FILE *f)
 {
     fprintf(f,
             "usage: kvsctl timeline plot FILE [-o OUT.png] [--data OUT.tsv] [--no-plot]\n"
@@ -89,7 +85,7 @@ static void timeline_usage(FILE *f)
 }
 
 __attribute__((format(printf, 1, 2)))
-static int usage_error(const char *fmt, ...)
+int tl_usage_error(const char *fmt, ...)
 {
     va_list ap;
 
@@ -102,7 +98,7 @@ static int usage_error(const char *fmt, ...)
 }
 
 /* Makes *p hold at least need items of size bytes. 0, or -1. */
-static int grow(void *p, size_t *cap, size_t need, size_t size)
+int tl_grow(void *p, size_t *cap, size_t need, size_t size)
 {
     size_t c = *cap ? *cap : 64, bytes;
     void *q;
@@ -123,16 +119,9 @@ static int grow(void *p, size_t *cap, size_t need, size_t size)
 
 /* ---- files written whole ---------------------------------------------------- */
 
-struct out_file {
-    const char *path;
-    char tmp[PATH_MAX];
-    int fd;
-    FILE *f;
-};
-
 /* A temporary file beside path, to be renamed to it. 0, or 1 with the
  * message written. */
-static int out_open(struct out_file *o, const char *path)
+int tl_out_open(struct tl_out *o, const char *path)
 {
     int n = snprintf(o->tmp, sizeof o->tmp, "%s.XXXXXX", path);
 
@@ -151,7 +140,7 @@ static int out_open(struct out_file *o, const char *path)
 }
 
 /* Gives up the temporary file. */
-static void out_drop(struct out_file *o)
+void tl_out_drop(struct tl_out *o)
 {
     if (o->f)
         fclose(o->f);
@@ -166,7 +155,7 @@ static void out_drop(struct out_file *o)
 /* Closes the temporary file and renames it to its name, with the mode a
  * new file gets (mkstemp's is 0600). 0, or 1 with the message written
  * and the file given up. */
-static int out_commit(struct out_file *o)
+int tl_out_commit(struct tl_out *o)
 {
     mode_t mask = umask(0);
     int rc = 0;
@@ -255,7 +244,7 @@ static int take_event(struct waits *ws, const struct tl_val *ev)
             ws->skipped++;
             return 0;
         }
-        if (grow(&ws->names, &ws->names_cap, ws->nnames + 1, sizeof *ws->names) != 0)
+        if (tl_grow(&ws->names, &ws->names_cap, ws->nnames + 1, sizeof *ws->names) != 0)
             return -1;
         ws->names[ws->nnames] = (struct name){ pid, rank, ws->nnames };
         ws->nnames++;
@@ -272,7 +261,7 @@ static int take_event(struct waits *ws, const struct tl_val *ev)
         ws->skipped++;
         return 0;
     }
-    if (grow(&ws->w, &ws->cap, ws->n + 1, sizeof *ws->w) != 0)
+    if (tl_grow(&ws->w, &ws->cap, ws->n + 1, sizeof *ws->w) != 0)
         return -1;
     ws->w[ws->n++] = (struct wait){ pid, round, ts, ts + dur };
     return 0;
@@ -564,17 +553,17 @@ static void write_table(FILE *f, const struct table *tab, char sep)
 
 static int write_tsv(const char *path, const struct table *tab)
 {
-    struct out_file o;
+    struct tl_out o;
 
-    if (out_open(&o, path) != 0)
+    if (tl_out_open(&o, path) != 0)
         return 1;
     if (!(o.f = fdopen(o.fd, "w"))) {
         fprintf(stderr, "kvsctl timeline: cannot write %s: %s\n", path, strerror(errno));
-        out_drop(&o);
+        tl_out_drop(&o);
         return 1;
     }
     write_table(o.f, tab, '\t');
-    return out_commit(&o);
+    return tl_out_commit(&o);
 }
 
 /* ---- plot: gnuplot ----------------------------------------------------------- */
@@ -761,7 +750,7 @@ static int plot(const char *path, const struct table *tab, const char *out)
     posix_spawn_file_actions_t fa;
     int in[2] = { -1, -1 }, from[2] = { -1, -1 }, err, talk, status;
     int64_t deadline = now_ms() + GNUPLOT_S * 1000;
-    struct out_file o;
+    struct tl_out o;
     size_t len;
     pid_t pid;
 
@@ -769,7 +758,7 @@ static int plot(const char *path, const struct table *tab, const char *out)
         fprintf(stderr, "kvsctl timeline: out of memory\n");
         return 1;
     }
-    if (out_open(&o, out) != 0) {
+    if (tl_out_open(&o, out) != 0) {
         free(script);
         return 1;
     }
@@ -821,7 +810,7 @@ static int plot(const char *path, const struct table *tab, const char *out)
         goto fail;
     }
     free(script);
-    return out_commit(&o);
+    return tl_out_commit(&o);
 fail:
     for (int i = 0; i < 2; i++) {
         if (in[i] >= 0)
@@ -829,7 +818,7 @@ fail:
         if (from[i] >= 0)
             close(from[i]);
     }
-    out_drop(&o);
+    tl_out_drop(&o);
     free(script);
     return 1;
 }
@@ -879,22 +868,22 @@ static int plot_main(int argc, char **argv)
             no_plot = 1;
             break;
         case 'h':
-            timeline_usage(stdout);
+            tl_usage(stdout);
             return 0;
         case ':':
-            return usage_error("option '%s' needs a value", argv[optind - 1]);
+            return tl_usage_error("option '%s' needs a value", argv[optind - 1]);
         default:
-            return usage_error("unknown option '%s'", argv[optind - 1]);
+            return tl_usage_error("unknown option '%s'", argv[optind - 1]);
         }
     }
     if (optind >= argc)
-        return usage_error("plot: no FILE (a timeline, from KVS_TIMELINE=FILE)");
+        return tl_usage_error("plot: no FILE (a timeline, from KVS_TIMELINE=FILE)");
     if (optind + 1 < argc)
-        return usage_error("plot: one FILE at a time; '%s' is one too many "
+        return tl_usage_error("plot: one FILE at a time; '%s' is one too many "
                            "('kvsctl timeline merge' joins the parts of hosts)",
                            argv[optind + 1]);
     if (png && no_plot)
-        return usage_error("plot: -o and --no-plot: one or the other");
+        return tl_usage_error("plot: -o and --no-plot: one or the other");
     path = argv[optind];
     if (!no_plot && !png && !(png = png_own = default_png(path))) {
         fprintf(stderr, "kvsctl timeline: out of memory\n");
@@ -941,381 +930,12 @@ out:
     return rc;
 }
 
-/* ---- merge ------------------------------------------------------------------- */
-
-/* The metadata lines written so far: a part of each host may name the
- * same process; the second naming is left out. */
-struct seen {
-    struct seen_line { uint64_t hash; char *text; size_t len; } *slot;
-    size_t n, cap;                     /* cap: 0 or a power of 2 */
-};
-
-static uint64_t fnv1a(const char *s, size_t n)
-{
-    uint64_t h = 14695981039346656037ull;
-
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
-/* 1 when the line is new (and is kept), 0 when seen before, -1 when out
- * of memory. */
-static int seen_add(struct seen *s, const char *text, size_t len)
-{
-    uint64_t h = fnv1a(text, len);
-    struct seen_line *e;
-
-    if (2 * (s->n + 1) > s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 256;
-        struct seen_line *slot = calloc(cap, sizeof *slot);
-
-        if (!slot)
-            return -1;
-        for (size_t i = 0; i < s->cap; i++) {
-            size_t k;
-
-            if (!s->slot[i].text)
-                continue;
-            for (k = s->slot[i].hash & (cap - 1); slot[k].text; k = (k + 1) & (cap - 1))
-                ;
-            slot[k] = s->slot[i];
-        }
-        free(s->slot);
-        s->slot = slot;
-        s->cap = cap;
-    }
-    for (size_t k = h & (s->cap - 1);; k = (k + 1) & (s->cap - 1)) {
-        e = &s->slot[k];
-        if (!e->text)
-            break;
-        if (e->hash == h && e->len == len && memcmp(e->text, text, len) == 0)
-            return 0;
-    }
-    if (!(e->text = malloc(len ? len : 1)))
-        return -1;
-    memcpy(e->text, text, len);
-    e->hash = h;
-    e->len = len;
-    s->n++;
-    return 1;
-}
-
-static void seen_free(struct seen *s)
-{
-    for (size_t i = 0; i < s->cap; i++)
-        free(s->slot[i].text);
-    free(s->slot);
-}
-
-struct merge {
-    FILE *out;
-    size_t events, parts;
-    int64_t dropped, hosts, most_host;
-    char *offsets, *extra;             /* JSON texts */
-    char *clock, *job;                 /* the first part's */
-    size_t offsets_len, extra_len;
-    FILE *offsets_f, *extra_f;
-    size_t noffsets, nextra;
-    struct { int64_t host; const char *path; } *host;   /* the parts of one host */
-    size_t nhost, host_cap;
-    struct seen seen;
-};
-
-/* One part's otherData into m. 0, or 1 with the message written. */
-static int merge_other(struct merge *m, const char *path, const struct tl_val *other)
-{
-    static const char *const known[] = { "format", "clock", "host", "hosts", "dropped_events",
-                                         "clock_offsets" };
-    const struct tl_val *clock = tl_get(other, "clock"), *job = tl_get(other, "job");
-    const struct tl_val *v, *offsets;
-    int64_t host = -1, hosts = 0, dropped = 0;
-
-    if ((v = tl_get(other, "host")) && tl_int(v, -1, PID_LIMIT, &host) != 0) {
-        fprintf(stderr, "kvsctl timeline: %s: otherData.host is not a host number\n", path);
-        return 1;
-    }
-    if ((v = tl_get(other, "hosts")) && tl_int(v, 1, PID_LIMIT, &hosts) != 0) {
-        fprintf(stderr, "kvsctl timeline: %s: otherData.hosts is not a number of hosts\n",
-                path);
-        return 1;
-    }
-    if ((v = tl_get(other, "dropped_events"))
-        && tl_int(v, 0, ROUND_LIMIT, &dropped) != 0) {
-        fprintf(stderr, "kvsctl timeline: %s: otherData.dropped_events is not a count\n",
-                path);
-        return 1;
-    }
-    if ((offsets = tl_get(other, "clock_offsets")) && offsets->type != TL_ARR) {
-        fprintf(stderr, "kvsctl timeline: %s: otherData.clock_offsets is not a list\n", path);
-        return 1;
-    }
-    if (clock && clock->type != TL_STR) {
-        fprintf(stderr, "kvsctl timeline: %s: otherData.clock is not a string\n", path);
-        return 1;
-    }
-    if (m->parts == 0 && clock && !(m->clock = strndup(clock->s, clock->len)))
-        goto oom;
-    if (m->parts > 0 && clock && m->clock
-        && (strlen(m->clock) != clock->len || memcmp(m->clock, clock->s, clock->len) != 0)) {
-        fprintf(stderr, "kvsctl timeline: %s: its clock is not the first part's: parts of "
-                "one job?\n", path);
-        return 1;
-    }
-    if (m->parts == 0 && job && job->type == TL_STR
-        && !(m->job = strndup(job->s, job->len)))
-        goto oom;
-    if (m->parts > 0 && job && job->type == TL_STR && m->job
-        && (strlen(m->job) != job->len || memcmp(m->job, job->s, job->len) != 0)) {
-        fprintf(stderr, "kvsctl timeline: %s: its otherData.job is not the first part's: "
-                "parts of another job\n", path);
-        return 1;
-    }
-    if (host >= 0) {
-        for (size_t i = 0; i < m->nhost; i++)
-            if (m->host[i].host == host) {
-                fprintf(stderr, "kvsctl timeline: %s and %s are both host %" PRId64 "'s "
-                        "part\n", m->host[i].path, path, host);
-                return 1;
-            }
-        if (grow(&m->host, &m->host_cap, m->nhost + 1, sizeof *m->host) != 0)
-            goto oom;
-        m->host[m->nhost].host = host;
-        m->host[m->nhost++].path = path;
-        m->most_host = host > m->most_host ? host : m->most_host;
-    }
-    m->hosts = hosts > m->hosts ? hosts : m->hosts;
-    if (dropped > ROUND_LIMIT - m->dropped) {
-        fprintf(stderr, "kvsctl timeline: %s: too many dropped events to count\n", path);
-        return 1;
-    }
-    m->dropped += dropped;
-    for (const struct tl_val *o = offsets ? offsets->child : NULL; o; o = o->next) {
-        if (m->noffsets++)
-            putc(',', m->offsets_f);
-        tl_json_write(m->offsets_f, o);
-    }
-    /* Members the tools do not know are the first part's, as they came. */
-    for (const struct tl_val *o = m->parts == 0 ? other->child : NULL; o; o = o->next) {
-        size_t k = 0;
-
-        while (k < sizeof known / sizeof known[0]
-               && !(o->key_len == strlen(known[k]) && memcmp(o->key, known[k], o->key_len) == 0))
-            k++;
-        if (k < sizeof known / sizeof known[0])
-            continue;
-        putc(',', m->extra_f);
-        tl_json_write(m->extra_f, &(struct tl_val){ .type = TL_STR, .s = o->key,
-                                                   .len = o->key_len });
-        putc(':', m->extra_f);
-        tl_json_write(m->extra_f, o);
-        m->nextra++;
-    }
-    m->parts++;
-    return 0;
-oom:
-    fprintf(stderr, "kvsctl timeline: out of memory\n");
-    return 1;
-}
-
-/* What moves a part's times onto host 0's clock: its own entry of
- * clock_offsets, host 0's clock less its own. Nothing for host 0, for a
- * merged file (host -1, on host 0's clock already), or for a host whose
- * offset was never measured (said). 0 and *us, or 1 with the message
- * written. */
-static int part_shift(const char *path, const struct tl_val *other, double *us)
-{
-    const struct tl_val *offsets = tl_get(other, "clock_offsets"), *measured;
-    int64_t host = -1, h;
-    double error = 0;
-
-    *us = 0;
-    if (tl_int(tl_get(other, "host"), -1, PID_LIMIT, &host) != 0 || host <= 0)
-        return 0;
-    for (const struct tl_val *o = offsets ? offsets->child : NULL; o; o = o->next) {
-        if (tl_int(tl_get(o, "host"), 0, PID_LIMIT, &h) != 0 || h != host)
-            continue;
-        if ((measured = tl_get(o, "measured")) && measured->type == TL_FALSE) {
-            fprintf(stderr, "kvsctl timeline: %s: host %" PRId64 "'s clock was never compared "
-                    "with host 0's: its times stay on its own clock\n", path, host);
-            return 0;
-        }
-        if (tl_num(tl_get(o, "offset_us"), us) != 0 || fabs(*us) > OFFSET_LIMIT_US) {
-            fprintf(stderr, "kvsctl timeline: %s: host %" PRId64 "'s offset_us is not a "
-                    "number of microseconds\n", path, host);
-            return 1;
-        }
-        if (tl_num(tl_get(o, "error_us"), &error) == 0)
-            printf("%s: host %" PRId64 "'s times moved by %.3f us onto host 0's clock (within "
-                   "%.3f us)\n", path, host, *us, error);
-        else
-            printf("%s: host %" PRId64 "'s times moved by %.3f us onto host 0's clock\n", path,
-                   host, *us);
-        return 0;
-    }
-    fprintf(stderr, "kvsctl timeline: %s: no clock offset for host %" PRId64 ": its times stay "
-            "on its own clock\n", path, host);
-    return 0;
-}
-
-/* An event with its ts moved by us, written anew (the rest as it came). */
-static void write_moved(FILE *f, struct tl_val *ev, double us)
-{
-    struct tl_val *ts = (struct tl_val *)tl_get(ev, "ts");
-    char num[64];
-    double t;
-
-    if (ts && tl_num(ts, &t) == 0 && fabs(t + us) < OFFSET_LIMIT_US) {
-        ts->len = (size_t)snprintf(num, sizeof num, "%.3f", t + us);
-        ts->s = num;
-    }
-    tl_json_write(f, ev);
-}
-
-/* One part's otherData, then its events into m->out, on host 0's clock.
- * 0, or 1 with the message written. */
-static int merge_part(struct merge *m, const char *path)
-{
-    struct tl_file t;
-    struct tl_val *ev;
-    const char *text;
-    size_t len;
-    double shift;
-    int rc;
-
-    /* The clock offset is at the end: a first pass finds it, a second
-     * copies the events. */
-    if (tl_open(&t, path) != 0)
-        goto bad;
-    while ((rc = tl_next(&t, &ev, NULL, NULL)) > 0)
-        ;
-    if (rc < 0)
-        goto bad;
-    rc = merge_other(m, path, t.other) != 0 || part_shift(path, t.other, &shift) != 0;
-    tl_close(&t);
-    if (rc != 0)
-        return 1;
-    if (tl_open(&t, path) != 0)
-        goto bad;
-    while ((rc = tl_next(&t, &ev, &text, &len)) > 0) {
-        if (tl_is(tl_get(ev, "ph"), "M")) {
-            int r = seen_add(&m->seen, text, len);
-
-            if (r < 0) {
-                snprintf(t.err, sizeof t.err, "out of memory");
-                goto bad;
-            }
-            if (r == 0)
-                continue;
-        }
-        if (m->events++)
-            fputs(",\n", m->out);
-        if (shift != 0)
-            write_moved(m->out, ev, shift);
-        else
-            fwrite(text, 1, len, m->out);
-    }
-    if (rc < 0)
-        goto bad;
-    tl_close(&t);
-    return 0;
-bad:
-    fprintf(stderr, "kvsctl timeline: %s\n", t.err);
-    tl_close(&t);
-    return 1;
-}
-
-static int merge_main(int argc, char **argv)
-{
-    static const struct option longs[] = {
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
-    struct merge m = { .most_host = -1 };
-    struct out_file o = { .fd = -1 };
-    const char *out;
-    int64_t hosts;
-    int c, rc = 1;
-
-    optind = 0;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
-        if (c == 'h') {
-            timeline_usage(stdout);
-            return 0;
-        }
-        return usage_error("unknown option '%s'", argv[optind - 1]);
-    }
-    if (argc - optind < 2)
-        return usage_error("merge: needs OUT and at least one FILE (host 0's part, then "
-                           "FILE.host1, ...)");
-    out = argv[optind++];
-    if (!(m.offsets_f = open_memstream(&m.offsets, &m.offsets_len))
-        || !(m.extra_f = open_memstream(&m.extra, &m.extra_len))) {
-        fprintf(stderr, "kvsctl timeline: out of memory\n");
-        goto out;
-    }
-    if (out_open(&o, out) != 0)
-        goto out;
-    if (!(o.f = m.out = fdopen(o.fd, "w"))) {
-        fprintf(stderr, "kvsctl timeline: cannot write %s: %s\n", out, strerror(errno));
-        goto out;
-    }
-    fputs("{\"traceEvents\":[\n", m.out);
-    for (int i = optind; i < argc; i++)
-        if (merge_part(&m, argv[i]) != 0)
-            goto out;
-    if (fflush(m.offsets_f) != 0 || fflush(m.extra_f) != 0) {
-        fprintf(stderr, "kvsctl timeline: out of memory\n");
-        goto out;
-    }
-    hosts = m.hosts > m.most_host + 1 ? m.hosts : m.most_host + 1;
-    if (hosts < 1)
-        hosts = (int64_t)m.parts;
-    fputs(m.events ? "\n],\n" : "],\n", m.out);
-    fputs("\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"format\":\"" TL_FORMAT "\"", m.out);
-    if (m.clock) {
-        fputs(",\"clock\":", m.out);
-        tl_json_write(m.out, &(struct tl_val){ .type = TL_STR, .s = m.clock,
-                                              .len = strlen(m.clock) });
-    }
-    fprintf(m.out, ",\"host\":-1,\"hosts\":%" PRId64 ",\"dropped_events\":%" PRId64
-            ",\"clock_offsets\":[", hosts, m.dropped);
-    fwrite(m.offsets, 1, m.offsets_len, m.out);
-    fputc(']', m.out);
-    fwrite(m.extra, 1, m.extra_len, m.out);
-    fputs("}}\n", m.out);
-    if (out_commit(&o) != 0)
-        goto out;
-    printf("%s: %zu event%s of %zu part%s, %" PRId64 " dropped while recording\n", out,
-           m.events, m.events == 1 ? "" : "s", m.parts, m.parts == 1 ? "" : "s", m.dropped);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "kvsctl timeline: cannot write: %s\n", strerror(errno));
-        goto out;
-    }
-    rc = 0;
-out:
-    if (rc != 0)
-        out_drop(&o);
-    if (m.offsets_f)
-        fclose(m.offsets_f);
-    if (m.extra_f)
-        fclose(m.extra_f);
-    free(m.offsets);
-    free(m.extra);
-    free(m.clock);
-    free(m.job);
-    free(m.host);
-    seen_free(&m.seen);
-    return rc;
-}
-
 int timeline_main(int argc, char **argv)
 {
     if (argc < 2)
-        return usage_error("no subcommand (plot or merge)");
+        return tl_usage_error("no subcommand (plot or merge)");
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        timeline_usage(stdout);
+        tl_usage(stdout);
         return 0;
     }
     /* A closed stdout or a gnuplot gone early is an error to report, not
@@ -1324,6 +944,6 @@ int timeline_main(int argc, char **argv)
     if (strcmp(argv[1], "plot") == 0)
         return plot_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "merge") == 0)
-        return merge_main(argc - 1, argv + 1);
-    return usage_error("unknown subcommand '%s' (plot or merge)", argv[1]);
+        return tl_merge_main(argc - 1, argv + 1);
+    return tl_usage_error("unknown subcommand '%s' (plot or merge)", argv[1]);
 }
