@@ -1,0 +1,23 @@
+# bench/local.mk - benchmarks; scripts/bench runs them.
+
+noinst_PROGRAMS += bench/bench_local bench/bench_dist bench/bench_suite bench/calib bench/bench_half \
+	bench/bench_keys bench/bench_gpu
+bench_bench_local_SOURCES = bench/bench_local.c bench/bench.h
+bench_bench_local_LDADD = src/libkvs.la
+bench_bench_dist_SOURCES = bench/bench_dist.c bench/bench.h
+bench_bench_dist_LDADD = src/libkvs.la
+bench_bench_gpu_SOURCES = bench/bench_gpu.c bench/bench.h
+bench_bench_gpu_LDADD = src/libkvs.la -ldl
+bench_bench_half_SOURCES = bench/bench_half.c bench/bench.h
+bench_bench_half_LDADD = src/libkvs.la
+bench_bench_keys_SOURCES = bench/bench_keys.c bench/bench.h
+bench_bench_keys_LDADD = src/libkvs.la
+# scripts/bench: the kvs cases and the memory-bandwidth calibration; the
+# peers in bench/peers/ are built by scripts/bench with their own compilers.
+bench_bench_suite_SOURCES = bench/bench_suite.c bench/round.h bench/resnet50_sizes.h
+bench_bench_suite_LDADD = src/libkvs.la -lm
+bench_calib_SOURCES = bench/calib.c bench/round.h
+bench_calib_LDADD = -lm
+EXTRA_DIST += bench/peers/mpi_allreduce.c bench/peers/tcp_floor.c bench/peers/torch_gloo.py \
+	bench/bench_python.py bench/RESULTS.md bench/NOTES.md \
+	bench/shapes/resnet50.txt bench/shapes/transformer-1.3b.txt

@@ -1,0 +1,194 @@
+# tests/local.mk - every test make check runs, and their helpers.
+
+TEST_EXTENSIONS = .sh
+LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
+SH_LOG_DRIVER = $(LOG_DRIVER)
+# Every test has a deadline; cmocka reports in TAP.
+LOG_COMPILER = timeout 300 $(SHELL) $(top_srcdir)/tests/cmocka-tap.sh
+SH_LOG_COMPILER = timeout 300 $(SHELL)
+AM_TESTS_ENVIRONMENT = CMOCKA_MESSAGE_OUTPUT=TAP; export CMOCKA_MESSAGE_OUTPUT; \
+	top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; CC='$(CC)'; \
+	KVS_SAN_CFLAGS='$(KVS_SAN_CFLAGS)'; PYTHON='$(PYTHON)'; \
+	export top_srcdir top_builddir CC KVS_SAN_CFLAGS PYTHON;
+
+TESTS += tests/test_quickstart.sh tests/test_dist.sh tests/test_hosts.sh tests/test_kvsrun.sh tests/test_kvsctl.sh \
+	tests/test_top.sh tests/test_fuzz.sh tests/test_python.sh tests/test_timeline.sh
+# tests/test_python.sh runs these with pytest (skipped without the package).
+python_tests = tests/python/conftest.py tests/python/test_kvstore.py tests/python/test_api.py \
+	tests/python/test_dist.py tests/python/test_torch.py tests/python/workers.py
+# kvsctl timeline plot and merge, on timelines the test writes.
+TESTS += tests/test_timeline_tool.sh
+EXTRA_DIST += tests/test_timeline_tool.sh
+check_PROGRAMS += tests/dist_worker tests/dist_remote tests/dist_training tests/dist_device tests/fuzz_proto
+if HAVE_CMOCKA
+unit_tests = tests/test_array tests/test_pool tests/test_optim tests/test_statefile \
+	tests/test_compress tests/test_ring tests/test_shm tests/test_proto tests/test_slots \
+	tests/test_raw tests/test_api tests/test_api_pushpull tests/test_api_update \
+	tests/test_mxnet tests/test_threads tests/test_buffers tests/test_spec tests/test_sum \
+	tests/test_wire tests/test_shard
+check_PROGRAMS += $(unit_tests)
+TESTS += $(unit_tests)
+test_cflags = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+test_core_ldadd = src/libkvs_core.la $(CMOCKA_LIBS)
+test_api_ldadd = src/libkvs.la $(CMOCKA_LIBS)
+tests_test_array_CFLAGS = $(test_cflags)
+tests_test_array_LDADD = $(test_core_ldadd)
+tests_test_pool_CFLAGS = $(test_cflags)
+tests_test_pool_LDADD = $(test_core_ldadd)
+tests_test_optim_SOURCES = tests/test_optim.c tests/optimutil.h
+tests_test_optim_CFLAGS = $(test_cflags)
+tests_test_optim_LDADD = $(test_core_ldadd)
+tests_test_statefile_SOURCES = tests/test_statefile.c tests/optimutil.h
+tests_test_statefile_CFLAGS = $(test_cflags)
+tests_test_statefile_LDADD = $(test_core_ldadd)
+tests_test_compress_CFLAGS = $(test_cflags)
+tests_test_compress_LDADD = $(test_core_ldadd)
+tests_test_ring_CFLAGS = $(test_cflags)
+tests_test_ring_LDADD = $(test_core_ldadd)
+tests_test_wire_CFLAGS = $(test_cflags)
+tests_test_wire_LDADD = $(test_core_ldadd)
+tests_test_shard_CFLAGS = $(test_cflags)
+tests_test_shard_LDADD = $(test_core_ldadd)
+# The streams between hosts, tested on their own.
+check_PROGRAMS += tests/test_transport
+TESTS += tests/test_transport
+tests_test_transport_SOURCES = tests/test_transport.c daemon/transport.h daemon/transport.c \
+	daemon/tcp.c daemon/tp_socket.c daemon/tp_util.h
+tests_test_transport_CFLAGS = $(test_cflags) -I$(top_srcdir)/daemon \
+	-DSTUB_PATH='"$(abs_top_builddir)/tests/.libs/tp_stub.so"'
+tests_test_transport_LDADD = $(test_core_ldadd) -ldl
+EXTRA_tests_test_transport_DEPENDENCIES = tests/tp_stub.la
+if HAVE_LIBURING
+tests_test_transport_SOURCES += daemon/tp_uring.c
+tests_test_transport_CFLAGS += $(LIBURING_CFLAGS) -DHAVE_LIBURING
+tests_test_transport_LDADD += $(LIBURING_LIBS)
+endif
+# kvsctl timeline's reader of untrusted trace files, on its own.
+check_PROGRAMS += tests/test_tlread
+TESTS += tests/test_tlread
+tests_test_tlread_SOURCES = tests/test_tlread.c daemon/tlread.c daemon/tlread.h
+tests_test_tlread_CFLAGS = $(test_cflags) -I$(top_srcdir)/daemon
+tests_test_tlread_LDADD = $(CMOCKA_LIBS) -lm
+check_PROGRAMS += tests/test_auth tests/test_handshake
+TESTS += tests/test_auth tests/test_handshake
+tests_test_auth_SOURCES = tests/test_auth.c daemon/auth.c daemon/auth.h
+tests_test_auth_CFLAGS = $(test_cflags) $(SODIUM_CFLAGS) -I$(top_srcdir)/daemon
+tests_test_auth_LDADD = $(test_core_ldadd) $(SODIUM_LIBS)
+tests_test_handshake_SOURCES = tests/test_handshake.c daemon/handshake.c daemon/handshake.h \
+	daemon/auth.c daemon/auth.h
+tests_test_handshake_CFLAGS = $(test_cflags) $(SODIUM_CFLAGS) -I$(top_srcdir)/daemon
+tests_test_handshake_LDADD = $(test_core_ldadd) $(SODIUM_LIBS)
+tests_test_sum_CFLAGS = $(test_cflags)
+tests_test_sum_LDADD = $(test_core_ldadd)
+tests_test_spec_CFLAGS = $(test_cflags)
+tests_test_spec_LDADD = $(test_core_ldadd)
+tests_test_shm_CFLAGS = $(test_cflags)
+tests_test_shm_LDADD = $(test_core_ldadd)
+tests_test_proto_SOURCES = tests/test_proto.c tests/protoutil.h
+tests_test_proto_CFLAGS = $(test_cflags)
+tests_test_proto_LDADD = $(test_core_ldadd)
+tests_test_slots_SOURCES = tests/test_slots.c tests/protoutil.h
+tests_test_slots_CFLAGS = $(test_cflags)
+tests_test_slots_LDADD = $(test_core_ldadd)
+tests_test_raw_CFLAGS = $(test_cflags)
+tests_test_raw_LDADD = $(test_core_ldadd) -lm
+tests_test_api_SOURCES = tests/test_api.c tests/testutil.h
+tests_test_api_CFLAGS = $(test_cflags)
+tests_test_api_LDADD = $(test_api_ldadd)
+tests_test_api_pushpull_SOURCES = tests/test_api_pushpull.c tests/testutil.h
+tests_test_api_pushpull_CFLAGS = $(test_cflags)
+tests_test_api_pushpull_LDADD = $(test_api_ldadd)
+tests_test_api_update_SOURCES = tests/test_api_update.c tests/testutil.h
+tests_test_api_update_CFLAGS = $(test_cflags)
+tests_test_api_update_LDADD = $(test_api_ldadd)
+tests_test_mxnet_SOURCES = tests/test_mxnet.c tests/testutil.h
+tests_test_mxnet_CFLAGS = $(test_cflags)
+tests_test_mxnet_LDADD = $(test_api_ldadd)
+tests_test_buffers_SOURCES = tests/test_buffers.c tests/testutil.h
+tests_test_buffers_CFLAGS = $(test_cflags)
+tests_test_buffers_LDADD = $(test_api_ldadd)
+tests_test_threads_SOURCES = tests/test_threads.c tests/testutil.h
+tests_test_threads_CFLAGS = $(test_cflags)
+tests_test_threads_LDADD = $(test_api_ldadd)
+# The kernel module against the host kernels, on a GPU where there is one.
+if HAVE_NVCC
+check_PROGRAMS += tests/test_kernels
+TESTS += tests/test_kernels
+tests_test_kernels_CPPFLAGS = $(AM_CPPFLAGS) -isystem $(CUDA_DIR)/include \
+	-DCUDA_LIB_DIR='"$(CUDA_DIR)/lib64"' \
+	-DKERNELS_PATH='"$(abs_top_builddir)/src/libkvs-cuda.so"'
+tests_test_kernels_CFLAGS = $(test_cflags)
+tests_test_kernels_LDADD = $(test_core_ldadd) -ldl
+EXTRA_tests_test_kernels_DEPENDENCIES = src/libkvs-cuda.so
+endif
+endif
+# A transport plug-in for the loader's tests: the socket transport under
+# another name, or broken as TP_STUB asks (tests/tp_stub.c).
+check_LTLIBRARIES += tests/tp_stub.la
+tests_tp_stub_la_SOURCES = tests/tp_stub.c daemon/tp_socket.c daemon/tp_util.h daemon/transport.h
+tests_tp_stub_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -I$(top_srcdir)/daemon
+tests_tp_stub_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -rpath /nowhere
+tests_tp_stub_la_LIBADD = src/libkvs_core.la
+# A stand-in for the CUDA runtime and NCCL over host memory, built where
+# their headers are, so that the GPU path is tested without a GPU.
+if HAVE_NCCL
+check_LTLIBRARIES += tests/standin/libkvs_standin.la
+tests_standin_libkvs_standin_la_SOURCES = tests/standin/cudart.c tests/standin/nccl.c \
+	tests/standin/standin.h
+tests_standin_libkvs_standin_la_CPPFLAGS = $(AM_CPPFLAGS) -isystem $(CUDA_DIR)/include
+tests_standin_libkvs_standin_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
+tests_standin_libkvs_standin_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -rpath /nowhere
+tests_standin_libkvs_standin_la_LIBADD = src/libkvs_core.la
+if HAVE_CMOCKA
+check_PROGRAMS += tests/test_standin
+TESTS += tests/test_standin
+tests_test_standin_CPPFLAGS = -isystem $(CUDA_DIR)/include \
+	-DSTANDIN_PATH='"$(abs_top_builddir)/tests/standin/.libs/libkvs_standin.so"'
+tests_test_standin_CFLAGS = $(test_cflags)
+tests_test_standin_LDADD = $(CMOCKA_LIBS) -ldl
+EXTRA_tests_test_standin_DEPENDENCIES = tests/standin/libkvs_standin.la
+check_PROGRAMS += tests/test_cuda
+TESTS += tests/test_cuda
+tests_test_cuda_CPPFLAGS = $(AM_CPPFLAGS) -DCUDA_LIB_DIR='"$(CUDA_DIR)/lib64"' \
+	-DSTANDIN_PATH='"$(abs_top_builddir)/tests/standin/.libs/libkvs_standin.so"'
+tests_test_cuda_CFLAGS = $(test_cflags)
+tests_test_cuda_LDADD = $(test_core_ldadd)
+EXTRA_tests_test_cuda_DEPENDENCIES = tests/standin/libkvs_standin.la
+check_PROGRAMS += tests/test_device
+TESTS += tests/test_device
+tests_test_device_CPPFLAGS = $(AM_CPPFLAGS) \
+	-DSTANDIN_PATH='"$(abs_top_builddir)/tests/standin/.libs/libkvs_standin.so"'
+tests_test_device_CFLAGS = $(test_cflags)
+tests_test_device_LDADD = $(test_api_ldadd) -ldl
+EXTRA_tests_test_device_DEPENDENCIES = tests/standin/libkvs_standin.la
+# The GPU benchmark's own code, run against the stand-in (its numbers mean
+# nothing there), and its skip without a runtime.
+TESTS += tests/test_bench_gpu.sh
+endif
+endif
+tests_dist_worker_SOURCES = tests/dist_worker.c tests/distutil.h
+tests_dist_worker_LDADD = src/libkvs.la -lm
+tests_dist_remote_SOURCES = tests/dist_remote.c tests/distutil.h
+tests_dist_remote_LDADD = src/libkvs.la -lpthread
+tests_dist_device_SOURCES = tests/dist_device.c tests/distutil.h
+tests_dist_device_LDADD = src/libkvs.la -lm -ldl
+EXTRA_tests_dist_device_DEPENDENCIES = tests/standin/libkvs_standin.la
+tests_dist_training_SOURCES = tests/dist_training.c tests/distutil.h
+tests_dist_training_CFLAGS = $(AM_CFLAGS) -pthread
+tests_dist_training_LDADD = src/libkvs.la -lm -lpthread
+# The fuzz target as a plain program: seeds and fixed mutations, no libFuzzer
+# (scripts/test also runs it under libFuzzer when clang has it).
+tests_fuzz_proto_CFLAGS = $(AM_CFLAGS) -DKVS_FUZZ_MAIN
+tests_fuzz_proto_LDADD = src/libkvs_core.la
+EXTRA_DIST += tests/test_quickstart.sh tests/cmocka-tap.sh tests/test_dist.sh tests/test_hosts.sh \
+	tests/test_kvsrun.sh tests/test_kvsctl.sh tests/test_top.sh tests/test_fuzz.sh tests/test_python.sh \
+	tests/lib.sh tests/test_bench_gpu.sh tests/test_timeline.sh tests/timeline_check.py
+EXTRA_DIST += tests/test_install.sh tests/quickstart.expected tests/kvstore_chapter.expected \
+	$(python_tests)
+
+# The install test builds a program against the installed header and
+# pkg-config file only; it runs from scripts/test, after `make install`.
+installcheck-local:
+	PKG_CONFIG_PATH='$(DESTDIR)$(libdir)/pkgconfig' CC='$(CC)' \
+	  PYTHON='$(PYTHON)' KVS_PYTHON_PKGDIR='$(DESTDIR)$(KVS_PYTHONDIR)' \
+	  $(SHELL) $(top_srcdir)/tests/test_install.sh '$(DESTDIR)$(prefix)'
