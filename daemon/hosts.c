@@ -17,10 +17,14 @@
  * Then the links' thread owns the connections, through the transport
  * (transport.h: io_uring or sockets). It sends what the serve thread
  * queued (hosts_post), reads frames (the head checked before a byte of
- * payload is kept), sends a heartbeat each second a link is quiet and hands
- * frames, and what happened to a link (closed, silent past the heartbeat
- * deadline, malformed), to the serve thread (struct inmsg), ringing its
- * doorbell. It knows nothing of keys or rounds: bridge.c does.
+ * payload is kept), sends a heartbeat each second a link is quiet (more
+ * often under a silence bound below 5 s) and hands frames, and what
+ * happened to a link (closed, silent past the heartbeat deadline,
+ * malformed), to the serve thread (struct inmsg), ringing its doorbell. It
+ * knows nothing of keys or rounds: bridge.c does. No pass of this thread
+ * waits on the serve thread's work, and the transports hand up what came
+ * before the sends they finished: a kvsd busy with a long serve pass still
+ * beats and reads, so that its peers can tell busy from dead.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -45,9 +49,11 @@
 
 #define SEC_NS          1000000000ll
 #define SHAKE_NS        (2 * SEC_NS)   /* an incoming connection's handshake, at most */
-#define BEAT_NS         SEC_NS         /* a heartbeat when a link sent nothing this long */
+#define BEAT_NS         SEC_NS         /* a heartbeat when a link sent nothing this long, */
+#define BEATS_PER_BOUND 5              /* or a fifth of a shorter silence bound */
 #define CLOCK_BEAT_NS   (SEC_NS / 5)   /* timeline on: a heartbeat this often, for the clocks */
 #define STOP_NS         (5 * SEC_NS)   /* to send what is queued, at the end */
+#define DRAIN_NS        (20 * 1000000ll) /* queued frames handed to links per pass, at most */
 #define SEND_WINDOW     (4u << 20)     /* bytes handed to the transport per link at once */
 #define LISTEN_BACKLOG  8
 #define EVENTS          64
@@ -578,6 +584,126 @@ static int link_recv(struct hosts *hx, int h, const unsigned char *p, size_t n,
     return 0;
 }
 
+/* The frames the serve thread queued, handed to their links: at most
+ * DRAIN_NS of them per pass, so that a serve pass that queued a million
+ * frames never keeps this thread from its heartbeats and receives; the
+ * rest go back to the head of the queue, in order. Returns 1 when some
+ * are left. */
+static int drain_out(struct hosts *hx, struct inmsg ***tail)
+{
+    struct outq *out, **last;
+    int64_t until = kvs__now_ns() + DRAIN_NS;
+    unsigned k = 0;
+
+    pthread_mutex_lock(&hx->lock);
+    out = hx->out;
+    last = hx->out_tail;
+    hx->out = NULL;
+    hx->out_tail = &hx->out;
+    pthread_mutex_unlock(&hx->lock);
+    while (out && (++k % 256 != 0 || kvs__now_ns() < until)) {
+        struct outq *o = out;
+
+        out = o->next;
+        link_send(hx, o->to, o->f, tail);
+        free(o);
+    }
+    if (!out)
+        return 0;
+    /* *last is the next of the last one taken, which is still queued. */
+    pthread_mutex_lock(&hx->lock);
+    if (!(*last = hx->out))
+        hx->out_tail = last;
+    hx->out = out;
+    pthread_mutex_unlock(&hx->lock);
+    return 1;
+}
+
+/* A quiet link beats; with the timeline on, every link beats often, busy
+ * or not, for its clocks (beat_came). */
+static void beat_quiet(struct daemon *d, struct hosts *hx, int64_t now, struct inmsg ***tail)
+{
+    int64_t every = d->o.heartbeat_ns / BEATS_PER_BOUND < BEAT_NS
+                    ? d->o.heartbeat_ns / BEATS_PER_BOUND : BEAT_NS;
+
+    for (int h = 0; h < hx->n; h++) {
+        struct link *l = &hx->l[h];
+        struct frame *beat;
+
+        if (l->conn < 0 || (now - l->last_send < every
+                            && !(kvs__tr_begin() && now - l->last_beat >= CLOCK_BEAT_NS)))
+            continue;
+        if ((beat = beat_new(d, l, now)) != NULL) {
+            beat->refs = 1;
+            l->last_beat = now;
+            link_send(hx, h, beat, tail);
+        }
+    }
+}
+
+/* A link silent past the bound fails. Called right after a wait that
+ * took what the transport held, so that silence is the peer's, never
+ * bytes this thread had not read yet. */
+static void fail_silent(struct daemon *d, struct hosts *hx, struct inmsg ***tail)
+{
+    int64_t now = kvs__now_ns();
+
+    for (int h = 0; h < hx->n; h++) {
+        struct link *l = &hx->l[h];
+
+        if (l->conn >= 0 && now - l->last_recv > d->o.heartbeat_ns)
+            link_fail(hx, h, LINK_SILENT, tail, "%s has been silent for %.1f s (its kvsd is "
+                      "stopped, or the link is down)", l->name,
+                      (double)(now - l->last_recv) / 1e9);
+    }
+}
+
+/* What the transport's wait brought: bytes, sends done, links closed. */
+static void take_events(struct hosts *hx, const struct kvs_transport_event *ev, int n,
+                        struct inmsg ***tail)
+{
+    for (int i = 0; i < n; i++) {
+        int h;
+
+        if ((h = link_of(hx, ev[i].conn)) < 0)
+            continue;
+        if (ev[i].type == KVS_TRANSPORT_RECV) {
+            struct kvs__err bad = { 0, "" };
+
+            hx->l[h].last_recv = kvs__now_ns();
+            if (link_recv(hx, h, ev[i].data, ev[i].len, tail, &bad) != 0)
+                link_fail(hx, h, LINK_BAD, tail, "%s sent a malformed frame: %s",
+                          hx->l[h].name, bad.msg);
+        } else if (ev[i].type == KVS_TRANSPORT_SENT) {
+            struct link *l = &hx->l[h];
+            struct sending *s = l->inflight;
+
+            if (s && (uint64_t)(uintptr_t)s == ev[i].token) {
+                l->inflight = s->next;
+                if (!l->inflight)
+                    l->inflight_tail = &l->inflight;
+                l->inflight_bytes -= s->f->len;
+                frame_unref(s->f);
+                free(s);
+                link_pump(hx, h, tail);
+            }
+        } else if (ev[i].type == KVS_TRANSPORT_CLOSED) {
+            link_fail(hx, h, LINK_CLOSED, tail, "%s is gone: its connection %s%s%s",
+                      hx->l[h].name, ev[i].status ? "broke (" : "was closed",
+                      ev[i].status ? kvs_strerror(ev[i].status) : "",
+                      ev[i].status ? ")" : "");
+        }
+    }
+}
+
+static int links_busy(const struct hosts *hx)
+{
+    for (int h = 0; h < hx->n; h++)
+        if (hx->l[h].conn >= 0 && (hx->l[h].inflight || hx->l[h].queue))
+            return 1;
+    return 0;
+}
+
 static void *links_thread(void *arg)
 {
     struct daemon *d = arg;
@@ -586,95 +712,33 @@ static void *links_thread(void *arg)
     int64_t stop_by = 0;
 
     for (;;) {
-        struct outq *out;
         struct inmsg *up = NULL, **tail = &up;
+        struct kvs_transport_error we = { 0, "" };
         int64_t now = kvs__now_ns();
-        int quit, n, busy = 0;
+        int quit, more, n;
 
+        more = drain_out(hx, &tail);
         pthread_mutex_lock(&hx->lock);
-        out = hx->out;
-        hx->out = NULL;
-        hx->out_tail = &hx->out;
         quit = hx->quit;
         pthread_mutex_unlock(&hx->lock);
-        while (out) {
-            struct outq *o = out;
-
-            out = o->next;
-            link_send(hx, o->to, o->f, &tail);
-            free(o);
-        }
         if (quit && !stop_by)
             stop_by = now + STOP_NS;
-        for (int h = 0; h < hx->n; h++) {
-            struct link *l = &hx->l[h];
-
-            if (l->conn < 0)
-                continue;
-            busy |= l->inflight != NULL || l->queue != NULL;
-            if (quit)
-                continue;
-            /* A quiet link beats; with the timeline on, every link beats
-             * often, busy or not, for its clocks (beat_came). */
-            if (now - l->last_send >= BEAT_NS
-                || (kvs__tr_begin() && now - l->last_beat >= CLOCK_BEAT_NS)) {
-                struct frame *beat = beat_new(d, l, now);
-
-                if (beat) {
-                    beat->refs = 1;
-                    l->last_beat = now;
-                    link_send(hx, h, beat, &tail);
-                }
-            }
-            if (l->conn >= 0 && now - l->last_recv > d->o.heartbeat_ns)
-                link_fail(hx, h, LINK_SILENT, &tail, "%s has been silent for %.1f s (its kvsd "
-                          "is stopped, or the link is down)", l->name,
-                          (double)(now - l->last_recv) / 1e9);
-        }
-        if (quit && (!busy || now >= stop_by))
+        if (quit && ((!more && !links_busy(hx)) || now >= stop_by))
             break;
-        {
-            struct kvs_transport_error we = { 0, "" };
-
-            /* A loop that fails fails every link: no frame would move. */
-            if ((n = hx->tpc.ops->wait(hx->tp, ev, EVENTS, now + 100 * 1000000ll, &we)) < 0)
-                for (int h = 0; h < hx->n; h++)
-                    if (hx->l[h].conn >= 0)
-                        link_fail(hx, h, LINK_BAD, &tail, "the %s transport failed: %s",
-                                  hx->tpc.ops->name, we.msg);
+        if (!quit)
+            beat_quiet(d, hx, now, &tail);
+        /* A loop that fails fails every link: no frame would move. */
+        if ((n = hx->tpc.ops->wait(hx->tp, ev, EVENTS, more ? now : now + 100 * 1000000ll,
+                                   &we)) < 0) {
+            n = 0;
+            for (int h = 0; h < hx->n; h++)
+                if (hx->l[h].conn >= 0)
+                    link_fail(hx, h, LINK_BAD, &tail, "the %s transport failed: %s",
+                              hx->tpc.ops->name, we.msg);
         }
-        for (int i = 0; i < n; i++) {
-            int h;
-
-            if ((h = link_of(hx, ev[i].conn)) < 0)
-                continue;
-            if (ev[i].type == KVS_TRANSPORT_RECV) {
-                struct kvs__err bad = { 0, "" };
-
-                hx->l[h].last_recv = kvs__now_ns();
-                if (link_recv(hx, h, ev[i].data, ev[i].len, &tail, &bad) != 0)
-                    link_fail(hx, h, LINK_BAD, &tail, "%s sent a malformed frame: %s",
-                              hx->l[h].name, bad.msg);
-            } else if (ev[i].type == KVS_TRANSPORT_SENT) {
-                struct link *l = &hx->l[h];
-                struct sending *s = l->inflight;
-
-                if (s && (uint64_t)(uintptr_t)s == ev[i].token) {
-                    l->inflight = s->next;
-                    if (!l->inflight)
-                        l->inflight_tail = &l->inflight;
-                    l->inflight_bytes -= s->f->len;
-                    frame_unref(s->f);
-                    free(s);
-                    link_pump(hx, h, &tail);
-                }
-            } else if (ev[i].type == KVS_TRANSPORT_CLOSED) {
-                link_fail(hx, h, LINK_CLOSED, &tail, "%s is gone: its connection %s%s%s",
-                          hx->l[h].name, ev[i].status ? "broke (" : "was closed",
-                          ev[i].status ? kvs_strerror(ev[i].status) : "",
-                          ev[i].status ? ")" : "");
-            }
-        }
+        take_events(hx, ev, n, &tail);
+        if (!quit)
+            fail_silent(d, hx, &tail);
         if (up) {
             pthread_mutex_lock(&hx->lock);
             *hx->in_tail = up;

@@ -102,7 +102,7 @@ static void sock_close(struct kvs_transport *t)
     close(t->ep);
     close(t->wake);
     free(t->c);
-    free(t->later.ev);
+    tp_later_free(&t->later);
     free(t);
 }
 
@@ -224,20 +224,19 @@ static int sock_wait(struct kvs_transport *t, struct kvs_transport_event *ev, in
                      int64_t deadline_ns, struct kvs_transport_error *e)
 {
     struct epoll_event ready[64];
-    int n = 0, woke = 0;
+    int woke = 0;
 
     if (max <= 0)
         return tp_fail(e, KVS_EBADARG, "wait: room for %d events", max);
     for (;;) {
-        int64_t left;
-        int got, ms;
+        int64_t left = deadline_ns - kvs__now_ns();
+        int n, got, ms;
 
-        /* What the last calls left for now first, in order. */
-        n = tp_later_take(&t->later, ev, n, max);
-        if (n == max)
-            return n;
-        left = deadline_ns - kvs__now_ns();
-        ms = n > 0 || left <= 0 ? 0 : left > 1000000000ll ? 1000 : (int)((left + 999999) / 1000000);
+        /* Closes kept first, then what the sockets hold, then the SENTs
+         * kept: a backlog of SENTs never keeps the sockets unread. */
+        n = tp_later_q_take(&t->later.in, ev, 0, max);
+        ms = n > 0 || tp_later_count(&t->later) > 0 || left <= 0 ? 0
+             : left > 1000000000ll ? 1000 : (int)((left + 999999) / 1000000);
         got = epoll_wait(t->ep, ready, (int)(sizeof ready / sizeof ready[0]), ms);
         if (got < 0) {
             if (errno == EINTR)

@@ -810,7 +810,7 @@ static void ucx_close(struct kvs_transport *t)
     if (t->wake >= 0)
         close(t->wake);
     free(t->c);
-    free(t->later.ev);
+    tp_later_free(&t->later);
     free(t);
 }
 

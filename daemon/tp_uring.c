@@ -198,7 +198,7 @@ static void features(struct kvs_transport *t)
         pbuf_setup(t);
 }
 
-/* Moves kept events into ev[n..max), oldest first. A RECV handed up is
+/* Moves kept events into ev[n..max), what came in first (tp_util.h). A RECV handed up is
  * done with at the next wait: its buffer goes back to the ring then, or
  * (without the ring) its connection may receive into its own again. */
 static int take_later(struct kvs_transport *t, struct kvs_transport_event *ev, int n, int max)
@@ -275,9 +275,12 @@ static void reap_dying(struct conn *c)
 /* Forgets conn's kept events; the buffers of its RECVs go back. */
 static void forget_recvs(struct kvs_transport *t, int id)
 {
-    for (size_t i = 0; t->br && i < t->later.n; i++)
-        if (t->later.ev[i].conn == id && t->later.ev[i].type == KVS_TRANSPORT_RECV)
-            pbuf_later(t, pbuf_id(t, t->later.ev[i].data));
+    for (size_t i = 0; t->br && i < t->later.in.n; i++) {
+        const struct kvs_transport_event *k = tp_later_in(&t->later, i);
+
+        if (k->conn == id && k->type == KVS_TRANSPORT_RECV)
+            pbuf_later(t, pbuf_id(t, k->data));
+    }
     tp_later_forget(&t->later, id);
 }
 
@@ -602,22 +605,19 @@ static void recv_arm(struct kvs_transport *t)
 static int uring_wait(struct kvs_transport *t, struct kvs_transport_event *ev, int max,
                       int64_t deadline_ns, struct kvs_transport_error *e)
 {
-    int n = 0;
-
     if (max <= 0)
         return tp_fail(e, KVS_EBADARG, "wait: room for %d events", max);
     for (;;) {
         struct io_uring_cqe *q;
-        int64_t left;
-        int rc;
+        int64_t left = deadline_ns - kvs__now_ns();
+        unsigned head, seen = 0;
+        int rc, n;
 
         /* Nothing was handed up yet in this wait: what the last one
          * handed up is done with, its buffers free again. */
         pbuf_return(t);
         recv_arm(t);
-        n = take_later(t, ev, n, max);
-        left = deadline_ns - kvs__now_ns();
-        if (n > 0 || left <= 0 || t->woke) {
+        if (tp_later_count(&t->later) > 0 || left <= 0 || t->woke) {
             rc = io_uring_submit(&t->ring);
         } else {
             struct __kernel_timespec ts = {
@@ -629,24 +629,20 @@ static int uring_wait(struct kvs_transport *t, struct kvs_transport_event *ev, i
         }
         if (rc < 0 && rc != -ETIME && rc != -EAGAIN && rc != -EINTR && rc != -EBUSY)
             return tp_fail(e, rc, "io_uring: %s", strerror(-rc));
-        if (n == max)
-            return n;
-        {
-            unsigned head, seen = 0;
-
-            rc = 0;
-            io_uring_for_each_cqe(&t->ring, head, q) {
-                if ((rc = complete(t, q)) != 0)
-                    break;
-                seen++;
-            }
-            io_uring_cq_advance(&t->ring, seen);
-            if (rc != 0)
-                return tp_fail(e, rc, "out of memory");
-            if (seen)
-                io_uring_submit(&t->ring);
+        /* Every completion is reaped before any kept event goes up, so
+         * that what came in is never stuck behind a backlog of SENTs. */
+        rc = 0;
+        io_uring_for_each_cqe(&t->ring, head, q) {
+            if ((rc = complete(t, q)) != 0)
+                break;
+            seen++;
         }
-        n = take_later(t, ev, n, max);
+        io_uring_cq_advance(&t->ring, seen);
+        if (rc != 0)
+            return tp_fail(e, rc, "out of memory");
+        if (seen)
+            io_uring_submit(&t->ring);
+        n = take_later(t, ev, 0, max);
         if (n > 0 || t->woke || kvs__now_ns() >= deadline_ns) {
             t->woke = 0;
             return n;
@@ -692,7 +688,7 @@ static void uring_close(struct kvs_transport *t)
     if (t->br)
         munmap(t->br, t->pbuf_map);
     free(t->c);
-    free(t->later.ev);
+    tp_later_free(&t->later);
     free(t);
 }
 

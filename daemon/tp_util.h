@@ -125,50 +125,97 @@ static inline void tp_send_free_all(struct tp_send **head, struct tp_send **tail
     *tail = NULL;
 }
 
-/* Events kept for the next wait, oldest first. */
-struct tp_later {
+/* Events kept for the next wait. What came in (RECV, CLOSED) is handed up
+ * before the SENTs of sends done, each kind in its order: a loop that sends
+ * many small frames has a SENT for each, and were they taken first, every
+ * wait would be full of them while what the peers send, their heartbeats
+ * included, waited unread behind (and a busy peer would look dead). */
+struct tp_later_q {
     struct kvs_transport_event *ev;
-    size_t n, cap;
+    size_t head, n, cap;               /* the events are ev[head..head+n) */
 };
 
-static inline int tp_later_add(struct tp_later *l, struct kvs_transport_event ev)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        struct kvs_transport_event *p = realloc(l->ev, sizeof *p * cap);
+struct tp_later {
+    struct tp_later_q in, sent;
+};
 
-        if (!p)
-            return -ENOMEM;
-        l->ev = p;
-        l->cap = cap;
+static inline int tp_later_q_add(struct tp_later_q *q, struct kvs_transport_event ev)
+{
+    if (q->head + q->n == q->cap) {
+        if (q->head > 0 && q->head >= q->cap / 2) {   /* half is free: move down */
+            memmove(q->ev, q->ev + q->head, sizeof *q->ev * q->n);
+            q->head = 0;
+        } else {
+            size_t cap = q->cap ? 2 * q->cap : 64;
+            struct kvs_transport_event *p = realloc(q->ev, sizeof *p * cap);
+
+            if (!p)
+                return -ENOMEM;
+            q->ev = p;
+            q->cap = cap;
+        }
     }
-    l->ev[l->n++] = ev;
+    q->ev[q->head + q->n++] = ev;
     return 0;
 }
 
-/* Moves kept events into ev[n..max); returns the new n. */
+static inline int tp_later_add(struct tp_later *l, struct kvs_transport_event ev)
+{
+    return tp_later_q_add(ev.type == KVS_TRANSPORT_SENT ? &l->sent : &l->in, ev);
+}
+
+static inline int tp_later_q_take(struct tp_later_q *q, struct kvs_transport_event *ev, int n,
+                                  int max)
+{
+    while (n < max && q->n > 0) {
+        ev[n++] = q->ev[q->head++];
+        q->n--;
+    }
+    if (q->n == 0)
+        q->head = 0;
+    return n;
+}
+
+/* Moves kept events into ev[n..max), what came in first; returns the new n. */
 static inline int tp_later_take(struct tp_later *l, struct kvs_transport_event *ev, int n, int max)
 {
-    size_t k = 0;
+    return tp_later_q_take(&l->sent, ev, tp_later_q_take(&l->in, ev, n, max), max);
+}
 
-    while (n < max && k < l->n)
-        ev[n++] = l->ev[k++];
-    if (k == 0)
-        return n;                      /* l->ev may be NULL: no memmove of it */
-    memmove(l->ev, l->ev + k, sizeof *l->ev * (l->n - k));
-    l->n -= k;
-    return n;
+/* Events kept, of both kinds. */
+static inline size_t tp_later_count(const struct tp_later *l)
+{
+    return l->in.n + l->sent.n;
+}
+
+/* The kept event i of what came in, i < l->in.n, oldest first. */
+static inline const struct kvs_transport_event *tp_later_in(const struct tp_later *l, size_t i)
+{
+    return &l->in.ev[l->in.head + i];
+}
+
+static inline void tp_later_q_forget(struct tp_later_q *q, int conn)
+{
+    size_t j = q->head;
+
+    for (size_t i = q->head; i < q->head + q->n; i++)
+        if (q->ev[i].conn != conn)
+            q->ev[j++] = q->ev[i];
+    q->n = j - q->head;
 }
 
 /* Forgets the kept events of a connection dropped. */
 static inline void tp_later_forget(struct tp_later *l, int conn)
 {
-    size_t j = 0;
+    tp_later_q_forget(&l->in, conn);
+    tp_later_q_forget(&l->sent, conn);
+}
 
-    for (size_t i = 0; i < l->n; i++)
-        if (l->ev[i].conn != conn)
-            l->ev[j++] = l->ev[i];
-    l->n = j;
+static inline void tp_later_free(struct tp_later *l)
+{
+    free(l->in.ev);
+    free(l->sent.ev);
+    *l = (struct tp_later){ 0 };
 }
 
 #endif

@@ -193,19 +193,27 @@ static void empty_key(void)
         die("int key 0 in a string-key store: %s, want KVS_EKEYKIND", kvs_err_name(rc));
 }
 
-/* One init and one pushpull of 100,000 keys, more than a ring holds many
- * times over; then one pull of them all. */
+/* One init and one pushpull of 100,000 keys (KVS_TEST_KEYS, when set),
+ * more than a ring holds many times over; then one pull of them all. */
 static void many_keys(void)
 {
-    enum { NK = 100000 };
-    kvs_key_t *k = malloc(sizeof *k * NK);
-    kvs_array_t *a = malloc(sizeof *a * NK), *o = malloc(sizeof *o * NK);
-    float *v = malloc(sizeof *v * NK), *w = malloc(sizeof *w * NK);
+    const char *env = getenv("KVS_TEST_KEYS");
+    int nk = env ? atoi(env) : 100000;
+    kvs_key_t *k;
+    kvs_array_t *a, *o;
+    float *v, *w;
     double t0;
 
+    if (nk <= 0)
+        die("KVS_TEST_KEYS=%s is not a count of keys", env);
+    k = malloc(sizeof *k * (size_t)nk);
+    a = malloc(sizeof *a * (size_t)nk);
+    o = malloc(sizeof *o * (size_t)nk);
+    v = malloc(sizeof *v * (size_t)nk);
+    w = malloc(sizeof *w * (size_t)nk);
     if (!k || !a || !o || !v || !w)
         die("out of memory");
-    for (int i = 0; i < NK; i++) {
+    for (int i = 0; i < nk; i++) {
         k[i] = KVS_INT_KEY(i);
         v[i] = (float)i;
         a[i] = (kvs_array_t){ .data = &v[i], .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 1 } };
@@ -213,17 +221,17 @@ static void many_keys(void)
         o[i].data = &w[i];
     }
     t0 = now();
-    ok(kvs_init(kv, NK, k, a), "init");
-    fprintf(stderr, "many_keys rank %d: init of %d keys %.3f s\n", rank, NK, now() - t0);
-    for (int i = 0; i < NK; i++)
+    ok(kvs_init(kv, nk, k, a), "init");
+    fprintf(stderr, "many_keys rank %d: init of %d keys %.3f s\n", rank, nk, now() - t0);
+    for (int i = 0; i < nk; i++)
         v[i] = (float)(rank + 1);
     t0 = now();
-    ok(kvs_pushpull(kv, NK, k, a, o, 0), "pushpull");
+    ok(kvs_pushpull(kv, nk, k, a, o, 0), "pushpull");
     fprintf(stderr, "many_keys rank %d: pushpull %.3f s\n", rank, now() - t0);
-    expect(w, NK, tri(nw), "pushpull of many keys");
-    memset(w, 0, sizeof *w * NK);
-    ok(kvs_pull(kv, NK, k, o, 0), "pull");
-    expect(w, NK, tri(nw), "pull of many keys");
+    expect(w, nk, tri(nw), "pushpull of many keys");
+    memset(w, 0, sizeof *w * (size_t)nk);
+    ok(kvs_pull(kv, nk, k, o, 0), "pull");
+    expect(w, nk, tri(nw), "pull of many keys");
     free(k), free(a), free(o), free(v), free(w);
 }
 
