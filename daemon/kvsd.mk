@@ -17,4 +17,3 @@ daemon_kvsd_SOURCES += daemon/tp_uring.c
 daemon_kvsd_CFLAGS += $(LIBURING_CFLAGS) -DHAVE_LIBURING
 daemon_kvsd_LDADD += $(LIBURING_LIBS)
 endif
-man_MANS += daemon/kvsd.8

@@ -474,7 +474,7 @@ KVS_API int kvs_load_optimizer_states(kvs_t *kv, const char *path);
  * waits, the combining of a round) with their keys, bytes and times, and
  * writes them as a Chrome trace-event JSON file (Perfetto,
  * chrome://tracing). KVS_TIMELINE=FILE (or kvsrun --timeline FILE) records
- * the whole job instead, kvsd's phases included: see the README.
+ * the whole job instead, kvsd's phases included: see kvs's doc/timeline.md.
  * kvs_timeline_start turns it on for this process, into path (taken from
  * the working directory at the call); kvs_timeline_stop writes the file
  * (atomically: a temporary file, then rename) and turns it off. Call them
