@@ -62,8 +62,8 @@ endif
 # kvsctl timeline's reader of untrusted trace files, on its own.
 check_PROGRAMS += tests/test_tlread
 TESTS += tests/test_tlread
-tests_test_tlread_SOURCES = tests/test_tlread.c daemon/tlread.c daemon/tlread.h
-tests_test_tlread_CFLAGS = $(test_cflags) -I$(top_srcdir)/daemon
+tests_test_tlread_SOURCES = tests/test_tlread.c daemon/kvsctl/tlread.c daemon/kvsctl/tlread.h
+tests_test_tlread_CFLAGS = $(test_cflags) -I$(top_srcdir)/daemon/kvsctl
 tests_test_tlread_LDADD = $(CMOCKA_LIBS) -lm
 check_PROGRAMS += tests/test_auth tests/test_handshake
 TESTS += tests/test_auth tests/test_handshake

@@ -6,7 +6,7 @@
 # without python3.
 set -u
 bld=${top_builddir:-.}
-kvsctl=$bld/daemon/kvsctl
+kvsctl=$bld/daemon/kvsctl/kvsctl
 python=${PYTHON:-python3}
 
 # shellcheck source=tests/lib.sh
