@@ -8,7 +8,7 @@
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 bld=${top_builddir:-.}
-kvsrun="$bld/daemon/kvsrun"
+kvsrun="$bld/daemon/kvsrun/kvsrun"
 worker="$bld/tests/dist_worker"
 training="$bld/tests/dist_training"
 KVSD="$bld/daemon/kvsd"
