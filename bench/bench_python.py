@@ -6,7 +6,7 @@
         local -n 1 (one kvs_pushpull of one value, in place, round.h's
         harness) against kv.pushpull(key, value) through the package, per
         size. Prints "pycall,BYTES,C_S,PY_S" lines (medians, seconds).
-    bench_python.py trainer --kvsrun _bench/daemon/kvsrun [--steps 10]
+    bench_python.py trainer --kvsrun _bench/daemon/kvsrun/kvsrun [--steps 10]
         A training step of ResNet-50's 161 parameter tensors
         (../resnet50_sizes.h, 25,557,032 float32 values) with 2 worker
         processes: backward, then kvs.torch.Trainer.step (the store's SGD),

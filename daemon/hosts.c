@@ -39,12 +39,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "auth.h"
+#include "net/auth.h"
 #include "bytes.h"
-#include "handshake.h"
+#include "net/handshake.h"
 #include "kvsd.h"
 #include "shm.h"
-#include "transport.h"
+#include "net/transport.h"
 #include "wire.h"
 
 #define SEC_NS          1000000000ll

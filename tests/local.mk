@@ -56,32 +56,25 @@ tests_test_shard_LDADD = $(test_core_ldadd)
 # The streams between hosts, tested on their own.
 check_PROGRAMS += tests/test_transport
 TESTS += tests/test_transport
-tests_test_transport_SOURCES = tests/test_transport.c daemon/transport.h daemon/transport.c \
-	daemon/tcp.c daemon/tp_socket.c daemon/tp_util.h
-tests_test_transport_CFLAGS = $(test_cflags) -I$(top_srcdir)/daemon \
+tests_test_transport_CFLAGS = $(test_cflags) -I$(top_srcdir)/daemon/net \
 	-DSTUB_PATH='"$(abs_top_builddir)/tests/.libs/tp_stub.so"'
-tests_test_transport_LDADD = $(test_core_ldadd) -ldl
+tests_test_transport_LDADD = daemon/net/libkvs_net.la $(test_core_ldadd) -ldl
 EXTRA_tests_test_transport_DEPENDENCIES = tests/tp_stub.la
 if HAVE_LIBURING
-tests_test_transport_SOURCES += daemon/tp_uring.c
 tests_test_transport_CFLAGS += $(LIBURING_CFLAGS) -DHAVE_LIBURING
-tests_test_transport_LDADD += $(LIBURING_LIBS)
 endif
 # kvsctl timeline's reader of untrusted trace files, on its own.
 check_PROGRAMS += tests/test_tlread
 TESTS += tests/test_tlread
-tests_test_tlread_SOURCES = tests/test_tlread.c daemon/tlread.c daemon/tlread.h
-tests_test_tlread_CFLAGS = $(test_cflags) -I$(top_srcdir)/daemon
+tests_test_tlread_SOURCES = tests/test_tlread.c daemon/kvsctl/tlread.c daemon/kvsctl/tlread.h
+tests_test_tlread_CFLAGS = $(test_cflags) -I$(top_srcdir)/daemon/kvsctl
 tests_test_tlread_LDADD = $(CMOCKA_LIBS) -lm
 check_PROGRAMS += tests/test_auth tests/test_handshake
 TESTS += tests/test_auth tests/test_handshake
-tests_test_auth_SOURCES = tests/test_auth.c daemon/auth.c daemon/auth.h
-tests_test_auth_CFLAGS = $(test_cflags) $(SODIUM_CFLAGS) -I$(top_srcdir)/daemon
-tests_test_auth_LDADD = $(test_core_ldadd) $(SODIUM_LIBS)
-tests_test_handshake_SOURCES = tests/test_handshake.c daemon/handshake.c daemon/handshake.h \
-	daemon/auth.c daemon/auth.h
-tests_test_handshake_CFLAGS = $(test_cflags) $(SODIUM_CFLAGS) -I$(top_srcdir)/daemon
-tests_test_handshake_LDADD = $(test_core_ldadd) $(SODIUM_LIBS)
+tests_test_auth_CFLAGS = $(test_cflags) $(SODIUM_CFLAGS) -I$(top_srcdir)/daemon/net
+tests_test_auth_LDADD = daemon/net/libkvs_net.la $(test_core_ldadd) $(SODIUM_LIBS)
+tests_test_handshake_CFLAGS = $(test_cflags) $(SODIUM_CFLAGS) -I$(top_srcdir)/daemon/net
+tests_test_handshake_LDADD = daemon/net/libkvs_net.la $(test_core_ldadd) $(SODIUM_LIBS)
 tests_test_sum_CFLAGS = $(test_cflags)
 tests_test_sum_LDADD = $(test_core_ldadd)
 tests_test_spec_CFLAGS = $(test_cflags)
@@ -129,8 +122,9 @@ endif
 # A transport plug-in for the loader's tests: the socket transport under
 # another name, or broken as TP_STUB asks (tests/tp_stub.c).
 check_LTLIBRARIES += tests/tp_stub.la
-tests_tp_stub_la_SOURCES = tests/tp_stub.c daemon/tp_socket.c daemon/tp_util.h daemon/transport.h
-tests_tp_stub_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -I$(top_srcdir)/daemon
+tests_tp_stub_la_SOURCES = tests/tp_stub.c daemon/net/tp_socket.c daemon/net/tp_util.h \
+	daemon/net/transport.h
+tests_tp_stub_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -I$(top_srcdir)/daemon/net
 tests_tp_stub_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -rpath /nowhere
 tests_tp_stub_la_LIBADD = src/libkvs_core.la
 # A stand-in for the CUDA runtime and NCCL over host memory, built where

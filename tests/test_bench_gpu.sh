@@ -21,7 +21,7 @@ else
     printf '%s\n' "$out" | tail -20 | sed 's/^/# /'
 fi
 if out=$(KVS_CUDART="$standin" KVS_STANDIN_DEVICES=2 KVS_JOB="bg-$$" timeout 60 \
-        "$b/daemon/kvsrun" -n 3 "$b/bench/bench_gpu" --dist --max-size 16K --iters 2 2>&1) &&
+        "$b/daemon/kvsrun/kvsrun" -n 3 "$b/bench/bench_gpu" --dist --max-size 16K --iters 2 2>&1) &&
     printf '%s\n' "$out" | grep -q '^dist_sync, 3 workers on 2 GPUs' &&
     [ "$(printf '%s\n' "$out" | grep -cE '^(4|16) KiB +dist ')" = 2 ]; then
     echo "ok 2 - bench_gpu --dist: 3 workers of a dist_sync job on 2 fake GPUs"

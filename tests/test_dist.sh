@@ -93,7 +93,7 @@ semantics
 # kvsd may not read (not dumpable, and kvsd without CAP_SYS_PTRACE: as
 # root, both run as nobody). The values are the same; kvsctl stats counts.
 # An array unmapped while lent fails the job, naming its rank.
-KVS_TEST_KVSCTL=$(cd "$bld" && pwd)/daemon/kvsctl
+KVS_TEST_KVSCTL=$(cd "$bld" && pwd)/daemon/kvsctl/kvsctl
 export KVS_TEST_KVSCTL KVS_TEST_READERS
 prog=$bld/tests/dist_remote
 for n in 2 3; do KVS_TEST_READERS=$n; job $n remote; done
@@ -113,7 +113,7 @@ if [ "$(id -u)" -eq 0 ]; then
     chmod 755 "$nb"
     real_worker=$bld_abs/tests/.libs/dist_remote
     [ -f "$real_worker" ] || real_worker=$bld_abs/tests/dist_remote
-    cp "$bld_abs/daemon/kvsd" "$bld_abs/daemon/kvsctl" "$real_worker" "$nb/"
+    cp "$bld_abs/daemon/kvsd" "$bld_abs/daemon/kvsctl/kvsctl" "$real_worker" "$nb/"
     cp -P "$bld_abs"/src/.libs/libkvs.so* "$nb/" 2>/dev/null
     printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s %s/dist_remote "$@"\n' "$nb" "$nobody" "$nb" \
         > "$nb/as_nobody"
@@ -135,7 +135,7 @@ prog=
 # The default: the workers combine the small keys' rounds. kvsctl stats
 # counts them exactly (remote).
 unset KVS_COMBINE
-KVS_TEST_COMBINED=1 KVS_TEST_KVSCTL=$(cd "$bld" && pwd)/daemon/kvsctl
+KVS_TEST_COMBINED=1 KVS_TEST_KVSCTL=$(cd "$bld" && pwd)/daemon/kvsctl/kvsctl
 export KVS_TEST_COMBINED KVS_TEST_KVSCTL KVS_TEST_READERS
 semantics
 prog=$bld/tests/dist_remote
@@ -245,7 +245,7 @@ release() {  # lets both workers of held go; st 1 when one or kvsd fails
     wait "$kvsd_pid" || st=1
 }
 kvsctl_stats() {
-    "$bld/daemon/kvsctl" --job "$name" stats 2>&1
+    "$bld/daemon/kvsctl/kvsctl" --job "$name" stats 2>&1
 }
 says() {  # says LINE: kvsctl stats has LINE
     kvsctl_stats | grep -qx "$1" || { echo "# no \"$1\" in:"; kvsctl_stats | sed 's/^/# /'; false; }

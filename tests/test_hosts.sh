@@ -8,7 +8,7 @@
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 bld=${top_builddir:-.}
-kvsrun="$bld/daemon/kvsrun"
+kvsrun="$bld/daemon/kvsrun/kvsrun"
 worker="$bld/tests/dist_worker"
 training="$bld/tests/dist_training"
 KVSD="$bld/daemon/kvsd"
@@ -22,7 +22,7 @@ trap 'pkill -f "kvsd --job kh-$$-" 2>/dev/null; ip netns del $nsa 2>/dev/null; i
 n_test=0
 # kvsd with its silence bound cut to 2 s (heartbeats then go every 0.4 s).
 short_bound=$work/kvsd-short-bound
-printf '#!/bin/sh\nexec %s "$@" --heartbeat-timeout 2\n' "$(cd "$(dirname "$KVSD")" && pwd)/kvsd" >"$short_bound"
+printf '#!/bin/sh\nexec %s "$@" --heartbeat-timeout 2\n' "$(cd "$(dirname "$KVSD")" && pwd)/$(basename "$KVSD")" >"$short_bound"
 chmod 755 "$short_bound"
 
 free_port() {

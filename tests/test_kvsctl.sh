@@ -1,6 +1,6 @@
 #!/bin/sh
 # Description: kvsctl reads a held 2-worker dist_sync job right (status, keys, stats with exact counts, its per-key rounds and latencies, stats --json), stops a kvsd cleanly (workers then get KVS_ECLOSED, nothing is left), fails plainly for a job nobody serves or a bad command, and kvsctl plan models a job across hosts to the byte.
-# TAP output. Programs: $top_builddir/daemon/kvsd, daemon/kvsctl and
+# TAP output. Programs: $top_builddir/daemon/kvsd, daemon/kvsctl/kvsctl and
 # tests/dist_worker (scenario "hold": int keys 1, float32 (2,3), and 2,
 # int32 (4,); three sync rounds pushed to key 1, one pull; a barrier; then
 # it waits for $KVS_TEST_DIR/release; and "stop_waits"). Every job runs in
@@ -8,7 +8,7 @@
 set -u
 bld=${top_builddir:-.}
 kvsd=$bld/daemon/kvsd
-kvsctl=$bld/daemon/kvsctl
+kvsctl=$bld/daemon/kvsctl/kvsctl
 worker=$bld/tests/dist_worker
 
 # shellcheck source=tests/lib.sh

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Description: kvsrun starts kvsd and N workers, exits with the first failing worker's status, passes signals on, stops the rest, leaves nothing of the job behind, and sizes the arena: --arena reaches kvsd, the default takes 5 GB.
-# TAP output. Programs: $top_builddir/daemon/kvsrun and daemon/kvsd; the kvs
+# TAP output. Programs: $top_builddir/daemon/kvsrun/kvsrun and daemon/kvsd; the kvs
 # worker (it pushes and pulls one key and checks the sum over the workers) is
 # $DIST_WORKER, else $top_builddir/tests/dist_worker. Every job runs in a
 # private XDG_RUNTIME_DIR, so the user's own jobs are never touched.
@@ -9,7 +9,7 @@
 # shellcheck disable=SC2016
 set -u
 top_builddir=${top_builddir:-.}
-kvsrun=$top_builddir/daemon/kvsrun
+kvsrun=$top_builddir/daemon/kvsrun/kvsrun
 kvsd=$top_builddir/daemon/kvsd
 worker=${DIST_WORKER:-$top_builddir/tests/dist_worker}
 

@@ -17,7 +17,7 @@ private_runtime
 trap 'rm -rf "$rt"' EXIT
 KVS_LIBRARY=$bld/src/.libs/libkvs.so
 PYTHONPATH=$src/python
-KVS_TEST_KVSRUN=$bld/daemon/kvsrun
+KVS_TEST_KVSRUN=$bld/daemon/kvsrun/kvsrun
 KVS_TEST_STANDIN=$bld/tests/standin/.libs/libkvs_standin.so
 PYTHONDONTWRITEBYTECODE=1
 export KVS_LIBRARY PYTHONPATH KVS_TEST_KVSRUN KVS_TEST_STANDIN PYTHONDONTWRITEBYTECODE

@@ -1,13 +1,13 @@
 #!/bin/sh
 # Description: KVS_TIMELINE / kvsrun --timeline writes one Chrome trace of the job: phases nest per thread, keys are named, the others' waits account for a straggler's delay (through kvsd and through the combine area), faults are instant events, a full buffer counts what it dropped, a bad size is refused, a local store writes its own calls, a job without it writes nothing, and across hosts each host writes its part with host 0's clock measured.
-# TAP output. Programs: $top_builddir/daemon/kvsrun and daemon/kvsd, the
+# TAP output. Programs: $top_builddir/daemon/kvsrun/kvsrun and daemon/kvsd, the
 # worker $top_builddir/tests/dist_worker, examples/quickstart; python3
 # reads the files (tests/timeline_check.py). Every job runs in a private
 # XDG_RUNTIME_DIR.
 set -u
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
-kvsrun=$top_builddir/daemon/kvsrun
+kvsrun=$top_builddir/daemon/kvsrun/kvsrun
 worker=$top_builddir/tests/dist_worker
 quickstart=$top_builddir/examples/quickstart
 check="python3 $top_srcdir/tests/timeline_check.py"

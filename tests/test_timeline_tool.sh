@@ -6,7 +6,7 @@
 # without python3.
 set -u
 bld=${top_builddir:-.}
-kvsctl=$bld/daemon/kvsctl
+kvsctl=$bld/daemon/kvsctl/kvsctl
 python=${PYTHON:-python3}
 
 # shellcheck source=tests/lib.sh
@@ -272,7 +272,7 @@ tap $st "two hosts: a rank's wait across hosts counts, and the late rank of the 
 # ---- a real job, where the tree has the timeline ------------------------------------
 # The last of 3 workers sleeps 40 ms before each push (dist_worker's
 # straggler scenario): the others wait about that long in every round.
-kvsrun=$bld/daemon/kvsrun
+kvsrun=$bld/daemon/kvsrun/kvsrun
 worker=$bld/tests/dist_worker
 if [ -x "$kvsrun" ] && [ -x "$worker" ] && "$kvsrun" --help 2>&1 | grep -q -- '--timeline'; then
     XDG_RUNTIME_DIR=$rt/run

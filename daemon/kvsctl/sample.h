@@ -1,10 +1,10 @@
 /*
- * ctl.h - what kvsctl's files share: one question to a job's kvsd and
- * its checked answer (kvsctl.c), kvsd's sample parsed and checked, and as
- * JSON (sample.c), and the live view that samples it (top.c).
+ * sample.h - kvsd's sample (proto.h, KVS__CTL_SAMPLE) as kvsctl reads it
+ * (sample.c): parsed and checked, and written as JSON. For stats --json
+ * (status.c) and top (top.c); it asks no kvsd itself.
  */
-#ifndef KVSCTL_CTL_H
-#define KVSCTL_CTL_H
+#ifndef KVSCTL_SAMPLE_H
+#define KVSCTL_SAMPLE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -12,25 +12,6 @@
 
 #include "kvs.h"
 #include "latency.h"
-#include "proto.h"
-
-#define SEC_NS      1000000000ll
-#define DEADLINE_NS (5 * SEC_NS)       /* for everything one question waits on */
-
-/* ---- kvsctl.c ----------------------------------------------------------- */
-
-enum { ASK_OK = 0, ASK_FAILED = 1, ASK_GONE = 2 };
-
-/* Asks the kvsd of job (checked by kvs__job_name_check) command, within
- * DEADLINE_NS, and decodes its answer into *reply (proto.c checks every
- * byte). ASK_OK for an answer of status 0; ASK_GONE when no kvsd serves
- * the job, or it closed the connection without an answer; ASK_FAILED for
- * any other failure, an error answer included. Then msg (size bytes) says
- * why, as one line without "kvsctl: ". Not for threads: reply is the
- * caller's, the rest is on the stack. */
-int ctl_ask(const char *job, int command, struct kvs__ctl_reply *reply, char *msg, size_t size);
-
-/* ---- sample.c: kvsd's sample (proto.h, KVS__CTL_SAMPLE) ---------------- */
 
 #define SAMPLE_KEY_TEXT (4 * KVS_MAX_KEY_LEN + 3)
 #define SAMPLE_COUNTERS 32
@@ -81,18 +62,5 @@ uint64_t sample_counter(const struct sample *s, const char *name);
 /* Writes s of job as one JSON object on f (key names escaped, int keys as
  * numbers, string keys as strings). 0, or -1 when f failed. */
 int sample_json(FILE *f, const char *job, const struct sample *s);
-
-/* ---- top.c: kvsctl top ------------------------------------------------- */
-
-struct top_opts {
-    int once;                          /* one frame, plain text, then exit */
-    int64_t interval_ns;               /* between samples */
-};
-
-/* Runs `kvsctl top` on job: a frame every interval on the terminal until
- * q, SIGINT, SIGTERM or the job's end; with once, one frame on stdout.
- * Returns the exit status: 0; 1 when kvsd could not be asked or answered
- * badly; 2 when stdout is not a terminal (without once). */
-int top_main(const char *job, const struct top_opts *o);
 
 #endif

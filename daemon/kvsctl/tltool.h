@@ -1,6 +1,7 @@
 /*
- * tltool.h - what kvsctl timeline's plot (timeline.c) and merge
- * (tl_merge.c) share: their limits, their usage, and files written whole.
+ * tltool.h - what kvsctl timeline's plot (tl_plot.c) and merge
+ * (tl_merge.c) share (tltool.c): their limits, their usage, and files
+ * written whole. Their entry points are in timeline.h.
  */
 #ifndef KVSCTL_TLTOOL_H
 #define KVSCTL_TLTOOL_H
@@ -34,8 +35,5 @@ struct tl_out {
 int tl_out_open(struct tl_out *o, const char *path);
 void tl_out_drop(struct tl_out *o);
 int tl_out_commit(struct tl_out *o);
-
-/* kvsctl timeline merge, argv[0] "merge": see timeline.h. */
-int tl_merge_main(int argc, char **argv);
 
 #endif

@@ -9,8 +9,8 @@
  * has a bound, the parser's depth has a bound, every value lives in
  * arenas sized before the parse (no allocation per value), and a number
  * out of a double's range becomes an infinity for the caller to refuse.
- * Nothing here interprets an event; that is timeline.c's part. Nothing
- * here writes a file.
+ * Nothing here interprets an event; that is plot's and merge's part
+ * (tl_plot.c, tl_merge.c). Nothing here writes a file.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -45,7 +45,7 @@ static int load(struct kvs__tp_choice *c, const char *name, struct kvs__err *e)
 {
     const struct kvs_transport_ops *ops;
     struct kvs_transport_error why;
-    kvs_transport_entry_fn *entry;
+    kvs_transport_entry_fn *hello;
     const char *missing = NULL;
     char who[sizeof c->path + 64];
 
@@ -60,11 +60,11 @@ static int load(struct kvs__tp_choice *c, const char *name, struct kvs__err *e)
     dlerror();
     if (!(c->dl = dlopen(c->path, RTLD_NOW | RTLD_LOCAL)))
         return kvs__fail(e, KVS_EBADARG, "%s: cannot load it: %s", who, dlerror());
-    *(void **)&entry = dlsym(c->dl, KVS_TRANSPORT_ENTRY);
-    if (!entry)
+    *(void **)&hello = dlsym(c->dl, KVS_TRANSPORT_ENTRY);
+    if (!hello)
         return kvs__fail(e, KVS_EBADARG, "%s: has no %s: not a kvs transport", who,
                          KVS_TRANSPORT_ENTRY);
-    if (!(ops = entry()))
+    if (!(ops = hello()))
         return kvs__fail(e, KVS_EBADARG, "%s: gave no ops table", who);
     if (ops->version != KVS_TRANSPORT_VERSION)
         return kvs__fail(e, KVS_EBADARG, "%s: built for transport ops version %u; this kvsd "

@@ -1,8 +1,8 @@
 /*
  * auth.h - hosts of a job prove to each other that they hold its secret
  * (the handshake in wire.h): the secret file, nonces, and HMAC-SHA256
- * proofs (libsodium). Not used by kvsd yet: jobs across hosts are being
- * built on it.
+ * proofs (libsodium). kvsd loads the secret; handshake.c makes and
+ * checks the proofs.
  */
 #ifndef KVS_AUTH_H
 #define KVS_AUTH_H

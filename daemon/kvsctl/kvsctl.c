@@ -2,10 +2,15 @@
  * kvsctl - looks into the kvsd of a job on this host: the job's state
  * (status), its keys (keys), kvsd's counters and the keys' round latencies
  * (stats, or its sample as JSON with --json), a live view of the workers
- * and keys (top, top.c); or tells kvsd to stop (stop). Each question is
- * one control request on the job's socket, and its answer. plan (plan.c)
- * asks no kvsd: it models a job across hosts; nor does timeline
- * (timeline.c), which reads the trace files of a job.
+ * and keys (top); or tells kvsd to stop (stop). plan asks no kvsd: it
+ * models a job across hosts; nor does timeline, which reads the trace
+ * files of a job.
+ *
+ * This file is the dispatcher: it reads the command line and runs one
+ * sub-tool, each in a file of its own: status.c (status, keys, stats,
+ * stop), top.c, plan.c, tl_plot.c and tl_merge.c (timeline plot and
+ * merge). Those that ask kvsd ask through ask.c. No sub-tool calls back
+ * into this file.
  *
  * kvsctl never touches the job's shared memory, files or processes: all it
  * knows is kvsd's answer, which it decodes and checks (proto.c, and
@@ -15,29 +20,23 @@
  * after the question began.
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <getopt.h>
-#include <limits.h>
-#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
 
-#include "ctl.h"
+#include "ask.h"
 #include "kvs.h"
 #include "plan.h"
 #include "proto.h"
-#include "ring.h"
 #include "shm.h"
-#include "sys.h"
+#include "status.h"
 #include "timeline.h"
+#include "tltool.h"
+#include "top.h"
 
-#define RETRY_MS    10                 /* between connects to a full backlog, looks at a stop */
 #define TOP_INTERVAL_NS SEC_NS         /* kvsctl top's refresh, unless -d says */
 
 
@@ -80,23 +79,6 @@ static void usage(FILE *f)
             "be asked or answered with an error, 2 on a usage error. Every question to kvsd\n"
             "gives up after %lld s.\n",
             DEADLINE_NS / SEC_NS);
-}
-
-static int64_t ms_to(int64_t deadline_ns)
-{
-    int64_t left = deadline_ns - kvs__now_ns();
-
-    if (left <= 0)
-        return 0;
-    return left / 1000000 + 1;
-}
-
-static void nap(int64_t deadline_ns)
-{
-    int64_t ms = ms_to(deadline_ns);
-
-    /* EINTR only ends the nap early; the caller looks at the clock. */
-    poll(NULL, 0, (int)(ms < RETRY_MS ? ms : RETRY_MS));
 }
 
 /* What the command line asks. */
@@ -267,203 +249,28 @@ static int parse_options(int argc, char **argv, struct cmd *c)
     return -1;
 }
 
-/* Connects to path before deadline_ns. A kvsd whose backlog is full
- * (EAGAIN) is tried again until then: a blocking connect would wait for
- * it without a deadline. 0 and *fd, or -errno. */
-static int connect_by(const char *path, int64_t deadline_ns, int *fd)
+/* kvsctl timeline: argv[0] is "timeline", argv[1] "plot" or "merge". */
+static int timeline(int argc, char **argv)
 {
-    struct sockaddr_un a = { .sun_family = AF_UNIX };
-    int s;
-
-    if (strlen(path) >= sizeof a.sun_path)
-        return -ENAMETOOLONG;
-    memcpy(a.sun_path, path, strlen(path) + 1);
-    s = EINTR_RETRY(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (s < 0)
-        return -errno;
-    for (;;) {
-        int rc;
-
-        if (EINTR_RETRY(connect(s, (const struct sockaddr *)&a, sizeof a)) == 0
-            || errno == EISCONN) {
-            *fd = s;
-            return 0;
-        }
-        rc = -errno;
-        if (rc != -EAGAIN || kvs__now_ns() >= deadline_ns) {
-            close(s);
-            return rc == -EAGAIN ? -ETIMEDOUT : rc;
-        }
-        nap(deadline_ns);
+    if (argc < 2)
+        return tl_usage_error("no subcommand (plot or merge)");
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        tl_usage(stdout);
+        return 0;
     }
-}
-
-/* 1 while path is the socket it was when kvsctl began (same device and
- * inode): a kvsd that stops removes it; a new kvsd makes another. */
-static int same_socket(const char *path, const struct stat *was)
-{
-    struct stat st;
-
-    return lstat(path, &st) == 0 && st.st_dev == was->st_dev && st.st_ino == was->st_ino;
-}
-
-/* Writes text as it came, with a final newline. 0, or 1 when stdout
- * failed (a closed pipe, a full disk). */
-static int print_text(const struct kvs__ctl_reply *r)
-{
-    if (r->len > 0 && fwrite(r->text, 1, r->len, stdout) != r->len)
-        return 1;
-    if (r->len > 0 && r->text[r->len - 1] != '\n')
-        putchar('\n');
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "kvsctl: cannot write the answer: %s\n", strerror(errno));
-        return 1;
-    }
-    return 0;
-}
-
-/* The text of an error answer on one line: without its final newline. */
-static int text_line_len(const struct kvs__ctl_reply *r)
-{
-    uint32_t n = r->len;
-
-    while (n > 0 && r->text[n - 1] == '\n')
-        n--;
-    return (int)n;
-}
-
-/* Where a question went: the socket, as it was when asked (stop waits
- * for it to go). */
-struct where {
-    char path[PATH_MAX + 80];
-    struct stat was;
-};
-
-static int say(char *msg, size_t size, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int say(char *msg, size_t size, int rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, size, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-static int ask(const char *job, int command, struct kvs__ctl_reply *reply, struct where *at,
-               char *msg, size_t size)
-{
-    static unsigned char buf[KVS__CTL_REPLY_MAX];
-    char dir[PATH_MAX];
-    struct kvs__ctl_request q = { .version = KVS__PROTO_VERSION };
-    struct kvs__err e = { 0, "" };
-    int64_t deadline = kvs__now_ns() + DEADLINE_NS;
-    int fd = -1, nfds = 0, rc, status = ASK_FAILED;
-    size_t len;
-    uid_t uid;
-
-    if (kvs__runtime_dir(dir, sizeof dir, &e) != 0)
-        return say(msg, size, ASK_FAILED, "%s", e.msg);
-    snprintf(at->path, sizeof at->path, "%s/%s.sock", dir, job);
-    rc = lstat(at->path, &at->was) != 0 ? -errno : connect_by(at->path, deadline, &fd);
-    if (rc == -ENOENT || rc == -ECONNREFUSED)
-        return say(msg, size, ASK_GONE, "no kvsd serves job '%s' (%s)", job, at->path);
-    if (rc == -ETIMEDOUT)
-        return say(msg, size, ASK_FAILED, "the kvsd of job '%s' accepted no connection within "
-                   "%lld s", job, DEADLINE_NS / SEC_NS);
-    if (rc != 0)
-        return say(msg, size, ASK_FAILED, "cannot connect to %s: %s", at->path, strerror(-rc));
-    /* The directory is this user's alone (kvs__runtime_dir checks it);
-     * this only makes sure of the one we talk to. */
-    if (kvs__sock_peer(fd, &uid, NULL, &e) != 0 || uid != geteuid()) {
-        say(msg, size, 0, "%s is served by another user's process; not asking it", at->path);
-        goto out;
-    }
-
-    q.command = (uint8_t)command;
-    snprintf(q.job, sizeof q.job, "%s", job);
-    len = kvs__ctl_request_encode(&q, buf);
-    if ((rc = kvs__sock_send(fd, buf, len, NULL, 0, deadline, &e)) == 0)
-        rc = kvs__sock_recv(fd, buf, sizeof buf, &len, NULL, 0, &nfds, deadline, &e);
-    if (rc == -ECONNRESET || rc == -EPIPE) {
-        say(msg, size, 0, "the kvsd of job '%s' closed the connection without an answer (it "
-            "may be stopping)", job);
-        status = ASK_GONE;
-        goto out;
-    }
-    if (rc == -ETIMEDOUT) {
-        say(msg, size, 0, "no answer from the kvsd of job '%s' within %lld s", job,
-            DEADLINE_NS / SEC_NS);
-        goto out;
-    }
-    if (rc != 0) {
-        say(msg, size, 0, "job '%s': %s", job, e.msg);
-        goto out;
-    }
-    if (kvs__msg_type(buf, len) == KVS__MSG_WELCOME) {
-        /* A kvsd that took the request for a bad hello: one from before
-         * kvsctl, or of another protocol version. Its refusal says which. */
-        struct kvs__welcome w;
-
-        if (kvs__welcome_decode(buf, len, &w, &e) == 0 && w.status != 0) {
-            char safe[4 * KVS__MSG_MAX];
-
-            /* Nothing from a socket reaches the terminal unchecked. */
-            kvs__ctl_text_escape(safe, sizeof safe, w.msg, strlen(w.msg), 0);
-            say(msg, size, 0, "the kvsd of job '%s' takes no control requests: %s", job, safe);
-            goto out;
-        }
-    }
-    if (kvs__ctl_reply_decode(buf, len, reply, &e) != 0) {
-        say(msg, size, 0, "a bad answer from the kvsd of job '%s': %s", job, e.msg);
-        goto out;
-    }
-    if (reply->status != 0) {
-        say(msg, size, 0, "the kvsd of job '%s' refused: %.*s (%s)", job, text_line_len(reply),
-            reply->text, kvs_err_name(reply->status));
-        goto out;
-    }
-    status = ASK_OK;
-out:
-    close(fd);
-    return status;
-}
-
-int ctl_ask(const char *job, int command, struct kvs__ctl_reply *reply, char *msg, size_t size)
-{
-    struct where at;
-
-    return ask(job, command, reply, &at, msg, size);
-}
-
-/* stats --json: the sample, checked, as JSON. */
-static int print_json(const char *job, const struct kvs__ctl_reply *r)
-{
-    struct sample smp;
-    char why[256];
-    int rc;
-
-    if (sample_parse(r->text, r->len, &smp, why, sizeof why) != 0) {
-        fprintf(stderr, "kvsctl: a bad sample from the kvsd of job '%s': %s\n", job, why);
-        return 1;
-    }
-    rc = sample_json(stdout, job, &smp);
-    sample_free(&smp);
-    if (rc != 0) {
-        fprintf(stderr, "kvsctl: cannot write the answer: %s\n", strerror(errno));
-        return 1;
-    }
-    return 0;
+    /* A closed stdout or a gnuplot gone early is an error to report, not
+     * a signal to die of. */
+    signal(SIGPIPE, SIG_IGN);
+    if (strcmp(argv[1], "plot") == 0)
+        return tl_plot_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "merge") == 0)
+        return tl_merge_main(argc - 1, argv + 1);
+    return tl_usage_error("unknown subcommand '%s' (plot or merge)", argv[1]);
 }
 
 int main(int argc, char **argv)
 {
-    static struct kvs__ctl_reply reply;
     struct cmd c = { .command = 0 };
-    struct where at;
-    char msg[PATH_MAX + 512];
     int rc;
 
     if ((rc = parse_options(argc, argv, &c)) >= 0)
@@ -471,29 +278,8 @@ int main(int argc, char **argv)
     if (c.plan && strcmp(argv[c.plan], "plan") == 0)
         return plan_main(argc - c.plan, argv + c.plan);
     if (c.plan)
-        return timeline_main(argc - c.plan, argv + c.plan);
+        return timeline(argc - c.plan, argv + c.plan);
     if (c.top)
         return top_main(c.job, &c.top_o);
-    if (ask(c.job, c.command, &reply, &at, msg, sizeof msg) != ASK_OK) {
-        fprintf(stderr, "kvsctl: %s\n", msg);
-        return 1;
-    }
-    if (c.json)
-        return print_json(c.job, &reply);
-    if (print_text(&reply) != 0)
-        return 1;
-    if (c.command == KVS__CTL_STOP) {
-        int64_t deadline = kvs__now_ns() + DEADLINE_NS;
-
-        /* kvsd has answered and is on its way out: it removes its
-         * socket as it ends, once the workers' requests are failed. */
-        while (same_socket(at.path, &at.was) && kvs__now_ns() < deadline)
-            nap(deadline);
-        if (same_socket(at.path, &at.was)) {
-            fprintf(stderr, "kvsctl: the kvsd of job '%s' said it was stopping, but is still "
-                    "there after %lld s\n", c.job, DEADLINE_NS / SEC_NS);
-            return 1;
-        }
-    }
-    return 0;
+    return status_main(c.job, c.command, c.json);
 }

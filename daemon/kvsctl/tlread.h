@@ -1,8 +1,9 @@
 /*
  * tlread.h - reads the files KVS_TIMELINE makes: Chrome trace-event JSON,
  * one event a line, ending with an otherData object whose format is
- * "kvs timeline 1". For kvsctl timeline (timeline.c). Nothing here is
- * trusted: every line is bounded, parsed whole, and checked before use.
+ * "kvs timeline 1". For kvsctl timeline (tl_plot.c, tl_merge.c). Nothing
+ * here is trusted: every line is bounded, parsed whole, and checked
+ * before use.
  */
 #ifndef KVSCTL_TLREAD_H
 #define KVSCTL_TLREAD_H

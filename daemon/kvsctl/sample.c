@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctl.h"
+#include "sample.h"
 
 #define WORKERS_MAX 1024               /* kvsd's MAX_WORKERS */
 #define KEYS_MAX    100000             /* more than a reply's text can hold */

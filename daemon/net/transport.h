@@ -13,6 +13,11 @@
  *
  * A loop is used by one thread. Nothing it receives is trusted: it hands
  * bytes up, and the frame layer checks them. Every wait has a deadline.
+ *
+ * This is net's face to kvsd (with handshake.h and auth.h): the files of
+ * daemon/net/ stand below kvsd and never include or call anything of it;
+ * what they report goes up through the ops table's return values and
+ * events, never by name.
  */
 #ifndef KVSD_TRANSPORT_H
 #define KVSD_TRANSPORT_H

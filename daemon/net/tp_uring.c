@@ -542,7 +542,7 @@ static int notif_done(struct kvs_transport *t, struct conn *c, const struct io_u
 }
 
 /* One completion: an event kept for the caller, or the next step. */
-static int complete(struct kvs_transport *t, const struct io_uring_cqe *q)
+static int cqe_take(struct kvs_transport *t, const struct io_uring_cqe *q)
 {
     int id = (int)(q->user_data >> 8 & 0xffffff), op = (int)(q->user_data & 0xff), rc;
     struct conn *c;
@@ -633,7 +633,7 @@ static int uring_wait(struct kvs_transport *t, struct kvs_transport_event *ev, i
          * that what came in is never stuck behind a backlog of SENTs. */
         rc = 0;
         io_uring_for_each_cqe(&t->ring, head, q) {
-            if ((rc = complete(t, q)) != 0)
+            if ((rc = cqe_take(t, q)) != 0)
                 break;
             seen++;
         }
@@ -669,7 +669,7 @@ static void uring_close(struct kvs_transport *t)
 
         io_uring_submit_and_wait_timeout(&t->ring, &q, 1, &ts, NULL);
         io_uring_for_each_cqe(&t->ring, head, q) {
-            complete(t, q);
+            cqe_take(t, q);
             seen++;
         }
         io_uring_cq_advance(&t->ring, seen);

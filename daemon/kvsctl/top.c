@@ -27,8 +27,11 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "ask.h"
+#include "proto.h"
 #include "ring.h"
+#include "sample.h"
+#include "top.h"
 
 #define ROWS_DEFAULT 24
 #define COLS_DEFAULT 80

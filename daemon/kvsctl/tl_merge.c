@@ -4,7 +4,8 @@
  * clock: each host's file says, in otherData.clock_offsets, host 0's
  * clock less its own, which is added to its events' ts. Host 0's event
  * lines, and every line without a ts, are copied as they came once they
- * have parsed. The file appears whole or not at all.
+ * have parsed. The file appears whole or not at all (tltool.c's tl_out).
+ * Nothing here calls plot (tl_plot.c) or the dispatcher (kvsctl.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "timeline.h"
 #include "tlread.h"
 #include "tltool.h"
 

@@ -1,0 +1,255 @@
+/*
+ * kvsd_child.c - the kvsd kvsrun starts: found (--kvsd, $KVSD, beside
+ * kvsrun, else PATH), started with the job's options, waited for until
+ * its socket accepts or, across hosts, until it says through a pipe that
+ * every host has joined and which ranks are this host's; and ended: its
+ * own exit first when the job succeeded, else SIGTERM, then SIGKILL.
+ *
+ * It never speaks kvsd's protocol (the probe connects and closes), and
+ * never stops a kvsd it did not start.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kvsrun.h"
+#include "ring.h"
+#include "sys.h"
+
+/* 1 when a kvsd listens at the socket: the connection was queued, or its
+ * backlog is full (EAGAIN, which only a live listener gives); 0 when
+ * nobody does. Non-blocking, so a kvsd that does not accept cannot hold
+ * kvsrun up; the connection is closed at once, which kvsd takes as a
+ * client that left before its hello. *pid (may be NULL): the listener's
+ * process when the connection was queued, else 0. */
+int probe(const char *path, pid_t *pid)
+{
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    int s, rc;
+
+    if (pid)
+        *pid = 0;
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return 0;
+    rc = EINTR_RETRY(connect(s, (const struct sockaddr *)&a, sizeof a));
+    if (pid && (rc == 0 || errno == EISCONN)
+        && getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+        *pid = cred.pid;
+    rc = rc == 0 || errno == EAGAIN || errno == EISCONN;
+    close(s);
+    return rc;
+}
+
+static int executable(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+/* The kvsd to start: --kvsd, $KVSD, the kvsd beside kvsrun's executable,
+ * else "kvsd" for execvp to find in PATH. An uninstalled build has each
+ * program in a folder of its own (daemon/kvsrun/kvsrun), and a libtool
+ * build may run the real program from .libs/ behind a wrapper script one
+ * level up: from either folder, kvsd is looked for one level up too, as
+ * daemon/kvsd or daemon/kvsd/kvsd. */
+static const char *find_kvsd(const struct run *r, char *buf, size_t size)
+{
+    const char *env = getenv("KVSD");
+    char exe[PATH_MAX], *slash;
+    ssize_t n;
+
+    if (r->o.kvsd)
+        return r->o.kvsd;
+    if (env && *env)
+        return env;
+    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        if ((slash = strrchr(exe, '/')) != NULL) {
+            *slash = '\0';
+            snprintf(buf, size, "%s/kvsd", exe);
+            if (executable(buf))
+                return buf;
+            slash = strrchr(exe, '/');
+            if (slash && (strcmp(slash + 1, ".libs") == 0 || strcmp(slash + 1, "kvsrun") == 0)) {
+                *slash = '\0';
+                snprintf(buf, size, "%s/kvsd", exe);
+                if (executable(buf))
+                    return buf;
+                snprintf(buf, size, "%s/kvsd/kvsd", exe);
+                if (executable(buf))
+                    return buf;
+            }
+        }
+    }
+    return "kvsd";
+}
+
+/* Waits until the kvsd is reaped or deadline_ns; a stop signal ends the
+ * wait early when cut_short is set. Returns 1 when it is gone. */
+static int wait_kvsd(struct run *r, int64_t deadline_ns, int cut_short)
+{
+    for (;;) {
+        reap(r);
+        if (r->kvsd_done)
+            return 1;
+        if (take_signals(r) && cut_short)
+            return 0;
+        if (kvs__now_ns() >= deadline_ns)
+            return 0;
+        wait_slice(r, deadline_ns);
+    }
+}
+
+/* Starts kvsd for the job and waits until its socket accepts, or, across
+ * hosts, until it says every host has joined. Returns 0, else kvsrun's
+ * exit status (the message written). */
+int start_kvsd(struct run *r)
+{
+    char buf[PATH_MAX + 16], num[16], what[128], nodes[16], rank[16], rfd[16], line[64];
+    const char *path = find_kvsd(r, buf, sizeof buf);
+    char *argv[24] = { (char *)path, "--job", r->o.net_job, "-n", num, "-q" };
+    int argc = 6, pipefd[2] = { -1, -1 }, ready = 0;
+    size_t got = 0;
+    int64_t wait_ns = KVSD_START_NS + (r->o.nodes > 1 ? JOIN_NS : 0), deadline;
+    pid_t pid = 0;
+    int rc, sig;
+
+    snprintf(num, sizeof num, "%d", r->o.nworkers);
+    if (r->o.staging) {
+        argv[argc++] = "--staging";
+        argv[argc++] = (char *)r->o.staging;
+    }
+    if (r->o.arena) {
+        argv[argc++] = "--arena";
+        argv[argc++] = (char *)r->o.arena;
+    }
+    if (r->o.nodes > 1) {
+        /* The pipe's write end goes to kvsd; kvsrun keeps the read end. */
+        if (pipe(pipefd) != 0 || fcntl(pipefd[0], F_SETFD, FD_CLOEXEC) != 0
+            || fcntl(pipefd[0], F_SETFL, O_NONBLOCK) != 0) {
+            fprintf(stderr, "kvsrun: pipe: %s\n", strerror(errno));
+            return 1;
+        }
+        snprintf(nodes, sizeof nodes, "%d", r->o.nodes);
+        snprintf(rank, sizeof rank, "%d", r->o.node_rank);
+        snprintf(rfd, sizeof rfd, "%d", pipefd[1]);
+        argv[argc++] = "--nodes";
+        argv[argc++] = nodes;
+        argv[argc++] = "--node-rank";
+        argv[argc++] = rank;
+        argv[argc++] = "--coord";
+        argv[argc++] = r->o.coord;
+        argv[argc++] = "--ready-fd";
+        argv[argc++] = rfd;
+        if (r->o.bind) {
+            argv[argc++] = "--bind";
+            argv[argc++] = (char *)r->o.bind;
+        }
+        if (r->o.secret_file) {
+            argv[argc++] = "--secret-file";
+            argv[argc++] = (char *)r->o.secret_file;
+        }
+    }
+    rc = spawn(r, argv, -1, &pid);
+    if (pipefd[1] >= 0)
+        close(pipefd[1]);
+    if (rc != 0) {
+        fprintf(stderr, "kvsrun: cannot run kvsd '%s': %s\n", path, strerror(-rc));
+        if (pipefd[0] >= 0)
+            close(pipefd[0]);
+        return 1;
+    }
+    r->kvsd = pid;
+    deadline = kvs__now_ns() + wait_ns;
+    for (;;) {
+        if (pipefd[0] >= 0 ? (ready = read_ready(r, pipefd[0], line, &got, sizeof line)) > 0
+                           : probe(r->sock_path, NULL)) {
+            if (pipefd[0] >= 0)
+                close(pipefd[0]);
+            return 0;
+        }
+        reap(r);
+        if (r->kvsd_done || ready < 0) {
+            if (!r->kvsd_done)
+                wait_kvsd(r, kvs__now_ns() + KILL_AFTER_NS, 0);
+            describe(what, sizeof what, r->kvsd_status);
+            fprintf(stderr, "kvsrun: kvsd '%s' %s before it served job '%s'%s\n", path,
+                    r->kvsd_done ? what : "ended its ready pipe", r->o.job,
+                    WIFEXITED(r->kvsd_status) && WEXITSTATUS(r->kvsd_status) == 3
+                        ? " (another kvsd serves it)" : "");
+            r->kvsd_told = 1;
+            break;
+        }
+        if (kvs__now_ns() >= deadline) {
+            fprintf(stderr, "kvsrun: kvsd '%s' (pid %ld) did not %s within %lld s\n", path,
+                    (long)r->kvsd, pipefd[0] >= 0 ? "see every host join" : "listen",
+                    (long long)(wait_ns / SEC_NS));
+            break;
+        }
+        if ((sig = take_signals(r)) != 0) {
+            rc = 128 + sig;
+            goto out;
+        }
+        {
+            int64_t next = kvs__now_ns() + PROBE_MS * 1000000ll;
+
+            wait_slice(r, next < deadline ? next : deadline);
+        }
+    }
+    rc = 1;
+out:
+    if (pipefd[0] >= 0)
+        close(pipefd[0]);
+    return rc;
+}
+
+/* Ends the kvsd kvsrun started: its own exit first when the job succeeded
+ * (it leaves once every worker has), else SIGTERM at once, SIGKILL 2 s
+ * later. Returns 0, or 1 when it could not be ended. The files it may
+ * have left are cleanup.c's. */
+int stop_kvsd(struct run *r, int wait_first)
+{
+    char what[128];
+
+    if (!r->kvsd)
+        return 0;
+    if (!r->kvsd_done && wait_first)
+        wait_kvsd(r, kvs__now_ns() + (r->o.nodes > 1 ? HOSTS_LEAVE_NS : KVSD_LEAVE_NS), 1);
+    if (!r->kvsd_done) {
+        kill(-r->kvsd, SIGTERM);
+        wait_kvsd(r, kvs__now_ns() + KILL_AFTER_NS, 0);
+    }
+    if (!r->kvsd_done) {
+        fprintf(stderr, "kvsrun: kvsd (pid %ld) ignored SIGTERM; killing it\n", (long)r->kvsd);
+        kill(-r->kvsd, SIGKILL);
+        wait_kvsd(r, kvs__now_ns() + GONE_NS, 0);
+    }
+    if (!r->kvsd_done) {
+        fprintf(stderr, "kvsrun: kvsd (pid %ld) did not end after SIGKILL; %s is left\n",
+                (long)r->kvsd, r->sock_path);
+        return 1;
+    }
+    /* A SIGKILL of kvsrun's own has been reported above. */
+    if (!r->kvsd_told && exit_code(r->kvsd_status) != 0
+        && !(WIFSIGNALED(r->kvsd_status) && WTERMSIG(r->kvsd_status) == SIGKILL)) {
+        describe(what, sizeof what, r->kvsd_status);
+        fprintf(stderr, "kvsrun: kvsd (pid %ld) %s\n", (long)r->kvsd, what);
+    }
+    return 0;
+}
