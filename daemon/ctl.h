@@ -11,8 +11,8 @@
 #include <stdio.h>
 
 #include "kvs.h"
-#include "latency.h"
-#include "proto.h"
+#include "base/latency.h"
+#include "proto/proto.h"
 
 #define SEC_NS      1000000000ll
 #define DEADLINE_NS (5 * SEC_NS)       /* for everything one question waits on */

@@ -36,12 +36,12 @@
 #include <unistd.h>
 
 #include "auth.h"
-#include "bytes.h"
+#include "base/bytes.h"
 #include "handshake.h"
 #include "kvsd.h"
-#include "shm.h"
+#include "shm/shm.h"
 #include "transport.h"
-#include "wire.h"
+#include "proto/wire.h"
 
 #define SEC_NS          1000000000ll
 #define SHAKE_NS        (2 * SEC_NS)   /* an incoming connection's handshake, at most */

@@ -31,10 +31,10 @@
 #include "ctl.h"
 #include "kvs.h"
 #include "plan.h"
-#include "proto.h"
-#include "ring.h"
-#include "shm.h"
-#include "sys.h"
+#include "proto/proto.h"
+#include "shm/ring.h"
+#include "shm/shm.h"
+#include "base/sys.h"
 #include "timeline.h"
 
 #define RETRY_MS    10                 /* between connects to a full backlog, looks at a stop */

@@ -46,13 +46,13 @@
 #include <unistd.h>
 
 #include "kvs.h"
-#include "layout.h"
-#include "proto.h"
-#include "ring.h"
-#include "shm.h"
-#include "spec.h"
-#include "sys.h"
-#include "trace.h"
+#include "proto/layout.h"
+#include "proto/proto.h"
+#include "shm/ring.h"
+#include "shm/shm.h"
+#include "base/spec.h"
+#include "base/sys.h"
+#include "proto/trace.h"
 
 #define MAX_WORKERS    1024
 #define SEC_NS         1000000000ll

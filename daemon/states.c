@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "kvsd.h"
-#include "optim.h"
+#include "kernels/optim.h"
 
 /* A save or a load waiting for the other hosts. */
 struct stq {

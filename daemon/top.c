@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
-#include "ring.h"
+#include "shm/ring.h"
 
 #define ROWS_DEFAULT 24
 #define COLS_DEFAULT 80

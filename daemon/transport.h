@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "kvs-transport.h"
 
 /* ---- TCP (tcp.c) --------------------------------------------------------- */

@@ -8,9 +8,9 @@
 
 #include <pthread.h>
 
-#include "bufs.h"
-#include "engine.h"
-#include "error.h"
+#include "base/bufs.h"
+#include "store/engine.h"
+#include "base/error.h"
 
 /* What one store type does; chosen by kvs_create. Every call reports a
  * failure's detail in e, which the front copies to the handle. */

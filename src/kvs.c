@@ -11,15 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array.h"
-#include "cuda.h"
-#include "engine.h"
-#include "error.h"
+#include "kernels/array.h"
+#include "device/cuda.h"
+#include "store/engine.h"
+#include "base/error.h"
 #include "front.h"
-#include "mem.h"
-#include "nccl_reduce.h"
-#include "spec.h"
-#include "trace.h"
+#include "device/mem.h"
+#include "store/nccl_reduce.h"
+#include "base/spec.h"
+#include "proto/trace.h"
 
 #define KVS__STR_(x) #x
 #define KVS__STR(x) KVS__STR_(x)

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "optim.h"
+#include "kernels/optim.h"
 
 static inline struct kvs__optim *parse_ok(const char *spec)
 {

@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "optim.h"
+#include "kernels/optim.h"
 #include "optimutil.h"
 
 /* ---- Helpers --------------------------------------------------------- */

@@ -1,0 +1,244 @@
+/*
+ * client.h - what the two halves of the dist store types' worker side
+ * share: client_conn.c (the link to kvsd: connecting, posting list calls,
+ * waiting for their completions, staging lent to kvsd) and client.c (the
+ * API calls, made of list calls). Nothing here is API.
+ */
+#ifndef KVS_CLIENT_H
+#define KVS_CLIENT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "base/bufs.h"
+#include "kernels/compress.h"
+#include "base/error.h"
+#include "front.h"
+#include "proto/layout.h"
+#include "proto/proto.h"
+#include "client/residual.h"
+#include "shm/ring.h"
+
+/* What a completion says of one request, kept per request of a call: a
+ * list of 200,000 keys keeps 5 MB of these, not 50 MB of whole slots. */
+struct kvs__answer {
+    int32_t status;
+    uint64_t value_off, value_len;     /* PULL, PUSH with KVS__SQE_VALUE */
+};
+
+/* A call's answers: one per request, and the message of the first request
+ * (in list order) that failed. */
+struct kvs__answers {
+    struct kvs__answer *a;
+    int failed;                        /* its index, or -1 */
+    char msg[KVS__MSG_MAX];
+};
+
+/* Makes the request slot of a call's request i (all fields but seq and the
+ * end-of-list flag), from ctx: requests are made as they are posted,
+ * never all at once. */
+typedef void (*kvs__fill_fn)(const void *ctx, int i, struct kvs__sqe *s);
+
+/* Staging lent to kvsd by one list call of pushes or inits: a range of the
+ * transient area (len 0: none) and the call's requests, until kvsd has
+ * returned the data of each. */
+struct kvs__hold {
+    uint64_t base;                     /* seq of its first request */
+    int n, refs;                       /* requests; of them, not returned yet */
+    unsigned char *returned;           /* per request */
+    uint64_t off, len;
+    int zc;                            /* some data lies in zero-copy buffers */
+    struct kvs__hold *next;
+};
+
+/* A handle's link to kvsd (kvs_t.client). */
+struct kvs__client {
+    pthread_mutex_t lock;              /* all below but what connecting set up */
+    pthread_mutex_t post;              /* held while one list call is posted */
+    int sock;
+    char job[KVS__JOB_MAX + 1];
+    void *ctl, *seg;
+    const unsigned char *arena;
+    size_t ctl_size, seg_size, arena_size;
+    struct kvs__bell *dbell, *wbell;
+    struct kvs__ring sq, cq;
+    unsigned char *staging;
+    uint64_t staging_size;
+    struct kvs__bufs bufs;             /* kvs_array_alloc's, as staging offsets */
+    struct kvs__bufs xfer;             /* the transient ranges in use */
+    struct kvs__waiter *waiters;       /* calls waiting for completions */
+    struct kvs__hold *holds;
+    int sync;                          /* dist_sync (views allowed) */
+    int remote;                        /* kvsd reads pushpulls' arrays out of this
+                                        * process's memory (KVS__SQE_REMOTE) */
+    uint8_t cookie[KVS__COOKIE_BYTES]; /* what kvsd read to know it may */
+    struct kvs__gc gc;                 /* kvs_set_gradient_compression's */
+    struct kvs__residuals *residuals;  /* 2bit: per key, made at the first such push */
+    struct kvs__devbufs *devbufs;      /* device buffers kvsd reads (client_dev.c),
+                                        * made at the first device push */
+    void *cb;                          /* the combine area (combine.h), or NULL */
+    size_t cb_size;
+    pthread_mutex_t cb_lock;           /* cb_opts */
+    struct kvs__cb_opt {               /* every optimizer parsed from the area, and
+                                        * its generation; the last the newest */
+        struct kvs__optim *o;
+        uint64_t gen;
+    } *cb_opts;
+    size_t cb_nopt;
+    uint64_t next_seq;
+    int broken;                        /* 0, or the error every call now returns */
+    char broken_msg[KVS__ERR_MSG_MAX];
+};
+
+/* One answer, for calls of one request. */
+#define KVS__ONE_ANSWER(name)                                                \
+    struct kvs__answer name##_a;                                             \
+    struct kvs__answers name = { .a = &name##_a, .failed = -1 }
+
+/* Connects kv to its job's kvsd (rank, size and job from the environment)
+ * and sets kv->client; kvs__client_free undoes it. */
+int kvs__client_open(kvs_t *kv, struct kvs__err *e);
+void kvs__client_free(struct kvs__client *c);
+
+/* Posts the n requests fill makes as one list call and waits for their
+ * completions, kept in ans in order (its array has room for n). tables:
+ * the requests may go in tables (proto.h: one op of int keys, no 2bit
+ * push), which a long list then does. h: the staging the call lends kvsd
+ * (owned from here on, tracked until kvsd has returned it), or NULL.
+ * timeout_ms: 0 for the handle's deadline, after which kvsd is asked what
+ * the call waited for; else this one, without asking. Returns 0 when every
+ * request got a completion (each with its own status), else the error that
+ * broke the handle. kvs__client_run: the same with the handle's deadline,
+ * and the first failed completion as the call's error. */
+int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, int tables,
+                          struct kvs__answers *ans, struct kvs__hold *h, int64_t timeout_ms,
+                          const char *what, struct kvs__err *e);
+int kvs__client_run(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, int tables,
+                    struct kvs__answers *ans, struct kvs__hold *h, const char *what,
+                    struct kvs__err *e);
+
+/* A fill for calls whose few requests are made beforehand: ctx is the
+ * array of them. */
+void kvs__client_fill_from(const void *ctx, int i, struct kvs__sqe *s);
+
+/* 1 when kvsd has closed this worker's socket (it died, or stopped). */
+int kvs__client_daemon_gone(struct kvs__client *c);
+
+/* Rounds the workers combine (client_combine.c). The slot of key when its
+ * rounds are combined by the workers, else NULL. */
+struct kvs__cb_slot;
+struct kvs__cb_slot *kvs__client_cb_find(const struct kvs__client *c, kvs_key_t key);
+/* A list call of n such keys (slots[i]: keys[i]'s): pushes values (or
+ * NULL), then pulls into outs (or NULL), views (view) or rows (or NULL).
+ * Checks every array against its key before anything happens. */
+int kvs__client_cb_call(kvs_t *kv, int n, const kvs_key_t *keys,
+                        struct kvs__cb_slot *const *slots, const kvs_array_t *values,
+                        kvs_array_t *outs, const kvs_array_t *rows, int view, const char *what,
+                        struct kvs__err *e);
+
+/* A list call split between kvsd's keys and those the workers combine:
+ * the keys and arrays of both parts, copied, kvsd's first. */
+struct kvs__split {
+    int nkd, ncb;
+    int *idx;                          /* [nkd + ncb]: each one's place in the call */
+    struct kvs__cb_slot **slots;       /* [ncb]: the combined keys' slots */
+    kvs_key_t *keys;
+    kvs_array_t *arrs[3];              /* values, outs, rows, or NULL */
+};
+/* Splits a list of n keys with its arrays src (values, outs, rows, each
+ * or NULL); checks that combined keys' values are not freed buffers. 0
+ * with sp->ncb 0 when no key of it is combined (nothing made). */
+int kvs__client_split(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *const src[3],
+                      struct kvs__split *sp, struct kvs__err *e);
+/* Runs a split call: kvsd's part by kd (which checks its arrays against
+ * the stored keys before anything happens), then the combined part;
+ * hands the outs back (a view sets their data) and frees sp. */
+typedef int kvs__split_fn(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                          kvs_array_t *outs, const kvs_array_t *rows, int view, int priority,
+                          const char *what, struct kvs__err *e);
+int kvs__client_split_run(kvs_t *kv, struct kvs__split *sp, kvs_array_t *outs,
+                          kvs__split_fn *kd, int view, int priority, const char *what,
+                          struct kvs__err *e);
+
+/* Where a value already lies in staging: 1 and *off when it lies wholly in
+ * one buffer of kvs_array_alloc, 0 when it lies outside staging,
+ * KVS_EBADARG when it lies in staging but not in a live buffer (freed, or
+ * straddling two). c->lock held. */
+int kvs__client_in_buffer(const struct kvs__client *c, const void *data, uint64_t bytes,
+                          uint64_t *off, struct kvs__err *e);
+
+/* Writes the value at src (bytes of host memory) into dst on device: all
+ * of it, or with rows only those nrows rows of row_bytes, every other row
+ * zero (onto a device gathered in host memory first). */
+int kvs__client_write_out(void *dst, int device, const void *src, size_t bytes,
+                          const int64_t *rows, int64_t nrows, size_t row_bytes, int threads,
+                          struct kvs__err *e);
+
+/* One request op with arg, its data the len (> 0) bytes at data copied
+ * into staging, as a call of its own. */
+int kvs__client_send(kvs_t *kv, uint8_t op, const void *data, size_t len, uint64_t arg,
+                     const char *what, struct kvs__err *e);
+
+/* Device buffers (client_dev.c). Where kvsd can read or write bytes at p
+ * on device itself: 1, with the number of the registered buffer that holds them in
+ * *num and their offset there in *off, the number pinned until
+ * kvs__client_devbuf_unpin; 0 when the caller must copy them through
+ * staging; or the error of a registration that failed for another reason
+ * than kvsd having no CUDA. Registers the buffer with kvsd when needed. */
+struct kvs__devbufs;
+int kvs__client_devbuf(kvs_t *kv, const void *p, int device, uint64_t bytes, int *num,
+                       uint64_t *off, struct kvs__err *e);
+void kvs__client_devbuf_unpin(struct kvs__client *c, int num);
+void kvs__devbufs_free(struct kvs__devbufs *t);   /* NULL is a no-op */
+
+/* Has kvsd copy every push whose data it still reads from staging, and
+ * waits until it has returned them: kvsd alone, no other worker. */
+int kvs__client_spill(kvs_t *kv, struct kvs__err *e);
+
+/* Takes bytes (> 0) of the transient part of staging for one call, in
+ * *off, spilling and waiting for siblings as needed (never for another
+ * worker); the range is the call's hold's from then on. */
+int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *what,
+                          struct kvs__err *e);
+
+/* Frees a hold that no request was sent for, and gives back its range
+ * (NULL is a no-op). c->lock held. */
+void kvs__client_hold_free(struct kvs__client *c, struct kvs__hold *h);
+
+/* Bytes of staging below the lowest buffer; 1 when some staging (with zc:
+ * of buffers) is lent to kvsd. c->lock held. */
+uint64_t kvs__client_transient(const struct kvs__client *c);
+int kvs__client_lending(const struct kvs__client *c, int zc);
+
+/* This worker's counters in its segment's head (layout.h), which kvsctl
+ * top shows: kvs__client_count adds a call's values pushed and bytes
+ * pushed and pulled; kvs__client_waited a wait for the store that began
+ * at since_ns (kvs__now_ns) and ends now. Any thread. */
+static inline void kvs__client_count(struct kvs__client *c, uint64_t pushes, uint64_t bytes)
+{
+    struct kvs__seg_stats *s = &((struct kvs__seg_head *)c->seg)->stats;
+
+    atomic_fetch_add_explicit(&s->pushes, pushes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->bytes, bytes, memory_order_relaxed);
+}
+
+static inline int64_t kvs__client_waited(struct kvs__client *c, int64_t since_ns)
+{
+    struct kvs__seg_stats *s = &((struct kvs__seg_head *)c->seg)->stats;
+    int64_t now = kvs__now_ns(), ns = now - since_ns;
+
+    atomic_fetch_add_explicit(&s->wait_ns, ns > 0 ? (uint64_t)ns : 0, memory_order_relaxed);
+    return now;
+}
+
+/* 0, or the error of a broken handle; _locked: c->lock held. */
+int kvs__client_usable(struct kvs__client *c, struct kvs__err *e);
+int kvs__client_usable_locked(struct kvs__client *c, struct kvs__err *e);
+
+/* Breaks the handle (c->lock held): every later call returns code; the
+ * first reason is kept. Returns code, recorded in e. */
+int kvs__client_broken(struct kvs__client *c, struct kvs__err *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif

@@ -1,0 +1,108 @@
+/*
+ * engine_int.h - the engine's own: its key table and entries, for the
+ * files of the engine (engine.c: the store's calls; engine_states.c: the
+ * optimizer states' save and load). Nothing else includes it.
+ */
+#ifndef KVS_ENGINE_INT_H
+#define KVS_ENGINE_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "store/engine.h"
+
+enum key_kind { KIND_NONE, KIND_INT, KIND_STR };
+
+struct entry {
+    kvs_key_t key;                     /* name owned for string keys */
+    kvs_dtype_t dtype;
+    int ndim;
+    int64_t shape[KVS_MAX_NDIM];
+    size_t count, bytes;
+    int device;                        /* where value and the buffers below live (mem.h) */
+    void *value;                       /* from eng->mem on the host, else mem.h's */
+    void *scratch;                     /* merged sum for updater pushes */
+    void *shadow;                      /* an updater's working copy of value */
+    void *stage;                       /* nstage copies of inputs from other devices */
+    int nstage;
+    struct kvs__optim_state *ostate;
+    uint64_t version;                  /* bumped by every init and push */
+    void *front;                       /* the front's state for this key */
+};
+
+/* A slot keeps its key's hash beside the entry, so that a probe reads an
+ * entry (a cache miss in a big table) only when the hashes match. */
+struct slot {
+    uint64_t hash;
+    struct entry *ent;
+};
+
+struct kvs__engine {
+    struct kvs__mem mem;
+    struct slot *slots;                /* open addressing, linear probing */
+    size_t cap, len;                   /* cap a power of two, len <= cap / 2 */
+    enum key_kind kind;                /* set by the first key stored */
+    int nthreads;
+    bool init_on_push;
+    kvs_updater_t updater;
+    void *updater_ctx;
+    struct kvs__optim *optim;
+    void (*front_free)(void *front);
+    int (*place)(void *ctx, const kvs_array_t *like, size_t bytes);
+    void *place_ctx;
+    int (*reduce)(void *ctx, const struct kvs__reduce_item *items, int m, struct kvs__err *e);
+    void *reduce_ctx;
+};
+
+static inline enum key_kind kind_of(kvs_key_t k)
+{
+    return k.name ? KIND_STR : KIND_INT;
+}
+
+static inline const char *kind_name(enum key_kind k)
+{
+    return k == KIND_STR ? "string" : "int";
+}
+
+static inline bool key_eq(kvs_key_t a, kvs_key_t b)
+{
+    if (a.name || b.name)
+        return a.name && b.name && strcmp(a.name, b.name) == 0;
+    return a.id == b.id;
+}
+
+static inline struct slot *table_slot(struct slot *slots, size_t cap, kvs_key_t key,
+                                       uint64_t hash)
+{
+    size_t i = hash & (cap - 1);
+
+    while (slots[i].ent && (slots[i].hash != hash || !key_eq(slots[i].ent->key, key)))
+        i = (i + 1) & (cap - 1);
+    return &slots[i];
+}
+
+static inline struct entry *table_get(const struct kvs__engine *eng, kvs_key_t key)
+{
+    return eng->cap ? table_slot(eng->slots, eng->cap, key, kvs__key_hash(key))->ent : NULL;
+}
+
+/* "key 7" / "key \"w\"" for messages. */
+#define KEYSTR(buf, k) (kvs__key_str((buf), sizeof(buf), (k)), (buf))
+
+/* Slots of the hash table kvs__group_keys_in uses for a list of n keys:
+ * a power of two, at least twice n. */
+size_t kvs__group_slots(int n);
+
+/* kvs__group_keys (engine.h) with the caller's scratch: slot has
+ * kvs__group_slots(n) entries. Cannot fail. */
+int kvs__group_keys_in(int n, const kvs_key_t *keys, int *gid, int *first, int *slot);
+
+/* The index of the first key that repeats an earlier one, n when none
+ * does, or -ENOMEM. */
+int kvs__find_repeat(int n, const kvs_key_t *keys, struct kvs__err *e);
+
+/* Frees every key's optimizer state. */
+void kvs__engine_drop_states(struct kvs__engine *eng);
+
+#endif
