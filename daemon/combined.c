@@ -25,6 +25,7 @@
 #include "proto/combine.h"
 #include "kvsd.h"
 #include "kernels/optim.h"
+#include "store/statefile.h"
 #include "shm/shm.h"
 #include "base/spec.h"
 

@@ -25,6 +25,7 @@
 
 #include "kvsd.h"
 #include "kernels/optim.h"
+#include "store/statefile.h"
 
 /* A save or a load waiting for the other hosts. */
 struct stq {

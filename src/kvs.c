@@ -399,15 +399,6 @@ KVS_API void kvs_close(kvs_t *kv)
     } while (0)
 #define CALL(kv, call) TRACED(kv, -1, 0, NULL, NULL, 0, call)
 
-void kvs__opts_get(kvs_t *kv, struct kvs__opts *o)
-{
-    pthread_mutex_lock(&kv->lock);
-    o->init_on_push = kv->opt_init_on_push;
-    o->threads = kv->opt_threads;
-    o->timeout_ms = kv->opt_timeout_ms;
-    pthread_mutex_unlock(&kv->lock);
-}
-
 static int set_option(kvs_t *kv, kvs_option_t opt, int64_t value)
 {
     int64_t init_on_push = kv->opt_init_on_push, threads = kv->opt_threads,

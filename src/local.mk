@@ -19,9 +19,11 @@ src_libkvs_core_la_SOURCES = \
 	src/kernels/cuda_kernels.h \
 	src/device/cuda.c src/device/cuda.h \
 	src/device/mem.c src/device/mem.h \
+	src/store/key.c src/store/key.h \
 	src/store/engine.c src/store/engine_args.c src/store/engine_states.c \
 	src/store/engine.h src/store/engine_int.h \
-	src/store/statefile.c \
+	src/store/optim_state.c src/store/optim_state.h \
+	src/store/statefile.c src/store/statefile.h \
 	src/store/nccl_reduce.c src/store/nccl_reduce.h \
 	src/proto/proto.c src/proto/proto.h \
 	src/proto/wire.c src/proto/wire.h \
@@ -30,8 +32,10 @@ src_libkvs_core_la_SOURCES = \
 	src/proto/shard.c src/proto/shard.h \
 	src/proto/trace.c src/proto/trace.h \
 	src/client/residual.c src/client/residual.h \
-	src/client/link.c src/client/dev.c src/client/combine.c \
-	src/client/client.c src/client/client.h \
+	src/client/link.c src/client/link.h \
+	src/client/dev.c src/client/dev.h \
+	src/client/combine.c src/client/combine.h \
+	src/client/client.c \
 	src/front.h src/kvs.c
 src_libkvs_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DKVS_BUILDING_LIBRARY
 # Where libkvs finds the kernel module once installed.

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "kernels/optim.h"
+#include "store/optim_state.h"
 
 static inline struct kvs__optim *parse_ok(const char *spec)
 {

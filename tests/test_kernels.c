@@ -29,6 +29,7 @@
 #include "kernels/array.h"
 #include "kernels/cuda_kernels.h"
 #include "kernels/optim.h"
+#include "store/optim_state.h"
 
 #define BIG_N (((size_t)1 << 20) + 3)
 #define MAX_K 40                       /* past the inputs a launch carries by value */

@@ -18,6 +18,7 @@
 #include "kernels/array.h"
 #include "store/engine.h"
 #include "kernels/optim.h"
+#include "store/optim_state.h"
 #include "optimutil.h"
 
 /* ---- Helpers --------------------------------------------------------- */

@@ -22,6 +22,8 @@
 #include <cmocka.h>
 
 #include "kernels/optim.h"
+#include "store/optim_state.h"
+#include "store/statefile.h"
 #include "optimutil.h"
 
 /* ---- Helpers --------------------------------------------------------- */

@@ -1,6 +1,6 @@
 /*
  * client.c - the API calls of the dist store types, made of list calls on
- * the handle's link to kvsd (client_conn.c): values summed into staging
+ * the handle's link to kvsd (link.c): values summed into staging
  * (repeated keys summed here, as MXNet's workers merge their devices),
  * pushes of zero-copy buffers sent by offset, pulls copied straight out of
  * the read-only arena or handed out as pointers to it (views), and the
@@ -9,7 +9,7 @@
  *
  * Device arrays (KVS_CUDA(i)): kvsd reads an init's or a push's one
  * device array of a key from the worker's GPU memory through CUDA IPC
- * (client_dev.c), and writes a pull's first device out there, where it
+ * (dev.c), and writes a pull's first device out there, where it
  * can; else the value goes through staging or the arena, copied from or
  * onto its device here (mem.h).
  */
@@ -22,7 +22,10 @@
 #include <unistd.h>
 
 #include "kernels/array.h"
-#include "client/client.h"
+#include "store/key.h"
+#include "client/link.h"
+#include "client/dev.h"
+#include "client/combine.h"
 #include "proto/combine.h"
 #include "kernels/compress.h"
 #include "proto/layout.h"
@@ -124,20 +127,6 @@ static int group_match(const struct groups *g, const kvs_key_t *keys, const kvs_
     return 0;
 }
 
-int kvs__client_in_buffer(const struct kvs__client *c, const void *data, uint64_t bytes,
-                          uint64_t *off, struct kvs__err *e)
-{
-    uintptr_t p = (uintptr_t)data, s = (uintptr_t)c->staging;
-
-    if (p < s || p - s >= c->staging_size)
-        return 0;
-    if (!kvs__bufs_find(&c->bufs, p - s, bytes))
-        return kvs__fail(e, KVS_EBADARG, "an array at %p lies in kvs's staging area "
-                         "but not in a live buffer of kvs_array_alloc", data);
-    *off = p - s;
-    return 1;
-}
-
 static size_t array_bytes(const kvs_array_t *a)
 {
     return kvs__array_count(a) * kvs_dtype_size(a->dtype);
@@ -171,7 +160,7 @@ struct groups_src {
     const uint64_t *at;                /* per group: its data's staging offset, or
                                         * its offset in device buffer dev[] */
     const int *dev;                    /* per group: kvsd reads it from this device
-                                        * buffer (client_dev.c), or -1 */
+                                        * buffer (dev.c), or -1 */
     const unsigned char *remote;       /* per group: kvsd reads it out of this
                                         * process's memory, at[] its address */
     const uint32_t *const *coded;      /* per group: its 2bit words, or NULL */
@@ -627,37 +616,8 @@ static int value_block(struct kvs__client *c, const struct kvs__answer *q, size_
     return 0;
 }
 
-int kvs__client_write_out(void *dst, int device, const void *src, size_t bytes,
-                          const int64_t *rows, int64_t nrows, size_t row_bytes, int threads,
-                          struct kvs__err *e)
-{
-    if (device != KVS_HOST) {
-        void *tmp = NULL;
-        int rc;
-
-        if (rows) {                    /* into host memory: cannot fail */
-            if (!(tmp = malloc(bytes ? bytes : 1)))
-                return kvs__fail(e, -ENOMEM, "out of memory");
-            kvs__client_write_out(tmp, KVS_HOST, src, bytes, rows, nrows, row_bytes, threads, e);
-        }
-        if ((rc = kvs__mem_copy(dst, device, tmp ? tmp : src, KVS_HOST, bytes, 1, e)) == 0)
-            rc = kvs__mem_finish(e);
-        free(tmp);
-        return rc;
-    }
-    if (!rows) {
-        kvs__copy(dst, src, bytes, threads);
-        return 0;
-    }
-    memset(dst, 0, bytes);
-    for (int64_t j = 0; j < nrows; j++)
-        memcpy((char *)dst + (size_t)rows[j] * row_bytes,
-               (const char *)src + (size_t)rows[j] * row_bytes, row_bytes);
-    return 0;
-}
-
 /* Copies a value out of the arena into dst on device, retrying while kvsd
- * rewrites it (kvs__client_write_out says how). */
+ * rewrites it (kvs__mem_write_out says how). */
 static int copy_value(kvs_t *kv, const struct kvs__answer *q, void *dst, int device,
                       size_t bytes, const int64_t *rows, int64_t nrows, size_t row_bytes,
                       struct kvs__err *e)
@@ -676,8 +636,8 @@ static int copy_value(kvs_t *kv, const struct kvs__answer *q, void *dst, int dev
         uint64_t s1 = atomic_load_explicit(&bh->seq, memory_order_acquire), s2;
 
         if ((s1 & 1) == 0) {
-            if ((rc = kvs__client_write_out(dst, device, c->arena + q->value_off, bytes, rows,
-                                            nrows, row_bytes, (int)o.threads, e)) != 0)
+            if ((rc = kvs__mem_write_out(dst, device, c->arena + q->value_off, bytes, rows,
+                                         nrows, row_bytes, (int)o.threads, e)) != 0)
                 return rc;
             atomic_thread_fence(memory_order_acquire);
             s2 = atomic_load_explicit(&bh->seq, memory_order_relaxed);
@@ -1006,7 +966,7 @@ static int dist_set_optimizer(kvs_t *kv, const char *spec, struct kvs__err *e)
 
 /* Pushes of float32 values from here on are quantized with this worker's
  * residuals and dequantized by kvsd (kvs.h), or by this worker for the
- * keys the workers combine (client_combine.c). Other dtypes go as they are:
+ * keys the workers combine (combine.c). Other dtypes go as they are:
  * the codec is float32's. "none" stops it; the residuals stay, for a
  * later "2bit". */
 static int dist_set_gradient_compression(kvs_t *kv, const char *spec, struct kvs__err *e)
@@ -1143,6 +1103,8 @@ static void dist_close(kvs_t *kv)
     if (!c->broken)
         kvs__client_run_batch(kv, kvs__client_fill_from, &req, 1, 0, &ans, NULL, CLOSE_MS,
                               "kvs_close", &e);
+    kvs__devbufs_free(c->devbufs);
+    c->devbufs = NULL;
     kvs__client_free(c);
     kv->client = NULL;
 }

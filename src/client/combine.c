@@ -1,5 +1,5 @@
 /*
- * client_combine.c - a worker's side of the rounds the workers combine
+ * combine.c - a worker's side of the rounds the workers combine
  * (combine.h): pushes into the round's input block, the claim of a round
  * this worker completes, and pulls out of the published value.
  */
@@ -11,7 +11,8 @@
 #include <string.h>
 
 #include "kernels/array.h"
-#include "client/client.h"
+#include "store/key.h"
+#include "client/combine.h"
 #include "proto/combine.h"
 #include "store/engine.h"
 #include "front.h"
@@ -379,9 +380,9 @@ static int cb_read(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, uint64_t r,
         }
         if (view) {
             out->data = (void *)src;
-        } else if ((rc = kvs__client_write_out(out->data, out->device, src, s->bytes,
-                                               ids, rows && rows->data ? rows->shape[0] : 0,
-                                               rb, 1, e)) != 0) {
+        } else if ((rc = kvs__mem_write_out(out->data, out->device, src, s->bytes,
+                                            ids, rows && rows->data ? rows->shape[0] : 0,
+                                            rb, 1, e)) != 0) {
             return rc;
         }
         atomic_thread_fence(memory_order_acquire);

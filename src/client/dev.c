@@ -1,5 +1,5 @@
 /*
- * client_dev.c - the device buffers a worker shares with kvsd, so that kvsd
+ * dev.c - the device buffers a worker shares with kvsd, so that kvsd
  * reads a device push straight from the worker's GPU memory (CUDA IPC)
  * instead of the worker copying it into staging first.
  *
@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/client.h"
+#include "client/dev.h"
 #include "device/mem.h"
 
 /* Registrations between two sweeps for freed buffers. */

@@ -1,5 +1,5 @@
 /*
- * client_conn.c - a dist handle's link to the job's kvsd: finds the job in
+ * link.c - a dist handle's link to the job's kvsd: finds the job in
  * the environment, connects and maps the segments kvsd hands over, posts
  * list calls as request slots on the worker's ring and waits for their
  * completions, and keeps track of the staging each call lends kvsd.
@@ -46,7 +46,7 @@
 #include <unistd.h>
 
 #include "kernels/array.h"
-#include "client/client.h"
+#include "client/link.h"
 #include "proto/combine.h"
 #include "proto/layout.h"
 #include "kernels/optim.h"
@@ -165,7 +165,6 @@ void kvs__client_free(struct kvs__client *c)
         free(h);
     }
     kvs__residuals_free(c->residuals);
-    kvs__devbufs_free(c->devbufs);
     pthread_mutex_destroy(&c->post);
     pthread_mutex_destroy(&c->lock);
     free(c);
@@ -811,6 +810,20 @@ int kvs__client_lending(const struct kvs__client *c, int zc)
         if (!zc || h->zc)
             return 1;
     return 0;
+}
+
+int kvs__client_in_buffer(const struct kvs__client *c, const void *data, uint64_t bytes,
+                          uint64_t *off, struct kvs__err *e)
+{
+    uintptr_t p = (uintptr_t)data, s = (uintptr_t)c->staging;
+
+    if (p < s || p - s >= c->staging_size)
+        return 0;
+    if (!kvs__bufs_find(&c->bufs, p - s, bytes))
+        return kvs__fail(e, KVS_EBADARG, "an array at %p lies in kvs's staging area "
+                         "but not in a live buffer of kvs_array_alloc", data);
+    *off = p - s;
+    return 1;
 }
 
 /* Takes a range of bytes (> 0) in the transient part of staging for one

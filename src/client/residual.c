@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "kernels/compress.h"
-#include "store/engine.h"
+#include "store/key.h"
 #include "client/residual.h"
 
 struct resid {

@@ -10,8 +10,10 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -147,7 +149,7 @@ static void read_wait(void)
 /* Waits for everything queued on d's stream, or fails with KVS_ETIMEDOUT
  * once the wait has lasted KVS_TIMEOUT: it polls the stream, yielding the
  * core for the first microseconds, then sleeping 20 us at a time. */
-static int drain(const struct on_device *d, struct kvs__err *e)
+static int stream_drain(const struct on_device *d, struct kvs__err *e)
 {
     const struct timespec nap = { 0, 20000 };
     int64_t start = kvs__now_ns(), deadline;
@@ -244,6 +246,61 @@ int kvs__mem_check(int device, const void *p, size_t bytes, const char *what,
     return 0;
 }
 
+int kvs__array_check(const kvs_array_t *a, const char *what, struct kvs__err *e)
+{
+    char shp[KVS__SHAPE_STR_MAX];
+    int64_t count = 1, bytes;
+    size_t es, sbytes;
+    int empty = 0;
+
+    if (what == NULL)
+        what = "array";
+    if (a == NULL)
+        return kvs__fail(e, KVS_EBADARG, "%s: no array (NULL)", what);
+    es = kvs_dtype_size(a->dtype);
+    if (es == 0)
+        return kvs__fail(e, KVS_EDTYPE, "%s: dtype %d is not a kvs dtype", what,
+                         (int)a->dtype);
+    if (a->ndim < 0 || a->ndim > KVS_MAX_NDIM)
+        return kvs__fail(e, KVS_EBADARG, "%s: ndim %d is outside [0, %d]", what, a->ndim,
+                         KVS_MAX_NDIM);
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->shape[d] < 0)
+            return kvs__fail(e, KVS_EBADARG, "%s: extent %" PRId64 " in dimension %d", what,
+                             a->shape[d], d);
+        if (a->shape[d] == 0)
+            empty = 1;
+    }
+    /* An empty array is empty however big its other extents are. */
+    if (empty) {
+        count = 0;
+    } else {
+        for (int d = 0; d < a->ndim; d++) {
+            if (__builtin_mul_overflow(count, a->shape[d], &count)) {
+                kvs__shape_str(shp, sizeof shp, a->ndim, a->shape);
+                return kvs__fail(e, KVS_EBADARG,
+                                 "%s: shape %s has more elements than fit in 64 bits", what,
+                                 shp);
+            }
+        }
+    }
+    /* Both int64 (offsets, the wire) and size_t (memory) must hold the size. */
+    if (__builtin_mul_overflow(count, (int64_t)es, &bytes) ||
+        __builtin_add_overflow(bytes, 0, &sbytes)) {
+        kvs__shape_str(shp, sizeof shp, a->ndim, a->shape);
+        return kvs__fail(e, KVS_EBADARG, "%s: shape %s of %s is more bytes than fit in memory",
+                         what, shp, kvs_dtype_name(a->dtype));
+    }
+    if (a->device != KVS_HOST && kvs__mem_check(a->device, a->data, sbytes, what, e) != 0)
+        return e ? e->code : KVS_EDEVICE;
+    if (a->data == NULL && count > 0) {
+        kvs__shape_str(shp, sizeof shp, a->ndim, a->shape);
+        return kvs__fail(e, KVS_EBADARG, "%s: data is NULL but shape %s has %" PRId64
+                         " elements", what, shp, count);
+    }
+    return 0;
+}
+
 int kvs__mem_alloc(int device, size_t bytes, int zero, void **out, struct kvs__err *e)
 {
     struct on_device d;
@@ -321,7 +378,36 @@ int kvs__mem_copy(void *dst, int ddev, const void *src, int sdev, size_t bytes, 
     if ((rc = d.rt->memcpy_async(dst, src, bytes, KVS__CUDA_MEMCPY_DEFAULT, d.stream)) != 0)
         return leave(&d, cuda_fail(d.rt, d.dev, rc, "cudaMemcpyAsync", e));
     queued(&d);
-    return leave(&d, is_host(ddev) ? drain(&d, e) : 0);
+    return leave(&d, is_host(ddev) ? stream_drain(&d, e) : 0);
+}
+
+int kvs__mem_write_out(void *dst, int device, const void *src, size_t bytes,
+                       const int64_t *rows, int64_t nrows, size_t row_bytes, int threads,
+                       struct kvs__err *e)
+{
+    if (device != KVS_HOST) {
+        void *tmp = NULL;
+        int rc;
+
+        if (rows) {                    /* into host memory: cannot fail */
+            if (!(tmp = malloc(bytes ? bytes : 1)))
+                return kvs__fail(e, -ENOMEM, "out of memory");
+            kvs__mem_write_out(tmp, KVS_HOST, src, bytes, rows, nrows, row_bytes, threads, e);
+        }
+        if ((rc = kvs__mem_copy(dst, device, tmp ? tmp : src, KVS_HOST, bytes, 1, e)) == 0)
+            rc = kvs__mem_finish(e);
+        free(tmp);
+        return rc;
+    }
+    if (!rows) {
+        kvs__copy(dst, src, bytes, threads);
+        return 0;
+    }
+    memset(dst, 0, bytes);
+    for (int64_t j = 0; j < nrows; j++)
+        memcpy((char *)dst + (size_t)rows[j] * row_bytes,
+               (const char *)src + (size_t)rows[j] * row_bytes, row_bytes);
+    return 0;
 }
 
 int kvs__mem_sum(int device, kvs_dtype_t dtype, void *out, const void *const *in, int k,
@@ -340,7 +426,7 @@ int kvs__mem_sum(int device, kvs_dtype_t dtype, void *out, const void *const *in
     if (d.rt->standin) {
         /* Device memory is host memory: the host kernel runs once the
          * stream's earlier work is done, as a kernel would after it. */
-        if ((rc = drain(&d, e)) == 0)
+        if ((rc = stream_drain(&d, e)) == 0)
             kvs__sum(dtype, out, in, k, n, nthreads);
         return leave(&d, rc);
     }
@@ -365,7 +451,7 @@ int kvs__mem_update(int device, const struct kvs__optim *o, const struct kvs__op
     if ((rc = enter(device, &d, e)) != 0)
         return rc;
     if (d.rt->standin)
-        rc = drain(&d, e);
+        rc = stream_drain(&d, e);
     else if (!(kn = kernels(e)))
         rc = e ? e->code : KVS_EDEVICE;
     for (int i = 0; i < m && rc == 0; i++) {
@@ -429,7 +515,7 @@ int kvs__mem_finish(struct kvs__err *e)
 
         pending &= pending - 1;
         if (r == 0)
-            r = leave(&d, drain(&d, err));
+            r = leave(&d, stream_drain(&d, err));
         if (rc == 0)
             rc = r;
     }

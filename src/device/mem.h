@@ -42,6 +42,13 @@ struct kvs__optim_item;
 int kvs__mem_check(int device, const void *p, size_t bytes, const char *what,
                    struct kvs__err *e);
 
+/* Checks one caller array: known dtype, ndim in [0, KVS_MAX_NDIM], extents
+ * >= 0, element count and byte size without overflow (size_t and int64),
+ * its device and data as kvs__mem_check has them, data non-NULL when it
+ * has elements. what names the array in the message ("value 2"). Returns
+ * 0 or KVS_EDTYPE / KVS_EBADARG / KVS_EDEVICE with a detail. */
+int kvs__array_check(const kvs_array_t *a, const char *what, struct kvs__err *e);
+
 /* bytes (> 0) of memory on device, 64-byte aligned, zeroed when zero. */
 int kvs__mem_alloc(int device, size_t bytes, int zero, void **out, struct kvs__err *e);
 void kvs__mem_free(int device, void *p);          /* NULL is a no-op */
@@ -51,6 +58,14 @@ void kvs__mem_free(int device, void *p);          /* NULL is a no-op */
  * returns; copies into a device are queued. */
 int kvs__mem_copy(void *dst, int ddev, const void *src, int sdev, size_t bytes, int nthreads,
                   struct kvs__err *e);
+
+/* Writes the value at src (bytes of host memory) into dst on device: all
+ * of it, or with rows only those nrows rows of row_bytes, every other row
+ * zero (onto a device gathered in host memory first). Complete when it
+ * returns, on a device too. */
+int kvs__mem_write_out(void *dst, int device, const void *src, size_t bytes,
+                       const int64_t *rows, int64_t nrows, size_t row_bytes, int threads,
+                       struct kvs__err *e);
 
 /* kvs__sum on device: out and every in[i] are memory of device. */
 int kvs__mem_sum(int device, kvs_dtype_t dtype, void *out, const void *const *in, int k,

@@ -1,6 +1,7 @@
 /*
- * array.c - dtypes, the checks every caller array goes through, half and
- * bfloat16 conversion, and the element kernels (sum of k arrays, copy).
+ * array.c - dtypes, shapes, half and bfloat16 conversion, and the element
+ * kernels (sum of k arrays, copy). The check every caller array goes
+ * through asks where its memory lies, and so is device/mem.c's.
  *
  * Owns no state and never allocates: scratch lives on the stack, a chunk at
  * a time. It must never keep a pointer to an array past a call, never know
@@ -17,7 +18,6 @@
 #include <pthread.h>
 
 #include "kernels/array.h"
-#include "device/mem.h"
 #include "base/pool.h"
 
 /* Elements per kernel chunk: an output chunk plus an input chunk stay in
@@ -32,8 +32,6 @@
  * 80 us on one core here, so splitting it gained nothing). */
 #define PARALLEL_BYTES ((size_t)4 << 20)
 
-/* "(e0,...,e7)": 8 extents of at most 20 characters, commas, parentheses. */
-#define SHAPE_STR_MAX (KVS_MAX_NDIM * 21 + 4)
 
 static const struct {
     size_t size;
@@ -79,7 +77,7 @@ static int clamp_ndim(int ndim)
 
 void kvs__shape_str(char *buf, size_t size, int ndim, const int64_t *shape)
 {
-    char tmp[SHAPE_STR_MAX];
+    char tmp[KVS__SHAPE_STR_MAX];
     size_t pos = 0;
 
     if (buf == NULL || size == 0)
@@ -95,61 +93,6 @@ void kvs__shape_str(char *buf, size_t size, int ndim, const int64_t *shape)
     tmp[pos++] = ')';
     tmp[pos] = '\0';
     snprintf(buf, size, "%s", tmp);
-}
-
-int kvs__array_check(const kvs_array_t *a, const char *what, struct kvs__err *e)
-{
-    char shp[SHAPE_STR_MAX];
-    int64_t count = 1, bytes;
-    size_t es, sbytes;
-    int empty = 0;
-
-    if (what == NULL)
-        what = "array";
-    if (a == NULL)
-        return kvs__fail(e, KVS_EBADARG, "%s: no array (NULL)", what);
-    es = kvs_dtype_size(a->dtype);
-    if (es == 0)
-        return kvs__fail(e, KVS_EDTYPE, "%s: dtype %d is not a kvs dtype", what,
-                         (int)a->dtype);
-    if (a->ndim < 0 || a->ndim > KVS_MAX_NDIM)
-        return kvs__fail(e, KVS_EBADARG, "%s: ndim %d is outside [0, %d]", what, a->ndim,
-                         KVS_MAX_NDIM);
-    for (int d = 0; d < a->ndim; d++) {
-        if (a->shape[d] < 0)
-            return kvs__fail(e, KVS_EBADARG, "%s: extent %" PRId64 " in dimension %d", what,
-                             a->shape[d], d);
-        if (a->shape[d] == 0)
-            empty = 1;
-    }
-    /* An empty array is empty however big its other extents are. */
-    if (empty) {
-        count = 0;
-    } else {
-        for (int d = 0; d < a->ndim; d++) {
-            if (__builtin_mul_overflow(count, a->shape[d], &count)) {
-                kvs__shape_str(shp, sizeof shp, a->ndim, a->shape);
-                return kvs__fail(e, KVS_EBADARG,
-                                 "%s: shape %s has more elements than fit in 64 bits", what,
-                                 shp);
-            }
-        }
-    }
-    /* Both int64 (offsets, the wire) and size_t (memory) must hold the size. */
-    if (__builtin_mul_overflow(count, (int64_t)es, &bytes) ||
-        __builtin_add_overflow(bytes, 0, &sbytes)) {
-        kvs__shape_str(shp, sizeof shp, a->ndim, a->shape);
-        return kvs__fail(e, KVS_EBADARG, "%s: shape %s of %s is more bytes than fit in memory",
-                         what, shp, kvs_dtype_name(a->dtype));
-    }
-    if (a->device != KVS_HOST && kvs__mem_check(a->device, a->data, sbytes, what, e) != 0)
-        return e ? e->code : KVS_EDEVICE;
-    if (a->data == NULL && count > 0) {
-        kvs__shape_str(shp, sizeof shp, a->ndim, a->shape);
-        return kvs__fail(e, KVS_EBADARG, "%s: data is NULL but shape %s has %" PRId64
-                         " elements", what, shp, count);
-    }
-    return 0;
 }
 
 size_t kvs__array_count(const kvs_array_t *a)

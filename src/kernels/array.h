@@ -13,20 +13,16 @@
 #include "kvs.h"
 #include "base/error.h"
 
-/* Checks one caller array: known dtype, ndim in [0, KVS_MAX_NDIM], extents
- * >= 0, element count and byte size without overflow (size_t and int64),
- * device KVS_HOST, data non-NULL when it has elements. what names the array
- * in the message ("value 2"). Returns 0 or KVS_EDTYPE / KVS_EBADARG /
- * KVS_EDEVICE with a detail. */
-int kvs__array_check(const kvs_array_t *a, const char *what, struct kvs__err *e);
-
 /* Element count of a checked array (1 for ndim 0). */
 size_t kvs__array_count(const kvs_array_t *a);
 
 /* 1 when a and b have the same ndim and extents. */
 int kvs__same_shape(const kvs_array_t *a, const kvs_array_t *b);
 
-/* Writes "(2,3)" ("()" for ndim 0) into buf, truncated to size. */
+/* Writes "(2,3)" ("()" for ndim 0) into buf, truncated to size; a buffer
+ * of KVS__SHAPE_STR_MAX holds any shape: 8 extents of at most 20
+ * characters, commas, parentheses. */
+#define KVS__SHAPE_STR_MAX (KVS_MAX_NDIM * 21 + 4)
 void kvs__shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
 
 /* IEEE half and bfloat16 conversions; float to half rounds to nearest even

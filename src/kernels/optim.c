@@ -1,15 +1,16 @@
 /*
  * optim.c - the built-in optimizers: parsing a spec ("sgd lr=0.1 ..."),
- * MXNet 1.9's update rules for sgd and adam, and the per-key state they
+ * and MXNet 1.9's update rules for sgd and adam over the per-key state they
  * keep (momentum; adam's mean and variance and its update count).
  *
- * Owns the parsed optimizer and the state buffers it hands out. It must
- * never look keys up, lock, or touch a store: the engine hands in one key's
- * weight, gradient and state at a time. An update must never fail and never
+ * Owns the parsed optimizer. It must never allocate state buffers (that
+ * takes a memory provider, a layer above: store/optim_state.c), look keys
+ * up, lock, or touch a store: the engine hands in one key's weight,
+ * gradient and state at a time. An update must never fail and never
  * allocate: by the time it runs, the engine has committed to the push.
  * It must never change the formulas' order of operations either: results
  * are meant to match MXNet's kernels to the last bit in float32.
- * The state file is statefile.c's business.
+ * The state file is store/statefile.c's business.
  */
 #include <errno.h>
 #include <math.h>
@@ -21,7 +22,6 @@
 
 #include "kernels/array.h"
 #include "kernels/cuda_kernels.h"
-#include "device/mem.h"
 #include "kernels/optim.h"
 #include "base/pool.h"
 #include "base/spec.h"
@@ -244,80 +244,6 @@ int kvs__optim_nbuf(const struct kvs__optim *o)
     if (o->def->kind == OPTIM_ADAM)
         return 2;
     return o->p[SGD_MOMENTUM] > 0.0 ? 1 : 0;
-}
-
-int kvs__optim_state_new(const struct kvs__optim *o, kvs_dtype_t dtype, size_t count,
-                         int device, struct kvs__optim_state **out, struct kvs__err *e)
-{
-    struct kvs__optim_state *s;
-    size_t esize, bytes;
-    int rc;
-
-    if (o == NULL || out == NULL)
-        return kvs__fail(e, KVS_EBADARG, "optimizer state: %s is NULL",
-                         o == NULL ? "optimizer" : "output");
-    *out = NULL;
-    if (!kvs__dtype_is_float(dtype))
-        return kvs__fail(e, KVS_EDTYPE, "optimizer %s: dtype %s is not a float type",
-                         o->def->name, kvs_dtype_name(dtype));
-    /* float64 keys keep float64 state; every other float type is computed
-     * in float32 and keeps float32 state, like MXNet's multi-precision mode. */
-    esize = dtype == KVS_FLOAT64 ? sizeof(double) : sizeof(float);
-    if (__builtin_mul_overflow(count, esize, &bytes))
-        return kvs__fail(e, -ENOMEM, "optimizer %s: state of %zu elements is too large",
-                         o->def->name, count);
-    s = calloc(1, sizeof *s);
-    if (s == NULL)
-        return kvs__fail(e, -ENOMEM, "optimizer %s: out of memory", o->def->name);
-    s->dtype = dtype == KVS_FLOAT64 ? KVS_FLOAT64 : KVS_FLOAT32;
-    s->count = count;
-    s->device = device;
-    for (int i = 0; i < kvs__optim_nbuf(o) && bytes != 0; i++) {
-        if ((rc = kvs__mem_alloc(device, bytes, 1, &s->buf[i], e)) != 0) {
-            kvs__optim_state_free(s);
-            return rc;
-        }
-    }
-    s->nbuf = kvs__optim_nbuf(o);
-    *out = s;
-    return 0;
-}
-
-void kvs__optim_state_free(struct kvs__optim_state *s)
-{
-    if (s == NULL)
-        return;
-    kvs__mem_free(s->device, s->buf[1]);
-    kvs__mem_free(s->device, s->buf[0]);
-    free(s);
-}
-
-int kvs__optim_state_copy(const struct kvs__optim_state *s, int device,
-                          struct kvs__optim_state **out, struct kvs__err *e)
-{
-    size_t bytes = s->count * (s->dtype == KVS_FLOAT64 ? sizeof(double) : sizeof(float));
-    struct kvs__optim_state *t = calloc(1, sizeof *t);
-    int rc = 0;
-
-    *out = NULL;
-    if (!t)
-        return kvs__fail(e, -ENOMEM, "out of memory for an optimizer state");
-    *t = *s;
-    t->device = device;
-    t->buf[0] = t->buf[1] = NULL;
-    for (int b = 0; b < s->nbuf && bytes != 0 && rc == 0; b++) {
-        if ((rc = kvs__mem_alloc(device, bytes, 0, &t->buf[b], e)) == 0)
-            rc = kvs__mem_copy(t->buf[b], device, s->buf[b], s->device, bytes, 0, e);
-    }
-    if (rc == 0)
-        rc = kvs__mem_finish(e);
-    if (rc != 0) {
-        kvs__mem_finish(NULL);
-        kvs__optim_state_free(t);
-        return rc;
-    }
-    *out = t;
-    return 0;
 }
 
 /* ---- Update rules ---------------------------------------------------- */

@@ -1,7 +1,8 @@
 /*
  * optim.h - the built-in optimizers (sgd, adam): spec parsing, MXNet's update
- * rules, per-key state, and the state file (save/load). Works on plain
- * buffers and keys handed in by the engine; never looks up keys itself.
+ * rules over one key's state. Works on plain buffers handed in by the
+ * engine; never looks up keys, never allocates state (store/optim_state.h
+ * makes it; store/statefile.h saves and loads it).
  */
 #ifndef KVS_OPTIM_H
 #define KVS_OPTIM_H
@@ -34,20 +35,9 @@ const char *kvs__optim_name(const struct kvs__optim *o);   /* "sgd", "adam" */
 const char *kvs__optim_spec(const struct kvs__optim *o);
 
 /* State buffers per key this optimizer keeps (sgd: 1 with momentum, else
- * 0; adam: 2), as kvs__optim_state_new makes them. */
+ * 0; adam: 2), as kvs__optim_state_new (store/optim_state.h)
+ * makes them. */
 int kvs__optim_nbuf(const struct kvs__optim *o);
-
-/* A zeroed state for a key of dtype (a float dtype) and count elements,
- * its buffers on device (mem.h). Errors: KVS_EDTYPE (not a float dtype),
- * -ENOMEM, KVS_EDEVICE. */
-int kvs__optim_state_new(const struct kvs__optim *o, kvs_dtype_t dtype, size_t count,
-                         int device, struct kvs__optim_state **out, struct kvs__err *e);
-void kvs__optim_state_free(struct kvs__optim_state *s);     /* NULL is a no-op */
-
-/* A copy of s with its buffers on device (mem.h). Errors: -ENOMEM,
- * KVS_EDEVICE. */
-int kvs__optim_state_copy(const struct kvs__optim_state *s, int device,
-                          struct kvs__optim_state **out, struct kvs__err *e);
 
 /* One MXNet update of weight (dtype, count elements) by grad (same dtype
  * and count), advancing s->t. float16/bfloat16 are computed in float32 and
@@ -106,44 +96,5 @@ struct kvs__optim_item {
  * in part. Without sources it cannot fail. */
 int kvs__optim_update_many(const struct kvs__optim *o, const struct kvs__optim_item *items,
                            int m, int nthreads);
-
-/* One key's state, as saved and loaded. */
-struct kvs__state_rec {
-    kvs_key_t key;                     /* in a loaded file: name owned by the file */
-    kvs_dtype_t key_dtype;
-    struct kvs__optim_state *state;    /* in a loaded file: owned by the file */
-};
-
-/* Writes the state file atomically (temp file, fsync, rename, fsync dir).
- * The file: magic, format version, optimizer name, the full spec when
- * dump_optimizer, the records, a checksum over everything.
- * Errors: KVS_EBADARG, -errno. */
-int kvs__optim_save(const char *path, const struct kvs__optim *o, int dump_optimizer,
-                    const struct kvs__state_rec *recs, size_t n, struct kvs__err *e);
-
-struct kvs__state_file {
-    char *optim_name;                  /* the optimizer the states are for */
-    struct kvs__optim *optim;          /* parsed dumped spec, or NULL */
-    size_t n;
-    struct kvs__state_rec *recs;
-};
-
-/* Reads and checks a whole state file into memory. Nothing of the caller
- * changes. Errors: KVS_ECORRUPT (magic, version, checksum, lengths, a bad
- * record), -errno, -ENOMEM. */
-int kvs__optim_load(const char *path, struct kvs__state_file **out, struct kvs__err *e);
-void kvs__state_file_free(struct kvs__state_file *f);        /* NULL is a no-op */
-
-/* The same in memory, for states that cross between hosts: _encode makes
- * the bytes a save would write (*out malloc'd); _decode reads and checks
- * them as a load does (what: names them in messages). */
-int kvs__optim_encode(const struct kvs__optim *o, int dump_optimizer,
-                      const struct kvs__state_rec *recs, size_t n, uint8_t **out, size_t *len,
-                      struct kvs__err *e);
-int kvs__optim_decode(const uint8_t *data, size_t size, const char *what,
-                      struct kvs__state_file **out, struct kvs__err *e);
-/* A state file's bytes as they are (*out malloc'd), for _decode elsewhere:
- * a regular file of a state file's least size to its most. */
-int kvs__optim_read(const char *path, uint8_t **out, size_t *size, struct kvs__err *e);
 
 #endif

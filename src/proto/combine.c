@@ -10,7 +10,7 @@
 
 #include "kernels/array.h"
 #include "proto/combine.h"
-#include "store/engine.h"
+#include "store/key.h"
 #include "kernels/optim.h"
 
 struct cb_entry {                      /* an index entry */

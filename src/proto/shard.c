@@ -3,7 +3,7 @@
  * (shard.h). It owns the arithmetic only: it never looks at a daemon, a
  * round or a value, so that kvsd and kvsctl plan run the same code.
  */
-#include "store/engine.h"
+#include "store/key.h"
 #include "proto/shard.h"
 #include "proto/wire.h"
 

@@ -26,6 +26,7 @@
 #include "store/engine_int.h"
 #include "device/mem.h"
 #include "kernels/optim.h"
+#include "store/optim_state.h"
 
 /* ---- memory ----------------------------------------------------------- */
 

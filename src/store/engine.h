@@ -98,14 +98,6 @@ int kvs__check_list(const struct kvs__engine *eng, int n, const kvs_key_t *keys,
 int kvs__check_row_ids(kvs_key_t key, int i, const kvs_array_t *ids, int ndim, int64_t rows,
                        struct kvs__err *e);
 
-/* Groups a list by key: gid[i] is the group of keys[i], groups numbered in
- * order of first appearance, first[g] the index where group g first
- * appears. Returns the number of groups, or -ENOMEM. */
-int kvs__group_keys(int n, const kvs_key_t *keys, int *gid, int *first, struct kvs__err *e);
-
-/* The hash the key table uses (FNV-1a of a name, splitmix64 of an id):
- * the same on every host, so hosts agree on a key's owner without asking. */
-uint64_t kvs__key_hash(kvs_key_t key);
 
 /* For a front that keeps state per key (kvsd's rounds): a key's entry as it
  * is now. value, shape and front stay valid until the key is re-initialised

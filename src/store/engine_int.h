@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "store/engine.h"
+#include "store/key.h"
 
 enum key_kind { KIND_NONE, KIND_INT, KIND_STR };
 
@@ -65,19 +66,12 @@ static inline const char *kind_name(enum key_kind k)
     return k == KIND_STR ? "string" : "int";
 }
 
-static inline bool key_eq(kvs_key_t a, kvs_key_t b)
-{
-    if (a.name || b.name)
-        return a.name && b.name && strcmp(a.name, b.name) == 0;
-    return a.id == b.id;
-}
-
 static inline struct slot *table_slot(struct slot *slots, size_t cap, kvs_key_t key,
                                        uint64_t hash)
 {
     size_t i = hash & (cap - 1);
 
-    while (slots[i].ent && (slots[i].hash != hash || !key_eq(slots[i].ent->key, key)))
+    while (slots[i].ent && (slots[i].hash != hash || !kvs__key_eq(slots[i].ent->key, key)))
         i = (i + 1) & (cap - 1);
     return &slots[i];
 }
@@ -89,18 +83,6 @@ static inline struct entry *table_get(const struct kvs__engine *eng, kvs_key_t k
 
 /* "key 7" / "key \"w\"" for messages. */
 #define KEYSTR(buf, k) (kvs__key_str((buf), sizeof(buf), (k)), (buf))
-
-/* Slots of the hash table kvs__group_keys_in uses for a list of n keys:
- * a power of two, at least twice n. */
-size_t kvs__group_slots(int n);
-
-/* kvs__group_keys (engine.h) with the caller's scratch: slot has
- * kvs__group_slots(n) entries. Cannot fail. */
-int kvs__group_keys_in(int n, const kvs_key_t *keys, int *gid, int *first, int *slot);
-
-/* The index of the first key that repeats an earlier one, n when none
- * does, or -ENOMEM. */
-int kvs__find_repeat(int n, const kvs_key_t *keys, struct kvs__err *e);
 
 /* Frees every key's optimizer state. */
 void kvs__engine_drop_states(struct kvs__engine *eng);

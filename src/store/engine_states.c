@@ -13,6 +13,8 @@
 #include "kernels/array.h"
 #include "store/engine_int.h"
 #include "kernels/optim.h"
+#include "store/optim_state.h"
+#include "store/statefile.h"
 
 static void copies_free(struct kvs__optim_state **copies, size_t n)
 {
@@ -105,7 +107,7 @@ static int splice_state(const struct kvs__state_rec *recs, const int *who, size_
         const struct kvs__optim_state *r = recs[i].state;
         size_t first, count;
 
-        if (i != at && !key_eq(recs[i].key, recs[at].key))
+        if (i != at && !kvs__key_eq(recs[i].key, recs[at].key))
             continue;
         if (!split->part(split->ctx, recs[i].key, who[i], &first, &count)
             || r->count != s->count || r->nbuf != s->nbuf || r->dtype != s->dtype

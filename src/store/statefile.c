@@ -52,6 +52,8 @@
 #include <unistd.h>
 
 #include "kernels/optim.h"
+#include "store/optim_state.h"
+#include "store/statefile.h"
 
 #define SF_MAGIC "KVSOPTST"
 #define SF_MAGIC_LEN 8

@@ -1,11 +1,12 @@
 /*
- * client.h - what the two halves of the dist store types' worker side
- * share: client_conn.c (the link to kvsd: connecting, posting list calls,
- * waiting for their completions, staging lent to kvsd) and client.c (the
- * API calls, made of list calls). Nothing here is API.
+ * link.h - a dist handle's link to kvsd (link.c), which every other file
+ * of the worker side builds on: the handle's client state, list calls
+ * posted and answered, the staging they lend kvsd, a broken handle.
+ * Declares nothing of the files above it (dev.c, combine.c, client.c).
+ * Nothing here is API.
  */
-#ifndef KVS_CLIENT_H
-#define KVS_CLIENT_H
+#ifndef KVS_CLIENT_LINK_H
+#define KVS_CLIENT_LINK_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -75,8 +76,8 @@ struct kvs__client {
     uint8_t cookie[KVS__COOKIE_BYTES]; /* what kvsd read to know it may */
     struct kvs__gc gc;                 /* kvs_set_gradient_compression's */
     struct kvs__residuals *residuals;  /* 2bit: per key, made at the first such push */
-    struct kvs__devbufs *devbufs;      /* device buffers kvsd reads (client_dev.c),
-                                        * made at the first device push */
+    struct kvs__devbufs *devbufs;      /* device buffers kvsd reads (dev.c), made at
+                                        * the first device push, freed by the close */
     void *cb;                          /* the combine area (combine.h), or NULL */
     size_t cb_size;
     pthread_mutex_t cb_lock;           /* cb_opts */
@@ -125,42 +126,6 @@ void kvs__client_fill_from(const void *ctx, int i, struct kvs__sqe *s);
 /* 1 when kvsd has closed this worker's socket (it died, or stopped). */
 int kvs__client_daemon_gone(struct kvs__client *c);
 
-/* Rounds the workers combine (client_combine.c). The slot of key when its
- * rounds are combined by the workers, else NULL. */
-struct kvs__cb_slot;
-struct kvs__cb_slot *kvs__client_cb_find(const struct kvs__client *c, kvs_key_t key);
-/* A list call of n such keys (slots[i]: keys[i]'s): pushes values (or
- * NULL), then pulls into outs (or NULL), views (view) or rows (or NULL).
- * Checks every array against its key before anything happens. */
-int kvs__client_cb_call(kvs_t *kv, int n, const kvs_key_t *keys,
-                        struct kvs__cb_slot *const *slots, const kvs_array_t *values,
-                        kvs_array_t *outs, const kvs_array_t *rows, int view, const char *what,
-                        struct kvs__err *e);
-
-/* A list call split between kvsd's keys and those the workers combine:
- * the keys and arrays of both parts, copied, kvsd's first. */
-struct kvs__split {
-    int nkd, ncb;
-    int *idx;                          /* [nkd + ncb]: each one's place in the call */
-    struct kvs__cb_slot **slots;       /* [ncb]: the combined keys' slots */
-    kvs_key_t *keys;
-    kvs_array_t *arrs[3];              /* values, outs, rows, or NULL */
-};
-/* Splits a list of n keys with its arrays src (values, outs, rows, each
- * or NULL); checks that combined keys' values are not freed buffers. 0
- * with sp->ncb 0 when no key of it is combined (nothing made). */
-int kvs__client_split(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *const src[3],
-                      struct kvs__split *sp, struct kvs__err *e);
-/* Runs a split call: kvsd's part by kd (which checks its arrays against
- * the stored keys before anything happens), then the combined part;
- * hands the outs back (a view sets their data) and frees sp. */
-typedef int kvs__split_fn(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                          kvs_array_t *outs, const kvs_array_t *rows, int view, int priority,
-                          const char *what, struct kvs__err *e);
-int kvs__client_split_run(kvs_t *kv, struct kvs__split *sp, kvs_array_t *outs,
-                          kvs__split_fn *kd, int view, int priority, const char *what,
-                          struct kvs__err *e);
-
 /* Where a value already lies in staging: 1 and *off when it lies wholly in
  * one buffer of kvs_array_alloc, 0 when it lies outside staging,
  * KVS_EBADARG when it lies in staging but not in a live buffer (freed, or
@@ -168,29 +133,10 @@ int kvs__client_split_run(kvs_t *kv, struct kvs__split *sp, kvs_array_t *outs,
 int kvs__client_in_buffer(const struct kvs__client *c, const void *data, uint64_t bytes,
                           uint64_t *off, struct kvs__err *e);
 
-/* Writes the value at src (bytes of host memory) into dst on device: all
- * of it, or with rows only those nrows rows of row_bytes, every other row
- * zero (onto a device gathered in host memory first). */
-int kvs__client_write_out(void *dst, int device, const void *src, size_t bytes,
-                          const int64_t *rows, int64_t nrows, size_t row_bytes, int threads,
-                          struct kvs__err *e);
-
 /* One request op with arg, its data the len (> 0) bytes at data copied
  * into staging, as a call of its own. */
 int kvs__client_send(kvs_t *kv, uint8_t op, const void *data, size_t len, uint64_t arg,
                      const char *what, struct kvs__err *e);
-
-/* Device buffers (client_dev.c). Where kvsd can read or write bytes at p
- * on device itself: 1, with the number of the registered buffer that holds them in
- * *num and their offset there in *off, the number pinned until
- * kvs__client_devbuf_unpin; 0 when the caller must copy them through
- * staging; or the error of a registration that failed for another reason
- * than kvsd having no CUDA. Registers the buffer with kvsd when needed. */
-struct kvs__devbufs;
-int kvs__client_devbuf(kvs_t *kv, const void *p, int device, uint64_t bytes, int *num,
-                       uint64_t *off, struct kvs__err *e);
-void kvs__client_devbuf_unpin(struct kvs__client *c, int num);
-void kvs__devbufs_free(struct kvs__devbufs *t);   /* NULL is a no-op */
 
 /* Has kvsd copy every push whose data it still reads from staging, and
  * waits until it has returned them: kvsd alone, no other worker. */
