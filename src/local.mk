@@ -32,9 +32,12 @@ src_libkvs_core_la_SOURCES = \
 	src/proto/shard.c src/proto/shard.h \
 	src/proto/trace.c src/proto/trace.h \
 	src/client/residual.c src/client/residual.h \
+	src/client/groups.c src/client/groups.h \
 	src/client/link.c src/client/link.h \
 	src/client/dev.c src/client/dev.h \
 	src/client/combine.c src/client/combine.h \
+	src/client/send.c src/client/send.h \
+	src/client/pull.c src/client/pull.h \
 	src/client/client.c \
 	src/front.h src/kvs.c
 src_libkvs_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DKVS_BUILDING_LIBRARY

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "client/dev.h"
+#include "client/groups.h"
 #include "device/mem.h"
 
 /* Registrations between two sweeps for freed buffers. */
@@ -182,4 +183,31 @@ void kvs__client_devbuf_unpin(struct kvs__client *c, int num)
     pthread_mutex_lock(&t->lock);
     t->b[num].pins--;
     pthread_mutex_unlock(&t->lock);
+}
+
+int kvs__client_share_device(kvs_t *kv, const struct kvs__groups *g, const kvs_array_t *arrs,
+                             int pull, uint32_t *const *coded, uint64_t *at, int *dev,
+                             struct kvs__err *e)
+{
+    uint64_t fenced = 0;               /* bit i: KVS_CUDA(i) (i < KVS__MAX_DEVICES) */
+    int rc = 0;
+
+    for (int j = 0; j < g->ng && rc == 0; j++) {
+        const kvs_array_t *a = &arrs[g->first[j]];
+        uint64_t bit;
+
+        if ((!pull && (g->mstart[j + 1] - g->mstart[j] != 1 || coded[j]))
+            || a->device == KVS_HOST)
+            continue;
+        rc = kvs__client_devbuf(kv, a->data, a->device, kvs__client_array_bytes(a), &dev[j],
+                                &at[j], e);
+        if (rc == 1) {                 /* memory of a device the provider knows: < 64 */
+            bit = (uint64_t)1 << (a->device - 1);
+            rc = fenced & bit ? 0 : kvs__mem_fence(a->device, e);
+            fenced |= bit;
+        }
+    }
+    if (rc == 0 && fenced)
+        rc = kvs__mem_finish(e);
+    return rc;
 }
