@@ -603,71 +603,91 @@ static int table_make(struct kvs__client *c, kvs__fill_fn fill, const void *ctx,
     return 0;
 }
 
-int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, int tables,
-                          struct kvs__answers *ans, struct kvs__hold *h, int64_t timeout_ms,
-                          const char *what, struct kvs__err *e)
+/* One list call as kvs__client_run_batch posts it and waits for it. */
+struct call {
+    kvs_t *kv;
+    struct kvs__client *c;
+    struct kvs__waiter w;
+    kvs__fill_fn fill;
+    const void *ctx;
+    int n;                             /* requests */
+    struct kvs__answers *ans;
+    uint64_t *res, toff;               /* tables: per table its results; their range */
+    int64_t timeout_ms, deadline;
+    int own_timeout;                   /* the caller's, not the handle's: no asking */
+    int quiet, woke;                   /* sleep_bell's; reap's */
+    const char *what;
+};
+
+/* A long list goes in tables, in a range of staging of its own, when one
+ * fits; else slot by slot (k left as it is). Fails only for another
+ * reason than no room. */
+static int call_tables(struct call *k, struct kvs__err *e)
 {
-    struct kvs__client *c = kv->client;
-    struct kvs__opts o;
-    struct kvs__waiter w = { .n = n, .nreq = n, .ans = ans };
-    uint64_t *res = NULL, toff = 0;
-    int64_t deadline, waiting;
-    int sent = 0, rc = 0, quiet = 0, woke = 0;
+    int nt = (k->n + KVS__TABLE_MAX - 1) / KVS__TABLE_MAX;
+    struct kvs__err te = { 0, "" };
 
-    kvs__opts_get(kv, &o);
-    if (timeout_ms)
-        o.timeout_ms = timeout_ms;
-    deadline = kvs__now_ns() + o.timeout_ms * 1000000ll;
-    /* A long list goes in tables, in a range of staging of its own, when
-     * one fits: else slot by slot. */
-    if (tables && n >= TABLE_MIN) {
-        int nt = (n + KVS__TABLE_MAX - 1) / KVS__TABLE_MAX;
-        struct kvs__err te = { 0, "" };
+    if ((k->res = malloc(sizeof *k->res * (size_t)nt)) != NULL
+        && kvs__client_xfer_take(k->kv, (uint64_t)nt * TABLE_BYTES, &k->toff, k->what,
+                                 &te) == 0) {
+        k->w.tables = 1;
+        k->w.n = nt;
+        k->w.res = k->res;
+        return 0;
+    }
+    free(k->res);
+    k->res = NULL;
+    if (te.code != 0 && te.code != -ENOSPC)
+        return kvs__fail(e, te.code, "%s", te.msg);
+    return 0;
+}
 
-        if ((res = malloc(sizeof *res * (size_t)nt)) != NULL
-            && kvs__client_xfer_take(kv, (uint64_t)nt * TABLE_BYTES, &toff, what, &te) == 0) {
-            w.tables = 1;
-            w.n = nt;
-            w.res = res;
-        } else if (te.code != 0 && te.code != -ENOSPC) {
-            free(res);
-            res = NULL;
-            rc = kvs__fail(e, te.code, "%s", te.msg);
-        } else {
-            free(res);
-            res = NULL;
-        }
-    }
-    if (rc != 0 || !(w.got = calloc((size_t)(w.n ? w.n : 1), 1))) {
-        pthread_mutex_lock(&c->lock);
-        kvs__client_hold_free(c, h);
-        if (w.tables)
-            kvs__bufs_remove(&c->xfer, toff, NULL);
-        pthread_mutex_unlock(&c->lock);
-        free(res);
-        return rc ? rc : kvs__fail(e, -ENOMEM, "out of memory");
-    }
-    pthread_mutex_lock(&c->post);
-    pthread_mutex_lock(&c->lock);
-    if ((rc = kvs__client_usable_locked(c, e)) != 0) {
-        kvs__client_hold_free(c, h);
-        if (w.tables)
-            kvs__bufs_remove(&c->xfer, toff, NULL);
-        pthread_mutex_unlock(&c->post);
-        goto out;
-    }
-    w.base = c->next_seq;
-    c->next_seq += (uint64_t)w.n;
-    ans->failed = -1;
-    w.next = c->waiters;
-    c->waiters = &w;
+/* Gives back what a call that posted nothing took: its hold h, its
+ * tables' range. c->lock held. */
+static void call_drop(struct call *k, struct kvs__hold *h)
+{
+    kvs__client_hold_free(k->c, h);
+    if (k->w.tables)
+        kvs__bufs_remove(&k->c->xfer, k->toff, NULL);
+}
+
+/* Numbers the call's slots and lists it among the calls waiting, with
+ * its hold h (or NULL). c->lock held. */
+static void call_enlist(struct call *k, struct kvs__hold *h)
+{
+    struct kvs__client *c = k->c;
+
+    k->w.base = c->next_seq;
+    c->next_seq += (uint64_t)k->w.n;
+    k->ans->failed = -1;
+    k->w.next = c->waiters;
+    c->waiters = &k->w;
     if (h) {
-        h->base = w.base;
-        h->n = h->refs = w.n;
+        h->base = k->w.base;
+        h->n = h->refs = k->w.n;
         h->next = c->holds;
         c->holds = h;
     }
-    while (sent < w.n && rc == 0) {
+}
+
+static void call_unlist(struct call *k)
+{
+    for (struct kvs__waiter **p = &k->c->waiters; *p; p = &(*p)->next)
+        if (*p == &k->w) {
+            *p = k->w.next;
+            break;
+        }
+}
+
+/* Posts the call's slots on the worker's ring, made as they go (c->lock
+ * and c->post held). A full ring is kvsd's to drain, whoever waits: the
+ * poster meanwhile reaps and sleeps as a wait does. */
+static int call_post(struct call *k, struct kvs__err *e)
+{
+    struct kvs__client *c = k->c;
+    int sent = 0, rc = 0;
+
+    while (sent < k->w.n && rc == 0) {
         int err = 0;
         void *s = kvs__ring_reserve(&c->sq, &err);
         uint32_t seen;
@@ -675,61 +695,111 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
         if (s) {
             struct kvs__sqe q;
 
-            if (!w.tables)
-                fill(ctx, sent, &q);
-            else if (table_make(c, fill, ctx, n, sent, toff + (uint64_t)sent * TABLE_BYTES,
-                                ans, &q, &res[sent]) != 0) {
-                rc = kvs__client_broken(c, e, KVS_EPROTO, "%s: a list of mixed requests",
-                                        what);
-                break;
-            }
-            q.seq = w.base + (uint64_t)sent;
+            if (!k->w.tables)
+                k->fill(k->ctx, sent, &q);
+            else if (table_make(c, k->fill, k->ctx, k->n, sent,
+                                k->toff + (uint64_t)sent * TABLE_BYTES, k->ans, &q,
+                                &k->res[sent]) != 0)
+                return kvs__client_broken(c, e, KVS_EPROTO, "%s: a list of mixed requests",
+                                          k->what);
+            q.seq = k->w.base + (uint64_t)sent;
             q.flags = (uint8_t)((q.flags & ~KVS__SQE_LAST)
-                                | (sent == w.n - 1 ? KVS__SQE_LAST : 0));
+                                | (sent == k->w.n - 1 ? KVS__SQE_LAST : 0));
             kvs__sqe_encode(&q, s);
             kvs__ring_commit(&c->sq);
             sent++;
             continue;
         }
-        if (err) {
-            rc = kvs__client_broken(c, e, KVS_EPROTO, "a ring shared with kvsd is corrupt (%s)",
-                                    kvs_strerror(err));
-            break;
-        }
+        if (err)
+            return kvs__client_broken(c, e, KVS_EPROTO, "a ring shared with kvsd is corrupt "
+                                      "(%s)", kvs_strerror(err));
         /* The ring is full: kvsd drains it on its own, whoever waits. */
         kvs__bell_ring(c->dbell);
         seen = kvs__bell_seq(c->wbell);
-        if ((rc = reap(c, &w, &woke, e)) == 0)
-            rc = sleep_bell(c, seen, deadline, &quiet, what, e);
+        if ((rc = reap(c, &k->w, &k->woke, e)) == 0)
+            rc = sleep_bell(c, seen, k->deadline, &k->quiet, k->what, e);
     }
+    return rc;
+}
+
+/* Past the handle's deadline: asks kvsd what the first unanswered slot
+ * waits for, and breaks the handle with that. c->lock held. */
+static int call_give_up(struct call *k, struct kvs__err *e)
+{
+    struct kvs__client *c = k->c;
+    char why[KVS__MSG_MAX], secs[32];
+    int i = 0;
+
+    while (k->w.got[i])
+        i++;
+    pthread_mutex_unlock(&c->lock);
+    explain(k->kv, k->w.base + (uint64_t)i, why, sizeof why);
+    pthread_mutex_lock(&c->lock);
+    /* Over what asking may have said: this is why the handle broke. */
+    c->broken = KVS_ETIMEDOUT;
+    kvs__spec_format_double(secs, sizeof secs, (double)k->timeout_ms / 1000);
+    snprintf(c->broken_msg, sizeof c->broken_msg, "%.20s: gave up after %.24s s "
+             "(KVS_TIMEOUT): %.160s", k->what, secs, why);
+    return kvs__fail(e, c->broken, "%s", c->broken_msg);
+}
+
+/* Waits until every slot of the call is answered (c->lock held). */
+static int call_wait(struct call *k, struct kvs__err *e)
+{
+    struct kvs__client *c = k->c;
+    int rc;
+
+    for (;;) {
+        uint32_t seen = kvs__bell_seq(c->wbell);
+
+        if ((rc = reap(c, &k->w, &k->woke, e)) != 0 || k->w.done == k->w.n)
+            return rc;
+        if (!k->own_timeout && kvs__now_ns() >= k->deadline)
+            return call_give_up(k, e);
+        if ((rc = sleep_bell(c, seen, k->deadline, &k->quiet, k->what, e)) != 0)
+            return rc;
+    }
+}
+
+int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, int tables,
+                          struct kvs__answers *ans, struct kvs__hold *h, int64_t timeout_ms,
+                          const char *what, struct kvs__err *e)
+{
+    struct kvs__client *c = kv->client;
+    struct call k = { .kv = kv, .c = c, .w = { .n = n, .nreq = n, .ans = ans }, .fill = fill,
+                      .ctx = ctx, .n = n, .ans = ans, .own_timeout = timeout_ms != 0,
+                      .what = what };
+    struct kvs__opts o;
+    int64_t waiting;
+    int rc = 0;
+
+    kvs__opts_get(kv, &o);
+    k.timeout_ms = timeout_ms ? timeout_ms : o.timeout_ms;
+    k.deadline = kvs__now_ns() + k.timeout_ms * 1000000ll;
+    if (tables && n >= TABLE_MIN)
+        rc = call_tables(&k, e);
+    if (rc != 0 || !(k.w.got = calloc((size_t)(k.w.n ? k.w.n : 1), 1))) {
+        pthread_mutex_lock(&c->lock);
+        call_drop(&k, h);
+        pthread_mutex_unlock(&c->lock);
+        free(k.res);
+        return rc ? rc : kvs__fail(e, -ENOMEM, "out of memory");
+    }
+    pthread_mutex_lock(&c->post);
+    pthread_mutex_lock(&c->lock);
+    if ((rc = kvs__client_usable_locked(c, e)) != 0) {
+        call_drop(&k, h);
+        pthread_mutex_unlock(&c->post);
+        goto out;
+    }
+    call_enlist(&k, h);
+    rc = call_post(&k, e);
     pthread_mutex_unlock(&c->post);
     if (rc == 0)
         kvs__bell_ring(c->dbell);
     waiting = kvs__now_ns();
-    while (rc == 0) {
-        uint32_t seen = kvs__bell_seq(c->wbell);
-
-        if ((rc = reap(c, &w, &woke, e)) != 0 || w.done == w.n)
-            break;
-        if (!timeout_ms && kvs__now_ns() >= deadline) {
-            char why[KVS__MSG_MAX], secs[32];
-            int i = 0;
-
-            while (w.got[i])
-                i++;
-            pthread_mutex_unlock(&c->lock);
-            explain(kv, w.base + (uint64_t)i, why, sizeof why);
-            pthread_mutex_lock(&c->lock);
-            /* Over what asking may have said: this is why the handle broke. */
-            c->broken = KVS_ETIMEDOUT;
-            kvs__spec_format_double(secs, sizeof secs, (double)o.timeout_ms / 1000);
-            snprintf(c->broken_msg, sizeof c->broken_msg, "%.20s: gave up after %.24s s "
-                     "(KVS_TIMEOUT): %.160s", what, secs, why);
-            rc = kvs__fail(e, c->broken, "%s", c->broken_msg);
-            break;
-        }
-        rc = sleep_bell(c, seen, deadline, &quiet, what, e);
-    }
+    if (rc == 0)
+        rc = call_wait(&k, e);
     kvs__client_waited(c, waiting);
     if (kvs__tr_is_on()) {
         struct kvs__tr_args ta = KVS__TR_ARGS;
@@ -737,22 +807,18 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
         ta.nkeys = n;
         kvs__tr_put(KVS__TR_WAIT_KVSD, waiting, 0, &ta, 0, NULL);
     }
-    for (struct kvs__waiter **p = &c->waiters; *p; p = &(*p)->next)
-        if (*p == &w) {
-            *p = w.next;
-            break;
-        }
+    call_unlist(&k);
     /* kvsd is done with the tables once every slot is answered; a handle
      * that broke keeps them lent. */
-    if (rc == 0 && w.tables)
-        kvs__bufs_remove(&c->xfer, toff, NULL);
+    if (rc == 0 && k.w.tables)
+        kvs__bufs_remove(&c->xfer, k.toff, NULL);
 out:
     pthread_mutex_unlock(&c->lock);
     /* Siblings whose completions this thread reaped sleep on the same bell. */
-    if (woke)
+    if (k.woke)
         kvs__bell_ring(c->wbell);
-    free(w.got);
-    free(res);
+    free(k.w.got);
+    free(k.res);
     return rc;
 }
 
