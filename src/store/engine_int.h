@@ -1,7 +1,9 @@
 /*
  * engine_int.h - the engine's own: its key table and entries, for the
- * files of the engine (engine.c: the store's calls; engine_states.c: the
- * optimizer states' save and load). Nothing else includes it.
+ * files of the engine (table.c: the table and its entries; engine.c: the
+ * store's calls; engine_states.c: the optimizer states' save and load),
+ * and the calls they make of each other, grouped by file. Nothing else
+ * includes it.
  */
 #ifndef KVS_ENGINE_INT_H
 #define KVS_ENGINE_INT_H
@@ -83,6 +85,40 @@ static inline struct entry *table_get(const struct kvs__engine *eng, kvs_key_t k
 
 /* "key 7" / "key \"w\"" for messages. */
 #define KEYSTR(buf, k) (kvs__key_str((buf), sizeof(buf), (k)), (buf))
+
+/* ---- table.c ---- */
+
+/* Makes room so that `extra` more keys can be put without failing. */
+int kvs__table_reserve(struct kvs__engine *eng, size_t extra, struct kvs__err *e);
+
+/* Puts ent in the table (room reserved), replacing and freeing an entry of
+ * the same key. */
+void kvs__table_put(struct kvs__engine *eng, struct entry *ent);
+
+/* A new entry for key, shaped like like, its value allocated (unfilled)
+ * where the placement hook puts it; not in the table yet. Errors:
+ * -ENOMEM, the memory provider's. */
+int kvs__entry_new(struct kvs__engine *eng, kvs_key_t key, const kvs_array_t *like,
+                   struct entry **out, struct kvs__err *e);
+
+void kvs__entry_free(struct kvs__engine *eng, struct entry *ent);   /* NULL is a no-op */
+
+/* A buffer of n times an entry's size where its value lives, kept for
+ * reuse across calls. */
+int kvs__entry_buffer(const struct entry *ent, void **buf, size_t n, struct kvs__err *e);
+
+/* An array of the entry's dtype, shape and device over data. */
+kvs_array_t kvs__entry_array(const struct entry *ent, void *data);
+
+/* 0 when arr has the entry's dtype and shape, else the error naming both. */
+int kvs__entry_match(const struct entry *ent, const kvs_array_t *arr, struct kvs__err *e);
+
+/* 0 when the update rule can update the entry: an optimizer needs a
+ * floating-point key. */
+int kvs__entry_optim_takes(const struct kvs__engine *eng, const struct entry *ent,
+                           struct kvs__err *e);
+
+/* ---- engine.c ---- */
 
 /* Frees every key's optimizer state. */
 void kvs__engine_drop_states(struct kvs__engine *eng);
