@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "kvsd.h"
-#include "shm.h"
+#include "shm/shm.h"
 
 /* ---- the handshake (socket thread) ------------------------------------ */
 

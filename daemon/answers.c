@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array.h"
-#include "compress.h"
+#include "kernels/array.h"
+#include "kernels/compress.h"
 #include "kvsd.h"
-#include "mem.h"
+#include "device/mem.h"
 
 /* Completions a backlog keeps room for once it is empty again. */
 #define BACKLOG_KEEP 4096

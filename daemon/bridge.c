@@ -42,8 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array.h"
-#include "compress.h"
+#include "kernels/array.h"
+#include "kernels/compress.h"
 #include "kvsd.h"
 
 /* At the owner of a part of a key, the other hosts' sums of its open round. */

@@ -23,9 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array.h"
+#include "kernels/array.h"
 #include "kvsd.h"
-#include "mem.h"
+#include "device/mem.h"
 
 /* Collectives waiting are found by a hash of their op and key: a list
  * call may init hundreds of thousands of keys, each its own collective. */

@@ -21,12 +21,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "array.h"
-#include "combine.h"
+#include "kernels/array.h"
+#include "proto/combine.h"
 #include "kvsd.h"
-#include "optim.h"
-#include "shm.h"
-#include "spec.h"
+#include "kernels/optim.h"
+#include "store/statefile.h"
+#include "shm/shm.h"
+#include "base/spec.h"
 
 static struct kvs__cb_head *head(const struct daemon *d)
 {

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "kvsd.h"
-#include "shm.h"
+#include "shm/shm.h"
 
 #define CTL_SEND_NS     (50 * 1000000ll)   /* the serve thread's wait to send one answer */
 #define CTL_TAIL_ROOM   80             /* room kept in a listing for "... N more" */

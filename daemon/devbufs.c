@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "kvsd.h"
-#include "mem.h"
+#include "device/mem.h"
 
 _Static_assert(KVS__DEVBUF_HANDLE_BYTES == KVS__MEM_IPC_HANDLE_BYTES,
                "a registration carries the runtime's IPC handle");

@@ -40,12 +40,12 @@
 #include <unistd.h>
 
 #include "net/auth.h"
-#include "bytes.h"
+#include "base/bytes.h"
 #include "net/handshake.h"
 #include "kvsd.h"
-#include "shm.h"
+#include "shm/shm.h"
 #include "net/transport.h"
-#include "wire.h"
+#include "proto/wire.h"
 
 #define SEC_NS          1000000000ll
 #define SHAKE_NS        (2 * SEC_NS)   /* an incoming connection's handshake, at most */

@@ -51,8 +51,8 @@
 #include <unistd.h>
 
 #include "kvsd.h"
-#include "shm.h"
-#include "spec.h"
+#include "shm/shm.h"
+#include "base/spec.h"
 
 #define SERVE_SLICE_NS  (100 * 1000000ll)
 #define SPIN_NS         (20 * 1000ll)

@@ -17,17 +17,17 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "array.h"
-#include "combine.h"
-#include "engine.h"
-#include "optim.h"
-#include "latency.h"
-#include "layout.h"
-#include "proto.h"
-#include "ring.h"
-#include "shard.h"
-#include "trace.h"
-#include "wire.h"
+#include "kernels/array.h"
+#include "proto/combine.h"
+#include "store/engine.h"
+#include "kernels/optim.h"
+#include "base/latency.h"
+#include "proto/layout.h"
+#include "proto/proto.h"
+#include "shm/ring.h"
+#include "proto/shard.h"
+#include "proto/trace.h"
+#include "proto/wire.h"
 
 #define MAX_WORKERS     1024
 #define HANDSHAKE_NS    (2 * 1000000000ll)

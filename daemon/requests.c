@@ -41,9 +41,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "array.h"
+#include "kernels/array.h"
 #include "kvsd.h"
-#include "shm.h"
+#include "shm/shm.h"
 
 /* ---- the open rounds --------------------------------------------------- */
 

@@ -24,7 +24,8 @@
 #include <string.h>
 
 #include "kvsd.h"
-#include "optim.h"
+#include "kernels/optim.h"
+#include "store/statefile.h"
 
 /* A save or a load waiting for the other hosts. */
 struct stq {

@@ -1,16 +1,18 @@
 /*
  * front.h - the handle behind kvs_t and the operations each store type
  * provides. kvs.c owns handles (locking, options, errors) and the local
- * type; client.c provides the dist types. Nothing here is API.
+ * type; client/client.c provides the dist types. It declares no module's
+ * calls: the store types include it for the handle they work on. Nothing
+ * here is API.
  */
 #ifndef KVS_FRONT_H
 #define KVS_FRONT_H
 
 #include <pthread.h>
 
-#include "bufs.h"
-#include "engine.h"
-#include "error.h"
+#include "base/bufs.h"
+#include "store/engine.h"
+#include "base/error.h"
 
 /* What one store type does; chosen by kvs_create. Every call reports a
  * failure's detail in e, which the front copies to the handle. */
@@ -73,6 +75,13 @@ extern const struct kvs__store_ops kvs__dist_ops;
 struct kvs__opts {
     int64_t init_on_push, threads, timeout_ms;
 };
-void kvs__opts_get(kvs_t *kv, struct kvs__opts *o);
+static inline void kvs__opts_get(kvs_t *kv, struct kvs__opts *o)
+{
+    pthread_mutex_lock(&kv->lock);
+    o->init_on_push = kv->opt_init_on_push;
+    o->threads = kv->opt_threads;
+    o->timeout_ms = kv->opt_timeout_ms;
+    pthread_mutex_unlock(&kv->lock);
+}
 
 #endif

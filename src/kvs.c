@@ -11,15 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array.h"
-#include "cuda.h"
-#include "engine.h"
-#include "error.h"
+#include "kernels/array.h"
+#include "device/cuda.h"
+#include "store/engine.h"
+#include "base/error.h"
 #include "front.h"
-#include "mem.h"
-#include "nccl_reduce.h"
-#include "spec.h"
-#include "trace.h"
+#include "device/mem.h"
+#include "store/nccl_reduce.h"
+#include "base/spec.h"
+#include "proto/trace.h"
 
 #define KVS__STR_(x) #x
 #define KVS__STR(x) KVS__STR_(x)
@@ -398,15 +398,6 @@ KVS_API void kvs_close(kvs_t *kv)
         return rc_;                                                          \
     } while (0)
 #define CALL(kv, call) TRACED(kv, -1, 0, NULL, NULL, 0, call)
-
-void kvs__opts_get(kvs_t *kv, struct kvs__opts *o)
-{
-    pthread_mutex_lock(&kv->lock);
-    o->init_on_push = kv->opt_init_on_push;
-    o->threads = kv->opt_threads;
-    o->timeout_ms = kv->opt_timeout_ms;
-    pthread_mutex_unlock(&kv->lock);
-}
 
 static int set_option(kvs_t *kv, kvs_option_t opt, int64_t value)
 {

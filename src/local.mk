@@ -3,25 +3,43 @@
 # The library's code lives in a convenience library so that unit tests can
 # reach internal (hidden) functions; libkvs.la wraps it with the exported API.
 noinst_LTLIBRARIES = src/libkvs_core.la
+# By layer, in include order: a folder calls only those listed above it.
 src_libkvs_core_la_SOURCES = \
-	src/kvs.c \
-	src/bufs.c src/bufs.h \
-	src/error.c src/error.h \
-	src/engine.c src/engine_args.c src/engine_states.c src/engine.h src/engine_int.h \
-	src/array.c src/array_x86.c src/array.h \
-	src/cuda.c src/cuda.h src/cuda_kernels.h src/mem.c src/mem.h src/nccl_reduce.c src/nccl_reduce.h \
-	src/pool.c src/pool.h \
-	src/optim.c src/statefile.c src/optim.h \
-	src/compress.c src/compress.h src/residual.c src/residual.h \
-	src/spec.c src/spec.h \
-	src/front.h src/client.h src/client.c src/client_conn.c src/client_dev.c src/layout.h \
-	src/combine.c src/combine.h src/client_combine.c src/latency.c src/latency.h \
-	src/ring.c src/ring.h \
-	src/shm.c src/shm.h src/sys.h \
-	src/proto.c src/proto.h src/bytes.h \
-	src/wire.c src/wire.h \
-	src/shard.c src/shard.h \
-	src/trace.c src/trace.h
+	src/base/error.c src/base/error.h \
+	src/base/spec.c src/base/spec.h \
+	src/base/pool.c src/base/pool.h \
+	src/base/bufs.c src/base/bufs.h \
+	src/base/latency.c src/base/latency.h \
+	src/base/bytes.h src/base/sys.h \
+	src/shm/ring.c src/shm/ring.h \
+	src/shm/shm.c src/shm/shm.h \
+	src/kernels/array.c src/kernels/array_x86.c src/kernels/array.h \
+	src/kernels/compress.c src/kernels/compress.h \
+	src/kernels/optim.c src/kernels/optim.h \
+	src/kernels/cuda_kernels.h \
+	src/device/cuda.c src/device/cuda.h \
+	src/device/mem.c src/device/mem.h \
+	src/store/key.c src/store/key.h \
+	src/store/table.c src/store/engine.c src/store/engine_args.c src/store/engine_states.c \
+	src/store/engine.h src/store/engine_int.h \
+	src/store/optim_state.c src/store/optim_state.h \
+	src/store/statefile.c src/store/statefile.h \
+	src/store/nccl_reduce.c src/store/nccl_reduce.h \
+	src/proto/proto.c src/proto/proto.h \
+	src/proto/wire.c src/proto/wire.h \
+	src/proto/layout.h \
+	src/proto/combine.c src/proto/combine.h \
+	src/proto/shard.c src/proto/shard.h \
+	src/proto/trace.c src/proto/trace.h \
+	src/client/residual.c src/client/residual.h \
+	src/client/groups.c src/client/groups.h \
+	src/client/link.c src/client/link.h \
+	src/client/dev.c src/client/dev.h \
+	src/client/combine.c src/client/combine.h \
+	src/client/send.c src/client/send.h \
+	src/client/pull.c src/client/pull.h \
+	src/client/client.c \
+	src/front.h src/kvs.c
 src_libkvs_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DKVS_BUILDING_LIBRARY
 # Where libkvs finds the kernel module once installed.
 src_libkvs_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DKVS__KERNELS_PATH='"$(pkglibdir)/libkvs-cuda.so"'
@@ -51,9 +69,9 @@ AM_V_NVCC = $(am__v_NVCC_@AM_V@)
 am__v_NVCC_ = $(am__v_NVCC_@AM_DEFAULT_V@)
 am__v_NVCC_0 = @echo "  NVCC    " $@;
 am__v_NVCC_1 =
-src/libkvs-cuda.so: src/cuda_kernels.cu src/cuda_kernels.h
+src/libkvs-cuda.so: src/kernels/cuda_kernels.cu src/kernels/cuda_kernels.h
 	@$(MKDIR_P) src
 	$(AM_V_NVCC)$(NVCC) $(kvs_nvcc_flags) -I$(top_srcdir)/src $(NVCCFLAGS) \
-	    -o $@ $(top_srcdir)/src/cuda_kernels.cu
+	    -o $@ $(top_srcdir)/src/kernels/cuda_kernels.cu
 endif
-EXTRA_DIST += src/libkvs.map src/cuda_kernels.cu
+EXTRA_DIST += src/libkvs.map src/kernels/cuda_kernels.cu

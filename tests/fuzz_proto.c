@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto.h"
-#include "wire.h"
+#include "proto/proto.h"
+#include "proto/wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

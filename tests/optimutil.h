@@ -15,7 +15,8 @@
 
 #include <cmocka.h>
 
-#include "optim.h"
+#include "kernels/optim.h"
+#include "store/optim_state.h"
 
 static inline struct kvs__optim *parse_ok(const char *spec)
 {

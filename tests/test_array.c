@@ -17,7 +17,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "array.h"
+#include "kernels/array.h"
+#include "device/mem.h"
 
 static const kvs_dtype_t all_dtypes[] = { KVS_FLOAT32, KVS_FLOAT64, KVS_FLOAT16,
                                           KVS_BFLOAT16, KVS_INT32, KVS_INT64, KVS_UINT8 };

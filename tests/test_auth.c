@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "auth.h"
-#include "wire.h"
+#include "proto/wire.h"
 
 static char dir[] = "/tmp/kvs_test_auth_XXXXXX";
 

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "compress.h"
+#include "kernels/compress.h"
 
 /* The bytes of n words in memory order: the wire layout, on any host. */
 static void word_bytes(const uint32_t *w, size_t nwords, uint8_t *bytes)

@@ -22,9 +22,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "cuda.h"
-#include "mem.h"
-#include "ring.h"
+#include "device/cuda.h"
+#include "device/mem.h"
+#include "shm/ring.h"
 #include "kvs.h"
 
 struct outcome {

@@ -23,7 +23,7 @@
 #include <cmocka.h>
 
 #include "handshake.h"
-#include "ring.h"                      /* kvs__now_ns */
+#include "shm/ring.h"                      /* kvs__now_ns */
 
 static struct kvs__secret secret_of(const char *text)
 {

@@ -26,9 +26,10 @@
 #include <cmocka.h>
 #include <cuda_runtime_api.h>
 
-#include "array.h"
-#include "cuda_kernels.h"
-#include "optim.h"
+#include "kernels/array.h"
+#include "kernels/cuda_kernels.h"
+#include "kernels/optim.h"
+#include "store/optim_state.h"
 
 #define BIG_N (((size_t)1 << 20) + 3)
 #define MAX_K 40                       /* past the inputs a launch carries by value */

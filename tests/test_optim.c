@@ -15,9 +15,10 @@
 
 #include <cmocka.h>
 
-#include "array.h"
-#include "engine.h"
-#include "optim.h"
+#include "kernels/array.h"
+#include "store/engine.h"
+#include "kernels/optim.h"
+#include "store/optim_state.h"
 #include "optimutil.h"
 
 /* ---- Helpers --------------------------------------------------------- */

@@ -20,8 +20,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "array.h"
-#include "pool.h"
+#include "kernels/array.h"
+#include "base/pool.h"
 
 /* Forking a multi-threaded process is not supported under TSan, and no
  * sanitizer runs under an address-space limit. */

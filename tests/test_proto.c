@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "proto.h"
+#include "proto/proto.h"
 #include "protoutil.h"
 
 /* The version after this one: refused, by number. */

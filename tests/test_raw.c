@@ -32,10 +32,10 @@
 
 #include <cmocka.h>
 
-#include "layout.h"
-#include "proto.h"
-#include "ring.h"
-#include "shm.h"
+#include "proto/layout.h"
+#include "proto/proto.h"
+#include "shm/ring.h"
+#include "shm/shm.h"
 
 #define SEC 1000000000ll
 #define SQ_TAIL_OFF 64                 /* ring.c's header: geometry, tail, head lines */

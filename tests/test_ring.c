@@ -33,7 +33,7 @@
 
 #include <cmocka.h>
 
-#include "ring.h"
+#include "shm/ring.h"
 
 /* The header as ring.c lays it out: a geometry line, then the producer's
  * tail and the consumer's head on lines of their own. The corruption tests

@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "shard.h"
-#include "wire.h"
+#include "proto/shard.h"
+#include "proto/wire.h"
 
 #define MIB ((uint64_t)1 << 20)
 

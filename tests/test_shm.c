@@ -29,7 +29,7 @@
 
 #include <cmocka.h>
 
-#include "shm.h"
+#include "shm/shm.h"
 
 #define MS 1000000LL
 

@@ -23,7 +23,7 @@
 
 #include <cmocka.h>
 
-#include "proto.h"
+#include "proto/proto.h"
 #include "protoutil.h"
 
 /* ---- helpers ------------------------------------------------------------ */

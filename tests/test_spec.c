@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "spec.h"
+#include "base/spec.h"
 
 static void test_tokens(void **state)
 {

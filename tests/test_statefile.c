@@ -21,7 +21,9 @@
 
 #include <cmocka.h>
 
-#include "optim.h"
+#include "kernels/optim.h"
+#include "store/optim_state.h"
+#include "store/statefile.h"
 #include "optimutil.h"
 
 /* ---- Helpers --------------------------------------------------------- */

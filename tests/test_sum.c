@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "array.h"
+#include "kernels/array.h"
 
 #define NITEMS 40
 

@@ -33,7 +33,7 @@
 #include <liburing.h>
 #endif
 
-#include "ring.h"
+#include "shm/ring.h"
 #include "transport.h"
 
 #define MS (1000000ll)

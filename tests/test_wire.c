@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "wire.h"
+#include "proto/wire.h"
 
 static void test_head_round_trip(void **state)
 {

@@ -23,10 +23,10 @@
 
 #include "ask.h"
 #include "kvs.h"
-#include "proto.h"
-#include "ring.h"
-#include "shm.h"
-#include "sys.h"
+#include "proto/proto.h"
+#include "shm/ring.h"
+#include "shm/shm.h"
+#include "base/sys.h"
 
 #define RETRY_MS 10                    /* between connects to a full backlog, looks at a stop */
 

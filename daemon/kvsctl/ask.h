@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "proto.h"
+#include "proto/proto.h"
 
 #define SEC_NS      1000000000ll
 #define DEADLINE_NS (5 * SEC_NS)       /* for everything one question waits on */

@@ -33,8 +33,8 @@
 
 #include "kvs.h"
 #include "plan.h"
-#include "shard.h"
-#include "wire.h"
+#include "proto/shard.h"
+#include "proto/wire.h"
 
 #define LINE_MAX_BYTES 4096            /* a line of a shapes file */
 #define NAME_MAX_BYTES 128             /* a tensor's name, NUL included */

@@ -11,7 +11,7 @@
 #include <stdio.h>
 
 #include "kvs.h"
-#include "latency.h"
+#include "base/latency.h"
 
 #define SAMPLE_KEY_TEXT (4 * KVS_MAX_KEY_LEN + 3)
 #define SAMPLE_COUNTERS 32

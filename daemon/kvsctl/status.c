@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "ask.h"
-#include "proto.h"
-#include "ring.h"
+#include "proto/proto.h"
+#include "shm/ring.h"
 #include "sample.h"
 #include "status.h"
 

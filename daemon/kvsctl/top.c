@@ -28,8 +28,8 @@
 #include <unistd.h>
 
 #include "ask.h"
-#include "proto.h"
-#include "ring.h"
+#include "proto/proto.h"
+#include "shm/ring.h"
 #include "sample.h"
 #include "top.h"
 

@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "kvsrun.h"
-#include "ring.h"
-#include "sys.h"
-#include "trace.h"
+#include "shm/ring.h"
+#include "base/sys.h"
+#include "proto/trace.h"
 
 /* Takes the job's name for this kvsrun: NAME.run in the runtime
  * directory, locked for as long as kvsrun runs, holding its pid. Two

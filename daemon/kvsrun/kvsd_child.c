@@ -23,8 +23,8 @@
 #include <unistd.h>
 
 #include "kvsrun.h"
-#include "ring.h"
-#include "sys.h"
+#include "shm/ring.h"
+#include "base/sys.h"
 
 /* 1 when a kvsd listens at the socket: the connection was queued, or its
  * backlog is full (EAGAIN, which only a live listener gives); 0 when

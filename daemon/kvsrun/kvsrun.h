@@ -14,7 +14,7 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "proto.h"
+#include "proto/proto.h"
 
 #define MAX_WORKERS    1024
 #define SEC_NS         1000000000ll

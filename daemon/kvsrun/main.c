@@ -41,7 +41,7 @@
 #include <unistd.h>
 
 #include "kvsrun.h"
-#include "ring.h"
+#include "shm/ring.h"
 
 /* What a run needs before anything starts: the job's files named, room
  * for the workers, the signals taken over. 0, else kvsrun's exit status

@@ -15,9 +15,9 @@
 
 #include "kvs.h"
 #include "kvsrun.h"
-#include "layout.h"
-#include "shm.h"
-#include "spec.h"
+#include "proto/layout.h"
+#include "shm/shm.h"
+#include "base/spec.h"
 
 enum { OPT_GRACE = 256, OPT_KVSD, OPT_TIMEOUT, OPT_STAGING, OPT_ARENA, OPT_VERSION,
        OPT_NODES, OPT_NODE_RANK, OPT_COORD, OPT_BIND, OPT_SECRET, OPT_TIMELINE };

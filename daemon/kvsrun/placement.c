@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "kvsrun.h"
-#include "shm.h"
-#include "spec.h"
+#include "shm/shm.h"
+#include "base/spec.h"
 
 /* The first host of a Slurm node list: "gpu[07-09,12],cpu1" is gpu07. */
 static void slurm_first_host(const char *list, char *out, size_t size)

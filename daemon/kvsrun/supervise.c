@@ -24,9 +24,9 @@
 #include <unistd.h>
 
 #include "kvsrun.h"
-#include "ring.h"
-#include "spec.h"
-#include "sys.h"
+#include "shm/ring.h"
+#include "base/spec.h"
+#include "base/sys.h"
 
 static int64_t ms_to(int64_t deadline_ns)
 {

@@ -13,7 +13,7 @@
 #include <sodium.h>
 
 #include "auth.h"
-#include "bytes.h"
+#include "base/bytes.h"
 
 int kvs__secret_load(const char *path, struct kvs__secret *s, struct kvs__err *e)
 {

@@ -9,8 +9,8 @@
 
 #include <stdint.h>
 
-#include "error.h"
-#include "wire.h"
+#include "base/error.h"
+#include "proto/wire.h"
 
 #define KVS__SECRET_MIN 16             /* bytes of a secret file, after trailing whitespace */
 #define KVS__SECRET_MAX 65536

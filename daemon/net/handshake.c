@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "handshake.h"
-#include "shm.h"
-#include "wire.h"
+#include "shm/shm.h"
+#include "proto/wire.h"
 
 #define FRAME_MAX 256                  /* the biggest handshake payload, and room */
 

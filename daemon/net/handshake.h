@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "auth.h"
-#include "error.h"
+#include "base/error.h"
 
 /* What each side knows of the job and itself. */
 struct kvs__host_id {

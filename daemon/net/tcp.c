@@ -16,8 +16,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "ring.h"
-#include "sys.h"
+#include "shm/ring.h"
+#include "base/sys.h"
 #include "transport.h"
 
 /* Milliseconds from now until deadline_ns, at least 0, at most a second

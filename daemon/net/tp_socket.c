@@ -18,8 +18,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "ring.h"
-#include "sys.h"
+#include "shm/ring.h"
+#include "base/sys.h"
 #include "tp_util.h"
 #include "transport.h"
 

@@ -45,7 +45,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "ring.h"
+#include "shm/ring.h"
 #include "tp_util.h"
 #include "transport.h"
 

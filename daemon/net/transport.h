@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "kvs-transport.h"
 
 /* ---- TCP (tcp.c) --------------------------------------------------------- */

@@ -37,7 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "array.h"
+#include "kernels/array.h"
 #include "standin.h"
 
 #define UID_MAGIC 0x4b56534eu /* "KVSN" */
