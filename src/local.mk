@@ -13,7 +13,7 @@ src_libkvs_core_la_SOURCES = \
 	src/base/bytes.h src/base/sys.h \
 	src/shm/ring.c src/shm/ring.h \
 	src/shm/shm.c src/shm/shm.h \
-	src/kernels/array.c src/kernels/array_x86.c src/kernels/array.h \
+	src/kernels/array.c src/kernels/array_x86.c src/kernels/array_x86.h src/kernels/array.h \
 	src/kernels/compress.c src/kernels/compress.h \
 	src/kernels/optim.c src/kernels/optim.h \
 	src/kernels/cuda_kernels.h \

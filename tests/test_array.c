@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "kernels/array.h"
+#include "kernels/array_x86.h"
 #include "device/mem.h"
 
 static const kvs_dtype_t all_dtypes[] = { KVS_FLOAT32, KVS_FLOAT64, KVS_FLOAT16,

@@ -18,6 +18,7 @@
 #include <pthread.h>
 
 #include "kernels/array.h"
+#include "kernels/array_x86.h"
 #include "base/pool.h"
 
 /* Elements per kernel chunk: an output chunk plus an input chunk stay in

@@ -12,7 +12,7 @@
  */
 #include <string.h>
 
-#include "kernels/array.h"
+#include "kernels/array_x86.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
