@@ -3,7 +3,7 @@
  * as a training program does: it allocates them with cudaMalloc (the
  * runtime KVS_CUDART names, the tests' stand-in), fills and reads them
  * with cudaMemcpy, and hands KVS_CUDA(i) arrays to every call. Run by
- * tests/test_dist.sh:
+ * tests/test_dist_device.sh:
  *
  *   dist_device SCENARIO TYPE
  *

@@ -1,11 +1,11 @@
 /*
- * dist_remote.c - one worker of a test_dist.sh job whose pushpulls kvsd
- * reads straight out of the worker's memory (KVS_REMOTE). argv[1] names
- * the scenario: "remote" (every value checked, and with KVS_TEST_KVSCTL
- * what kvsctl stats counts) or "remote_gone" (an array unmapped while
- * lent fails the job, naming its rank). KVS_TEST_NODUMP=1 makes the
- * process not dumpable before kvs_create, which keeps kvsd from reading
- * it. Exits 0 when everything is right, 1 with a message when not.
+ * dist_remote.c - one worker of a test_dist_remote.sh job whose pushpulls
+ * kvsd reads straight out of the worker's memory (KVS_REMOTE). argv[1]
+ * names the scenario: "remote" (every value checked, and with
+ * KVS_TEST_KVSCTL what kvsctl stats counts) or "remote_gone" (an array
+ * unmapped while lent fails the job, naming its rank). KVS_TEST_NODUMP=1
+ * makes the process not dumpable before kvs_create, which keeps kvsd from
+ * reading it. Exits 0 when everything is right, 1 with a message when not.
  */
 #define _GNU_SOURCE
 #include <pthread.h>

@@ -1,6 +1,7 @@
 /*
- * dist_training.c - one worker of a multi-process test job (test_dist.sh)
- * that does what real training code does with a dist store: pushes layer
+ * dist_training.c - one worker of a multi-process test job
+ * (test_dist_training.sh, test_hosts*.sh) that does what real training
+ * code does with a dist store: pushes layer
  * by layer in its own order, from several threads, closes after its last
  * push, inits after rank 0 left, uses the empty string key, sends lists of
  * 100,000 keys, lets one worker set the optimizer, pulls rows by empty row

@@ -3,16 +3,28 @@
 TEST_EXTENSIONS = .sh
 LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/build-aux/tap-driver.sh
 SH_LOG_DRIVER = $(LOG_DRIVER)
-# Every test has a deadline; cmocka reports in TAP.
-LOG_COMPILER = timeout 300 $(SHELL) $(top_srcdir)/tests/cmocka-tap.sh
-SH_LOG_COMPILER = timeout 300 $(SHELL)
+# Every test file has a deadline, the last resort: each case inside has
+# its own (tests/lib.sh). Both are KVS_TEST_SLOW times longer (a whole
+# number, 1 unless set; scripts/test sets it for the sanitizer build).
+# cmocka reports in TAP.
+test_deadline = timeout $$((300 * $${KVS_TEST_SLOW:-1}))
+LOG_COMPILER = $(test_deadline) $(SHELL) $(top_srcdir)/tests/cmocka-tap.sh
+SH_LOG_COMPILER = $(test_deadline) $(SHELL)
 AM_TESTS_ENVIRONMENT = CMOCKA_MESSAGE_OUTPUT=TAP; export CMOCKA_MESSAGE_OUTPUT; \
 	top_srcdir='$(top_srcdir)'; top_builddir='$(top_builddir)'; CC='$(CC)'; \
 	KVS_SAN_CFLAGS='$(KVS_SAN_CFLAGS)'; PYTHON='$(PYTHON)'; \
 	export top_srcdir top_builddir CC KVS_SAN_CFLAGS PYTHON;
 
-TESTS += tests/test_quickstart.sh tests/test_dist.sh tests/test_hosts.sh tests/test_kvsrun.sh tests/test_kvsctl.sh \
-	tests/test_top.sh tests/test_fuzz.sh tests/test_python.sh tests/test_timeline.sh
+# The tests of kvs's programs, a theme a file so that each takes a minute
+# or two, and make -j check runs them side by side (names carry the
+# test's pid, each has its own XDG_RUNTIME_DIR, ports come from
+# free_port's locks). The longest come first: make starts them first.
+TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
+	tests/test_dist_combined.sh tests/test_dist.sh tests/test_python.sh tests/test_fuzz.sh \
+	tests/test_kvsrun_jobs.sh tests/test_dist_training.sh tests/test_hosts_faults.sh \
+	tests/test_kvsrun.sh tests/test_dist_remote.sh tests/test_hosts_netns.sh \
+	tests/test_dist_device.sh tests/test_top.sh tests/test_hosts_secrets.sh tests/test_timeline.sh \
+	tests/test_kvsctl.sh tests/test_kvsctl_plan.sh tests/test_dist_kvsd.sh tests/test_quickstart.sh
 # tests/test_python.sh runs these with pytest (skipped without the package).
 python_tests = tests/python/conftest.py tests/python/test_kvstore.py tests/python/test_api.py \
 	tests/python/test_dist.py tests/python/test_torch.py tests/python/workers.py
@@ -180,7 +192,12 @@ tests_fuzz_proto_CFLAGS = $(AM_CFLAGS) -DKVS_FUZZ_MAIN
 tests_fuzz_proto_LDADD = src/libkvs_core.la
 EXTRA_DIST += tests/test_quickstart.sh tests/cmocka-tap.sh tests/test_dist.sh tests/test_hosts.sh \
 	tests/test_kvsrun.sh tests/test_kvsctl.sh tests/test_top.sh tests/test_fuzz.sh tests/test_python.sh \
-	tests/lib.sh tests/test_bench_gpu.sh tests/test_timeline.sh tests/timeline_check.py
+	tests/lib.sh tests/test_bench_gpu.sh tests/test_timeline.sh tests/timeline_check.py \
+	tests/distlib.sh tests/test_dist_combined.sh tests/test_dist_remote.sh \
+	tests/test_dist_training.sh tests/test_dist_device.sh tests/test_dist_kvsd.sh \
+	tests/hostslib.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
+	tests/test_hosts_faults.sh tests/test_hosts_secrets.sh tests/test_hosts_netns.sh \
+	tests/kvsrunlib.sh tests/test_kvsrun_jobs.sh tests/test_kvsctl_plan.sh
 EXTRA_DIST += tests/test_install.sh tests/quickstart.expected tests/kvstore_chapter.expected \
 	$(python_tests)
 

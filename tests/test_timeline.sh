@@ -26,7 +26,7 @@ private_runtime
 KVSD=$top_builddir/daemon/kvsd
 export KVSD
 unset KVS_JOB KVS_RANK KVS_NUM_WORKERS KVS_TIMEOUT KVS_TIMELINE KVS_TIMELINE_EVENTS
-trap 'rm -rf "$rt"' EXIT
+trap 'ports_release; rm -rf "$rt"' EXIT
 n_test=0
 sleep_ms=40
 
@@ -34,7 +34,7 @@ sleep_ms=40
 run() {
     name=$1
     shift
-    timeout 120 "$kvsrun" "$@" >"$rt/$name.out" 2>&1
+    timeout $((120 * slow)) "$kvsrun" "$@" >"$rt/$name.out" 2>&1
     rc=$?
 }
 
@@ -89,7 +89,7 @@ abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
 akvsd=$(abs "$KVSD")
 akvsrun=$(abs "$kvsrun")
 aworker=$(abs "$worker")
-(cd "$rt/off" && KVSD=$akvsd timeout 120 "$akvsrun" -n 3 "$aworker" straggler >"$rt/off.out" 2>&1)
+(cd "$rt/off" && KVSD=$akvsd timeout $((120 * slow)) "$akvsrun" -n 3 "$aworker" straggler >"$rt/off.out" 2>&1)
 st=$?
 [ -z "$(ls -A "$rt/off")" ] || { echo "# files: $(ls -A "$rt/off")"; st=1; }
 [ -z "$(find "$rt/kvs" -name '*.timeline*' 2>/dev/null)" ] || st=1
@@ -103,11 +103,11 @@ left=$(find "$rt/kvs" -name '*.timeline*' 2>/dev/null)
 tap $st "the workers' parts are removed once merged"
 
 # Two hosts on this machine: each writes its part, host 1 knows host 0's clock.
-port=$((20000 + $$ % 20000))
+port=$(free_port)
 t=$rt/hosts.json
 pids=""
 for r in 0 1; do
-    STRAGGLER_MS=100 timeout 120 "$kvsrun" --nodes 2 --node-rank $r --coord 127.0.0.1:$port \
+    STRAGGLER_MS=100 timeout $((120 * slow)) "$kvsrun" --nodes 2 --node-rank $r --coord 127.0.0.1:$port \
         -j "tl-$$" --timeline "$t" -n 2 "$worker" straggler >"$rt/hosts$r.out" 2>&1 &
     pids="$pids $!"
 done
@@ -120,7 +120,7 @@ $check hosts "$t" "$t.host1" || st=1
 tap $st "across hosts: each host writes its part, with host 0's clock measured"
 
 if [ -x "$quickstart" ]; then
-    KVS_TIMELINE=$rt/local.json timeout 60 "$quickstart" >"$rt/local.out" 2>&1
+    KVS_TIMELINE=$rt/local.json timeout $((60 * slow)) "$quickstart" >"$rt/local.out" 2>&1
     st=$?
     [ "$st" -eq 0 ] && $check local "$rt/local.json" || st=1
     tap $st "a process of the local store writes its own timeline"

@@ -26,7 +26,7 @@ skip() { n_test=$((n_test + 1)); echo "ok $n_test # SKIP $1"; }
 ctl() {
     out=$1
     shift
-    timeout 60 "$kvsctl" "$@" >"$rt/$out.out" 2>"$rt/$out.err"
+    timeout $((60 * slow)) "$kvsctl" "$@" >"$rt/$out.out" 2>"$rt/$out.err"
     ctl_rc=$?
     sed 's/^/#   /' "$rt/$out.out" "$rt/$out.err"
 }
@@ -143,7 +143,7 @@ fi
 
 # Without gnuplot in PATH: a plain error naming the package, no file.
 mkdir "$rt/empty"
-timeout 60 env PATH="$rt/empty" "$kvsctl" timeline plot "$tl" -o "$rt/none.png" \
+timeout $((60 * slow)) env PATH="$rt/empty" "$kvsctl" timeline plot "$tl" -o "$rt/none.png" \
     >"$rt/nognu.out" 2>"$rt/nognu.err"
 st=$?
 sed 's/^/#   /' "$rt/nognu.err"
@@ -278,7 +278,7 @@ if [ -x "$kvsrun" ] && [ -x "$worker" ] && "$kvsrun" --help 2>&1 | grep -q -- '-
     XDG_RUNTIME_DIR=$rt/run
     export XDG_RUNTIME_DIR
     mkdir -m 700 "$XDG_RUNTIME_DIR"
-    KVSD=$bld/daemon/kvsd STRAGGLER_MS=40 timeout 120 "$kvsrun" --timeline "$rt/real.json" -n 3 \
+    KVSD=$bld/daemon/kvsd STRAGGLER_MS=40 timeout $((120 * slow)) "$kvsrun" --timeline "$rt/real.json" -n 3 \
         "$worker" straggler >"$rt/run.out" 2>&1
     st=$?
     [ $st -eq 0 ] || sed 's/^/#   /' "$rt/run.out"
@@ -351,7 +351,7 @@ st=0
 i=0
 while [ "$i" -lt $((size - 1)) ]; do
     head -c "$i" "$tl" >"$rt/fuzz.json"
-    timeout 10 "$kvsctl" timeline plot "$rt/fuzz.json" --no-plot >/dev/null 2>"$rt/fuzz.err"
+    timeout $((10 * slow)) "$kvsctl" timeline plot "$rt/fuzz.json" --no-plot >/dev/null 2>"$rt/fuzz.err"
     rc=$?
     if [ $rc -ne 1 ] || [ ! -s "$rt/fuzz.err" ]; then echo "# cut at $i: exit $rc"; st=1; fi
     i=$((i + 97))
@@ -361,7 +361,7 @@ i=1
 while [ "$i" -le "$lines" ]; do
     awk -v n="$i" 'NR == n { print substr($0, 1, length($0) / 2) "\"]}{,:\\u12"; next }
                    { print }' "$tl" >"$rt/fuzz.json"
-    timeout 10 "$kvsctl" timeline plot "$rt/fuzz.json" --no-plot >/dev/null 2>"$rt/fuzz.err"
+    timeout $((10 * slow)) "$kvsctl" timeline plot "$rt/fuzz.json" --no-plot >/dev/null 2>"$rt/fuzz.err"
     rc=$?
     if [ $rc -ne 0 ] && [ $rc -ne 1 ]; then echo "# line $i broken: exit $rc"; st=1; fi
     i=$((i + 1))

@@ -37,13 +37,14 @@ n_test=0
 job=top-test-$$
 work=$rt/$job
 mkdir -p "$work"
-timeout 90 "$kvsd" --job "$job" -n 3 -q &
+timeout $((90 * slow)) "$kvsd" --job "$job" -n 3 -q &
 kvsd_pid=$!
 bg="$bg $kvsd_pid"
 wait_for 100 test -S "$rt/kvs/$job.sock" || echo "# kvsd of $job did not listen"
 for r in 0 1 2; do
-    KVS_TEST_DIR=$work KVS_JOB=$job KVS_RANK=$r KVS_NUM_WORKERS=3 KVS_TIMEOUT=30 \
-        KVS_TEST_SLOW_RANK=1 KVS_TEST_SLOW_MS=50 timeout 90 "$worker" busy &
+    KVS_TEST_DIR=$work KVS_JOB=$job KVS_RANK=$r KVS_NUM_WORKERS=3 KVS_TIMEOUT=$((30 * slow)) \
+        KVS_TEST_SLOW_RANK=1 KVS_TEST_SLOW_MS=50 KVS_TEST_BUSY_S=$((60 * slow)) \
+        timeout $((90 * slow)) "$worker" busy &
     eval "w$r=\$!"
 done
 bg="$bg $w0 $w1 $w2"
@@ -82,14 +83,14 @@ check_frame() {
 
 # ---- --once: one frame as text ------------------------------------------------
 st=0
-timeout 20 "$kvsctl" top --once -d 1 "$job" >"$rt/once.out" 2>"$rt/once.err" || st=1
+timeout $((20 * slow)) "$kvsctl" top --once -d 1 "$job" >"$rt/once.out" 2>"$rt/once.err" || st=1
 sed 's/^/#   /' "$rt/once.out" "$rt/once.err"
 check_frame "$rt/once.out" "--once" || st=1
 tap $st "top --once: ranks 0-2 with figures, rank 1 waits least, both keys with rounds/s"
 
 # ---- stats --json: string keys --------------------------------------------------
 st=0
-timeout 10 "$kvsctl" -j "$job" stats --json >"$rt/json.out" 2>"$rt/json.err" || st=1
+timeout $((10 * slow)) "$kvsctl" -j "$job" stats --json >"$rt/json.out" 2>"$rt/json.err" || st=1
 if [ -z "$py" ]; then
     n_test=$((n_test + 1))
     echo "ok $n_test # SKIP no python3 to read the JSON"
@@ -145,7 +146,7 @@ frame() {
 
 st=0
 pane live || { echo "# tmux could not start a session"; st=1; }
-wait_for 150 frame live || { echo "# no frame within 15 s"; st=1; }
+wait_for 150 frame live || { echo "# no frame within $((15 * slow)) s"; st=1; }
 sleep 1.2                              # a frame of a whole interval
 frame live || st=1
 sed 's/^/#   /' "$rt/live.screen"
@@ -155,7 +156,7 @@ tap $st "top in an 80x24 pane: ranks 0-2 with figures, rank 1 waits least, both 
 
 st=0
 $tm send-keys -t live q
-wait_for 50 test -s "$rt/live.rc" || { echo "# kvsctl did not end within 5 s of q"; st=1; }
+wait_for 50 test -s "$rt/live.rc" || { echo "# kvsctl did not end within $((5 * slow)) s of q"; st=1; }
 rc_is live 0 || st=1
 tap $st "q ends top with exit status 0"
 
@@ -176,24 +177,24 @@ tap $st "after q the terminal's settings are as before, the normal screen back"
 # ---- SIGTERM, and the job's end ---------------------------------------------------
 st=0
 pane term || st=1
-wait_for 150 frame term || { echo "# no frame within 15 s"; st=1; }
+wait_for 150 frame term || { echo "# no frame within $((15 * slow)) s"; st=1; }
 pid=$(cat "$rt/term.pid" 2>/dev/null)
 if [ -n "$pid" ]; then kill -TERM "$pid"; else echo "# no kvsctl top to signal"; st=1; fi
-wait_for 50 test -s "$rt/term.after" || { echo "# kvsctl did not end within 5 s of SIGTERM"; st=1; }
+wait_for 50 test -s "$rt/term.after" || { echo "# kvsctl did not end within $((5 * slow)) s of SIGTERM"; st=1; }
 rc_is term 143 || st=1
 cmp -s "$rt/term.before" "$rt/term.after" || { echo "# stty differs after SIGTERM"; st=1; }
 tap $st "SIGTERM ends top as the signal does (status 143), the terminal's settings as before"
 
 st=0
 pane end || st=1
-wait_for 150 frame end || { echo "# no frame within 15 s"; st=1; }
+wait_for 150 frame end || { echo "# no frame within $((15 * slow)) s"; st=1; }
 touch "$work/release"
 for r in 0 1 2; do
     eval "wpid=\$w$r"
     wait "$wpid" || { echo "# rank $r exited $?"; st=1; }
 done
 wait_for 100 gone "$kvsd_pid" || { echo "# kvsd still runs"; st=1; }
-wait_for 50 test -s "$rt/end.rc" || { echo "# kvsctl top did not end within 5 s of the job"; st=1; }
+wait_for 50 test -s "$rt/end.rc" || { echo "# kvsctl top did not end within $((5 * slow)) s of the job"; st=1; }
 rc_is end 0 || st=1
 $tm capture-pane -p -t end >"$rt/end.screen" 2>/dev/null
 sed 's/^/#   /' "$rt/end.screen"

@@ -1,0 +1,107 @@
+#!/bin/sh
+# Description: kvsctl plan models a job across hosts to the byte: each host's owned, sent and received bytes and frames, link rates in bits and bytes, --shared-link, --json, ResNet-50 at 64 hosts; its errors name the file and line.
+# TAP output. Program: $top_builddir/daemon/kvsctl/kvsctl; no kvsd: plan only
+# computes. Shapes from bench/shapes/resnet50.txt.
+set -u
+bld=${top_builddir:-.}
+top_srcdir=${top_srcdir:-.}
+kvsctl=$bld/daemon/kvsctl/kvsctl
+
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+echo "1..5"
+if [ ! -x "$kvsctl" ]; then
+    skip_all 5 "$kvsctl not built"
+fi
+
+rt=$(mktemp -d) || exit 1
+trap 'rm -rf "$rt"' EXIT
+n_test=0
+
+# ctl NAME ARGS...: runs kvsctl, output in $rt/NAME.out and .err, status in ctl_rc.
+ctl() {
+    out=$1
+    shift
+    timeout $((10 * slow)) "$kvsctl" "$@" >"$rt/$out.out" 2>"$rt/$out.err"
+    ctl_rc=$?
+    sed 's/^/#   /' "$rt/$out.out" "$rt/$out.err"
+}
+
+# ---- plan: a job across hosts, modelled ---------------------------------------
+# Three float32 tensors, keys 0, 1, 2: a (2,3), b (4,) and big (2048,1024),
+# 8 MiB. A frame is a 24-byte head, a 56-byte body and 8 bytes a dim, then
+# the data: a's frame 96 + 24 = 120, b's 88 + 16 = 104.
+# At 2 hosts keys 0 and 1 are host 1's; big (above 4 MiB) is split in
+# 2 x ceil(8 MiB / 2 MiB) = 8 parts of 1 MiB (frames of 1,048,672), 4 a host.
+# Each host sends every part it does not own (PARTIAL) and the value of each
+# part it owns to the other host (VALUE): all 8,389,600 bytes either way.
+# At 3 hosts keys 0 and 2 are host 1's, key 1 host 2's; big is 9 parts of
+# 233,024 values (2,097,152 / 9 rounded up to 16), the last of 232,960:
+# frames of 932,192 and 931,936. Host 1 owns parts 0-2, host 2 parts 3-5,
+# host 0 parts 6-8: owned 2,796,320 (host 0), 2,796,696 (1), 2,796,680 (2),
+# 8,389,696 in all; each host sends all it does not own plus twice what it
+# owns: 11,186,016, 11,186,392, 11,186,376; the mean 11,186,261.3. Frames:
+# 11 in all; a host sends the 11 - k it does not own and 2k values of its
+# k: host 0 (k = 3) 14, hosts 1 and 2 (k = 4, a small key each) 15.
+shapes=$rt/three.txt
+printf '# three tensors\na 2x3\n\nb 4   # a comment\nbig 2048x1024\n' >"$shapes"
+ctl plan2 plan --hosts 2 --shapes "$shapes" --link 1GB/s
+st=$ctl_rc
+row=$(awk '$1 == 2 { print $2, $3, $4, $5, $6, $7 }' "$rt/plan2.out")
+[ "$row" = "10 1 8389600 8389600 1.000 8.390" ] || { echo "# row: $row"; st=1; }
+grep -q '^model: .*: 3 tensors, 2097162 float32 values' "$rt/plan2.out" || st=1
+tap $st "plan, 2 hosts: each host sends and receives 8,389,600 bytes, 10 parts, 1 connection, 8.390 ms at 1 GB/s"
+
+ctl plan3 plan --hosts 2,3 --shapes "$shapes" --per-host
+st=$ctl_rc
+row=$(awk '$1 == 3 && NF == 9 { print $2, $3, $4, $5, $6 }' "$rt/plan3.out")
+[ "$row" = "11 2 11186392 11186261 1.000" ] || { echo "# row: $row"; st=1; }
+for want in "0 0 3 2796320 11186016 11186016 14 14 big" "1 1 3 2796696 11186392 11186392 15 15 big" \
+    "2 1 3 2796680 11186376 11186376 15 15 big"; do
+    grep -q "^ *$(echo "$want" | sed 's/ /  */g')\$" "$rt/plan3.out" || { echo "# no host line '$want'"; st=1; }
+done
+tap $st "plan, 3 hosts: each host's owned, sent and received bytes and frames, to the byte"
+
+# Rates: 8 Gbit = 1 GB/s; on one shared link the round is all hosts' bytes
+# (2 x 8,389,600 at 2 hosts: 16.779 ms), the ring's 2(H-1) S (16.777 ms).
+st=0
+for link in 8Gbit 8000Mbit 8Gb/s 1GB/s 1000MB/s; do
+    ctl rate plan --hosts 2 --shapes "$shapes" --link "$link" --shared-link
+    [ $ctl_rc -eq 0 ] || st=1
+    row=$(awk '$1 == 2 { print $7, $8 }' "$rt/rate.out")
+    [ "$row" = "16.779 16.777" ] || { echo "# $link: $row"; st=1; }
+done
+ctl json plan --hosts 2 --shapes "$shapes" --json
+grep -q '"hosts": 2, .*"busiest_bytes": 8389600, ' "$rt/json.out" || st=1
+tap $st "plan: link rates in bits and bytes, --shared-link, --json"
+
+# ResNet-50's 161 tensors at 64 hosts: kvsd's 4 MiB split bound leaves the
+# 4 MiB convs whole, and the hosts that own one carry 2.3 times the mean:
+# recorded here as it is. Keys split from 64 KiB in parts of 16 KiB would
+# bring it under 1.1.
+resnet=$top_srcdir/bench/shapes/resnet50.txt
+ctl resnet plan --hosts 8,64 --shapes "$resnet"
+st=$ctl_rc
+imb=$(awk '$1 == 64 { print $3, $6 }' "$rt/resnet.out")
+[ "$imb" = "63 2.339" ] || { echo "# 64 hosts: conns, imbalance $imb"; st=1; }
+grep -q '^model: .*: 161 tensors, 25557032 float32 values' "$rt/resnet.out" || st=1
+ctl whatif plan --hosts 64 --shapes "$resnet" --split 64K --part 16K
+imb=$(awk '$1 == 64 { print $6 }' "$rt/whatif.out")
+awk -v i="$imb" 'BEGIN { exit !(i > 0 && i <= 1.1) }' || { echo "# what if: $imb"; st=1; }
+tap $st "plan, ResNet-50 at 64 hosts: imbalance 2.339 with kvsd's bounds, $imb split from 64 KiB"
+
+st=0
+printf 'a 2x3\nb 3xq\n' >"$rt/bad.txt"
+ctl badline plan --hosts 2 --shapes "$rt/bad.txt"
+[ $ctl_rc -eq 1 ] && grep -q "bad.txt:2: .*'3xq'" "$rt/badline.err" || st=1
+ctl nodims plan --hosts 2 --shapes "$rt/bad.txt" --hosts 2 --shapes /nonexistent/shapes
+[ $ctl_rc -eq 1 ] && grep -q "cannot read /nonexistent/shapes" "$rt/nodims.err" || st=1
+ctl zero plan --hosts 0 --shapes "$shapes"
+[ $ctl_rc -eq 2 ] && grep -q -- "--hosts: '0'" "$rt/zero.err" || st=1
+ctl badrate plan --hosts 2 --shapes "$shapes" --link 100
+[ $ctl_rc -eq 2 ] && grep -q -- "--link: '100' is not a rate" "$rt/badrate.err" || st=1
+ctl nohosts plan --shapes "$shapes"
+[ $ctl_rc -eq 2 ] || st=1
+tap $st "plan errors: a bad line names file:line (exit 1), a missing file, --hosts 0, a rate without unit (exit 2)"
+exit 0
