@@ -751,6 +751,17 @@ static int executable(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
+/* A kvsd in directory dir, into buf: installed there, or in the build tree
+ * in its own folder (dir/kvsd/kvsd). 1 when found. */
+static int beside(const char *dir, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/kvsd", dir);
+    if (executable(buf))
+        return 1;
+    snprintf(buf, size, "%s/kvsd/kvsd", dir);
+    return executable(buf);
+}
+
 /* The kvsd to start: --kvsd, $KVSD, the kvsd beside kvsrun's executable,
  * else "kvsd" for execvp to find in PATH. An uninstalled libtool build
  * runs the real program from .libs/ behind a wrapper script one level up,
@@ -770,14 +781,12 @@ static const char *find_kvsd(const struct run *r, char *buf, size_t size)
         exe[n] = '\0';
         if ((slash = strrchr(exe, '/')) != NULL) {
             *slash = '\0';
-            snprintf(buf, size, "%s/kvsd", exe);
-            if (executable(buf))
+            if (beside(exe, buf, size))
                 return buf;
             slash = strrchr(exe, '/');
             if (slash && strcmp(slash + 1, ".libs") == 0) {
                 *slash = '\0';
-                snprintf(buf, size, "%s/kvsd", exe);
-                if (executable(buf))
+                if (beside(exe, buf, size))
                     return buf;
             }
         }

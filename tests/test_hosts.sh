@@ -11,7 +11,7 @@ bld=${top_builddir:-.}
 kvsrun="$bld/daemon/kvsrun"
 worker="$bld/tests/dist_worker"
 training="$bld/tests/dist_training"
-KVSD="$bld/daemon/kvsd"
+KVSD="$bld/daemon/kvsd/kvsd"
 export KVSD
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"

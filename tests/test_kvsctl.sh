@@ -7,7 +7,7 @@
 # a private XDG_RUNTIME_DIR; every command runs under timeout.
 set -u
 bld=${top_builddir:-.}
-kvsd=$bld/daemon/kvsd
+kvsd=$bld/daemon/kvsd/kvsd
 kvsctl=$bld/daemon/kvsctl
 worker=$bld/tests/dist_worker
 

@@ -10,7 +10,7 @@
 set -u
 top_builddir=${top_builddir:-.}
 kvsrun=$top_builddir/daemon/kvsrun
-kvsd=$top_builddir/daemon/kvsd
+kvsd=$top_builddir/daemon/kvsd/kvsd
 worker=${DIST_WORKER:-$top_builddir/tests/dist_worker}
 
 # shellcheck source=tests/lib.sh

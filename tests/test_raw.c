@@ -64,7 +64,7 @@ static void start_kvsd(const char *name, int n)
     struct stat st;
 
     if (!kvsd) {
-        snprintf(path, sizeof path, "%s/daemon/kvsd",
+        snprintf(path, sizeof path, "%s/daemon/kvsd/kvsd",
                  getenv("top_builddir") ? getenv("top_builddir") : ".");
         kvsd = path;
     }

@@ -23,7 +23,7 @@ if ! python3 -c 'import json' 2>/dev/null; then
     skip_all 11 "python3 is missing"
 fi
 private_runtime
-KVSD=$top_builddir/daemon/kvsd
+KVSD=$top_builddir/daemon/kvsd/kvsd
 export KVSD
 unset KVS_JOB KVS_RANK KVS_NUM_WORKERS KVS_TIMEOUT KVS_TIMELINE KVS_TIMELINE_EVENTS
 trap 'rm -rf "$rt"' EXIT

@@ -7,7 +7,7 @@
 # wait has a deadline.
 set -u
 bld=${top_builddir:-.}
-kvsd=$bld/daemon/kvsd
+kvsd=$bld/daemon/kvsd/kvsd
 kvsctl=$bld/daemon/kvsctl
 worker=$bld/tests/dist_worker
 
