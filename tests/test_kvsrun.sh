@@ -222,7 +222,7 @@ daemon_dir=$(cd "$top_builddir/daemon" && pwd -P)
 rc=$?
 expect_rc 0
 case $(grep '^exe: ' "$out") in
-    "exe: $daemon_dir/kvsd" | "exe: $daemon_dir/.libs/"*kvsd) ;;
+    "exe: $daemon_dir/kvsd/kvsd" | "exe: $daemon_dir/.libs/"*kvsd) ;;
     *) fail "kvsd not found beside kvsrun ($daemon_dir)" ;;
 esac
 report "without --kvsd or KVSD, the kvsd beside kvsrun is started"
