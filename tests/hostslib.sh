@@ -12,7 +12,7 @@ bld=${top_builddir:-.}
 kvsrun="$bld/daemon/kvsrun/kvsrun"
 worker="$bld/tests/dist_worker"
 training="$bld/tests/dist_training"
-KVSD="$bld/daemon/kvsd"
+KVSD="$bld/daemon/kvsd/kvsd"
 export KVSD
 private_runtime
 work=$(mktemp -d)

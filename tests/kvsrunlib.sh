@@ -10,7 +10,7 @@
 # shellcheck disable=SC2016
 top_builddir=${top_builddir:-.}
 kvsrun=$top_builddir/daemon/kvsrun/kvsrun
-kvsd=$top_builddir/daemon/kvsd
+kvsd=$top_builddir/daemon/kvsd/kvsd
 worker=${DIST_WORKER:-$top_builddir/tests/dist_worker}
 
 kvsrun_start() {

@@ -39,7 +39,7 @@ if [ "$(id -u)" -eq 0 ]; then
     chmod 755 "$nb"
     real_worker=$bld_abs/tests/.libs/dist_remote
     [ -f "$real_worker" ] || real_worker=$bld_abs/tests/dist_remote
-    cp "$bld_abs/daemon/kvsd" "$bld_abs/daemon/kvsctl/kvsctl" "$real_worker" "$nb/"
+    cp "$bld_abs/daemon/kvsd/kvsd" "$bld_abs/daemon/kvsctl/kvsctl" "$real_worker" "$nb/"
     cp -P "$bld_abs"/src/.libs/libkvs.so* "$nb/" 2>/dev/null
     printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s %s/dist_remote "$@"\n' "$nb" "$nobody" "$nb" \
         > "$nb/as_nobody"

@@ -1,13 +1,13 @@
 #!/bin/sh
 # Description: kvsctl reads a held 2-worker dist_sync job right (status, keys, stats with exact counts, its per-key rounds and latencies, stats --json), stops a kvsd cleanly (workers then get KVS_ECLOSED, nothing is left), fails plainly for a job nobody serves or a bad command, and its usage errors; kvsctl plan: test_kvsctl_plan.sh.
-# TAP output. Programs: $top_builddir/daemon/kvsd, daemon/kvsctl/kvsctl and
+# TAP output. Programs: $top_builddir/daemon/kvsd/kvsd, daemon/kvsctl/kvsctl and
 # tests/dist_worker (scenario "hold": int keys 1, float32 (2,3), and 2,
 # int32 (4,); three sync rounds pushed to key 1, one pull; a barrier; then
 # it waits for $KVS_TEST_DIR/release; and "stop_waits"). Every job runs in
 # a private XDG_RUNTIME_DIR; every command runs under timeout.
 set -u
 bld=${top_builddir:-.}
-kvsd=$bld/daemon/kvsd
+kvsd=$bld/daemon/kvsd/kvsd
 kvsctl=$bld/daemon/kvsctl/kvsctl
 worker=$bld/tests/dist_worker
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Description: kvsrun finds the kvsd beside it, uses a kvsd that already serves the job and leaves it be, runs real jobs, passes --staging and --arena to kvsd (the default arena takes 5 GB), names the job itself when not told, refuses a second kvsrun under a running job's name; nothing of a job is left behind.
-# TAP output. Programs: $top_builddir/daemon/kvsrun/kvsrun and daemon/kvsd; the kvs
+# TAP output. Programs: $top_builddir/daemon/kvsrun/kvsrun and daemon/kvsd/kvsd; the kvs
 # worker (it pushes and pulls one key and checks the sum over the workers) is
 # $DIST_WORKER, else $top_builddir/tests/dist_worker. Every job runs in a
 # private XDG_RUNTIME_DIR, so the user's own jobs are never touched.
@@ -23,7 +23,7 @@ daemon_dir=$(cd "$top_builddir/daemon" && pwd -P)
 rc=$?
 expect_rc 0
 case $(grep '^exe: ' "$out") in
-    "exe: $daemon_dir/kvsd" | "exe: $daemon_dir/.libs/"*kvsd) ;;
+    "exe: $daemon_dir/kvsd/kvsd" | "exe: $daemon_dir/.libs/"*kvsd) ;;
     *) fail "kvsd not found beside kvsrun ($daemon_dir)" ;;
 esac
 report "without --kvsd or KVSD, the kvsd beside kvsrun is started"

@@ -9,7 +9,7 @@
  * area) fails the job the same way. A worker cannot resize its segment
  * under kvsd. And a client of another user is refused.
  *
- * kvsd is $top_builddir/daemon/kvsd (or $KVSD), run in a private
+ * kvsd is $top_builddir/daemon/kvsd/kvsd (or $KVSD), run in a private
  * XDG_RUNTIME_DIR.
  */
 #define _GNU_SOURCE
@@ -64,7 +64,7 @@ static void start_kvsd(const char *name, int n)
     struct stat st;
 
     if (!kvsd) {
-        snprintf(path, sizeof path, "%s/daemon/kvsd",
+        snprintf(path, sizeof path, "%s/daemon/kvsd/kvsd",
                  getenv("top_builddir") ? getenv("top_builddir") : ".");
         kvsd = path;
     }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Description: KVS_TIMELINE / kvsrun --timeline writes one Chrome trace of the job: phases nest per thread, keys are named, the others' waits account for a straggler's delay (through kvsd and through the combine area), faults are instant events, a full buffer counts what it dropped, a bad size is refused, a local store writes its own calls, a job without it writes nothing, and across hosts each host writes its part with host 0's clock measured.
-# TAP output. Programs: $top_builddir/daemon/kvsrun/kvsrun and daemon/kvsd, the
+# TAP output. Programs: $top_builddir/daemon/kvsrun/kvsrun and daemon/kvsd/kvsd, the
 # worker $top_builddir/tests/dist_worker, examples/quickstart; python3
 # reads the files (tests/timeline_check.py). Every job runs in a private
 # XDG_RUNTIME_DIR.
@@ -23,7 +23,7 @@ if ! python3 -c 'import json' 2>/dev/null; then
     skip_all 11 "python3 is missing"
 fi
 private_runtime
-KVSD=$top_builddir/daemon/kvsd
+KVSD=$top_builddir/daemon/kvsd/kvsd
 export KVSD
 unset KVS_JOB KVS_RANK KVS_NUM_WORKERS KVS_TIMEOUT KVS_TIMELINE KVS_TIMELINE_EVENTS
 trap 'ports_release; rm -rf "$rt"' EXIT

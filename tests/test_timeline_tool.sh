@@ -278,7 +278,7 @@ if [ -x "$kvsrun" ] && [ -x "$worker" ] && "$kvsrun" --help 2>&1 | grep -q -- '-
     XDG_RUNTIME_DIR=$rt/run
     export XDG_RUNTIME_DIR
     mkdir -m 700 "$XDG_RUNTIME_DIR"
-    KVSD=$bld/daemon/kvsd STRAGGLER_MS=40 timeout $((120 * slow)) "$kvsrun" --timeline "$rt/real.json" -n 3 \
+    KVSD=$bld/daemon/kvsd/kvsd STRAGGLER_MS=40 timeout $((120 * slow)) "$kvsrun" --timeline "$rt/real.json" -n 3 \
         "$worker" straggler >"$rt/run.out" 2>&1
     st=$?
     [ $st -eq 0 ] || sed 's/^/#   /' "$rt/run.out"

@@ -1,13 +1,13 @@
 #!/bin/sh
 # Description: kvsctl top on a busy 3-worker dist_sync job whose rank 1 sleeps before each round: --once and a tmux pane of 80x24 show every rank (the sleeper waits least, the others most of the interval) and both keys with their rounds/s and latencies; q ends top with status 0 and the terminal as it was; the job's end ends top with a message; stats --json names string keys right.
-# TAP output. Programs: $top_builddir/daemon/kvsd, daemon/kvsctl/kvsctl and
+# TAP output. Programs: $top_builddir/daemon/kvsd/kvsd, daemon/kvsctl/kvsctl and
 # tests/dist_worker (scenario "busy": string keys "small" and
 # 'big "one"<tab>2', pushed and pulled until $KVS_TEST_DIR/release). Every
 # job runs in a private XDG_RUNTIME_DIR, tmux on a socket of its own; every
 # wait has a deadline.
 set -u
 bld=${top_builddir:-.}
-kvsd=$bld/daemon/kvsd
+kvsd=$bld/daemon/kvsd/kvsd
 kvsctl=$bld/daemon/kvsctl/kvsctl
 worker=$bld/tests/dist_worker
 

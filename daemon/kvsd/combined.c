@@ -21,9 +21,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "combined.h"
+#include "job.h"
+#include "rounds.h"
+
 #include "kernels/array.h"
 #include "proto/combine.h"
-#include "kvsd.h"
 #include "kernels/optim.h"
 #include "store/statefile.h"
 #include "shm/shm.h"
@@ -122,7 +125,7 @@ void cb_add_keys(struct daemon *d, int n, const kvs_key_t *keys)
         }
         ck = (struct cb_key){ plan, keys[i], info.entry };
         if ((keys[i].name && !(ck.key.name = strdup(keys[i].name)))
-            || !(rd = round_of(d, &info, keys[i]))
+            || !(rd = rounds_of(d, &info, keys[i]))
             || kvs__cb_publish(d->cb, &plan, keys[i], info.ndim, info.shape, info.value) != 0) {
             free((char *)ck.key.name);
             continue;
@@ -156,7 +159,7 @@ void cb_optimizer(struct daemon *d)
         return;
     len = strlen(spec);
     if (len >= KVS__CB_SPEC_MAX || kvs__optim_parse(spec, &o, NULL) != 0) {
-        fail_job(d, KVS_ESPEC, "kvsd: the optimizer '%.64s' cannot be handed to the workers "
+        job_fail(d, KVS_ESPEC, "kvsd: the optimizer '%.64s' cannot be handed to the workers "
                  "that combine rounds", spec);
         return;
     }
@@ -351,16 +354,24 @@ void cb_leave(struct daemon *d, int wi)
             rc = kvs__cb_combine(d->cb, s, &d->cb_keys[i].plan, r, d->cb_opt, d->cb_opt_gen, 1,
                                  kvs__now_ns() + HANDSHAKE_NS);
             if (rc != 0)
-                fail_job(d, rc, "kvsd could not complete round %llu of a key its workers "
+                job_fail(d, rc, "kvsd could not complete round %llu of a key its workers "
                          "combine after rank %d left", (unsigned long long)r, d->rank0 + wi);
         }
     }
 }
 
-void cb_fail(struct daemon *d, int status, const char *msg)
+/* The job failed: every worker waiting in the area learns why. */
+static void cb_fail(struct daemon *d, int status, const char *msg)
 {
     if (d->cb_on == 1)
         kvs__cb_fail(d->cb, status, msg);
+}
+
+void cb_init(struct daemon *d)
+{
+    static const struct fail_hook hook = { cb_fail, NULL };
+
+    job_hook(d, &hook);
 }
 
 /* A worker that gave up waiting for a combined round failed the job in
@@ -379,7 +390,7 @@ void cb_check(struct daemon *d)
     memcpy(msg, h->fail_msg, sizeof msg);
     msg[sizeof msg - 1] = '\0';
     kvs__ctl_text_escape(text, sizeof text, msg, strlen(msg), 0);
-    fail_job(d, kvs__status_ok(f) ? f : KVS_EPROTO, "%s", text);
+    job_fail(d, kvs__status_ok(f) ? f : KVS_EPROTO, "%s", text);
 }
 
 uint64_t cb_rounds(const struct daemon *d)

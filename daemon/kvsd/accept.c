@@ -22,7 +22,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "kvsd.h"
+#include "accept.h"
+#include "arena.h"
+#include "combined.h"
+#include "control.h"
+#include "remote.h"
+#include "tracing.h"
+
 #include "shm/shm.h"
 
 /* ---- the handshake (socket thread) ------------------------------------ */
@@ -44,76 +50,61 @@ static int refuse(int fd, int status, const char *fmt, ...)
     return status;
 }
 
-static void handshake(struct daemon *d, int fd)
+/* The worker of hello h, on fd, admitted to its slot: the job, its size
+ * and mode, and its rank checked, the slot free. Its index, or -1 when
+ * refused (told on fd). */
+static int admit(struct daemon *d, int fd, const struct kvs__hello *h)
 {
-    unsigned char buf[KVS__WELCOME_BYTES + KVS__HELLO_BYTES];   /* either message */
-    struct kvs__err e = { 0, "" };
-    struct kvs__hello h;
-    struct kvs__welcome wel = { .version = KVS__PROTO_VERSION };
-    const struct kvs__worker_layout l = d->wl;
-    struct worker *w = NULL;
-    uid_t uid;
-    pid_t pid;
-    size_t len;
-    int seg_fd = -1, nfds, wi = -1, fds[4], st;
+    int wi, st;
 
-    if (kvs__sock_peer(fd, &uid, &pid, &e) != 0 || uid != geteuid()) {
-        say(d, "refused a client of uid %d", (int)uid);
-        goto drop;                     /* nothing is sent to another user */
-    }
-    if (kvs__sock_recv(fd, buf, sizeof buf, &len, NULL, 0, &nfds, kvs__now_ns() + HANDSHAKE_NS,
-                       &e) != 0)
-        goto drop;
-    if (kvs__msg_type(buf, len) == KVS__MSG_CTL_REQUEST) {
-        ctl_accept(d, fd, buf, len, pid);
-        return;
-    }
-    if (kvs__hello_decode(buf, len, &h, &e) != 0) {
-        refuse(fd, KVS_EPROTO, "%s", e.msg);
-        goto drop;
-    }
-    if (strcmp(h.job, d->o.job) != 0) {
-        refuse(fd, KVS_EBADARG, "this kvsd serves job '%s', not '%s'", d->o.job, h.job);
-        goto drop;
+    if (strcmp(h->job, d->o.job) != 0) {
+        refuse(fd, KVS_EBADARG, "this kvsd serves job '%s', not '%s'", d->o.job, h->job);
+        return -1;
     }
     pthread_mutex_lock(&d->lock);
     if (d->nworkers == 0)
-        d->nworkers = d->total = h.nworkers;
+        d->nworkers = d->total = h->nworkers;
     if (d->sync < 0)
-        d->sync = h.mode == KVS__MODE_SYNC;
+        d->sync = h->mode == KVS__MODE_SYNC;
     cb_join(d);
-    if (h.nworkers != d->total || d->sync != (h.mode == KVS__MODE_SYNC)) {
+    if (h->nworkers != d->total || d->sync != (h->mode == KVS__MODE_SYNC)) {
         pthread_mutex_unlock(&d->lock);
         refuse(fd, KVS_EBADARG, "the job has %d workers in %s mode; this worker says %d, %s",
-               d->total, d->sync ? "sync" : "async", h.nworkers,
-               h.mode == KVS__MODE_SYNC ? "sync" : "async");
-        goto drop;
+               d->total, d->sync ? "sync" : "async", h->nworkers,
+               h->mode == KVS__MODE_SYNC ? "sync" : "async");
+        return -1;
     }
     /* Across hosts, this host serves ranks rank0 .. rank0 + nworkers - 1. */
-    if (h.rank < d->rank0 || h.rank >= d->rank0 + d->nworkers) {
+    if (h->rank < d->rank0 || h->rank >= d->rank0 + d->nworkers) {
         pthread_mutex_unlock(&d->lock);
-        refuse(fd, KVS_EBADARG, "rank %d is not one of this host's ranks %d..%d", h.rank,
+        refuse(fd, KVS_EBADARG, "rank %d is not one of this host's ranks %d..%d", h->rank,
                d->rank0, d->rank0 + d->nworkers - 1);
-        goto drop;
+        return -1;
     }
-    wi = h.rank - d->rank0;
+    wi = h->rank - d->rank0;
     if ((st = atomic_load(&d->workers[wi].state)) != W_FREE) {
         pthread_mutex_unlock(&d->lock);
         if (st == W_LEFT)
             refuse(fd, KVS_EBADARG, "rank %d left the job (kvs_close); a worker joins a job "
-                   "once", h.rank);
+                   "once", h->rank);
         else if (st == W_DEAD)
-            refuse(fd, KVS_EBADARG, "rank %d died or was evicted: the job has failed", h.rank);
+            refuse(fd, KVS_EBADARG, "rank %d died or was evicted: the job has failed", h->rank);
         else
             refuse(fd, KVS_EBADARG, "rank %d has already joined job '%s' (is another job "
-                   "running under that name? kvsrun -j names a job)", h.rank, d->o.job);
-        goto drop;
+                   "running under that name? kvsrun -j names a job)", h->rank, d->o.job);
+        return -1;
     }
     pthread_mutex_unlock(&d->lock);
+    return wi;
+}
 
-    /* The slot is FREE, so the serve thread does not look inside it until
-     * the state turns LIVE below (a release store). */
-    w = &d->workers[wi];
+/* Worker w's segment, made and mapped (its descriptor in *seg_fd), its
+ * rings attached, the rest of its slot cleared. 0, or -1 (e says why, and
+ * the status to refuse it with). */
+static int make_segment(struct daemon *d, struct worker *w, int *seg_fd, struct kvs__err *e)
+{
+    const struct kvs__worker_layout l = d->wl;
+
     w->sock = -1;
     w->hup = 0;
     w->batch = NULL;
@@ -123,13 +114,11 @@ static void handshake(struct daemon *d, int fd)
     /* The worker gets a writable descriptor: sealed against resizing, or
      * it could shrink the segment under kvsd's mapping, and kvsd's next
      * read of its rings or of push data waiting in a round would fault. */
-    if (kvs__memfd_new("kvs-worker", l.size, KVS__SEAL_SIZE, &seg_fd, &e) != 0
-        || kvs__map(seg_fd, l.size, 1, &w->seg, &e) != 0) {
-        refuse(fd, e.code, "%s", e.msg);
-        goto drop;
-    }
+    if (kvs__memfd_new("kvs-worker", l.size, KVS__SEAL_SIZE, seg_fd, e) != 0
+        || kvs__map(*seg_fd, l.size, 1, &w->seg, e) != 0)
+        return -1;
     w->seg_size = l.size;
-    head_init(w->seg, KVS__SEG_WORKER, l.size);
+    arena_head_init(w->seg, KVS__SEG_WORKER, l.size);
     w->bell = (struct kvs__bell *)((char *)w->seg + KVS__WORKER_BELL_OFF);
     /* setup() checked this geometry through kvs__worker_layout. */
     if (kvs__ring_attach(&w->sq, (char *)w->seg + l.sq_off, d->o.sq_entries,
@@ -138,16 +127,25 @@ static void handshake(struct daemon *d, int fd)
                             KVS__CQE_BYTES, 1) != 0) {
         kvs__unmap(w->seg, w->seg_size);
         w->seg = NULL;
-        refuse(fd, KVS_EPROTO, "kvsd: bad ring geometry");
-        goto drop;
+        kvs__fail(e, KVS_EPROTO, "kvsd: bad ring geometry");
+        return -1;
     }
     w->staging = (unsigned char *)w->seg + l.staging_off;
     w->staging_size = l.staging_size;
     w->batch_tail = &w->batch;
-    w->rank = h.rank;
-    w->pid = pid;
-    if (remote_probe(w, pid, h.probe, h.cookie))
-        wel.flags |= KVS__WELCOME_REMOTE;
+    return 0;
+}
+
+/* Sends worker wi its welcome (flags: KVS__WELCOME_*) with the segments'
+ * descriptors. 0, or -1 when it could not be sent. */
+static int welcome(struct daemon *d, int fd, int wi, int seg_fd, uint32_t flags,
+                   struct kvs__err *e)
+{
+    unsigned char buf[KVS__WELCOME_BYTES];
+    struct kvs__welcome wel = { .version = KVS__PROTO_VERSION, .flags = flags };
+    const struct kvs__worker_layout l = d->wl;
+    int fds[4], nfds;
+    size_t len;
 
     wel.worker = (uint32_t)wi;
     wel.control_size = KVS__CONTROL_SIZE;
@@ -162,7 +160,51 @@ static void handshake(struct daemon *d, int fd)
     fds[2] = d->arena_ro_fd;
     nfds = 3 + cb_welcome(d, &wel, &fds[3]);
     len = kvs__welcome_encode(&wel, buf);
-    if (kvs__sock_send(fd, buf, len, fds, nfds, kvs__now_ns() + HANDSHAKE_NS, &e) != 0) {
+    return kvs__sock_send(fd, buf, len, fds, nfds, kvs__now_ns() + HANDSHAKE_NS, e) != 0 ? -1
+                                                                                     : 0;
+}
+
+static void handshake(struct daemon *d, int fd)
+{
+    unsigned char buf[KVS__WELCOME_BYTES + KVS__HELLO_BYTES];   /* either message */
+    struct kvs__err e = { 0, "" };
+    struct kvs__hello h;
+    struct worker *w;
+    uint32_t flags = 0;
+    uid_t uid;
+    pid_t pid;
+    size_t len;
+    int seg_fd = -1, nfds, wi;
+
+    if (kvs__sock_peer(fd, &uid, &pid, &e) != 0 || uid != geteuid()) {
+        say(d, "refused a client of uid %d", (int)uid);
+        goto drop;                     /* nothing is sent to another user */
+    }
+    if (kvs__sock_recv(fd, buf, sizeof buf, &len, NULL, 0, &nfds, kvs__now_ns() + HANDSHAKE_NS,
+                       &e) != 0)
+        goto drop;
+    if (kvs__msg_type(buf, len) == KVS__MSG_CTL_REQUEST) {
+        control_accept(d, fd, buf, len, pid);
+        return;
+    }
+    if (kvs__hello_decode(buf, len, &h, &e) != 0) {
+        refuse(fd, KVS_EPROTO, "%s", e.msg);
+        goto drop;
+    }
+    if ((wi = admit(d, fd, &h)) < 0)
+        goto drop;
+    /* The slot is FREE, so the serve thread does not look inside it until
+     * the state turns LIVE below (a release store). */
+    w = &d->workers[wi];
+    if (make_segment(d, w, &seg_fd, &e) != 0) {
+        refuse(fd, e.code, "%s", e.msg);
+        goto drop;
+    }
+    w->rank = h.rank;
+    w->pid = pid;
+    if (remote_probe(w, pid, h.probe, h.cookie))
+        flags |= KVS__WELCOME_REMOTE;
+    if (welcome(d, fd, wi, seg_fd, flags, &e) != 0) {
         kvs__unmap(w->seg, w->seg_size);
         w->seg = NULL;
         remote_close(w);
@@ -187,7 +229,7 @@ drop:
 }
 
 /* Accepts workers and watches their sockets until told to stop. */
-void *socket_thread(void *arg)
+void *accept_thread(void *arg)
 {
     struct daemon *d = arg;
     struct pollfd p[MAX_WORKERS + 1];

@@ -3,7 +3,7 @@
  * rounds and keys (the links themselves are hosts.c's; collectives.c
  * takes the collectives' messages).
  *
- * Every key has one owner host (key_owner: a hash of the key, so that
+ * Every key has one owner host (owners_key: a hash of the key, so that
  * keys spread evenly and every host agrees without telling); a key above
  * KVS__SPLIT_BYTES is split in parts of at most KVS__PART_BYTES
  * (kvs__wire_part), each host owning an equal block of them in a row from
@@ -12,7 +12,7 @@
  * sums, its update, its value, its state. Parts stream: a host sends each
  * part's sum as soon as it is made, and an owner applies a part and sends
  * its value as soon as every host's sum of it is in. In a sync
- * round each host sums its own workers' pushes first (requests.c's
+ * round each host sums its own workers' pushes first (rounds.c's
  * round, as on one host) and sends that sum to the owner (PARTIAL), which
  * waits for the sum of every host still in the job, then runs the engine's
  * push once on them all: the optimizer, whose state lives at the owner
@@ -32,6 +32,10 @@
  * until the key comes. A message that breaks these rules (a round out of
  * turn, a key another host owns) fails the job, naming the host.
  *
+ * rounds.c tells this file of its rounds (made, ready, freed) through
+ * d->round_ops, and job.c of a failing job through a fail hook, both
+ * registered by bridge_init: they sit below it and never call it by name.
+ *
  * Serve thread only.
  */
 #define _GNU_SOURCE
@@ -42,9 +46,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bridge.h"
+#include "answers.h"
+#include "arena.h"
+#include "collectives.h"
+#include "hosts.h"
+#include "job.h"
+#include "owners.h"
+#include "req.h"
+#include "rounds.h"
+#include "states.h"
+
 #include "kernels/array.h"
 #include "kernels/compress.h"
-#include "kvsd.h"
 
 /* At the owner of a part of a key, the other hosts' sums of its open round. */
 struct xround {
@@ -64,48 +78,6 @@ static void msg_free(struct inmsg *m)
         free(m->pay);
         free(m);
     }
-}
-
-/* The job's rule (src/shard.c): kvsctl plan models the same. */
-static struct kvs__shard rule(const struct daemon *d)
-{
-    return KVS__SHARD(d->nhosts);
-}
-
-int key_owner(const struct daemon *d, kvs_key_t key)
-{
-    struct kvs__shard s = rule(d);
-
-    return kvs__shard_owner(&s, key);
-}
-
-int key_parts(const struct daemon *d, uint64_t bytes)
-{
-    struct kvs__shard s = rule(d);
-
-    return kvs__shard_parts(&s, bytes);
-}
-
-int part_owner(const struct daemon *d, const struct round *rd, int p)
-{
-    struct kvs__shard s = rule(d);
-
-    return kvs__shard_part_owner(&s, rd->owner, rd->nparts, p);
-}
-
-int host_range(const struct daemon *d, kvs_key_t key, uint64_t count, kvs_dtype_t dtype, int h,
-               uint64_t *first, uint64_t *n)
-{
-    struct kvs__shard s = rule(d);
-
-    return kvs__shard_host_range(&s, key, count, kvs_dtype_size(dtype), h, first, n);
-}
-
-void part_range(const struct round *rd, int p, uint64_t *first, uint64_t *n)
-{
-    size_t es = kvs_dtype_size(rd->dtype);
-
-    kvs__wire_part(rd->bytes / es, es, (uint32_t)rd->nparts, (uint32_t)p, first, n);
 }
 
 /* Where element i of rd's value, or of a push to it, lies. */
@@ -148,7 +120,7 @@ static void value_msg(struct kvs__wire_msg *m, const struct round *rd, int p, in
     m->pieces = 0;
     m->status = status;
     if (status == 0) {
-        part_range(rd, p, &first, &n);
+        owners_part_range(rd, p, &first, &n);
         m->data = elem(rd, rd->value, first);
         m->len = n * kvs_dtype_size(rd->dtype);
         return;
@@ -170,19 +142,20 @@ static void host_broke(struct daemon *d, int h, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    fail_job(d, KVS_EPROTO, "%s broke the protocol: %s", host_name(d, h), why);
+    job_fail(d, KVS_EPROTO, "%s broke the protocol: %s", hosts_name(d, h), why);
 }
 
 /* ---- sync rounds -------------------------------------------------------- */
 
-int bridge_round_new(struct daemon *d, struct round *rd)
+/* Makes rd's state across hosts (0, or -ENOMEM). */
+static int bridge_round_new(struct daemon *d, struct round *rd)
 {
     /* Each part's arrays after the parts, in pointer-aligned blocks. */
     size_t n = (size_t)d->nhosts, tail = (n * (2 * sizeof(void *) + 1) + 7) & ~(size_t)7;
     int mine = 0;
 
     for (int p = 0; p < rd->nparts; p++)
-        mine |= part_owner(d, rd, p) == d->me;
+        mine |= owners_part(d, rd, p) == d->me;
     if (!d->hx || !mine)
         return 0;
     if (!(rd->x = calloc((size_t)rd->nparts, sizeof *rd->x + tail)))
@@ -214,7 +187,8 @@ static void xround_clear(struct xround *x)
     x->priority = INT32_MIN;
 }
 
-void bridge_round_free(struct round *rd)
+/* Frees rd's state across hosts (what waits there for other hosts). */
+static void bridge_round_free(struct round *rd)
 {
     for (int p = 0; rd->x && p < rd->nparts; p++)
         xround_clear(&rd->x[p]);
@@ -239,7 +213,7 @@ static void round_over(struct daemon *d, struct round *rd)
     rd->xstatus = 0;
     memset(rd->pgot, 0, (size_t)rd->nparts);
     rd->inflight = 0;
-    finish_round(d, rd, status, msg);
+    rounds_finish(d, rd, status, msg);
 }
 
 /* A part of the open round ended with status: the round keeps the first
@@ -267,7 +241,7 @@ static void part_done(struct daemon *d, struct round *rd, int p, int status, con
 static int own_parts_done(const struct daemon *d, const struct round *rd)
 {
     for (int p = 0; p < rd->nparts; p++)
-        if (part_owner(d, rd, p) == d->me && rd->x[p].done <= rd->done)
+        if (owners_part(d, rd, p) == d->me && rd->x[p].done <= rd->done)
             return 0;
     return 1;
 }
@@ -303,7 +277,7 @@ static void owner_check(struct daemon *d, struct round *rd, int p)
     int local = rd->inflight && rd->done == x->done;   /* this host's sum is in */
     int k = 0, rc;
 
-    if (expected(d) > 0 && !local)
+    if (job_expected(d) > 0 && !local)
         return;                        /* this host's workers have not all pushed */
     if (!local && x->ngot == 0)
         return;                        /* nothing of this round anywhere yet */
@@ -311,10 +285,10 @@ static void owner_check(struct daemon *d, struct round *rd, int p)
         if (h != d->me && !d->host_out[h] && !x->got[h])
             return;
     if (!(in = malloc(sizeof *in * (size_t)(d->nworkers + d->nhosts)))) {
-        fail_job(d, -ENOMEM, "kvsd: out of memory closing a round");
+        job_fail(d, -ENOMEM, "kvsd: out of memory closing a round");
         return;
     }
-    part_range(rd, p, &lo, &n);
+    owners_part_range(rd, p, &lo, &n);
     /* In host order, this host's pushes in rank order in its place: the
      * sums group by host, but in the order of the ranks, whoever owns. */
     for (int h = 0; h < d->nhosts; h++) {
@@ -330,7 +304,7 @@ static void owner_check(struct daemon *d, struct round *rd, int p)
             in[k++] = x->data[h];
         }
     }
-    rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, k, in, NULL, round_step(d, rd, x->done + 1),
+    rc = rounds_apply_part(d, rd, rd->nparts > 1 ? p : -1, k, in, NULL, round_step(d, rd, x->done + 1),
                     &e);
     free(in);
     x->done++;
@@ -344,10 +318,10 @@ static void owner_check(struct daemon *d, struct round *rd, int p)
     m.priority = prio;
     value_msg(&m, rd, p, rc, e.msg);
     {
-        struct frame *f = frame_new(d, KVS__FRAME_VALUE, &m, NULL);
+        struct frame *f = hosts_frame_new(d, KVS__FRAME_VALUE, &m, NULL);
 
         if (!f)
-            fail_job(d, -ENOMEM, "kvsd: out of memory sending a value");
+            job_fail(d, -ENOMEM, "kvsd: out of memory sending a value");
         else
             hosts_post(d, f, HOSTS_IN);
     }
@@ -363,7 +337,7 @@ static void owner_check(struct daemon *d, struct round *rd, int p)
     if (--rd->own_left == 0)
         for (int w = 0; w < d->nworkers; w++)
             if (rd->contrib[w])
-                lending_ends(d, rd->contrib[w], 1);
+                answer_lending_ends(d, rd->contrib[w], 1);
     part_done(d, rd, p, rc, e.msg);
 }
 
@@ -378,14 +352,14 @@ static int send_part(struct daemon *d, struct round *rd, int p, const void **in,
     uint64_t lo, n;
     void *sum;
 
-    part_range(rd, p, &lo, &n);
+    owners_part_range(rd, p, &lo, &n);
     key_of_req(&m, &first->s);
     set_part(&m, rd, p);
     m.a = rd->done + 1;
     m.priority = prio;
     m.pieces = coded == k ? (uint32_t)k : 0;
     m.len = m.pieces ? m.pieces * kvs__wire_piece_bytes(n) : n * kvs_dtype_size(rd->dtype);
-    if (!(f = frame_new(d, KVS__FRAME_PARTIAL, &m, &sum)))
+    if (!(f = hosts_frame_new(d, KVS__FRAME_PARTIAL, &m, &sum)))
         return -ENOMEM;
     if (m.pieces) {
         unsigned char *q = sum;
@@ -406,11 +380,13 @@ static int send_part(struct daemon *d, struct round *rd, int p, const void **in,
             part[i] = elem(rd, in[i], lo);
         kvs__sum(rd->dtype, sum, part, k, n, d->o.threads);
     }
-    hosts_post(d, f, part_owner(d, rd, p));
+    hosts_post(d, f, owners_part(d, rd, p));
     return 0;
 }
 
-void bridge_round_ready(struct daemon *d, struct round *rd)
+/* A round whose every local push is in, across hosts: its sum goes to the
+ * owner (or waits there for the other hosts'). */
+static void bridge_round_ready(struct daemon *d, struct round *rd)
 {
     const struct req *first = NULL;
     const void *in[MAX_WORKERS];
@@ -432,10 +408,10 @@ void bridge_round_ready(struct daemon *d, struct round *rd)
     /* The other owners' parts go first, one by one, so that the wire
      * carries each while this host sums the next, then applies its own. */
     for (int p = 0; p < rd->nparts; p++) {
-        if (part_owner(d, rd, p) == d->me) {
+        if (owners_part(d, rd, p) == d->me) {
             rd->own_left++;
         } else if (send_part(d, rd, p, in, k, coded, prio, first) != 0) {
-            fail_job(d, -ENOMEM, "kvsd: out of memory for a round's sum");
+            job_fail(d, -ENOMEM, "kvsd: out of memory for a round's sum");
             return;
         }
     }
@@ -443,13 +419,13 @@ void bridge_round_ready(struct daemon *d, struct round *rd)
         /* The sums are made: the workers get their staging back now. */
         for (int w = 0; w < d->nworkers; w++)
             if (rd->contrib[w])
-                lending_ends(d, rd->contrib[w], 1);
+                answer_lending_ends(d, rd->contrib[w], 1);
         return;
     }
     /* The round may end at the last of them; its parts are in a row, so
      * no later p is this host's. */
     for (int p = 0; p < rd->nparts; p++)
-        if (part_owner(d, rd, p) == d->me)
+        if (owners_part(d, rd, p) == d->me)
             owner_check(d, rd, p);
 }
 
@@ -476,8 +452,8 @@ static int msg_round(struct daemon *d, const struct inmsg *im, const struct kvs_
         host_broke(d, im->host, "a %s: %s", kvs__frame_name(im->type), e.msg);
         return -1;
     }
-    if (!(*out = round_of(d, &info, m->key))) {
-        fail_job(d, -ENOMEM, "kvsd: out of memory for a round");
+    if (!(*out = rounds_of(d, &info, m->key))) {
+        job_fail(d, -ENOMEM, "kvsd: out of memory for a round");
         return -1;
     }
     if ((*out)->nparts != (m->nparts ? (int)m->nparts : 1)) {
@@ -516,7 +492,7 @@ static int msg_values(const struct round *rd, const struct kvs__wire_msg *m,
     *data = m->data;
     if (!m->pieces)
         return 0;
-    part_range(rd, msg_part(m), &lo, &n);
+    owners_part_range(rd, msg_part(m), &lo, &n);
     if (!(*decoded = decode_pieces(m, n)))
         return -ENOMEM;
     *data = *decoded;
@@ -537,9 +513,9 @@ static int on_partial(struct daemon *d, struct inmsg *im, const struct kvs__wire
         host_broke(d, im->host, "a dist_sync round's sum came to a dist_async host");
         return 0;
     }
-    if (part_owner(d, rd, p) != d->me || !x || m->a != x->done + 1) {
+    if (owners_part(d, rd, p) != d->me || !x || m->a != x->done + 1) {
         host_broke(d, im->host, "a sum of round %" PRIu64 " of part %d of a key that %s owns "
-                   "(round %" PRIu64 " is open)", m->a, p, host_name(d, part_owner(d, rd, p)),
+                   "(round %" PRIu64 " is open)", m->a, p, hosts_name(d, owners_part(d, rd, p)),
                    (x ? x->done : rd->done) + 1);
         return 0;
     }
@@ -548,7 +524,7 @@ static int on_partial(struct daemon *d, struct inmsg *im, const struct kvs__wire
         return 0;
     }
     if (msg_values(rd, m, &data, &decoded) != 0) {
-        fail_job(d, -ENOMEM, "kvsd: out of memory for a round");
+        job_fail(d, -ENOMEM, "kvsd: out of memory for a round");
         return 0;
     }
     if (decoded) {                     /* the sum replaces the pieces */
@@ -568,7 +544,7 @@ static int on_partial(struct daemon *d, struct inmsg *im, const struct kvs__wire
     x->ngot++;
     if (m->priority > x->priority)
         x->priority = m->priority;
-    open_link(d, rd);
+    rounds_open_link(d, rd);
     owner_check(d, rd, p);
     return 1;
 }
@@ -578,10 +554,10 @@ static void write_value(struct round *rd, const struct kvs__wire_msg *m)
 {
     uint64_t lo, n;
 
-    part_range(rd, msg_part(m), &lo, &n);
-    seq_begin(rd->value);
+    owners_part_range(rd, msg_part(m), &lo, &n);
+    arena_seq_begin(rd->value);
     memcpy((char *)rd->value + lo * kvs_dtype_size(rd->dtype), m->data, m->len);
-    seq_end(rd->value);
+    arena_seq_end(rd->value);
 }
 
 static void on_async_value(struct daemon *d, struct inmsg *im, const struct kvs__wire_msg *m,
@@ -593,9 +569,9 @@ static void on_value(struct daemon *d, struct inmsg *im, const struct kvs__wire_
     char text[KVS__WIRE_TEXT_MAX + 1] = "";
     int p = msg_part(m);
 
-    if (part_owner(d, rd, p) != im->host) {
+    if (owners_part(d, rd, p) != im->host) {
         host_broke(d, im->host, "a value of part %d of a key that %s owns", p,
-                   host_name(d, part_owner(d, rd, p)));
+                   hosts_name(d, owners_part(d, rd, p)));
         return;
     }
     if (m->status)
@@ -605,7 +581,7 @@ static void on_value(struct daemon *d, struct inmsg *im, const struct kvs__wire_
         return;
     }
     if (!rd->inflight || m->a != rd->done + 1 || rd->pgot[p]) {
-        if (expected(d) == 0)
+        if (job_expected(d) == 0)
             return;                    /* every worker here has left: nothing waits on it */
         host_broke(d, im->host, "a value of round %" PRIu64 " of part %d (round %" PRIu64
                    " is %s)", m->a, p, rd->done + 1,
@@ -632,8 +608,8 @@ static void async_value(struct daemon *d, const struct kvs__wire_msg *key, struc
     m.a = to >= 0 ? (uint64_t)to + 1 : 0;
     m.b = token;
     value_msg(&m, rd, p, status, msg);
-    if (!(f = frame_new(d, KVS__FRAME_VALUE, &m, NULL))) {
-        fail_job(d, -ENOMEM, "kvsd: out of memory sending a value");
+    if (!(f = hosts_frame_new(d, KVS__FRAME_VALUE, &m, NULL))) {
+        job_fail(d, -ENOMEM, "kvsd: out of memory sending a value");
         return;
     }
     /* A failure matters to the push's own host only. */
@@ -650,7 +626,7 @@ static int async_part_done(struct daemon *d, struct req *r, int status, const ch
     }
     if (--r->nwait > 0)
         return 0;
-    complete(d, r, r->xstatus, r->xstatus ? (r->xmsg ? r->xmsg : "") : NULL);
+    answer_complete(d, r, r->xstatus, r->xstatus ? (r->xmsg ? r->xmsg : "") : NULL);
     return 1;
 }
 
@@ -671,12 +647,12 @@ void bridge_async_push(struct daemon *d, struct req *r)
         void *piece;
         int rc;
 
-        part_range(rd, p, &lo, &n);
+        owners_part_range(rd, p, &lo, &n);
         set_part(&m, rd, p);
-        if (part_owner(d, rd, p) == d->me) {
+        if (owners_part(d, rd, p) == d->me) {
             const void *in = elem(rd, data, lo);    /* a 2bit push: decoded */
 
-            rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, 1, &in, NULL, step, &e);
+            rc = rounds_apply_part(d, rd, rd->nparts > 1 ? p : -1, 1, &in, NULL, step, &e);
             if (rc == 0)
                 async_value(d, &m, rd, p, 0, NULL, -1, 0);
             async_part_done(d, r, rc, e.msg);
@@ -686,14 +662,14 @@ void bridge_async_push(struct daemon *d, struct req *r)
         m.pieces = r->coded != NULL;   /* a 2bit push goes as it came */
         m.data = m.pieces ? NULL : elem(rd, data, lo);
         m.len = m.pieces ? kvs__wire_piece_bytes(n) : n * kvs_dtype_size(rd->dtype);
-        if (!(f = frame_new(d, KVS__FRAME_FORWARD, &m, &piece))) {
+        if (!(f = hosts_frame_new(d, KVS__FRAME_FORWARD, &m, &piece))) {
             async_part_done(d, r, -ENOMEM, "kvsd: out of memory forwarding a push");
             continue;
         }
         if (m.pieces)
             kvs__wire_piece_put(piece, kvs__arg_threshold(r->s.arg),
                                 (const uint32_t *)r->coded + lo / 16, n);
-        hosts_post(d, f, part_owner(d, rd, p));
+        hosts_post(d, f, owners_part(d, rd, p));
     }
     if (r->nwait > 1) {
         r->next = d->fwd;
@@ -750,15 +726,15 @@ static void on_forward(struct daemon *d, struct inmsg *im, const struct kvs__wir
         host_broke(d, im->host, "a dist_async push came to a dist_sync host");
         return;
     }
-    if (part_owner(d, rd, p) != d->me) {
+    if (owners_part(d, rd, p) != d->me) {
         host_broke(d, im->host, "a push of part %d of a key that %s owns", p,
-                   host_name(d, part_owner(d, rd, p)));
+                   hosts_name(d, owners_part(d, rd, p)));
         return;
     }
     if (msg_values(rd, m, &data, &decoded) != 0)
         rc = kvs__fail(&e, -ENOMEM, "kvsd: out of memory for a 2bit push");
     else
-        rc = apply_part(d, rd, rd->nparts > 1 ? p : -1, 1, &data, NULL,
+        rc = rounds_apply_part(d, rd, rd->nparts > 1 ? p : -1, 1, &data, NULL,
                         rd->fwd ? forward_step(d, rd, im->host, m->b) : 0, &e);
     free(decoded);
     if (rc == 0) {
@@ -774,12 +750,12 @@ static void on_forward(struct daemon *d, struct inmsg *im, const struct kvs__wir
  * (a host waiting for it would wait in vain). */
 static void tell_all(struct daemon *d, int type, const struct kvs__wire_msg *m)
 {
-    struct frame *f = frame_new(d, type, m, NULL);
+    struct frame *f = hosts_frame_new(d, type, m, NULL);
 
     if (f)
         hosts_post(d, f, HOSTS_ALL);
     else
-        fail_job(d, -ENOMEM, "kvsd: out of memory for a %s to the other hosts",
+        job_fail(d, -ENOMEM, "kvsd: out of memory for a %s to the other hosts",
                  kvs__frame_name(type));
 }
 
@@ -797,8 +773,12 @@ void bridge_left(struct daemon *d)
     tell_all(d, KVS__FRAME_LEFT, &m);
 }
 
-void bridge_fail(struct daemon *d, int status, const char *msg)
+/* The job failed here (status, msg): the others fail too, unless the
+ * failure came from one of them. */
+static void bridge_fail(struct daemon *d, int status, const char *msg)
 {
+    if (!d->hx || d->fail_remote)
+        return;
     struct kvs__wire_msg m = { .status = status, .data = msg, .len = strlen(msg) };
 
     tell_all(d, KVS__FRAME_FAIL, &m);
@@ -817,7 +797,7 @@ void bridge_recheck(struct daemon *d)
     for (struct round *rd = d->open, *next; rd; rd = next) {
         next = rd->next;               /* owner_check takes rd, and only rd, off the list */
         for (int p = 0; p < rd->nparts; p++)
-            if (part_owner(d, rd, p) == d->me)
+            if (owners_part(d, rd, p) == d->me)
                 owner_check(d, rd, p);
     }
     colls_check(d);
@@ -836,7 +816,7 @@ static int on_msg(struct daemon *d, struct inmsg *im)
     if (im->type < 0) {                /* the link ended */
         if (d->host_out[im->host] != HOST_ENDED) {
             d->host_out[im->host] = HOST_ENDED;
-            fail_job(d, KVS_EPEERDEAD, "%s", im->why);
+            job_fail(d, KVS_EPEERDEAD, "%s", im->why);
         }
         return 0;
     }
@@ -866,16 +846,16 @@ static int on_msg(struct daemon *d, struct inmsg *im)
             on_forward(d, im, &m, rd);
         return 0;
     case KVS__FRAME_ARRIVE:
-        coll_remote_arrive(d, im->host, &m);
+        colls_remote_arrive(d, im->host, &m);
         return 0;
     case KVS__FRAME_DONE:
-        coll_remote_done(d, im->host, &m);
+        colls_remote_done(d, im->host, &m);
         return 0;
     case KVS__FRAME_OPTIMIZER:
-        rc = optimizer_set(d, kvs__wire_msg_text(&m, text), host_name(d, im->host), &e);
+        rc = states_set_optimizer(d, kvs__wire_msg_text(&m, text), hosts_name(d, im->host), &e);
         if (rc != 0)
-            fail_job(d, rc, "%s set an optimizer this host refuses: %s",
-                     host_name(d, im->host), e.msg);
+            job_fail(d, rc, "%s set an optimizer this host refuses: %s",
+                     hosts_name(d, im->host), e.msg);
         return 0;
     case KVS__FRAME_LEFT:
         if (d->host_out[im->host] == HOST_IN)
@@ -884,7 +864,7 @@ static int on_msg(struct daemon *d, struct inmsg *im)
         return 0;
     case KVS__FRAME_FAIL:
         d->fail_remote = 1;
-        fail_job(d, m.status, "on %s: %s", host_name(d, im->host),
+        job_fail(d, m.status, "on %s: %s", hosts_name(d, im->host),
                  kvs__wire_msg_text(&m, text));
         d->fail_remote = 0;
         return 0;
@@ -929,7 +909,7 @@ int bridge_serve(struct daemon *d)
             msg_free(im);
     }
     d->deferred_nkeys = kvs__engine_nkeys(d->eng);
-    finish_inits(d);
+    colls_finish_inits(d);
     return progress;
 }
 
@@ -941,4 +921,22 @@ void bridge_free(struct daemon *d)
         d->deferred = m->next;
         msg_free(m);
     }
+}
+
+/* The job failed: the async pushes waiting for their owners' answers end
+ * with its failure. */
+static void fail_forwarded(struct daemon *d, int status, const char *msg)
+{
+    answer_complete_list(d, d->fwd, status, msg);
+    d->fwd = NULL;
+}
+
+void bridge_init(struct daemon *d)
+{
+    static const struct fail_hook hook = { bridge_fail, fail_forwarded };
+    static const struct round_ops ops = { bridge_round_new, bridge_round_ready,
+                                          bridge_round_free };
+
+    job_hook(d, &hook);
+    d->round_ops = &ops;
 }

@@ -1,16 +1,14 @@
 /*
- * answers.c - how kvsd answers the workers' requests, and what a request
- * is from its making to its freeing (serve thread only). A request is cut
- * from a block of many (a long list makes them by the hundred thousand)
- * and answered by a completion on its worker's CQ, or, in a table, by its
+ * answers.c - how kvsd answers the workers' requests (serve thread only):
+ * by a completion on the worker's CQ, or, in a table, by the request's
  * result in the table and one completion for the whole table. A sync push
  * is answered early (HELD: taken) and its data handed back later (RELEASE)
  * once kvsd reads it no more. Completions a full CQ has no room for wait
  * in the worker's backlog, and every worker that got some is woken once
- * per serve pass.
+ * per serve pass. Request records themselves are req.c's.
  *
  * It must never post to a worker that is no longer LIVE, and never decide
- * when a request ends: requests.c, collectives.c and bridge.c do.
+ * when a request ends: requests.c, rounds.c, collectives.c and bridge.c do.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,9 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "answers.h"
+#include "arena.h"
+#include "devbufs.h"
+#include "remote.h"
+#include "req.h"
+#include "tracing.h"
+
 #include "kernels/array.h"
 #include "kernels/compress.h"
-#include "kvsd.h"
 #include "device/mem.h"
 
 /* Completions a backlog keeps room for once it is empty again. */
@@ -55,7 +59,7 @@ static int backlog_add(struct worker *w, const struct kvs__cqe *c)
 }
 
 /* Frees what w's backlog holds. */
-void backlog_free(struct worker *w)
+void answer_backlog_free(struct worker *w)
 {
     for (size_t i = 0; i < w->backlog_len; i++)
         free(w->backlog[(w->backlog_head + i) & (w->backlog_cap - 1)].msg);
@@ -82,7 +86,7 @@ static void post(struct daemon *d, int wi, const struct kvs__cqe *c)
         say(d, "out of memory for a completion to rank %d", w->rank);
 }
 
-void wake_workers(struct daemon *d)
+void answer_wake_workers(struct daemon *d)
 {
     int nslots = atomic_load(&d->nslots);
 
@@ -97,7 +101,7 @@ void wake_workers(struct daemon *d)
     }
 }
 
-void flush_backlog(struct daemon *d, struct worker *w)
+void answer_flush_backlog(struct daemon *d, struct worker *w)
 {
     int err = 0, posted = 0;
     void *slot;
@@ -120,24 +124,11 @@ void flush_backlog(struct daemon *d, struct worker *w)
         posted = 1;
     }
     if (!w->backlog_len && w->backlog_cap > BACKLOG_KEEP)
-        backlog_free(w);               /* a long list's completions: not kept for later */
+        answer_backlog_free(w);               /* a long list's completions: not kept for later */
     if (!w->backlog_len)
         w->backlog_head = 0;
     if (posted)
         w->wake = 1;
-}
-
-kvs_key_t req_key(const struct rargs *s)
-{
-    return (s->flags & KVS__SQE_STRKEY) ? KVS_STR_KEY(s->key_name) : KVS_INT_KEY(s->key_id);
-}
-
-kvs_array_t req_array(const struct rargs *s, void *data)
-{
-    kvs_array_t a = { .data = data, .dtype = s->dtype, .ndim = s->ndim, .device = KVS_HOST };
-
-    memcpy(a.shape, s->shape, sizeof a.shape[0] * (size_t)s->ndim);
-    return a;
 }
 
 /* The arena's copy of a value kept on a GPU, brought up to date. */
@@ -147,12 +138,12 @@ static int host_copy(struct daemon *d, struct round *rd, struct kvs__err *e)
 
     if (!rd->stale)
         return 0;
-    seq_begin(rd->value);
+    arena_seq_begin(rd->value);
     if ((rc = kvs__mem_copy(rd->value, KVS_HOST, rd->dvalue, rd->device, rd->bytes,
                             d->o.threads, e)) != 0
         || (rc = kvs__mem_finish(e)) != 0)
         kvs__mem_finish(NULL);
-    seq_end(rd->value);
+    arena_seq_end(rd->value);
     rd->stale = rc != 0;
     return rc;
 }
@@ -178,93 +169,6 @@ static int value_cqe(struct daemon *d, struct round *rd, const struct req *r,
     d->st.pulls++;
     d->st.bytes_pulled += rd->bytes;
     return 0;
-}
-
-/* Where a request's data is now: kvsd's copy, or the worker's staging. */
-void *req_data(const struct daemon *d, const struct req *r)
-{
-    if (r->copy)
-        return r->copy;
-    return req_remote(r) ? NULL : d->workers[r->w].staging + r->s.data_off;
-}
-
-int req_device(const struct req *r)
-{
-    return r->copy ? r->copy_dev : KVS_HOST;
-}
-
-/* Requests come and go by the hundred thousand in a long list call: they
- * are cut in order from blocks of REQ_BLOCK, and a block goes back to
- * malloc (or is kept as the one spare) when its last request is freed. */
-struct req *req_new(struct daemon *d, int wi)
-{
-    struct req_block *b = d->blk;
-    struct req *r;
-
-    if (!b || b->used == REQ_BLOCK) {
-        if (b && b->live == 0) {       /* every request of it is freed already */
-            b->used = 0;
-        } else {
-            if (d->spare_blk) {
-                b = d->spare_blk;
-                d->spare_blk = NULL;
-            } else if (!(b = malloc(sizeof *b))) {
-                return NULL;
-            }
-            b->used = b->live = 0;
-            d->blk = b;
-        }
-    }
-    r = &b->r[b->used++];
-    b->live++;
-    r->blk = b;
-    r->w = wi;
-    r->lent = r->acked = 0;
-    r->token = 0;
-    r->nwait = r->xstatus = 0;
-    r->xmsg = NULL;
-    r->copy = r->coded = NULL;
-    r->copy_dev = KVS_HOST;
-    r->rd = NULL;
-    r->next = NULL;
-    r->s.key_name = NULL;
-    r->tab = NULL;
-    r->idx = 0;
-    r->t_in = kvs__tr_begin();
-    r->t_join = 0;
-    return r;
-}
-
-void req_free(struct daemon *d, struct req *r)
-{
-    struct req_block *b = r->blk;
-
-    if (r->copy_dev != KVS_HOST)       /* a device push's, made by devcopy_new */
-        devcopy_drop(d, r->rd, r->copy);
-    else
-        free(r->copy);
-    free(r->coded);
-    free(r->xmsg);
-    free(r->s.key_name);
-    if (r->tab && --r->tab->live == 0)
-        free(r->tab);
-    if (--b->live > 0 || b == d->blk)
-        return;
-    if (!d->spare_blk)
-        d->spare_blk = b;
-    else
-        free(b);
-}
-
-void reqs_cache_free(struct daemon *d)
-{
-    /* Every request is freed by now: the current block is empty. */
-    free(d->blk);
-    free(d->spare_blk);
-    d->blk = d->spare_blk = NULL;
-    free(d->ready);
-    d->ready = NULL;
-    d->nready = d->ready_cap = 0;
 }
 
 /* A request of a table is answered: its result goes into the table in
@@ -297,7 +201,7 @@ static void tab_answer(struct daemon *d, struct req *r, const struct kvs__cqe *c
 /* kvsd no longer reads r's data from staging: the worker gets it back now
  * by a release (release non-zero), or later with r's completion. A table's
  * data goes back once none of its requests' is read any more. */
-void lending_ends(struct daemon *d, struct req *r, int release)
+void answer_lending_ends(struct daemon *d, struct req *r, int release)
 {
     struct kvs__cqe c = { .flags = KVS__CQE_RELEASE };
 
@@ -318,7 +222,7 @@ void lending_ends(struct daemon *d, struct req *r, int release)
 
 /* Answers r (not freeing it): with its completion, or its result in its
  * table. value: the round whose value the answer hands over, or NULL. */
-void answer(struct daemon *d, struct req *r, int status, const char *msg, struct round *value)
+void answer_req(struct daemon *d, struct req *r, int status, const char *msg, struct round *value)
 {
     struct kvs__cqe c = { .seq = r->s.seq, .status = status };
     struct kvs__err e = { 0, "" };
@@ -329,7 +233,7 @@ void answer(struct daemon *d, struct req *r, int status, const char *msg, struct
         d->st.failed++;
     }
     if (r->tab) {
-        lending_ends(d, r, 0);         /* the table's completion returns it */
+        answer_lending_ends(d, r, 0);         /* the table's completion returns it */
         tab_answer(d, r, &c, msg);
         return;
     }
@@ -338,7 +242,7 @@ void answer(struct daemon *d, struct req *r, int status, const char *msg, struct
     post(d, r->w, &c);
 }
 
-void complete(struct daemon *d, struct req *r, int status, const char *msg)
+void answer_complete(struct daemon *d, struct req *r, int status, const char *msg)
 {
     struct round *value = NULL;
 
@@ -353,14 +257,14 @@ void complete(struct daemon *d, struct req *r, int status, const char *msg)
         if (r->s.flags & KVS__SQE_VALUE)
             value = r->rd;
     }
-    answer(d, r, status, msg, value);
+    answer_req(d, r, status, msg, value);
     req_free(d, r);
 }
 
 /* Answers a sync push as soon as it is taken: its call returns while the
  * data stays lent until the round closes (KVS__CQE_HELD). A table is
  * answered so once all of its requests are taken. */
-void ack(struct daemon *d, struct req *r)
+void answer_ack(struct daemon *d, struct req *r)
 {
     struct kvs__cqe c = { .seq = r->s.seq, .flags = KVS__CQE_HELD };
 
@@ -379,18 +283,18 @@ void ack(struct daemon *d, struct req *r)
  * gets its completion. A request of a table not answered as a whole yet
  * (some of it was taken, some failed first) is answered like any other:
  * the table's completion comes once every request has ended. */
-void finish(struct daemon *d, struct req *r, int status, const char *msg)
+void answer_finish(struct daemon *d, struct req *r, int status, const char *msg)
 {
     if (!r->acked) {
-        complete(d, r, status, msg);
+        answer_complete(d, r, status, msg);
         return;
     }
     if (r->tab && !r->tab->held) {     /* its table was not answered yet */
-        answer(d, r, status, msg, NULL);
+        answer_req(d, r, status, msg, NULL);
     } else {
         if (status != 0)
             d->st.failed++;
-        lending_ends(d, r, 1);
+        answer_lending_ends(d, r, 1);
     }
     req_free(d, r);
 }
@@ -399,13 +303,13 @@ void finish(struct daemon *d, struct req *r, int status, const char *msg)
  * there at once, whether its call has returned or still waits (a pushpull):
  * its completion, later, returns nothing more (the worker counts each
  * request's data back once). */
-int unlend(struct daemon *d, struct req *r)
+int answer_unlend(struct daemon *d, struct req *r)
 {
     int rc;
 
     if (!r->lent)
         return 0;
-    if (req_remote(r)) {
+    if (remote_in_worker(r)) {
         if ((rc = remote_copy(d, r)) != 0)
             return rc;
     } else {
@@ -413,35 +317,16 @@ int unlend(struct daemon *d, struct req *r)
             return -ENOMEM;
         memcpy(r->copy, d->workers[r->w].staging + r->s.data_off, r->s.data_len);
     }
-    lending_ends(d, r, 1);
+    answer_lending_ends(d, r, 1);
     return 0;
 }
 
-int decode_2bit(struct daemon *d, struct req *r, struct kvs__err *e)
-{
-    kvs_array_t a = req_array(&r->s, NULL);
-    size_t n = kvs__array_count(&a);
-    const void *words = d->workers[r->w].staging + r->s.data_off;
-
-    /* The words are read from staging once: the worker could rewrite them. */
-    if (!(r->copy = malloc(n ? n * sizeof(float) : 1))
-        || !(r->coded = malloc(r->s.data_len ? r->s.data_len : 1)))
-        return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a 2bit push");
-    memcpy(r->coded, words, r->s.data_len);
-    kvs__gc_2bit_dequantize(r->coded, r->copy, n, kvs__arg_threshold(r->s.arg));
-    if (!d->hx) {                      /* the words go to no other host */
-        free(r->coded);
-        r->coded = NULL;
-    }
-    return 0;
-}
-
-void complete_list(struct daemon *d, struct req *r, int status, const char *msg)
+void answer_complete_list(struct daemon *d, struct req *r, int status, const char *msg)
 {
     while (r) {
         struct req *next = r->next;
 
-        finish(d, r, status, msg);
+        answer_finish(d, r, status, msg);
         r = next;
     }
 }

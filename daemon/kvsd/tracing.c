@@ -8,7 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kvsd.h"
+#include "tracing.h"
+#include "req.h"
 
 int trace_setup(struct daemon *d, struct kvs__err *e)
 {

@@ -17,7 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvsd.h"
+#include "devbufs.h"
+
 #include "device/mem.h"
 
 _Static_assert(KVS__DEVBUF_HANDLE_BYTES == KVS__MEM_IPC_HANDLE_BYTES,

@@ -25,15 +25,17 @@
  * thread moves their frames) and bridge.c runs what they say to each
  * other; the serve thread takes their messages in its loop.
  *
- * This file is the program: options, set-up and teardown, and the serve
- * loop, which drives the rest (requests.c runs the workers' requests,
- * answers.c posts their completions, collectives.c their inits and
+ * This file is the program: options, set-up and teardown, and the steps
+ * from one to the other; serve.c has the serve loop, which drives the rest
+ * (requests.c runs the workers' requests, answers.c posts their
+ * completions, rounds.c their rounds, collectives.c their inits and
  * barriers, control.c kvsctl's channel, accept.c the socket thread,
  * arena.c the shared segments and the arena, hosts.c and bridge.c the
- * other hosts).
+ * other hosts). daemon.h holds the state; each module's header its calls.
  * It owns the process's signals, the job's lock file and socket, the
- * control and arena segments, and the threads; it must never decode a
- * request, post a completion or answer kvsctl itself.
+ * control and arena segments, the threads, and the order in which the
+ * modules' hooks are registered; it must never decode a request, post a
+ * completion or answer kvsctl itself.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -50,29 +52,24 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
-#include "kvsd.h"
+#include "daemon.h"
+#include "accept.h"
+#include "arena.h"
+#include "bridge.h"
+#include "collectives.h"
+#include "combined.h"
+#include "hosts.h"
+#include "job.h"
+#include "req.h"
+#include "rounds.h"
+#include "serve.h"
+#include "states.h"
+#include "tracing.h"
+
 #include "shm/shm.h"
 #include "base/spec.h"
 
-#define SERVE_SLICE_NS  (100 * 1000000ll)
-#define SPIN_NS         (20 * 1000ll)
-
-volatile sig_atomic_t stop_signal;
-
-void say(const struct daemon *d, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (d->o.quiet)
-        return;
-    fprintf(stderr, "kvsd[%s]: ", d->o.job);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
-/* ---- set-up and the serve loop ---------------------------------------- */
+/* ---- set-up and teardown ---------------------------------------------- */
 
 static int setup(struct daemon *d, struct kvs__err *e)
 {
@@ -107,7 +104,7 @@ static int setup(struct daemon *d, struct kvs__err *e)
                              e)) != 0
         || (rc = kvs__map(d->ctl_fd, KVS__CONTROL_SIZE, 1, &d->ctl, e)) != 0)
         return rc;
-    head_init(d->ctl, KVS__SEG_CONTROL, KVS__CONTROL_SIZE);
+    arena_head_init(d->ctl, KVS__SEG_CONTROL, KVS__CONTROL_SIZE);
     d->bell = (struct kvs__bell *)((char *)d->ctl + KVS__CONTROL_BELL_OFF);
     /* Only kvsd's own mapping of the arena may write: workers get a
      * read-only descriptor, and the write seal stops any descriptor of it
@@ -118,12 +115,12 @@ static int setup(struct daemon *d, struct kvs__err *e)
         || (rc = kvs__memfd_seal_writes(d->arena_fd, e)) != 0
         || (rc = kvs__memfd_reopen_ro(d->arena_fd, &d->arena_ro_fd, e)) != 0)
         return rc;
-    head_init(d->arena, KVS__SEG_ARENA, d->o.arena);
+    arena_head_init(d->arena, KVS__SEG_ARENA, d->o.arena);
     d->arena_next = KVS__ARENA_DATA_OFF;
     if ((rc = kvs__engine_new(&mem, &d->eng, e)) != 0)
         return rc;
     kvs__engine_set_threads(d->eng, d->o.threads);
-    kvs__engine_set_front_free(d->eng, round_free);
+    kvs__engine_set_front_free(d->eng, rounds_free);
     return cb_setup(d, e);
 }
 
@@ -137,16 +134,17 @@ static void teardown(struct daemon *d)
     pthread_mutex_unlock(&d->ctl_lock);
     /* Waiting requests are answered while their workers' rings are still
      * mapped; releasing a worker unmaps them. */
-    fail_waiting(d, KVS_ECLOSED, "kvsd stopped");
+    job_fail_waiting(d, KVS_ECLOSED, "kvsd stopped");
     bridge_free(d);
     for (int i = 0; i < MAX_WORKERS; i++)
         if (d->workers[i].state != W_FREE)
-            worker_release(d, &d->workers[i]);
+            job_release_worker(d, &d->workers[i]);
     kvs__engine_free(d->eng);
     cb_free(d);
     free(d->coll_tab);
     free(d->host_out);
-    reqs_cache_free(d);
+    req_cache_free(d);
+    rounds_cache_free(d);
     if (d->listen_fd >= 0) {
         close(d->listen_fd);
         unlink(d->sock_path);
@@ -154,72 +152,6 @@ static void teardown(struct daemon *d)
     if (d->lock_fd >= 0) {
         unlink(d->lock_path);
         close(d->lock_fd);
-    }
-}
-
-static void serve(struct daemon *d)
-{
-    while (!stop_signal) {
-        uint32_t seen = kvs__bell_seq(d->bell);
-        /* connected before the slots: the socket thread raises nslots,
-         * then makes the slot LIVE, then counts the worker, so a worker
-         * counted here is seen below, and "every worker connected, none
-         * live" cannot come from a pass that missed one just arriving. */
-        int connected = atomic_load(&d->connected);
-        /* Only the slots ever used: a pass over all MAX_WORKERS of them
-         * touched a cache line each and was most of a pass's time. */
-        int progress = 0, live = 0, nslots = atomic_load(&d->nslots);
-
-        if (ctl_serve(d))
-            return;
-        /* Before deaths: a worker that gave up in the combine area may
-         * have made another exit, and the job fails for the first cause. */
-        cb_check(d);
-        for (int i = 0; i < nslots; i++) {
-            struct worker *w = &d->workers[i];
-
-            if (w->state == W_LIVE && w->hup) {
-                /* Requests it posted before dying still count: drain first. */
-                drain(d, i);
-                if (w->state == W_LIVE) {
-                    atomic_store(&w->state, W_DEAD);
-                    trace_worker(w, KVS__TR_DIED, NULL);
-                    fail_job(d, KVS_EPEERDEAD, "rank %d (pid %d) died", w->rank,
-                             (int)w->pid);
-                    worker_release(d, w);
-                }
-            }
-            if (w->state == W_LEFT && w->seg && !w->backlog_len)
-                worker_release(d, w);  /* its CLOSE is answered: reclaim */
-            live += w->state == W_LIVE;
-        }
-        for (int i = 0; i < nslots; i++) {
-            if (d->workers[i].state == W_LIVE) {
-                progress |= drain(d, i);
-                flush_backlog(d, &d->workers[i]);
-            }
-        }
-        if (d->hx)
-            progress |= bridge_serve(d);
-        while (serve_pending(d))
-            progress = 1;
-        wake_workers(d);
-        if (d->nworkers > 0 && connected >= d->nworkers && live == 0) {
-            /* Across hosts a host owns keys that the others still push
-             * to: it stays until every host's workers have left. */
-            if (!d->hx || d->failed) {
-                say(d, "every worker has left: exiting");
-                return;
-            }
-            if (bridge_all_left(d)) {
-                say(d, "every worker of every host has left: exiting");
-                return;
-            }
-        }
-        if (!progress) {
-            d->st.waits++;
-            kvs__bell_wait(d->bell, seen, kvs__now_ns() + SERVE_SLICE_NS, SPIN_NS);
-        }
     }
 }
 
@@ -279,125 +211,139 @@ static void usage(FILE *f)
             "kvsd exits when every worker has left, on SIGINT/SIGTERM, or on kvsctl stop.\n");
 }
 
-int main(int argc, char **argv)
+/* The options kvsd takes, for getopt_long. */
+static const struct option longs[] = {
+    { "job", required_argument, NULL, 'j' },
+    { "workers", required_argument, NULL, 'n' },
+    { "staging", required_argument, NULL, 's' },
+    { "arena", required_argument, NULL, 'a' },
+    { "threads", required_argument, NULL, 't' },
+    { "quiet", no_argument, NULL, 'q' },
+    { "nodes", required_argument, NULL, 'H' },
+    { "node-rank", required_argument, NULL, 'R' },
+    { "coord", required_argument, NULL, 'C' },
+    { "bind", required_argument, NULL, 'B' },
+    { "secret-file", required_argument, NULL, 'S' },
+    { "heartbeat-timeout", required_argument, NULL, 'T' },
+    { "join-timeout", required_argument, NULL, 'J' },
+    { "ready-fd", required_argument, NULL, 'F' },
+    { "help", no_argument, NULL, 'h' },
+    { "version", no_argument, NULL, 'V' },
+    { NULL, 0, NULL, 0 },
+};
+
+/* The defaults, before the options. */
+static void defaults(struct daemon *d)
 {
-    static const struct option longs[] = {
-        { "job", required_argument, NULL, 'j' },
-        { "workers", required_argument, NULL, 'n' },
-        { "staging", required_argument, NULL, 's' },
-        { "arena", required_argument, NULL, 'a' },
-        { "threads", required_argument, NULL, 't' },
-        { "quiet", no_argument, NULL, 'q' },
-        { "nodes", required_argument, NULL, 'H' },
-        { "node-rank", required_argument, NULL, 'R' },
-        { "coord", required_argument, NULL, 'C' },
-        { "bind", required_argument, NULL, 'B' },
-        { "secret-file", required_argument, NULL, 'S' },
-        { "heartbeat-timeout", required_argument, NULL, 'T' },
-        { "join-timeout", required_argument, NULL, 'J' },
-        { "ready-fd", required_argument, NULL, 'F' },
-        { "help", no_argument, NULL, 'h' },
-        { "version", no_argument, NULL, 'V' },
-        { NULL, 0, NULL, 0 },
-    };
-    static struct daemon d;
+    d->o.staging = 256ull << 20;
+    d->o.arena = default_arena();
+    d->o.sq_entries = 1024;
+    d->o.cq_entries = 1024;
+    d->sync = -1;
+    d->o.nhosts = 1;
+    d->o.heartbeat_ns = 5 * 1000000000ll;
+    d->o.join_ns = 60 * 1000000000ll;
+    d->o.ready_fd = -1;
+    d->nhosts = 1;
+    d->lock_fd = d->listen_fd = d->ctl_fd = d->arena_fd = d->arena_ro_fd = d->cb_fd = -1;
+    d->cb_on = -1;
+}
+
+/* A number option (c, its argument arg) into o: -1 when read, else the
+ * exit status 2 (said). */
+static int number_option(struct options *o, int c, const char *arg)
+{
+    char *end;
+    long v = strtol(arg, &end, 10);
+
+    switch (c) {
+    case 'n':
+    case 't':
+        if (*end || v < (c == 'n' ? 1 : 0) || v > (c == 'n' ? MAX_WORKERS : 64)) {
+            fprintf(stderr, "kvsd: bad --%s '%s'\n", c == 'n' ? "workers" : "threads", arg);
+            return 2;
+        }
+        *(c == 'n' ? &o->nworkers : &o->threads) = (int)v;
+        return -1;
+    default:                           /* 'H', 'R', 'F' */
+        if (*end || end == arg || v < (c == 'H') || v > (c == 'F' ? INT_MAX : KVS__HOSTS_MAX)) {
+            fprintf(stderr, "kvsd: bad --%s '%s'\n",
+                    c == 'H' ? "nodes" : c == 'R' ? "node-rank" : "ready-fd", arg);
+            return 2;
+        }
+        *(c == 'H' ? &o->nhosts : c == 'R' ? &o->host : &o->ready_fd) = (int)v;
+        return -1;
+    }
+}
+
+/* A size (c 's', 'a') or a time (c 'T', 'J') option into o: -1 when read,
+ * else the exit status 2 (said). */
+static int measure_option(struct options *o, int c, const char *arg)
+{
+    double secs;
+
+    if (c == 's' || c == 'a') {
+        if (kvs__parse_bytes(arg, c == 's' ? &o->staging : &o->arena) != 0) {
+            fprintf(stderr, "kvsd: --%s '%s' is not a size in bytes (with K, M or G), "
+                    "above 0 and at most 1T\n", c == 's' ? "staging" : "arena", arg);
+            return 2;
+        }
+        if (c == 'a' && o->arena < KVS__ARENA_MIN) {
+            fprintf(stderr, "kvsd: --arena '%s' is below the arena's minimum of 1M\n", arg);
+            return 2;
+        }
+        return -1;
+    }
+    if (kvs__spec_double(arg, strlen(arg), &secs) != 0 || !(secs > 0) || secs > 86400) {
+        fprintf(stderr, "kvsd: --%s '%s' is not a number of seconds in (0, 86400]\n",
+                c == 'T' ? "heartbeat-timeout" : "join-timeout", arg);
+        return 2;
+    }
+    *(c == 'T' ? &o->heartbeat_ns : &o->join_ns) = (int64_t)(secs * 1e9);
+    return -1;
+}
+
+/* Reads the command line into d->o: -1 to go on, else the exit status
+ * (0 after --help or --version, 2 for a bad command line, said). */
+static int parse_options(struct daemon *d, int argc, char **argv)
+{
     struct kvs__err e = { 0, "" };
-    struct sigaction sa = { .sa_handler = on_signal };
-    pthread_t th;
-    int c, rc;
+    int c, rc = -1;
 
-    /* The serve loop allocates per request and per list call (a list of
-     * 200,000 keys makes arrays of tens of MB): kept in the heap rather
-     * than mapped and unmapped each time, they cost page faults once. */
-    mallopt(M_MMAP_THRESHOLD, 256 << 20);
-    mallopt(M_TRIM_THRESHOLD, 512 << 20);
-    d.o.staging = 256ull << 20;
-    d.o.arena = default_arena();
-    d.o.sq_entries = 1024;
-    d.o.cq_entries = 1024;
-    d.sync = -1;
-    d.o.nhosts = 1;
-    d.o.heartbeat_ns = 5 * 1000000000ll;
-    d.o.join_ns = 60 * 1000000000ll;
-    d.o.ready_fd = -1;
-    d.nhosts = 1;
-    d.lock_fd = d.listen_fd = d.ctl_fd = d.arena_fd = d.arena_ro_fd = d.cb_fd = -1;
-    d.cb_on = -1;
-    while ((c = getopt_long(argc, argv, "j:n:qh", longs, NULL)) != -1) {
-        char *end;
-        long v;
-
+    while (rc < 0 && (c = getopt_long(argc, argv, "j:n:qh", longs, NULL)) != -1) {
         switch (c) {
         case 'j':
             if (kvs__job_name_check(optarg, &e) != 0) {
                 fprintf(stderr, "kvsd: %s\n", e.msg);
                 return 2;
             }
-            snprintf(d.o.job, sizeof d.o.job, "%s", optarg);
+            snprintf(d->o.job, sizeof d->o.job, "%s", optarg);
             break;
         case 'n':
         case 't':
-            v = strtol(optarg, &end, 10);
-            if (*end || v < (c == 'n' ? 1 : 0) || v > (c == 'n' ? MAX_WORKERS : 64)) {
-                fprintf(stderr, "kvsd: bad --%s '%s'\n", c == 'n' ? "workers" : "threads",
-                        optarg);
-                return 2;
-            }
-            if (c == 'n')
-                d.o.nworkers = (int)v;
-            else
-                d.o.threads = (int)v;
-            break;
-        case 's':
-        case 'a':
-            if (kvs__parse_bytes(optarg, c == 's' ? &d.o.staging : &d.o.arena) != 0) {
-                fprintf(stderr, "kvsd: --%s '%s' is not a size in bytes (with K, M or G), "
-                        "above 0 and at most 1T\n", c == 's' ? "staging" : "arena", optarg);
-                return 2;
-            }
-            if (c == 'a' && d.o.arena < KVS__ARENA_MIN) {
-                fprintf(stderr, "kvsd: --arena '%s' is below the arena's minimum of 1M\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case 'q':
-            d.o.quiet = 1;
-            break;
         case 'H':
         case 'R':
         case 'F':
-            v = strtol(optarg, &end, 10);
-            if (*end || end == optarg || v < (c == 'H')
-                || v > (c == 'F' ? INT_MAX : KVS__HOSTS_MAX)) {
-                fprintf(stderr, "kvsd: bad --%s '%s'\n",
-                        c == 'H' ? "nodes" : c == 'R' ? "node-rank" : "ready-fd", optarg);
-                return 2;
-            }
-            *(c == 'H' ? &d.o.nhosts : c == 'R' ? &d.o.host : &d.o.ready_fd) = (int)v;
+            rc = number_option(&d->o, c, optarg);
+            break;
+        case 's':
+        case 'a':
+        case 'T':
+        case 'J':
+            rc = measure_option(&d->o, c, optarg);
+            break;
+        case 'q':
+            d->o.quiet = 1;
             break;
         case 'C':
-            d.o.coord = optarg;
+            d->o.coord = optarg;
             break;
         case 'B':
-            d.o.bind = optarg;
+            d->o.bind = optarg;
             break;
         case 'S':
-            d.o.secret_file = optarg;
+            d->o.secret_file = optarg;
             break;
-        case 'T':
-        case 'J': {
-            double secs;
-
-            if (kvs__spec_double(optarg, strlen(optarg), &secs) != 0 || !(secs > 0)
-                || secs > 86400) {
-                fprintf(stderr, "kvsd: --%s '%s' is not a number of seconds in (0, 86400]\n",
-                        c == 'T' ? "heartbeat-timeout" : "join-timeout", optarg);
-                return 2;
-            }
-            *(c == 'T' ? &d.o.heartbeat_ns : &d.o.join_ns) = (int64_t)(secs * 1e9);
-            break;
-        }
         case 'h':
             usage(stdout);
             return 0;
@@ -409,65 +355,137 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!d.o.job[0] || optind != argc) {
+    return rc;
+}
+
+/* The options checked together (extra_args: arguments that are not
+ * options), and this host's part of a job across
+ * hosts named (NAME.hR): -1 to go on, else the exit status 2 (said). */
+static int check_options(struct options *o, int extra_args)
+{
+    struct kvs__err e = { 0, "" };
+    char local[2 * KVS__JOB_MAX];
+
+    if (!o->job[0] || extra_args) {
         usage(stderr);
         return 2;
     }
-    if (d.o.nhosts > 1 && (!d.o.coord || !d.o.nworkers || d.o.host >= d.o.nhosts)) {
+    if (o->nhosts > 1 && (!o->coord || !o->nworkers || o->host >= o->nhosts)) {
         fprintf(stderr, "kvsd: a job of %d hosts needs --coord, --workers and a --node-rank "
-                "below %d\n", d.o.nhosts, d.o.nhosts);
+                "below %d\n", o->nhosts, o->nhosts);
         return 2;
     }
-    snprintf(d.o.net_job, sizeof d.o.net_job, "%s", d.o.job);
-    if (d.o.nhosts > 1) {
-        char local[2 * KVS__JOB_MAX];
+    snprintf(o->net_job, sizeof o->net_job, "%s", o->job);
+    if (o->nhosts == 1)
+        return -1;
+    snprintf(local, sizeof local, "%s.h%d", o->net_job, o->host);
+    if (kvs__job_name_check(local, &e) != 0) {
+        fprintf(stderr, "kvsd: this host's part of job '%s' is named '%s': %s\n", o->net_job,
+                local, e.msg);
+        return 2;
+    }
+    memcpy(o->job, local, strlen(local) + 1);  /* checked: at most KVS__JOB_MAX */
+    return -1;
+}
 
-        snprintf(local, sizeof local, "%s.h%d", d.o.net_job, d.o.host);
-        if (kvs__job_name_check(local, &e) != 0) {
-            fprintf(stderr, "kvsd: this host's part of job '%s' is named '%s': %s\n",
-                    d.o.net_job, local, e.msg);
-            return 2;
-        }
-        memcpy(d.o.job, local, strlen(local) + 1);  /* checked: at most KVS__JOB_MAX */
-    }
-    d.nworkers = d.total = d.o.nworkers;
+/* The state before set-up: the workers' slots empty, the locks, the
+ * signals. */
+static void init_state(struct daemon *d)
+{
+    struct sigaction sa = { .sa_handler = on_signal };
+
+    d->nworkers = d->total = d->o.nworkers;
     for (int i = 0; i < MAX_WORKERS; i++) {
-        d.workers[i].sock = -1;
-        d.workers[i].pidfd = -1;
+        d->workers[i].sock = -1;
+        d->workers[i].pidfd = -1;
     }
-    pthread_mutex_init(&d.lock, NULL);
-    pthread_mutex_init(&d.ctl_lock, NULL);
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_mutex_init(&d->ctl_lock, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
+
+/* The modules' hooks, in the order a failing job runs them: the other
+ * hosts and the workers combining learn of it first, then the waiting
+ * requests end (async pushes forwarded, saves and loads, rounds,
+ * collectives). bridge_init also gives rounds.c its round_ops. */
+static void register_hooks(struct daemon *d)
+{
+    bridge_init(d);
+    cb_init(d);
+    states_init(d);
+    rounds_init(d);
+    colls_init(d);
+}
+
+/* Joins the other hosts, if any, and tells the ready fd: 0, or 1 (said;
+ * everything undone). */
+static int join_hosts(struct daemon *d)
+{
+    struct kvs__err e = { 0, "" };
+
+    if (d->o.nhosts > 1 && hosts_start(d, &e) != 0) {
+        fprintf(stderr, "kvsd: host %d of job '%s': %s\n", d->o.host, d->o.job, e.msg);
+        hosts_stop(d, 0);
+        teardown(d);
+        return 1;
+    }
+    if (d->o.ready_fd >= 0) {
+        dprintf(d->o.ready_fd, "%d %d\n", d->rank0, d->total);
+        close(d->o.ready_fd);
+    }
+    return 0;
+}
+
+/* Serves until the end with the socket thread beside, then ends the links
+ * and the thread: 0, or 1 when the thread did not start (said). */
+static int run(struct daemon *d)
+{
+    pthread_t th;
+    int rc;
+
+    say(d, "serving on %s", d->sock_path);
+    if ((rc = pthread_create(&th, NULL, accept_thread, d)) != 0) {
+        fprintf(stderr, "kvsd: cannot start a thread: %s\n", strerror(rc));
+        return 1;
+    }
+    serve_run(d);
+    /* Ended by a signal, or failed: the other hosts see the links close
+     * without a bye, which fails their job too. */
+    hosts_stop(d, !stop_signal && !d->failed);
+    stop_signal = 1;
+    pthread_join(th, NULL);
+    trace_write(d);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct daemon d;
+    struct kvs__err e = { 0, "" };
+    int rc;
+
+    /* The serve loop allocates per request and per list call (a list of
+     * 200,000 keys makes arrays of tens of MB): kept in the heap rather
+     * than mapped and unmapped each time, they cost page faults once. */
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+    defaults(&d);
+    if ((rc = parse_options(&d, argc, argv)) >= 0)
+        return rc;
+    if ((rc = check_options(&d.o, optind != argc)) >= 0)
+        return rc;
+    init_state(&d);
+    register_hooks(&d);
     if ((rc = setup(&d, &e)) != 0) {
         fprintf(stderr, "kvsd: %s\n", e.msg);
         teardown(&d);
         return rc == -EBUSY ? 3 : 1;
     }
-    if (d.o.nhosts > 1 && (rc = hosts_start(&d, &e)) != 0) {
-        fprintf(stderr, "kvsd: host %d of job '%s': %s\n", d.o.host, d.o.job, e.msg);
-        hosts_stop(&d, 0);
-        teardown(&d);
+    if (join_hosts(&d) != 0)
         return 1;
-    }
-    if (d.o.ready_fd >= 0) {
-        dprintf(d.o.ready_fd, "%d %d\n", d.rank0, d.total);
-        close(d.o.ready_fd);
-    }
-    say(&d, "serving on %s", d.sock_path);
-    if ((rc = pthread_create(&th, NULL, socket_thread, &d)) != 0) {
-        fprintf(stderr, "kvsd: cannot start a thread: %s\n", strerror(rc));
-        teardown(&d);
-        return 1;
-    }
-    serve(&d);
-    /* Ended by a signal, or failed: the other hosts see the links close
-     * without a bye, which fails their job too. */
-    hosts_stop(&d, !stop_signal && !d.failed);
-    stop_signal = 1;
-    pthread_join(th, NULL);
-    trace_write(&d);
+    rc = run(&d);
     teardown(&d);
-    return 0;
+    return rc;
 }

@@ -23,7 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvsd.h"
+#include "states.h"
+#include "answers.h"
+#include "combined.h"
+#include "hosts.h"
+#include "job.h"
+#include "owners.h"
+
 #include "kernels/optim.h"
 #include "store/statefile.h"
 
@@ -49,10 +55,10 @@ static int owned(void *ctx, kvs_key_t key)
     struct kvs__entry_info info;
     struct kvs__err e;
 
-    if (key_owner(d, key) == d->me)
+    if (owners_key(d, key) == d->me)
         return 1;
     return kvs__engine_lookup(d->eng, key, &info, &e) == 0
-           && key_parts(d, info.bytes) > 1;
+           && owners_nparts(d, info.bytes) > 1;
 }
 
 /* part for the engine: the elements of a big key's state host h keeps. */
@@ -64,7 +70,7 @@ static int part_of(void *ctx, kvs_key_t key, int h, size_t *first, size_t *n)
     uint64_t f, c;
 
     if (kvs__engine_lookup(d->eng, key, &info, &e) != 0
-        || !host_range(d, key, info.count, info.dtype, h, &f, &c))
+        || !owners_host_range(d, key, info.count, info.dtype, h, &f, &c))
         return 0;
     *first = (size_t)f;
     *n = (size_t)c;
@@ -86,7 +92,7 @@ static int send_states(struct daemon *d, int type, uint8_t op, uint64_t token, i
 {
     struct kvs__wire_msg m = { .op = op, .b = token, .status = status, .data = data,
                                .len = len };
-    struct frame *f = frame_new(d, type, &m, NULL);
+    struct frame *f = hosts_frame_new(d, type, &m, NULL);
 
     if (!f)
         return -ENOMEM;
@@ -128,7 +134,7 @@ static void finish_states(struct daemon *d, struct stq *q)
         free(who);
         snprintf(q->msg, sizeof q->msg, "%s", e.msg);
     }
-    complete(d, q->r, rc, q->msg);
+    answer_complete(d, q->r, rc, q->msg);
     stq_free(d, q);
 }
 
@@ -166,7 +172,7 @@ int states_start(struct daemon *d, struct req *r, const char *path, struct kvs__
         if (send_states(d, KVS__FRAME_STATES_ASK, q->op, q->token, 0, file, flen, h) != 0) {
             free(file);
             stq_free(d, q);
-            fail_job(d, -ENOMEM, "kvsd: out of memory asking for states");
+            job_fail(d, -ENOMEM, "kvsd: out of memory asking for states");
             return kvs__fail(e, -ENOMEM, "kvsd: out of memory asking for states");
         }
         q->asked[h] = 1;
@@ -191,7 +197,7 @@ void states_on_ask(struct daemon *d, int h, const struct kvs__wire_msg *m)
     if (m->op == KVS__OP_SAVE_STATES) {
         rc = kvs__engine_encode_states(d->eng, owned, d, &img, &len, &e);
     } else {
-        snprintf(what, sizeof what, "the states %s sent", host_name(d, h));
+        snprintf(what, sizeof what, "the states %s sent", hosts_name(d, h));
         rc = kvs__engine_load_image(d->eng, m->data, m->len, what, owned, d, &e);
     }
     if (rc != 0)
@@ -200,7 +206,7 @@ void states_on_ask(struct daemon *d, int h, const struct kvs__wire_msg *m)
         rc = send_states(d, KVS__FRAME_STATES, m->op, m->b, 0, img, len, h);
     free(img);
     if (rc != 0)
-        fail_job(d, -ENOMEM, "kvsd: out of memory answering %s for states", host_name(d, h));
+        job_fail(d, -ENOMEM, "kvsd: out of memory answering %s for states", hosts_name(d, h));
 }
 
 void states_on_answer(struct daemon *d, int h, const struct kvs__wire_msg *m)
@@ -212,18 +218,18 @@ void states_on_answer(struct daemon *d, int h, const struct kvs__wire_msg *m)
         if (q->token == m->b)
             break;
     if (!q || q->op != m->op || q->asked[h] != 1) {
-        fail_job(d, KVS_EPROTO, "%s broke the protocol: an answer about states it was not "
-                 "asked for", host_name(d, h));
+        job_fail(d, KVS_EPROTO, "%s broke the protocol: an answer about states it was not "
+                 "asked for", hosts_name(d, h));
         return;
     }
     q->asked[h] = 2;
     if (m->status != 0 && q->status == 0) {
         q->status = m->status;
-        snprintf(q->msg, sizeof q->msg, "on %s: %s", host_name(d, h),
+        snprintf(q->msg, sizeof q->msg, "on %s: %s", hosts_name(d, h),
                  kvs__wire_msg_text(m, text));
     } else if (m->status == 0 && m->op == KVS__OP_SAVE_STATES) {
         if (!(q->img[h] = malloc(m->len ? m->len : 1))) {
-            fail_job(d, -ENOMEM, "kvsd: out of memory for the states of %s", host_name(d, h));
+            job_fail(d, -ENOMEM, "kvsd: out of memory for the states of %s", hosts_name(d, h));
             return;
         }
         memcpy(q->img[h], m->data, m->len);
@@ -245,18 +251,51 @@ void states_explain(const struct daemon *d, int wi, uint64_t seq, char *buf, siz
                                                              : "kvs_load_optimizer_states");
         for (int h = 0; h < d->nhosts && o < size; h++)
             if (q->asked[h] == 1)
-                o += (size_t)snprintf(buf + o, size - o, " %s", host_name(d, h));
+                o += (size_t)snprintf(buf + o, size - o, " %s", hosts_name(d, h));
         return;
     }
 }
 
-void states_fail(struct daemon *d, int status, const char *msg)
+/* Any worker may set the optimizer, at any time (as MXNet lets any worker
+ * send it to the servers): it replaces the one before and drops its state.
+ * The same spec again is a no-op that keeps the state, so that every
+ * worker may make the same call at start-up whenever it gets there.
+ * Across hosts every host sets it: the owners of the keys run it. */
+int states_set_optimizer(struct daemon *d, const char *spec, const char *who, struct kvs__err *e)
+{
+    const char *cur = kvs__engine_optimizer(d->eng);
+    char *was = NULL;
+    int rc;
+
+    if (cur && strcmp(cur, spec) == 0)
+        return 0;
+    if (cur && !(was = strdup(cur)))
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory");
+    if ((rc = kvs__engine_set_optimizer(d->eng, spec, e)) == 0) {
+        say(d, "%s set the optimizer to '%s'%s%s%s", who, spec, was ? " (was '" : "",
+            was ? was : "", was ? "': its state is dropped)" : "");
+        cb_optimizer(d);
+    }
+    free(was);
+    return rc;
+}
+
+/* The job failed: every save and load waiting for the hosts ends with its
+ * failure. */
+static void states_fail(struct daemon *d, int status, const char *msg)
 {
     while (d->stq) {
         struct stq *q = d->stq;
 
         d->stq = q->next;
-        complete(d, q->r, status, msg);
+        answer_complete(d, q->r, status, msg);
         stq_free(d, q);
     }
+}
+
+void states_init(struct daemon *d)
+{
+    static const struct fail_hook hook = { NULL, states_fail };
+
+    job_hook(d, &hook);
 }

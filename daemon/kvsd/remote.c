@@ -32,7 +32,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "kvsd.h"
+#include "remote.h"
 
 /* The most bytes one process_vm_readv moves (the kernel's own cap is
  * about 2 GiB). */
@@ -111,7 +111,7 @@ int remote_sources(struct daemon *d, const struct round *rd, struct kvs__source 
         if (!r)
             continue;
         src[j] = (struct kvs__source){ NULL, NULL };
-        if (req_remote(r)) {
+        if (remote_in_worker(r)) {
             s[j] = (struct remote_src){ &d->workers[w], r->s.data_off };
             src[j] = (struct kvs__source){ source_read, &s[j] };
             d->workers[w].remote_used = 1;
@@ -130,7 +130,7 @@ size_t remote_ctx_size(void)
 }
 
 /* 1 when w's process has exited (its pid may name another process now). */
-static int exited(const struct worker *w)
+int remote_exited(const struct worker *w)
 {
     struct pollfd p = { .fd = w->pidfd, .events = POLLIN };
     int rc;
@@ -138,32 +138,6 @@ static int exited(const struct worker *w)
     while ((rc = poll(&p, 1, 0)) < 0 && errno == EINTR)
         ;
     return rc != 0;
-}
-
-int remote_check(struct daemon *d)
-{
-    int bad = 0;
-
-    if (!d->remote_read)               /* nothing was read since the last check */
-        return 0;
-    d->remote_read = 0;
-    for (int i = 0; i < d->nworkers; i++) {
-        struct worker *w = &d->workers[i];
-        int rc = atomic_exchange(&w->remote_bad, 0);
-
-        if (!w->remote_used)
-            continue;
-        w->remote_used = 0;
-        if (rc == 0 && !exited(w))
-            continue;
-        bad = 1;
-        if (atomic_load(&w->state) == W_LIVE)
-            evict(d, w, rc ? "kvsd could not read a push out of its memory" : "it exited");
-        else
-            fail_job(d, KVS_EPEERDEAD, "rank %d (pid %d): kvsd could not read a push out of "
-                     "its memory", w->rank, (int)w->pid);
-    }
-    return bad ? -1 : 0;
 }
 
 int remote_copy(struct daemon *d, struct req *r)
@@ -174,7 +148,7 @@ int remote_copy(struct daemon *d, struct req *r)
     if (!(r->copy = malloc(r->s.data_len ? r->s.data_len : 1)))
         return -ENOMEM;
     r->copy_dev = KVS_HOST;
-    if ((rc = remote_read(w->pid, r->s.data_off, r->copy, r->s.data_len)) == 0 && exited(w))
+    if ((rc = remote_read(w->pid, r->s.data_off, r->copy, r->s.data_len)) == 0 && remote_exited(w))
         rc = -ESRCH;
     if (rc != 0) {
         free(r->copy);

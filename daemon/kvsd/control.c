@@ -4,9 +4,9 @@
  * answers to status, keys, stats, stop and sample, written as text that
  * is cut between lines, never inside one, when it does not fit.
  *
- * Two sides. ctl_accept runs on the socket thread: it decodes and checks
+ * Two sides. control_accept runs on the socket thread: it decodes and checks
  * the request, then queues the connection or refuses it; that side never
- * looks at the engine, the rounds or the counters. ctl_serve runs on the
+ * looks at the engine, the rounds or the counters. control_serve runs on the
  * serve thread, which alone owns the job's state: it writes each answer,
  * sends it with a short deadline and closes the connection. Nothing here
  * changes the store or a worker, and nothing waits without a deadline;
@@ -23,7 +23,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "kvsd.h"
+#include "control.h"
+#include "combined.h"
+#include "waits.h"
+
 #include "shm/shm.h"
 
 #define CTL_SEND_NS     (50 * 1000000ll)   /* the serve thread's wait to send one answer */
@@ -140,7 +143,7 @@ static void ctl_status(struct daemon *d, struct text *t)
         text_add(t, "failed: yes: %s\n", d->fail_msg);
     else
         text_add(t, "failed: no\n");
-    list_waits(d, wait_line, t);
+    waits_list(d, wait_line, t);
 }
 
 static int count_on_gpu(void *ctx, kvs_key_t key, const struct kvs__entry_info *info)
@@ -575,7 +578,7 @@ static void ctl_send(int fd, const struct kvs__ctl_reply *r, int64_t deadline_ns
 
 /* Answers the control requests the socket thread queued (serve thread).
  * Returns 1 when one of them was stop. */
-int ctl_serve(struct daemon *d)
+int control_serve(struct daemon *d)
 {
     struct ctl_conn q[CTL_QUEUE_MAX];
     int n, stop = 0;
@@ -652,7 +655,7 @@ static void ctl_refuse(int fd, int status, const char *fmt, ...)
 /* A connection whose first message is a control request (socket thread):
  * checked, then queued for the serve thread, which answers and closes it.
  * Takes fd. */
-void ctl_accept(struct daemon *d, int fd, const void *msg, size_t len, pid_t pid)
+void control_accept(struct daemon *d, int fd, const void *msg, size_t len, pid_t pid)
 {
     struct kvs__err e = { 0, "" };
     struct kvs__ctl_request q;

@@ -39,10 +39,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "hosts.h"
+
 #include "net/auth.h"
 #include "base/bytes.h"
 #include "net/handshake.h"
-#include "kvsd.h"
 #include "shm/shm.h"
 #include "net/transport.h"
 #include "proto/wire.h"
@@ -101,7 +102,7 @@ struct hosts {
     int quit;                          /* 1: end after sending what is queued */
 };
 
-const char *host_name(const struct daemon *d, int host)
+const char *hosts_name(const struct daemon *d, int host)
 {
     return d->hx && host >= 0 && host < d->hx->n ? d->hx->l[host].name : "a host";
 }
@@ -214,21 +215,118 @@ static int take_one(struct daemon *d, int lfd, const struct kvs__secret *sec,
 }
 
 /* The mesh: see the head of this file. */
+/* What a join's steps share. */
+struct joining {
+    const struct kvs__secret *sec;
+    struct kvs__host_id me;
+    int64_t deadline;
+    int lfd;                           /* where this host takes the others' links */
+    struct kvs__wire_place *roster;    /* [hosts] */
+    unsigned char *rbuf;               /* the roster's frame, of rbytes */
+    size_t rbytes;
+};
+
+/* A join that failed with rc: a timeout names the hosts that did not come. */
+static int join_failed(struct daemon *d, int rc, struct kvs__err *e)
+{
+    struct hosts *hx = d->hx;
+    char who[256] = "", why[sizeof e->msg];
+    size_t o = 0;
+
+    if (rc != -ETIMEDOUT)
+        return rc;
+    snprintf(why, sizeof why, "%s", e->msg);   /* e->msg is rewritten below */
+    for (int i = 0; i < hx->n && o + 16 < sizeof who; i++)
+        if (i != hx->me && hx->l[i].fd < 0)
+            o += (size_t)snprintf(who + o, sizeof who - o, "%s%d", o ? ", " : "", i);
+    return kvs__fail(e, -ETIMEDOUT, "the job's hosts did not all join within %lld s "
+                     "(coordinator %s; host%s %s missing)%s%s",
+                     (long long)(d->o.join_ns / SEC_NS), d->o.coord,
+                     strchr(who, ',') ? "s" : "", who, why[0] ? ": " : "", why);
+}
+
+/* Host 0 takes every other host's join, then sends them all the roster. */
+static int join_host0(struct daemon *d, struct joining *j, struct kvs__err *e)
+{
+    struct hosts *hx = d->hx;
+    int rc;
+
+    for (int i = 1; i < hx->n; i++)
+        if ((rc = take_one(d, j->lfd, j->sec, &j->me, j->deadline, j->roster, e)) != 0)
+            return join_failed(d, rc, e);
+    kvs__wire_roster_encode(j->roster, (uint32_t)hx->n, j->rbuf);
+    for (int i = 1; i < hx->n; i++)
+        if ((rc = kvs__frame_write(hx->l[i].fd, KVS__FRAME_ROSTER, 0, j->rbuf, j->rbytes,
+                                   j->deadline, e)) != 0)
+            return rc;
+    return 0;
+}
+
+/* Any other host joins at host 0 (chost:cport), telling it the port it
+ * listens on, takes the roster, connects to the hosts of lower rank and
+ * takes the links of those above. */
+static int join_other(struct daemon *d, struct joining *j, const char *chost, uint16_t cport,
+                      uint16_t port, struct kvs__err *e)
+{
+    struct hosts *hx = d->hx;
+    struct kvs__wire_join jn = { .port = port };
+    char addr[KVS__ADDR_MAX];
+    unsigned char p[256];
+    size_t len;
+    uint32_t from;
+    int fd, rc;
+
+    if (d->o.bind && strcmp(d->o.bind, "0.0.0.0") != 0 && strcmp(d->o.bind, "::") != 0)
+        snprintf(jn.addr, sizeof jn.addr, "%s", d->o.bind);
+    if ((rc = kvs__tcp_connect(chost, cport, j->deadline, &fd, e)) != 0)
+        return join_failed(d, rc, e);
+    hx->l[0].fd = fd;
+    peer_addr(fd, addr, sizeof addr);
+    snprintf(hx->l[0].name, sizeof hx->l[0].name, "host 0 (%s)", addr);
+    kvs__wire_join_encode(&jn, p);
+    if ((rc = kvs__handshake_client(fd, j->sec, &j->me, 0, j->deadline, e)) != 0
+        || (rc = kvs__frame_write(fd, KVS__FRAME_JOIN, (uint32_t)hx->me, p,
+                                  kvs__frame_payload_bytes(KVS__FRAME_JOIN), j->deadline,
+                                  e)) != 0
+        || (rc = kvs__frame_read(fd, (uint32_t)hx->n, KVS__FRAME_ROSTER, j->rbuf, j->rbytes,
+                                 &len, &from, j->deadline, e)) != 0
+        || (rc = kvs__wire_roster_decode(j->rbuf, len, (uint32_t)hx->n, j->roster, e)) != 0)
+        return join_failed(d, rc, e);
+    if (j->roster[hx->me].nworkers != (uint32_t)d->o.nworkers)
+        return kvs__fail(e, KVS_EPROTO, "host 0's roster gives this host %u workers, not %d",
+                         (unsigned)j->roster[hx->me].nworkers, d->o.nworkers);
+    hx->l[0].nworkers = j->roster[0].nworkers;
+    for (int i = 1; i < hx->me; i++) {
+        if ((rc = kvs__tcp_connect(j->roster[i].addr, j->roster[i].port, j->deadline, &fd,
+                                   e)) != 0)
+            return join_failed(d, rc, e);
+        hx->l[i].fd = fd;
+        hx->l[i].nworkers = j->roster[i].nworkers;
+        snprintf(hx->l[i].name, sizeof hx->l[i].name, "host %d (%s)", i, j->roster[i].addr);
+        if ((rc = kvs__handshake_client(fd, j->sec, &j->me, (uint32_t)i, j->deadline, e)) != 0)
+            return join_failed(d, rc, e);
+    }
+    for (int i = hx->me + 1; i < hx->n; i++)
+        if ((rc = take_one(d, j->lfd, j->sec, &j->me, j->deadline, j->roster, e)) != 0)
+            return join_failed(d, rc, e);
+    return 0;
+}
+
 static int join(struct daemon *d, const struct kvs__secret *sec, struct kvs__err *e)
 {
     struct hosts *hx = d->hx;
-    struct kvs__host_id me = { d->o.net_job, (uint32_t)hx->me, (uint32_t)hx->n,
-                               (uint32_t)d->o.nworkers };
-    int64_t deadline = kvs__now_ns() + d->o.join_ns;
-    struct kvs__wire_place *roster = calloc((size_t)hx->n, sizeof *roster);
-    char chost[256], addr[KVS__ADDR_MAX];
+    struct joining j = { sec, { d->o.net_job, (uint32_t)hx->me, (uint32_t)hx->n,
+                                (uint32_t)d->o.nworkers },
+                         kvs__now_ns() + d->o.join_ns, -1,
+                         calloc((size_t)hx->n, sizeof *j.roster), NULL,
+                         kvs__wire_roster_bytes((uint32_t)hx->n) };
+    char chost[256];
     const char *bind;
     uint16_t cport = 0, port = 0;
-    size_t rbytes = kvs__wire_roster_bytes((uint32_t)hx->n);
-    unsigned char *rbuf = malloc(rbytes);
-    int lfd = -1, rc;
+    int rc;
 
-    if (!roster || !rbuf) {
+    j.rbuf = malloc(j.rbytes);
+    if (!j.roster || !j.rbuf) {
         rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
@@ -242,90 +340,27 @@ static int join(struct daemon *d, const struct kvs__secret *sec, struct kvs__err
     }
     if (hx->me == 0)
         port = cport;
-    if ((rc = kvs__tcp_listen(bind, &port, LISTEN_BACKLOG, &lfd, e)) != 0)
+    if ((rc = kvs__tcp_listen(bind, &port, LISTEN_BACKLOG, &j.lfd, e)) != 0)
         goto out;
-    roster[hx->me].nworkers = (uint32_t)d->o.nworkers;
-    if (hx->me == 0) {
-        for (int i = 1; i < hx->n; i++)
-            if ((rc = take_one(d, lfd, sec, &me, deadline, roster, e)) != 0)
-                goto out_join;
-        kvs__wire_roster_encode(roster, (uint32_t)hx->n, rbuf);
-        for (int i = 1; i < hx->n; i++)
-            if ((rc = kvs__frame_write(hx->l[i].fd, KVS__FRAME_ROSTER, 0, rbuf, rbytes,
-                                       deadline, e)) != 0)
-                goto out;
-    } else {
-        struct kvs__wire_join j = { .port = port };
-        unsigned char p[256];
-        size_t len;
-        uint32_t from;
-        int fd;
-
-        if (d->o.bind && strcmp(d->o.bind, "0.0.0.0") != 0 && strcmp(d->o.bind, "::") != 0)
-            snprintf(j.addr, sizeof j.addr, "%s", d->o.bind);
-        if ((rc = kvs__tcp_connect(chost, cport, deadline, &fd, e)) != 0)
-            goto out_join;
-        hx->l[0].fd = fd;
-        peer_addr(fd, addr, sizeof addr);
-        snprintf(hx->l[0].name, sizeof hx->l[0].name, "host 0 (%s)", addr);
-        kvs__wire_join_encode(&j, p);
-        if ((rc = kvs__handshake_client(fd, sec, &me, 0, deadline, e)) != 0
-            || (rc = kvs__frame_write(fd, KVS__FRAME_JOIN, (uint32_t)hx->me, p,
-                                      kvs__frame_payload_bytes(KVS__FRAME_JOIN), deadline,
-                                      e)) != 0
-            || (rc = kvs__frame_read(fd, (uint32_t)hx->n, KVS__FRAME_ROSTER, rbuf, rbytes,
-                                     &len, &from, deadline, e)) != 0
-            || (rc = kvs__wire_roster_decode(rbuf, len, (uint32_t)hx->n, roster, e)) != 0)
-            goto out_join;
-        if (roster[hx->me].nworkers != (uint32_t)d->o.nworkers) {
-            rc = kvs__fail(e, KVS_EPROTO, "host 0's roster gives this host %u workers, not %d",
-                           (unsigned)roster[hx->me].nworkers, d->o.nworkers);
-            goto out;
-        }
-        hx->l[0].nworkers = roster[0].nworkers;
-        for (int i = 1; i < hx->me; i++) {
-            if ((rc = kvs__tcp_connect(roster[i].addr, roster[i].port, deadline, &fd, e)) != 0)
-                goto out_join;
-            hx->l[i].fd = fd;
-            hx->l[i].nworkers = roster[i].nworkers;
-            snprintf(hx->l[i].name, sizeof hx->l[i].name, "host %d (%s)", i, roster[i].addr);
-            if ((rc = kvs__handshake_client(fd, sec, &me, (uint32_t)i, deadline, e)) != 0)
-                goto out_join;
-        }
-        for (int i = hx->me + 1; i < hx->n; i++)
-            if ((rc = take_one(d, lfd, sec, &me, deadline, roster, e)) != 0)
-                goto out_join;
-    }
+    j.roster[hx->me].nworkers = (uint32_t)d->o.nworkers;
+    rc = hx->me == 0 ? join_host0(d, &j, e) : join_other(d, &j, chost, cport, port, e);
+    if (rc != 0)
+        goto out;
     d->rank0 = 0;
     d->total = 0;
     for (int i = 0; i < hx->n; i++) {
         if (i < hx->me)
-            d->rank0 += (int)roster[i].nworkers;
-        d->total += (int)roster[i].nworkers;
+            d->rank0 += (int)j.roster[i].nworkers;
+        d->total += (int)j.roster[i].nworkers;
     }
     if (d->total > MAX_WORKERS)
         rc = kvs__fail(e, KVS_EBADARG, "the job's hosts run %d workers; at most %d", d->total,
                        MAX_WORKERS);
-    goto out;
-out_join:
-    if (rc == -ETIMEDOUT) {
-        char who[256] = "", why[sizeof e->msg];
-        size_t o = 0;
-
-        snprintf(why, sizeof why, "%s", e->msg);   /* e->msg is rewritten below */
-        for (int i = 0; i < hx->n && o + 16 < sizeof who; i++)
-            if (i != hx->me && hx->l[i].fd < 0)
-                o += (size_t)snprintf(who + o, sizeof who - o, "%s%d", o ? ", " : "", i);
-        rc = kvs__fail(e, -ETIMEDOUT, "the job's hosts did not all join within %lld s "
-                       "(coordinator %s; host%s %s missing)%s%s",
-                       (long long)(d->o.join_ns / SEC_NS), d->o.coord,
-                       strchr(who, ',') ? "s" : "", who, why[0] ? ": " : "", why);
-    }
 out:
-    if (lfd >= 0)
-        close(lfd);
-    free(roster);
-    free(rbuf);
+    if (j.lfd >= 0)
+        close(j.lfd);
+    free(j.roster);
+    free(j.rbuf);
     return rc;
 }
 
@@ -514,7 +549,7 @@ static struct frame *beat_new(const struct daemon *d, const struct link *l, int6
         m.data = hold;
         m.len = sizeof hold;
     }
-    return frame_new(d, KVS__FRAME_HEARTBEAT, &m, NULL);
+    return hosts_frame_new(d, KVS__FRAME_HEARTBEAT, &m, NULL);
 }
 
 /* Bytes that came on link h: frames cut out of them go up. Returns 0, or
@@ -754,7 +789,7 @@ static void *links_thread(void *arg)
 
 /* ---- the serve thread's side -------------------------------------------- */
 
-struct frame *frame_new(const struct daemon *d, int type, const struct kvs__wire_msg *m,
+struct frame *hosts_frame_new(const struct daemon *d, int type, const struct kvs__wire_msg *m,
                         void **data)
 {
     size_t body = kvs__wire_msg_bytes(m);
@@ -905,7 +940,7 @@ void hosts_stop(struct daemon *d, int clean)
     if (hx->running) {
         if (clean) {
             struct kvs__wire_msg m = { 0 };
-            struct frame *f = frame_new(d, KVS__FRAME_BYE, &m, NULL);
+            struct frame *f = hosts_frame_new(d, KVS__FRAME_BYE, &m, NULL);
 
             if (f)
                 hosts_post(d, f, HOSTS_ALL);

@@ -23,8 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives.h"
+#include "answers.h"
+#include "arena.h"
+#include "combined.h"
+#include "devbufs.h"
+#include "hosts.h"
+#include "job.h"
+#include "req.h"
+
 #include "kernels/array.h"
-#include "kvsd.h"
 #include "device/mem.h"
 
 /* Collectives waiting are found by a hash of their op and key: a list
@@ -205,7 +213,7 @@ static int init_one(struct daemon *d, const struct coll *c, const struct req *fi
  * in one engine call: a list of many keys is many inits, and one call per
  * key costs more than the copying. If that call fails (it then changed
  * nothing), each init is stored alone and gets its own status. */
-void finish_inits(struct daemon *d)
+void colls_finish_inits(struct daemon *d)
 {
     struct coll *list = d->inits;
     struct kvs__err e = { 0, "" };
@@ -243,7 +251,7 @@ void finish_inits(struct daemon *d)
         next = c->next;
         if (rc != 0)
             status = init_value(d, c, &f, &one) ? one.code : init_one(d, c, f, &one);
-        complete_list(d, c->reqs, status, one.msg);
+        answer_complete_list(d, c->reqs, status, one.msg);
         coll_free(c);
     }
     free(keys);
@@ -252,7 +260,7 @@ void finish_inits(struct daemon *d)
 }
 
 /* Every worker has come: a barrier completes now, an init joins the
- * others of this pass (finish_inits). */
+ * others of this pass (colls_finish_inits). */
 static void coll_finish(struct daemon *d, struct coll *c)
 {
     coll_unlink(d, c);
@@ -262,12 +270,12 @@ static void coll_finish(struct daemon *d, struct coll *c)
         d->inits = c;
         return;
     }
-    complete_list(d, c->reqs, 0, NULL);
+    answer_complete_list(d, c->reqs, 0, NULL);
     coll_free(c);
 }
 
 /* Host 0 tells the others that c is complete: an init with its value (or
- * why it fails), checked here first as finish_inits will check it. */
+ * why it fails), checked here first as colls_finish_inits will check it. */
 static void tell_done(struct daemon *d, const struct coll *c)
 {
     struct kvs__wire_msg m = { .op = c->op };
@@ -293,8 +301,8 @@ static void tell_done(struct daemon *d, const struct coll *c)
             m.len = strlen(e.msg);
         }
     }
-    if (!(fr = frame_new(d, KVS__FRAME_DONE, &m, NULL))) {
-        fail_job(d, -ENOMEM, "kvsd: out of memory for a collective's end");
+    if (!(fr = hosts_frame_new(d, KVS__FRAME_DONE, &m, NULL))) {
+        job_fail(d, -ENOMEM, "kvsd: out of memory for a collective's end");
         return;
     }
     hosts_post(d, fr, HOSTS_IN);
@@ -305,7 +313,7 @@ static void tell_done(struct daemon *d, const struct coll *c)
  * tells host 0 and waits for its DONE. */
 static void coll_check(struct daemon *d, struct coll *c)
 {
-    if (c->narrived < expected(d))
+    if (c->narrived < job_expected(d))
         return;
     if (d->hx && d->me != 0) {
         struct kvs__wire_msg m = { .op = c->op };
@@ -315,8 +323,8 @@ static void coll_check(struct daemon *d, struct coll *c)
             return;
         if (c->op == KVS__OP_INIT)
             m.key = c->key;
-        if (!(f = frame_new(d, KVS__FRAME_ARRIVE, &m, NULL))) {
-            fail_job(d, -ENOMEM, "kvsd: out of memory for a collective");
+        if (!(f = hosts_frame_new(d, KVS__FRAME_ARRIVE, &m, NULL))) {
+            job_fail(d, -ENOMEM, "kvsd: out of memory for a collective");
             return;
         }
         hosts_post(d, f, 0);
@@ -374,16 +382,16 @@ static int init_take(struct daemon *d, struct coll *c, const struct req *r, stru
     return 0;
 }
 
-void coll_arrive(struct daemon *d, struct req *r)
+void colls_arrive(struct daemon *d, struct req *r)
 {
     struct coll *c = coll_find(d, r->s.op, req_key(&r->s));
 
     if (c && c->arrived[r->w]) {
-        complete(d, r, KVS_EBADARG, "this worker already waits in the same collective");
+        answer_complete(d, r, KVS_EBADARG, "this worker already waits in the same collective");
         return;
     }
     if (!c && !(c = coll_new(d, r->s.op, req_key(&r->s)))) {
-        complete(d, r, -ENOMEM, "kvsd: out of memory");
+        answer_complete(d, r, -ENOMEM, "kvsd: out of memory");
         return;
     }
     /* An init's value is needed when the last worker arrives, and a worker
@@ -398,7 +406,7 @@ void coll_arrive(struct daemon *d, struct req *r)
         int rc = init_take(d, c, r, &e);
 
         if (rc != 0) {
-            complete(d, r, rc, e.msg);
+            answer_complete(d, r, rc, e.msg);
             return;
         }
     }
@@ -409,25 +417,25 @@ void coll_arrive(struct daemon *d, struct req *r)
     coll_check(d, c);
 }
 
-void coll_remote_arrive(struct daemon *d, int h, const struct kvs__wire_msg *m)
+void colls_remote_arrive(struct daemon *d, int h, const struct kvs__wire_msg *m)
 {
     struct coll *c = coll_find(d, m->op, m->key);
 
     if (d->me != 0 || (c && c->harrived[h])) {
-        fail_job(d, KVS_EPROTO, "%s broke the protocol: %s", host_name(d, h),
+        job_fail(d, KVS_EPROTO, "%s broke the protocol: %s", hosts_name(d, h),
                  d->me ? "a collective's arrival came to a host other than 0"
                        : "it arrived twice in one collective");
         return;
     }
     if (!c && !(c = coll_new(d, m->op, m->key))) {
-        fail_job(d, -ENOMEM, "kvsd: out of memory for a collective");
+        job_fail(d, -ENOMEM, "kvsd: out of memory for a collective");
         return;
     }
     c->harrived[h] = 1;
     coll_check(d, c);
 }
 
-void coll_remote_done(struct daemon *d, int h, const struct kvs__wire_msg *m)
+void colls_remote_done(struct daemon *d, int h, const struct kvs__wire_msg *m)
 {
     struct coll *c = coll_find(d, m->op, m->key);
     char ks[KVS_MAX_KEY_LEN + 8], s1[96], s2[96], text[KVS__WIRE_TEXT_MAX + 1];
@@ -435,10 +443,10 @@ void coll_remote_done(struct daemon *d, int h, const struct kvs__wire_msg *m)
     struct kvs__err e = { 0, "" };
 
     if (h != 0 || !c || !c->sent) {
-        if (expected(d) == 0)
+        if (job_expected(d) == 0)
             return;                    /* every worker here has left: nothing waits on it */
-        fail_job(d, KVS_EPROTO, "%s broke the protocol: the end of a collective this host "
-                 "did not arrive in", host_name(d, h));
+        job_fail(d, KVS_EPROTO, "%s broke the protocol: the end of a collective this host "
+                 "did not arrive in", hosts_name(d, h));
         return;
     }
     if (m->status != 0) {
@@ -456,7 +464,7 @@ void coll_remote_done(struct daemon *d, int h, const struct kvs__wire_msg *m)
     }
     if (e.code != 0) {
         coll_unlink(d, c);
-        complete_list(d, c->reqs, e.code, e.msg);
+        answer_complete_list(d, c->reqs, e.code, e.msg);
         coll_free(c);
         return;
     }
@@ -465,13 +473,21 @@ void coll_remote_done(struct daemon *d, int h, const struct kvs__wire_msg *m)
     coll_finish(d, c);
 }
 
-void colls_fail(struct daemon *d, int status, const char *msg)
+/* The job failed: every collective waiting ends with its failure. */
+static void colls_fail(struct daemon *d, int status, const char *msg)
 {
     while (d->colls) {
         struct coll *c = d->colls;
 
         coll_unlink(d, c);
-        complete_list(d, c->reqs, status, msg);
+        answer_complete_list(d, c->reqs, status, msg);
         coll_free(c);
     }
+}
+
+void colls_init(struct daemon *d)
+{
+    static const struct fail_hook hook = { NULL, colls_fail };
+
+    job_hook(d, &hook);
 }

@@ -14,9 +14,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kvsd.h"
+#include "arena.h"
 
-void head_init(void *seg, uint32_t kind, uint64_t size)
+void arena_head_init(void *seg, uint32_t kind, uint64_t size)
 {
     struct kvs__seg_head h = { .magic = KVS__SEG_MAGIC, .layout = KVS__SEG_LAYOUT,
                                .kind = kind, .size = size };
@@ -61,13 +61,13 @@ static struct kvs__block_head *block_of(void *value)
     return (struct kvs__block_head *)value - 1;
 }
 
-void seq_begin(void *value)
+void arena_seq_begin(void *value)
 {
     atomic_fetch_add_explicit(&block_of(value)->seq, 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
 }
 
-void seq_end(void *value)
+void arena_seq_end(void *value)
 {
     atomic_fetch_add_explicit(&block_of(value)->seq, 1, memory_order_release);
 }

@@ -1,0 +1,40 @@
+/*
+ * hosts.h - the links between the hosts of a job: joining, frames out,
+ * messages in.
+ */
+#ifndef KVSD_HOSTS_H
+#define KVSD_HOSTS_H
+
+#include "daemon.h"
+
+/* Joins the job's other hosts (opts nhosts, host, coord, ...): host 0
+ * takes every other host's join, then each host connects to those of lower
+ * rank and takes the connections of those above, every one authenticated.
+ * Sets d->rank0 and d->total, tells the ready fd, starts the thread that
+ * moves frames. Main thread, before the serve loop. */
+int hosts_start(struct daemon *d, struct kvs__err *e);
+
+/* Ends the links: with bye when clean (every frame queued before goes
+ * first, within a deadline), else at once; keeps the estimate of host 0's
+ * clock (d->clock0_*). Main thread, after the serve loop. */
+void hosts_stop(struct daemon *d, int clean);
+
+/* A message frame of type from this host, data (m->len bytes) copied
+ * from m->data unless that is NULL: then *data is where the caller writes
+ * it before hosts_post. NULL without memory. */
+struct frame *hosts_frame_new(const struct daemon *d, int type, const struct kvs__wire_msg *m,
+                        void **data);
+/* Queues f for host to, for every other host still in the job (HOSTS_IN:
+ * not d->host_out) or for every other host (HOSTS_ALL), and frees it once
+ * sent. Serve thread. */
+enum { HOSTS_IN = -1, HOSTS_ALL = -2 };
+void hosts_post(struct daemon *d, struct frame *f, int to);
+
+/* What the links' thread handed up since the last call, oldest first.
+ * Serve thread. */
+struct inmsg *hosts_take(struct daemon *d);
+
+/* A host of the job, by rank, in words for messages: "host 1 (10.0.0.2)". */
+const char *hosts_name(const struct daemon *d, int host);
+
+#endif
