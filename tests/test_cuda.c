@@ -1,5 +1,5 @@
 /*
- * test_cuda.c - loading the CUDA runtime (src/cuda.c), each case in a
+ * test_cuda.c - loading the CUDA runtime (src/device/cuda.c), each case in a
  * child process of its own since the outcome is kept per process: a
  * library that does not load, or is no CUDA runtime, or has no device, or
  * lacks the device asked for, gives KVS_EDEVICE and says so; the stand-in

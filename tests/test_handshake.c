@@ -1,5 +1,5 @@
 /*
- * test_handshake.c - the handshake between hosts (daemon/handshake.c),
+ * test_handshake.c - the handshake between hosts (daemon/net/handshake.c),
  * both sides at once over real connections (a socket pair, and TCP on
  * loopback): hosts of one job and one secret accept each other; a wrong
  * secret, another job, another job size, garbage and an idle peer all end

@@ -1,5 +1,5 @@
 /*
- * test_kernels.c - the kernel module (src/cuda_kernels.cu, libkvs-cuda.so)
+ * test_kernels.c - the kernel module (src/kernels/cuda_kernels.cu, libkvs-cuda.so)
  * against the host kernels it twins, byte for byte: kvs_cuda_sum against
  * kvs__sum for every dtype, and kvs_cuda_update against
  * kvs__optim_update_sum for sgd and adam on every float dtype, over values

@@ -1,5 +1,5 @@
 /*
- * test_optim.c - unit tests of the built-in optimizers (src/optim.c): spec
+ * test_optim.c - unit tests of the built-in optimizers (src/kernels/optim.c): spec
  * parsing, the per-key state, MXNet's update rules checked against numbers
  * worked out by hand from the formulas, and the precision each dtype is
  * computed in. Their state file is tested in test_statefile.c.

@@ -1,6 +1,6 @@
 /*
  * test_shard.c - the rule of which host owns which key or part
- * (src/shard.c), which kvsd keeps its keys by and kvsctl plan models:
+ * (src/proto/shard.c), which kvsd keeps its keys by and kvsctl plan models:
  * owners of given keys, part counts about the split bound, each host's
  * range of a split key, and that every part and every element has exactly
  * one owner. The expected values were worked out apart from the code (the

@@ -1,6 +1,6 @@
 /*
  * test_statefile.c - unit tests of the optimizers' state file
- * (src/statefile.c): the round trip of every key kind and dtype, the
+ * (src/store/statefile.c): the round trip of every key kind and dtype, the
  * checksum, refusal of every damaged file (each byte flipped, truncated,
  * wrong magic or version) and of hand-made bad files with a valid
  * checksum, and the atomic save (missing directory, overwrite, clean-up

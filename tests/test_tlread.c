@@ -1,5 +1,5 @@
 /*
- * test_tlread.c - the reader of kvs timeline files (daemon/tlread.c) that
+ * test_tlread.c - the reader of kvs timeline files (daemon/kvsctl/tlread.c) that
  * kvsctl timeline runs on untrusted input: JSON values decoded right
  * (escapes, surrogate pairs, numbers as text and value), everything that
  * is not JSON refused with where and why (NaN, trailing commas, control

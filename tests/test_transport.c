@@ -1,6 +1,6 @@
 /*
  * test_transport.c - unit tests of the streams between hosts
- * (daemon/transport.h) over loopback: TCP listeners, accepts and connects
+ * (daemon/net/transport.h) over loopback: TCP listeners, accepts and connects
  * with their deadlines, and every transport's loop (sockets, io_uring): bytes of any size
  * arrive whole and in order in both directions, sends complete in order,
  * a peer's close and a wait's deadline are reported, a closed or unknown

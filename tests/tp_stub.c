@@ -1,6 +1,6 @@
 /*
  * tp_stub.c - a transport plug-in for the tests of kvsd's loader
- * (daemon/transport.c): the socket transport's calls under another name,
+ * (daemon/net/transport.c): the socket transport's calls under another name,
  * so that a job runs through a loaded plug-in whatever is installed; and,
  * as TP_STUB asks, the ways a plug-in goes wrong: "version" (built for
  * another ops version), "short" (a call missing), "open" (open fails),

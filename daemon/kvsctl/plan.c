@@ -2,8 +2,8 @@
  * plan.c - kvsctl plan: how a model's sync round would load the hosts of
  * a job, modelled, for one or several numbers of hosts.
  *
- * The model is kvsd's protocol across hosts (daemon/bridge.c) with its own
- * sharding rule (src/shard.c, the very code kvsd runs): for each part of
+ * The model is kvsd's protocol across hosts (daemon/kvsd/bridge.c) with its own
+ * sharding rule (src/proto/shard.c, the very code kvsd runs): for each part of
  * each key (a key whole, or a part of a split one), every host but the
  * part's owner sends the owner its sum (a PARTIAL frame), and the owner
  * sends the new value to every other host (a VALUE frame); each frame is

@@ -1,7 +1,7 @@
 /*
  * plan.h - kvsctl plan: the bytes each host of a job of H hosts would
  * send and receive per sync round for a model's tensors, under kvsd's own
- * sharding rule (src/shard.c), and the round time that takes on given
+ * sharding rule (src/proto/shard.c), and the round time that takes on given
  * links. It models; it asks no kvsd.
  */
 #ifndef KVSCTL_PLAN_H

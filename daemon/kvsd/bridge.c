@@ -7,7 +7,7 @@
  * keys spread evenly and every host agrees without telling); a key above
  * KVS__SPLIT_BYTES is split in parts of at most KVS__PART_BYTES
  * (kvs__wire_part), each host owning an equal block of them in a row from
- * the key's owner on (the rule is src/shard.c's, which kvsctl plan models
+ * the key's owner on (the rule is src/proto/shard.c's, which kvsctl plan models
  * a job's traffic by), and each part goes as a key of its own would: its
  * sums, its update, its value, its state. Parts stream: a host sends each
  * part's sum as soon as it is made, and an owner applies a part and sends

@@ -4,7 +4,7 @@
  * agrees without telling); a key above KVS__SPLIT_BYTES is split in parts
  * of at most KVS__PART_BYTES (kvs__wire_part), each host owning an equal
  * block of them in a row from the key's owner on. The rule is
- * src/shard.c's, which kvsctl plan models a job's traffic by: this file
+ * src/proto/shard.c's, which kvsctl plan models a job's traffic by: this file
  * only puts it in kvsd's terms, and must never decide anything of its own.
  */
 
@@ -12,7 +12,7 @@
 
 #include "kernels/array.h"
 
-/* The job's rule (src/shard.c): kvsctl plan models the same. */
+/* The job's rule (src/proto/shard.c): kvsctl plan models the same. */
 static struct kvs__shard rule(const struct daemon *d)
 {
     return KVS__SHARD(d->nhosts);

@@ -1,5 +1,5 @@
 /*
- * owners.h - which host owns a key or a part of one: src/shard.c's rule
+ * owners.h - which host owns a key or a part of one: src/proto/shard.c's rule
  * for this job's hosts, in kvsd's terms.
  */
 #ifndef KVSD_OWNERS_H

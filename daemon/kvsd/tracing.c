@@ -1,5 +1,5 @@
 /*
- * trace.c - kvsd's part of the timeline (src/trace.h): kvsd's own name,
+ * trace.c - kvsd's part of the timeline (src/proto/trace.h): kvsd's own name,
  * the phases it measures of each push (recorded in the pushing worker's
  * process, on a track of the key), the workers' comings and goings, and
  * the host's file, merged from kvsd's events and the parts the workers

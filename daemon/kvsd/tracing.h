@@ -1,5 +1,5 @@
 /*
- * tracing.h - kvsd's part of the timeline (src/trace.h has the events).
+ * tracing.h - kvsd's part of the timeline (src/proto/trace.h has the events).
  */
 #ifndef KVSD_TRACING_H
 #define KVSD_TRACING_H

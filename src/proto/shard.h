@@ -1,6 +1,6 @@
 /*
  * shard.h - which host of a job of several owns which key, or which part
- * of a big key: the one rule kvsd keeps its keys by (daemon/bridge.c) and
+ * of a big key: the one rule kvsd keeps its keys by (daemon/kvsd/bridge.c) and
  * kvsctl plan models a job's traffic by, so that the model is of what the
  * daemon does.
  *
@@ -23,7 +23,7 @@
 
 /* kvsd's bounds. A key above KVS__SPLIT_BYTES is split over the hosts:
  * MXNet's default bound (a million float32), and a link's send window
- * (daemon/hosts.c). Its parts are of at most KVS__PART_BYTES: each part
+ * (daemon/kvsd/hosts.c). Its parts are of at most KVS__PART_BYTES: each part
  * is summed, sent, applied and sent back on its own, so that the wire
  * carries one part while kvsd sums or applies the next. Small enough that
  * a round of a key just above the bound has a few parts per host to

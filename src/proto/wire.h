@@ -1,7 +1,7 @@
 /*
  * wire.h - what crosses between the kvsd of one host and the kvsd of
  * another: frames, each a 24-byte head and a payload, starting with the
- * handshake that proves both hosts hold the job's secret (daemon/auth.c
+ * handshake that proves both hosts hold the job's secret (daemon/net/auth.c
  * makes and checks the proofs).
  *
  * The handshake, initiated by the host of higher rank (the client):
@@ -17,7 +17,7 @@
  * (JOIN), and host 0 tells every host where the others listen and how many
  * workers each runs (ROSTER). After that, every frame is a message (struct
  * kvs__wire_msg): a body that names a key, its dtype and shape, and
- * carries data (a value, or a text), which daemon/hosts.c acts on.
+ * carries data (a value, or a text), which daemon/kvsd/hosts.c acts on.
  *
  * Decoders copy the bytes once, check every field, and never trust a
  * length beyond what the frame's type allows.
