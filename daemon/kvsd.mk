@@ -8,6 +8,6 @@ daemon_kvsd_SOURCES = daemon/kvsd.c daemon/kvsd.h daemon/arena.c daemon/requests
 	daemon/hosts.c daemon/bridge.c daemon/states.c daemon/devbufs.c daemon/remote.c \
 	daemon/combined.c daemon/trace.c
 daemon_kvsd_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
-# The transports (daemon/net/) are included as "net/transport.h".
+# The transports (daemon/net/) are included as "net/loader.h", "net/tcp.h".
 daemon_kvsd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 daemon_kvsd_LDADD = daemon/net/libkvs_net.la src/libkvs_core.la $(SODIUM_LIBS) -ldl
