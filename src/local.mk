@@ -20,8 +20,9 @@ src_libkvs_core_la_SOURCES = \
 	src/device/cuda.c src/device/cuda.h \
 	src/device/mem.c src/device/mem.h \
 	src/store/key.c src/store/key.h \
-	src/store/table.c src/store/engine.c src/store/engine_args.c src/store/engine_states.c \
-	src/store/engine.h src/store/engine_int.h \
+	src/store/table.c src/store/table.h src/store/engine_args.c src/store/engine_args.h \
+	src/store/engine.c src/store/engine.h src/store/engine_keys.c src/store/engine_states.c \
+	src/store/engine_hooks.h src/store/engine_model.h \
 	src/store/optim_state.c src/store/optim_state.h \
 	src/store/statefile.c src/store/statefile.h \
 	src/store/nccl_reduce.c src/store/nccl_reduce.h \

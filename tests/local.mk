@@ -135,7 +135,7 @@ endif
 # another name, or broken as TP_STUB asks (tests/tp_stub.c).
 check_LTLIBRARIES += tests/tp_stub.la
 tests_tp_stub_la_SOURCES = tests/tp_stub.c daemon/net/tp_socket.c daemon/net/tp_util.h \
-	daemon/net/transport.h
+	daemon/net/tp_socket.h
 tests_tp_stub_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -I$(top_srcdir)/daemon/net
 tests_tp_stub_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -rpath /nowhere
 tests_tp_stub_la_LIBADD = src/libkvs_core.la

@@ -1,6 +1,6 @@
 /*
  * test_transport.c - unit tests of the streams between hosts
- * (daemon/net/transport.h) over loopback: TCP listeners, accepts and connects
+ * (daemon/net/: tcp.h, loader.h) over loopback: TCP listeners, accepts and connects
  * with their deadlines, and every transport's loop (sockets, io_uring): bytes of any size
  * arrive whole and in order in both directions, sends complete in order,
  * a peer's close and a wait's deadline are reported, a closed or unknown
@@ -34,7 +34,10 @@
 #endif
 
 #include "shm/ring.h"
-#include "transport.h"
+#include "loader.h"
+#include "tcp.h"
+#include "tp_socket.h"
+#include "tp_uring.h"
 
 #define MS (1000000ll)
 

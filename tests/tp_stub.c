@@ -1,6 +1,6 @@
 /*
  * tp_stub.c - a transport plug-in for the tests of kvsd's loader
- * (daemon/net/transport.c): the socket transport's calls under another name,
+ * (daemon/net/loader.c): the socket transport's calls under another name,
  * so that a job runs through a loaded plug-in whatever is installed; and,
  * as TP_STUB asks, the ways a plug-in goes wrong: "version" (built for
  * another ops version), "short" (a call missing), "open" (open fails),
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "tp_util.h"
-#include "transport.h"
+#include "tp_socket.h"
 
 static struct kvs_transport_ops stub;
 

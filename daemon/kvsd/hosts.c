@@ -15,7 +15,7 @@
  * listeners close once the mesh is whole: no connection is taken later.
  *
  * Then the links' thread owns the connections, through the transport
- * (transport.h: io_uring or sockets). It sends what the serve thread
+ * (net/loader.h: io_uring or sockets). It sends what the serve thread
  * queued (hosts_post), reads frames (the head checked before a byte of
  * payload is kept), sends a heartbeat each second a link is quiet (more
  * often under a silence bound below 5 s) and hands frames, and what
@@ -45,7 +45,8 @@
 #include "base/bytes.h"
 #include "net/handshake.h"
 #include "shm/shm.h"
-#include "net/transport.h"
+#include "net/loader.h"
+#include "net/tcp.h"
 #include "proto/wire.h"
 
 #define SEC_NS          1000000000ll

@@ -20,6 +20,6 @@ daemon_kvsd_kvsd_SOURCES = daemon/kvsd/main.c daemon/kvsd/daemon.h daemon/kvsd/d
 	daemon/kvsd/serve.c daemon/kvsd/serve.h daemon/kvsd/accept.c daemon/kvsd/accept.h
 daemon_kvsd_kvsd_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 # The transports (daemon/net/, linked as libkvs_net) are included as
-# "net/transport.h".
+# "net/loader.h" and "net/tcp.h".
 daemon_kvsd_kvsd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/daemon
 daemon_kvsd_kvsd_LDADD = daemon/net/libkvs_net.la src/libkvs_core.la $(SODIUM_LIBS) -ldl

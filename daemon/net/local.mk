@@ -5,8 +5,9 @@
 # kvsd and the tests of the transports link this; its users link
 # src/libkvs_core.la after it (errors, rings, wire frames).
 noinst_LTLIBRARIES += daemon/net/libkvs_net.la
-daemon_net_libkvs_net_la_SOURCES = daemon/net/transport.h daemon/net/transport.c \
-	daemon/net/tcp.c daemon/net/tp_util.h daemon/net/tp_socket.c \
+daemon_net_libkvs_net_la_SOURCES = daemon/net/loader.h daemon/net/loader.c \
+	daemon/net/tcp.h daemon/net/tcp.c daemon/net/tp_util.h \
+	daemon/net/tp_socket.h daemon/net/tp_socket.c daemon/net/tp_uring.h \
 	daemon/net/handshake.h daemon/net/handshake.c daemon/net/auth.h daemon/net/auth.c
 daemon_net_libkvs_net_la_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 # Where the loader finds transport plug-ins (KVS_TRANSPORT=NAME).
@@ -23,8 +24,7 @@ endif
 # and scripts look for it.
 if HAVE_UCX
 pkglib_LTLIBRARIES += daemon/kvs-transport-ucx.la
-daemon_kvs_transport_ucx_la_SOURCES = daemon/net/tp_ucx.c daemon/net/tp_util.h \
-	daemon/net/transport.h
+daemon_kvs_transport_ucx_la_SOURCES = daemon/net/tp_ucx.c daemon/net/tp_util.h
 daemon_kvs_transport_ucx_la_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS) -fvisibility=hidden
 daemon_kvs_transport_ucx_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -shared
 daemon_kvs_transport_ucx_la_LIBADD = $(UCX_LIBS)

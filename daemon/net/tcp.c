@@ -1,6 +1,6 @@
 /*
  * tcp.c - TCP listeners and connections between the kvsd of the hosts of
- * a job (transport.h): a listener bound to a numeric address, an accept
+ * a job (tcp.h): a listener bound to a numeric address, an accept
  * and a connect within a deadline. What they return are blocking sockets
  * for the handshake; the loop (tp_socket.c) makes its own non-blocking.
  */
@@ -18,7 +18,7 @@
 
 #include "shm/ring.h"
 #include "base/sys.h"
-#include "transport.h"
+#include "tcp.h"
 
 /* Milliseconds from now until deadline_ns, at least 0, at most a second
  * (so that a long wait still looks at the clock now and then). */

@@ -1,5 +1,6 @@
 /*
- * tp_socket.c - the "socket" transport (transport.h): non-blocking stream
+ * tp_socket.c - the "socket" transport (kvs-transport.h's ops, offered by
+ * the loader through tp_socket.h): non-blocking stream
  * sockets and epoll, for kernels or containers that refuse io_uring.
  *
  * Each connection has a queue of sends, written in order as far as the
@@ -20,8 +21,9 @@
 
 #include "shm/ring.h"
 #include "base/sys.h"
+#include "kvs-transport.h"
 #include "tp_util.h"
-#include "transport.h"
+#include "tp_socket.h"
 
 #define RECV_BYTES (256 * 1024)        /* per connection and wait */
 #define WAKE_ID    UINT32_MAX          /* epoll's data of the wake-up eventfd */

@@ -1,6 +1,6 @@
 /*
- * tp_uring.c - the "uring" transport (transport.h): io_uring through
- * liburing.
+ * tp_uring.c - the "uring" transport (kvs-transport.h's ops, offered by
+ * the loader through tp_uring.h): io_uring through liburing.
  *
  * Receiving: each connection keeps one multishot receive armed, which
  * takes buffers from a ring of provided buffers that the loop registers
@@ -46,8 +46,9 @@
 #include <unistd.h>
 
 #include "shm/ring.h"
+#include "kvs-transport.h"
 #include "tp_util.h"
-#include "transport.h"
+#include "tp_uring.h"
 
 #ifndef IORING_SEND_ZC_REPORT_USAGE    /* Linux 6.2; liburing 2.3's headers predate it */
 #define IORING_SEND_ZC_REPORT_USAGE  (1U << 3)

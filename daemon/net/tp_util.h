@@ -1,7 +1,9 @@
 /*
- * tp_util.h - what the transports' loops (tp_socket.c, tp_uring.c) keep
- * alike: a connection's queue of sends, and the events kept for the next
- * wait. Static inline: each transport is its own file.
+ * tp_util.h - what the transports' loops (tp_socket.c, tp_uring.c, the
+ * UCX plug-in tp_ucx.c) keep alike: a connection's queue of sends, and the
+ * events kept for the next wait. Static inline: each transport is its own
+ * file. It stands on kvs-transport.h alone, below the loader (loader.h),
+ * which the backends never include.
  */
 #ifndef KVSD_TP_UTIL_H
 #define KVSD_TP_UTIL_H
@@ -12,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport.h"
+#include "kvs-transport.h"
 
 #define TP_CONNS_MAX (1 << 16)
 

@@ -11,8 +11,10 @@
  *
  * The engine never keeps a pointer to caller memory past a call, never locks
  * (its front does), and never trusts a list's length or arrays before
- * checking them. Its table and entries are in engine_int.h and table.c;
- * saving and loading optimizer states is engine_states.c's.
+ * checking them. Its state is engine_model.h's, its table and entries
+ * table.c's, argument checks engine_args.c's; what a front asks of single
+ * keys is engine_keys.c's, saving and loading optimizer states
+ * engine_states.c's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,7 +25,9 @@
 
 #include "kernels/array.h"
 #include "store/engine.h"
-#include "store/engine_int.h"
+#include "store/engine_model.h"
+#include "store/engine_args.h"
+#include "store/table.h"
 #include "device/mem.h"
 #include "kernels/optim.h"
 #include "store/optim_state.h"

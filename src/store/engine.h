@@ -7,6 +7,11 @@
  *
  * Every call validates everything before it changes anything; a call that
  * returns an error has left the engine as it was.
+ *
+ * The engine is opaque here: its state is engine_model.h's, for the
+ * store's own files only. The calls below are engine.c's, engine_keys.c's
+ * (single keys, the walk) and engine_states.c's (optimizer states); the
+ * hook types and argument checks come from the headers below this one.
  */
 #ifndef KVS_ENGINE_H
 #define KVS_ENGINE_H
@@ -16,17 +21,11 @@
 
 #include "kvs.h"
 #include "base/error.h"
+#include "store/engine_hooks.h"
+#include "store/engine_args.h"
 
 struct kvs__engine;
 struct kvs__optim_state;
-
-/* Where stored values live. The default (NULL) is the heap; a daemon can hand
- * in shared memory. alloc returns memory aligned to 64 bytes, or NULL. */
-struct kvs__mem {
-    void *(*alloc)(void *ctx, size_t bytes);
-    void (*free)(void *ctx, void *p, size_t bytes);
-    void *ctx;
-};
 
 int  kvs__engine_new(const struct kvs__mem *mem, struct kvs__engine **out, struct kvs__err *e);
 void kvs__engine_free(struct kvs__engine *eng);          /* NULL is a no-op */
@@ -40,18 +39,6 @@ void kvs__engine_set_threads(struct kvs__engine *eng, int nthreads);
 void kvs__engine_set_place(struct kvs__engine *eng,
                            int (*place)(void *ctx, const kvs_array_t *like, size_t bytes),
                            void *ctx);
-/* One key's reduction across devices: in[0..k) on the distinct devices
- * dev[0..k) (each KVS_CUDA(i)), home among them; the sum of their n
- * elements goes to out, on home. */
-struct kvs__reduce_item {
-    kvs_dtype_t dtype;
-    size_t n;
-    int home;
-    void *out;
-    const void *const *in;
-    const int *dev;
-    int k;
-};
 /* How a push sums the values of a key that come from several devices, one
  * per device, the key's own among them: reduce queues the reductions of
  * every such key of the push, together (the nccl type). NULL, the
@@ -84,20 +71,6 @@ int kvs__engine_pushpull_view(struct kvs__engine *eng, int n, const kvs_key_t *k
 int kvs__engine_row_sparse_pull(struct kvs__engine *eng, int n, const kvs_key_t *keys,
                                 kvs_array_t *outs, const kvs_array_t *row_ids,
                                 struct kvs__err *e);
-
-/* Checks a list call's arguments as every data call does: n >= 0, lists
- * non-NULL, string keys' length, one kind of key (and the engine's kind;
- * eng may be NULL), each array (kvs__array_check). what names the arrays
- * in messages ("value", "out"). */
-int kvs__check_list(const struct kvs__engine *eng, int n, const kvs_key_t *keys,
-                    const kvs_array_t *arrs, const char *what, struct kvs__err *e);
-
-/* Checks the row ids of out i of a row-sparse pull of key, whose value
- * has ndim dimensions and rows rows: a host int64 1-D array of ids in
- * [0, rows). */
-int kvs__check_row_ids(kvs_key_t key, int i, const kvs_array_t *ids, int ndim, int64_t rows,
-                       struct kvs__err *e);
-
 
 /* For a front that keeps state per key (kvsd's rounds): a key's entry as it
  * is now. value, shape and front stay valid until the key is re-initialised
@@ -182,6 +155,8 @@ void kvs__engine_set_front_free(struct kvs__engine *eng, void (*fn)(void *front)
 /* Update rules: each replaces the previous one and drops optimizer state. */
 void kvs__engine_set_updater(struct kvs__engine *eng, kvs_updater_t fn, void *ctx);
 int  kvs__engine_set_optimizer(struct kvs__engine *eng, const char *spec, struct kvs__err *e);
+/* Frees every key's optimizer state (a load replaces them all). */
+void kvs__engine_drop_states(struct kvs__engine *eng);
 int  kvs__engine_save_states(struct kvs__engine *eng, const char *path, int dump_optimizer,
                              struct kvs__err *e);
 int  kvs__engine_load_states(struct kvs__engine *eng, const char *path, struct kvs__err *e);

@@ -11,7 +11,8 @@
 
 #include "kernels/array.h"
 #include "device/mem.h"
-#include "store/engine_int.h"
+#include "store/engine_model.h"
+#include "store/engine_args.h"
 
 /* ---- argument checks -------------------------------------------------- */
 

@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "kernels/array.h"
-#include "store/engine_int.h"
+#include "store/engine.h"
+#include "store/engine_model.h"
+#include "store/table.h"
 #include "kernels/optim.h"
 #include "store/optim_state.h"
 #include "store/statefile.h"

@@ -1,5 +1,5 @@
 /*
- * transport.c - which transport a loop between hosts uses (transport.h):
+ * loader.c - which transport a loop between hosts uses (loader.h):
  * io_uring where it is built and the kernel lets this process use it,
  * else sockets and epoll; KVS_TRANSPORT=uring|socket forces one, and any
  * other name loads a plug-in (kvs-transport.h), checked here before kvsd
@@ -12,7 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "transport.h"
+#include "loader.h"
+#include "tp_socket.h"
+#include "tp_uring.h"
 
 #ifdef HAVE_LIBURING
 #define CHOICES "uring, socket"
