@@ -33,8 +33,8 @@ TESTS += tests/test_timeline_tool.sh
 EXTRA_DIST += tests/test_timeline_tool.sh
 # The guides' links: every one resolves, every guide is reachable from
 # the README (doc/local.mk ships them).
-TESTS += tests/test_docs.sh
-EXTRA_DIST += tests/test_docs.sh
+TESTS += tests/test_docs.sh tests/test_layers.sh
+EXTRA_DIST += tests/test_docs.sh tests/test_layers.sh
 check_PROGRAMS += tests/dist_worker tests/dist_remote tests/dist_training tests/dist_device tests/fuzz_proto
 if HAVE_CMOCKA
 unit_tests = tests/test_array tests/test_pool tests/test_optim tests/test_statefile \
