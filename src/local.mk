@@ -23,6 +23,8 @@ src_libkvs_core_la_SOURCES = \
 	src/store/table.c src/store/engine.c src/store/engine_args.c src/store/engine_states.c \
 	src/store/engine.h src/store/engine_int.h \
 	src/store/optim_state.c src/store/optim_state.h \
+	src/store/statefile_codec.c src/store/statefile_codec.h \
+	src/store/statefile_rec.c src/store/statefile_rec.h \
 	src/store/statefile.c src/store/statefile.h \
 	src/store/nccl_reduce.c src/store/nccl_reduce.h \
 	src/proto/proto.c src/proto/proto.h \
