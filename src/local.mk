@@ -22,6 +22,11 @@ src_libkvs_core_la_SOURCES = \
 	src/store/key.c src/store/key.h \
 	src/store/table.c src/store/engine.c src/store/engine_args.c src/store/engine_states.c \
 	src/store/engine.h src/store/engine_int.h \
+	src/store/heap.c src/store/heap.h \
+	src/store/plan.c src/store/plan.h \
+	src/store/init.c \
+	src/store/push.c src/store/push.h \
+	src/store/pull.c \
 	src/store/optim_state.c src/store/optim_state.h \
 	src/store/statefile_codec.c src/store/statefile_codec.h \
 	src/store/statefile_rec.c src/store/statefile_rec.h \
