@@ -23,7 +23,14 @@ src_libkvs_core_la_SOURCES = \
 	src/store/table.c src/store/table.h src/store/engine_args.c src/store/engine_args.h \
 	src/store/engine.c src/store/engine.h src/store/engine_keys.c src/store/engine_states.c \
 	src/store/engine_hooks.h src/store/engine_model.h \
+	src/store/heap.c src/store/heap.h \
+	src/store/plan.c src/store/plan.h \
+	src/store/init.c \
+	src/store/push.c src/store/push.h \
+	src/store/pull.c \
 	src/store/optim_state.c src/store/optim_state.h \
+	src/store/statefile_codec.c src/store/statefile_codec.h \
+	src/store/statefile_rec.c src/store/statefile_rec.h \
 	src/store/statefile.c src/store/statefile.h \
 	src/store/nccl_reduce.c src/store/nccl_reduce.h \
 	src/proto/proto.c src/proto/proto.h \

@@ -13,13 +13,8 @@
 #include "kvs.h"
 #include "base/error.h"
 #include "kernels/optim.h"
+#include "store/statefile_rec.h"         /* struct kvs__state_rec */
 
-/* One key's state, as saved and loaded. */
-struct kvs__state_rec {
-    kvs_key_t key;                     /* in a loaded file: name owned by the file */
-    kvs_dtype_t key_dtype;
-    struct kvs__optim_state *state;    /* in a loaded file: owned by the file */
-};
 
 /* Writes the state file atomically (temp file, fsync, rename, fsync dir).
  * The file: magic, format version, optimizer name, the full spec when
