@@ -25,7 +25,13 @@ src_libkvs_core_la_SOURCES = \
 	src/store/optim_state.c src/store/optim_state.h \
 	src/store/statefile.c src/store/statefile.h \
 	src/store/nccl_reduce.c src/store/nccl_reduce.h \
-	src/proto/proto.c src/proto/proto.h \
+	src/proto/head.c src/proto/head.h \
+	src/proto/hello.c src/proto/hello.h \
+	src/proto/ctl.c src/proto/ctl.h \
+	src/proto/ops.h \
+	src/proto/slots.c src/proto/slots.h \
+	src/proto/tables.c src/proto/tables.h \
+	src/proto/proto.h \
 	src/proto/wire.c src/proto/wire.h \
 	src/proto/layout.h \
 	src/proto/combine.c src/proto/combine.h \
