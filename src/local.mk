@@ -32,7 +32,11 @@ src_libkvs_core_la_SOURCES = \
 	src/proto/slots.c src/proto/slots.h \
 	src/proto/tables.c src/proto/tables.h \
 	src/proto/proto.h \
-	src/proto/wire.c src/proto/wire.h \
+	src/proto/wire_frame.c src/proto/wire_frame.h \
+	src/proto/wire_handshake.c src/proto/wire_handshake.h \
+	src/proto/wire_roster.c src/proto/wire_roster.h \
+	src/proto/wire_msg.c src/proto/wire_msg.h \
+	src/proto/wire.h \
 	src/proto/layout.h \
 	src/proto/combine.c src/proto/combine.h \
 	src/proto/shard.c src/proto/shard.h \
