@@ -43,7 +43,12 @@ src_libkvs_core_la_SOURCES = \
 	src/proto/trace.c src/proto/trace.h \
 	src/client/residual.c src/client/residual.h \
 	src/client/groups.c src/client/groups.h \
-	src/client/link.c src/client/link.h \
+	src/client/link.h \
+	src/client/connect.c \
+	src/client/staging.c \
+	src/client/tables.c src/client/tables.h \
+	src/client/wait.c src/client/wait.h \
+	src/client/call.c \
 	src/client/dev.c src/client/dev.h \
 	src/client/combine.c src/client/combine.h \
 	src/client/send.c src/client/send.h \
