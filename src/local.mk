@@ -33,15 +33,30 @@ src_libkvs_core_la_SOURCES = \
 	src/store/statefile_rec.c src/store/statefile_rec.h \
 	src/store/statefile.c src/store/statefile.h \
 	src/store/nccl_reduce.c src/store/nccl_reduce.h \
-	src/proto/proto.c src/proto/proto.h \
-	src/proto/wire.c src/proto/wire.h \
+	src/proto/head.c src/proto/head.h \
+	src/proto/hello.c src/proto/hello.h \
+	src/proto/ctl.c src/proto/ctl.h \
+	src/proto/ops.h \
+	src/proto/slots.c src/proto/slots.h \
+	src/proto/tables.c src/proto/tables.h \
+	src/proto/proto.h \
+	src/proto/wire_frame.c src/proto/wire_frame.h \
+	src/proto/wire_handshake.c src/proto/wire_handshake.h \
+	src/proto/wire_roster.c src/proto/wire_roster.h \
+	src/proto/wire_msg.c src/proto/wire_msg.h \
+	src/proto/wire.h \
 	src/proto/layout.h \
 	src/proto/combine.c src/proto/combine.h \
 	src/proto/shard.c src/proto/shard.h \
 	src/proto/trace.c src/proto/trace.h \
 	src/client/residual.c src/client/residual.h \
 	src/client/groups.c src/client/groups.h \
-	src/client/link.c src/client/link.h \
+	src/client/link.h \
+	src/client/connect.c \
+	src/client/staging.c \
+	src/client/tables.c src/client/tables.h \
+	src/client/wait.c src/client/wait.h \
+	src/client/call.c \
 	src/client/dev.c src/client/dev.h \
 	src/client/combine.c src/client/combine.h \
 	src/client/send.c src/client/send.h \

@@ -1,7 +1,10 @@
 /*
- * link.h - a dist handle's link to kvsd (link.c), which every other file
- * of the worker side builds on: the handle's client state, list calls
- * posted and answered, the staging they lend kvsd, a broken handle.
+ * link.h - a dist handle's link to kvsd, which every other file of the
+ * worker side builds on: the handle's client state, and the calls of the
+ * link's files, grouped by file: connecting (connect.c), list calls
+ * posted and answered (call.c), a broken handle and kvsd's death
+ * (wait.c), the staging calls lend kvsd (staging.c). The link's own
+ * insides (the calls waiting, the tables) are in wait.h and tables.h.
  * Declares nothing of the files above it (dev.c, combine.c, client.c).
  * Nothing here is API.
  */
@@ -97,10 +100,14 @@ struct kvs__client {
     struct kvs__answer name##_a;                                             \
     struct kvs__answers name = { .a = &name##_a, .failed = -1 }
 
+/* ---- connect.c ---- */
+
 /* Connects kv to its job's kvsd (rank, size and job from the environment)
  * and sets kv->client; kvs__client_free undoes it. */
 int kvs__client_open(kvs_t *kv, struct kvs__err *e);
 void kvs__client_free(struct kvs__client *c);
+
+/* ---- call.c ---- */
 
 /* Posts the n requests fill makes as one list call and waits for their
  * completions, kept in ans in order (its array has room for n). tables:
@@ -123,16 +130,6 @@ int kvs__client_run(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, int ta
  * array of them. */
 void kvs__client_fill_from(const void *ctx, int i, struct kvs__sqe *s);
 
-/* 1 when kvsd has closed this worker's socket (it died, or stopped). */
-int kvs__client_daemon_gone(struct kvs__client *c);
-
-/* Where a value already lies in staging: 1 and *off when it lies wholly in
- * one buffer of kvs_array_alloc, 0 when it lies outside staging,
- * KVS_EBADARG when it lies in staging but not in a live buffer (freed, or
- * straddling two). c->lock held. */
-int kvs__client_in_buffer(const struct kvs__client *c, const void *data, uint64_t bytes,
-                          uint64_t *off, struct kvs__err *e);
-
 /* One request op with arg, its data the len (> 0) bytes at data copied
  * into staging, as a call of its own. */
 int kvs__client_send(kvs_t *kv, uint8_t op, const void *data, size_t len, uint64_t arg,
@@ -148,6 +145,29 @@ int kvs__client_spill(kvs_t *kv, struct kvs__err *e);
 int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *what,
                           struct kvs__err *e);
 
+/* ---- wait.c ---- */
+
+/* 1 when kvsd has closed this worker's socket (it died, or stopped). */
+int kvs__client_daemon_gone(struct kvs__client *c);
+
+/* 0, or the error of a broken handle; _locked: c->lock held. */
+int kvs__client_usable(struct kvs__client *c, struct kvs__err *e);
+int kvs__client_usable_locked(struct kvs__client *c, struct kvs__err *e);
+
+/* Breaks the handle (c->lock held): every later call returns code; the
+ * first reason is kept. Returns code, recorded in e. */
+int kvs__client_broken(struct kvs__client *c, struct kvs__err *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* ---- staging.c ---- */
+
+/* Where a value already lies in staging: 1 and *off when it lies wholly in
+ * one buffer of kvs_array_alloc, 0 when it lies outside staging,
+ * KVS_EBADARG when it lies in staging but not in a live buffer (freed, or
+ * straddling two). c->lock held. */
+int kvs__client_in_buffer(const struct kvs__client *c, const void *data, uint64_t bytes,
+                          uint64_t *off, struct kvs__err *e);
+
 /* Frees a hold that no request was sent for, and gives back its range
  * (NULL is a no-op). c->lock held. */
 void kvs__client_hold_free(struct kvs__client *c, struct kvs__hold *h);
@@ -156,6 +176,8 @@ void kvs__client_hold_free(struct kvs__client *c, struct kvs__hold *h);
  * of buffers) is lent to kvsd. c->lock held. */
 uint64_t kvs__client_transient(const struct kvs__client *c);
 int kvs__client_lending(const struct kvs__client *c, int zc);
+
+/* ---- counters (inline) ---- */
 
 /* This worker's counters in its segment's head (layout.h), which kvsctl
  * top shows: kvs__client_count adds a call's values pushed and bytes
@@ -177,14 +199,5 @@ static inline int64_t kvs__client_waited(struct kvs__client *c, int64_t since_ns
     atomic_fetch_add_explicit(&s->wait_ns, ns > 0 ? (uint64_t)ns : 0, memory_order_relaxed);
     return now;
 }
-
-/* 0, or the error of a broken handle; _locked: c->lock held. */
-int kvs__client_usable(struct kvs__client *c, struct kvs__err *e);
-int kvs__client_usable_locked(struct kvs__client *c, struct kvs__err *e);
-
-/* Breaks the handle (c->lock held): every later call returns code; the
- * first reason is kept. Returns code, recorded in e. */
-int kvs__client_broken(struct kvs__client *c, struct kvs__err *e, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -1,0 +1,85 @@
+/*
+ * wire_msg.h - the messages between hosts once the roster is made
+ * (wire_msg.c): a body that names a key, its dtype and shape, and
+ * carries data; how a big key is cut into parts, and the pieces of
+ * 2bit-compressed data.
+ */
+#ifndef KVS_PROTO_WIRE_MSG_H
+#define KVS_PROTO_WIRE_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvs.h"
+#include "base/error.h"
+#include "proto/ops.h"
+#include "proto/wire_frame.h"
+
+/* The body of a message frame. Which fields a type uses: PARTIAL, VALUE,
+ * FORWARD, ARRIVE and DONE name a key, with its dtype and shape; data is a
+ * value of exactly that dtype and shape for PARTIAL, FORWARD (or pieces,
+ * below), a VALUE or a DONE of op init with status 0, and a text (no NUL,
+ * at most KVS__WIRE_TEXT_MAX bytes) for OPTIMIZER, FAIL and a failed VALUE,
+ * DONE or STATES; a STATES_ASK of op load and a STATES of op save with
+ * status 0 carry bytes the decoder does not read (a state file's, checked
+ * where they are used); other types carry no data. Unused fields are zero. */
+struct kvs__wire_msg {
+    uint8_t op;                        /* ARRIVE, DONE: KVS__OP_INIT or KVS__OP_BARRIER;
+                                        * STATES_ASK, STATES: KVS__OP_SAVE_STATES or
+                                        * KVS__OP_LOAD_STATES */
+    int32_t status;                    /* VALUE, DONE, FAIL, STATES: 0 or a kvs/errno code */
+    kvs_key_t key;                     /* key.name: encode reads it; decode points it
+                                        * at name */
+    char name[KVS_MAX_KEY_LEN + 1];
+    kvs_dtype_t dtype;
+    int ndim;
+    int64_t shape[KVS_MAX_NDIM];
+    uint64_t a, b;                     /* see the frame types */
+    int32_t priority;                  /* PARTIAL, VALUE, FORWARD: the highest of their
+                                        * pushes' (kvs_push's priority), which orders
+                                        * them on the wire */
+    uint32_t pieces;                   /* PARTIAL, FORWARD of a float32 key: 0 for a value,
+                                        * else data is that many 2bit-compressed values
+                                        * (1 to 1024; a FORWARD's 1), each a piece */
+    uint32_t part, nparts;             /* PARTIAL, VALUE, FORWARD: nparts 0 for the whole
+                                        * key; else (2 to KVS__PARTS_MAX) the data (value
+                                        * or pieces) is elements kvs__wire_part of the key's
+                                        * only: a big key is split over the hosts */
+    const void *data;                  /* decode: points into the decoded buffer */
+    uint64_t len;
+};
+
+/* Part `part` of a key of count elements of esize bytes split in nparts
+ * (>= 1): elements [*first, *first + *n). Parts but the last have the same
+ * number of elements, rounded up to 64 bytes' worth, so that each starts
+ * on a cache line of the value and (float32) on a 2bit word; trailing
+ * parts may be empty. */
+void kvs__wire_part(uint64_t count, uint64_t esize, uint32_t nparts, uint32_t part,
+                    uint64_t *first, uint64_t *n);
+
+/* A piece: the threshold (a float's bits), 4 zero bytes, then the value's
+ * kvs__gc_2bit_words(count) words as compress.c writes them, zeros to the
+ * next 8 bytes. kvs__wire_piece_bytes: a piece's bytes for a value of count
+ * elements; put writes one at p; get reads piece i of a decoded message m
+ * (checked by the decoder): its threshold, and *words where its words lie. */
+size_t kvs__wire_piece_bytes(uint64_t count);
+void kvs__wire_piece_put(void *p, float threshold, const uint32_t *words, uint64_t count);
+float kvs__wire_piece_get(const struct kvs__wire_msg *m, uint64_t count, uint32_t i,
+                          const uint32_t **words);
+
+/* The bytes of m's body before its data (the data follows it). */
+size_t kvs__wire_msg_bytes(const struct kvs__wire_msg *m);
+/* Writes the body of a message of type, not its data, at buf
+ * (kvs__wire_msg_bytes(m) bytes). Fields the type does not use must be
+ * zero in m (key.name NULL). */
+void kvs__wire_msg_encode(int type, const struct kvs__wire_msg *m, void *buf);
+/* Reads a whole payload of a message frame of type, len bytes, into *m,
+ * checking every field as above; m->data points into buf. */
+int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire_msg *m,
+                         struct kvs__err *e);
+
+/* A decoded message's text (a reason, a spec) as a string in buf, of
+ * KVS__WIRE_TEXT_MAX + 1 bytes (the decoder bounds its length). */
+const char *kvs__wire_msg_text(const struct kvs__wire_msg *m, char *buf);
+
+#endif
