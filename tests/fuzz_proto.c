@@ -1,5 +1,5 @@
 /*
- * fuzz_proto.c - a libFuzzer target for the decoders of proto.c. Each
+ * fuzz_proto.c - a libFuzzer target for the decoders of src/proto/. Each
  * input is offered to all of them: as a hello, a welcome, a control request
  * and a control reply (its exact length; kvs__msg_type must name what its
  * head says), and, cut or zero-padded to a slot, as an SQE and a CQE under

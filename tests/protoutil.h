@@ -1,5 +1,5 @@
 /*
- * protoutil.h - helpers shared by the unit tests of proto.c's message
+ * protoutil.h - helpers shared by the unit tests of src/proto/'s message
  * codecs (test_proto.c) and slot codecs (test_slots.c): exact-size heap
  * buffers, finding a text field in an encoding, and filling a string
  * field. Everything here is static inline, so that a test that does not

@@ -1,7 +1,7 @@
 /*
  * test_auth.c - the job's secret file and the proofs of the handshake
  * between hosts (daemon/net/auth.c), and the whole handshake through the
- * frames of wire.c: hosts with the same secret accept each other; a wrong
+ * frames of proto/wire_handshake.c: hosts with the same secret accept each other; a wrong
  * secret, a replayed or reflected proof, another job or another pair of
  * hosts is refused.
  */

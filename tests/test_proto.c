@@ -1,5 +1,5 @@
 /*
- * test_proto.c - unit tests of proto.c's socket messages: the handshake
+ * test_proto.c - unit tests of the socket messages (proto/head.c, hello.c, ctl.c): the handshake
  * (hello, welcome), the control request and reply, and the first message's
  * type. Every message round-trips with its fields at their edge values;
  * every single-field corruption is refused with KVS_EPROTO; no byte of an

@@ -1,6 +1,6 @@
 /*
- * test_slots.c - unit tests of proto.c's ring slots, the submission (SQE)
- * and completion (CQE) entries: every op round-trips with its fields at
+ * test_slots.c - unit tests of the ring slots (proto/slots.c, tables.c),
+ * the submission (SQE) and completion (CQE) entries: every op round-trips with its fields at
  * their edge values; every single-field corruption is refused with
  * KVS_EPROTO; no byte of a slot is ignored by its decoder; and a slot
  * rewritten while it is decoded still decodes to a struct that keeps

@@ -1,5 +1,5 @@
 /*
- * test_wire.c - the frames between hosts (src/proto/wire.c): every message
+ * test_wire.c - the frames between hosts (src/proto/wire_*.c): every message
  * round-trips, and the decoders refuse what a broken or hostile peer
  * could send, with a detail that says what was wrong. Their fuzzing is in
  * fuzz_proto.c.

@@ -2,7 +2,7 @@
  * ask.c - one question to the kvsd of a job on this host, and its checked
  * answer (ask.h): connect to the job's control socket in the user's
  * runtime directory, make sure its owner is this user, send one control
- * request, read one answer and decode it (proto.c checks every byte).
+ * request, read one answer and decode it (proto/ctl.c checks every byte).
  *
  * It never touches the job's shared memory, files or processes: it only
  * asks. Every wait of a question, the connect included, ends at one

@@ -20,7 +20,7 @@
 enum { ASK_OK = 0, ASK_FAILED = 1, ASK_GONE = 2 };
 
 /* Asks the kvsd of job (checked by kvs__job_name_check) command, within
- * DEADLINE_NS, and decodes its answer into *reply (proto.c checks every
+ * DEADLINE_NS, and decodes its answer into *reply (proto/ctl.c checks every
  * byte). ASK_OK for an answer of status 0; ASK_GONE when no kvsd serves
  * the job, or it closed the connection without an answer; ASK_FAILED for
  * any other failure, an error answer included. Then msg (size bytes) says

@@ -13,7 +13,7 @@
  * into this file.
  *
  * kvsctl never touches the job's shared memory, files or processes: all it
- * knows is kvsd's answer, which it decodes and checks (proto.c, and
+ * knows is kvsd's answer, which it decodes and checks (proto/ctl.c, and
  * sample.c for a sample) before it prints a byte of it. It never signals a
  * process and never removes a file; stop is kvsd's own doing. Every wait
  * of a question, the connect included, ends at one deadline, DEADLINE_NS

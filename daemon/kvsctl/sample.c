@@ -4,7 +4,7 @@
  * bounds, key names unescaped; and written out as JSON for scripts
  * (kvsctl stats --json).
  *
- * The text comes from another process: proto.c has checked that it is
+ * The text comes from another process: proto/ctl.c has checked that it is
  * printable UTF-8 of a bounded length, nothing more. Here a line that is
  * not exactly as the format says, a number out of range or a line out of
  * order rejects the whole sample; nothing of it is used before then. It

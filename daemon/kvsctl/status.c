@@ -5,7 +5,7 @@
  * waits until kvsd has gone.
  *
  * It prints nothing of kvsd's it has not had checked: the reply by
- * proto.c, a sample by sample.c. It never signals a process and never
+ * proto/ctl.c, a sample by sample.c. It never signals a process and never
  * removes a file; stop is kvsd's own doing.
  */
 #define _GNU_SOURCE

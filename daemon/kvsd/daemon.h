@@ -60,7 +60,7 @@ struct options {
 
 enum wstate { W_FREE, W_LIVE, W_LEFT, W_DEAD };
 
-/* What kvsd keeps of a request slot, once proto.c has checked it: the
+/* What kvsd keeps of a request slot, once proto/slots.c has checked it: the
  * slot's fields but the key name, which only a string key has (then
  * key_name is kvsd's own copy, else NULL). A list of many small keys makes
  * hundreds of thousands of these: no room for a name that is seldom there. */

@@ -17,7 +17,7 @@
  * The socket thread never looks at the engine, the rounds or the counters.
  *
  * kvsd trusts nothing a worker wrote: every request slot is decoded and
- * checked (proto.c), ring indices are checked (ring.c); a worker whose ring
+ * checked (proto/slots.c), ring indices are checked (ring.c); a worker whose ring
  * or request is bad is evicted, and the others go on. Nothing here waits
  * without a deadline.
  *

@@ -15,7 +15,7 @@
  * staging area until its round closes (rounds.c).
  *
  * Serve thread only. It must never wait on a worker, never use a request
- * slot before proto.c has decoded and checked it, and never read a socket,
+ * slot before proto/slots.c has decoded and checked it, and never read a socket,
  * accept a connection or answer kvsctl (accept.c and control.c do). It
  * evicts a worker whose ring or request is bad (job.c).
  */
@@ -335,7 +335,7 @@ static void reqs_drop(struct daemon *d, struct req *r)
 }
 
 /* The requests of a table slot q of worker wi, read from its staging and
- * checked (proto.c), appended to its list call: all of them, or none. 0;
+ * checked (proto/slots.c), appended to its list call: all of them, or none. 0;
  * -ENOMEM; KVS_EPROTO when the table is bad (the worker is then evicted). */
 static int read_table(struct daemon *d, int wi, const struct kvs__sqe *q, struct kvs__err *e)
 {

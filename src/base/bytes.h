@@ -1,6 +1,6 @@
 /*
  * bytes.h - fixed-offset little-endian fields of messages and slots, for
- * the codecs (proto.c: worker and kvsd; wire.c: kvsd and kvsd across
+ * the codecs (proto/: worker and kvsd; proto/wire_*.c: kvsd and kvsd across
  * hosts): one load or store each, the layout independent of the compiler's
  * padding and the host's byte order.
  */

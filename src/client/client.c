@@ -2,7 +2,7 @@
  * client.c - the dist store types' operations (kvs__dist_ops, front.h):
  * each API call checked, split between kvsd's keys and the keys the
  * workers combine (combine.c), and made of list calls: what is sent is
- * send.c's, what comes back pull.c's, the link to kvsd link.c's. And the
+ * send.c's, what comes back pull.c's, the link to kvsd connect.c's and call.c's. And the
  * rest: optimizer, compression, states, barrier, buffers, close.
  *
  * It must never touch a ring or the arena itself: the files below do.

@@ -7,7 +7,7 @@
  *
  * Owns nothing past a call. It must never trust a range a completion
  * names: each is checked against the arena and the size expected before
- * a byte is read; a bad one breaks the handle (link.c).
+ * a byte is read; a bad one breaks the handle (wait.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -8,7 +8,7 @@
  * memory; the rest is copied into a transient range of staging.
  *
  * Owns the staging of one call from the range it takes to the hold it
- * hands the link (link.c). It must never wait for kvsd itself: posting
+ * hands the link (call.c). It must never wait for kvsd itself: posting
  * and waiting are the link's, and a batch is all-or-nothing in kvsd.
  */
 #define _GNU_SOURCE
