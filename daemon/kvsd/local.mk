@@ -10,6 +10,7 @@ bin_PROGRAMS += daemon/kvsd/kvsd
 daemon_kvsd_kvsd_SOURCES = daemon/kvsd/main.c daemon/kvsd/daemon.h daemon/kvsd/daemon.c \
 	daemon/kvsd/arena.c daemon/kvsd/arena.h daemon/kvsd/devbufs.c daemon/kvsd/devbufs.h \
 	daemon/kvsd/remote.c daemon/kvsd/remote.h daemon/kvsd/owners.c daemon/kvsd/owners.h \
+	daemon/kvsd/join.c daemon/kvsd/join.h \
 	daemon/kvsd/hosts.c daemon/kvsd/hosts.h daemon/kvsd/req.c daemon/kvsd/req.h \
 	daemon/kvsd/tracing.c daemon/kvsd/tracing.h daemon/kvsd/answers.c daemon/kvsd/answers.h \
 	daemon/kvsd/job.c daemon/kvsd/job.h daemon/kvsd/rounds.c daemon/kvsd/rounds.h \
