@@ -1,6 +1,7 @@
 /*
- * bridge.h - what the messages between the hosts of a job do to kvsd's
- * rounds and keys.
+ * bridge.h - kvsd across hosts, as the modules above see it: the messages
+ * from the other hosts taken, an async push sent off, what this host tells
+ * the others.
  */
 #ifndef KVSD_BRIDGE_H
 #define KVSD_BRIDGE_H

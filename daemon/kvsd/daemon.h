@@ -325,8 +325,8 @@ struct fail_hook {
 };
 #define FAIL_HOOKS_MAX 8
 
-/* What rounds.c tells the module that runs rounds across hosts (bridge.c
- * registers it in d->round_ops at start-up): made, a key's rounds were made
+/* What rounds.c tells the module that runs rounds across hosts (xrounds.c;
+ * bridge.c registers it in d->round_ops at start-up): made, a key's rounds were made
  * (its state across hosts is made too: 0, or -ENOMEM); ready, a round
  * whose every push here is in, in a job across hosts (d->hx): its sums go
  * to the owners; freed, a key's rounds go. */
@@ -337,7 +337,7 @@ struct round_ops {
 };
 
 struct hosts;                          /* hosts.c */
-struct xround;                         /* bridge.c */
+struct xround;                         /* xrounds.c */
 struct stq;                            /* states.c */
 
 struct daemon {
@@ -374,7 +374,7 @@ struct daemon {
     struct stq *stq;                   /* saves and loads of states waiting for the hosts */
     const struct fail_hook *fail_hooks[FAIL_HOOKS_MAX];  /* job.c tells those above */
     int nfail_hooks;
-    const struct round_ops *round_ops; /* rounds.c tells bridge.c, or NULL */
+    const struct round_ops *round_ops; /* rounds.c tells xrounds.c, or NULL */
     int clock0_known;                  /* hosts_stop: host 0's clock less this host's, */
     int64_t clock0_offset, clock0_error;/* estimated from heartbeats, within the error (ns) */
     uint64_t next_token;

@@ -1,20 +1,9 @@
 /*
- * hosts.c - the links between the kvsd of the hosts of one job: joining
- * them, then moving frames over them.
+ * hosts.c - the links between the kvsd of the hosts of one job: the
+ * connections the join made (join.c), handed to the transport, and the
+ * thread that moves frames over them.
  *
- * Joining (hosts_start, on the main thread, before any worker is served):
- * host 0 listens at the job's coordinator address and takes one
- * connection per other host; each must pass the handshake (handshake.h:
- * the job's secret, within a short deadline; anything else is dropped and
- * said) and then says where it listens itself (JOIN). Once every host has
- * joined, host 0 sends each the roster: every host's address and number of
- * workers. Then host r connects to hosts 1..r-1 and takes the connections
- * of hosts r+1..n-1, each authenticated the same way. Only one connection
- * is in a handshake at a time and the listen backlog is short, so a port
- * scan or an idle connection costs a bounded wait and holds nothing. The
- * listeners close once the mesh is whole: no connection is taken later.
- *
- * Then the links' thread owns the connections, through the transport
+ * The links' thread owns the connections, through the transport
  * (net/loader.h: io_uring or sockets). It sends what the serve thread
  * queued (hosts_post), reads frames (the head checked before a byte of
  * payload is kept), sends a heartbeat each second a link is quiet (more
@@ -24,40 +13,35 @@
  * knows nothing of keys or rounds: bridge.c does. No pass of this thread
  * waits on the serve thread's work, and the transports hand up what came
  * before the sends they finished: a kvsd busy with a long serve pass still
- * beats and reads, so that its peers can tell busy from dead.
+ * beats and reads, so that its peers can tell busy from dead. No
+ * connection is taken once the links run.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "hosts.h"
+#include "join.h"
 
-#include "net/auth.h"
 #include "base/bytes.h"
-#include "net/handshake.h"
 #include "shm/shm.h"
+#include "net/auth.h"
 #include "net/loader.h"
-#include "net/tcp.h"
 #include "proto/wire.h"
 
 #define SEC_NS          1000000000ll
-#define SHAKE_NS        (2 * SEC_NS)   /* an incoming connection's handshake, at most */
 #define BEAT_NS         SEC_NS         /* a heartbeat when a link sent nothing this long, */
 #define BEATS_PER_BOUND 5              /* or a fifth of a shorter silence bound */
 #define CLOCK_BEAT_NS   (SEC_NS / 5)   /* timeline on: a heartbeat this often, for the clocks */
 #define STOP_NS         (5 * SEC_NS)   /* to send what is queued, at the end */
 #define DRAIN_NS        (20 * 1000000ll) /* queued frames handed to links per pass, at most */
 #define SEND_WINDOW     (4u << 20)     /* bytes handed to the transport per link at once */
-#define LISTEN_BACKLOG  8
 #define EVENTS          64
 
 /* A frame in a link's send queue: sent in order, SENT in order. */
@@ -106,263 +90,6 @@ struct hosts {
 const char *hosts_name(const struct daemon *d, int host)
 {
     return d->hx && host >= 0 && host < d->hx->n ? d->hx->l[host].name : "a host";
-}
-
-/* ---- joining ------------------------------------------------------------ */
-
-static int is_loopback(const char *addr)
-{
-    return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0
-           || strcmp(addr, "localhost") == 0;
-}
-
-/* HOST:PORT (HOST may be [v6]) into host and port. */
-static int split_hostport(const char *s, char *host, size_t size, uint16_t *port,
-                          struct kvs__err *e)
-{
-    const char *colon = strrchr(s, ':'), *h = s;
-    size_t hl;
-    char *end;
-    long p;
-
-    if (!colon)
-        return kvs__fail(e, KVS_EBADARG, "coordinator '%s' is not HOST:PORT", s);
-    hl = (size_t)(colon - s);
-    if (hl >= 2 && s[0] == '[' && colon[-1] == ']') {
-        h = s + 1;
-        hl -= 2;
-    }
-    p = strtol(colon + 1, &end, 10);
-    if (hl == 0 || hl >= size || *end || end == colon + 1 || p < 1 || p > 65535)
-        return kvs__fail(e, KVS_EBADARG, "coordinator '%s' is not HOST:PORT with a port in "
-                         "1..65535", s);
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    *port = (uint16_t)p;
-    return 0;
-}
-
-/* The numeric address of fd's peer. */
-static void peer_addr(int fd, char *out, size_t size)
-{
-    struct sockaddr_storage sa;
-    socklen_t len = sizeof sa;
-
-    out[0] = '\0';
-    if (getpeername(fd, (struct sockaddr *)&sa, &len) != 0)
-        return;
-    if (sa.ss_family == AF_INET)
-        inet_ntop(AF_INET, &((struct sockaddr_in *)&sa)->sin_addr, out, (socklen_t)size);
-    else if (sa.ss_family == AF_INET6)
-        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&sa)->sin6_addr, out, (socklen_t)size);
-}
-
-/* Takes connections on lfd until one passes the handshake (and, at host 0,
- * sends its join) from a host not linked yet that want() accepts; the
- * rest are dropped and said. -ETIMEDOUT at deadline_ns. */
-static int take_one(struct daemon *d, int lfd, const struct kvs__secret *sec,
-                    const struct kvs__host_id *me, int64_t deadline_ns,
-                    struct kvs__wire_place *roster, struct kvs__err *e)
-{
-    struct hosts *hx = d->hx;
-
-    for (;;) {
-        struct kvs__err why = { 0, "" };
-        char addr[KVS__ADDR_MAX];
-        uint32_t from = 0, nw = 0;
-        int fd, rc;
-        int64_t shake;
-
-        if ((rc = kvs__tcp_accept(lfd, deadline_ns, &fd, e)) != 0)
-            return rc;
-        peer_addr(fd, addr, sizeof addr);
-        shake = kvs__now_ns() + SHAKE_NS;
-        rc = kvs__handshake_server(fd, sec, me, shake < deadline_ns ? shake : deadline_ns,
-                                   &from, &nw, &why);
-        if (rc == 0 && (from < (uint32_t)(hx->me == 0 ? 1 : hx->me + 1)
-                        || hx->l[from].fd >= 0))
-            rc = kvs__fail(&why, KVS_EPROTO, "host %u is linked already, or should connect "
-                           "the other way", (unsigned)from);
-        if (rc == 0 && hx->me == 0) {
-            unsigned char p[256];
-            struct kvs__wire_join j;
-            size_t len;
-            uint32_t again;
-
-            if ((rc = kvs__frame_read(fd, (uint32_t)hx->n, KVS__FRAME_JOIN, p, sizeof p, &len,
-                                      &again, shake, &why)) == 0
-                && (rc = kvs__wire_join_decode(p, len, &j, &why)) == 0 && again != from)
-                rc = kvs__fail(&why, KVS_EPROTO, "a join of host %u from host %u",
-                               (unsigned)again, (unsigned)from);
-            if (rc == 0) {
-                roster[from].nworkers = nw;
-                roster[from].port = j.port;
-                snprintf(roster[from].addr, sizeof roster[from].addr, "%s",
-                         j.addr[0] ? j.addr : addr);
-            }
-        }
-        if (rc != 0) {
-            say(d, "dropped a connection from %s: %s", addr[0] ? addr : "an unknown address",
-                why.msg);
-            close(fd);
-            continue;
-        }
-        hx->l[from].fd = fd;
-        hx->l[from].nworkers = nw;
-        snprintf(hx->l[from].name, sizeof hx->l[from].name, "host %u (%s)", (unsigned)from,
-                 addr);
-        return 0;
-    }
-}
-
-/* The mesh: see the head of this file. */
-/* What a join's steps share. */
-struct joining {
-    const struct kvs__secret *sec;
-    struct kvs__host_id me;
-    int64_t deadline;
-    int lfd;                           /* where this host takes the others' links */
-    struct kvs__wire_place *roster;    /* [hosts] */
-    unsigned char *rbuf;               /* the roster's frame, of rbytes */
-    size_t rbytes;
-};
-
-/* A join that failed with rc: a timeout names the hosts that did not come. */
-static int join_failed(struct daemon *d, int rc, struct kvs__err *e)
-{
-    struct hosts *hx = d->hx;
-    char who[256] = "", why[sizeof e->msg];
-    size_t o = 0;
-
-    if (rc != -ETIMEDOUT)
-        return rc;
-    snprintf(why, sizeof why, "%s", e->msg);   /* e->msg is rewritten below */
-    for (int i = 0; i < hx->n && o + 16 < sizeof who; i++)
-        if (i != hx->me && hx->l[i].fd < 0)
-            o += (size_t)snprintf(who + o, sizeof who - o, "%s%d", o ? ", " : "", i);
-    return kvs__fail(e, -ETIMEDOUT, "the job's hosts did not all join within %lld s "
-                     "(coordinator %s; host%s %s missing)%s%s",
-                     (long long)(d->o.join_ns / SEC_NS), d->o.coord,
-                     strchr(who, ',') ? "s" : "", who, why[0] ? ": " : "", why);
-}
-
-/* Host 0 takes every other host's join, then sends them all the roster. */
-static int join_host0(struct daemon *d, struct joining *j, struct kvs__err *e)
-{
-    struct hosts *hx = d->hx;
-    int rc;
-
-    for (int i = 1; i < hx->n; i++)
-        if ((rc = take_one(d, j->lfd, j->sec, &j->me, j->deadline, j->roster, e)) != 0)
-            return join_failed(d, rc, e);
-    kvs__wire_roster_encode(j->roster, (uint32_t)hx->n, j->rbuf);
-    for (int i = 1; i < hx->n; i++)
-        if ((rc = kvs__frame_write(hx->l[i].fd, KVS__FRAME_ROSTER, 0, j->rbuf, j->rbytes,
-                                   j->deadline, e)) != 0)
-            return rc;
-    return 0;
-}
-
-/* Any other host joins at host 0 (chost:cport), telling it the port it
- * listens on, takes the roster, connects to the hosts of lower rank and
- * takes the links of those above. */
-static int join_other(struct daemon *d, struct joining *j, const char *chost, uint16_t cport,
-                      uint16_t port, struct kvs__err *e)
-{
-    struct hosts *hx = d->hx;
-    struct kvs__wire_join jn = { .port = port };
-    char addr[KVS__ADDR_MAX];
-    unsigned char p[256];
-    size_t len;
-    uint32_t from;
-    int fd, rc;
-
-    if (d->o.bind && strcmp(d->o.bind, "0.0.0.0") != 0 && strcmp(d->o.bind, "::") != 0)
-        snprintf(jn.addr, sizeof jn.addr, "%s", d->o.bind);
-    if ((rc = kvs__tcp_connect(chost, cport, j->deadline, &fd, e)) != 0)
-        return join_failed(d, rc, e);
-    hx->l[0].fd = fd;
-    peer_addr(fd, addr, sizeof addr);
-    snprintf(hx->l[0].name, sizeof hx->l[0].name, "host 0 (%s)", addr);
-    kvs__wire_join_encode(&jn, p);
-    if ((rc = kvs__handshake_client(fd, j->sec, &j->me, 0, j->deadline, e)) != 0
-        || (rc = kvs__frame_write(fd, KVS__FRAME_JOIN, (uint32_t)hx->me, p,
-                                  kvs__frame_payload_bytes(KVS__FRAME_JOIN), j->deadline,
-                                  e)) != 0
-        || (rc = kvs__frame_read(fd, (uint32_t)hx->n, KVS__FRAME_ROSTER, j->rbuf, j->rbytes,
-                                 &len, &from, j->deadline, e)) != 0
-        || (rc = kvs__wire_roster_decode(j->rbuf, len, (uint32_t)hx->n, j->roster, e)) != 0)
-        return join_failed(d, rc, e);
-    if (j->roster[hx->me].nworkers != (uint32_t)d->o.nworkers)
-        return kvs__fail(e, KVS_EPROTO, "host 0's roster gives this host %u workers, not %d",
-                         (unsigned)j->roster[hx->me].nworkers, d->o.nworkers);
-    hx->l[0].nworkers = j->roster[0].nworkers;
-    for (int i = 1; i < hx->me; i++) {
-        if ((rc = kvs__tcp_connect(j->roster[i].addr, j->roster[i].port, j->deadline, &fd,
-                                   e)) != 0)
-            return join_failed(d, rc, e);
-        hx->l[i].fd = fd;
-        hx->l[i].nworkers = j->roster[i].nworkers;
-        snprintf(hx->l[i].name, sizeof hx->l[i].name, "host %d (%s)", i, j->roster[i].addr);
-        if ((rc = kvs__handshake_client(fd, j->sec, &j->me, (uint32_t)i, j->deadline, e)) != 0)
-            return join_failed(d, rc, e);
-    }
-    for (int i = hx->me + 1; i < hx->n; i++)
-        if ((rc = take_one(d, j->lfd, j->sec, &j->me, j->deadline, j->roster, e)) != 0)
-            return join_failed(d, rc, e);
-    return 0;
-}
-
-static int join(struct daemon *d, const struct kvs__secret *sec, struct kvs__err *e)
-{
-    struct hosts *hx = d->hx;
-    struct joining j = { sec, { d->o.net_job, (uint32_t)hx->me, (uint32_t)hx->n,
-                                (uint32_t)d->o.nworkers },
-                         kvs__now_ns() + d->o.join_ns, -1,
-                         calloc((size_t)hx->n, sizeof *j.roster), NULL,
-                         kvs__wire_roster_bytes((uint32_t)hx->n) };
-    char chost[256];
-    const char *bind;
-    uint16_t cport = 0, port = 0;
-    int rc;
-
-    j.rbuf = malloc(j.rbytes);
-    if (!j.roster || !j.rbuf) {
-        rc = kvs__fail(e, -ENOMEM, "out of memory");
-        goto out;
-    }
-    if ((rc = split_hostport(d->o.coord, chost, sizeof chost, &cport, e)) != 0)
-        goto out;
-    bind = d->o.bind ? d->o.bind : d->o.secret_file ? "0.0.0.0" : "127.0.0.1";
-    if (!d->o.secret_file && (!is_loopback(bind) || !is_loopback(chost))) {
-        rc = kvs__fail(e, KVS_EBADARG, "without a secret (--secret-file) hosts link over "
-                       "loopback only: '%s' is not", is_loopback(bind) ? chost : bind);
-        goto out;
-    }
-    if (hx->me == 0)
-        port = cport;
-    if ((rc = kvs__tcp_listen(bind, &port, LISTEN_BACKLOG, &j.lfd, e)) != 0)
-        goto out;
-    j.roster[hx->me].nworkers = (uint32_t)d->o.nworkers;
-    rc = hx->me == 0 ? join_host0(d, &j, e) : join_other(d, &j, chost, cport, port, e);
-    if (rc != 0)
-        goto out;
-    d->rank0 = 0;
-    d->total = 0;
-    for (int i = 0; i < hx->n; i++) {
-        if (i < hx->me)
-            d->rank0 += (int)j.roster[i].nworkers;
-        d->total += (int)j.roster[i].nworkers;
-    }
-    if (d->total > MAX_WORKERS)
-        rc = kvs__fail(e, KVS_EBADARG, "the job's hosts run %d workers; at most %d", d->total,
-                       MAX_WORKERS);
-out:
-    if (j.lfd >= 0)
-        close(j.lfd);
-    free(j.roster);
-    free(j.rbuf);
-    return rc;
 }
 
 /* ---- the links' thread -------------------------------------------------- */
@@ -859,32 +586,15 @@ struct inmsg *hosts_take(struct daemon *d)
     return m;
 }
 
-int hosts_start(struct daemon *d, struct kvs__err *e)
+/* The links, made for the job's hosts over transport tpc (d->hx's now),
+ * none joined yet. */
+static int links_new(struct daemon *d, const struct kvs__tp_choice *tpc, struct kvs__err *e)
 {
-    struct kvs__secret sec;
-    struct kvs__tp_choice tpc;
     struct hosts *hx;
-    struct kvs_transport_error te = { 0, "" };
-    char note[256] = "";
-    int64_t deadline;
-    int rc;
 
-    /* The transport first: a plug-in that cannot work fails here, before
-     * the other hosts wait for this one. */
-    if ((rc = kvs__tp_find(NULL, &tpc, note, sizeof note, e)) != 0)
-        return rc;
-    memset(&sec, 0, sizeof sec);       /* without a file: loopback, a known key */
-    if (d->o.secret_file && (rc = kvs__secret_load(d->o.secret_file, &sec, e)) != 0) {
-        kvs__tp_release(&tpc);
-        return rc;
-    }
-    if (!d->o.secret_file)
-        say(d, "no secret file: the hosts link over loopback only");
     if (!(hx = calloc(1, sizeof *hx)) || !(hx->l = calloc((size_t)d->o.nhosts, sizeof *hx->l))
         || !(d->host_out = calloc((size_t)d->o.nhosts, 1))) {
         free(hx);
-        kvs__tp_release(&tpc);
-        kvs__secret_wipe(&sec);
         return kvs__fail(e, -ENOMEM, "out of memory");
     }
     d->hx = hx;
@@ -892,7 +602,7 @@ int hosts_start(struct daemon *d, struct kvs__err *e)
     d->me = hx->me = d->o.host;
     for (int h = 0; h < hx->n; h++)
         hx->l[h].clk_rtt = -1;
-    hx->tpc = tpc;
+    hx->tpc = *tpc;
     hx->out_tail = &hx->out;
     hx->in_tail = &hx->in;
     pthread_mutex_init(&hx->lock, NULL);
@@ -901,12 +611,41 @@ int hosts_start(struct daemon *d, struct kvs__err *e)
         hx->l[i].inflight_tail = &hx->l[i].inflight;
         snprintf(hx->l[i].name, sizeof hx->l[i].name, "host %d", i);
     }
-    if (note[0])
-        say(d, "%s", note);
-    rc = join(d, &sec, e);
-    kvs__secret_wipe(&sec);
-    if (rc != 0)
-        return rc;
+    return 0;
+}
+
+/* The mesh (join.c) gives each link its connection, even when it failed:
+ * hosts_stop closes what it made. */
+static int links_join(struct daemon *d, const struct kvs__secret *sec, struct kvs__err *e)
+{
+    struct hosts *hx = d->hx;
+    struct join_peer *peers;
+    int rc;
+
+    if (!(peers = calloc((size_t)hx->n, sizeof *peers)))
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    for (int i = 0; i < hx->n; i++) {
+        peers[i].fd = -1;
+        memcpy(peers[i].name, hx->l[i].name, sizeof peers[i].name);
+    }
+    rc = join_mesh(d, sec, peers, e);
+    for (int i = 0; i < hx->n; i++) {
+        hx->l[i].fd = peers[i].fd;
+        hx->l[i].nworkers = peers[i].nworkers;
+        memcpy(hx->l[i].name, peers[i].name, sizeof hx->l[i].name);
+    }
+    free(peers);
+    return rc;
+}
+
+/* The transport takes the joined links, and the links' thread starts. */
+static int links_run(struct daemon *d, struct kvs__err *e)
+{
+    struct hosts *hx = d->hx;
+    struct kvs_transport_error te = { 0, "" };
+    int64_t deadline;
+    int rc;
+
     if ((rc = hx->tpc.ops->open(&hx->tp, &te)) != 0)
         return kvs__fail(e, rc, "the %s transport: %s", hx->tpc.ops->name, te.msg);
     /* Each host adopts its links in the order of the hosts: a transport
@@ -930,6 +669,38 @@ int hosts_start(struct daemon *d, struct kvs__err *e)
         return kvs__fail(e, -rc, "cannot start a thread: %s", strerror(rc));
     hx->running = 1;
     return 0;
+}
+
+int hosts_start(struct daemon *d, struct kvs__err *e)
+{
+    struct kvs__secret sec;
+    struct kvs__tp_choice tpc;
+    char note[256] = "";
+    int rc;
+
+    /* The transport first: a plug-in that cannot work fails here, before
+     * the other hosts wait for this one. */
+    if ((rc = kvs__tp_find(NULL, &tpc, note, sizeof note, e)) != 0)
+        return rc;
+    memset(&sec, 0, sizeof sec);       /* without a file: loopback, a known key */
+    if (d->o.secret_file && (rc = kvs__secret_load(d->o.secret_file, &sec, e)) != 0) {
+        kvs__tp_release(&tpc);
+        return rc;
+    }
+    if (!d->o.secret_file)
+        say(d, "no secret file: the hosts link over loopback only");
+    if ((rc = links_new(d, &tpc, e)) != 0) {
+        kvs__tp_release(&tpc);
+        kvs__secret_wipe(&sec);
+        return rc;
+    }
+    if (note[0])
+        say(d, "%s", note);
+    rc = links_join(d, &sec, e);
+    kvs__secret_wipe(&sec);
+    if (rc != 0)
+        return rc;
+    return links_run(d, e);
 }
 
 void hosts_stop(struct daemon *d, int clean)

@@ -1,17 +1,18 @@
 /*
- * hosts.h - the links between the hosts of a job: joining, frames out,
- * messages in.
+ * hosts.h - the links between the hosts of a job: started over the
+ * connections the join made (join.h), frames out, messages in.
  */
 #ifndef KVSD_HOSTS_H
 #define KVSD_HOSTS_H
 
 #include "daemon.h"
 
-/* Joins the job's other hosts (opts nhosts, host, coord, ...): host 0
- * takes every other host's join, then each host connects to those of lower
- * rank and takes the connections of those above, every one authenticated.
- * Sets d->rank0 and d->total, tells the ready fd, starts the thread that
- * moves frames. Main thread, before the serve loop. */
+/* Joins the job's other hosts (opts nhosts, host, coord, ...; join_mesh:
+ * host 0 takes every other host's join, then each host connects to those
+ * of lower rank and takes the connections of those above, every one
+ * authenticated), hands the links to the transport and starts the thread
+ * that moves frames. Sets d->rank0 and d->total. Main thread, before the
+ * serve loop. */
 int hosts_start(struct daemon *d, struct kvs__err *e);
 
 /* Ends the links: with bye when clean (every frame queued before goes

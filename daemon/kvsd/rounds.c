@@ -11,7 +11,7 @@
  * traffic for N workers and S bytes (plus the optimizer's state), not a
  * running sum's 3*N*S or so. The rounds a serve pass fills close together.
  *
- * Across hosts a ready round goes up to bridge.c, and a key's rounds are
+ * Across hosts a ready round goes up to xrounds.c, and a key's rounds are
  * made and freed with their state across hosts, through d->round_ops,
  * which bridge.c registers: this file never calls it by name. A failing
  * job empties the open rounds through the hook this file registers.

@@ -1,6 +1,6 @@
 /*
  * rounds.h - one host's sync rounds and the pending queue: a key's rounds,
- * pushes joining them, rounds closing, parts applied for bridge.c.
+ * pushes joining them, rounds closing, parts applied for xrounds.c.
  */
 #ifndef KVSD_ROUNDS_H
 #define KVSD_ROUNDS_H

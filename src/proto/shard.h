@@ -1,6 +1,6 @@
 /*
  * shard.h - which host of a job of several owns which key, or which part
- * of a big key: the one rule kvsd keeps its keys by (daemon/kvsd/bridge.c) and
+ * of a big key: the one rule kvsd keeps its keys by (daemon/kvsd/owners.c) and
  * kvsctl plan models a job's traffic by, so that the model is of what the
  * daemon does.
  *

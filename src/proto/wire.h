@@ -17,7 +17,8 @@
  * (JOIN), and host 0 tells every host where the others listen and how many
  * workers each runs (ROSTER). After that, every frame is a message (struct
  * kvs__wire_msg): a body that names a key, its dtype and shape, and
- * carries data (a value, or a text), which daemon/kvsd/hosts.c acts on.
+ * carries data (a value, or a text), which kvsd's bridge acts on
+ * (daemon/kvsd/bridge.c and the modules it hands each message to).
  *
  * Decoders copy the bytes once, check every field, and never trust a
  * length beyond what the frame's type allows.
