@@ -3,7 +3,8 @@
  * kvsrun, else PATH), started with the job's options, waited for until
  * its socket accepts or, across hosts, until it says through a pipe that
  * every host has joined and which ranks are this host's; and ended: its
- * own exit first when the job succeeded, else SIGTERM, then SIGKILL.
+ * own exit first when the job succeeded, else SIGTERM, then SIGKILL; a
+ * kvsd already in the kernel's exit is waited for, not signalled.
  *
  * It never speaks kvsd's protocol (the probe connects and closes), and
  * never stops a kvsd it did not start.
@@ -219,10 +220,42 @@ out:
     return rc;
 }
 
+/* 1 when process pid is in the kernel's exit (PF_EXITING among the flags
+ * of /proc/PID/stat): it has left, and is giving its memory back, which
+ * for a store of gigabytes takes a second or two, and several times that
+ * on a loaded machine. No signal would hasten it. */
+static int exiting(pid_t pid)
+{
+    char path[64], buf[512], *p;
+    unsigned long flags;
+    size_t n;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    if (!(f = fopen(path, "re")))
+        return 0;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* After the name, which may hold anything: state ppid pgrp session
+     * tty_nr tpgid flags. */
+    if (!(p = strrchr(buf, ')')) || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %lu", &flags) != 1)
+        return 0;
+    return (flags & 0x4) != 0;         /* PF_EXITING */
+}
+
+/* Waits for a kvsd in the kernel's exit, up to EXITING_NS. */
+static void wait_exiting(struct run *r)
+{
+    if (!r->kvsd_done && exiting(r->kvsd))
+        wait_kvsd(r, kvs__now_ns() + EXITING_NS, 1);
+}
+
 /* Ends the kvsd kvsrun started: its own exit first when the job succeeded
  * (it leaves once every worker has), else SIGTERM at once, SIGKILL 2 s
- * later. Returns 0, or 1 when it could not be ended. The files it may
- * have left are cleanup.c's. */
+ * later; one already in the kernel's exit is given the time it takes.
+ * Returns 0, or 1 when it could not be ended. The files it may have left
+ * are cleanup.c's. */
 int stop_kvsd(struct run *r, int wait_first)
 {
     char what[128];
@@ -231,14 +264,17 @@ int stop_kvsd(struct run *r, int wait_first)
         return 0;
     if (!r->kvsd_done && wait_first)
         wait_kvsd(r, kvs__now_ns() + (r->o.nodes > 1 ? HOSTS_LEAVE_NS : KVSD_LEAVE_NS), 1);
+    wait_exiting(r);
     if (!r->kvsd_done) {
         kill(-r->kvsd, SIGTERM);
         wait_kvsd(r, kvs__now_ns() + KILL_AFTER_NS, 0);
+        wait_exiting(r);
     }
     if (!r->kvsd_done) {
         fprintf(stderr, "kvsrun: kvsd (pid %ld) ignored SIGTERM; killing it\n", (long)r->kvsd);
         kill(-r->kvsd, SIGKILL);
         wait_kvsd(r, kvs__now_ns() + GONE_NS, 0);
+        wait_exiting(r);
     }
     if (!r->kvsd_done) {
         fprintf(stderr, "kvsrun: kvsd (pid %ld) did not end after SIGKILL; %s is left\n",

@@ -22,6 +22,8 @@
 #define KVSD_LEAVE_NS  (3 * SEC_NS)    /* kvsd's own exit after a job that succeeded */
 #define KILL_AFTER_NS  (2 * SEC_NS)    /* from SIGTERM to SIGKILL */
 #define GONE_NS        (5 * SEC_NS)    /* from SIGKILL to giving up on a process */
+#define EXITING_NS     (120 * SEC_NS)  /* a process in the kernel's exit, giving its
+                                        * memory back (gigabytes of store: seconds) */
 #define EXEC_NS        (10 * SEC_NS)   /* fork to exec, as the error pipe tells */
 #define SLICE_MS       100             /* longest sleep between looks at children */
 #define PROBE_MS       20              /* between probes of a starting kvsd */
