@@ -1,7 +1,7 @@
 """Data-parallel training of an MLP on scikit-learn's digits (8x8 images of
 handwritten digits, bundled with scikit-learn: nothing to download).
 
-    kvsrun -n 4 python3 examples/train_digits.py [--epochs 30]
+    kvsrun -n 4 python3 examples/train_digits.py [--epochs 12]
 
 Every worker takes its quarter of each batch (with 4 workers), computes the
 gradient of its part's summed loss, and kvs.torch.Trainer pushes it to a
@@ -51,7 +51,7 @@ def accuracy(net, x, y):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--epochs', type=int, default=30)
+    ap.add_argument('--epochs', type=int, default=12)
     args = ap.parse_args()
     (xtr, ytr), (xte, yte) = data()
     loss_fn = torch.nn.CrossEntropyLoss(reduction='sum')

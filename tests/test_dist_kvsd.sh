@@ -14,11 +14,14 @@ set -u
 name="kt-$$-daemon"
 mkdir -p "$work/$name"
 start_kvsd "$name" 2
+export KVS_TEST_WITHIN=2
 KVS_TEST_DIR=$work/$name KVS_JOB=$name KVS_RANK=0 KVS_NUM_WORKERS=2 timeout $((60 * slow)) "$worker" daemon_dies &
 w0=$!
 KVS_TEST_DIR=$work/$name KVS_JOB=$name KVS_RANK=1 KVS_NUM_WORKERS=2 timeout $((60 * slow)) "$worker" daemon_dies &
 w1=$!
+unset KVS_TEST_WITHIN
 wait_for 100 test -f "$work/$name/ready.0" && wait_for 100 test -f "$work/$name/ready.1"
+date +%s%3N >"$work/$name/killed"
 kill -9 "$kvsd_pid"
 wait "$w0"; s0=$?
 wait "$w1"; s1=$?

@@ -85,4 +85,5 @@ def test_train_digits_example(job):
     out = job(4, 'digits', timeout=300)
     acc = float(re.search(r'held-out accuracy: ([\d.]+)%', out).group(1))
     diff = float(re.search(r'largest weight difference (\S+)', out).group(1))
-    assert acc >= 95.0 and diff <= 1e-5, out
+    # The figures doc/python.md quotes: 98% held out, weights within 1e-6.
+    assert acc >= 98.0 and diff <= 1e-6, out
