@@ -97,6 +97,8 @@ class Goal:
         """The value and its unit, as the docs print it."""
         if self.value is None:
             return 'not measured'
+        if self.unit == 's' and self.value < 0.1 and not self.legacy:
+            return '%.1f ms' % (self.value * 1e3)       # judged unrounded all the same
         u = {'x': '', 's': ' s', 'us': ' µs', '%': '% of the wait'}[self.unit]
         return self.text + u
 
@@ -289,6 +291,7 @@ class Results:
             m = re.search(pat, self.text, re.M)
             self.words[key] = m
         self.fresh = re.search(r'^Data freshness: ([^\n]*)', self.text, re.M)
+        self.partial = re.search(r'^A partial run', self.text, re.M) is not None
 
     def read_legacy(self, defs):
         def add(gid, value_text):
@@ -547,7 +550,7 @@ def r_python(r):
     out = ['In the latest full run (%s), medians:' % source(r), '']
     if a.value is not None:
         extra = ''
-        if r.pyc:
+        if r.pyc and r.legacy:
             extra = ' (C %s µs, Python %s µs)' % (r.pyc.group(1), r.pyc.group(2))
         out.append('- a `pushpull` of 4 KiB from Python costs %s more than from C%s; goal: at most '
                    '%g µs added: %s;' % (a.show(), extra, a.limit, a.verdict_md()))
@@ -555,8 +558,7 @@ def r_python(r):
         out.append('- at 64 MiB that run compared Python pushing the same warm array with C '
                    'refilling fresh values each round, so its figure is not quoted;')
     if b.value is not None:
-        fresh = (' both sides refill the value with fresh numbers before each round (%s)'
-                 % r.fresh.group(1).rstrip('.') if r.fresh else
+        fresh = (' data freshness: %s' % r.fresh.group(1).rstrip('.') if r.fresh else
                  ' (that run pushed the same warm array from Python against fresh values from C '
                  'each round, so it does not compare like with like)')
         out.append('- at 64 MiB Python\'s call takes %s × the C call\'s time;%s; goal: at most '
@@ -715,6 +717,9 @@ def render_text(text, results, doc):
 
 def render(args):
     results = Results(args.results)
+    if results.partial and not args.partial:
+        raise Bad('%s is from a partial run (--only or --quick): the docs are rendered from a full '
+                  'run (--partial renders it anyway, for development)' % args.results)
     root = args.root
     bad, changed = [], []
     for doc in DOCS:
@@ -753,6 +758,7 @@ def main():
     ap.add_argument('--check', action='store_true')
     ap.add_argument('--root', default=ROOT)
     ap.add_argument('--results')
+    ap.add_argument('--partial', action='store_true', help=argparse.SUPPRESS)
     args = ap.parse_args()
     try:
         if args.what == 'judge':
