@@ -13,8 +13,10 @@
  * the sum over workers). Each run inits fresh keys (an init cannot be
  * repeated); a barrier lines the workers up before each timed call, and a
  * call's time is rank 0's. It uses only the public API in kvs.h. Output:
- * one "keys,TYPE,WORKERS,KEYS,INIT_S,PUSHPULL_S,TOTAL_S" line, then the same
- * in words.
+ * a "keysrun,TYPE,WORKERS,KEYS,RUN,TOTAL_S" line per run (the values
+ * scripts/bench judges the goal on), one
+ * "keys,TYPE,WORKERS,KEYS,INIT_S,PUSHPULL_S,TOTAL_S" line of medians, then
+ * the medians in words. Whether the goal is met is scripts/bench's to say.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L        /* clock_gettime, posix_memalign */
@@ -27,7 +29,6 @@
 #include "kvs.h"
 #include "bench.h"
 
-#define GOAL_S    0.5                  /* init + pushpull of 200,000 keys, 2 workers */
 #define MAX_KEYS  (1L << 24)
 #define MAX_REPS  100
 
@@ -113,14 +114,17 @@ int main(int argc, char **argv)
             }
     }
     if (rank == 0) {
+        for (long r = 0; r < reps; r++)         /* before median() sorts them */
+            printf("keysrun,%s,%d,%ld,%ld,%.6f\n", type, nw, nkeys, r + 1, t_all[r]);
+    }
+    if (rank == 0) {
         double mi = median(t_init, reps), mp = median(t_pp, reps),
                ma = median(t_all, reps);
 
         printf("keys,%s,%d,%ld,%.4f,%.4f,%.4f\n", type, nw, nkeys, mi, mp, ma);
         printf("%s, %d worker%s, %ld keys of one float32: init %.3f s, pushpull %.3f s, "
-               "both %.3f s (median of %ld)%s\n", type, nw, nw == 1 ? "" : "s", nkeys, mi, mp,
-               ma, reps, !local && nw == 2 && nkeys == 200000
-               ? (ma <= GOAL_S ? "; goal <= 0.5 s: met" : "; goal <= 0.5 s: missed") : "");
+               "both %.3f s (median of %ld)\n", type, nw, nw == 1 ? "" : "s", nkeys, mi, mp,
+               ma, reps);
     }
     kvs_close(kv);
     free(keys), free(vals), free(outs), free(v), free(w), free(t_init), free(t_pp), free(t_all);

@@ -35,6 +35,10 @@ EXTRA_DIST += tests/test_timeline_tool.sh
 # the README (doc/local.mk ships them).
 TESTS += tests/test_docs.sh tests/test_layers.sh
 EXTRA_DIST += tests/test_docs.sh tests/test_layers.sh
+# The docs' speed figures: each bench region is what bench/claims.py renders
+# from bench/RESULTS.md (no benchmark runs).
+TESTS += tests/test_claims.sh
+EXTRA_DIST += tests/test_claims.sh
 check_PROGRAMS += tests/dist_worker tests/dist_remote tests/dist_training tests/dist_device tests/fuzz_proto
 if HAVE_CMOCKA
 unit_tests = tests/test_array tests/test_pool tests/test_optim tests/test_statefile \

@@ -1,0 +1,777 @@
+#!/usr/bin/python3
+"""The speed claims of the docs, judged and rendered from bench/RESULTS.md.
+
+    claims.py judge VALUES
+        Judges every goal of scripts/bench (goal_defs below: the one list
+        of goals and their limits) by one rule and prints the goals table
+        of RESULTS.md. VALUES holds lines "ID V1 V2 ...": the goal's value
+        in each pass (each pass's kvs median over the same pass's peer
+        median, for the ratios), in pass order. The goal's value is the
+        median of those per-pass values (of the two middle ones, their
+        mean), and it is met when that value is at most the limit, compared
+        unrounded. The table lists the per-pass values as VALUES gives
+        them, so the judgement can be re-derived from RESULTS.md alone.
+    claims.py render [--check] [--results FILE] [--root DIR]
+        Rewrites each marked region of README.md and doc/*.md,
+        "<!-- bench:NAME -->" ... "<!-- /bench:NAME -->" (on lines of their
+        own, or both on one line), with what NAME renders from the results
+        file (default bench/RESULTS.md). With --check it writes nothing and
+        exits 1 when a region differs from its rendering, when a region is
+        unknown or not closed, or when a line outside every region and
+        every code block quotes a benchmark figure (a time in µs, a GB/s
+        rate, a ratio to a peer, a goal said to be met or missed).
+
+Reads RESULTS.md files of two formats: the current one (a goals table whose
+first column is a goal id in backticks, with per-pass values), and the one
+before it (goal lines in code blocks, ratios of the medians to 2 digits).
+From the older format nothing is judged by the per-pass rule: each such
+value is marked as coming from an older run, and called met or missed only
+when no value its digits allow could be judged the other way.
+"""
+import argparse
+import os
+import re
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = ['README.md', 'doc/speed.md', 'doc/status.md', 'doc/python.md', 'doc/timeline.md',
+        'doc/scaling.md', 'doc/zero-copy.md', 'doc/hosts.md', 'doc/dist.md', 'doc/gpu.md',
+        'doc/api.md', 'doc/install.md', 'doc/hacking.md']
+SIZES = [('4K', 4096, '4 KiB'), ('256K', 262144, '256 KiB'), ('4M', 4194304, '4 MiB'),
+         ('64M', 67108864, '64 MiB')]
+LABEL = {tag: label for tag, _, label in SIZES}
+LABEL['resnet50'] = 'ResNet-50'
+
+
+class Bad(Exception):
+    pass
+
+
+# ---- judging ----------------------------------------------------------------
+
+def median(values):
+    return statistics.median(values)
+
+
+def fmt(value, limit=None, digits=3):
+    """value with at least `digits` decimals, more while it prints equal to
+    a limit it is not equal to (0.7004 against 0.7 is "0.7004", never "0.700")."""
+    text = '%.*f' % (digits, value)
+    while limit is not None and value != limit and digits < 9 and \
+            float(text) == float('%.*f' % (digits, limit)):
+        digits += 1
+        text = '%.*f' % (digits, value)
+    return text
+
+
+class Goal:
+    """One goal: its id, its words, its limit (value <= limit is met), the
+    unit of its value, and the values it was judged on."""
+
+    def __init__(self, gid, what, limit, unit, values, legacy_text=None):
+        self.id, self.what, self.limit, self.unit = gid, what, limit, unit
+        self.values = values
+        self.legacy = legacy_text is not None
+        if not values:
+            self.value, self.verdict, self.text = None, 'not measured', '-'
+        elif not self.legacy:
+            self.value = median(values)
+            self.verdict = 'met' if self.value <= limit else 'missed'
+            self.text = fmt(self.value, limit)
+        else:
+            # A value printed to d decimals lies within half a unit of its
+            # last digit; called met or missed only when all of that range is.
+            self.value = values[0]
+            d = len(legacy_text.split('.')[1]) if '.' in legacy_text else 0
+            half = 0.5 * 10 ** -d
+            if self.value + half <= limit:
+                self.verdict = 'met'
+            elif self.value - half > limit:
+                self.verdict = 'missed'
+            else:
+                self.verdict = 'undecided'
+            self.text = legacy_text
+
+    def show(self):
+        """The value and its unit, as the docs print it."""
+        if self.value is None:
+            return 'not measured'
+        if self.unit == 's' and self.value < 0.1 and not self.legacy:
+            return '%.1f ms' % (self.value * 1e3)       # judged unrounded all the same
+        u = {'x': '', 's': ' s', 'us': ' µs', '%': '% of the wait'}[self.unit]
+        return self.text + u
+
+    def verdict_md(self):
+        if self.verdict in ('met', 'missed'):
+            return '**%s**' % self.verdict
+        if self.verdict == 'undecided':
+            return '**at the limit** (2 digits: not decided)'
+        return self.verdict
+
+
+def read_values(path):
+    """{id: the per-pass values as written} from lines "ID V1 V2 ..."."""
+    defs, vals = goal_defs(), {}
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            if parts[0] not in defs:
+                raise Bad('%s:%d: unknown goal %r' % (path, n, parts[0]))
+            for v in parts[1:]:
+                try:
+                    float(v)
+                except ValueError:
+                    raise Bad('%s:%d: %r is not a number' % (path, n, v))
+            vals.setdefault(parts[0], []).extend(parts[1:])
+    return vals
+
+
+def limit_md(g):
+    return '≤ ' + {'x': '%g', 's': '%g s', 'us': '%g µs', '%': '%g%%'}[g.unit] % g.limit
+
+
+def judge(path):
+    """The goals table of RESULTS.md: every goal, measured or not."""
+    vals = read_values(path)
+    print('| id | goal | limit | per-pass values | median | verdict |')
+    print('|---|---|---|---|---|---|')
+    met = judged = 0
+    for gid, (what, lim, unit) in goal_defs().items():
+        raw = vals.get(gid, [])
+        g = Goal(gid, what, lim, unit, [float(v) for v in raw])
+        print('| `%s` | %s | %s | %s | %s | %s |' % (gid, what, limit_md(g), ' '.join(raw) or '-',
+                                                     g.text, g.verdict))
+        met += g.verdict == 'met'
+        judged += g.verdict in ('met', 'missed')
+    print()
+    print('%d of the %d goals measured are met.' % (met, judged))
+
+
+# ---- reading RESULTS.md -------------------------------------------------------
+
+def cells(line):
+    return [c.strip() for c in line.strip().strip('|').split('|')]
+
+
+def tables(lines):
+    """Each markdown table: (index of its header line, header cells, rows)."""
+    out, i = [], 0
+    while i < len(lines):
+        if lines[i].startswith('|') and i + 1 < len(lines) and \
+                re.match(r'^\|(\s*:?-+:?\s*\|)+\s*$', lines[i + 1]):
+            head, rows, j = cells(lines[i]), [], i + 2
+            while j < len(lines) and lines[j].startswith('|'):
+                rows.append(dict(zip(head, cells(lines[j]))))
+                j += 1
+            out.append((i, head, rows))
+            i = j
+        else:
+            i += 1
+    return out
+
+
+def num(text):
+    m = re.match(r'^-?[0-9]+(\.[0-9]+)?', text.strip())
+    return float(m.group(0)) if m else None
+
+
+LEGACY = [  # goal line of the older format -> (id, unit)
+    (r'^64 MiB round, 2 workers: kvs', 'one.copy.2.64M'),
+    (r'^64 MiB round, 2 workers, zero-copy', 'one.zc.2.64M'),
+    (r'^4 KiB round, 2 workers', 'one.copy.2.4K'),
+    (r'^256 KiB round, 2 workers', 'one.copy.2.256K'),
+    (r'^4 MiB round, 2 workers', 'one.copy.2.4M'),
+    (r'^4 workers, 4 KiB', 'one.copy.4.4K'),
+    (r'^4 workers, 256 KiB', 'one.copy.4.256K'),
+    (r'^4 workers, 4 MiB', 'one.copy.4.4M'),
+    (r'^4 workers, 64 MiB', 'one.copy.4.64M'),
+    (r'^ResNet-50 step \(161 keys\), 2 workers', 'one.copy.2.resnet50'),
+    (r'^  the same, zero-copy', 'one.zc.2.resnet50'),
+    (r'^timeline on \(KVS_TIMELINE\), 4 KiB', 'tl.4K'),
+    (r'^timeline on, 64 MiB', 'tl.64M'),
+    (r'^across hosts, 64 MiB: kvs', 'hosts.mpi.64M'),
+    (r'^across hosts, ResNet-50 step: kvs', 'hosts.mpi.resnet50'),
+    (r'^across hosts, 4 KiB: kvs', 'hosts.mpi.4K'),
+    (r'^across hosts, 4 KiB: io_uring', 'hosts.sock.4K'),
+    (r'^across hosts, 256 KiB: io_uring', 'hosts.sock.256K'),
+    (r'^across hosts, 4 MiB: io_uring', 'hosts.sock.4M'),
+    (r'^across hosts, 64 MiB: io_uring', 'hosts.sock.64M'),
+    (r'^across hosts, ResNet-50: io_uring', 'hosts.sock.resnet50'),
+    (r'^across hosts, 64 MiB: UCX', 'hosts.ucx.64M'),
+]
+
+
+def goal_defs():
+    """Every goal scripts/bench judges: id -> (words, limit, unit)."""
+    d = {}
+    for impl, how in (('copy', ''), ('zc', ', zero-copy')):
+        for n in (2, 4):
+            for tag, _, label in SIZES:
+                lim = 1.0 if tag == '4K' else 0.7
+                if tag == '64M':
+                    lim = 0.5 if impl == 'copy' else 0.33
+                if n == 4:
+                    lim = 0.7
+                d['one.%s.%d.%s' % (impl, n, tag)] = ('%s round, %d workers%s: kvs / Open MPI'
+                                                      % (label, n, how), lim, 'x')
+        d['one.%s.2.resnet50' % impl] = ('ResNet-50 step (161 keys), 2 workers%s: kvs / 161 '
+                                         'MPI_Allreduce' % how, 0.5, 'x')
+    d['one.idle'] = ('idle job: CPU of the waiting worker and kvsd, % of the wait', 1.0, '%')
+    d['tl.4K'] = ('timeline on (KVS_TIMELINE), 4 KiB round, 2 workers: on / off', 1.05, 'x')
+    d['tl.64M'] = ('timeline on, 64 MiB round, 2 workers: on / off', 1.01, 'x')
+    d['hosts.mpi.64M'] = ('across hosts, 64 MiB: kvs (io_uring) / Open MPI over TCP', 0.5, 'x')
+    d['hosts.mpi.resnet50'] = ('across hosts, ResNet-50 step: kvs (io_uring) / Open MPI over TCP',
+                               0.5, 'x')
+    d['hosts.mpi.4K'] = ('across hosts, 4 KiB: kvs (io_uring) / Open MPI over TCP', 1.0, 'x')
+    for tag, label in list(LABEL.items()):
+        d['hosts.sock.' + tag] = ('across hosts, %s: io_uring / sockets' % label, 1.05, 'x')
+    d['hosts.ucx.64M'] = ('across hosts, 64 MiB: UCX (its tcp) / io_uring', 1.2, 'x')
+    for tr in ('uring', 'socket', 'ucx'):
+        d['hosts.idle.' + tr] = ('idle across hosts over %s: CPU of the waiting worker and its kvsd'
+                                 % tr, 0.1, 's')
+    d['keys.dist'] = ('200,000 keys, dist_sync, 2 workers: init + pushpull', 0.5, 's')
+    d['py.call.4K'] = ('Python call, 4 KiB: time added to the C call', 5.0, 'us')
+    d['py.call.64M'] = ('Python call, 64 MiB: Python / C', 1.02, 'x')
+    d['py.trainer'] = ('Trainer step, ResNet-50, 2 workers: kvs.torch.Trainer / DDP on gloo',
+                       0.5, 'x')
+    return d
+
+
+class Results:
+    def __init__(self, path):
+        with open(path) as f:
+            self.text = f.read()
+        self.path = path
+        lines = self.text.split('\n')
+        self.lines = lines
+        m = re.search(r'on (\d{4}-\d\d-\d\d) [0-9:]+ UTC; (\d+) s for the whole run', self.text)
+        if not m:
+            raise Bad('%s: no "Written by scripts/bench on DATE; N s" line' % path)
+        self.date, self.seconds = m.group(1), int(m.group(2))
+        m = re.search(r'(\d+) CPUs online', self.text)
+        self.cpus = int(m.group(1)) if m else None
+        m = re.search(r'kvs: commit ([0-9a-f]+)', self.text)
+        self.commit = m.group(1) if m else 'unknown'
+        self.one, self.hosts, self.veth, self.scale = [], [], [], []
+        self.goals = {}
+        defs = goal_defs()
+        for _, head, rows in tables(lines):
+            if head[:3] == ['case', 'impl', 'N']:
+                self.one = rows
+            elif head[:2] == ['size', 'kvs, io_uring µs']:
+                self.hosts = rows
+            elif head[:1] == ['over veth']:
+                self.veth = rows
+            elif head[:3] == ['case', 'transport', 'hosts']:
+                self.scale = rows
+            elif head[:2] == ['id', 'goal']:
+                for r in rows:
+                    gid = r['id'].strip('`')
+                    if gid not in defs:
+                        raise Bad('%s: unknown goal %s' % (path, gid))
+                    what, lim, unit = defs[gid]
+                    vals = [float(v) for v in r['per-pass values'].split() if v != '-']
+                    g = Goal(gid, what, lim, unit, vals)
+                    if r['verdict'] != g.verdict:
+                        raise Bad('%s: goal %s says %s, its values say %s'
+                                  % (path, gid, r['verdict'], g.verdict))
+                    self.goals[gid] = g
+        self.legacy = not self.goals
+        if self.legacy:
+            self.read_legacy(defs)
+        self.pyc = re.search(r'C ([0-9.]+) us, Python ([0-9.]+) us', self.text)
+        self.words = {}
+        for key, pat in (('keys', r'^dist_sync, 2 workers, 200000 keys[^\n]*'),
+                         ('keys_local', r'^local, 1 worker, 200000 keys[^\n]*'),
+                         ('mpi_idle', r'Open MPI, same wait: the waiting rank used\s+([0-9.]+) s '
+                          r'of CPU in ([0-9.]+) s')):
+            m = re.search(pat, self.text, re.M)
+            self.words[key] = m
+        self.fresh = re.search(r'^Data freshness: ([^\n]*)', self.text, re.M)
+        self.partial = re.search(r'^A partial run', self.text, re.M) is not None
+
+    def read_legacy(self, defs):
+        def add(gid, value_text):
+            what, lim, unit = defs[gid]
+            self.goals[gid] = Goal(gid, what, lim, unit, [float(value_text)], value_text)
+        for line in self.lines:
+            for pat, gid in LEGACY:
+                if re.match(pat, line):
+                    m = re.search(r'(?:met|MISSED) \(([0-9.]+);', line)
+                    if m:
+                        add(gid, m.group(1))
+            m = re.match(r'^idle job uses no CPU.*worker ([0-9.]+) s \+ kvsd ([0-9.]+) s of CPU '
+                         r'in a ([0-9.]+) s wait', line)
+            if m:
+                v = 100 * (float(m.group(1)) + float(m.group(2))) / float(m.group(3))
+                add('one.idle', '%.2f' % v)
+            m = re.match(r'^dist_sync, 2 workers, 200000 keys.*both ([0-9.]+) s', line)
+            if m:
+                add('keys.dist', m.group(1))
+            m = re.match(r'^Python call, 4 KiB.*C ([0-9.]+) us, Python ([0-9.]+) us', line)
+            if m:
+                add('py.call.4K', '%.2f' % (float(m.group(2)) - float(m.group(1))))
+            # The older run's 64 MiB comparison set Python pushing one warm
+            # array against C refilling fresh values each round: not quoted.
+            m = re.match(r'^Trainer step.*: ([0-9.]+) x;', line)
+            if m:
+                add('py.trainer', m.group(1))
+        # The zero-copy goals the older run did not judge: the table's ratio.
+        for r in self.one:
+            if r['impl'] != 'kvs-dist-zc' or r['case'] != 'allreduce':
+                continue
+            tag = {label: t for t, _, label in SIZES}.get(r['size'])
+            gid = 'one.zc.%s.%s' % (r['N'], tag)
+            if tag and gid not in self.goals and gid in defs:
+                add(gid, r['× MPI'])
+
+    # -- lookups
+    def row(self, impl, n, size, case='allreduce'):
+        for r in self.one:
+            if r['case'] == case and r['impl'] == impl and r['N'] == str(n) and r['size'] == size:
+                return r
+        return None
+
+    def us(self, impl, n, size, case='allreduce'):
+        r = self.row(impl, n, size, case)
+        return num(r['median µs']) if r else None
+
+    def goal(self, gid):
+        if gid in self.goals:
+            return self.goals[gid]
+        what, lim, unit = goal_defs().get(gid, ('', 0.0, 'x'))
+        return Goal(gid, what, lim, unit, [])
+
+
+# ---- rendering ---------------------------------------------------------------
+
+def t_us(us):
+    """A time given in µs, in the unit that reads best."""
+    if us is None:
+        return '-'
+    if us < 100:
+        return '%.1f µs' % us
+    if us < 1000:
+        return '%.0f µs' % us
+    if us < 10000:
+        return '%.2f ms' % (us / 1000)
+    if us < 1e6:
+        return '%.1f ms' % (us / 1000)
+    return '%.2f s' % (us / 1e6)
+
+
+def source(r, long=False):
+    s = '`bench/RESULTS.md`: the full run of %s, commit %s' % (r.date, r.commit)
+    if r.legacy and long:
+        s += (' (a run before per-pass judging: its ratios are ratios of the medians, to 2 digits, '
+              'and one its digits cannot place on either side of its limit is left undecided; '
+              'rerun `scripts/bench`)')
+    return s
+
+
+def cell(g, detail=''):
+    if g.value is None:
+        return 'not measured'
+    return '%s%s: %s' % (g.show(), detail, g.verdict_md())
+
+
+def oversubscribed(r, n):
+    return r.cpus is not None and n > r.cpus
+
+
+OVER_WHY = ('Rows marked *oversubscribed* run more processes than the machine has cores '
+            '(%s workers on %s cores, kvsd besides). That hurts Open MPI most: its ranks poll '
+            'while they wait, so a waiting rank holds a core the rank it waits for needs, '
+            'until the scheduler takes it away; kvs\'s workers and kvsd sleep while they wait '
+            'and give their core up at once.')
+
+
+def r_speed_one_host(r):
+    how = ('each ratio is the median of the per-pass ratios (each pass\'s kvs median over the '
+           'same pass\'s Open MPI median), and each goal is judged on it, unrounded')
+    if r.legacy:
+        how = 'each ratio is as that run printed it'
+    out = ['From %s, on a %s-core machine: a `dist_sync` round\'s time over Open MPI\'s in the '
+           'same run, with the medians of the times; %s.' % (source(r, True), r.cpus or '?', how), '',
+           '| case | kvs, by copy | kvs, zero-copy | goal |', '|---|---|---|---|']
+    for n in (2, 4):
+        for tag, _, label in SIZES:
+            gc, gz = r.goal('one.copy.%d.%s' % (n, tag)), r.goal('one.zc.%d.%s' % (n, tag))
+            mpi = r.us('mpi', n, label)
+            name = '%s, %d workers' % (label, n)
+            if oversubscribed(r, n):
+                name += ' (*oversubscribed*)'
+            c = cell(gc, ' (%s against %s)' % (t_us(r.us('kvs-dist', n, label)), t_us(mpi))
+                     if mpi else '')
+            z = cell(gz, ' (%s)' % t_us(r.us('kvs-dist-zc', n, label)) if mpi else '')
+            lim = '≤ %g' % gc.limit if gc.limit == gz.limit else \
+                '≤ %g; zero-copy ≤ %g' % (gc.limit, gz.limit)
+            out.append('| %s | %s | %s | %s |' % (name, c, z, lim))
+    gc, gz = r.goal('one.copy.2.resnet50'), r.goal('one.zc.2.resnet50')
+    out.append('| ResNet-50 step, 161 keys, 2 workers | %s | %s | ≤ %g |' % (
+        cell(gc, ' (%s against %s)' % (t_us(r.us('kvs-dist', 2, '97.5 MiB', 'resnet50')),
+                                       t_us(r.us('mpi', 2, '97.5 MiB', 'resnet50')))),
+        cell(gz, ' (%s)' % t_us(r.us('kvs-dist-zc', 2, '97.5 MiB', 'resnet50'))), gc.limit))
+    gi = r.goal('one.idle')
+    mpi_idle = ''
+    if r.words['mpi_idle']:
+        mpi_idle = '; Open MPI\'s waiting rank: %.0f%%' % (
+            100 * float(r.words['mpi_idle'].group(1)) / float(r.words['mpi_idle'].group(2)))
+    out.append('| a job waiting in a barrier: CPU over the wait | %s | | ≤ 1%% (no CPU%s) |'
+               % (cell(gi), mpi_idle))
+    out.append('')
+    gloo = [(num(x['× gloo']), x) for x in r.one
+            if x['impl'] in ('kvs-dist', 'kvs-dist-zc') and num(x.get('× gloo', '')) is not None]
+    peers = [num(x['× MPI']) for x in r.one if x['impl'] == 'torch-gloo']
+    if gloo:
+        worst = max(gloo, key=lambda v: v[0])
+        slower = all(p is not None and p > 1 for p in peers)
+        out.append('torch\'s gloo is %s; a kvs round takes at most %.2f of gloo\'s time (%s, %s '
+                   'workers, %s).' % (
+                       'slower than Open MPI in every case here' if slower else
+                       'not slower than Open MPI in every case here',
+                       worst[0], worst[1]['size'] if worst[1]['case'] == 'allreduce' else
+                       'ResNet-50', worst[1]['N'],
+                       'zero-copy' if worst[1]['impl'].endswith('zc') else 'by copy'))
+    if oversubscribed(r, 4):
+        out += ['', OVER_WHY % (4, r.cpus)]
+    return out
+
+
+def r_goals(r):
+    out = ['Every goal of `scripts/bench`, from %s; per-pass values are in '
+           '[bench/RESULTS.md](../bench/RESULTS.md):' % source(r, True), '',
+           '| goal | limit | value | verdict |', '|---|---|---|---|']
+    defs = goal_defs()
+    met = judged = 0
+    for gid in defs:
+        g = r.goal(gid)
+        if g.value is None and gid.startswith(('hosts.ucx', 'hosts.idle.ucx')):
+            continue
+        judged += g.verdict in ('met', 'missed')
+        met += g.verdict == 'met'
+        out.append('| %s | %s | %s | %s |' % (g.what, limit_md(g), g.show() if g.value is not None else '-',
+                                               g.verdict_md()))
+    out += ['', '%d of the %d goals judged are met.' % (met, judged)]
+    return out
+
+
+def hosts_cols(r):
+    return [c for c in ('kvs, io_uring µs', 'kvs, sockets µs', 'kvs, UCX µs', 'Open MPI, TCP µs',
+                        'Open MPI, UCX µs', 'torch gloo µs', 'TCP floor µs')
+            if r.hosts and c in r.hosts[0] and any(num(x[c]) is not None for x in r.hosts)]
+
+
+def r_speed_hosts(r):
+    if not r.hosts:
+        return ['The last full run (%s) has no across-hosts step.' % source(r)]
+    tags = {'4 KiB': '4K', '256 KiB': '256K', '4 MiB': '4M', '64 MiB': '64M',
+            'ResNet-50': 'resnet50'}
+    out = ['The latest full run (%s), 2 hosts × 2 workers on one %s-core machine '
+           '(*oversubscribed*: 4 workers and 2 kvsd on %s cores, and Open MPI\'s 4 ranks likewise), '
+           'median times of the passes; the ratios are medians of the per-pass ratios where a goal '
+           'judges them, ratios of the medians elsewhere:' % (source(r), r.cpus, r.cpus), '',
+           '| size | kvs, io_uring | × Open MPI, TCP | × gloo | × TCP floor | io_uring / sockets '
+           '| goals |', '|---|---|---|---|---|---|---|']
+    for x in r.hosts:
+        tag = tags.get(x['size'])
+        gm, gs = r.goal('hosts.mpi.%s' % tag), r.goal('hosts.sock.%s' % tag)
+        xm = '%s (%s)' % (gm.show(), t_us(num(x['Open MPI, TCP µs']))) if gm.value is not None \
+            else '%s (%s)' % (x['io_uring × MPI'], t_us(num(x['Open MPI, TCP µs'])))
+        xs = gs.show() if gs.value is not None else '-'
+        goals = []
+        if gm.value is not None:
+            goals.append('≤ %g × MPI: %s' % (gm.limit, gm.verdict_md()))
+        if gs.value is not None:
+            goals.append('io_uring ≤ %g × sockets: %s' % (gs.limit, gs.verdict_md()))
+        out.append('| %s | %s | %s | %s | %s (%s) | %s | %s |' % (
+            x['size'], t_us(num(x['kvs, io_uring µs'])), xm, x['× gloo'], x['× floor'],
+            t_us(num(x['TCP floor µs'])), xs, '; '.join(goals)))
+    if r.veth:
+        v = r.veth
+        out += ['', 'Over veth (each host in a network namespace of its own): %s.' % '; '.join(
+            '%s %s, %s × its TCP floor' % (x['over veth'], t_us(num(x['kvs, io_uring µs'])),
+                                            x['× floor']) for x in v)]
+    return out
+
+
+def r_speed_transports(r):
+    cols = hosts_cols(r)
+    if 'kvs, UCX µs' not in cols:
+        return ['The last full run (%s) has no UCX column: the UCX plug-in was not built there.'
+                % source(r)]
+    out = ['The latest full run (%s), 2 hosts × 2 workers on one %s-core machine '
+           '(*oversubscribed*), median times:' % (source(r), r.cpus), '',
+           '| size | ' + ' | '.join(c.replace(' µs', '') for c in cols) + ' | UCX / io_uring |',
+           '|---|' + '---|' * (len(cols) + 1)]
+    for x in r.hosts:
+        out.append('| %s | %s | %s |' % (x['size'], ' | '.join(t_us(num(x[c])) for c in cols),
+                                          x.get('UCX / io_uring', '-')))
+    g = r.goal('hosts.ucx.64M')
+    out += ['', 'Goal: UCX at most %g × io_uring at 64 MiB: %s.' % (g.limit, cell(g))]
+    return out
+
+
+def r_hosts_idle(r):
+    parts = []
+    for tr, name in (('uring', 'io_uring'), ('socket', 'sockets'), ('ucx', 'UCX')):
+        g = r.goal('hosts.idle.' + tr)
+        if g.value is not None:
+            parts.append('%s over %s (%s)' % (g.show(), name, g.verdict_md()))
+    if not parts:
+        return ['The last full run (%s) did not measure an idle job across hosts.' % source(r)]
+    return ['In the latest full run (%s), an idle, connected job of 2 hosts (one worker waits in a '
+            'barrier for the other) spent, in the waiting worker and its host\'s `kvsd`: %s '
+            '(goal: under 0.1 s).' % (source(r), ', '.join(parts))]
+
+
+def r_keys(r):
+    g = r.goal('keys.dist')
+    if g.value is None:
+        return ['The last full run (%s) did not run `bench/bench_keys`.' % source(r)]
+    loc = ''
+    if r.words['keys_local']:
+        m = re.search(r'both ([0-9.]+) s', r.words['keys_local'].group(0))
+        loc = '; %s s in `local`' % m.group(1) if m else ''
+    per = ' (runs: %s s)' % ', '.join('%.3f' % v for v in g.values) if not g.legacy else ''
+    return ['`bench/bench_keys` times one `kvs_init` and one `kvs_pushpull` of 200,000 one-element '
+            'keys. In the latest full run (%s), with 2 `dist_sync` workers: %s, the median of its '
+            'runs%s, against a goal of %g s: %s%s.' % (source(r), g.show(), per, g.limit,
+                                                         g.verdict_md(), loc)]
+
+
+def r_python(r):
+    a, b, c = r.goal('py.call.4K'), r.goal('py.call.64M'), r.goal('py.trainer')
+    if a.value is None and c.value is None:
+        return ['The last full run (%s) did not run `bench/bench_python.py`.' % source(r)]
+    out = ['In the latest full run (%s), medians:' % source(r), '']
+    if a.value is not None:
+        extra = ''
+        if r.pyc and r.legacy:
+            extra = ' (C %s µs, Python %s µs)' % (r.pyc.group(1), r.pyc.group(2))
+        out.append('- a `pushpull` of 4 KiB from Python costs %s more than from C%s; goal: at most '
+                   '%g µs added: %s;' % (a.show(), extra, a.limit, a.verdict_md()))
+    if b.value is None and r.legacy:
+        out.append('- at 64 MiB that run compared Python pushing the same warm array with C '
+                   'refilling fresh values each round, so its figure is not quoted;')
+    if b.value is not None:
+        fresh = (' data freshness: %s' % r.fresh.group(1).rstrip('.') if r.fresh else
+                 ' (that run pushed the same warm array from Python against fresh values from C '
+                 'each round, so it does not compare like with like)')
+        out.append('- at 64 MiB Python\'s call takes %s × the C call\'s time;%s; goal: at most '
+                   '%g ×: %s;' % (b.show(), fresh, b.limit, b.verdict_md()))
+    if c.value is not None:
+        out.append('- a `kvs.torch.Trainer` step of ResNet-50\'s 161 tensors with 2 workers and the '
+                   'store\'s SGD takes %s × the time of torch\'s DistributedDataParallel on gloo; '
+                   'goal: at most %g ×: %s.' % (c.show(), c.limit, c.verdict_md()))
+    return out
+
+
+def r_timeline(r):
+    a, b = r.goal('tl.4K'), r.goal('tl.64M')
+    if a.value is None and b.value is None:
+        return ['The last full run (%s) did not time the timeline.' % source(r)]
+    out = []
+    for g, label in ((a, '4 KiB'), (b, '64 MiB')):
+        if g.value is None:
+            continue
+        per = ' (passes: %s)' % ', '.join('%.3f' % v for v in g.values) if not g.legacy else ''
+        out.append('%s rounds with it on take %s × their time with it off, the median of the '
+                   'per-pass ratios%s; goal: at most %g ×: %s.' % (label, g.show(), per, g.limit,
+                                                                   g.verdict_md()))
+    return ['In the latest full run (%s): %s' % (source(r), ' '.join(out))]
+
+
+def r_scale(r):
+    if not r.scale:
+        return ['The last full run (%s) has no scale step; `scripts/bench --only scale` runs it '
+                'alone (`bench/scale.csv`, `bench/scale.png`), and a full run puts it here.'
+                % source(r)]
+    out = ['The latest full run (%s), H hosts × 1 worker on one %s-core machine, medians of the '
+           'passes against the model at the loopback\'s rate (each host\'s bytes over this '
+           'machine\'s one loopback); "within 25%%" judges the median of the per-pass '
+           'ratios:' % (source(r), r.cpus), '',
+           '| case | transport | hosts | measured | model | measured / model | within 25% |',
+           '|---|---|---|---|---|---|---|']
+    for x in r.scale:
+        out.append('| %s | %s | %s | %s | %s | %s | %s |' % (
+            x['case'], x['transport'], x['hosts'], t_us(num(x['measured µs'])),
+            t_us(num(x['model µs'])), x['measured / model'], x['within 25%']))
+    return out
+
+
+def r_status_one_host(r):
+    g, z = r.goal('one.copy.2.4K'), r.goal('one.zc.2.4K')
+    defs = goal_defs()
+    one = [r.goal(k) for k in defs if k.startswith('one.')]
+    met = sum(x.verdict == 'met' for x in one)
+    return ['4 KiB with 2 workers takes %s × Open MPI\'s time (%s zero-copy); %d of its %d goals '
+            'on one host met in the latest full run (%s)' % (g.show(), z.show(), met, len(one),
+                                                               r.date)]
+
+
+def r_status_hosts(r):
+    hs = [r.goal(k) for k in goal_defs() if k.startswith('hosts.')]
+    hs = [x for x in hs if x.value is not None]
+    met = sum(x.verdict == 'met' for x in hs)
+    return ['benchmarked: %d of its %d speed goals met in the latest full run (%s)'
+            % (met, len(hs), r.date)]
+
+
+def r_status_scale(r):
+    if not r.scale:
+        return ['the measured rounds are not in the latest full run (%s)' % r.date]
+    v = [num(x['measured / model']) for x in r.scale]
+    inside = sum(x['within 25%'] == 'yes' for x in r.scale)
+    return ['the measured rounds are %.1f-%.1f × the byte model at the loopback\'s rate, %d of %d '
+            'within 25%% (latest full run, %s)' % (min(v), max(v), inside, len(v), r.date)]
+
+
+REGIONS = {
+    'speed-one-host': r_speed_one_host,
+    'goals': r_goals,
+    'speed-hosts': r_speed_hosts,
+    'speed-transports': r_speed_transports,
+    'hosts-idle': r_hosts_idle,
+    'keys': r_keys,
+    'python': r_python,
+    'timeline-cost': r_timeline,
+    'scale': r_scale,
+    'status-one-host': r_status_one_host,
+    'status-hosts': r_status_hosts,
+    'status-scale': r_status_scale,
+}
+
+
+def fix_links(lines, doc):
+    """Links are written from doc/; README.md sits one folder up."""
+    if os.path.dirname(doc):
+        return lines
+    return [l.replace('](../', '](') for l in lines]
+
+
+# ---- regions ---------------------------------------------------------------------
+
+OPEN = re.compile(r'<!-- bench:([a-z0-9-]+) -->')
+CLOSE = '<!-- /bench:%s -->'
+FIGURE = [  # what a benchmark figure looks like outside a region
+    (re.compile(r'\d(\.\d+)? ?µs\b'), 'a time in µs'),
+    (re.compile(r'\d ?GB/s'), 'a rate in GB/s'),
+    (re.compile(r'\d(\.\d+)? ?× ?(of )?(Open MPI|MPI|gloo|DDP|sockets|io_uring|the C call|off)\b'),
+     'a ratio to a peer'),
+    (re.compile(r'goals?\b[^.|]*?(:\s*|\b(is|are|were|was) |\bgoals? )\**(met|missed)\b', re.I),
+     'a goal said met or missed'),
+    (re.compile(r'\b(met|missed)\b[^.|]*\bgoals?\b[^.|]*\d', re.I), 'a goal said met or missed'),
+    (re.compile(r'\d(\.\d+)?(-\d(\.\d+)?)? ?% (faster|slower)'), 'a speed-up in %'),
+]
+
+
+def render_text(text, results, doc):
+    """(new text, problems) for one document."""
+    lines, out, problems = text.split('\n'), [], []
+    i, fence = 0, False
+    while i < len(lines):
+        line = lines[i]
+        m = OPEN.search(line)
+        if re.match(r'^\s*(```|~~~)', line):
+            fence = not fence
+        if not m or fence:
+            if not fence:
+                for pat, what in FIGURE:
+                    if pat.search(line):
+                        problems.append('%s:%d: %s outside a bench region: %s'
+                                        % (doc, i + 1, what, line.strip()))
+                        break
+            out.append(line)
+            i += 1
+            continue
+        name = m.group(1)
+        if name not in REGIONS:
+            problems.append('%s:%d: unknown region bench:%s' % (doc, i + 1, name))
+            out.append(line)
+            i += 1
+            continue
+        body = fix_links(REGIONS[name](results), doc)
+        close = CLOSE % name
+        if close in line[m.end():]:                     # inline: both on one line
+            j = line.index(close, m.end())
+            if len(body) != 1:
+                problems.append('%s:%d: bench:%s renders several lines, not inline' % (doc, i + 1, name))
+            out.append(line[:m.end()] + ' '.join(body) + line[j:])
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) and close not in lines[j]:
+            j += 1
+        if j == len(lines):
+            problems.append('%s:%d: bench:%s is not closed' % (doc, i + 1, name))
+            out += lines[i:]
+            break
+        out += [line] + body + [lines[j]]
+        i = j + 1
+    return '\n'.join(out), problems
+
+
+def render(args):
+    results = Results(args.results)
+    if results.partial and not args.partial:
+        raise Bad('%s is from a partial run (--only or --quick): the docs are rendered from a full '
+                  'run (--partial renders it anyway, for development)' % args.results)
+    root = args.root
+    bad, changed = [], []
+    for doc in DOCS:
+        path = os.path.join(root, doc)
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            text = f.read()
+        new, problems = render_text(text, results, doc)
+        bad += problems
+        if new != text:
+            changed.append(doc)
+            if args.check:
+                import difflib
+                diff = difflib.unified_diff(text.split('\n'), new.split('\n'), doc,
+                                            doc + ' (rendered)', lineterm='', n=1)
+                bad.append('%s: a bench region differs from its rendering from %s:\n%s'
+                           % (doc, args.results, '\n'.join(list(diff)[:40])))
+            else:
+                with open(path, 'w') as f:
+                    f.write(new)
+    for p in bad:
+        print(p, file=sys.stderr)
+    if not args.check:
+        for doc in changed:
+            print('rendered', doc)
+    if bad:
+        return 1
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('what', choices=['judge', 'render'])
+    ap.add_argument('file', nargs='?')
+    ap.add_argument('--check', action='store_true')
+    ap.add_argument('--root', default=ROOT)
+    ap.add_argument('--results')
+    ap.add_argument('--partial', action='store_true', help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    try:
+        if args.what == 'judge':
+            if not args.file:
+                ap.error('judge needs the file of goal values')
+            judge(args.file)
+            return 0
+        args.results = args.results or os.path.join(args.root, 'bench', 'RESULTS.md')
+        return render(args)
+    except (Bad, OSError) as e:
+        print('claims.py: %s' % e, file=sys.stderr)
+        return 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())

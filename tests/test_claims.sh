@@ -1,0 +1,137 @@
+#!/bin/sh
+# Description: the docs' speed figures are bench/RESULTS.md's: every bench region of README.md and doc/*.md is what bench/claims.py renders from it, no benchmark figure stands outside a region, goals are judged on the median of their per-pass values unrounded (0.703 against 0.7 is missed), and the checker fails on a region edited by hand, a figure outside a region, and a RESULTS.md whose verdict its own values contradict.
+# TAP output. Reads the source tree only ($top_srcdir); runs no benchmark.
+set -u
+LC_ALL=C
+export LC_ALL
+top=${top_srcdir:-$(dirname "$0")/..}
+py=$(command -v python3 || true)
+if [ -z "$py" ]; then
+    echo "1..0 # SKIP python3 is not installed (bench/claims.py needs it)"
+    exit 77
+fi
+claims="$top/bench/claims.py"
+
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+n_test=0
+failed=0
+: >"$tmp/diag"
+tap() {
+    n_test=$((n_test + 1))
+    if [ "$1" -eq 0 ]; then
+        echo "ok $n_test - $2"
+    else
+        echo "not ok $n_test - $2"
+        failed=1
+        sed 's/^/# /' "$tmp/diag"
+    fi
+    : >"$tmp/diag"
+}
+# A copy of the docs and RESULTS.md to break.
+fresh() {
+    rm -rf "$tmp/t"
+    mkdir -p "$tmp/t/bench"
+    cp -R "$top/doc" "$tmp/t/doc"
+    cp "$top/README.md" "$tmp/t/README.md"
+    cp "$top/bench/RESULTS.md" "$tmp/t/bench/RESULTS.md"
+    chmod -R u+w "$tmp/t"
+}
+check() { timeout 60 "$py" "$claims" render --check --root "$tmp/t" >>"$tmp/diag" 2>&1; }
+
+timeout 60 "$py" "$claims" render --check --root "$top" >"$tmp/diag" 2>&1
+tap $? "every bench region matches bench/RESULTS.md, and no benchmark figure is outside one"
+
+# Each doc the renderer reads has its regions: the README's speed table
+# and the guides' goals.
+st=0
+for r in README.md:speed-one-host doc/speed.md:goals doc/speed.md:speed-hosts doc/python.md:python \
+    doc/timeline.md:timeline-cost doc/scaling.md:scale doc/status.md:status-one-host; do
+    grep -q "<!-- bench:${r#*:} -->" "$top/${r%%:*}" || { echo "${r%%:*} has no bench:${r#*:} region" >>"$tmp/diag"; st=1; }
+done
+tap $st "README.md and the guides quote their figures from bench regions"
+
+# One rule: the median of the per-pass values, unrounded.
+printf 'one.zc.4.256K 0.62 0.70 0.703 0.76 0.71\none.zc.2.4K 0.99 1.01\nkeys.dist 0.5\none.copy.2.4K\n' >"$tmp/values"
+timeout 60 "$py" "$claims" judge "$tmp/values" >"$tmp/goals" 2>>"$tmp/diag"
+st=$?
+grep -q '^| `one.zc.4.256K` | .* | 0.62 0.70 0.703 0.76 0.71 | 0.703 | missed |$' "$tmp/goals" || st=1
+grep -q '^| `one.zc.2.4K` | .* | 1.000 | met |$' "$tmp/goals" || st=1
+grep -q '^| `keys.dist` | .* | 0.500 | met |$' "$tmp/goals" || st=1
+grep -q '^| `one.copy.2.4K` | .* | - | - | not measured |$' "$tmp/goals" || st=1
+[ $st -eq 0 ] || cat "$tmp/goals" >>"$tmp/diag"
+tap $st "a goal is judged on the median of its per-pass values, unrounded (0.703 against 0.7: missed)"
+
+printf 'one.zc.4.256K 0.7004\n' >"$tmp/values"
+timeout 60 "$py" "$claims" judge "$tmp/values" >"$tmp/goals" 2>>"$tmp/diag"
+grep -q '| 0.7004 | missed |$' "$tmp/goals"
+tap $? "a value just over its limit prints with the digits that show it over"
+
+printf 'no.such.goal 1\n' >"$tmp/values"
+timeout 60 "$py" "$claims" judge "$tmp/values" >/dev/null 2>&1
+[ $? -ne 0 ]
+tap $? "judge refuses a goal it does not know"
+
+# The checker fails on what it is for.
+fresh
+# A figure inside a region edited by hand.
+"$py" - "$tmp/t/README.md" <<'EOF'
+import re, sys
+p = sys.argv[1]
+s = open(p).read()
+a = s.index('<!-- bench:speed-one-host -->')
+b = s.index('<!-- /bench:speed-one-host -->')
+body = re.sub(r'\*\*(met|missed)\*\*', lambda m: '**met**' if m.group(1) == 'missed' else '**missed**',
+              s[a:b], count=1)
+open(p, 'w').write(s[:a] + body + s[b:])
+EOF
+st=0
+check && st=1
+grep -q 'README.md: a bench region differs' "$tmp/diag" || st=1
+tap $st "a verdict edited by hand in a region fails the check"
+
+fresh
+printf '\nA round of 4 KiB takes 2.1 µs here.\n' >>"$tmp/t/doc/dist.md"
+st=0
+check && st=1
+grep -q 'doc/dist.md:.*a time in µs outside a bench region' "$tmp/diag" || st=1
+tap $st "a benchmark figure outside a region fails the check"
+
+fresh
+printf '\nThe 200,000-key goal is met.\n' >>"$tmp/t/doc/api.md"
+st=0
+check && st=1
+grep -q 'doc/api.md:.*a goal said met or missed' "$tmp/diag" || st=1
+tap $st "a goal called met outside a region fails the check"
+
+fresh
+printf '\n<!-- bench:nothing -->\n<!-- /bench:nothing -->\n' >>"$tmp/t/doc/api.md"
+st=0
+check && st=1
+grep -q 'unknown region bench:nothing' "$tmp/diag" || st=1
+tap $st "an unknown region fails the check"
+
+# A new RESULTS.md whose figures differ: the docs no longer match, and
+# rendering mends them.
+fresh
+if grep -q '^| `one\.' "$tmp/t/bench/RESULTS.md"; then
+    # the goals table: a verdict its values contradict is refused
+    sed -i 's/^\(| `keys.dist` | .* | \)\(met\|missed\)\( |\)$/\1wrong\3/' "$tmp/t/bench/RESULTS.md"
+    st=0
+    check && st=1
+    grep -q 'goal keys.dist says wrong' "$tmp/diag" || st=1
+    tap $st "a RESULTS.md whose verdict its values contradict is refused"
+    fresh
+fi
+sed -i 's/^\(| allreduce | kvs-dist | 2 | 4 KiB | [0-9]* | \)[0-9.]*/\199.9/' "$tmp/t/bench/RESULTS.md"
+st=0
+check && st=1
+grep -q 'a bench region differs' "$tmp/diag" || st=1
+timeout 60 "$py" "$claims" render --root "$tmp/t" >/dev/null 2>>"$tmp/diag" || st=1
+: >"$tmp/diag.keep"
+check || st=1
+grep -q '99.9 µs' "$tmp/t/README.md" || { echo "the new time is not in README.md" >>"$tmp/diag"; st=1; }
+tap $st "a changed RESULTS.md fails the check until rendered, and the rendering has its figure"
+
+echo "1..$n_test"
+exit $failed
