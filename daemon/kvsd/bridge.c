@@ -86,14 +86,14 @@ static int msg_unknown_key(struct daemon *d, const struct inmsg *im,
         return 1;
     kvs__key_str(ks, sizeof ks, m->key);
     if (!colls_init_waiting(d, m->key, &bytes)) {
-        hostmsg_broke(d, im->host, "a %s of %zu bytes for key %s, which this job has not "
-                      "declared here", kvs__frame_name(im->type), im->len, ks);
+        hostmsg_broke(d, im->host, "a %s of %" PRIu64 " bytes for key %s, which this job has "
+                      "not declared here", kvs__frame_name(im->type), m->len, ks);
         return -1;
     }
     if (!(im->type == KVS__FRAME_VALUE && m->status != 0) && msg_key_bytes(m) != bytes) {
-        hostmsg_broke(d, im->host, "a %s of %zu bytes for key %s as %" PRIu64 " bytes, "
-                      "whose init here is %" PRIu64 " bytes", kvs__frame_name(im->type),
-                      im->len, ks, msg_key_bytes(m), bytes);
+        hostmsg_broke(d, im->host, "a %s of %" PRIu64 " bytes for key %s as %" PRIu64
+                      " bytes, whose init here is %" PRIu64 " bytes", kvs__frame_name(im->type),
+                      m->len, ks, msg_key_bytes(m), bytes);
         return -1;
     }
     return 1;
@@ -113,10 +113,16 @@ static int msg_round(struct daemon *d, const struct inmsg *im, const struct kvs_
     int rc;
 
     memcpy(a.shape, m->shape, sizeof a.shape[0] * (size_t)m->ndim);
-    if (im->type == KVS__FRAME_VALUE && m->status != 0)
-        rc = kvs__engine_lookup(d->eng, m->key, &info, &e);
-    else
-        rc = kvs__engine_check(d->eng, m->key, &a, &info, &e);
+    for (int again = 1;; again = 0) {
+        if (im->type == KVS__FRAME_VALUE && m->status != 0)
+            rc = kvs__engine_lookup(d->eng, m->key, &info, &e);
+        else
+            rc = kvs__engine_check(d->eng, m->key, &a, &info, &e);
+        /* An init whose end came earlier in this pass is not stored yet. */
+        if (rc != KVS_ENOKEY || !again || !d->inits)
+            break;
+        colls_finish_inits(d);
+    }
     if (rc == KVS_ENOKEY)
         return msg_unknown_key(d, im, m);
     if (rc != 0) {
@@ -124,8 +130,8 @@ static int msg_round(struct daemon *d, const struct inmsg *im, const struct kvs_
 
         kvs__key_str(ks, sizeof ks, m->key);
         if (kvs__engine_lookup(d->eng, m->key, &info, &le) == 0)
-            hostmsg_broke(d, im->host, "a %s of %zu bytes for key %s of %zu bytes: %s",
-                          kvs__frame_name(im->type), im->len, ks, info.bytes, e.msg);
+            hostmsg_broke(d, im->host, "a %s of %" PRIu64 " bytes for key %s of %zu bytes: "
+                          "%s", kvs__frame_name(im->type), m->len, ks, info.bytes, e.msg);
         else
             hostmsg_broke(d, im->host, "a %s: %s", kvs__frame_name(im->type), e.msg);
         return -1;
