@@ -94,6 +94,14 @@ check_PROGRAMS += tests/forge_host tests/forge_worker
 tests_forge_host_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS) -I$(top_srcdir)/daemon/net
 tests_forge_host_LDADD = daemon/net/libkvs_net.la src/libkvs_core.la $(SODIUM_LIBS)
 tests_forge_worker_LDADD = src/libkvs.la
+if HAVE_UCX
+# The UCX plug-in's drop of a message with a forged token.
+check_PROGRAMS += tests/test_tp_ucx
+TESTS += tests/test_tp_ucx.sh
+tests_test_tp_ucx_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/daemon/net
+tests_test_tp_ucx_LDADD = daemon/net/libkvs_net.la src/libkvs_core.la -ldl -lpthread
+endif
+EXTRA_DIST += tests/test_tp_ucx.sh
 tests_test_sum_CFLAGS = $(test_cflags)
 tests_test_sum_LDADD = $(test_core_ldadd)
 tests_test_spec_CFLAGS = $(test_cflags)

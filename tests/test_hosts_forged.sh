@@ -58,7 +58,7 @@ forged() {
     [ $s0 -ne 124 ] && [ $s0 -ne 137 ] || { echo "# host 0's kvsrun timed out"; r=1; }
     [ $((t1 - t0)) -lt $((30000 * slow)) ] || { echo "# took $((t1 - t0)) ms"; r=1; }
     grep -q "forge_worker: keys 3 and 5 inited" "$work/$fname.h0.log" \
-        && grep -q "forge_worker: the job failed: KVS_E" "$work/$fname.h0.log" \
+        && grep -q "forge_worker: the job failed: KVS_EPROTO" "$work/$fname.h0.log" \
         || { echo "# the worker did not see the job fail"; r=1; }
     grep -q "forge_host: host 0 \(failed the job\|ended the link\)" "$work/$fname.h1.log" \
         || { echo "# the forged host did not hear of it"; r=1; }

@@ -224,12 +224,13 @@ void bridge_recheck(struct daemon *d)
     colls_check(d);
 }
 
-/* A link ended: its host is gone, and the job fails, once for it. */
+/* A link ended: its host is gone (or broke the protocol: a frame this host
+ * refused), and the job fails, once for it. */
 static void on_link_end(struct daemon *d, const struct inmsg *im)
 {
     if (d->host_out[im->host] != HOST_ENDED) {
         d->host_out[im->host] = HOST_ENDED;
-        job_fail(d, KVS_EPEERDEAD, "%s", im->why);
+        job_fail(d, im->type == LINK_BAD ? KVS_EPROTO : KVS_EPEERDEAD, "%s", im->why);
     }
 }
 
