@@ -20,6 +20,7 @@ AM_TESTS_ENVIRONMENT = CMOCKA_MESSAGE_OUTPUT=TAP; export CMOCKA_MESSAGE_OUTPUT; 
 # test's pid, each has its own XDG_RUNTIME_DIR, ports come from
 # free_port's locks). The longest come first: make starts them first.
 TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
+	tests/test_hosts_forged.sh \
 	tests/test_dist_combined.sh tests/test_dist.sh tests/test_python.sh tests/test_fuzz.sh \
 	tests/test_kvsrun_jobs.sh tests/test_dist_training.sh tests/test_hosts_faults.sh \
 	tests/test_kvsrun.sh tests/test_dist_remote.sh tests/test_hosts_netns.sh \
@@ -91,6 +92,20 @@ tests_test_auth_CFLAGS = $(test_cflags) $(SODIUM_CFLAGS) -I$(top_srcdir)/daemon/
 tests_test_auth_LDADD = daemon/net/libkvs_net.la $(test_core_ldadd) $(SODIUM_LIBS)
 tests_test_handshake_CFLAGS = $(test_cflags) $(SODIUM_CFLAGS) -I$(top_srcdir)/daemon/net
 tests_test_handshake_LDADD = daemon/net/libkvs_net.la $(test_core_ldadd) $(SODIUM_LIBS)
+# A host that holds the job's secret and sends forged frames, and the
+# worker beside it (test_hosts_forged.sh).
+check_PROGRAMS += tests/forge_host tests/forge_worker
+tests_forge_host_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS) -I$(top_srcdir)/daemon/net
+tests_forge_host_LDADD = daemon/net/libkvs_net.la src/libkvs_core.la $(SODIUM_LIBS)
+tests_forge_worker_LDADD = src/libkvs.la
+if HAVE_UCX
+# The UCX plug-in's drop of a message with a forged token.
+check_PROGRAMS += tests/test_tp_ucx
+TESTS += tests/test_tp_ucx.sh
+tests_test_tp_ucx_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/daemon/net
+tests_test_tp_ucx_LDADD = daemon/net/libkvs_net.la src/libkvs_core.la -ldl -lpthread
+endif
+EXTRA_DIST += tests/test_tp_ucx.sh
 tests_test_sum_CFLAGS = $(test_cflags)
 tests_test_sum_LDADD = $(test_core_ldadd)
 tests_test_spec_CFLAGS = $(test_cflags)
@@ -200,6 +215,7 @@ EXTRA_DIST += tests/test_quickstart.sh tests/cmocka-tap.sh tests/test_dist.sh te
 	tests/distlib.sh tests/test_dist_combined.sh tests/test_dist_remote.sh \
 	tests/test_dist_training.sh tests/test_dist_device.sh tests/test_dist_kvsd.sh \
 	tests/hostslib.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
+	tests/test_hosts_forged.sh \
 	tests/test_hosts_faults.sh tests/test_hosts_secrets.sh tests/test_hosts_netns.sh \
 	tests/kvsrunlib.sh tests/test_kvsrun_jobs.sh tests/test_kvsctl_plan.sh
 EXTRA_DIST += tests/test_install.sh tests/quickstart.expected tests/kvstore_chapter.expected \

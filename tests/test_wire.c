@@ -1,7 +1,8 @@
 /*
  * test_wire.c - the frames between hosts (src/proto/wire_*.c): every message
  * round-trips, and the decoders refuse what a broken or hostile peer
- * could send, with a detail that says what was wrong. Their fuzzing is in
+ * could send, with a detail that says what was wrong; the most a message
+ * may carry within what a job declared. Their fuzzing is in
  * fuzz_proto.c.
  */
 #include <math.h>
@@ -311,6 +312,49 @@ static void test_states(void **state)
                                           &got, &e), KVS_EPROTO);
 }
 
+/* The most a message may carry within what a job declared: room for the
+ * longest body, and the data each type carries; saturated at the head's
+ * limit. */
+static void test_bounds(void **state)
+{
+    struct kvs__wire_bounds b = { .value = 4096, .pieces = 2, .states = 100 };
+    struct kvs__wire_msg m = { .dtype = KVS_FLOAT32, .ndim = KVS_MAX_NDIM };
+    char name[KVS_MAX_KEY_LEN + 1];
+    uint64_t body;
+
+    (void)state;
+    memset(name, 'k', KVS_MAX_KEY_LEN);
+    name[KVS_MAX_KEY_LEN] = '\0';
+    m.key.name = name;
+    for (int i = 0; i < KVS_MAX_NDIM; i++)
+        m.shape[i] = i ? 1 : 1024;
+    body = kvs__wire_msg_bytes(&m);    /* the longest body there is */
+    /* a value of the largest key, or as many pieces of it as workers */
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_PARTIAL, &b), body + 4096);
+    b.pieces = 1024;
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_PARTIAL, &b),
+                     body + 1024 * kvs__wire_piece_bytes(1024));
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_FORWARD, &b), body + 4096);
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_VALUE, &b), body + 4096);
+    /* a text, a state file, nothing */
+    b.value = 16;
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_DONE, &b), body + KVS__WIRE_TEXT_MAX);
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_FAIL, &b), body + KVS__WIRE_TEXT_MAX);
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_STATES_ASK, &b), body + 100);
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_STATES, &b), body + KVS__WIRE_TEXT_MAX);
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_ARRIVE, &b), body);
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_HEARTBEAT, &b), body + 8);
+    /* no message; no key declared yet; more than the head allows */
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_JOIN, &b), 0);
+    b.value = 0;
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_PARTIAL, &b), body + kvs__wire_piece_bytes(0)
+                                                                * 1024);
+    b = (struct kvs__wire_bounds){ .value = UINT64_MAX, .pieces = 1024,
+                                   .states = UINT64_MAX };
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_PARTIAL, &b), KVS__WIRE_PAYLOAD_MAX);
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_STATES, &b), KVS__WIRE_PAYLOAD_MAX);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -321,6 +365,7 @@ int main(void)
         cmocka_unit_test(test_parts),
         cmocka_unit_test(test_pieces),
         cmocka_unit_test(test_states),
+        cmocka_unit_test(test_bounds),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -60,6 +60,45 @@
 #include "states.h"
 #include "xrounds.h"
 
+/* The bytes of the whole key a message's dtype and shape describe (the
+ * decoder bounded their product). */
+static uint64_t msg_key_bytes(const struct kvs__wire_msg *m)
+{
+    uint64_t n = kvs_dtype_size(m->dtype);
+
+    for (int i = 0; i < m->ndim; i++)
+        n *= (uint64_t)m->shape[i];
+    return n;
+}
+
+/* A message of a key not stored here: it may wait for the key only while
+ * this host's init of it waits for its end (then its dtype and shape make
+ * the init's bytes), or once every worker here has left (keys inited
+ * without them). 1 when it waits; -1 when the job failed (the host named):
+ * a key the job never declared here is no key to keep bytes for. */
+static int msg_unknown_key(struct daemon *d, const struct inmsg *im,
+                           const struct kvs__wire_msg *m)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    uint64_t bytes;
+
+    if (job_expected(d) == 0)
+        return 1;
+    kvs__key_str(ks, sizeof ks, m->key);
+    if (!colls_init_waiting(d, m->key, &bytes)) {
+        hostmsg_broke(d, im->host, "a %s of %" PRIu64 " bytes for key %s, which this job has "
+                      "not declared here", kvs__frame_name(im->type), m->len, ks);
+        return -1;
+    }
+    if (!(im->type == KVS__FRAME_VALUE && m->status != 0) && msg_key_bytes(m) != bytes) {
+        hostmsg_broke(d, im->host, "a %s of %" PRIu64 " bytes for key %s as %" PRIu64
+                      " bytes, whose init here is %" PRIu64 " bytes", kvs__frame_name(im->type),
+                      m->len, ks, msg_key_bytes(m), bytes);
+        return -1;
+    }
+    return 1;
+}
+
 /* The round of a message's key, its dtype and shape checked against the
  * stored key's (a failed update's value names neither: its key alone is
  * looked up), and its parts against the key's. 0; 1 when the key is not
@@ -70,17 +109,31 @@ static int msg_round(struct daemon *d, const struct inmsg *im, const struct kvs_
     kvs_array_t a = { .dtype = m->dtype, .ndim = m->ndim, .device = KVS_HOST };
     struct kvs__entry_info info;
     struct kvs__err e = { 0, "" };
+    char ks[KVS_MAX_KEY_LEN + 8];
     int rc;
 
     memcpy(a.shape, m->shape, sizeof a.shape[0] * (size_t)m->ndim);
-    if (im->type == KVS__FRAME_VALUE && m->status != 0)
-        rc = kvs__engine_lookup(d->eng, m->key, &info, &e);
-    else
-        rc = kvs__engine_check(d->eng, m->key, &a, &info, &e);
+    for (int again = 1;; again = 0) {
+        if (im->type == KVS__FRAME_VALUE && m->status != 0)
+            rc = kvs__engine_lookup(d->eng, m->key, &info, &e);
+        else
+            rc = kvs__engine_check(d->eng, m->key, &a, &info, &e);
+        /* An init whose end came earlier in this pass is not stored yet. */
+        if (rc != KVS_ENOKEY || !again || !d->inits)
+            break;
+        colls_finish_inits(d);
+    }
     if (rc == KVS_ENOKEY)
-        return 1;
+        return msg_unknown_key(d, im, m);
     if (rc != 0) {
-        hostmsg_broke(d, im->host, "a %s: %s", kvs__frame_name(im->type), e.msg);
+        struct kvs__err le = { 0, "" };
+
+        kvs__key_str(ks, sizeof ks, m->key);
+        if (kvs__engine_lookup(d->eng, m->key, &info, &le) == 0)
+            hostmsg_broke(d, im->host, "a %s of %" PRIu64 " bytes for key %s of %zu bytes: "
+                          "%s", kvs__frame_name(im->type), m->len, ks, info.bytes, e.msg);
+        else
+            hostmsg_broke(d, im->host, "a %s: %s", kvs__frame_name(im->type), e.msg);
         return -1;
     }
     if (!(*out = rounds_of(d, &info, m->key))) {
@@ -140,6 +193,9 @@ void bridge_left(struct daemon *d)
 {
     struct kvs__wire_msg m = { 0 };
 
+    /* Keys inited from now on leave this host out of their init, yet
+     * their values may come before the others hear of this LEFT. */
+    hosts_expect_any(d);
     tell_all(d, KVS__FRAME_LEFT, &m);
 }
 
@@ -168,12 +224,13 @@ void bridge_recheck(struct daemon *d)
     colls_check(d);
 }
 
-/* A link ended: its host is gone, and the job fails, once for it. */
+/* A link ended: its host is gone (or broke the protocol: a frame this host
+ * refused), and the job fails, once for it. */
 static void on_link_end(struct daemon *d, const struct inmsg *im)
 {
     if (d->host_out[im->host] != HOST_ENDED) {
         d->host_out[im->host] = HOST_ENDED;
-        job_fail(d, KVS_EPEERDEAD, "%s", im->why);
+        job_fail(d, im->type == LINK_BAD ? KVS_EPROTO : KVS_EPEERDEAD, "%s", im->why);
     }
 }
 

@@ -398,8 +398,10 @@ void colls_arrive(struct daemon *d, struct req *r)
      * may leave before that: kvsd keeps a copy of the lowest rank's so far,
      * the only one stored, of the first arrival's size. A value of another
      * size fails the init (init_value), and then no value is stored. */
-    if (r->s.op == KVS__OP_INIT && !c->narrived && !c->value)
+    if (r->s.op == KVS__OP_INIT && !c->narrived && !c->value) {
         c->value_len = r->s.data_len;
+        hosts_expect(d, c->value_len);  /* before any host may send a value of it */
+    }
     if (r->s.op == KVS__OP_INIT && r->s.data_len == c->value_len
         && d->workers[r->w].rank < c->value_rank) {
         struct kvs__err e = { 0, "" };
@@ -471,6 +473,16 @@ void colls_remote_done(struct daemon *d, int h, const struct kvs__wire_msg *m)
     if (c->op == KVS__OP_INIT)
         memcpy(c->value, m->data, m->len);  /* the same size: the same dtype and shape */
     coll_finish(d, c);
+}
+
+int colls_init_waiting(struct daemon *d, kvs_key_t key, uint64_t *bytes)
+{
+    struct coll *c = coll_find(d, KVS__OP_INIT, key);
+
+    if (!c || !c->sent)
+        return 0;
+    *bytes = c->value_len;
+    return 1;
 }
 
 /* The job failed: every collective waiting ends with its failure. */

@@ -20,6 +20,10 @@ void colls_check(struct daemon *d);
  * value). */
 void colls_remote_arrive(struct daemon *d, int h, const struct kvs__wire_msg *m);
 void colls_remote_done(struct daemon *d, int h, const struct kvs__wire_msg *m);
+/* 1 when this host's workers have all arrived in the init of key, which
+ * waits for its end from host 0 (so another host may already send of the
+ * key): its value's bytes in *bytes. Else 0. */
+int colls_init_waiting(struct daemon *d, kvs_key_t key, uint64_t *bytes);
 
 /* Stores the values of the inits completed since the last call, in one
  * engine call, and answers their workers. run_list calls it at its end. */

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,13 @@ struct hosts {
     struct outq { struct outq *next; struct frame *f; int to; } *out, **out_tail;
     struct inmsg *in, **in_tail;
     int quit;                          /* 1: end after sending what is queued */
+
+    /* What the job lets another host send here (hosts_expect), written by
+     * the serve thread, read by the links' thread at each frame's head:
+     * the largest key this host may be sent a value of, and the keys and
+     * their bytes in all, which bound a state file. They only grow. */
+    _Atomic uint64_t value_max, nkeys, key_bytes;
+    uint64_t arena;                    /* the arena's bytes: the most an init's value has */
 };
 
 const char *hosts_name(const struct daemon *d, int host)
@@ -280,8 +288,53 @@ static struct frame *beat_new(const struct daemon *d, const struct link *l, int6
     return hosts_frame_new(d, KVS__FRAME_HEARTBEAT, &m, NULL);
 }
 
+/* A state file of the keys hosts_expect was told of: its head and the
+ * optimizer's spec, each key's record head and name, and at most two
+ * float32 buffers of a float16 key's elements (4 bytes per byte). */
+#define STATES_HEAD     (8192 + KVS__WIRE_TEXT_MAX)
+#define STATES_PER_KEY  512
+
+static uint64_t states_max(uint64_t nkeys, uint64_t bytes)
+{
+    uint64_t n;
+
+    if (nkeys > KVS__WIRE_PAYLOAD_MAX / STATES_PER_KEY || bytes > KVS__WIRE_PAYLOAD_MAX / 4)
+        return KVS__WIRE_PAYLOAD_MAX;
+    n = STATES_HEAD + nkeys * STATES_PER_KEY + 4 * bytes;
+    return n < KVS__WIRE_PAYLOAD_MAX ? n : KVS__WIRE_PAYLOAD_MAX;
+}
+
+/* The head just read on link h announces no more payload than the job
+ * lets its type carry (kvs__wire_msg_max of what hosts_expect was told),
+ * so that no frame's memory is taken beyond what the job declared. */
+static int link_bound(struct hosts *hx, int h, struct kvs__err *bad)
+{
+    struct link *l = &hx->l[h];
+    struct kvs__wire_bounds b = {
+        .value = atomic_load(&hx->value_max),
+        .pieces = l->nworkers,         /* their pieces are its workers' pushes */
+        .states = states_max(atomic_load(&hx->nkeys), atomic_load(&hx->key_bytes)),
+    };
+    uint64_t max;
+
+    /* An init's value from host 0 is rank 0's, which may differ from
+     * this host's (the init then fails, storing nothing): bounded by the
+     * arena it would be stored in. */
+    if (l->fh.type == KVS__FRAME_DONE && b.value < hx->arena)
+        b.value = hx->arena;
+    max = kvs__wire_msg_max(l->fh.type, &b);
+
+    if (l->fh.len <= max)
+        return 0;
+    return kvs__fail(bad, KVS_EPROTO, "a %s frame of %llu bytes, more than this job lets it "
+                     "carry: %llu bytes, as the job's largest key here is %llu bytes",
+                     kvs__frame_name(l->fh.type), (unsigned long long)l->fh.len,
+                     (unsigned long long)max, (unsigned long long)b.value), -1;
+}
+
 /* Bytes that came on link h: frames cut out of them go up. Returns 0, or
- * -1 with *bad set when the link sent a malformed head. */
+ * -1 with *bad set when the link sent a malformed head, or one that
+ * announces more than the job lets it carry. */
 static int link_recv(struct hosts *hx, int h, const unsigned char *p, size_t n,
                      struct inmsg ***tail, struct kvs__err *bad)
 {
@@ -305,12 +358,14 @@ static int link_recv(struct hosts *hx, int h, const unsigned char *p, size_t n,
                 return kvs__fail(bad, KVS_EPROTO, "a %s frame said to be of host %u, out "
                                  "of place", kvs__frame_name(l->fh.type),
                                  (unsigned)l->fh.host), -1;
+            if (link_bound(hx, h, bad) != 0)
+                return -1;
             l->pay_got = 0;
             if (n == 0)
                 return 0;
         }
-        /* The sender proved the secret, and the head's length is checked:
-         * the payload is taken whole at once (memory is only touched as
+        /* The sender proved the secret, and the head's length is within
+         * what the job lets the frame carry: the payload is taken whole at once (memory is only touched as
          * its bytes come), so that a big value is never copied twice. */
         take = l->fh.len - l->pay_got < n ? (size_t)(l->fh.len - l->pay_got) : n;
         if (!l->pay) {
@@ -586,6 +641,27 @@ struct inmsg *hosts_take(struct daemon *d)
     return m;
 }
 
+void hosts_expect(struct daemon *d, uint64_t bytes)
+{
+    struct hosts *hx = d->hx;
+    uint64_t max;
+
+    if (!hx)
+        return;
+    max = atomic_load(&hx->value_max);
+    if (bytes > max)
+        atomic_store(&hx->value_max, bytes);
+    atomic_fetch_add(&hx->nkeys, 1);
+    max = atomic_load(&hx->key_bytes);
+    atomic_store(&hx->key_bytes, bytes > UINT64_MAX - max ? UINT64_MAX : max + bytes);
+}
+
+void hosts_expect_any(struct daemon *d)
+{
+    if (d->hx && atomic_load(&d->hx->value_max) < d->o.arena)
+        atomic_store(&d->hx->value_max, d->o.arena);
+}
+
 /* The links, made for the job's hosts over transport tpc (d->hx's now),
  * none joined yet. */
 static int links_new(struct daemon *d, const struct kvs__tp_choice *tpc, struct kvs__err *e)
@@ -598,6 +674,7 @@ static int links_new(struct daemon *d, const struct kvs__tp_choice *tpc, struct 
         return kvs__fail(e, -ENOMEM, "out of memory");
     }
     d->hx = hx;
+    hx->arena = d->o.arena;
     d->nhosts = hx->n = d->o.nhosts;
     d->me = hx->me = d->o.host;
     for (int h = 0; h < hx->n; h++)

@@ -372,6 +372,65 @@ int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire
     return 0;
 }
 
+/* a + b, at most KVS__WIRE_PAYLOAD_MAX */
+static uint64_t cap_add(uint64_t a, uint64_t b)
+{
+    return a > KVS__WIRE_PAYLOAD_MAX || b > KVS__WIRE_PAYLOAD_MAX - a ? KVS__WIRE_PAYLOAD_MAX
+                                                                      : a + b;
+}
+
+/* The bytes of n pieces of a float32 value of at most value bytes: a
+ * piece of a part is no longer than a piece of the whole. */
+static uint64_t pieces_max(uint64_t value, uint64_t n)
+{
+    uint64_t one = kvs__wire_piece_bytes(value / 4);
+
+    return n && one > KVS__WIRE_PAYLOAD_MAX / n ? KVS__WIRE_PAYLOAD_MAX : one * n;
+}
+
+uint64_t kvs__wire_msg_max(int type, const struct kvs__wire_bounds *b)
+{
+    uint64_t body = data_off(KVS_MAX_NDIM, KVS_MAX_KEY_LEN), data, value = b->value;
+
+    if (value > KVS__WIRE_PAYLOAD_MAX)
+        value = KVS__WIRE_PAYLOAD_MAX;
+    switch (type) {
+    case KVS__FRAME_PARTIAL:
+        data = pieces_max(value, b->pieces ? b->pieces : 1);
+        data = data > value ? data : value;
+        break;
+    case KVS__FRAME_FORWARD:
+        data = pieces_max(value, 1);
+        data = data > value ? data : value;
+        break;
+    case KVS__FRAME_VALUE:
+    case KVS__FRAME_DONE:
+        data = value > KVS__WIRE_TEXT_MAX ? value : KVS__WIRE_TEXT_MAX;
+        break;
+    case KVS__FRAME_STATES_ASK:
+        data = b->states;
+        break;
+    case KVS__FRAME_STATES:
+        data = b->states > KVS__WIRE_TEXT_MAX ? b->states : KVS__WIRE_TEXT_MAX;
+        break;
+    case KVS__FRAME_ARRIVE:
+    case KVS__FRAME_LEFT:
+    case KVS__FRAME_BYE:
+        data = 0;
+        break;
+    case KVS__FRAME_OPTIMIZER:
+    case KVS__FRAME_FAIL:
+        data = KVS__WIRE_TEXT_MAX;
+        break;
+    case KVS__FRAME_HEARTBEAT:
+        data = 8;
+        break;
+    default:
+        return 0;
+    }
+    return cap_add(body, data);
+}
+
 const char *kvs__wire_msg_text(const struct kvs__wire_msg *m, char *buf)
 {
     memcpy(buf, m->data, m->len);

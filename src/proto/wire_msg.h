@@ -78,6 +78,23 @@ void kvs__wire_msg_encode(int type, const struct kvs__wire_msg *m, void *buf);
 int kvs__wire_msg_decode(int type, const void *buf, size_t len, struct kvs__wire_msg *m,
                          struct kvs__err *e);
 
+/* What a job lets a message carry, as the daemon that receives it knows
+ * the job: value, the bytes of the largest key it may name (its value, or
+ * a part of it); pieces, the 2bit pieces a PARTIAL may carry (the sending
+ * host's workers; a FORWARD carries one); states, a state file's bytes. */
+struct kvs__wire_bounds {
+    uint64_t value;
+    uint32_t pieces;
+    uint64_t states;
+};
+
+/* The most payload bytes a message frame of type may have within b: its
+ * body with the longest shape and key name, and the most data the type
+ * carries (a value or its pieces, a text, a state file); 0 for a type
+ * that is no message. Saturates at UINT64_MAX; never above what the
+ * frame head allows (KVS__WIRE_PAYLOAD_MAX). */
+uint64_t kvs__wire_msg_max(int type, const struct kvs__wire_bounds *b);
+
 /* A decoded message's text (a reason, a spec) as a string in buf, of
  * KVS__WIRE_TEXT_MAX + 1 bytes (the decoder bounds its length). */
 const char *kvs__wire_msg_text(const struct kvs__wire_msg *m, char *buf);
