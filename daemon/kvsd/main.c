@@ -199,7 +199,7 @@ static void usage(FILE *f)
             "      --node-rank R    this host's rank, 0..H-1\n"
             "      --coord HOST:PORT  where host 0 listens for the others\n"
             "      --bind ADDR      the numeric address to listen on (default: loopback,\n"
-            "                       or every address with a secret)\n"
+            "                       or every address with a secret file)\n"
             "      --secret-file F  the job's shared secret (mode 0600); without one the\n"
             "                       hosts link over loopback only, with a secret made\n"
             "                       for the job that only this user can read\n"

@@ -283,7 +283,8 @@ void kvs__secret_job_remove(const char *path, const struct kvs__secret *s)
     struct kvs__secret now;
     struct kvs__err e = { 0, "" };
 
-    if (job_secret_read(path, &now, &e) == 0 && sodium_memcmp(now.key, s->key, sizeof now.key) == 0)
+    if (job_secret_read(path, &now, &e) == 0
+        && sodium_memcmp(now.key, s->key, sizeof now.key) == 0)
         unlink(path);
     sodium_memzero(&now, sizeof now);
 }
