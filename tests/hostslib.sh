@@ -53,7 +53,7 @@ hosts_wait() {
         s=$?
         [ "$s" -eq 0 ] || { echo "# $hname host $h exited $s"; sed 's/^/#   /' "$work/$hname.h$h.log" | tail -n 8; hw=1; }
     done
-    if ls "$XDG_RUNTIME_DIR/kvs/$hname".* >/dev/null 2>&1; then
+    if ls "$XDG_RUNTIME_DIR/kvs/$hname".* "$XDG_RUNTIME_DIR/kvs/$hname"@* >/dev/null 2>&1; then
         echo "# $hname left files behind"; hw=1
     fi
     return $hw

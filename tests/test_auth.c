@@ -3,7 +3,10 @@
  * between hosts (daemon/net/auth.c), and the whole handshake through the
  * frames of proto/wire_handshake.c: hosts with the same secret accept each other; a wrong
  * secret, a replayed or reflected proof, another job or another pair of
- * hosts is refused.
+ * hosts is refused. The per-job secret of a job without a secret file:
+ * made once, 0600, read by every host of the job (also when they come at
+ * once), refused when anything about it or its directory is loose, and
+ * removed only while it is still the same.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -16,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -188,6 +192,201 @@ static void test_proofs_bind_everything(void **state)
     kvs__secret_wipe(&h.secret);
 }
 
+/* ---- the per-job secret ------------------------------------------------ */
+
+static void job_fails(const char *coord, int code, const char *says)
+{
+    struct kvs__secret s;
+    struct kvs__err e = { 0, "" };
+    char path[4096];
+    int made = -1;
+
+    assert_int_equal(kvs__secret_job("job-a", coord, &s, path, sizeof path, &made, &e), code);
+    if (!strstr(e.msg, says))
+        fail_msg("detail \"%s\" does not say \"%s\"", e.msg, says);
+    assert_int_equal(made, 0);
+}
+
+/* Writes text to path, mode 0600. */
+static void put(const char *path, const char *text)
+{
+    FILE *f;
+
+    unlink(path);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    assert_int_equal(chmod(path, 0600), 0);
+}
+
+static void test_job_secret(void **state)
+{
+    struct kvs__secret a, b, c;
+    struct kvs__err e = { 0, "" };
+    char rt[300], kd[320], path[4096], again[4096], want[400], link[4096];
+    struct stat st;
+    int made = -1, n = 0;
+    FILE *ls;
+
+    (void)state;
+    snprintf(rt, sizeof rt, "%s/rt", dir);
+    snprintf(kd, sizeof kd, "%s/kvs", rt);
+    assert_int_equal(mkdir(rt, 0700), 0);
+    assert_int_equal(setenv("XDG_RUNTIME_DIR", rt, 1), 0);
+
+    /* The first host makes it, 0600 and whole; the next reads the same. */
+    assert_int_equal(kvs__secret_job("job-a", "127.0.0.1:5000", &a, path, sizeof path, &made,
+                                     &e), 0);
+    assert_int_equal(made, 1);
+    snprintf(want, sizeof want, "%s/job-a@127.0.0.1:5000.secret", kd);
+    assert_string_equal(path, want);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_int_equal(st.st_uid, geteuid());
+    assert_int_equal(st.st_size, KVS__JOB_SECRET_BYTES + 1);
+    assert_int_equal(lstat(kd, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0700);
+    assert_int_equal(kvs__secret_job("job-a", "127.0.0.1:5000", &b, again, sizeof again, &made,
+                                     &e), 0);
+    assert_int_equal(made, 0);
+    assert_string_equal(again, path);
+    assert_memory_equal(a.key, b.key, sizeof a.key);
+    /* The same key as the file given with --secret-file. */
+    assert_int_equal(kvs__secret_load(path, &b, &e), 0);
+    assert_memory_equal(a.key, b.key, sizeof a.key);
+    /* Another coordinator, another job: another secret. */
+    assert_int_equal(kvs__secret_job("job-a", "[::1]:5000", &b, again, sizeof again, &made, &e),
+                     0);
+    assert_int_equal(made, 1);
+    assert_memory_not_equal(a.key, b.key, sizeof a.key);
+    assert_int_equal(kvs__secret_job("job-b", "127.0.0.1:5000", &b, again, sizeof again, &made,
+                                     &e), 0);
+    assert_memory_not_equal(a.key, b.key, sizeof a.key);
+    /* No temporary file is left: the directory holds the three secrets. */
+    snprintf(want, sizeof want, "ls -A '%s'", kd);
+    ls = popen(want, "r");
+    assert_non_null(ls);
+    while (fgets(link, sizeof link, ls)) {
+        assert_non_null(strstr(link, ".secret\n"));
+        n++;
+    }
+    pclose(ls);
+    assert_int_equal(n, 3);
+
+    /* Anything loose is refused, with the fix, and left as it is. */
+    assert_int_equal(chmod(path, 0644), 0);
+    job_fails("127.0.0.1:5000", KVS_EBADARG, "has mode 0644, not 0600: another user may read it");
+    job_fails("127.0.0.1:5000", KVS_EBADARG, "remove it (rm ");
+    assert_int_equal(chmod(path, 0400), 0);
+    job_fails("127.0.0.1:5000", KVS_EBADARG, "has mode 0400, not 0600");
+    assert_int_equal(chmod(path, 0600), 0);
+    assert_int_equal(kvs__secret_job("job-a", "127.0.0.1:5000", &b, again, sizeof again, &made,
+                                     &e), 0);
+    assert_memory_equal(a.key, b.key, sizeof a.key);
+    if (geteuid() == 0) {
+        assert_int_equal(chown(path, 65534, 65534), 0);
+        job_fails("127.0.0.1:5000", KVS_EBADARG, "is owned by uid 65534, not 0");
+        assert_int_equal(chown(path, 0, 0), 0);
+    }
+    put(path, "0123456789\n");
+    job_fails("127.0.0.1:5000", KVS_EBADARG, "holds 11 bytes, not 65");
+    put(path, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdeZ\n");
+    job_fails("127.0.0.1:5000", KVS_EBADARG, "holds byte 0x5a, not a hex digit");
+    put(path, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef ");
+    job_fails("127.0.0.1:5000", KVS_EBADARG, "does not end in a newline");
+    unlink(path);
+    snprintf(link, sizeof link, "%s/elsewhere", dir);
+    put(link, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n");
+    assert_int_equal(symlink(link, path), 0);
+    job_fails("127.0.0.1:5000", KVS_EBADARG, "is a symbolic link");
+    unlink(path);
+    assert_int_equal(mkdir(path, 0700), 0);
+    job_fails("127.0.0.1:5000", KVS_EBADARG, "is not a regular file");
+    rmdir(path);
+    job_fails("10.0.0.1/8:5000", KVS_EBADARG, "holds byte 0x2f");
+    job_fails("", KVS_EBADARG, "no coordinator");
+
+    /* The directory: another user's or open to others is refused. */
+    assert_int_equal(chmod(kd, 0755), 0);
+    job_fails("127.0.0.1:5000", -EPERM, "has mode 0755: group or others have access");
+    assert_int_equal(chmod(kd, 0700), 0);
+    if (geteuid() == 0) {
+        assert_int_equal(chown(kd, 65534, 65534), 0);
+        job_fails("127.0.0.1:5000", -EPERM, "is owned by uid 65534, not 0");
+        assert_int_equal(chown(kd, 0, 0), 0);
+    }
+    snprintf(link, sizeof link, "%s/kvs-aside", rt);
+    assert_int_equal(rename(kd, link), 0);
+    assert_int_equal(symlink(link, kd), 0);
+    job_fails("127.0.0.1:5000", -EPERM, "is a symbolic link");
+    assert_int_equal(unlink(kd), 0);
+    assert_int_equal(rename(link, kd), 0);
+
+    /* Removed only while it holds the secret read. */
+    assert_int_equal(kvs__secret_job("job-c", "127.0.0.1:5000", &a, path, sizeof path, &made,
+                                     &e), 0);
+    assert_int_equal(made, 1);
+    memcpy(&c, &a, sizeof c);
+    c.key[0] ^= 1;
+    kvs__secret_job_remove(path, &c);
+    assert_int_equal(lstat(path, &st), 0);
+    kvs__secret_job_remove(path, &a);
+    assert_int_equal(lstat(path, &st), -1);
+    assert_int_equal(errno, ENOENT);
+    kvs__secret_wipe(&a);
+    unsetenv("XDG_RUNTIME_DIR");
+}
+
+/* Hosts that come at once: one makes the secret, each reads the same. */
+static void test_job_secret_race(void **state)
+{
+    enum { HOSTS = 8 };
+    struct kvs__secret k[HOSTS];
+    char rt[300];
+    int fds[HOSTS][2], made = 0;
+
+    (void)state;
+    snprintf(rt, sizeof rt, "%s/race", dir);
+    assert_int_equal(mkdir(rt, 0700), 0);
+    assert_int_equal(setenv("XDG_RUNTIME_DIR", rt, 1), 0);
+    for (int i = 0; i < HOSTS; i++) {
+        assert_int_equal(pipe(fds[i]), 0);
+        if (fork() == 0) {
+            struct kvs__secret s;
+            struct kvs__err e = { 0, "" };
+            char path[4096];
+            unsigned char out[1 + sizeof s.key];
+            int m = 0;
+
+            memset(out, 0xff, sizeof out);
+            if (kvs__secret_job("race", "127.0.0.1:7000", &s, path, sizeof path, &m, &e) == 0) {
+                out[0] = (unsigned char)m;
+                memcpy(out + 1, s.key, sizeof s.key);
+            } else
+                fprintf(stderr, "# %s\n", e.msg);
+            _exit(write(fds[i][1], out, sizeof out) == (ssize_t)sizeof out ? 0 : 1);
+        }
+        close(fds[i][1]);
+    }
+    for (int i = 0; i < HOSTS; i++) {
+        unsigned char in[1 + sizeof k[i].key];
+        int status;
+
+        assert_int_equal(read(fds[i][0], in, sizeof in), (ssize_t)sizeof in);
+        close(fds[i][0]);
+        assert_true(in[0] <= 1);
+        made += in[0];
+        memcpy(k[i].key, in + 1, sizeof k[i].key);
+        assert_memory_equal(k[i].key, k[0].key, sizeof k[0].key);
+        assert_true(wait(&status) > 0);
+        assert_int_equal(status, 0);
+    }
+    assert_int_equal(made, 1);
+    unsetenv("XDG_RUNTIME_DIR");
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -209,6 +408,8 @@ int main(void)
         cmocka_unit_test(test_secret_file_rules),
         cmocka_unit_test(test_handshake),
         cmocka_unit_test(test_proofs_bind_everything),
+        cmocka_unit_test(test_job_secret),
+        cmocka_unit_test(test_job_secret_race),
     };
 
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -46,7 +46,8 @@ struct options {
     int nhosts, host;
     const char *coord;                 /* HOST:PORT of host 0 */
     const char *bind;                  /* the address to listen on, or NULL */
-    const char *secret_file;           /* or NULL: loopback only */
+    const char *secret_file;           /* or NULL: loopback only, with the
+                                        * job's own secret (net/auth.h) */
     int64_t heartbeat_ns;              /* a host silent this long is dead */
     int64_t join_ns;                   /* every host must have joined by then */
     int ready_fd;                      /* told "RANK0 TOTAL" once the hosts are joined */

@@ -752,28 +752,35 @@ int hosts_start(struct daemon *d, struct kvs__err *e)
 {
     struct kvs__secret sec;
     struct kvs__tp_choice tpc;
-    char note[256] = "";
-    int rc;
+    char note[256] = "", job_secret[PATH_MAX];
+    int rc, made = 0;
 
     /* The transport first: a plug-in that cannot work fails here, before
      * the other hosts wait for this one. */
     if ((rc = kvs__tp_find(NULL, &tpc, note, sizeof note, e)) != 0)
         return rc;
-    memset(&sec, 0, sizeof sec);       /* without a file: loopback, a known key */
-    if (d->o.secret_file && (rc = kvs__secret_load(d->o.secret_file, &sec, e)) != 0) {
+    /* Without a file, the job's own secret, which only this user can
+     * read: the hosts are on this machine (loopback only, join.c). */
+    rc = d->o.secret_file ? kvs__secret_load(d->o.secret_file, &sec, e)
+                          : kvs__secret_job(d->o.net_job, d->o.coord, &sec, job_secret,
+                                            sizeof job_secret, &made, e);
+    if (rc != 0) {
         kvs__tp_release(&tpc);
         return rc;
     }
     if (!d->o.secret_file)
-        say(d, "no secret file: the hosts link over loopback only");
-    if ((rc = links_new(d, &tpc, e)) != 0) {
+        say(d, "no secret file: the hosts link over loopback only, with the job's secret "
+            "%s %s", job_secret, made ? "(made)" : "(read)");
+    if ((rc = links_new(d, &tpc, e)) == 0) {
+        if (note[0])
+            say(d, "%s", note);
+        rc = links_join(d, &sec, e);
+    } else
         kvs__tp_release(&tpc);
-        kvs__secret_wipe(&sec);
-        return rc;
-    }
-    if (note[0])
-        say(d, "%s", note);
-    rc = links_join(d, &sec, e);
+    /* Every other host proved the secret to host 0 in the join (or the
+     * job failed): none reads the file again. */
+    if (!d->o.secret_file && d->o.host == 0)
+        kvs__secret_job_remove(job_secret, &sec);
     kvs__secret_wipe(&sec);
     if (rc != 0)
         return rc;

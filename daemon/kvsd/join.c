@@ -259,7 +259,8 @@ static int join_other(struct daemon *d, struct joining *j, const char *chost, ui
 }
 
 /* Where this host listens (*bind) and host 0 is (chost:cport), checked:
- * without a secret, loopback only. */
+ * without a secret file, loopback only: the job's own secret is on this
+ * machine alone (net/auth.h). */
 static int join_where(struct daemon *d, char *chost, size_t size, uint16_t *cport,
                       const char **bind, struct kvs__err *e)
 {
@@ -269,7 +270,7 @@ static int join_where(struct daemon *d, char *chost, size_t size, uint16_t *cpor
         return rc;
     *bind = d->o.bind ? d->o.bind : d->o.secret_file ? "0.0.0.0" : "127.0.0.1";
     if (!d->o.secret_file && (!is_loopback(*bind) || !is_loopback(chost)))
-        return kvs__fail(e, KVS_EBADARG, "without a secret (--secret-file) hosts link over "
+        return kvs__fail(e, KVS_EBADARG, "without a secret file (--secret-file) hosts link over "
                          "loopback only: '%s' is not", is_loopback(*bind) ? chost : *bind);
     return 0;
 }

@@ -1,12 +1,13 @@
 /*
  * auth.h - hosts of a job prove to each other that they hold its secret
  * (the handshake in wire.h): the secret file, nonces, and HMAC-SHA256
- * proofs (libsodium). kvsd loads the secret; handshake.c makes and
- * checks the proofs.
+ * proofs (libsodium), and the per-job secret of a job without a secret
+ * file. kvsd loads the secret; handshake.c makes and checks the proofs.
  */
 #ifndef KVS_AUTH_H
 #define KVS_AUTH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/error.h"
@@ -26,6 +27,31 @@ struct kvs__secret {
  * Errors: KVS_EBADARG (what is wrong, naming the file), -errno of open
  * and read. Nothing of the secret stays in memory but *s. */
 int kvs__secret_load(const char *path, struct kvs__secret *s, struct kvs__err *e);
+
+/* The job's secret when no secret file is given (its hosts then share
+ * one machine): a random secret kept where only this user can read it,
+ * in JOB@COORD.secret of the user's runtime directory (kvs__runtime_dir:
+ * $XDG_RUNTIME_DIR/kvs, else /tmp/kvs-UID, made 0700 and checked: this
+ * uid's, no access for others, not a link). The first host of the job to
+ * come makes the file whole under a temporary name and links it to its
+ * name, which never replaces a file there; every other host reads it. A
+ * file found there must be a regular file (not a link) owned by this
+ * uid, of mode 0600 and of the size made (KVS__JOB_SECRET_BYTES of hex
+ * and a newline), else KVS_EBADARG says what is wrong and how to fix it,
+ * and nothing is made. job is the job's name between hosts, coord host
+ * 0's HOST:PORT as every host is given it. On success *s holds the key
+ * (as kvs__secret_load would make it from the file), path (of size
+ * bytes) the file's path, and *made is 1 when this call made the file.
+ * Errors: KVS_EBADARG, -errno of the directory and the file (named). */
+#define KVS__JOB_SECRET_BYTES 64       /* hex digits of 32 random bytes */
+int kvs__secret_job(const char *job, const char *coord, struct kvs__secret *s, char *path,
+                    size_t size, int *made, struct kvs__err *e);
+
+/* Removes the job's secret file at path when it still holds the secret s
+ * (a later job's file of the same name is left alone). Host 0 calls it
+ * once its join is over: every other host proved the secret to it, so
+ * none reads the file again. Best effort: says nothing. */
+void kvs__secret_job_remove(const char *path, const struct kvs__secret *s);
 
 /* Overwrites the secret. */
 void kvs__secret_wipe(struct kvs__secret *s);
