@@ -1,8 +1,12 @@
 /*
  * test_device.c - device arrays in the local store, through the public
- * API, against the CUDA stand-in (tests/standin/) with two devices: the
- * test allocates its arrays with the stand-in's cudaMalloc and reads them
- * with cudaMemcpy, as a user's program would with the real runtime.
+ * API, against the CUDA stand-in (tests/standin/) with two devices and
+ * the host build of the kernel module, which libkvs loads as it loads the
+ * real one (KVS_CUDA_KERNELS): the test allocates its arrays with the
+ * stand-in's cudaMalloc and reads them with cudaMemcpy, as a user's
+ * program would with the real runtime. The stand-in's device memory
+ * faults when the CPU reads it, and its work runs only when synchronised
+ * with: a result libkvs did not wait for is not there.
  *
  * Values live where they were initialised; sums and optimizer updates run
  * there, and give bit for bit what the same calls give on host arrays;
@@ -184,7 +188,12 @@ static void train(const char *spec, kvs_dtype_t dt, int dev, void *out, size_t e
     cuda.free(dg);
 }
 
-/* sgd with momentum and adam, on a device, match the host bit for bit. */
+/* sgd with momentum and adam, on a device, match the host bit for bit:
+ * the device's through the kernel module libkvs loads and launches, the
+ * host's through the engine's own path. Here the module is the host build
+ * (the same kernels underneath): this checks the launches, their
+ * arguments, the state buffers and the stream order, not the .cu kernels,
+ * which tests/test_kernels.c checks on a GPU. */
 static void test_optimizer_matches_host(void **state)
 {
     static const char *specs[] = { "sgd lr=0.1 momentum=0.9 wd=0.01",
@@ -545,6 +554,7 @@ int main(void)
     setenv("KVS_CUDART", STANDIN_PATH, 1);
     setenv("KVS_STANDIN_DEVICES", "2", 1);
     setenv("KVS_NCCL", STANDIN_PATH, 1);
+    setenv("KVS_CUDA_KERNELS", STANDIN_KERNELS, 1);
     if (!(lib = dlopen(STANDIN_PATH, RTLD_NOW | RTLD_LOCAL))) {
         fprintf(stderr, "%s\n", dlerror());
         return 1;
