@@ -316,6 +316,8 @@ static void compute(struct job *j)
     size_t bytes = a->count * dtype_size(a->dtype);
     union acc v;
 
+    if (bytes == 0)
+        return;
     for (int r = 0; r < j->nranks; r++) {
         struct args *ar = &j->args[r];
         int root = r == a->root;
@@ -516,7 +518,8 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream)
 {
-    struct args a = {ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, stream, comm ? comm->device : 0};
+    struct args a = {ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0,
+                     stream, comm ? comm->device : 0};
 
     return post(comm, &a);
 }
@@ -524,7 +527,8 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
 {
-    struct args a = {BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root, stream, comm ? comm->device : 0};
+    struct args a = {BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root,
+                     stream, comm ? comm->device : 0};
 
     return post(comm, &a);
 }
@@ -533,7 +537,8 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
                         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
                         cudaStream_t stream)
 {
-    struct args a = {REDUCE, sendbuff, recvbuff, count, datatype, op, root, stream, comm ? comm->device : 0};
+    struct args a = {REDUCE, sendbuff, recvbuff, count, datatype, op, root,
+                     stream, comm ? comm->device : 0};
 
     return post(comm, &a);
 }
