@@ -261,8 +261,8 @@ KVS_API const char *kvs_last_error(const kvs_t *kv);
  * updates run where the value lives (other devices' inputs are copied
  * there first), and give the host's results bit for bit. Device work is
  * queued on a stream of libkvs's own per device, which waits for the work
- * the caller queued on the legacy default stream (work on other streams
- * must be synchronised by the caller), and is finished when the call
+ * the caller queued on that device's legacy default stream (work on other
+ * streams must be synchronised by the caller), and is finished when the call
  * returns; device work not done within KVS_TIMEOUT (read once per
  * process; a handle's KVS_OPT_TIMEOUT does not apply) fails the call with
  * KVS_ETIMEDOUT. The caller's current device is left as it was. A device that

@@ -2,7 +2,10 @@
  * dist_device.c - one worker of a dist job that keeps its arrays on GPUs,
  * as a training program does: it allocates them with cudaMalloc (the
  * runtime KVS_CUDART names, the tests' stand-in), fills and reads them
- * with cudaMemcpy, and hands KVS_CUDA(i) arrays to every call. Run by
+ * with cudaMemcpy, and hands KVS_CUDA(i) arrays to every call; some of
+ * its pushes it writes with cudaMemcpyAsync on the legacy default stream
+ * and leaves queued, as a training step's kernels leave its gradients,
+ * which libkvs must wait for before kvsd or a copy reads them. Run by
  * tests/test_dist_device.sh:
  *
  *   dist_device SCENARIO TYPE
@@ -44,6 +47,7 @@ static struct {
     int (*malloc)(void **p, size_t bytes);
     int (*free)(void *p);
     int (*memcpy)(void *dst, const void *src, size_t bytes, int kind);
+    int (*memcpy_async)(void *dst, const void *src, size_t bytes, int kind, void *stream);
 } cuda;
 
 enum { H2D = 1, D2H = 2 };             /* cudaMemcpyKind */
@@ -65,6 +69,25 @@ static void to_dev(void *d, float v)
     fill(h, N, v);
     if (cuda.memcpy(d, h, sizeof h, H2D) != 0)
         die("cudaMemcpy to the device failed");
+}
+
+/* to_dev of memory on CUDA device i, queued on that device's legacy
+ * default stream (the one libkvs's stream waits for) and not waited for.
+ * The source stays put until the copy has run: each call takes the next
+ * of QUEUED buffers, and no scenario queues that many without a call of
+ * libkvs or a synchronous copy between, which run the queue. */
+#define QUEUED 64
+
+static void to_dev_queued(void *d, int i, float v)
+{
+    static float h[QUEUED][N];
+    static int next;
+    float *src = h[next++ % QUEUED];
+
+    fill(src, N, v);
+    if (cuda.set_device(i) != 0
+        || cuda.memcpy_async(d, src, N * sizeof(float), H2D, NULL) != 0)
+        die("cudaMemcpyAsync to the device failed");
 }
 
 static void expect_dev(const void *d, float v, const char *what)
@@ -99,9 +122,9 @@ static void sums(void)
     ok(kvs_pull(kv, 1, &keys[0], &out, 0), "pull after init");
     expect_dev(out0, 5.0f, "key 1 after init");
     for (int round = 0; round < 3; round++) {
-        to_dev(d0, (float)(rank + 1));
-        to_dev(d0b, 1.0f);
-        to_dev(d1, 2.0f);
+        to_dev_queued(d0, 0, (float)(rank + 1));
+        to_dev_queued(d0b, 0, 1.0f);
+        to_dev_queued(d1, 1, 2.0f);
         fill(h, N, 3.0f);
         ok(kvs_push(kv, 4, keys, vals, 0), "push");
         ok(kvs_pull(kv, 1, &keys[0], &out, 0), "pull onto KVS_CUDA(0)");
@@ -152,7 +175,7 @@ static void async(void)
     to_dev(d, 0.0f);
     ok(kvs_init(kv, 1, &k, &a), "init");
     ok(kvs_set_optimizer(kv, "sgd lr=1"), "set_optimizer");
-    to_dev(d, 1.0f);
+    to_dev_queued(d, 1, 1.0f);
     for (int i = 0; i < 20; i++)
         ok(kvs_push(kv, 1, &k, &a, 0), "push");
     ok(kvs_barrier(kv), "barrier");
@@ -325,7 +348,8 @@ int main(int argc, char **argv)
     *(void **)&cuda.malloc = dlsym(lib, "cudaMalloc");
     *(void **)&cuda.free = dlsym(lib, "cudaFree");
     *(void **)&cuda.memcpy = dlsym(lib, "cudaMemcpy");
-    if (!cuda.set_device || !cuda.malloc || !cuda.free || !cuda.memcpy)
+    *(void **)&cuda.memcpy_async = dlsym(lib, "cudaMemcpyAsync");
+    if (!cuda.set_device || !cuda.malloc || !cuda.free || !cuda.memcpy || !cuda.memcpy_async)
         die("%s lacks the CUDA runtime's calls", path);
     if ((rc = kvs_create(argv[2], &kv)) != 0)
         die("kvs_create(%s): %s (%s)", argv[2], kvs_err_name(rc), kvs_last_error(NULL));

@@ -159,37 +159,46 @@ tests_tp_stub_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -I$(top_srcdir)/daemo
 tests_tp_stub_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -rpath /nowhere
 tests_tp_stub_la_LIBADD = src/libkvs_core.la
 # A stand-in for the CUDA runtime and NCCL over host memory, built where
-# their headers are, so that the GPU path is tested without a GPU.
+# their headers are, so that the GPU path is tested without a GPU; and the
+# kernel module built for the host over it (tests/standin/kernels.c),
+# which libkvs loads as it loads the one nvcc builds (KVS_CUDA_KERNELS).
+# The module needs the stand-in as the real one needs libcudart: the
+# loader finds it by its soname, already loaded by libkvs.
 if HAVE_NCCL
-check_LTLIBRARIES += tests/standin/libkvs_standin.la
+standin_lib = $(abs_top_builddir)/tests/standin/.libs/libkvs_standin.so
+standin_kernels = $(abs_top_builddir)/tests/standin/.libs/libkvs-cuda.so
+standin_paths = -DSTANDIN_PATH='"$(standin_lib)"' -DSTANDIN_KERNELS='"$(standin_kernels)"'
+check_LTLIBRARIES += tests/standin/libkvs_standin.la tests/standin/libkvs-cuda.la
 tests_standin_libkvs_standin_la_SOURCES = tests/standin/cudart.c tests/standin/nccl.c \
 	tests/standin/standin.h
 tests_standin_libkvs_standin_la_CPPFLAGS = $(AM_CPPFLAGS) -isystem $(CUDA_DIR)/include
 tests_standin_libkvs_standin_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
-tests_standin_libkvs_standin_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -rpath /nowhere
+tests_standin_libkvs_standin_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -rpath /nowhere
 tests_standin_libkvs_standin_la_LIBADD = src/libkvs_core.la
+tests_standin_libkvs_cuda_la_SOURCES = tests/standin/kernels.c tests/standin/standin.h
+tests_standin_libkvs_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) -isystem $(CUDA_DIR)/include
+tests_standin_libkvs_cuda_la_LDFLAGS = $(AM_LDFLAGS) -module -avoid-version -rpath /nowhere \
+	-export-symbols-regex '^kvs_cuda_'
+tests_standin_libkvs_cuda_la_LIBADD = src/libkvs_core.la tests/standin/libkvs_standin.la
 if HAVE_CMOCKA
 check_PROGRAMS += tests/test_standin
 TESTS += tests/test_standin
-tests_test_standin_CPPFLAGS = -isystem $(CUDA_DIR)/include \
-	-DSTANDIN_PATH='"$(abs_top_builddir)/tests/standin/.libs/libkvs_standin.so"'
+tests_test_standin_CPPFLAGS = -isystem $(CUDA_DIR)/include $(standin_paths)
 tests_test_standin_CFLAGS = $(test_cflags)
 tests_test_standin_LDADD = $(CMOCKA_LIBS) -ldl
-EXTRA_tests_test_standin_DEPENDENCIES = tests/standin/libkvs_standin.la
+EXTRA_tests_test_standin_DEPENDENCIES = tests/standin/libkvs_standin.la tests/standin/libkvs-cuda.la
 check_PROGRAMS += tests/test_cuda
 TESTS += tests/test_cuda
-tests_test_cuda_CPPFLAGS = $(AM_CPPFLAGS) -DCUDA_LIB_DIR='"$(CUDA_DIR)/lib64"' \
-	-DSTANDIN_PATH='"$(abs_top_builddir)/tests/standin/.libs/libkvs_standin.so"'
+tests_test_cuda_CPPFLAGS = $(AM_CPPFLAGS) -DCUDA_LIB_DIR='"$(CUDA_DIR)/lib64"' $(standin_paths)
 tests_test_cuda_CFLAGS = $(test_cflags)
 tests_test_cuda_LDADD = $(test_core_ldadd)
-EXTRA_tests_test_cuda_DEPENDENCIES = tests/standin/libkvs_standin.la
+EXTRA_tests_test_cuda_DEPENDENCIES = tests/standin/libkvs_standin.la tests/standin/libkvs-cuda.la
 check_PROGRAMS += tests/test_device
 TESTS += tests/test_device
-tests_test_device_CPPFLAGS = $(AM_CPPFLAGS) \
-	-DSTANDIN_PATH='"$(abs_top_builddir)/tests/standin/.libs/libkvs_standin.so"'
+tests_test_device_CPPFLAGS = $(AM_CPPFLAGS) $(standin_paths)
 tests_test_device_CFLAGS = $(test_cflags)
 tests_test_device_LDADD = $(test_api_ldadd) -ldl
-EXTRA_tests_test_device_DEPENDENCIES = tests/standin/libkvs_standin.la
+EXTRA_tests_test_device_DEPENDENCIES = tests/standin/libkvs_standin.la tests/standin/libkvs-cuda.la
 # The GPU benchmark's own code, run against the stand-in (its numbers mean
 # nothing there), and its skip without a runtime.
 TESTS += tests/test_bench_gpu.sh
@@ -201,7 +210,7 @@ tests_dist_remote_SOURCES = tests/dist_remote.c tests/distutil.h
 tests_dist_remote_LDADD = src/libkvs.la -lpthread
 tests_dist_device_SOURCES = tests/dist_device.c tests/distutil.h
 tests_dist_device_LDADD = src/libkvs.la -lm -ldl
-EXTRA_tests_dist_device_DEPENDENCIES = tests/standin/libkvs_standin.la
+EXTRA_tests_dist_device_DEPENDENCIES = tests/standin/libkvs_standin.la tests/standin/libkvs-cuda.la
 tests_dist_training_SOURCES = tests/dist_training.c tests/distutil.h
 tests_dist_training_CFLAGS = $(AM_CFLAGS) -pthread
 tests_dist_training_LDADD = src/libkvs.la -lm -lpthread

@@ -7,6 +7,8 @@
 set -u
 b="${top_builddir:-.}"
 standin="$(cd "$b" && pwd)/tests/standin/.libs/libkvs_standin.so"
+KVS_CUDA_KERNELS="${standin%/*}/libkvs-cuda.so"   # the host build of the kernel module
+export KVS_CUDA_KERNELS
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 private_runtime

@@ -7,8 +7,10 @@
  * runtime on a machine without a driver says there is none; and a store
  * refuses a device array with the loader's reason, or host memory that
  * claims to be a device's, changing nothing; the nccl type without NCCL
- * says so; device work that never finishes fails at its deadline; device
- * memory shared with another process by CUDA IPC handle.
+ * says so; a kernel module that does not load, or is not one, fails a
+ * device sum with the loader's reason; device work that never finishes
+ * fails at its deadline; device memory shared with another process by
+ * CUDA IPC handle.
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -115,6 +117,7 @@ static void in_child(int (*body)(void))
     if (pid == 0) {
         setenv("KVS_CUDART", STANDIN_PATH, 1);
         setenv("KVS_STANDIN_DEVICES", "2", 1);
+        setenv("KVS_CUDA_KERNELS", STANDIN_KERNELS, 1);
         _exit(body());
     }
     assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -185,6 +188,52 @@ static void test_nccl_missing(void **state)
 {
     (void)state;
     in_child(nccl_missing);
+}
+
+/* A sum on a device with the kernel module module: 0 when the push fails
+ * with KVS_EDEVICE and why, and the key keeps its value. */
+static int kernels_refused(const char *module, const char *why)
+{
+    float v[4] = { 1, 2, 3, 4 }, got[4] = { 0 };
+    kvs_array_t a = { .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 }, .device = KVS_CUDA(0) };
+    kvs_array_t h = { .data = got, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } };
+    kvs_key_t k[2] = { KVS_INT_KEY(1), KVS_INT_KEY(1) };
+    kvs_t *kv;
+    int ok;
+
+    setenv("KVS_CUDA_KERNELS", module, 1);
+    if (kvs__mem_alloc(a.device, sizeof v, 0, &a.data, NULL) != 0
+        || kvs__mem_copy(a.data, a.device, v, KVS_HOST, sizeof v, 1, NULL) != 0
+        || kvs__mem_finish(NULL) != 0 || kvs_create("local", &kv) != 0
+        || kvs_init(kv, 1, k, &a) != 0)
+        return 2;
+    ok = kvs_push(kv, 2, k, (kvs_array_t[2]){ a, a }, 0) == KVS_EDEVICE
+         && strstr(kvs_last_error(kv), why);
+    ok = ok && kvs_pull(kv, 1, k, &h, 0) == 0 && memcmp(got, v, sizeof v) == 0;
+    kvs_close(kv);
+    kvs__mem_free(a.device, a.data);
+    return ok ? 0 : 1;
+}
+
+static int kernels_missing(void)
+{
+    return kernels_refused("/nonexistent/libkvs-cuda.so",
+                           "no CUDA kernels: /nonexistent/libkvs-cuda.so cannot be loaded");
+}
+
+static int kernels_not_a_module(void)
+{
+    return kernels_refused(STANDIN_PATH, "is not a kernel module of this version");
+}
+
+/* Device sums go through the kernel module libkvs loads (KVS_CUDA_KERNELS):
+ * one that does not load, or is not a module, fails the push with the
+ * reason and changes nothing. */
+static void test_kernels_refused(void **state)
+{
+    (void)state;
+    in_child(kernels_missing);
+    in_child(kernels_not_a_module);
 }
 
 /* Device work that never finishes fails the call at KVS_TIMEOUT, with the
@@ -303,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_real_runtime_without_driver),
         cmocka_unit_test(test_store_refuses),
         cmocka_unit_test(test_nccl_missing),
+        cmocka_unit_test(test_kernels_refused),
         cmocka_unit_test(test_device_hangs),
         cmocka_unit_test(test_ipc_shares),
     };

@@ -1,8 +1,12 @@
 /*
  * test_device.c - device arrays in the local store, through the public
- * API, against the CUDA stand-in (tests/standin/) with two devices: the
- * test allocates its arrays with the stand-in's cudaMalloc and reads them
- * with cudaMemcpy, as a user's program would with the real runtime.
+ * API, against the CUDA stand-in (tests/standin/) with two devices and
+ * the host build of the kernel module, which libkvs loads as it loads the
+ * real one (KVS_CUDA_KERNELS): the test allocates its arrays with the
+ * stand-in's cudaMalloc and reads them with cudaMemcpy, as a user's
+ * program would with the real runtime. The stand-in's device memory
+ * faults when the CPU reads it, and its work runs only when synchronised
+ * with: a result libkvs did not wait for is not there.
  *
  * Values live where they were initialised; sums and optimizer updates run
  * there, and give bit for bit what the same calls give on host arrays;
@@ -28,6 +32,7 @@ static struct {
     int (*malloc)(void **p, size_t bytes);
     int (*free)(void *p);
     int (*memcpy)(void *dst, const void *src, size_t bytes, int kind);
+    int (*memcpy_async)(void *dst, const void *src, size_t bytes, int kind, void *stream);
     int (*set_device)(int dev);
     int (*get_device)(int *dev);
 } cuda;
@@ -52,6 +57,20 @@ static void *dev_alloc(int dev, const void *src, size_t bytes)
         free(zeros);
     }
     return p;
+}
+
+/* bytes of src into dst on CUDA device dev, queued on that device's
+ * legacy default stream and not waited for, as a training step's kernels
+ * leave their results: libkvs's stream waits for them. src must stay put
+ * until a call runs the queue. */
+static void dev_write_queued(int dev, void *dst, const void *src, size_t bytes)
+{
+    int old;
+
+    assert_int_equal(cuda.get_device(&old), 0);
+    assert_int_equal(cuda.set_device(dev), 0);
+    assert_int_equal(cuda.memcpy_async(dst, src, bytes, MEMCPY_DEFAULT, NULL), 0);
+    assert_int_equal(cuda.set_device(old), 0);
 }
 
 static void dev_read(void *dst, const void *src, size_t bytes)
@@ -108,7 +127,8 @@ static void test_init_pull(void **state)
 }
 
 /* A push of host, device 0 and device 1 values to keys on each place:
- * the sum, wherever it runs. */
+ * the sum, wherever it runs; device 0's value is written just before,
+ * queued on its device's default stream. */
 static void test_mixed_push(void **state)
 {
     float h[N], a0[N], a1[N], want[N], got[N];
@@ -123,7 +143,7 @@ static void test_mixed_push(void **state)
         want[i] = (h[i] + a0[i]) + a1[i];
     for (int t = 0; t < 3; t++) {
         kvs_t *kv = new_store("local");
-        void *p0 = dev_alloc(0, a0, sizeof a0), *p1 = dev_alloc(1, a1, sizeof a1);
+        void *p0 = dev_alloc(0, NULL, sizeof a0), *p1 = dev_alloc(1, a1, sizeof a1);
         void *home = homes[t] < 0 ? got : dev_alloc(homes[t], NULL, sizeof got);
         kvs_array_t init = on(homes[t], home, KVS_FLOAT32, N);
         kvs_array_t vals[3] = { on(-1, h, KVS_FLOAT32, N), on(0, p0, KVS_FLOAT32, N),
@@ -132,6 +152,7 @@ static void test_mixed_push(void **state)
 
         memset(got, 0, sizeof got);
         OK(kvs_init(kv, 1, keys, &init));
+        dev_write_queued(0, p0, a0, sizeof a0);
         OK(kvs_push(kv, 3, keys, vals, 0));
         OK(kvs_pull(kv, 1, keys, &out, 0));
         dev_read(got, p1, sizeof got);
@@ -184,7 +205,12 @@ static void train(const char *spec, kvs_dtype_t dt, int dev, void *out, size_t e
     cuda.free(dg);
 }
 
-/* sgd with momentum and adam, on a device, match the host bit for bit. */
+/* sgd with momentum and adam, on a device, match the host bit for bit:
+ * the device's through the kernel module libkvs loads and launches, the
+ * host's through the engine's own path. Here the module is the host build
+ * (the same kernels underneath): this checks the launches, their
+ * arguments, the state buffers and the stream order, not the .cu kernels,
+ * which tests/test_kernels.c checks on a GPU. */
 static void test_optimizer_matches_host(void **state)
 {
     static const char *specs[] = { "sgd lr=0.1 momentum=0.9 wd=0.01",
@@ -545,6 +571,7 @@ int main(void)
     setenv("KVS_CUDART", STANDIN_PATH, 1);
     setenv("KVS_STANDIN_DEVICES", "2", 1);
     setenv("KVS_NCCL", STANDIN_PATH, 1);
+    setenv("KVS_CUDA_KERNELS", STANDIN_KERNELS, 1);
     if (!(lib = dlopen(STANDIN_PATH, RTLD_NOW | RTLD_LOCAL))) {
         fprintf(stderr, "%s\n", dlerror());
         return 1;
@@ -552,6 +579,7 @@ int main(void)
     *(void **)&cuda.malloc = dlsym(lib, "cudaMalloc");
     *(void **)&cuda.free = dlsym(lib, "cudaFree");
     *(void **)&cuda.memcpy = dlsym(lib, "cudaMemcpy");
+    *(void **)&cuda.memcpy_async = dlsym(lib, "cudaMemcpyAsync");
     *(void **)&cuda.set_device = dlsym(lib, "cudaSetDevice");
     *(void **)&cuda.get_device = dlsym(lib, "cudaGetDevice");
     return cmocka_run_group_tests(tests, NULL, NULL);

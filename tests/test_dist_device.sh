@@ -12,8 +12,10 @@ set -u
 . "$(dirname "$0")/distlib.sh"
 
 # Device arrays (tests/dist_device) against the CUDA stand-in: two fake
-# GPUs over host memory, allocated and filled by the workers themselves.
-# The stand-in is built only where the CUDA and NCCL headers are.
+# GPUs over host memory, allocated and filled by the workers themselves,
+# the kernels the host build of the kernel module's, loaded by libkvs as
+# it loads the real one. The stand-in is built only where the CUDA and
+# NCCL headers are.
 standin="$(cd "$bld" && pwd)/tests/standin/.libs/libkvs_standin.so"
 if [ ! -f "$standin" ]; then
     n_test=$((n_test + 1))
@@ -21,8 +23,9 @@ if [ ! -f "$standin" ]; then
 else
 prog=$bld/tests/dist_device
 KVS_CUDART=$standin
+KVS_CUDA_KERNELS=${standin%/*}/libkvs-cuda.so
 KVS_STANDIN_DEVICES=2
-export KVS_CUDART KVS_STANDIN_DEVICES
+export KVS_CUDART KVS_CUDA_KERNELS KVS_STANDIN_DEVICES
 # Through kvsd, and with the workers combining the small keys' rounds.
 for KVS_COMBINE in 0 1; do
     export KVS_COMBINE
@@ -71,7 +74,9 @@ says() {  # says LINE: kvsctl stats has LINE
     kvsctl_stats | grep -qx "$1" || { echo "# no \"$1\" in:"; kvsctl_stats | sed 's/^/# /'; false; }
 }
 # The stand-in's allocations are memfds named kvs-standin: kvsd keeps the
-# descriptor of its own, and maps the workers' it opened without one.
+# descriptor of its own, and maps the workers' it opened without one. Each
+# allocation, made or opened, is mapped twice: PROT_NONE at its device
+# address (counted here), and read-write for the stand-in's own work.
 owned() {  # owned N: kvsd has N allocations of its own
     [ "$(ls -l "/proc/$kvsd_pid/fd" | grep -c 'memfd:kvs-standin')" -eq "$1" ]
 }
@@ -79,10 +84,13 @@ device_counts() {  # device_counts OPEN REGISTERED PUSHES PULLS VALUES: kvsctl s
     says "device buffers: $1 open, $2 registered" && says "device pushes: $3" &&
         says "device pulls: $4" && says "values on GPUs: $5"
 }
+device_maps() {  # kvsd's mappings of device addresses
+    awk '$2 == "---s" && /kvs-standin/' "/proc/$kvsd_pid/maps" | wc -l
+}
 shared() {  # shared N: kvsd has N of the workers' allocations mapped
     local own
     own=$(ls -l "/proc/$kvsd_pid/fd" | grep -c 'memfd:kvs-standin')
-    [ "$(( $(grep -c kvs-standin "/proc/$kvsd_pid/maps") - own ))" -eq "$1" ]
+    [ "$(( $(device_maps) - own ))" -eq "$1" ]
 }
 
 # Each of 1100 pushes per worker comes from an allocation of its own, freed
@@ -126,7 +134,7 @@ touch "$work/$name/go"
 wait "$w0" || st=1
 wait_kvsd || st=1
 tap $st "kvsd closes the device buffers of a worker that died"
-unset KVS_CUDART KVS_STANDIN_DEVICES KVS_COMBINE
+unset KVS_CUDART KVS_CUDA_KERNELS KVS_STANDIN_DEVICES KVS_COMBINE
 type=
 prog=
 fi

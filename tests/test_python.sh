@@ -19,8 +19,9 @@ KVS_LIBRARY=$bld/src/.libs/libkvs.so
 PYTHONPATH=$src/python
 KVS_TEST_KVSRUN=$bld/daemon/kvsrun/kvsrun
 KVS_TEST_STANDIN=$bld/tests/standin/.libs/libkvs_standin.so
+KVS_TEST_KERNELS=$bld/tests/standin/.libs/libkvs-cuda.so
 PYTHONDONTWRITEBYTECODE=1
-export KVS_LIBRARY PYTHONPATH KVS_TEST_KVSRUN KVS_TEST_STANDIN PYTHONDONTWRITEBYTECODE
+export KVS_LIBRARY PYTHONPATH KVS_TEST_KVSRUN KVS_TEST_STANDIN KVS_TEST_KERNELS PYTHONDONTWRITEBYTECODE
 cd "$src/tests/python" || exit 1
 out=$(mktemp)
 "$PYTHON" -m pytest -p no:cacheprovider -v -rs "$src/tests/python" >"$out" 2>&1

@@ -1,13 +1,17 @@
 /*
  * test_standin.c - unit tests of the CUDA runtime and NCCL stand-in
  * (tests/standin/), loaded with dlopen as libkvs loads the real ones:
- * devices from the environment, copies and their checks, streams and
- * events, IPC handles opened by a forked child, injected failures, and
- * NCCL collectives whose results are compared bit for bit.
+ * devices from the environment, copies and their checks, device memory
+ * that the CPU faults on, work that runs only when synchronised with and
+ * then in stream order (so that a missing wait gives another result),
+ * the host build of the kernel module on a stream, IPC handles opened by
+ * a forked child, injected failures, and NCCL collectives whose results
+ * are compared bit for bit.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,6 +35,7 @@
     X(cudaStreamWaitEvent) X(cudaEventCreate) X(cudaEventCreateWithFlags)                \
     X(cudaEventRecord) X(cudaEventQuery) X(cudaEventSynchronize) X(cudaEventElapsedTime) \
     X(cudaEventDestroy) X(cudaIpcGetMemHandle) X(cudaIpcOpenMemHandle)                   \
+    X(cudaStreamQuery) X(cudaStreamCreateWithFlags) X(cudaMemsetAsync) X(cudaLaunchHostFunc) \
     X(cudaIpcCloseMemHandle) X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitAll)     \
     X(ncclCommInitRank) X(ncclCommDestroy) X(ncclCommCount) X(ncclCommCuDevice)          \
     X(ncclCommUserRank) X(ncclGroupStart) X(ncclGroupEnd) X(ncclAllReduce)               \
@@ -41,8 +46,13 @@ static struct {
 #define FIELD(name) __typeof__(name) *name;
     API(FIELD)
 #undef FIELD
-    int *kvs_standin;
 } rt;
+
+/* The host build of the kernel module (cuda_kernels.h's entry points). */
+static struct {
+    int (*abi)(void);
+    int (*sum)(int dtype, void *out, const void *const *in, int k, size_t n, void *stream);
+} kernels;
 
 static const char *const env_vars[] = {"KVS_STANDIN_DEVICES", "KVS_STANDIN_FAIL_MALLOC",
                                        "KVS_STANDIN_FAIL_IPC_OPEN", "KVS_STANDIN_LOST_DEVICE"};
@@ -59,7 +69,13 @@ static void load(void)
         fail_msg("%s is missing", #name);
     API(RESOLVE)
 #undef RESOLVE
-    rt.kvs_standin = dlsym(lib, "kvs_standin");
+    /* After the runtime, as libkvs loads it: the module needs it loaded. */
+    if (!(lib = dlopen(STANDIN_KERNELS, RTLD_NOW | RTLD_LOCAL)))
+        fail_msg("%s", dlerror());
+    *(void **)&kernels.abi = dlsym(lib, "kvs_cuda_kernels_abi");
+    *(void **)&kernels.sum = dlsym(lib, "kvs_cuda_sum");
+    if (!kernels.abi || !kernels.sum)
+        fail_msg("%s is not a kernel module", STANDIN_KERNELS);
 }
 
 /* Every test starts from the default environment on device 0. */
@@ -75,8 +91,6 @@ static void test_devices(void **state)
 {
     int n = -1, version = 0, device = -1, can = -1;
 
-    assert_non_null(rt.kvs_standin);
-    assert_int_equal(*rt.kvs_standin, 1);
     assert_int_equal(rt.cudaGetDeviceCount(&n), cudaSuccess);
     assert_int_equal(n, 2);
     setenv("KVS_STANDIN_DEVICES", "3", 1);
@@ -186,6 +200,212 @@ static void test_streams_events(void **state)
     assert_int_equal(rt.cudaStreamDestroy(s0), cudaSuccess);
 }
 
+/* What a forked child does to a device pointer: read it, or write it. */
+enum touch { READ, WRITE };
+
+static volatile char *touched;
+static size_t touched_bytes;
+
+/* Exits 0 when the fault is at the device pointer touched. */
+static void on_fault(int sig, siginfo_t *si, void *ctx)
+{
+    const volatile char *at = si->si_addr;
+
+    (void)sig;
+    (void)ctx;
+    _exit(at >= touched && at < touched + touched_bytes ? 0 : 3);
+}
+
+static int touch_in_child(volatile char *p, size_t bytes, enum touch how)
+{
+    int status;
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        struct sigaction sa;
+
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_fault;
+        sa.sa_flags = SA_SIGINFO;
+        touched = p;
+        touched_bytes = bytes;
+        if (sigaction(SIGSEGV, &sa, NULL) != 0)
+            _exit(4);
+        if (how == READ)
+            _exit(p[bytes / 2] == 0x5a ? 1 : 2);
+        p[bytes / 2] = 1;
+        _exit(1);
+    }
+    assert_true(pid > 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+/* The CPU faults on device memory, reading or writing, as on a GPU's;
+ * the runtime's own calls reach it. */
+static void test_device_memory_faults(void **state)
+{
+    unsigned char host[256], back[256];
+    char *d;
+
+    memset(host, 0x5a, sizeof host);
+    assert_int_equal(rt.cudaMalloc((void **)&d, sizeof host), cudaSuccess);
+    assert_int_equal(rt.cudaMemcpy(d, host, sizeof host, cudaMemcpyHostToDevice), cudaSuccess);
+    assert_int_equal(touch_in_child(d, sizeof host, READ), 0);
+    assert_int_equal(touch_in_child(d, sizeof host, WRITE), 0);
+    assert_int_equal(rt.cudaMemcpy(back, d, sizeof back, cudaMemcpyDeviceToHost), cudaSuccess);
+    assert_memory_equal(back, host, sizeof host);
+    assert_int_equal(rt.cudaFree(d), cudaSuccess);
+}
+
+static void set_flag(void *arg)
+{
+    *(int *)arg = 1;
+}
+
+static void fill_floats(float *v, size_t n, float x)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = x;
+}
+
+static void expect_floats(const float *v, size_t n, float x)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] != x)
+            fail_msg("element %zu is %g, not %g", i, (double)v[i], (double)x);
+}
+
+/* Queued work runs only when someone synchronises with it, in stream
+ * order, after the events its stream waits for: a reader that does not
+ * wait for the writer's stream reads the old value. */
+static void test_work_runs_at_synchronize(void **state)
+{
+    enum { N = 64 };
+    float old[N], fresh[N], back[N];
+    cudaStream_t s0, s1, free_running;
+    cudaEvent_t ev;
+    float *d;
+    int ran = 0;
+
+    fill_floats(old, N, 1);
+    fill_floats(fresh, N, 2);
+    assert_int_equal(rt.cudaMalloc((void **)&d, sizeof old), cudaSuccess);
+    assert_int_equal(rt.cudaStreamCreate(&s0), cudaSuccess);
+    assert_int_equal(rt.cudaStreamCreate(&s1), cudaSuccess);
+    assert_int_equal(rt.cudaStreamCreateWithFlags(&free_running, cudaStreamNonBlocking),
+                     cudaSuccess);
+    assert_int_equal(rt.cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
+    assert_int_equal(rt.cudaMemcpy(d, old, sizeof old, cudaMemcpyHostToDevice), cudaSuccess);
+
+    /* Nothing runs until the stream is asked. */
+    fill_floats(back, N, 0);
+    assert_int_equal(rt.cudaMemcpyAsync(d, fresh, sizeof fresh, cudaMemcpyHostToDevice, s0),
+                     cudaSuccess);
+    assert_int_equal(rt.cudaMemcpyAsync(back, d, sizeof back, cudaMemcpyDeviceToHost, s0),
+                     cudaSuccess);
+    assert_int_equal(rt.cudaLaunchHostFunc(s0, set_flag, &ran), cudaSuccess);
+    expect_floats(back, N, 0);
+    assert_int_equal(ran, 0);
+    assert_int_equal(rt.cudaStreamQuery(s0), cudaSuccess);
+    expect_floats(back, N, 2);
+    assert_int_equal(ran, 1);
+
+    /* A stream that does not wait for another reads what was there. */
+    assert_int_equal(rt.cudaMemcpy(d, old, sizeof old, cudaMemcpyHostToDevice), cudaSuccess);
+    assert_int_equal(rt.cudaMemcpyAsync(d, fresh, sizeof fresh, cudaMemcpyHostToDevice, s0),
+                     cudaSuccess);
+    assert_int_equal(rt.cudaMemcpyAsync(back, d, sizeof back, cudaMemcpyDeviceToHost, s1),
+                     cudaSuccess);
+    assert_int_equal(rt.cudaStreamSynchronize(s1), cudaSuccess);
+    expect_floats(back, N, 1);
+    assert_int_equal(rt.cudaStreamSynchronize(s0), cudaSuccess);
+
+    /* Made to wait for an event of the writer's stream, it reads the write. */
+    assert_int_equal(rt.cudaMemcpy(d, old, sizeof old, cudaMemcpyHostToDevice), cudaSuccess);
+    assert_int_equal(rt.cudaMemcpyAsync(d, fresh, sizeof fresh, cudaMemcpyHostToDevice, s0),
+                     cudaSuccess);
+    assert_int_equal(rt.cudaEventRecord(ev, s0), cudaSuccess);
+    assert_int_equal(rt.cudaStreamWaitEvent(s1, ev, 0), cudaSuccess);
+    assert_int_equal(rt.cudaMemcpyAsync(back, d, sizeof back, cudaMemcpyDeviceToHost, s1),
+                     cudaSuccess);
+    assert_int_equal(rt.cudaStreamSynchronize(s1), cudaSuccess);
+    expect_floats(back, N, 2);
+
+    /* An event completes what came before it, not after. */
+    assert_int_equal(rt.cudaMemcpyAsync(d, old, sizeof old, cudaMemcpyHostToDevice, s0),
+                     cudaSuccess);
+    assert_int_equal(rt.cudaEventRecord(ev, s0), cudaSuccess);
+    assert_int_equal(rt.cudaMemsetAsync(d, 0, sizeof old, s0), cudaSuccess);
+    assert_int_equal(rt.cudaEventSynchronize(ev), cudaSuccess);
+    assert_int_equal(rt.cudaMemcpyAsync(back, d, sizeof back, cudaMemcpyDeviceToHost,
+                                        free_running), cudaSuccess);
+    assert_int_equal(rt.cudaStreamSynchronize(free_running), cudaSuccess);
+    expect_floats(back, N, 1);
+
+    /* A synchronous copy, on the legacy stream, waits for the blocking
+     * streams: the memset queued above is done. */
+    assert_int_equal(rt.cudaMemcpy(back, d, sizeof back, cudaMemcpyDeviceToHost), cudaSuccess);
+    expect_floats(back, N, 0);
+
+    /* The device synchronises everything. */
+    assert_int_equal(rt.cudaMemcpyAsync(d, fresh, sizeof fresh, cudaMemcpyHostToDevice,
+                                        free_running), cudaSuccess);
+    assert_int_equal(rt.cudaMemcpyAsync(back, d, sizeof back, cudaMemcpyDeviceToHost,
+                                        free_running), cudaSuccess);
+    expect_floats(back, N, 0);
+    assert_int_equal(rt.cudaDeviceSynchronize(), cudaSuccess);
+    expect_floats(back, N, 2);
+
+    assert_int_equal(rt.cudaEventDestroy(ev), cudaSuccess);
+    assert_int_equal(rt.cudaStreamDestroy(s0), cudaSuccess);
+    assert_int_equal(rt.cudaStreamDestroy(s1), cudaSuccess);
+    assert_int_equal(rt.cudaStreamDestroy(free_running), cudaSuccess);
+    assert_int_equal(rt.cudaFree(d), cudaSuccess);
+}
+
+/* The host build of the kernel module: a sum queued on a stream, run
+ * when the stream is synchronised, from device memory into device
+ * memory. */
+static void test_kernel_module(void **state)
+{
+    enum { N = 100 };
+    float a[N], b[N], back[N];
+    const void *in[2];
+    cudaStream_t s;
+    float *da, *db, *dout;
+
+    assert_int_equal(kernels.abi(), 1);
+    for (int i = 0; i < N; i++) {
+        a[i] = (float)i;
+        b[i] = 0.5f;
+    }
+    assert_int_equal(rt.cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    assert_int_equal(rt.cudaMalloc((void **)&da, sizeof a), cudaSuccess);
+    assert_int_equal(rt.cudaMalloc((void **)&db, sizeof b), cudaSuccess);
+    assert_int_equal(rt.cudaMalloc((void **)&dout, sizeof back), cudaSuccess);
+    assert_int_equal(rt.cudaMemcpy(da, a, sizeof a, cudaMemcpyHostToDevice), cudaSuccess);
+    assert_int_equal(rt.cudaMemcpy(db, b, sizeof b, cudaMemcpyHostToDevice), cudaSuccess);
+    assert_int_equal(rt.cudaMemset(dout, 0, sizeof back), cudaSuccess);
+    in[0] = da;
+    in[1] = db;
+    assert_int_equal(kernels.sum(0, dout, in, 2, N, s), 0);     /* float32 */
+    in[0] = in[1] = NULL;              /* the launch has its own copy */
+    assert_int_equal(rt.cudaMemcpy(back, dout, sizeof back, cudaMemcpyDeviceToHost),
+                     cudaSuccess);
+    expect_floats(back, N, 0);         /* a non-blocking stream: not waited for */
+    assert_int_equal(rt.cudaStreamSynchronize(s), cudaSuccess);
+    assert_int_equal(rt.cudaMemcpy(back, dout, sizeof back, cudaMemcpyDeviceToHost),
+                     cudaSuccess);
+    for (int i = 0; i < N; i++)
+        assert_true(back[i] == (float)i + 0.5f);
+    assert_int_equal(rt.cudaFree(da), cudaSuccess);
+    assert_int_equal(rt.cudaFree(db), cudaSuccess);
+    assert_int_equal(rt.cudaFree(dout), cudaSuccess);
+    assert_int_equal(rt.cudaStreamDestroy(s), cudaSuccess);
+}
+
 /* What a forked child does with the parent's handle; 0 when every step
  * gave what it should, else the number of the step that did not. */
 enum child_job { WRITE_PATTERN, EXPECT_STALE, EXPECT_INJECTED };
@@ -193,6 +413,7 @@ enum child_job { WRITE_PATTERN, EXPECT_STALE, EXPECT_INJECTED };
 static int child(enum child_job job, cudaIpcMemHandle_t handle, size_t n)
 {
     cudaIpcMemHandle_t bad;
+    static uint32_t v[4096];
     uint32_t *p;
 
     if (job == EXPECT_STALE)
@@ -208,11 +429,16 @@ static int child(enum child_job job, cudaIpcMemHandle_t handle, size_t n)
         return 3;
     if (rt.cudaIpcOpenMemHandle((void **)&p, handle, cudaIpcMemLazyEnablePeerAccess) != cudaSuccess)
         return 4;
+    if (n > sizeof v / sizeof v[0]
+        || rt.cudaMemcpy(v, p, n * sizeof *p, cudaMemcpyDeviceToHost) != cudaSuccess)
+        return 5;
     for (size_t i = 0; i < n; i++) {
-        if (p[i] != 7)
+        if (v[i] != 7)
             return 5;
-        p[i] = (uint32_t)(i * 3 + 1);
+        v[i] = (uint32_t)(i * 3 + 1);
     }
+    if (rt.cudaMemcpy(p, v, n * sizeof *p, cudaMemcpyHostToDevice) != cudaSuccess)
+        return 7;
     return rt.cudaIpcCloseMemHandle(p) == cudaSuccess ? 0 : 6;
 }
 
@@ -481,6 +707,9 @@ int main(void)
         cmocka_unit_test_setup(test_devices, reset),
         cmocka_unit_test_setup(test_memory, reset),
         cmocka_unit_test_setup(test_streams_events, reset),
+        cmocka_unit_test_setup(test_device_memory_faults, reset),
+        cmocka_unit_test_setup(test_work_runs_at_synchronize, reset),
+        cmocka_unit_test_setup(test_kernel_module, reset),
         cmocka_unit_test_setup(test_ipc, reset),
         cmocka_unit_test_setup(test_injected, reset),
         cmocka_unit_test_setup(test_nccl_allreduce, reset),

@@ -84,7 +84,6 @@ static int load_runtime(const char *path, struct kvs__cudart *rt, struct kvs__er
     }
     /* The library stays loaded: the process uses it from here on. */
     rt->path = path;
-    rt->standin = dlsym(lib, "kvs_standin") != NULL;
     *(void **)&entry_point = dlsym(lib, "cudaGetDriverEntryPointByVersion");
     if (!entry_point || entry_point("cuMemGetAddressRange", (void **)&rt->mem_range,
                                     DRIVER_API_VERSION, 0, &found) != KVS__CUDA_SUCCESS

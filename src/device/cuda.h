@@ -69,7 +69,6 @@ struct kvs__cudart {
      * when the driver does not give it. */
     int (*mem_range)(unsigned long long *base, size_t *size, unsigned long long ptr);
     const char *path;                  /* the library loaded */
-    int standin;                       /* the tests' stand-in: device memory is host memory */
     int ndev;
 };
 

@@ -423,13 +423,6 @@ int kvs__mem_sum(int device, kvs_dtype_t dtype, void *out, const void *const *in
     }
     if ((rc = enter(device, &d, e)) != 0)
         return rc;
-    if (d.rt->standin) {
-        /* Device memory is host memory: the host kernel runs once the
-         * stream's earlier work is done, as a kernel would after it. */
-        if ((rc = stream_drain(&d, e)) == 0)
-            kvs__sum(dtype, out, in, k, n, nthreads);
-        return leave(&d, rc);
-    }
     if (!(kn = kernels(e)))
         return leave(&d, e ? e->code : KVS_EDEVICE);
     if ((rc = kn->sum((int)dtype, out, in, k, n, d.stream)) != 0)
@@ -441,7 +434,7 @@ int kvs__mem_sum(int device, kvs_dtype_t dtype, void *out, const void *const *in
 int kvs__mem_update(int device, const struct kvs__optim *o, const struct kvs__optim_item *items,
                     int m, int nthreads, struct kvs__err *e)
 {
-    const struct kernels *kn = NULL;
+    const struct kernels *kn;
     struct on_device d;
     int rc;
 
@@ -450,10 +443,8 @@ int kvs__mem_update(int device, const struct kvs__optim *o, const struct kvs__op
                    ? 0 : kvs__fail(e, KVS_EBADARG, "an update read no input");
     if ((rc = enter(device, &d, e)) != 0)
         return rc;
-    if (d.rt->standin)
-        rc = stream_drain(&d, e);
-    else if (!(kn = kernels(e)))
-        rc = e ? e->code : KVS_EDEVICE;
+    if (!(kn = kernels(e)))
+        return leave(&d, e ? e->code : KVS_EDEVICE);
     for (int i = 0; i < m && rc == 0; i++) {
         const struct kvs__optim_item *it = &items[i];
         struct kvs__optim_state *s = it->s;
@@ -466,15 +457,11 @@ int kvs__mem_update(int device, const struct kvs__optim *o, const struct kvs__op
             continue;                  /* a state of another key: left alone, as on the host */
         for (int b = 0; b < s->nbuf; b++)
             buf[b] = (char *)s->buf[b] + it->first * es;
-        if (!kn)                       /* the stand-in: the host kernel */
-            kvs__optim_run(&st, it->dtype, it->weight, it->in, it->k, buf[0], buf[1],
-                           it->count, nthreads);
-        else if ((rc = kn->update(&st, (int)it->dtype, it->weight, it->in, it->k, buf[0],
-                                  buf[1], it->count, d.stream)) != 0)
+        if ((rc = kn->update(&st, (int)it->dtype, it->weight, it->in, it->k, buf[0], buf[1],
+                             it->count, d.stream)) != 0)
             rc = cuda_fail(d.rt, d.dev, rc, "the optimizer kernel", e);
     }
-    if (kn)
-        queued(&d);
+    queued(&d);
     return leave(&d, rc);
 }
 

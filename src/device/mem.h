@@ -6,8 +6,8 @@
  * Host memory is the heap, and its kernels are array.h's and optim.h's.
  * Device memory comes from the CUDA runtime (cuda.h); its kernels are the
  * kernel module's (cuda_kernels.h, loaded at first use from
- * KVS_CUDA_KERNELS or the installed path), or, under the tests' stand-in
- * runtime, whose device memory is host memory, the host kernels run on it.
+ * KVS_CUDA_KERNELS or the installed path), launched on the device's
+ * stream; the CPU never reads device memory itself.
  *
  * Device work is queued on one stream per device, a blocking stream: it
  * runs after the work the caller queued on the legacy default stream, so

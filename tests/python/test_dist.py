@@ -35,14 +35,17 @@ def test_threads_on_one_handle(job):
 
 
 def test_cuda_tensors(job):
-    """Against the CUDA stand-in (tests/standin), kvsd included: it reads
-    the workers' device pushes through the stand-in's IPC."""
+    """Against the CUDA stand-in (tests/standin) and the host build of the
+    kernel module, kvsd included: it reads the workers' device pushes
+    through the stand-in's IPC."""
     pytest.importorskip('torch')
     standin = os.environ.get('KVS_TEST_STANDIN')
-    if not standin or not os.path.exists(standin):
-        pytest.skip('KVS_TEST_STANDIN does not name the CUDA stand-in '
-                    '(tests/test_python.sh sets it)')
-    out = job(2, 'cuda_tensors', env={'KVS_CUDART': standin, 'KVS_STANDIN_DEVICES': '2'})
+    kernels = os.environ.get('KVS_TEST_KERNELS')
+    if not standin or not os.path.exists(standin) or not kernels or not os.path.exists(kernels):
+        pytest.skip('KVS_TEST_STANDIN and KVS_TEST_KERNELS do not name the CUDA stand-in '
+                    'and its kernel module (tests/test_python.sh sets them)')
+    out = job(2, 'cuda_tensors', env={'KVS_CUDART': standin, 'KVS_CUDA_KERNELS': kernels,
+                                      'KVS_STANDIN_DEVICES': '2'})
     assert out.count('cuda tensors ok') == 2
 
 

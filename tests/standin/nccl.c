@@ -9,12 +9,15 @@
  * in another process (after fork, say) fails with ncclInvalidUsage rather
  * than waiting forever for ranks that cannot arrive.
  *
- * Each rank's nth collective is matched with every other rank's nth. The
- * collective runs, on the thread of whichever rank launches it last, once
- * all ranks have launched it. A call outside a group launches at once and
- * returns when the collective has run, so ranks on separate threads meet
+ * Each rank's nth collective is matched with every other rank's nth. Once
+ * all ranks have launched it, it is checked and queued on every rank's
+ * stream (cudart.c): it runs when one of them is synchronised with, after
+ * the work queued before it on all of them, as a GPU's collective kernels
+ * wait for each other. A call outside a group launches at once and
+ * returns when every rank has launched, so ranks on separate threads meet
  * there. Inside ncclGroupStart/End a call only posts; ncclGroupEnd
- * launches the group's collectives and returns when they have run.
+ * launches the group's collectives and returns when each is queued or
+ * refused.
  * Communicators from ncclCommInitAll must be driven inside a group (one
  * thread cannot otherwise call every rank): a call outside one fails with
  * ncclInvalidUsage, and a group that leaves one of their collectives short
@@ -24,9 +27,9 @@
  * uint32, int64, uint64, float16, bfloat16, float32, float64. Half types
  * are combined in float32 in rank order and rounded once to nearest even,
  * with libkvs's own conversions, as a host kernel does; integers wrap.
- * ncclAvg, user ops and the float8 types fail with ncclInvalidArgument. Buffers must be device memory of
- * the communicator's device; the stream argument is not examined, since
- * the collective has completed when ncclGroupEnd (or the call) returns.
+ * ncclAvg, user ops and the float8 types fail with ncclInvalidArgument.
+ * Buffers must be device memory of the communicator's device, the stream
+ * one of its device (or a default stream: the device's legacy stream).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -60,6 +63,15 @@ struct args {
     ncclDataType_t dtype;
     ncclRedOp_t op;
     int root;
+    cudaStream_t stream;
+    int device;                        /* the communicator's */
+};
+
+/* A collective queued on its ranks' streams: the first rank's stream to
+ * reach it runs it; the last frees it (under cudart.c's queue lock). */
+struct job {
+    int nranks, left, ran;
+    struct args args[];                /* by rank */
 };
 
 /* The nth collective of a clique, from posting to the last rank seeing it done. */
@@ -279,13 +291,12 @@ static union acc combine(ncclDataType_t dtype, ncclRedOp_t op, union acc a, unio
 /* ---- running a collective --------------------------------------------------- */
 
 /* Combines element i over the ranks, in rank order. */
-static union acc reduce_element(const struct coll *c, int nranks, size_t i)
+static union acc reduce_element(const struct args *args, int nranks, size_t i)
 {
-    const struct args *a = &c->args[0];
-    union acc v = load(a->dtype, a->send, i);
+    union acc v = load(args[0].dtype, args[0].send, i);
 
     for (int r = 1; r < nranks; r++)
-        v = combine(a->dtype, a->op, v, load(a->dtype, c->args[r].send, i));
+        v = combine(args[0].dtype, args[0].op, v, load(args[0].dtype, args[r].send, i));
     return v;
 }
 
@@ -296,31 +307,81 @@ static int args_match(const struct args *a, const struct args *b)
 }
 
 /* Element by element, every rank's input read before any output is
- * written, so in-place collectives need no copy. */
-static void run(struct coll *c, int nranks)
+ * written, so in-place collectives need no copy. The buffers are reached
+ * through the runtime's own mapping of device memory; those a rank's part
+ * does not touch stay NULL. */
+static void compute(struct job *j)
 {
-    const struct args *a = &c->args[0];
+    const struct args *a = &j->args[0];
     size_t bytes = a->count * dtype_size(a->dtype);
     union acc v;
 
+    if (bytes == 0)
+        return;
+    for (int r = 0; r < j->nranks; r++) {
+        struct args *ar = &j->args[r];
+        int root = r == a->root;
+
+        ar->send = a->kind == BROADCAST && !root ? NULL : kvs_standin_host(ar->send, bytes);
+        ar->recv = a->kind == REDUCE && !root ? NULL : kvs_standin_host(ar->recv, bytes);
+    }
+    for (size_t i = 0; i < a->count && a->kind != BROADCAST; i++) {
+        v = reduce_element(j->args, j->nranks, i);
+        for (int r = 0; r < j->nranks; r++)
+            if (a->kind == ALLREDUCE || r == a->root)
+                store(a->dtype, j->args[r].recv, i, v);
+    }
+    for (int r = 0; r < j->nranks && a->kind == BROADCAST; r++)
+        if (j->args[r].recv != j->args[a->root].send)
+            memcpy(j->args[r].recv, j->args[a->root].send, bytes);
+}
+
+static void job_run(void *arg)
+{
+    struct job *j = arg;
+
+    if (!j->ran)
+        compute(j);
+    j->ran = 1;
+    if (--j->left == 0)
+        free(j);
+}
+
+/* Checks that the ranks' calls agree, and queues the collective on every
+ * rank's stream. */
+static void queue(struct coll *c, int nranks)
+{
+    cudaStream_t streams[nranks];
+    int devices[nranks];
+    struct job *j;
+
     for (int r = 1; r < nranks; r++) {
-        if (!args_match(a, &c->args[r])) {
+        if (!args_match(&c->args[0], &c->args[r])) {
             c->result = fail(ncclInvalidUsage,
                              "collective %llu: rank %d's call differs from rank 0's",
                              (unsigned long long)c->seq, r);
             return;
         }
     }
-    c->result = ncclSuccess;
-    for (size_t i = 0; i < a->count && a->kind != BROADCAST; i++) {
-        v = reduce_element(c, nranks, i);
-        for (int r = 0; r < nranks; r++)
-            if (a->kind == ALLREDUCE || r == a->root)
-                store(a->dtype, c->args[r].recv, i, v);
+    j = malloc(sizeof *j + (size_t)nranks * sizeof j->args[0]);
+    if (!j) {
+        c->result = fail(ncclSystemError, "out of memory");
+        return;
     }
-    for (int r = 0; r < nranks && a->kind == BROADCAST; r++)
-        if (c->args[r].recv != c->args[a->root].send)
-            memcpy(c->args[r].recv, c->args[a->root].send, bytes);
+    j->nranks = j->left = nranks;
+    j->ran = 0;
+    for (int r = 0; r < nranks; r++) {
+        j->args[r] = c->args[r];
+        streams[r] = c->args[r].stream;
+        devices[r] = c->args[r].device;
+    }
+    if (standin__enqueue_all(nranks, streams, devices, job_run, j) != cudaSuccess) {
+        free(j);
+        c->result = fail(ncclUnhandledCudaError, "collective %llu: cannot be queued",
+                         (unsigned long long)c->seq);
+        return;
+    }
+    c->result = ncclSuccess;
 }
 
 /* The clique's collective number seq, made if no rank has posted it yet. */
@@ -342,7 +403,7 @@ static struct coll *coll_locked(struct clique *q, uint64_t seq)
 static void launch_locked(struct clique *q, struct coll *c)
 {
     if (++c->launched == q->nranks) {
-        run(c, q->nranks);
+        queue(c, q->nranks);
         c->done = 1;
         pthread_cond_broadcast(&changed);
     }
@@ -395,6 +456,8 @@ static ncclResult_t check_args(const struct ncclComm *comm, const struct args *a
         return fail(ncclInvalidArgument, "count %zu is too large", a->count);
     if (standin__check_device(comm->device) != cudaSuccess)
         return fail(ncclUnhandledCudaError, "device %d is unavailable", comm->device);
+    if (standin__check_stream(a->stream, comm->device) != cudaSuccess)
+        return fail(ncclInvalidArgument, "the stream is not one of device %d", comm->device);
     res = check_buffer(comm, a->send, a->kind == BROADCAST && !root_here ? 0 : bytes, "sendbuff");
     if (res == ncclSuccess)
         res = check_buffer(comm, a->recv, a->kind == REDUCE && !root_here ? 0 : bytes, "recvbuff");
@@ -455,7 +518,8 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                            cudaStream_t stream)
 {
-    struct args a = {ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0};
+    struct args a = {ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0,
+                     stream, comm ? comm->device : 0};
 
     return post(comm, &a);
 }
@@ -463,7 +527,8 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream)
 {
-    struct args a = {BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root};
+    struct args a = {BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root,
+                     stream, comm ? comm->device : 0};
 
     return post(comm, &a);
 }
@@ -472,7 +537,8 @@ ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
                         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
                         cudaStream_t stream)
 {
-    struct args a = {REDUCE, sendbuff, recvbuff, count, datatype, op, root};
+    struct args a = {REDUCE, sendbuff, recvbuff, count, datatype, op, root,
+                     stream, comm ? comm->device : 0};
 
     return post(comm, &a);
 }
