@@ -259,8 +259,8 @@ class Results:
         self.goals = {}
         defs = goal_defs()
         for _, head, rows in tables(lines):
-            if head[:3] == ['case', 'impl', 'N']:
-                self.one = rows
+            if head[:3] == ['case', 'impl', 'N'] and 'median µs' in head:
+                self.one = rows            # not the "Per pass" table, which starts alike
             elif head[:2] == ['size', 'kvs, io_uring µs']:
                 self.hosts = rows
             elif head[:1] == ['over veth']:
