@@ -140,6 +140,21 @@ static void test_sum_overlapping_repeated(void **state)
     pull_f32(kv, 5, got);
     dense_sum(want, v, 3);
     EXPECT_F32(got, want, N);
+    /* Stretches of rows that several inputs hold alike sum as one. */
+    {
+        int64_t a[] = { 2, 3, 4, 8 }, b[] = { 0, 2, 3, 4 }, c[] = { 2, 3, 5 };
+        float da[4 * C], db[4 * C], dc[3 * C];
+        kvs_row_sparse_t u[3] = { rsp(da, a, 4, KVS_FLOAT32), rsp(db, b, 4, KVS_FLOAT32),
+                                  rsp(dc, c, 3, KVS_FLOAT32) };
+
+        fill_w(da, 4 * C, 1.0f);
+        fill_w(db, 4 * C, -7.5f);
+        fill_w(dc, 3 * C, 0.125f);
+        OK(kvs_push_row_sparse(kv, 3, keys, u, 0));
+        pull_f32(kv, 5, got);
+        dense_sum(want, u, 3);
+        EXPECT_F32(got, want, N);
+    }
     kvs_close(kv);
 }
 
