@@ -892,6 +892,48 @@ static void test_sort_unique(void **state)
     free(b);
 }
 
+/* The compact union-sum (what a client sums before it sends): sorted
+ * unique rows, each the sum of its inputs' rows, equal to the dense sum's
+ * rows; merged (ascending inputs) and sorted (others) alike. */
+static void test_union_sum_compact(void **state)
+{
+    float d0[3 * C], d1[3 * C], out[R * C], want[N];
+    int64_t i0[] = { 1, 4, 5 }, i1[] = { 4, 5, 9 }, j1[] = { 9, 5, 4 };
+    struct kvs__rows_in in[2] = { { d0, i0, 3 }, { d1, i1, 3 } };
+    kvs_row_sparse_t v[2] = { rsp(d0, i0, 3, KVS_FLOAT32), rsp(d1, i1, 3, KVS_FLOAT32) };
+    struct kvs__rows_union u;
+    struct kvs__err e = { 0, "" };
+    const int64_t rows[] = { 1, 4, 5, 9 };
+
+    (void)state;
+    fill_w(d0, 3 * C, 0.5f);
+    fill_w(d1, 3 * C, 2.25f);
+    dense_sum(want, v, 2);
+    for (int pass = 0; pass < 2; pass++) {
+        OK(kvs__rows_union_make(&u, 2, in, C * sizeof(float), R, &e));
+        assert_int_equal(u.m, 4);
+        assert_memory_equal(u.idx, rows, sizeof rows);
+        kvs__rows_union_sum(&u, KVS_FLOAT32, out, C, 0);
+        for (size_t r = 0; r < u.m; r++)
+            EXPECT_F32(out + r * C, want + rows[r] * C, C);
+        kvs__rows_union_free(&u);
+        /* the same rows, the second input's reversed (and its data too) */
+        for (int j = 0; j < 3; j++)
+            for (int c = 0; c < C; c++)
+                if (j < 1) {
+                    float t = d1[j * C + c];
+
+                    d1[j * C + c] = d1[(2 - j) * C + c];
+                    d1[(2 - j) * C + c] = t;
+                }
+        in[1].idx = j1;
+    }
+    in[1].idx = i1;
+    i1[2] = R;
+    EXPECT_RC(kvs__rows_union_make(&u, 2, in, C * sizeof(float), R, &e), KVS_ERANGE);
+    assert_null(u.idx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -912,6 +954,7 @@ int main(void)
         CASE(test_pushpull_row_sparse),
         CASE(test_engine_push_rows),
         CASE(test_device_type),
+        CASE(test_union_sum_compact),
         CASE(test_sort_unique),
     };
     return cmocka_run_group_tests_name("rows", tests, NULL, NULL);
