@@ -326,6 +326,74 @@ KVS_API int kvs_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arra
 KVS_API int kvs_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
                                 const kvs_array_t *row_ids, int priority);
 
+/* ---- Row-sparse values ----------------------------------------------- */
+/* A table too big to move every step (an embedding) is pushed and pulled
+ * by rows: a row-sparse value is the rows indices[0..nnz) of a value of
+ * full shape `shape` (ndim >= 1), held in `data` as nnz rows of
+ * shape[1] x ... x shape[ndim-1] elements each, row j of data being row
+ * indices[j] of the full value. In an input, indices may be unsorted and
+ * may repeat (repeated rows are summed); nnz 0 is a valid, empty value. */
+typedef struct {
+    void *data;                        /* nnz rows, contiguous; NULL allowed when nnz is 0 */
+    int64_t *indices;                  /* nnz row ids, each in [0, shape[0]); an input's are
+                                        * only read */
+    int64_t nnz;                       /* rows held; a pull's out: on entry, the rows of room */
+    kvs_dtype_t dtype;
+    int ndim;                          /* 1..KVS_MAX_NDIM */
+    int64_t shape[KVS_MAX_NDIM];       /* the full value's shape */
+    int device;                        /* KVS_HOST */
+} kvs_row_sparse_t;
+
+/* kvs_init of row-sparse values: each key's value is the full shape with
+ * the rows given (repeats summed) and every other row zero. Errors: those
+ * of kvs_init, and KVS_ERANGE (a row id < 0 or >= shape[0], named with
+ * its key and position), KVS_ESHAPE (ndim 0), KVS_EBADARG (nnz < 0, NULL
+ * indices or data with nnz > 0, a device value). */
+KVS_API int kvs_init_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,
+                                const kvs_row_sparse_t *values);
+
+/* kvs_push of row-sparse values. The sum of a key's values (of this call,
+ * and in dist types of the round's workers) is row-sparse: the union of
+ * the rows pushed, each row summed. Then, per key: without updater or
+ * optimizer the stored value becomes the sum, so rows absent from it
+ * become zero (MXNet's assignment); an updater gets the sum as a dense
+ * array (absent rows zero); an optimizer updates lazily by default: only
+ * the rows in the sum, and their state, change (weight decay and momentum
+ * leave absent rows alone; Adam's step count is the key's, as for dense
+ * pushes); with `lazy_update=0` in its spec the sum is treated as a dense
+ * gradient, zeros included. Only the rows pushed are read, moved and
+ * summed. A key may be pushed dense in one call and row-sparse in another.
+ * The updater's input is that dense array (called once per key per push,
+ * as for dense pushes), so an updater written for dense pushes works
+ * unchanged. A key not initialised is KVS_ENOKEY, whatever
+ * KVS_OPT_INIT_ON_PUSH says (use kvs_init_row_sparse).
+ * Errors: those of kvs_push and kvs_init_row_sparse; KVS_ENOTSUP (a store
+ * type or gradient compression that does not take row-sparse pushes, or a
+ * key whose value lives on a GPU, with which in the detail). A failed call
+ * changes nothing. */
+KVS_API int kvs_push_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,
+                                const kvs_row_sparse_t *values, int priority);
+
+/* A compact pull: outs[i] receives the stored rows of keys[i] named in
+ * row_ids[i] (a 1-D KVS_INT64 array; unsorted, repeats allowed), as a
+ * row-sparse value whose indices are the sorted unique ids: outs[i].nnz
+ * is set to their number, indices[] and data get them, and dtype, ndim
+ * and shape are set to the key's. On entry outs[i].nnz is the room of
+ * outs[i].indices and outs[i].data, in rows. Waits as kvs_pull waits.
+ * Errors: those of kvs_row_sparse_pull; -ENOSPC when an out has too little
+ * room: then every out's nnz is set to the rows it needs and nothing else
+ * is written. */
+KVS_API int kvs_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *row_ids,
+                          kvs_row_sparse_t *outs, int priority);
+
+/* kvs_push_row_sparse, then kvs_pull_rows of the same keys, as one call:
+ * the usual step of a sparse model (push this batch's gradient rows, pull
+ * the rows the next batch needs). Errors: those of both, checked before
+ * anything changes. */
+KVS_API int kvs_pushpull_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,
+                                    const kvs_row_sparse_t *values, const kvs_array_t *row_ids,
+                                    kvs_row_sparse_t *outs, int priority);
+
 /* ---- Zero-copy buffers and views --------------------------------------- */
 /* A round of push and pull normally copies twice in each worker: the value
  * pushed into memory the store can read, the value pulled out of the
@@ -406,13 +474,16 @@ KVS_API int kvs_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx);
 /* Sets a built-in optimizer from a spec: a name, then name=value pairs
  * separated by spaces; values are decimal numbers. Unset parameters take
  * MXNet's defaults.
- *   "sgd  lr=0.01 momentum=0 wd=0 rescale_grad=1 clip_gradient=-1"
+ *   "sgd  lr=0.01 momentum=0 wd=0 rescale_grad=1 clip_gradient=-1
+ *         lazy_update=1"
  *   "adam lr=0.001 beta1=0.9 beta2=0.999 epsilon=1e-8 wd=0 rescale_grad=1
- *         clip_gradient=-1"
+ *         clip_gradient=-1 lazy_update=1"
  * Values are decimal numbers (no hex, inf or nan) in MXNet's ranges: lr > 0,
  * momentum, beta1 and beta2 in [0, 1), wd and epsilon >= 0; clip_gradient
  * <= 0 means no clipping, as MXNet; momentum 0: plain sgd, no momentum
- * state. The update formulas are MXNet's; adam
+ * state; lazy_update (0 or 1) is how a row-sparse push updates
+ * (kvs_push_row_sparse): 1 only its rows and their state, 0 as a dense
+ * gradient, zeros included; dense pushes ignore it. The update formulas are MXNet's; adam
  * applies bias correction with a per-key update count. Float keys only;
  * float16/bfloat16 are computed in float32 with float32 state.
  * Replaces any updater or optimizer and drops optimizer state.

@@ -34,6 +34,19 @@ struct kvs__store_ops {
                     kvs_array_t *outs, int priority, struct kvs__err *e);
     int (*row_sparse_pull)(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
                            const kvs_array_t *row_ids, int priority, struct kvs__err *e);
+    /* Row-sparse values (kvs.h); NULL: the type does not take them, and the
+     * front fails the call with KVS_ENOTSUP naming the type. pushpull_rows
+     * NULL: the front checks the pull's arguments, then calls push_rows and
+     * pull_rows. */
+    int (*init_rows)(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_row_sparse_t *values,
+                     struct kvs__err *e);
+    int (*push_rows)(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_row_sparse_t *values,
+                     int priority, struct kvs__err *e);
+    int (*pull_rows)(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *row_ids,
+                     kvs_row_sparse_t *outs, int priority, struct kvs__err *e);
+    int (*pushpull_rows)(kvs_t *kv, int n, const kvs_key_t *keys,
+                         const kvs_row_sparse_t *values, const kvs_array_t *row_ids,
+                         kvs_row_sparse_t *outs, int priority, struct kvs__err *e);
     /* pull_view (values NULL) or pushpull_view. The views' data hold a
      * placeholder the checks accept; set to the values on success. */
     int (*view)(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,

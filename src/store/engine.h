@@ -23,6 +23,7 @@
 #include "base/error.h"
 #include "store/engine_hooks.h"
 #include "store/engine_args.h"
+#include "kernels/rows.h"
 
 struct kvs__engine;
 struct kvs__optim_state;
@@ -72,6 +73,23 @@ int kvs__engine_row_sparse_pull(struct kvs__engine *eng, int n, const kvs_key_t 
                                 kvs_array_t *outs, const kvs_array_t *row_ids,
                                 struct kvs__err *e);
 
+/* Row-sparse values (kvs.h's kvs_row_sparse_t), with kvs.h's contracts:
+ * init_row_sparse stores the full shape with the rows given, every other
+ * row zero; push_row_sparse sums the values of each key into a row-sparse
+ * sum and applies the update rule (ASSIGN, the updater on the dense form,
+ * an optimizer lazily unless its spec says lazy_update=0); pull_rows
+ * copies the stored rows named by row_ids[i] into outs[i] as sorted unique
+ * rows (-ENOSPC with every out's nnz set to the rows it needs when one has
+ * too little room, nothing else written). */
+int kvs__engine_init_row_sparse(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                                const kvs_row_sparse_t *values, int replace,
+                                struct kvs__err *e);
+int kvs__engine_push_row_sparse(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                                const kvs_row_sparse_t *values, struct kvs__err *e);
+int kvs__engine_pull_rows(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                          const kvs_array_t *row_ids, kvs_row_sparse_t *outs,
+                          struct kvs__err *e);
+
 /* For a front that keeps state per key (kvsd's rounds): a key's entry as it
  * is now. value, shape and front stay valid until the key is re-initialised
  * or the engine freed. */
@@ -115,6 +133,26 @@ struct kvs__push_item {
     const int *dev;
     const struct kvs__source *src;
 };
+/* A row-sparse input of a push to one entry found beforehand (a front that
+ * gathers inputs itself: kvsd's rounds) is a struct kvs__rows_in
+ * (kernels/rows.h: data, idx, nnz): nnz rows of the entry's dtype and row
+ * size, idx[] in range and in any order, repeats allowed, as
+ * kvs__engine_check_rows accepted them. */
+/* 0 when a is a row-sparse value of the stored key (dtype, full shape,
+ * every index in range, nnz >= 0), with the key's info in *info (may be
+ * NULL); else the error and detail kvs_push_row_sparse gives. */
+int kvs__engine_check_rows(struct kvs__engine *eng, kvs_key_t key, const kvs_row_sparse_t *a,
+                           struct kvs__entry_info *info, struct kvs__err *e);
+/* The push of k row-sparse inputs of one entry (info.entry of
+ * kvs__engine_check_rows, still valid): their row-sparse sum (the union of
+ * the rows, each row summed), then the update rule as
+ * kvs__engine_push_row_sparse applies it. All or nothing. The inputs may
+ * lie in memory another process can write (a worker's staging): each
+ * index is read once, checked against the key's rows (KVS_ERANGE naming
+ * the input and position) and copied; rows are then read from data by
+ * position, so a changed index never moves a write. */
+int kvs__engine_push_rows(struct kvs__engine *eng, void *entry, int k,
+                          const struct kvs__rows_in *in, struct kvs__err *e);
 /* kvs__engine_push of n such items, each of another key: no lookups, no
  * grouping, the same sums and updates. All or nothing. */
 int kvs__engine_push_entries(struct kvs__engine *eng, int n, const struct kvs__push_item *items,
