@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "kernels/array.h"
+#include "device/mem.h"
 #include "store/engine_args.h"
 #include "proto/layout.h"
 #include "client/groups.h"
@@ -500,7 +501,7 @@ int kvs__client_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arr
     }
     for (int i = 0; i < n && rc == 0; i++) {
         kvs_row_sparse_t *o = &outs[i];
-        int64_t row;
+        int64_t row = 0;
 
         kvs__row_size((kvs_dtype_t)meta[i].dtype, (int)meta[i].ndim, meta[i].shape, &row);
         if ((rc = copy_rows(kv, &ans.a[i], ids[i], p.cnt[i], (size_t)row, o->data, e)) != 0)
@@ -534,7 +535,7 @@ int kvs__client_rows_dense(kvs_key_t key, int i, const kvs_row_sparse_t *v, kvs_
 {
     kvs_array_t ids = { .data = v->indices, .dtype = KVS_INT64, .ndim = 1,
                         .shape = { v->nnz }, .device = KVS_HOST };
-    int64_t row, bytes;
+    int64_t row = 0, bytes;
     size_t elems;
     int rc;
 
