@@ -62,7 +62,7 @@ src_libkvs_core_la_SOURCES = \
 	src/client/dev.c src/client/dev.h \
 	src/client/combine.c src/client/combine.h \
 	src/client/send.c src/client/send.h \
-	src/client/pull.c src/client/pull.h \
+	src/client/pull.c src/client/pull.h src/client/rows.c src/client/rows.h \
 	src/client/client.c \
 	src/front.h src/kvs.c
 src_libkvs_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DKVS_BUILDING_LIBRARY

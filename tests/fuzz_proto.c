@@ -204,6 +204,23 @@ static void sqe_one(const unsigned char *slot, uint64_t staging)
         CHECK(!(s.flags & KVS__SQE_STRKEY) && s.key_id == 0 && s.ndim == 0);
         CHECK(s.arg >= 1 && s.arg <= KVS__TABLE_MAX);
         CHECK(s.data_len >= s.arg * (KVS__TAB_ENTRY_BYTES(0) + KVS__TAB_RESULT_BYTES));
+    } else if ((s.flags & KVS__SQE_ROWS) && s.op != KVS__OP_INIT) {
+        /* A row-sparse push's ids and rows, or a pull naming no array. */
+        CHECK(s.op == KVS__OP_PUSH || s.op == KVS__OP_PULL);
+        CHECK(!(s.flags & (KVS__SQE_VALUE | KVS__SQE_2BIT | KVS__SQE_DEVICE | KVS__SQE_REMOTE)));
+        if (s.op == KVS__OP_PULL) {
+            CHECK(s.dtype == 0 && s.ndim == 0 && s.data_off == 0 && s.data_len == 0);
+        } else {
+            int64_t row = (int64_t)kvs_dtype_size(s.dtype), total;
+
+            CHECK(s.ndim >= 1 && row != 0 && s.arg <= (uint64_t)INT64_MAX);
+            for (int d = 1; d < s.ndim; d++)
+                row = s.shape[d] == 0 ? 0 : row;
+            for (int d = 1; d < s.ndim && row != 0; d++)
+                CHECK(!__builtin_mul_overflow(row, s.shape[d], &row));
+            CHECK(!__builtin_mul_overflow((int64_t)s.arg, row + 8, &total));
+            CHECK((uint64_t)total == s.data_len);
+        }
     } else if (s.op == KVS__OP_INIT || s.op == KVS__OP_PUSH || s.op == KVS__OP_PULL) {
         int64_t count = 1, bytes;
 

@@ -320,7 +320,22 @@ static void test_sqe_fields(void **state)
     s = sqe_ok(KVS__OP_PUSH); s.op = 255;        sqe_bad(&s, STAGING, "unknown op 255");
     s = sqe_ok(KVS__OP_PULL); s.flags = 0x02;    sqe_bad(&s, STAGING, "flags");
     s = sqe_ok(KVS__OP_PUSH); s.flags = 0x40;    sqe_bad(&s, STAGING, "flags");
-    s = sqe_ok(KVS__OP_PUSH); s.flags = 0x81;    sqe_bad(&s, STAGING, "flags");
+    s = sqe_ok(KVS__OP_PUSH); s.flags = 0x82;    sqe_bad(&s, STAGING, "flags");
+    s = sqe_ok(KVS__OP_BARRIER); s.flags = 0x80; sqe_bad(&s, STAGING, "flags");
+    /* Row-sparse: a push's data is exactly its ids and rows; a pull names
+     * no array. */
+    s = sqe_ok(KVS__OP_PUSH); s.flags = KVS__SQE_ROWS; s.arg = 3;
+    sqe_bad(&s, STAGING, "48 data bytes for 3 rows of 16");
+    s.arg = 2;
+    s.data_len = 2 * (8 + 16);
+    { struct kvs__sqe out; struct kvs__err e = { 0, "" };
+      unsigned char slot[KVS__SQE_BYTES];
+      kvs__sqe_encode(&s, slot);
+      assert_int_equal(kvs__sqe_decode(slot, STAGING, &out, &e), 0);
+      assert_int_equal(out.arg, 2); }
+    s.data_len = 48;
+    s.arg = (uint64_t)1 << 62;                  sqe_bad(&s, STAGING, "rows of 16");
+    s = sqe_ok(KVS__OP_PULL); s.flags = KVS__SQE_ROWS; sqe_bad(&s, STAGING, "row-sparse pull");
     s = sqe_ok(KVS__OP_PUSH); s.dtype = (kvs_dtype_t)7;   sqe_bad(&s, STAGING, "dtype 7");
     s = sqe_ok(KVS__OP_PULL); s.dtype = (kvs_dtype_t)255; sqe_bad(&s, STAGING, "dtype 255");
     s = sqe_ok(KVS__OP_INIT); s.ndim = 9;        sqe_bad(&s, STAGING, "ndim 9");

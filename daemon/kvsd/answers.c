@@ -167,6 +167,15 @@ static int value_cqe(struct daemon *d, struct round *rd, const struct req *r,
     }
     c->round = rd->done;
     d->st.pulls++;
+    if (r->s.op == KVS__OP_PULL && (r->s.flags & KVS__SQE_ROWS)) {
+        /* The worker copies only the rows it wants: those count. */
+        uint64_t rows = r->s.arg < (uint64_t)rd->nrows ? r->s.arg : (uint64_t)rd->nrows;
+
+        c->round = rd->meta_off;
+        d->st.rows_pulled += rows;
+        d->st.bytes_pulled += rows * rd->row_bytes;
+        return 0;
+    }
     d->st.bytes_pulled += rd->bytes;
     return 0;
 }
@@ -253,6 +262,8 @@ void answer_complete(struct daemon *d, struct req *r, int status, const char *ms
     } else if (r->s.op == KVS__OP_PUSH) {
         d->st.pushes++;
         d->st.bytes_pushed += r->s.data_len;
+        if (r->s.flags & KVS__SQE_ROWS)
+            d->st.rows_pushed += r->s.arg;
         /* pushpull: the value the push made, without a pull's round trip */
         if (r->s.flags & KVS__SQE_VALUE)
             value = r->rd;
@@ -271,6 +282,8 @@ void answer_ack(struct daemon *d, struct req *r)
     r->acked = 1;
     d->st.pushes++;
     d->st.bytes_pushed += r->s.data_len;
+    if (r->s.flags & KVS__SQE_ROWS)
+        d->st.rows_pushed += r->s.arg;
     if (r->tab && ++r->tab->acked < r->tab->n)
         return;
     if (r->tab)

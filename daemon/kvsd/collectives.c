@@ -241,8 +241,16 @@ void colls_finish_inits(struct daemon *d)
         }
     }
     rc = nok > 0 && nok == n ? kvs__engine_init(d->eng, n, keys, vals, 0, &e) : -1;
-    if (rc == 0)
-        cb_add_keys(d, n, keys);
+    if (rc == 0) {
+        int m = 0;
+
+        /* A key initialised from row-sparse values stays kvsd's: its
+         * row-sparse pushes and pulls go through kvsd (rows.c). */
+        for (int i = 0; i < n; i++)
+            if (!(first[i]->s.flags & KVS__SQE_ROWS))
+                keys[m++] = keys[i];
+        cb_add_keys(d, m, keys);
+    }
     for (struct coll *c = list, *next; c; c = next) {
         struct kvs__err one = { 0, "" };
         const struct req *f;

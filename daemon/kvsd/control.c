@@ -357,6 +357,8 @@ static void ctl_stats(struct daemon *d, struct text *t, struct kvs__err *e)
     text_add(t, "pulls: %" PRIu64 "\n", s->pulls);
     text_add(t, "bytes pushed: %" PRIu64 "\n", s->bytes_pushed);
     text_add(t, "bytes pulled: %" PRIu64 "\n", s->bytes_pulled);
+    text_add(t, "rows pushed: %" PRIu64 "\n", s->rows_pushed);
+    text_add(t, "rows pulled: %" PRIu64 "\n", s->rows_pulled);
     text_add(t, "collectives: %" PRIu64 "\n", s->collectives);
     text_add(t, "waits: %" PRIu64 "\n", s->waits);
     text_add(t, "requests failed: %" PRIu64 "\n", s->failed);
@@ -468,6 +470,7 @@ static int ctl_sample(struct daemon *d, struct text *t, struct kvs__err *e)
     const struct { const char *name; uint64_t v; } counters[] = {
         { "rounds", s->rounds }, { "pushes", s->pushes }, { "pulls", s->pulls },
         { "bytes_pushed", s->bytes_pushed }, { "bytes_pulled", s->bytes_pulled },
+        { "rows_pushed", s->rows_pushed }, { "rows_pulled", s->rows_pulled },
         { "collectives", s->collectives }, { "waits", s->waits },
         { "requests_failed", s->failed }, { "devbufs_open", (uint64_t)d->devbufs_open },
         { "devbufs_registered", s->devbufs_opened }, { "device_pushes", s->device_pushes },

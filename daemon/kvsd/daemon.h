@@ -113,6 +113,9 @@ struct req {
                                         * on its key's GPU (from devcopy_new) */
     void *coded;                       /* a 2bit push across hosts: its words, as the
                                         * worker sent them (copy: dequantized) */
+    int64_t *ridx;                     /* a row-sparse push (KVS__SQE_ROWS): kvsd's own
+                                        * copy of its row ids, checked; its rows stay
+                                        * at s.arg * 8 into its data */
     struct round *rd;                  /* PUSH, PULL: its key's rounds */
     struct req *next;
     struct req_block *blk;             /* the block it was cut from */
@@ -217,6 +220,10 @@ struct round {
                                         * kvsd takes no push or pull of it; its slot
                                         * in d->cb_keys, plus 1 (0: not combined) */
     kvs_dtype_t dtype;
+    int64_t nrows;                     /* the value's first extent (0 for a scalar), */
+    uint64_t row_bytes;                /* and the bytes of one row */
+    uint64_t meta_off;                 /* its shape record in the arena (layout.h),
+                                        * made at its first row-sparse pull; 0: none */
     int owner;                         /* the host that owns the key (0 on one host), or
                                         * its part 0 */
     int nparts;                        /* across hosts: 1, or for a big key owners_nparts(),
@@ -285,6 +292,8 @@ struct stats {
     uint64_t device_pushes;            /* pushes read from them */
     uint64_t device_pulls;             /* pulls written into them */
     uint64_t remote_pushes;            /* pushes read out of a worker's memory */
+    uint64_t rows_pushed;              /* rows of the row-sparse pushes among them */
+    uint64_t rows_pulled;              /* rows the row-sparse pulls were answered for */
 };
 
 /* A frame to send to other hosts: head and payload in one buffer, freed

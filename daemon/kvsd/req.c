@@ -75,6 +75,7 @@ struct req *req_new(struct daemon *d, int wi)
     r->nwait = r->xstatus = 0;
     r->xmsg = NULL;
     r->copy = r->coded = NULL;
+    r->ridx = NULL;
     r->copy_dev = KVS_HOST;
     r->rd = NULL;
     r->next = NULL;
@@ -95,6 +96,7 @@ void req_free(struct daemon *d, struct req *r)
     else
         free(r->copy);
     free(r->coded);
+    free(r->ridx);
     free(r->xmsg);
     free(r->s.key_name);
     if (r->tab && --r->tab->live == 0)

@@ -39,6 +39,7 @@
 #include "remote.h"
 #include "req.h"
 #include "rounds.h"
+#include "rows.h"
 #include "states.h"
 #include "tracing.h"
 #include "waits.h"
@@ -117,6 +118,28 @@ static int remote_take(struct daemon *d, struct req *r, struct kvs__err *e)
     return 0;
 }
 
+/* A row-sparse push or pull (rows.c): a push's row ids copied out of
+ * staging and checked with its dtype and shape by the engine, a pull's key
+ * looked up; then its key's rounds, and what kvsd does not take refused. */
+static int check_rows(struct daemon *d, struct req *r, struct kvs__err *e)
+{
+    struct kvs__entry_info info;
+    kvs_row_sparse_t v;
+    int rc;
+
+    if (r->s.op == KVS__OP_PUSH) {
+        if ((rc = rows_take_ids(d, r, e)) != 0)
+            return rc;
+        v = rows_value(d, r);
+        rc = kvs__engine_check_rows(d->eng, req_key(&r->s), &v, &info, e);
+    } else {
+        rc = kvs__engine_lookup(d->eng, req_key(&r->s), &info, e);
+    }
+    if (rc == 0 && !(r->rd = rounds_of(d, &info, req_key(&r->s))))
+        rc = kvs__fail(e, -ENOMEM, "kvsd: out of memory for a round");
+    return rc != 0 ? rc : rows_check(d, r, &info, e);
+}
+
 /* A push or a pull of a list, checked against the store before any
  * request of the list takes effect: its key's rounds found (made), and its
  * data taken where it must be now (a 2bit push decoded, a device push
@@ -128,6 +151,8 @@ static int check_one(struct daemon *d, struct req *r, struct kvs__err *e)
     struct kvs__entry_info info;
     int dev, rc;
 
+    if (r->s.flags & KVS__SQE_ROWS)
+        return check_rows(d, r, e);
     rc = r->s.op == KVS__OP_PUSH
              ? kvs__engine_check_push(d->eng, req_key(&r->s), &a, &info, e)
              : kvs__engine_check(d->eng, req_key(&r->s), &a, &info, e);
@@ -166,9 +191,13 @@ static void start_push(struct daemon *d, struct req *r, struct rounds_place *at,
             bridge_async_push(d, r);
             return;
         }
-        in = req_data(d, r);
-        dev = req_device(r);
-        rc = rounds_apply_part(d, r->rd, -1, 1, &in, &dev, 0, e);
+        if (r->s.flags & KVS__SQE_ROWS) {
+            rc = rows_apply(d, r->rd, &r, 1, e);
+        } else {
+            in = req_data(d, r);
+            dev = req_device(r);
+            rc = rounds_apply_part(d, r->rd, -1, 1, &in, &dev, 0, e);
+        }
         answer_complete(d, r, rc, e->msg);
         return;
     }

@@ -34,6 +34,7 @@
 #include "owners.h"
 #include "remote.h"
 #include "req.h"
+#include "rows.h"
 #include "tracing.h"
 
 void rounds_open_link(struct daemon *d, struct round *rd)
@@ -140,6 +141,8 @@ struct round *rounds_of(struct daemon *d, const struct kvs__entry_info *info, kv
     r->device = info->device;
     r->bytes = info->bytes;
     r->dtype = info->dtype;
+    r->nrows = info->ndim > 0 ? info->shape[0] : 0;
+    r->row_bytes = r->nrows > 0 ? info->bytes / (uint64_t)r->nrows : 0;
     r->entry = info->entry;
     r->owner = owners_key(d, key);
     r->nparts = (int)np;
@@ -320,12 +323,31 @@ void rounds_finish(struct daemon *d, struct round *rd, int status, const char *m
     round_empty(d, rd, status, msg);
 }
 
+/* Closes rd alone when a push in it is row-sparse (rows.c): 1 when it
+ * did. */
+static int close_rows(struct daemon *d, struct round *rd)
+{
+    struct req *reqs[rd->ncontrib > 0 ? rd->ncontrib : 1];
+    struct kvs__err e = { 0, "" };
+    int k = 0, rc;
+
+    for (int w = 0; w < d->nworkers && k < rd->ncontrib; w++)
+        if (rd->contrib[w])
+            reqs[k++] = rd->contrib[w];
+    if (!rows_any(reqs, k))
+        return 0;
+    rc = rows_apply(d, rd, reqs, k, &e);
+    rounds_finish(d, rd, rc, e.msg);
+    return 1;
+}
+
 /* Closes the nr rounds rds[], whose every push is in: together, so that
  * the sums of many keys share kvsd's threads. If that fails (an optimizer
  * refusing an integer key, memory), the engine has changed nothing: each
  * round is then tried alone and gets its own status, so that one key's
- * error is not another's. */
-static void close_ready(struct daemon *d, struct round *const *rds, size_t nr)
+ * error is not another's. A round with a row-sparse push closes alone,
+ * first (close_rows); rds[] keeps the others, in another order. */
+static void close_ready(struct daemon *d, struct round **rds, size_t nr)
 {
     struct kvs__err e = { 0, "" };
     int64_t t = kvs__tr_begin();
@@ -338,6 +360,11 @@ static void close_ready(struct daemon *d, struct round *const *rds, size_t nr)
             d->round_ops->ready(d, rds[i]);
         return;
     }
+    for (size_t i = 0; i < nr;)
+        if (close_rows(d, rds[i]))
+            rds[i] = rds[--nr];
+        else
+            i++;
     status = apply_rounds(d, rds, nr, &e);
     for (size_t i = 0; i < nr; i++) {
         /* A push that could not be read out of its worker's memory failed

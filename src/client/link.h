@@ -29,6 +29,7 @@
 struct kvs__answer {
     int32_t status;
     uint64_t value_off, value_len;     /* PULL, PUSH with KVS__SQE_VALUE */
+    uint64_t round;                    /* a row-sparse PULL: its key's shape record */
 };
 
 /* A call's answers: one per request, and the message of the first request

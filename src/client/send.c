@@ -427,7 +427,9 @@ static int send_batch(struct send *sd, int start, int end, uint64_t total,
     }
     sd->src.start = start;
     if ((rc = kvs__client_run(sd->kv, fill_group, &sd->src, end - start,
-                              kvs__groups_tabular(g, sd->keys, sd->coded, sd->dev, start, end),
+                              !(sd->src.flags & KVS__SQE_ROWS)
+                                  && kvs__groups_tabular(g, sd->keys, sd->coded, sd->dev,
+                                                         start, end),
                               &part, h, sd->what, e)) != 0)
         return rc;
     for (int j = start; j < end; j++)

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "kvs.h"
 #include "proto/proto.h"
 #include "shm/ring.h"
 
@@ -61,6 +62,20 @@ struct kvs__block_head {
     _Atomic uint64_t seq;
     uint64_t bytes;
     uint64_t pad[6];
+};
+
+/* A key's shape record in the arena, in a block of its own: what a worker
+ * needs to copy single rows out of the key's value, which a row-sparse
+ * pull's completion names (slots.h, KVS__SQE_ROWS). kvsd writes it once,
+ * before any completion names it, and never again (a dist type's keys are
+ * never re-initialised); a worker reads it once and checks it against the
+ * value's range before it trusts a field. */
+#define KVS__KEY_META_MAGIC 0x4154454d59454b53ull   /* "SKEYMETA" */
+struct kvs__key_meta {
+    uint64_t magic;
+    uint32_t dtype;
+    uint32_t ndim;
+    int64_t shape[KVS_MAX_NDIM];
 };
 
 /* Offsets of a worker segment's parts, the same computation on both sides. */

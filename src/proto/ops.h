@@ -89,6 +89,27 @@ static inline int kvs__value_size(kvs_dtype_t dtype, int ndim, const int64_t *sh
     return __builtin_mul_overflow(count, es, bytes) ? KVS__SIZE_BYTES : KVS__SIZE_OK;
 }
 
+/* The bytes of one row of a value of dtype and shape (ndim >= 1): its
+ * extents past the first times the dtype's size, in *bytes (0 when one of
+ * them is 0). KVS__SIZE_OK, or why not. */
+static inline int kvs__row_size(kvs_dtype_t dtype, int ndim, const int64_t *shape,
+                                int64_t *bytes)
+{
+    return ndim < 1 ? KVS__SIZE_SHAPE : kvs__value_size(dtype, ndim - 1, shape + 1, bytes);
+}
+
+/* The bytes of a row-sparse push of nnz rows of row_bytes each: its row
+ * ids (int64) and its rows. -1 on overflow or nnz < 0. */
+static inline int64_t kvs__rows_bytes(int64_t nnz, int64_t row_bytes)
+{
+    int64_t per, total;
+
+    if (nnz < 0 || __builtin_add_overflow(row_bytes, (int64_t)8, &per)
+        || __builtin_mul_overflow(nnz, per, &total))
+        return -1;
+    return total;
+}
+
 /* The error of kvs__value_size's why, for what ("request 5 (PUSH)"). */
 static inline int kvs__size_fail(struct kvs__err *e, int why, const char *what, int dtype)
 {

@@ -141,7 +141,11 @@ static inline int sqe_check_flags(const unsigned char *m, const struct kvs__sqe 
         || ((f & KVS__SQE_DEVICE)
             && (!kvs__op_has_array(t->op) || (f & (KVS__SQE_TABLE | KVS__SQE_2BIT))))
         || ((f & KVS__SQE_REMOTE)
-            && (!(f & KVS__SQE_VALUE) || (f & (KVS__SQE_2BIT | KVS__SQE_DEVICE)))))
+            && (!(f & KVS__SQE_VALUE) || (f & (KVS__SQE_2BIT | KVS__SQE_DEVICE))))
+        || ((f & KVS__SQE_ROWS)
+            && ((t->op != KVS__OP_PUSH && t->op != KVS__OP_PULL && t->op != KVS__OP_INIT)
+                || (f & (KVS__SQE_VALUE | KVS__SQE_TABLE | KVS__SQE_2BIT | KVS__SQE_DEVICE
+                         | KVS__SQE_REMOTE)))))
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): unknown flags 0x%02x",
                          t->seq, name, (unsigned)f);
     if (get_u16(m, S_RSV0) != 0 || get_u32(m, S_RSV1) != 0 ||
@@ -190,6 +194,40 @@ static inline int sqe_check_table(const struct kvs__sqe *t, const char *name,
     if (t->data_len < t->arg * (KVS__TAB_ENTRY_BYTES(0) + KVS__TAB_RESULT_BYTES))
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): a table of %" PRIu64
                          " requests in %" PRIu64 " bytes", t->seq, name, t->arg, t->data_len);
+    return 0;
+}
+
+/* A row-sparse request (KVS__SQE_ROWS): a PUSH's nnz rows of the full
+ * value's dtype and shape, their ids and rows exactly its data; a PULL
+ * names no array and no data. The ids themselves are kvsd's to check,
+ * once it has its own copy of them. */
+static inline int sqe_check_rows(const struct kvs__sqe *t, const char *name,
+                                 struct kvs__err *e)
+{
+    int64_t bytes, row, total;
+    int rc;
+
+    if (t->op == KVS__OP_PULL) {
+        if (t->dtype != 0 || t->ndim != 0 || t->data_off != 0 || t->data_len != 0)
+            return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): a row-sparse pull "
+                             "with an array or data", t->seq, name);
+        return 0;
+    }
+    if (t->ndim < 1)
+        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): a row-sparse push of "
+                         "ndim %d", t->seq, name, t->ndim);
+    if ((rc = kvs__value_size(t->dtype, t->ndim, t->shape, &bytes)) != 0
+        || (rc = kvs__row_size(t->dtype, t->ndim, t->shape, &row)) != 0) {
+        char what[64];
+
+        snprintf(what, sizeof what, "request %" PRIu64 " (%s)", t->seq, name);
+        return kvs__size_fail(e, rc, what, (int)t->dtype);
+    }
+    if (t->arg > (uint64_t)INT64_MAX || (total = kvs__rows_bytes((int64_t)t->arg, row)) < 0
+        || t->data_len != (uint64_t)total)
+        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): %" PRIu64 " data bytes "
+                         "for %" PRIu64 " rows of %" PRId64, t->seq, name, t->data_len, t->arg,
+                         row);
     return 0;
 }
 
@@ -301,6 +339,8 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
         return rc;
     if (t.flags & KVS__SQE_TABLE)
         rc = sqe_check_table(&t, name, e);
+    else if ((t.flags & KVS__SQE_ROWS) && t.op != KVS__OP_INIT)
+        rc = sqe_check_rows(&t, name, e);
     else if (kvs__op_has_array(t.op))
         rc = sqe_check_value(&t, name, e);
     if (rc != 0

@@ -61,8 +61,22 @@ struct kvs__sqe {
                                         * whose welcome had KVS__WELCOME_REMOTE. In a
                                         * table the slot has it when any entry has
                                         * KVS__TAB_REMOTE, and entries say which */
+#define KVS__SQE_ROWS  0x80           /* PUSH or PULL of a row-sparse value (no table,
+                                        * no value, no 2bit, no device, no remote). A
+                                        * PUSH's dtype and shape are the key's full
+                                        * value's (ndim >= 1), arg its nnz rows, and
+                                        * its data nnz int64 row ids, then the nnz rows
+                                        * (nnz * (8 + row bytes) bytes in all). A
+                                        * PULL's dtype, ndim and data are zero, arg the
+                                        * rows the worker will read (counted only); its
+                                        * completion names the value, and in round the
+                                        * arena offset of the key's shape record
+                                        * (layout.h), from which the worker copies only
+                                        * the rows it wants. An INIT (dense, as any)
+                                        * of a key that will take row-sparse values:
+                                        * the workers never combine its rounds */
 #define KVS__SQE_FLAGS (KVS__SQE_LAST | KVS__SQE_VALUE | KVS__SQE_STRKEY | KVS__SQE_TABLE \
-                        | KVS__SQE_2BIT | KVS__SQE_DEVICE | KVS__SQE_REMOTE)
+                        | KVS__SQE_2BIT | KVS__SQE_DEVICE | KVS__SQE_REMOTE | KVS__SQE_ROWS)
 
 /* A table: a list of many small keys in a few slots instead of a slot per
  * key (a slot of 512 bytes, decoded and answered one by one, cost kvsd
@@ -102,7 +116,8 @@ struct kvs__cqe {
     int32_t status;                    /* 0 or a negative code */
     uint32_t flags;                    /* KVS__CQE_* */
     uint64_t value_off, value_len;     /* PULL: the value's bytes in the arena */
-    uint64_t round;                    /* PULL: the round the value belongs to */
+    uint64_t round;                    /* PULL: the round the value belongs to; a
+                                        * KVS__SQE_ROWS PULL: its key's shape record */
     char msg[KVS__MSG_MAX];            /* detail when status != 0 */
 };
 

@@ -1,0 +1,155 @@
+/*
+ * rows.c - row-sparse requests (KVS__SQE_ROWS) in kvsd. A row-sparse push
+ * carries in staging its nnz row ids, then its nnz rows: the ids are copied
+ * once into kvsd's memory and checked there by the engine
+ * (kvs__engine_check_rows: every id in range, the key's dtype and shape),
+ * so that a worker rewriting its staging cannot steer a write; its rows
+ * stay lent in staging until its round closes, as a dense push's data
+ * does. A row-sparse pull waits as a pull does; its completion names the
+ * value and the key's shape record, from which the worker copies the rows
+ * it wants out of the read-only arena itself.
+ *
+ * What is not taken, with KVS_ENOTSUP: across hosts (a key's rows would
+ * have to be split by owner), keys the workers combine (KVS_COMBINE),
+ * pushes to a key kept on a GPU.
+ *
+ * Serve thread only. It must never read a row id from staging twice, nor
+ * answer a request (answers.c does) or decide when a round closes
+ * (rounds.c does).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rows.h"
+#include "arena.h"
+#include "remote.h"
+#include "req.h"
+
+#include "proto/layout.h"
+#include "proto/trace.h"
+
+int rows_take_ids(struct daemon *d, struct req *r, struct kvs__err *e)
+{
+    size_t bytes = (size_t)r->s.arg * sizeof *r->ridx;
+
+    /* The slot's check bounds arg: its ids and rows lie in staging. */
+    if (!(r->ridx = malloc(bytes ? bytes : 1)))
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a row-sparse push's row ids");
+    memcpy(r->ridx, d->workers[r->w].staging + r->s.data_off, bytes);
+    return 0;
+}
+
+kvs_row_sparse_t rows_value(const struct daemon *d, const struct req *r)
+{
+    const unsigned char *data = req_data(d, r);
+    kvs_row_sparse_t v = { .indices = r->ridx, .nnz = (int64_t)r->s.arg, .dtype = r->s.dtype,
+                           .ndim = r->s.ndim, .device = KVS_HOST };
+
+    v.data = data ? (void *)(data + r->s.arg * sizeof(int64_t)) : NULL;
+    memcpy(v.shape, r->s.shape, sizeof v.shape[0] * (size_t)r->s.ndim);
+    return v;
+}
+
+/* The key's shape record in the arena, made once. */
+static int key_meta(struct daemon *d, struct round *rd, const struct kvs__entry_info *info,
+                    struct kvs__err *e)
+{
+    struct kvs__key_meta *m;
+
+    if (rd->meta_off)
+        return 0;
+    if (!(m = arena_alloc(d, sizeof *m)))
+        return kvs__fail(e, -ENOMEM, "kvsd: no room in the arena for a key's shape record "
+                         "(kvsrun --arena sets its size)");
+    memset(m, 0, sizeof *m);
+    m->magic = KVS__KEY_META_MAGIC;
+    m->dtype = (uint32_t)info->dtype;
+    m->ndim = (uint32_t)info->ndim;
+    memcpy(m->shape, info->shape, sizeof m->shape[0] * (size_t)info->ndim);
+    rd->meta_off = (uint64_t)((unsigned char *)m - d->arena);
+    return 0;
+}
+
+int rows_check(struct daemon *d, struct req *r, const struct kvs__entry_info *info,
+               struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+
+    kvs__key_str(ks, sizeof ks, req_key(&r->s));
+    if (d->hx)
+        return kvs__fail(e, KVS_ENOTSUP, "key %s: row-sparse values across hosts are not "
+                         "implemented yet", ks);
+    if (r->rd->cb)
+        return kvs__fail(e, KVS_ENOTSUP, "key %s: row-sparse values of a key the workers "
+                         "combine (KVS_COMBINE) are not supported", ks);
+    if (r->s.op == KVS__OP_PUSH && r->rd->device != KVS_HOST)
+        return kvs__fail(e, KVS_ENOTSUP, "key %s: row-sparse pushes to a key kept on a GPU "
+                         "are not supported", ks);
+    if (r->s.op == KVS__OP_PULL) {
+        if (info->ndim < 1)
+            return kvs__fail(e, KVS_ESHAPE, "key %s: a scalar has no rows to pull", ks);
+        return key_meta(d, r->rd, info, e);
+    }
+    return 0;
+}
+
+int rows_any(struct req *const *reqs, int k)
+{
+    for (int i = 0; i < k; i++)
+        if (reqs[i]->s.flags & KVS__SQE_ROWS)
+            return 1;
+    return 0;
+}
+
+int rows_apply(struct daemon *d, struct round *rd, struct req *const *reqs, int k,
+               struct kvs__err *e)
+{
+    struct kvs__rows_in *in = calloc((size_t)(k ? k : 1), sizeof *in);
+    int64_t *all = NULL;
+    int rc = 0;
+
+    if (!in)
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory closing a round");
+    for (int i = 0; i < k && rc == 0; i++) {
+        struct req *r = reqs[i];
+        const unsigned char *data;
+
+        if (r->s.flags & KVS__SQE_ROWS) {
+            data = req_data(d, r);
+            in[i] = (struct kvs__rows_in){ data + r->s.arg * sizeof(int64_t), r->ridx,
+                                           (int64_t)r->s.arg };
+            continue;
+        }
+        /* A dense push among row-sparse ones: every row of the key. */
+        if (remote_in_worker(r) && (rc = remote_copy(d, r)) != 0) {
+            rc = kvs__fail(e, rc == -ENOMEM ? -ENOMEM : KVS_EBADARG, "a push could not be "
+                           "read out of its worker's memory");
+            break;
+        }
+        if (!all) {
+            if (!(all = malloc((size_t)(rd->nrows ? rd->nrows : 1) * sizeof *all))) {
+                rc = kvs__fail(e, -ENOMEM, "kvsd: out of memory closing a round");
+                break;
+            }
+            for (int64_t j = 0; j < rd->nrows; j++)
+                all[j] = j;
+        }
+        in[i] = (struct kvs__rows_in){ req_data(d, r), all, rd->nrows };
+    }
+    if (rc == 0) {
+        int64_t t = kvs__tr_begin();
+
+        arena_seq_begin(rd->value);
+        rc = kvs__engine_push_rows(d->eng, rd->entry, k, in, e);
+        arena_seq_end(rd->value);
+        if (t) {
+            rd->t_sum0 = t;
+            rd->t_sum1 = kvs__tr_now();
+        }
+    }
+    free(all);
+    free(in);
+    return rc;
+}

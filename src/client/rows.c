@@ -1,0 +1,561 @@
+/*
+ * rows.c - row-sparse values in the dist types (kvs.h's kvs_row_sparse_t),
+ * the worker's side. A push sends one request per key (KVS__SQE_ROWS,
+ * slots.h) whose data in staging is the rows' ids, then the rows: the
+ * values of a key given several times in one call are concatenated, ids
+ * and rows in the same order (kvsd sums repeated rows). Only the rows
+ * cross: a push of 10 rows of a table of a million moves 10 rows. A
+ * single value whose rows follow its ids in one buffer of kvs_array_alloc
+ * is sent as it lies. A compact pull waits as a pull does, then copies
+ * only the rows asked for out of the read-only arena, where the
+ * completion says the value and its shape record lie: the worker touches
+ * those rows' pages and no others, and keeps no copy of the table. An
+ * init densifies here: every row not given is zero.
+ *
+ * It must never trust what the arena or a completion says: a shape
+ * record and a value's range are checked before a byte of them is read,
+ * a row copied only while kvsd is not rewriting the value (its seqlock).
+ * It never touches a ring: call.c posts and waits.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/array.h"
+#include "device/mem.h"
+#include "store/engine_args.h"
+#include "proto/layout.h"
+#include "client/groups.h"
+#include "client/link.h"
+#include "client/rows.h"
+
+/* A value's data as an array of its nnz rows, and its ids as a 1-D array:
+ * what the list checks of engine_args.h take. */
+static kvs_array_t rows_array(const kvs_row_sparse_t *v)
+{
+    kvs_array_t a = { .data = v->data, .dtype = v->dtype, .ndim = v->ndim,
+                      .device = v->device };
+
+    if (v->ndim >= 1 && v->ndim <= KVS_MAX_NDIM) {
+        memcpy(a.shape, v->shape, sizeof a.shape[0] * (size_t)v->ndim);
+        a.shape[0] = v->nnz;
+    }
+    return a;
+}
+
+/* The checks of one value that need no key's stored value: ndim, nnz, the
+ * lists' pointers, its row size (*row). kvsd checks the ids and the shape
+ * against the key. */
+static int check_value(kvs_key_t key, int i, const kvs_row_sparse_t *v, int64_t *row,
+                       struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    kvs_array_t a;
+    int rc;
+
+    kvs__key_str(ks, sizeof ks, key);
+    if (v->ndim < 1 || v->ndim > KVS_MAX_NDIM)
+        return kvs__fail(e, KVS_ESHAPE, "key %s: value %d: ndim %d, a row-sparse value "
+                         "has 1 to %d", ks, i, v->ndim, KVS_MAX_NDIM);
+    if (v->nnz < 0)
+        return kvs__fail(e, KVS_EBADARG, "key %s: value %d: nnz %" PRId64, ks, i, v->nnz);
+    if (v->nnz > 0 && (!v->indices || !v->data))
+        return kvs__fail(e, KVS_EBADARG, "key %s: value %d: NULL %s with nnz %" PRId64, ks,
+                         i, v->indices ? "data" : "indices", v->nnz);
+    if (v->device != KVS_HOST)
+        return kvs__fail(e, KVS_EBADARG, "key %s: value %d: a row-sparse value must be in "
+                         "host memory", ks, i);
+    a = rows_array(v);
+    if ((rc = kvs__array_check(&a, "value", NULL)) != 0) {
+        char name[KVS_MAX_KEY_LEN + 40];
+
+        snprintf(name, sizeof name, "key %s: value %d", ks, i);
+        return kvs__array_check(&a, name, e);
+    }
+    for (int d = 0; d < v->ndim; d++)
+        if (v->shape[d] < 0)
+            return kvs__fail(e, KVS_ESHAPE, "key %s: value %d: extent %" PRId64 " in "
+                             "dimension %d", ks, i, v->shape[d], d);
+    if (kvs__row_size(v->dtype, v->ndim, v->shape, row) != KVS__SIZE_OK
+        || kvs__rows_bytes(v->nnz, *row) < 0)
+        return kvs__fail(e, KVS_ESHAPE, "key %s: value %d: too big", ks, i);
+    return 0;
+}
+
+/* ---- push ------------------------------------------------------------- */
+
+/* One push_rows call as it goes: per group (key) its rows, bytes and
+ * place in staging. */
+struct rows_push {
+    int priority, start;
+    const struct kvs__groups *g;
+    const kvs_key_t *keys;
+    const kvs_row_sparse_t *values;
+    uint64_t *nnz, *bytes, *at;
+    unsigned char *zc;                 /* per group: sent as it lies in a buffer */
+};
+
+static void fill_rows(const void *ctx, int i, struct kvs__sqe *s)
+{
+    const struct rows_push *p = ctx;
+    int j = p->start + i;
+    const kvs_row_sparse_t *v = &p->values[p->g->first[j]];
+
+    *s = (struct kvs__sqe){ .op = KVS__OP_PUSH, .flags = KVS__SQE_ROWS,
+                            .priority = p->priority, .dtype = v->dtype, .ndim = v->ndim,
+                            .data_off = p->bytes[j] ? p->at[j] : 0, .data_len = p->bytes[j],
+                            .arg = p->nnz[j] };
+    memcpy(s->shape, v->shape, sizeof s->shape[0] * (size_t)v->ndim);
+    kvs__client_sqe_key(s, p->keys[p->g->first[j]]);
+}
+
+/* The values of group j, with the same dtype and shape, their rows summed
+ * into p->nnz[j] and bytes[j]. */
+static int group_sizes(struct rows_push *p, int j, const int64_t *row, struct kvs__err *e)
+{
+    const struct kvs__groups *g = p->g;
+    const kvs_row_sparse_t *f = &p->values[g->first[j]];
+    int64_t nnz = 0, bytes;
+
+    for (int m = g->mstart[j]; m < g->mstart[j + 1]; m++) {
+        const kvs_row_sparse_t *v = &p->values[g->member[m]];
+
+        if (v->dtype != f->dtype || v->ndim != f->ndim
+            || memcmp(v->shape, f->shape, sizeof v->shape[0] * (size_t)v->ndim) != 0) {
+            char ks[KVS_MAX_KEY_LEN + 8];
+
+            kvs__key_str(ks, sizeof ks, p->keys[g->member[m]]);
+            return kvs__fail(e, v->dtype != f->dtype ? KVS_EDTYPE : KVS_ESHAPE,
+                             "key %s: value %d does not match value %d of the same key", ks,
+                             g->member[m], g->first[j]);
+        }
+        if (__builtin_add_overflow(nnz, v->nnz, &nnz))
+            return kvs__fail(e, KVS_EBADARG, "too many rows in one call");
+    }
+    if ((bytes = kvs__rows_bytes(nnz, row[g->first[j]])) < 0)
+        return kvs__fail(e, KVS_EBADARG, "too many rows in one call");
+    p->nnz[j] = (uint64_t)nnz;
+    p->bytes[j] = (uint64_t)bytes;
+    return 0;
+}
+
+/* Group j as it lies: one value whose rows follow its ids in a buffer of
+ * kvs_array_alloc. 1 and at[j] when so; 0; or the error of an array in
+ * staging but in no live buffer. c->lock held. */
+static int as_it_lies(const struct kvs__client *c, struct rows_push *p, int j,
+                      struct kvs__err *e)
+{
+    const struct kvs__groups *g = p->g;
+    const kvs_row_sparse_t *v = &p->values[g->first[j]];
+
+    if (g->mstart[j + 1] - g->mstart[j] != 1 || v->nnz == 0
+        || ((uintptr_t)v->indices & 7) != 0
+        || (const unsigned char *)v->data != (const unsigned char *)(v->indices + v->nnz))
+        return 0;
+    return kvs__client_in_buffer(c, v->indices, p->bytes[j], &p->at[j], e);
+}
+
+/* Copies the ids, then the rows, of group j's values to dst. */
+static void stage_group(const struct rows_push *p, int j, unsigned char *dst, size_t row)
+{
+    const struct kvs__groups *g = p->g;
+    unsigned char *rows = dst + p->nnz[j] * sizeof(int64_t);
+
+    for (int m = g->mstart[j]; m < g->mstart[j + 1]; m++) {
+        const kvs_row_sparse_t *v = &p->values[g->member[m]];
+        size_t n = (size_t)v->nnz;
+
+        if (n == 0)
+            continue;
+        memcpy(dst, v->indices, n * sizeof(int64_t));
+        memcpy(rows, v->data, n * row);
+        dst += n * sizeof(int64_t);
+        rows += n * row;
+    }
+}
+
+/* Sends groups [start, end), which fit total bytes of the transient part,
+ * as one list call lending kvsd their staging. */
+static int push_batch(kvs_t *kv, struct rows_push *p, const int64_t *row, int start, int end,
+                      uint64_t total, struct kvs__err *e)
+{
+    struct kvs__client *c = kv->client;
+    const struct kvs__groups *g = p->g;
+    struct kvs__answer *a = malloc(sizeof *a * (size_t)(end - start));
+    struct kvs__answers ans = { .a = a, .failed = -1 };
+    struct kvs__hold *h = calloc(1, sizeof *h);
+    uint64_t off = 0, pos = 0;
+    int rc;
+
+    if (!a || !h || !(h->returned = calloc((size_t)(end - start), 1))) {
+        free(h);
+        free(a);
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    }
+    if (total && (rc = kvs__client_xfer_take(kv, total, &off, "kvs_push_row_sparse", e)) != 0) {
+        free(h->returned);
+        free(h);
+        free(a);
+        return rc;
+    }
+    h->off = off;
+    h->len = total;
+    for (int j = start; j < end; j++) {
+        if (p->zc[j]) {
+            h->zc = 1;
+        } else if (p->bytes[j]) {
+            p->at[j] = off + pos;
+            pos += (p->bytes[j] + 63) & ~(uint64_t)63;
+            /* The range is this call's alone: filled without the lock. */
+            stage_group(p, j, c->staging + p->at[j], (size_t)row[g->first[j]]);
+        }
+    }
+    p->start = start;
+    rc = kvs__client_run(kv, fill_rows, p, end - start, 0, &ans, h, "kvs_push_row_sparse", e);
+    free(a);
+    return rc;
+}
+
+int kvs__client_push_rows(kvs_t *kv, int n, const kvs_key_t *keys,
+                          const kvs_row_sparse_t *values, int priority, struct kvs__err *e)
+{
+    struct kvs__client *c = kv->client;
+    struct rows_push p = { .priority = priority, .keys = keys, .values = values };
+    struct kvs__groups g = { 0 };
+    int64_t *row = NULL;
+    uint64_t room, sent = 0;
+    size_t ng;
+    int rc;
+
+    if ((rc = kvs__client_usable(c, e)) != 0)
+        return rc;
+    if (n < 0 || (n > 0 && (!keys || !values)))
+        return kvs__fail(e, KVS_EBADARG, "bad list: count %d, keys %p, values %p", n,
+                         (const void *)keys, (const void *)values);
+    pthread_mutex_lock(&c->lock);
+    rc = c->gc.type == KVS__GC_2BIT;
+    pthread_mutex_unlock(&c->lock);
+    if (rc)
+        return kvs__fail(e, KVS_ENOTSUP, "2bit gradient compression does not take row-sparse "
+                         "pushes (as MXNet's); set compression \"none\" first, or push dense");
+    if (!(row = malloc(sizeof *row * (size_t)(n ? n : 1))))
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = check_value(keys[i], i, &values[i], &row[i], e);
+    if (rc == 0) {
+        kvs_array_t *arrs = malloc(sizeof *arrs * (size_t)(n ? n : 1));
+
+        if (!arrs) {
+            rc = kvs__fail(e, -ENOMEM, "out of memory");
+        } else {
+            for (int i = 0; i < n; i++)
+                arrs[i] = rows_array(&values[i]);
+            rc = kvs__check_list(NULL, n, keys, arrs, "value", e);
+            free(arrs);
+        }
+    }
+    if (rc != 0 || (rc = kvs__groups_make(n, keys, &g, e)) != 0)
+        goto out;
+    p.g = &g;
+    ng = (size_t)(g.ng ? g.ng : 1);
+    p.nnz = calloc(ng, sizeof *p.nnz);
+    p.bytes = calloc(ng, sizeof *p.bytes);
+    p.at = calloc(ng, sizeof *p.at);
+    p.zc = calloc(ng, 1);
+    if (!p.nnz || !p.bytes || !p.at || !p.zc) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int j = 0; j < g.ng && rc == 0; j++)
+        rc = group_sizes(&p, j, row, e);
+    pthread_mutex_lock(&c->lock);
+    room = kvs__client_transient(c);
+    for (int j = 0; j < g.ng && rc == 0; j++) {
+        int zc = as_it_lies(c, &p, j, e);
+
+        if (zc < 0) {
+            rc = zc;
+        } else if (!(p.zc[j] = (unsigned char)zc) && p.bytes[j] > room) {
+            char ks[KVS_MAX_KEY_LEN + 8];
+
+            kvs__key_str(ks, sizeof ks, keys[g.first[j]]);
+            rc = kvs__fail(e, KVS_EBADARG, "key %s: %" PRIu64 " rows (%" PRIu64 " bytes) do "
+                           "not fit the %" PRIu64 " bytes below the lowest buffer in the "
+                           "%" PRIu64 "-byte staging area (kvsrun --staging sets its size)",
+                           ks, p.nnz[j], p.bytes[j], room, c->staging_size);
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    for (int start = 0, end; rc == 0 && start < g.ng; start = end) {
+        uint64_t total = 0;
+
+        for (end = start; end < g.ng && end - start < KVS__LIST_MAX; end++) {
+            uint64_t b = p.zc[end] ? 0 : (p.bytes[end] + 63) & ~(uint64_t)63;
+
+            if (total + b > room)
+                break;
+            total += b;
+        }
+        rc = push_batch(kv, &p, row, start, end, total, e);
+    }
+    for (int j = 0; rc == 0 && j < g.ng; j++)
+        sent += p.bytes[j];
+    if (rc == 0)
+        kvs__client_count(c, (uint64_t)n, sent);
+out:
+    free(p.zc);
+    free(p.at);
+    free(p.bytes);
+    free(p.nnz);
+    kvs__groups_free(&g);
+    free(row);
+    return rc;
+}
+
+/* ---- compact pull ----------------------------------------------------- */
+
+static int cmp_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* The sorted unique ids of ids (n of them), malloc'd in *out, their number
+ * in *m. */
+static int unique_ids(const int64_t *ids, int64_t n, int64_t **out, int64_t *m,
+                      struct kvs__err *e)
+{
+    int64_t *u = malloc(sizeof *u * (size_t)(n ? n : 1)), k = 0;
+
+    if (!u)
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    if (n > 0)
+        memcpy(u, ids, sizeof *u * (size_t)n);
+    qsort(u, (size_t)n, sizeof *u, cmp_id);
+    for (int64_t i = 0; i < n; i++)
+        if (k == 0 || u[i] != u[k - 1])
+            u[k++] = u[i];
+    *out = u;
+    *m = k;
+    return 0;
+}
+
+/* One pull_rows call: per out the rows it gets. */
+struct rows_pull {
+    int priority;
+    const kvs_key_t *keys;
+    int64_t *cnt;
+};
+
+static void fill_pull_rows(const void *ctx, int i, struct kvs__sqe *s)
+{
+    const struct rows_pull *p = ctx;
+
+    *s = (struct kvs__sqe){ .op = KVS__OP_PULL, .flags = KVS__SQE_ROWS,
+                            .priority = p->priority, .arg = (uint64_t)p->cnt[i] };
+    kvs__client_sqe_key(s, p->keys[i]);
+}
+
+/* Breaks the handle for a completion that names a bad value or record. */
+static int bad_answer(struct kvs__client *c, struct kvs__err *e, const char *what)
+{
+    int rc;
+
+    pthread_mutex_lock(&c->lock);
+    rc = kvs__client_broken(c, e, KVS_EPROTO, "kvsd answered a row-sparse pull with %s", what);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+/* The shape record and value a completion names, checked against the
+ * arena and each other: copied once into *m. */
+static int read_meta(struct kvs__client *c, const struct kvs__answer *q,
+                     struct kvs__key_meta *m, struct kvs__err *e)
+{
+    uint64_t end;
+    int64_t bytes;
+
+    if (q->round < KVS__ARENA_DATA_OFF + sizeof(struct kvs__block_head) || (q->round & 63)
+        || __builtin_add_overflow(q->round, sizeof *m, &end) || end > c->arena_size)
+        return bad_answer(c, e, "a bad shape record");
+    memcpy(m, c->arena + q->round, sizeof *m);
+    if (m->magic != KVS__KEY_META_MAGIC || m->ndim < 1 || m->ndim > KVS_MAX_NDIM)
+        return bad_answer(c, e, "a bad shape record");
+    for (uint32_t d = 0; d < m->ndim; d++)
+        if (m->shape[d] < 0)
+            return bad_answer(c, e, "a bad shape record");
+    if (kvs__value_size((kvs_dtype_t)m->dtype, (int)m->ndim, m->shape, &bytes) != KVS__SIZE_OK
+        || (uint64_t)bytes != q->value_len)
+        return bad_answer(c, e, "a shape record that does not fit its value");
+    if (q->value_off < KVS__ARENA_DATA_OFF + sizeof(struct kvs__block_head)
+        || (q->value_off & 63) != 0)
+        return bad_answer(c, e, "a bad arena range");
+    return 0;
+}
+
+/* Copies the rows ids[0..m) of the value q names into dst, while kvsd
+ * does not rewrite it (its seqlock), retrying until the deadline. */
+static int copy_rows(kvs_t *kv, const struct kvs__answer *q, const int64_t *ids, int64_t m,
+                     size_t row, unsigned char *dst, struct kvs__err *e)
+{
+    struct kvs__client *c = kv->client;
+    const struct kvs__block_head *bh =
+        (const struct kvs__block_head *)(c->arena + q->value_off) - 1;
+    const unsigned char *v = c->arena + q->value_off;
+    struct kvs__opts o;
+    int64_t deadline;
+
+    kvs__opts_get(kv, &o);
+    deadline = kvs__now_ns() + o.timeout_ms * 1000000ll;
+    for (;;) {
+        uint64_t s1 = atomic_load_explicit(&bh->seq, memory_order_acquire);
+
+        if ((s1 & 1) == 0) {
+            for (int64_t j = 0; j < m; j++)
+                memcpy(dst + (size_t)j * row, v + (size_t)ids[j] * row, row);
+            atomic_thread_fence(memory_order_acquire);
+            if (atomic_load_explicit(&bh->seq, memory_order_relaxed) == s1)
+                return 0;
+        }
+        if (kvs__now_ns() >= deadline) {
+            int rc;
+
+            pthread_mutex_lock(&c->lock);
+            rc = kvs__client_broken(c, e, KVS_ETIMEDOUT, "a value stayed busy in kvsd past "
+                                    "the deadline");
+            pthread_mutex_unlock(&c->lock);
+            return rc;
+        }
+    }
+}
+
+int kvs__client_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *row_ids,
+                          kvs_row_sparse_t *outs, int priority, struct kvs__err *e)
+{
+    struct kvs__client *c = kv->client;
+    struct rows_pull p = { .priority = priority, .keys = keys };
+    struct kvs__answers ans = { .a = NULL, .failed = -1 };
+    struct kvs__key_meta *meta = NULL;
+    int64_t **ids = NULL;
+    uint64_t bytes = 0;
+    size_t nn = (size_t)(n > 0 ? n : 1);
+    int rc, short_of = 0;
+
+    if ((rc = kvs__client_usable(c, e)) != 0
+        || (rc = kvs__check_list(NULL, n, keys, row_ids, "row_ids", e)) != 0)
+        return rc;
+    if (n > 0 && !outs)
+        return kvs__fail(e, KVS_EBADARG, "out list is NULL with count %d", n);
+    for (int i = 0; i < n; i++)
+        if ((rc = kvs__check_row_ids(keys[i], i, &row_ids[i], 1, INT64_MAX, e)) != 0)
+            return rc;
+    if (!(ids = calloc(nn, sizeof *ids)) || !(p.cnt = calloc(nn, sizeof *p.cnt))
+        || !(meta = calloc(nn, sizeof *meta)) || !(ans.a = calloc(nn, sizeof *ans.a))) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        int64_t k = row_ids[i].ndim ? row_ids[i].shape[0] : 1;
+
+        rc = unique_ids(row_ids[i].data, k, &ids[i], &p.cnt[i], e);
+        short_of |= outs[i].nnz < p.cnt[i];
+    }
+    if (rc != 0)
+        goto out;
+    if (short_of) {
+        for (int i = 0; i < n; i++)
+            outs[i].nnz = p.cnt[i];
+        rc = kvs__fail(e, -ENOSPC, "an out has room for fewer rows than its row ids name: "
+                       "each out's nnz now says how many it needs");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        if (p.cnt[i] > 0 && (!outs[i].indices || !outs[i].data)) {
+            char ks[KVS_MAX_KEY_LEN + 8];
+
+            kvs__key_str(ks, sizeof ks, keys[i]);
+            rc = kvs__fail(e, KVS_EBADARG, "key %s: out %d: NULL %s", ks, i,
+                           outs[i].indices ? "data" : "indices");
+            goto out;
+        }
+    }
+    for (int start = 0; start < n && rc == 0; start += KVS__LIST_MAX) {
+        int len = n - start < KVS__LIST_MAX ? n - start : KVS__LIST_MAX;
+        struct kvs__answers part = { .a = ans.a + start, .failed = -1 };
+        struct rows_pull sub = p;
+
+        sub.keys = keys + start;
+        sub.cnt = p.cnt + start;
+        rc = kvs__client_run(kv, fill_pull_rows, &sub, len, 0, &part, NULL,
+                             "kvs_pull_rows", e);
+    }
+    /* Every out is checked before any is written. */
+    for (int i = 0; i < n && rc == 0; i++) {
+        if ((rc = read_meta(c, &ans.a[i], &meta[i], e)) == 0)
+            rc = kvs__check_row_ids(keys[i], i, &row_ids[i], 1, meta[i].shape[0], e);
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        kvs_row_sparse_t *o = &outs[i];
+        int64_t row = 0;
+
+        kvs__row_size((kvs_dtype_t)meta[i].dtype, (int)meta[i].ndim, meta[i].shape, &row);
+        if ((rc = copy_rows(kv, &ans.a[i], ids[i], p.cnt[i], (size_t)row, o->data, e)) != 0)
+            break;
+        if (p.cnt[i] > 0)
+            memcpy(o->indices, ids[i], sizeof *ids[i] * (size_t)p.cnt[i]);
+        o->nnz = p.cnt[i];
+        o->dtype = (kvs_dtype_t)meta[i].dtype;
+        o->ndim = (int)meta[i].ndim;
+        memset(o->shape, 0, sizeof o->shape);
+        memcpy(o->shape, meta[i].shape, sizeof o->shape[0] * meta[i].ndim);
+        o->device = KVS_HOST;
+        bytes += (uint64_t)p.cnt[i] * ((uint64_t)row + sizeof(int64_t));
+    }
+    if (rc == 0)
+        kvs__client_count(c, 0, bytes);
+out:
+    for (int i = 0; ids && i < n; i++)
+        free(ids[i]);
+    free(ids);
+    free(p.cnt);
+    free(meta);
+    free(ans.a);
+    return rc;
+}
+
+/* ---- init ------------------------------------------------------------- */
+
+int kvs__client_rows_dense(kvs_key_t key, int i, const kvs_row_sparse_t *v, kvs_array_t *out,
+                           struct kvs__err *e)
+{
+    kvs_array_t ids = { .data = v->indices, .dtype = KVS_INT64, .ndim = 1,
+                        .shape = { v->nnz }, .device = KVS_HOST };
+    int64_t row = 0, bytes;
+    size_t elems;
+    int rc;
+
+    out->data = NULL;
+    if ((rc = check_value(key, i, v, &row, e)) != 0
+        || (rc = kvs__check_row_ids(key, i, &ids, v->ndim, v->shape[0], e)) != 0)
+        return rc;
+    if (kvs__value_size(v->dtype, v->ndim, v->shape, &bytes) != KVS__SIZE_OK
+        || (uint64_t)bytes > SIZE_MAX)
+        return kvs__fail(e, KVS_ESHAPE, "a row-sparse value too big to store");
+    *out = (kvs_array_t){ .dtype = v->dtype, .ndim = v->ndim, .device = KVS_HOST };
+    memcpy(out->shape, v->shape, sizeof out->shape[0] * (size_t)v->ndim);
+    if (!(out->data = calloc(1, bytes ? (size_t)bytes : 1)))
+        return kvs__fail(e, -ENOMEM, "out of memory for a %" PRId64 "-byte value", bytes);
+    elems = (size_t)row / kvs_dtype_size(v->dtype);
+    for (int64_t j = 0; j < v->nnz && row > 0; j++) {
+        unsigned char *dst = (unsigned char *)out->data + (size_t)v->indices[j] * (size_t)row;
+        const void *in[2] = { dst, (const unsigned char *)v->data + (size_t)j * (size_t)row };
+
+        kvs__sum(v->dtype, dst, in, 2, elems, 1);
+    }
+    return 0;
+}

@@ -1,0 +1,28 @@
+#!/bin/sh
+# Description: row-sparse values in dist_sync and dist_async jobs of real
+# processes (kvsd and 2-4 workers, tests/dist_rows): sums of overlapping
+# and repeated rows against each worker's reference, empty pushes, lazy
+# sgd and adam leaving absent rows bit for bit, a round of dense and
+# row-sparse pushes, compact pulls of repeated and unsorted ids, bad values
+# refused with nothing changed, and kvsctl stats counting only the rows
+# pushed and pulled of a table of a million rows.
+set -u
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/distlib.sh
+. "$(dirname "$0")/distlib.sh"
+
+prog="$bld/tests/dist_rows"
+KVS_COMBINE=0 KVS_TEST_KVSCTL=$(cd "$bld" && pwd)/daemon/kvsctl/kvsctl
+export KVS_COMBINE KVS_TEST_KVSCTL
+for type in dist_sync dist_async; do
+    for n in 2 3 4; do job $n sums; done
+done
+type=
+for n in 2 4; do job $n lazy; done
+for n in 2 3; do job $n mixed; done
+job 2 bad
+job 2 bytes
+# The workers combine small keys by default: kvsd refuses row-sparse
+# values of those with KVS_ENOTSUP, so a job with big keys only runs so.
+dist_done
