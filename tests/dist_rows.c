@@ -448,9 +448,9 @@ static void bytes(void)
 
 /* Across hosts (tests/test_hosts_rows.sh): compact pulls on every host of
  * a small key (one owner) and of a key split over the hosts' ranges, after
- * dense rounds that every host's workers push; a row-sparse push is
- * refused with KVS_ENOTSUP and changes nothing. In dist_async only what
- * every host knows is checked: the value init gave. */
+ * dense rounds that every host's workers push; a row-sparse push and a
+ * row-sparse pushpull are refused with KVS_ENOTSUP and change nothing. In
+ * dist_async only what every host knows is checked: the value init gave. */
 static void hosts_one(kvs_key_t k, int64_t rows, int64_t cols, int async)
 {
     size_t n = (size_t)(rows * cols);
@@ -510,6 +510,11 @@ static void hosts_one(kvs_key_t k, int64_t rows, int64_t cols, int async)
         rc = kvs_push_row_sparse(kv, 1, &k, &v, 0);
         if (rc != KVS_ENOTSUP || !strstr(kvs_last_error(kv), "across hosts"))
             die("a row-sparse push across hosts: %s (%s), expected KVS_ENOTSUP saying so",
+                kvs_err_name(rc), kvs_last_error(kv));
+        out.nnz = 8;
+        rc = kvs_pushpull_row_sparse(kv, 1, &k, &v, &ida, &out, 0);
+        if (rc != KVS_ENOTSUP || !strstr(kvs_last_error(kv), "across hosts"))
+            die("a row-sparse pushpull across hosts: %s (%s), expected KVS_ENOTSUP saying so",
                 kvs_err_name(rc), kvs_last_error(kv));
         ok(kvs_barrier(kv), "barrier");
     }

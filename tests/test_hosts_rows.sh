@@ -3,8 +3,8 @@
 # sockets over loopback; tests/dist_rows hosts): compact pulls on every
 # host of a small key and of a key split over the hosts, after dense
 # rounds whose rows every host pushes, checked by value against each
-# worker's reference; a row-sparse push refused with KVS_ENOTSUP, naming
-# why, and changing nothing; the same refusal in dist_async.
+# worker's reference; a row-sparse push and pushpull refused with
+# KVS_ENOTSUP, naming why, and changing nothing; the same in dist_async.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 # shellcheck source=tests/lib.sh
