@@ -7,7 +7,8 @@
  *
  * Usage: dist_rows SCENARIO [TYPE]; the job's environment as kvsrun sets it
  * (KVS_JOB, KVS_RANK, ...), and KVS_TEST_KVSCTL (the kvsctl to ask for
- * stats) for the scenario "bytes".
+ * stats) for the scenario "bytes". The scenario "hosts" runs across hosts
+ * (tests/test_hosts_rows.sh).
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -445,6 +446,93 @@ static void bytes(void)
     ok(kvs_barrier(kv), "barrier");
 }
 
+/* Across hosts (tests/test_hosts_rows.sh): compact pulls on every host of
+ * a small key (one owner) and of a key split over the hosts' ranges, after
+ * dense rounds that every host's workers push; a row-sparse push and a
+ * row-sparse pushpull are refused with KVS_ENOTSUP and change nothing. In
+ * dist_async only what every host knows is checked: the value init gave. */
+static void hosts_one(kvs_key_t k, int64_t rows, int64_t cols, int async)
+{
+    size_t n = (size_t)(rows * cols);
+    float *w = malloc(n * sizeof *w), *ref = malloc(n * sizeof *ref);
+    int64_t ids[] = { rows - 1, 3, 0, rows / 2, 3, rows / 2 + 1, rows - 1 };
+    int64_t want[] = { 0, 3, rows / 2, rows / 2 + 1, rows - 1 }, oi[8], one[1] = { 1 };
+    float *od = malloc(8 * (size_t)cols * sizeof *od), row[64];
+    kvs_array_t a = f32(w, rows, cols);
+    kvs_array_t ida = { .data = ids, .dtype = KVS_INT64, .ndim = 1, .shape = { 7 } };
+    kvs_row_sparse_t out = { .data = od, .indices = oi, .nnz = 8 };
+    kvs_row_sparse_t v = { .data = row, .indices = one, .nnz = 1, .dtype = KVS_FLOAT32,
+                           .ndim = 2, .shape = { rows, cols } };
+    int rc;
+
+    if (!w || !ref || !od || cols > 64)
+        die("out of memory");
+    for (size_t i = 0; i < n; i++)
+        ref[i] = (float)(i % 7);
+    memcpy(w, ref, n * sizeof *w);
+    ok(kvs_init(kv, 1, &k, &a), "init");
+    for (int s = 0; !async && s < 3; s++) {
+        /* Rank r adds r + s + 1 to rows r, r + 1 and the last two: rows
+         * every worker of both hosts pushes, in both ranges. */
+        memset(ref, 0, n * sizeof *ref);
+        for (int r = 0; r < nw; r++)
+            for (int64_t j = 0; j < rows; j++)
+                if (j == r || j == r + 1 || j >= rows - 2 || j == rows / 2)
+                    for (int64_t c = 0; c < cols; c++)
+                        ref[j * cols + c] += (float)(r + s + 1);
+        memset(w, 0, n * sizeof *w);
+        for (int64_t j = 0; j < rows; j++)
+            if (j == rank || j == rank + 1 || j >= rows - 2 || j == rows / 2)
+                for (int64_t c = 0; c < cols; c++)
+                    w[j * cols + c] = (float)(rank + s + 1);
+        ok(kvs_push(kv, 1, &k, &a, 0), "push");
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        out.nnz = 8;
+        memset(oi, 0xff, sizeof oi);
+        ok(kvs_pull_rows(kv, 1, &k, &ida, &out, 0), "pull_rows across hosts");
+        if (out.nnz != 5 || out.shape[0] != rows || out.shape[1] != cols)
+            die("key %d: compact pull across hosts: nnz %" PRId64 " shape (%" PRId64 ",%"
+                PRId64 ")", (int)k.id, out.nnz, out.shape[0], out.shape[1]);
+        for (int j = 0; j < 5; j++) {
+            if (oi[j] != want[j])
+                die("key %d: compact pull index %d is %" PRId64 ", expected %" PRId64,
+                    (int)k.id, j, oi[j], want[j]);
+            for (int64_t c = 0; c < cols; c++)
+                if (od[j * cols + c] != ref[want[j] * cols + c])
+                    die("key %d (pass %d): row %" PRId64 " column %" PRId64 " is %g, expected "
+                        "%g", (int)k.id, pass, want[j], c, od[j * cols + c],
+                        ref[want[j] * cols + c]);
+        }
+        if (pass)
+            break;
+        fill(row, (size_t)cols, 1.0f);
+        rc = kvs_push_row_sparse(kv, 1, &k, &v, 0);
+        if (rc != KVS_ENOTSUP || !strstr(kvs_last_error(kv), "across hosts"))
+            die("a row-sparse push across hosts: %s (%s), expected KVS_ENOTSUP saying so",
+                kvs_err_name(rc), kvs_last_error(kv));
+        out.nnz = 8;
+        rc = kvs_pushpull_row_sparse(kv, 1, &k, &v, &ida, &out, 0);
+        if (rc != KVS_ENOTSUP || !strstr(kvs_last_error(kv), "across hosts"))
+            die("a row-sparse pushpull across hosts: %s (%s), expected KVS_ENOTSUP saying so",
+                kvs_err_name(rc), kvs_last_error(kv));
+        ok(kvs_barrier(kv), "barrier");
+    }
+    ok(kvs_barrier(kv), "barrier");
+    free(w);
+    free(ref);
+    free(od);
+}
+
+static void hosts(const char *type)
+{
+    int async = strcmp(type, "dist_async") == 0;
+
+    hosts_one(KVS_INT_KEY(7), R, C, async);
+    /* 4.8 MB: split over the hosts, each owning a range of rows. */
+    hosts_one(KVS_INT_KEY(8), 300000, 4, async);
+}
+
 int main(int argc, char **argv)
 {
     const char *type = "dist_sync";
@@ -465,6 +553,8 @@ int main(int argc, char **argv)
         bad();
     else if (strcmp(scenario, "bytes") == 0)
         bytes();
+    else if (strcmp(scenario, "hosts") == 0)
+        hosts(type);
     else
         die("unknown scenario");
     kvs_close(kv);

@@ -26,7 +26,7 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_kvsrun.sh tests/test_dist_remote.sh tests/test_hosts_netns.sh \
 	tests/test_dist_device.sh tests/test_top.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
 	tests/test_timeline.sh tests/test_kvsctl.sh tests/test_kvsctl_plan.sh tests/test_dist_kvsd.sh tests/test_quickstart.sh \
-	tests/test_dist_rows.sh
+	tests/test_dist_rows.sh tests/test_hosts_rows.sh
 # tests/test_python.sh runs these with pytest (skipped without the package).
 python_tests = tests/python/conftest.py tests/python/test_kvstore.py tests/python/test_api.py \
 	tests/python/test_dist.py tests/python/test_torch.py tests/python/workers.py
@@ -231,7 +231,7 @@ EXTRA_DIST += tests/test_quickstart.sh tests/cmocka-tap.sh tests/test_dist.sh te
 	tests/test_kvsrun.sh tests/test_kvsctl.sh tests/test_top.sh tests/test_fuzz.sh tests/test_python.sh \
 	tests/lib.sh tests/test_bench_gpu.sh tests/test_timeline.sh tests/timeline_check.py \
 	tests/distlib.sh tests/test_dist_combined.sh tests/test_dist_remote.sh \
-	tests/test_dist_training.sh tests/test_dist_device.sh tests/test_dist_kvsd.sh tests/test_dist_rows.sh \
+	tests/test_dist_training.sh tests/test_dist_device.sh tests/test_dist_kvsd.sh tests/test_dist_rows.sh tests/test_hosts_rows.sh \
 	tests/hostslib.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_hosts_forged.sh \
 	tests/test_hosts_faults.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
