@@ -4,17 +4,22 @@
  * the "rows" step of scripts/bench. Every case runs under adam and checks
  * what it pulls against a reference it computes itself.
  *
- *     kvsrun -n 4 bench_rows sparse [--rows 4000000] [--cols 64] [--ids 4096]
+ *     kvsrun -n 4 --staging 1G bench_rows sparse [--rows 4000000] [--ids 4096]
  *         Each step each worker pushes the gradient rows of its batch of
  *         --ids Zipf(1.1) ids and pulls the rows of its next batch, in one
  *         kvs_pushpull_row_sparse; then dense kvs_pushpull rounds of an
  *         --ids x --cols array (a dense model's step of the same rows).
- *     kvsrun -n 4 bench_rows full [--rows 1000000]
+ *     kvsrun -n 4 --staging 300M bench_rows full [--rows 1000000]
  *         100% density: every row pushed and pulled row-sparse, then a
  *         dense kvs_pushpull of the same shape.
- *     kvsrun -n 4 --staging 1100M bench_rows table [--rows 4000000]
+ *     kvsrun -n 4 --staging 1G bench_rows table [--rows 4000000]
  *         a dense kvs_pushpull of the whole table.
- *     common: [--cols C] [--warmup W] [--steps S]
+ *     common: [--cols 64] [--warmup W] [--steps S] [--passes P]
+ *
+ * --staging: kvs_init_row_sparse sends the table's dense form through
+ * staging once, and a dense value must fit in it. A job runs P passes of
+ * its cases in turn (sparse: the sparse steps, then the dense ones), each
+ * of S timed steps, W warm-up steps before the first pass only.
  *
  * Values, so that every result can be checked: worker k's gradient of
  * column c, for each occurrence of a row, is (k+1)/256 + c/4096: sums of
@@ -31,14 +36,14 @@
  * column. A wrong value ends the program with status 1.
  *
  * Timing: a kvs_barrier before each step, the step's call alone timed;
- * each worker prints its median. Memory: VmRSS of /proc/self/status after
- * each sparse step (the largest kept, with its RssShmem: the part in
- * memory shared with kvsd) and VmHWM after the last, and kvsd's (the
- * sibling kvsrun started) at the end of each case.
+ * each worker prints its median of each pass. Memory: VmRSS of
+ * /proc/self/status after each sparse step (the largest so far, with its
+ * RssShmem: the part in memory shared with kvsd) and VmHWM after a pass's
+ * last, and kvsd's (the sibling kvsrun started) at the end of each pass.
  *
- * Output, one line per worker and case:
- *     rows,CASE,RANK,WORKERS,ROWS,COLS,IDS,STEPS,MEDIAN_S[,RSS_KIB,HWM_KIB,SHMEM_KIB]
- *     rows,kvsd,CASE,RSS_KIB,HWM_KIB                     (rank 0)
+ * Output, one line per worker, case and pass:
+ *     rows,CASE,PASS,RANK,WORKERS,ROWS,COLS,IDS,STEPS,MEDIAN_S[,RSS_KIB,HWM_KIB,SHMEM_KIB]
+ *     rows,kvsd,CASE,PASS,RSS_KIB,HWM_KIB                (rank 0; CASE sparse, full, table)
  * CASE: sparse, small (the dense --ids x --cols array), full-sparse,
  * full-dense, table. Which worker was slowest, the ratios and the goals are
  * scripts/bench's. A benchmark, not a test: it exits 0 whatever the speed.
@@ -73,7 +78,7 @@
 
 static kvs_t *kv;
 static int rank, nw;
-static long nrows = -1, ncols = 64, nids = 4096, warmup = -1, steps = -1;
+static long nrows = -1, ncols = 64, nids = 4096, warmup = -1, steps = -1, passes = 1;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
@@ -209,22 +214,22 @@ static pid_t find_kvsd(void)
     return found;
 }
 
-static void print_kvsd(const char *what)
+static void print_kvsd(const char *what, int pass)
 {
     long rss, hwm;
 
     if (rank != 0)
         return;
     mem_of(find_kvsd(), &rss, &hwm, NULL);
-    printf("rows,kvsd,%s,%ld,%ld\n", what, rss, hwm);
+    printf("rows,kvsd,%s,%d,%ld,%ld\n", what, pass, rss, hwm);
     fflush(stdout);
 }
 
-static void print_case(const char *what, long rows, long ids, double *t, long n, long rss,
+static void print_case(const char *what, int pass, long rows, long ids, double *t, long rss,
                        long hwm, long shmem)
 {
-    printf("rows,%s,%d,%d,%ld,%ld,%ld,%ld,%.9f", what, rank, nw, rows, ncols, ids, n,
-           median(t, n));
+    printf("rows,%s,%d,%d,%d,%ld,%ld,%ld,%ld,%.9f", what, pass, rank, nw, rows, ncols, ids, steps,
+           median(t, steps));
     if (rss >= 0)
         printf(",%ld,%ld,%ld", rss, hwm, shmem);
     printf("\n");
@@ -322,23 +327,27 @@ static void run_sparse(void)
 {
     kvs_key_t tk = KVS_INT_KEY(1), sk = KVS_INT_KEY(2);
     struct zipf z;
-    int64_t *ids = xalloc(sizeof *ids * (size_t)nids), *next = xalloc(sizeof *next * (size_t)nids),
-            *want = xalloc(sizeof *want * (size_t)nids), *other = xalloc(sizeof *other * (size_t)nids);
+    size_t idb = sizeof(int64_t) * (size_t)nids;
+    int64_t *ids = xalloc(idb), *next = xalloc(idb), *want = xalloc(idb), *other = xalloc(idb);
     int64_t *out_ids = xalloc(sizeof *out_ids * (size_t)nids);
     float *gdata = xalloc(sizeof *gdata * (size_t)(nids * ncols));
     float *odata = xalloc(sizeof *odata * (size_t)(nids * ncols));
     float *small = xalloc(sizeof *small * (size_t)(nids * ncols));
     uint64_t *seen = calloc((size_t)nrows / 64 + 1, sizeof *seen);
     int64_t track[NTRACK];
-    float (*tw)[MAX_COLS] = calloc(NTRACK, sizeof *tw), (*tm)[MAX_COLS] = calloc(NTRACK, sizeof *tm),
-          (*tv)[MAX_COLS] = calloc(NTRACK, sizeof *tv), (*tg)[MAX_COLS] = calloc(NTRACK, sizeof *tg);
+    /* the tracked rows' weights, adam's mean and variance, this step's gradient */
+    float (*tw)[MAX_COLS] = calloc(NTRACK, sizeof *tw);
+    float (*tm)[MAX_COLS] = calloc(NTRACK, sizeof *tm);
+    float (*tv)[MAX_COLS] = calloc(NTRACK, sizeof *tv);
+    float (*tg)[MAX_COLS] = calloc(NTRACK, sizeof *tg);
     int tpresent[NTRACK];
     double *t = alloc_times(steps);
-    long rss_max = 0, rss, hwm, shm, shm_max = -1;
+    long rss_max = 0, rss, hwm, shm, shm_max = -1, step = 0;
     struct col_ref *ref = malloc(sizeof *ref);
     kvs_row_sparse_t init = { .nnz = 0, .dtype = KVS_FLOAT32, .ndim = 2,
                               .shape = { nrows, ncols } };
-    kvs_array_t sinit = { .data = small, .dtype = KVS_FLOAT32, .ndim = 2, .shape = { nids, ncols } };
+    kvs_array_t sinit = { .data = small, .dtype = KVS_FLOAT32, .ndim = 2,
+                          .shape = { nids, ncols } };
 
     if (!seen || !tw || !tm || !tv || !tg || !ref)
         die("out of memory");
@@ -355,102 +364,106 @@ static void run_sparse(void)
             gdata[i * ncols + c] = grad(rank, c);
 
     batch(&z, rank, 0, ids);
-    for (long s = 0; s < warmup + steps; s++) {
-        kvs_row_sparse_t v = { .data = gdata, .indices = ids, .nnz = nids, .dtype = KVS_FLOAT32,
-                               .ndim = 2, .shape = { nrows, ncols } };
-        kvs_row_sparse_t o = { .data = odata, .indices = out_ids, .nnz = nids };
-        kvs_array_t rid = { .data = next, .dtype = KVS_INT64, .ndim = 1, .shape = { nids } };
-        double t0;
-        long nu;
+    col_ref_init(ref);
+    for (int pass = 1; pass <= passes; pass++) {
+        for (long i = 0, w = pass == 1 ? warmup : 0; i < w + steps; i++) {
+            kvs_row_sparse_t v = { .data = gdata, .indices = ids, .nnz = nids, .dtype = KVS_FLOAT32,
+                                   .ndim = 2, .shape = { nrows, ncols } };
+            kvs_row_sparse_t o = { .data = odata, .indices = out_ids, .nnz = nids };
+            kvs_array_t rid = { .data = next, .dtype = KVS_INT64, .ndim = 1, .shape = { nids } };
+            double t0;
+            long nu;
 
-        batch(&z, rank, s + 1, next);
-        check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
-        t0 = now_s();
-        check_kvs(kvs_pushpull_row_sparse(kv, 1, &tk, &v, &rid, &o, 0), kv,
-                  "kvs_pushpull_row_sparse");
-        if (s >= warmup)
-            t[s - warmup] = now_s() - t0;
-        mem_of(0, &rss, &hwm, &shm);
-        if (rss > rss_max)
-            rss_max = rss, shm_max = shm;
+            batch(&z, rank, step + 1, next);
+            check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
+            t0 = now_s();
+            check_kvs(kvs_pushpull_row_sparse(kv, 1, &tk, &v, &rid, &o, 0), kv,
+                      "kvs_pushpull_row_sparse");
+            if (i >= w)
+                t[i - w] = now_s() - t0;
+            mem_of(0, &rss, &hwm, &shm);
+            if (rss > rss_max)
+                rss_max = rss, shm_max = shm;
 
-        /* The reference: every worker's batch of this step. */
-        memset(tpresent, 0, sizeof tpresent);
-        for (long i = 0; i < NTRACK; i++)
-            memset(tg[i], 0, sizeof tg[i]);
-        for (int k = 0; k < nw; k++) {
-            const int64_t *b = ids;
+            /* The reference: every worker's batch of this step. */
+            memset(tpresent, 0, sizeof tpresent);
+            for (long j = 0; j < NTRACK; j++)
+                memset(tg[j], 0, sizeof tg[j]);
+            for (int k = 0; k < nw; k++) {
+                const int64_t *b = ids;
 
-            if (k != rank) {
-                batch(&z, k, s, other);
-                b = other;
-            }
-            for (long i = 0; i < nids; i++) {
-                int64_t *hit = bsearch(&b[i], track, NTRACK, sizeof track[0], cmp_i64);
+                if (k != rank) {
+                    batch(&z, k, step, other);
+                    b = other;
+                }
+                for (long j = 0; j < nids; j++) {
+                    int64_t *hit = bsearch(&b[j], track, NTRACK, sizeof track[0], cmp_i64);
 
-                seen[b[i] / 64] |= 1ULL << (b[i] % 64);
-                if (hit) {
-                    long ti = hit - track;
+                    seen[b[j] / 64] |= 1ULL << (b[j] % 64);
+                    if (hit) {
+                        long ti = hit - track;
 
-                    tpresent[ti] = 1;
-                    for (long c = 0; c < ncols; c++)
-                        tg[ti][c] += grad(k, c);
+                        tpresent[ti] = 1;
+                        for (long c = 0; c < ncols; c++)
+                            tg[ti][c] += grad(k, c);
+                    }
                 }
             }
-        }
-        for (long i = 0; i < NTRACK; i++)
-            if (tpresent[i])
-                adam_row(tw[i], tm[i], tv[i], tg[i], ncols, (uint64_t)s + 1);
+            for (long j = 0; j < NTRACK; j++)
+                if (tpresent[j])
+                    adam_row(tw[j], tm[j], tv[j], tg[j], ncols, (uint64_t)step + 1);
 
-        /* The pull: the next batch's rows, after this step's update. */
-        memcpy(want, next, sizeof *want * (size_t)nids);
-        nu = sort_unique(want, nids);
-        if (o.nnz != nu)
-            die("sparse: step %ld pulled %" PRId64 " rows, not %ld", s, o.nnz, nu);
-        for (long j = 0; j < nu; j++) {
-            int64_t r = out_ids[j];
-            const float *row = odata + j * ncols;
-            int64_t *hit = bsearch(&r, track, NTRACK, sizeof track[0], cmp_i64);
+            /* The pull: the next batch's rows, after this step's update. */
+            memcpy(want, next, sizeof *want * (size_t)nids);
+            nu = sort_unique(want, nids);
+            if (o.nnz != nu)
+                die("sparse: step %ld pulled %" PRId64 " rows, not %ld", step, o.nnz, nu);
+            for (long j = 0; j < nu; j++) {
+                int64_t r = out_ids[j];
+                const float *row = odata + j * ncols;
+                int64_t *hit = bsearch(&r, track, NTRACK, sizeof track[0], cmp_i64);
 
-            if (r != want[j])
-                die("sparse: step %ld: index %ld of the pull is wrong", s, j);
-            for (long c = 0; c < ncols; c++) {
-                float ok;
+                if (r != want[j])
+                    die("sparse: step %ld: index %ld of the pull is wrong", step, j);
+                for (long c = 0; c < ncols; c++) {
+                    float ok;
 
-                if (hit)
-                    ok = near(row[c], tw[hit - track][c]);
-                else if (!(seen[r / 64] >> (r % 64) & 1))
-                    ok = row[c] == 0.0f;
-                else
-                    ok = row[c] < 0.0f;
-                if (!ok)
-                    die("sparse: step %ld: row %" PRId64 " column %ld is %.9g (reference %.9g)", s,
-                        r, c, (double)row[c], hit ? (double)tw[hit - track][c] : 0.0);
+                    if (hit)
+                        ok = near(row[c], tw[hit - track][c]);
+                    else if (!(seen[r / 64] >> (r % 64) & 1))
+                        ok = row[c] == 0.0f;
+                    else
+                        ok = row[c] < 0.0f;
+                    if (!ok)
+                        die("sparse: step %ld: row %" PRId64 " column %ld is %.9g "
+                            "(reference %.9g)", step, r, c, (double)row[c],
+                            hit ? (double)tw[hit - track][c] : 0.0);
+                }
             }
+            memcpy(ids, next, sizeof *ids * (size_t)nids);
+            step++;
         }
-        memcpy(ids, next, sizeof *ids * (size_t)nids);
-    }
-    mem_of(0, &rss, &hwm, &shm);
-    print_case("sparse", nrows, nids, t, steps, rss_max, hwm, shm_max);
-    print_kvsd("sparse");
+        mem_of(0, &rss, &hwm, &shm);
+        print_case("sparse", pass, nrows, nids, t, rss_max, hwm, shm_max);
+        print_kvsd("sparse", pass);
 
-    /* The dense step of the same rows: a --ids x --cols array. */
-    col_ref_init(ref);
-    for (long s = 0; s < warmup + steps; s++) {
-        double t0;
+        /* The dense step of the same rows: a --ids x --cols array. */
+        for (long i = 0, w = pass == 1 ? warmup : 0; i < w + steps; i++) {
+            double t0;
 
-        for (long i = 0; i < nids; i++)
-            for (long c = 0; c < ncols; c++)
-                small[i * ncols + c] = grad(rank, c);
-        check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
-        t0 = now_s();
-        check_kvs(kvs_pushpull(kv, 1, &sk, &sinit, NULL, 0), kv, "kvs_pushpull");
-        if (s >= warmup)
-            t[s - warmup] = now_s() - t0;
-        col_ref_step(ref);
-        col_ref_check(ref, small, nids, "small");
+            for (long r = 0; r < nids; r++)
+                for (long c = 0; c < ncols; c++)
+                    small[r * ncols + c] = grad(rank, c);
+            check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
+            t0 = now_s();
+            check_kvs(kvs_pushpull(kv, 1, &sk, &sinit, NULL, 0), kv, "kvs_pushpull");
+            if (i >= w)
+                t[i - w] = now_s() - t0;
+            col_ref_step(ref);
+            col_ref_check(ref, small, nids, "small");
+        }
+        print_case("small", pass, nids, nids, t, -1, -1, -1);
     }
-    print_case("small", nids, nids, t, steps, -1, -1, -1);
     free(ids), free(next), free(want), free(other), free(out_ids), free(gdata), free(odata);
     free(small), free(seen), free(tw), free(tm), free(tv), free(tg), free(t), free(ref);
 }
@@ -464,13 +477,13 @@ static void run_full(void)
     float *g = xalloc(sizeof *g * elems), *o = xalloc(sizeof *o * elems);
     int64_t *all = xalloc(sizeof *all * (size_t)nrows), *oid = xalloc(sizeof *oid * (size_t)nrows);
     double *t = alloc_times(steps);
-    struct col_ref *ref = malloc(sizeof *ref);
+    struct col_ref *ref = malloc(sizeof *ref), *dref = malloc(sizeof *dref);
     kvs_row_sparse_t init = { .nnz = 0, .dtype = KVS_FLOAT32, .ndim = 2,
                               .shape = { nrows, ncols } };
     kvs_array_t d = { .data = g, .dtype = KVS_FLOAT32, .ndim = 2, .shape = { nrows, ncols } };
     kvs_array_t rid = { .data = all, .dtype = KVS_INT64, .ndim = 1, .shape = { nrows } };
 
-    if (!ref)
+    if (!ref || !dref)
         die("out of memory");
     for (long i = 0; i < nrows; i++)
         all[i] = i;
@@ -483,46 +496,52 @@ static void run_full(void)
             g[i * ncols + c] = grad(rank, c);
 
     col_ref_init(ref);
-    for (long s = 0; s < warmup + steps; s++) {
-        kvs_row_sparse_t v = { .data = g, .indices = all, .nnz = nrows, .dtype = KVS_FLOAT32,
-                               .ndim = 2, .shape = { nrows, ncols } };
-        kvs_row_sparse_t out = { .data = o, .indices = oid, .nnz = nrows };
-        double t0;
+    col_ref_init(dref);
+    for (int pass = 1; pass <= passes; pass++) {
+        for (long i = 0, w = pass == 1 ? warmup : 0; i < w + steps; i++) {
+            kvs_row_sparse_t v = { .data = g, .indices = all, .nnz = nrows, .dtype = KVS_FLOAT32,
+                                   .ndim = 2, .shape = { nrows, ncols } };
+            kvs_row_sparse_t out = { .data = o, .indices = oid, .nnz = nrows };
+            double t0;
 
-        check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
-        t0 = now_s();
-        check_kvs(kvs_pushpull_row_sparse(kv, 1, &ak, &v, &rid, &out, 0), kv,
-                  "kvs_pushpull_row_sparse");
-        if (s >= warmup)
-            t[s - warmup] = now_s() - t0;
-        col_ref_step(ref);
-        if (out.nnz != nrows)
-            die("full-sparse: pulled %" PRId64 " rows, not %ld", out.nnz, nrows);
-        for (long i = 0; i < nrows; i++)
-            if (oid[i] != i)
-                die("full-sparse: index %ld of the pull is %" PRId64, i, oid[i]);
-        col_ref_check(ref, o, nrows, "full-sparse");
-    }
-    print_case("full-sparse", nrows, nrows, t, steps, -1, -1, -1);
+            check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
+            t0 = now_s();
+            check_kvs(kvs_pushpull_row_sparse(kv, 1, &ak, &v, &rid, &out, 0), kv,
+                      "kvs_pushpull_row_sparse");
+            if (i >= w)
+                t[i - w] = now_s() - t0;
+            col_ref_step(ref);
+            if (out.nnz != nrows)
+                die("full-sparse: pulled %" PRId64 " rows, not %ld", out.nnz, nrows);
+            for (long r = 0; r < nrows; r++)
+                if (oid[r] != r)
+                    die("full-sparse: index %ld of the pull is %" PRId64, r, oid[r]);
+            col_ref_check(ref, o, nrows, "full-sparse");
+        }
+        print_case("full-sparse", pass, nrows, nrows, t, -1, -1, -1);
 
-    col_ref_init(ref);
-    for (long s = 0; s < warmup + steps; s++) {
-        double t0;
+        for (long i = 0, w = pass == 1 ? warmup : 0; i < w + steps; i++) {
+            double t0;
 
-        for (long i = 0; i < nrows; i++)
+            for (long r = 0; r < nrows; r++)
+                for (long c = 0; c < ncols; c++)
+                    g[r * ncols + c] = grad(rank, c);
+            check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
+            t0 = now_s();
+            check_kvs(kvs_pushpull(kv, 1, &dk, &d, NULL, 0), kv, "kvs_pushpull");
+            if (i >= w)
+                t[i - w] = now_s() - t0;
+            col_ref_step(dref);
+            col_ref_check(dref, g, nrows, "full-dense");
+        }
+        print_case("full-dense", pass, nrows, nrows, t, -1, -1, -1);
+        print_kvsd("full", pass);
+        /* the next pass's row-sparse rounds push the gradient again */
+        for (long r = 0; r < nrows; r++)
             for (long c = 0; c < ncols; c++)
-                g[i * ncols + c] = grad(rank, c);
-        check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
-        t0 = now_s();
-        check_kvs(kvs_pushpull(kv, 1, &dk, &d, NULL, 0), kv, "kvs_pushpull");
-        if (s >= warmup)
-            t[s - warmup] = now_s() - t0;
-        col_ref_step(ref);
-        col_ref_check(ref, g, nrows, "full-dense");
+                g[r * ncols + c] = grad(rank, c);
     }
-    print_case("full-dense", nrows, nrows, t, steps, -1, -1, -1);
-    print_kvsd("full");
-    free(g), free(o), free(all), free(oid), free(t), free(ref);
+    free(g), free(o), free(all), free(oid), free(t), free(ref), free(dref);
 }
 
 /* ---- table: a dense pushpull of the whole table ------------------------ */
@@ -542,22 +561,24 @@ static void run_table(void)
     check_kvs(kvs_init(kv, 1, &k, &d), kv, "kvs_init");
     check_kvs(kvs_set_optimizer(kv, ADAM_SPEC), kv, "kvs_set_optimizer");
     col_ref_init(ref);
-    for (long s = 0; s < warmup + steps; s++) {
-        double t0;
+    for (int pass = 1; pass <= passes; pass++) {
+        for (long i = 0, w = pass == 1 ? warmup : 0; i < w + steps; i++) {
+            double t0;
 
-        for (long i = 0; i < nrows; i++)
-            for (long c = 0; c < ncols; c++)
-                g[i * ncols + c] = grad(rank, c);
-        check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
-        t0 = now_s();
-        check_kvs(kvs_pushpull(kv, 1, &k, &d, NULL, 0), kv, "kvs_pushpull");
-        if (s >= warmup)
-            t[s - warmup] = now_s() - t0;
-        col_ref_step(ref);
-        col_ref_check(ref, g, nrows, "table");
+            for (long r = 0; r < nrows; r++)
+                for (long c = 0; c < ncols; c++)
+                    g[r * ncols + c] = grad(rank, c);
+            check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
+            t0 = now_s();
+            check_kvs(kvs_pushpull(kv, 1, &k, &d, NULL, 0), kv, "kvs_pushpull");
+            if (i >= w)
+                t[i - w] = now_s() - t0;
+            col_ref_step(ref);
+            col_ref_check(ref, g, nrows, "table");
+        }
+        print_case("table", pass, nrows, nrows, t, -1, -1, -1);
+        print_kvsd("table", pass);
     }
-    print_case("table", nrows, nrows, t, steps, -1, -1, -1);
-    print_kvsd("table");
     free(g), free(t), free(ref);
 }
 
@@ -566,7 +587,7 @@ static void run_table(void)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: kvsrun -n N bench_rows sparse|full|table [--rows R] [--cols C] [--ids I]"
-               " [--warmup W] [--steps S]\n");
+               " [--warmup W] [--steps S] [--passes P]\n");
 }
 
 int main(int argc, char **argv)
@@ -594,13 +615,15 @@ int main(int argc, char **argv)
             dest = &warmup;
         else if ((v = opt_value(argc, argv, &i, "--steps", 1)))
             dest = &steps;
+        else if ((v = opt_value(argc, argv, &i, "--passes", 1)))
+            dest = &passes;
         if (!dest) {
             usage(stderr);
             return 2;
         }
         if (parse_double(v, &d) != 0 || d < (dest == &warmup ? 0 : 1) || d > 1e9
             || d != (double)(long)d || (dest == &ncols && d > MAX_COLS)
-            || (dest == &steps && d > MAX_STEPS)) {
+            || ((dest == &steps || dest == &passes) && d > MAX_STEPS)) {
             fprintf(stderr, "bench_rows: bad value '%s'\n", v);
             return 2;
         }
