@@ -99,7 +99,8 @@ class Goal:
             return 'not measured'
         if self.unit == 's' and self.value < 0.1 and not self.legacy:
             return '%.1f ms' % (self.value * 1e3)       # judged unrounded all the same
-        u = {'x': '', 's': ' s', 'us': ' µs', '%': '% of the wait'}[self.unit]
+        u = {'x': '', 's': ' s', 'us': ' µs', '%': '% of the wait',
+             '%t': '% of the table'}[self.unit]
         return self.text + u
 
     def verdict_md(self):
@@ -130,7 +131,8 @@ def read_values(path):
 
 
 def limit_md(g):
-    return '≤ ' + {'x': '%g', 's': '%g s', 'us': '%g µs', '%': '%g%%'}[g.unit] % g.limit
+    return '≤ ' + {'x': '%g', 's': '%g s', 'us': '%g µs', '%': '%g%%',
+                   '%t': '%g%% of the table'}[g.unit] % g.limit
 
 
 def judge(path):
@@ -237,6 +239,14 @@ def goal_defs():
     d['py.call.64M'] = ('Python call, 64 MiB: Python / C', 1.02, 'x')
     d['py.trainer'] = ('Trainer step, ResNet-50, 2 workers: kvs.torch.Trainer / DDP on gloo',
                        0.5, 'x')
+    d['rows.small'] = ('row-sparse step (4,000,000 x 64 table, 4,096 Zipf(1.1) ids per worker, '
+                       'adam, 4 workers) / dense pushpull of 4,096 x 64', 2.0, 'x')
+    d['rows.table'] = ('the same step / dense pushpull of the whole 4,000,000 x 64 table',
+                       1 / 200, 'x')
+    d['rows.full'] = ('100% density, 1,000,000 x 64, 4 workers: row-sparse push+pull / dense '
+                      'pushpull', 1.3, 'x')
+    d['rows.rss'] = ('worker VmRSS during the sparse steps of the 4,000,000 x 64 table',
+                     10.0, '%t')
     return d
 
 
@@ -255,7 +265,7 @@ class Results:
         self.cpus = int(m.group(1)) if m else None
         m = re.search(r'kvs: commit ([0-9a-f]+)', self.text)
         self.commit = m.group(1) if m else 'unknown'
-        self.one, self.hosts, self.veth, self.scale = [], [], [], []
+        self.one, self.hosts, self.veth, self.scale, self.rows = [], [], [], [], []
         self.goals = {}
         defs = goal_defs()
         for _, head, rows in tables(lines):
@@ -267,6 +277,8 @@ class Results:
                 self.veth = rows
             elif head[:3] == ['case', 'transport', 'hosts']:
                 self.scale = rows
+            elif head[:1] == ['rows case']:
+                self.rows = rows
             elif head[:2] == ['id', 'goal']:
                 for r in rows:
                     gid = r['id'].strip('`')
@@ -630,7 +642,54 @@ def r_status_scale(r):
             'within 25%% (latest full run, %s)' % (min(v), max(v), inside, len(v), r.date)]
 
 
+def r_rows(r):
+    """The row-sparse step's table, from RESULTS.md's "Row-sparse tables"."""
+    if not r.rows:
+        return ['Row-sparse tables: not measured: the last full run (%s) has no rows step; '
+                '`scripts/bench --only rows` runs it alone.' % source(r)]
+    by = {x['id']: x for x in r.rows}
+    over = oversubscribed(r, 4)
+    out = ['From %s, on a %s-core machine%s: `dist_sync`, adam, the slowest worker\'s median '
+           'time; each ratio is the median of the per-pass ratios, and each goal is judged on '
+           'it, unrounded. Memory is VmRSS, which counts the pages of kvsd\'s shared memory '
+           'a worker has mapped (its staging area, the table\'s pages its compact pulls read) '
+           'besides its own.' % (source(r), r.cpus or '?',
+                               ' (*oversubscribed*: 4 workers and kvsd on %s cores)' % r.cpus
+                               if over else ''), '',
+           '| case | time | memory | against | goal |', '|---|---|---|---|---|']
+
+    def t(case):
+        x = by.get(case)
+        return t_us(num(x['median µs'])) if x else '-'
+
+    def mib(case, col):
+        x = by.get(case)
+        v = num(x[col]) if x and col in x else None
+        return '%.0f MiB' % v if v is not None else '-'
+
+    def goal(gid):
+        g = r.goal(gid)
+        return '%s: %s (≤ %s)' % (g.show(), g.verdict_md(), limit_md(g)[2:]) \
+            if g.value is not None else 'not measured'
+    name = lambda s: s + (' (*oversubscribed*)' if over else '')
+    shared = mib('sparse', 'of it RssShmem MiB')
+    out.append('| %s | %s | workers %s%s (peak %s), kvsd %s | dense 4,096 x 64: %s | %s |' % (
+        name('4 workers push 4,096 Zipf(1.1) rows each and pull their next 4,096, '
+             '4,000,000 x 64 table (1 GiB)'), t('sparse'), mib('sparse', 'worker VmRSS MiB'),
+        '' if shared == '-' else ', %s of it memory shared with kvsd' % shared,
+        mib('sparse', 'worker VmHWM MiB'), mib('sparse', 'kvsd VmRSS MiB'), t('small'),
+        goal('rows.small')))
+    out.append('| the same step | | | dense whole table: %s (kvsd %s) | %s |' % (
+        t('table'), mib('table', 'kvsd VmRSS MiB'), goal('rows.table')))
+    out.append('| the same step: worker memory | | | the table\'s bytes | %s |' % goal('rows.rss'))
+    out.append('| %s | %s | kvsd %s | dense pushpull: %s | %s |' % (
+        name('100% density: every row of 1,000,000 x 64, row-sparse push+pull'), t('full-sparse'),
+        mib('full-sparse', 'kvsd VmRSS MiB'), t('full-dense'), goal('rows.full')))
+    return out
+
+
 REGIONS = {
+    'rows': r_rows,
     'speed-one-host': r_speed_one_host,
     'goals': r_goals,
     'speed-hosts': r_speed_hosts,

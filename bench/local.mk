@@ -21,3 +21,7 @@ bench_calib_LDADD = -lm
 EXTRA_DIST += bench/peers/mpi_allreduce.c bench/peers/tcp_floor.c bench/peers/torch_gloo.py \
 	bench/bench_python.py bench/claims.py bench/compare.sh bench/RESULTS.md bench/NOTES.md \
 	bench/shapes/resnet50.txt bench/shapes/transformer-1.3b.txt
+# scripts/bench's rows step: row-sparse steps of a table against dense pushpulls.
+noinst_PROGRAMS += bench/bench_rows
+bench_bench_rows_SOURCES = bench/bench_rows.c bench/bench.h
+bench_bench_rows_LDADD = src/libkvs.la -lm

@@ -45,7 +45,7 @@ tap $? "every bench region matches bench/RESULTS.md, and no benchmark figure is 
 # Each doc the renderer reads has its regions: the README's speed table
 # and the guides' goals.
 st=0
-for r in README.md:speed-one-host doc/speed.md:goals doc/speed.md:speed-hosts doc/python.md:python \
+for r in README.md:speed-one-host doc/speed.md:goals doc/speed.md:speed-hosts doc/speed.md:rows doc/python.md:python \
     doc/timeline.md:timeline-cost doc/scaling.md:scale doc/status.md:status-one-host; do
     grep -q "<!-- bench:${r#*:} -->" "$top/${r%%:*}" || { echo "${r%%:*} has no bench:${r#*:} region" >>"$tmp/diag"; st=1; }
 done
@@ -132,6 +132,47 @@ timeout 60 "$py" "$claims" render --root "$tmp/t" >/dev/null 2>>"$tmp/diag" || s
 check || st=1
 grep -q '99.9 µs' "$tmp/t/README.md" || { echo "the new time is not in README.md" >>"$tmp/diag"; st=1; }
 tap $st "a changed RESULTS.md fails the check until rendered, and the rendering has its figure"
+
+# The rows step: a RESULTS.md without it (an older run) renders "not
+# measured"; one with it renders its table and its goals' verdicts.
+fresh
+st=0
+if grep -q '^| rows case |' "$tmp/t/bench/RESULTS.md"; then
+    sed -i '/^| rows case |/,/^$/d' "$tmp/t/bench/RESULTS.md"
+fi
+timeout 60 "$py" "$claims" render --root "$tmp/t" >/dev/null 2>>"$tmp/diag" || st=1
+grep -q '^Row-sparse tables: not measured' "$tmp/t/doc/speed.md" || { echo "no 'not measured' for the rows step" >>"$tmp/diag"; st=1; }
+tap $st "a RESULTS.md without the rows step renders the rows region as not measured"
+
+fresh
+"$py" - "$tmp/t/bench/RESULTS.md" <<'EOF2'
+import re, sys
+p = sys.argv[1]
+s = open(p).read()
+s = re.sub(r'\n\| rows case \|.*?\n\n', '\n', s, flags=re.S)
+rows = '''
+| rows case | N | id | median µs | per pass µs | worker VmRSS MiB | of it RssShmem MiB | worker VmHWM MiB | kvsd VmRSS MiB |
+|---|---|---|---|---|---|---|---|---|
+| row-sparse step | 4 | sparse | 2500.0 | 2500.0 | 50.0 | 40.0 | 60.0 | 4000.0 |
+| dense pushpull of 4096 x 64 | 4 | small | 2000.0 | 2000.0 | - | - | - | - |
+| dense pushpull of the whole table | 4 | table | 3000000.0 | 3000000.0 | - | - | - | 5000.0 |
+| 100%: row-sparse | 4 | full-sparse | 800000.0 | 800000.0 | - | - | - | 3000.0 |
+| 100%: dense | 4 | full-dense | 1000000.0 | 1000000.0 | - | - | - | 3000.0 |
+
+'''
+s = s.replace('\n## Goals\n', '\n## Row-sparse tables\n' + rows + '## Goals\n', 1) if '\n## Goals\n' in s \
+    else s + '\n## Row-sparse tables\n' + rows
+if '| `keys.dist` |' in s:
+    s = s.replace('| `keys.dist` |', '| `rows.small` | x | ≤ 2 | 1.25 1.3 1.2 | 1.250 | met |\n| `keys.dist` |', 1)
+open(p, 'w').write(s)
+EOF2
+timeout 60 "$py" "$claims" render --root "$tmp/t" >/dev/null 2>>"$tmp/diag" || st=1
+grep -q '^| 4 workers push 4,096 Zipf(1.1) rows each .* | 2.50 ms | workers 50 MiB, 40 MiB of it memory shared with kvsd (peak 60 MiB), kvsd 4000 MiB | dense 4,096 x 64: 2.00 ms |' "$tmp/t/doc/speed.md" || { echo "the rows table is not rendered" >>"$tmp/diag"; st=1; }
+if grep -q '^| `one\.' "$tmp/t/bench/RESULTS.md"; then
+    grep -q '1.250: \*\*met\*\* (≤ 2)' "$tmp/t/doc/speed.md" || { echo "the rows goal is not rendered" >>"$tmp/diag"; st=1; }
+fi
+check || st=1
+tap $st "a RESULTS.md with the rows step renders its table and goals"
 
 echo "1..$n_test"
 exit $failed
