@@ -412,7 +412,8 @@ static void wire_one(const uint8_t *msg, size_t size)
             for (int i = 0; i < m.ndim; i++)
                 count *= (uint64_t)m.shape[i];
             if (m.nparts)
-                kvs__wire_part(count, 4, m.nparts, m.part, &first, &count);
+                kvs__wire_part(count, 4, kvs__wire_row(m.ndim, m.shape), m.nparts, m.part,
+                               &first, &count);
             CHECK(m.dtype == KVS_FLOAT32 && m.len == m.pieces * kvs__wire_piece_bytes(count));
             for (uint32_t i = 0; i < m.pieces; i++) {
                 const uint32_t *words;

@@ -145,14 +145,15 @@ static void test_challenge_proof_verdict(void **state)
 /* A round's 2bit pieces: two of a 20-value key round-trip with their
  * thresholds and words; a bad threshold, a stray byte, a piece too many
  * or a dtype other than float32 is refused. */
-/* A big key's parts: each a 64-byte-aligned range; the last takes the
- * rest; a message of a part carries exactly that part's data, and parts
- * are refused where they make no sense. */
+/* A big key's parts: each a 64-byte-aligned range of whole rows; the
+ * last takes the rest; a message of a part carries exactly that part's
+ * data (its rows' elements), and parts are refused where they make no
+ * sense. */
 static void test_parts(void **state)
 {
     uint64_t first, n, at = 0;
     float v[48] = { 0 };
-    struct kvs__wire_msg m = { .dtype = KVS_FLOAT32, .ndim = 2, .shape = { 10, 10 }, .a = 1,
+    struct kvs__wire_msg m = { .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 100 }, .a = 1,
                                .key = KVS_INT_KEY(5), .part = 1, .nparts = 3 }, got;
     unsigned char buf[512];
     size_t body;
@@ -160,17 +161,33 @@ static void test_parts(void **state)
 
     (void)state;
     for (uint32_t p = 0; p < 3; p++) {  /* 100 float32: 48, 48, 4 */
-        kvs__wire_part(100, 4, 3, p, &first, &n);
+        kvs__wire_part(100, 4, 1, 3, p, &first, &n);
         assert_int_equal(first, at);
         assert_int_equal(n, p < 2 ? 48 : 4);
         at += n;
     }
-    kvs__wire_part(5, 8, 4, 3, &first, &n);   /* float64: 8 per part, the last ones empty */
+    kvs__wire_part(5, 8, 1, 4, 3, &first, &n);   /* float64: 8 per part, the last ones empty */
     assert_int_equal(first, 5);
     assert_int_equal(n, 0);
-    kvs__wire_part(1000001, 1, 2, 1, &first, &n);
+    kvs__wire_part(1000001, 1, 1, 2, 1, &first, &n);
     assert_int_equal(first % 64, 0);
     assert_int_equal(first + n, 1000001);
+    /* rows of 10 float32: parts of lcm(16, 10) = 80 elements, 8 rows */
+    kvs__wire_part(100, 4, 10, 3, 0, &first, &n);
+    assert_int_equal(n, 80);
+    kvs__wire_part(100, 4, 10, 3, 1, &first, &n);
+    assert_int_equal(first, 80);
+    assert_int_equal(n, 20);
+    kvs__wire_part(100, 4, 10, 3, 2, &first, &n);
+    assert_int_equal(n, 0);
+    /* rows of 3 float64 (24 bytes): 24 elements a part, 8 rows each */
+    kvs__wire_part(3000, 8, 3, 4, 1, &first, &n);
+    assert_int_equal(first % 24, 0);
+    assert_int_equal(n % 3, 0);
+    assert_int_equal(kvs__wire_row(2, (const int64_t[]){ 10, 7 }), 7);
+    assert_int_equal(kvs__wire_row(3, (const int64_t[]){ 4, 3, 5 }), 15);
+    assert_int_equal(kvs__wire_row(1, (const int64_t[]){ 10 }), 1);
+    assert_int_equal(kvs__wire_row(2, (const int64_t[]){ 0, 7 }), 1);
     /* part 1 of 3 of 100 float32: 48 elements */
     m.data = v;
     m.len = 48 * 4;

@@ -285,7 +285,8 @@ static int send_part(struct daemon *d, struct round *rd, int p, const void **in,
     if (m.pieces) {
         unsigned char *q = sum;
 
-        /* lo is a multiple of 16 float32 (kvs__wire_part): a whole word. */
+        /* lo is a multiple of 16 float32 (kvs__wire_part, rows or not): a
+         * whole word. */
         for (int w = 0; w < d->nworkers; w++)
             if (rd->contrib[w]) {
                 const uint32_t *words = rd->contrib[w]->coded;

@@ -86,12 +86,38 @@ void kvs__wire_msg_encode(int type, const struct kvs__wire_msg *m, void *buf)
     memcpy(p + MS_SHAPE + 8 * (size_t)m->ndim, m->key.name ? m->key.name : "", klen);
 }
 
-void kvs__wire_part(uint64_t count, uint64_t esize, uint32_t nparts, uint32_t part,
-                    uint64_t *first, uint64_t *n)
+static uint64_t gcd_u64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+uint64_t kvs__wire_row(int ndim, const int64_t *shape)
+{
+    uint64_t row = 1;
+
+    if (ndim < 2 || shape[0] <= 0)
+        return 1;
+    for (int i = 1; i < ndim; i++)
+        if (shape[i] <= 0 || __builtin_mul_overflow(row, (uint64_t)shape[i], &row))
+            return 1;
+    return row;
+}
+
+void kvs__wire_part(uint64_t count, uint64_t esize, uint64_t row, uint32_t nparts,
+                    uint32_t part, uint64_t *first, uint64_t *n)
 {
     uint64_t align = esize && esize < 64 ? 64 / esize : 1;
     uint64_t per = nparts ? (count + nparts - 1) / nparts : count;
 
+    /* lcm(align, row); a row so long that it overflows is a part alone. */
+    if (row > 1 && (__builtin_mul_overflow(align / gcd_u64(align, row), row, &align)))
+        align = count ? count : 1;
     per = (per + align - 1) / align * align;
     *first = (uint64_t)part * per < count ? (uint64_t)part * per : count;
     *n = count - *first < per ? count - *first : per;
@@ -324,7 +350,8 @@ static inline int msg_check_data(int type, const unsigned char *b, uint8_t flags
     if (t->nparts) {                   /* the data is the part's range */
         uint64_t first;
 
-        kvs__wire_part(count, esize, t->nparts, t->part, &first, &count);
+        kvs__wire_part(count, esize, kvs__wire_row(t->ndim, t->shape), t->nparts, t->part,
+                       &first, &count);
     }
     t->data = b + data_off(t->ndim, klen);
     if (flags & MF_2BIT) {

@@ -50,12 +50,19 @@ struct kvs__wire_msg {
 };
 
 /* Part `part` of a key of count elements of esize bytes split in nparts
- * (>= 1): elements [*first, *first + *n). Parts but the last have the same
- * number of elements, rounded up to 64 bytes' worth, so that each starts
- * on a cache line of the value and (float32) on a 2bit word; trailing
- * parts may be empty. */
-void kvs__wire_part(uint64_t count, uint64_t esize, uint32_t nparts, uint32_t part,
-                    uint64_t *first, uint64_t *n);
+ * (>= 1), whose rows are row elements each (kvs__wire_row): elements
+ * [*first, *first + *n). Parts but the last have the same number of
+ * elements, rounded up to a multiple of both 64 bytes' worth and a row,
+ * so that each starts on a cache line of the value, (float32) on a 2bit
+ * word, and on a row, which so has one owner (its update and its
+ * optimizer state live there: a row-sparse push's rows go to one host);
+ * trailing parts may be empty. */
+void kvs__wire_part(uint64_t count, uint64_t esize, uint64_t row, uint32_t nparts,
+                    uint32_t part, uint64_t *first, uint64_t *n);
+/* The elements of one row of a value of shape[0..ndim): 1 for a scalar or
+ * a vector (an element is a row), else the product of the other extents
+ * (1 when the value is empty). */
+uint64_t kvs__wire_row(int ndim, const int64_t *shape);
 
 /* A piece: the threshold (a float's bits), 4 zero bytes, then the value's
  * kvs__gc_2bit_words(count) words as compress.c writes them, zeros to the
