@@ -406,6 +406,13 @@ static void wire_one(const uint8_t *msg, size_t size)
             CHECK(m.part < m.nparts && m.nparts <= KVS__HOSTS_MAX
                   && (type == KVS__FRAME_PARTIAL || type == KVS__FRAME_VALUE
                       || type == KVS__FRAME_FORWARD));
+        if (m.rows) {                  /* ids ascending, ids and rows inside the data */
+            CHECK(!m.pieces && m.ndim >= 1 && (const uint8_t *)m.ids == pl + body + 8);
+            CHECK((const uint8_t *)m.row_data == (const uint8_t *)m.ids + 8 * m.nnz
+                  && (const uint8_t *)m.row_data <= pl + plen);
+            for (uint64_t j = 1; j < m.nnz; j++)
+                CHECK(m.ids[j] > m.ids[j - 1]);
+        }
         if (m.pieces) {
             uint64_t count = 1, first;
 

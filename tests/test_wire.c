@@ -329,6 +329,104 @@ static void test_states(void **state)
                                           &got, &e), KVS_EPROTO);
 }
 
+/* Encodes m (a rows message of nnz rows of 3 float32 at ids, values
+ * from 0.5 on) as type into buf; returns its payload's bytes. */
+static size_t rows_msg(int type, struct kvs__wire_msg *m, uint64_t nnz, const int64_t *ids,
+                       unsigned char *buf)
+{
+    size_t body = kvs__wire_msg_bytes(m);
+    float *rows;
+
+    m->rows = 1;
+    m->len = kvs__wire_rows_bytes(nnz, 3 * 4);
+    kvs__wire_msg_encode(type, m, buf);
+    rows = kvs__wire_rows_put(buf + body, nnz, ids);
+    for (uint64_t i = 0; i < 3 * nnz; i++)
+        rows[i] = 0.5f + (float)i;
+    return body + m->len;
+}
+
+/* Rows messages: a PARTIAL's and a VALUE's rows (with "the rest is zero")
+ * round-trip, of a whole key and of a part, whose rows are the part's;
+ * ids out of order, repeated or out of range, a count past the rows, a
+ * length that is not theirs, rows in a FORWARD, 2bit rows and a PARTIAL
+ * saying the rest is zero are refused. */
+static void test_rows_msgs(void **state)
+{
+    struct kvs__wire_msg m = { .dtype = KVS_FLOAT32, .ndim = 2, .shape = { 10, 3 }, .a = 2,
+                               .key = KVS_INT_KEY(9) }, got;
+    unsigned char buf[4096];
+    int64_t ids[] = { 1, 4, 9 };
+    struct kvs__err e;
+    size_t len;
+
+    (void)state;
+    len = rows_msg(KVS__FRAME_PARTIAL, &m, 3, ids, buf);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, len, &got, &e), 0);
+    assert_int_equal(got.rows, 1);
+    assert_int_equal(got.rest_zero, 0);
+    assert_int_equal(got.nnz, 3);
+    assert_int_equal(got.ids[2], 9);
+    assert_true(((const float *)got.row_data)[8] == 8.5f);
+    m.rest_zero = 1;
+    len = rows_msg(KVS__FRAME_VALUE, &m, 0, ids, buf);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_VALUE, buf, len, &got, &e), 0);
+    assert_int_equal(got.rest_zero, 1);
+    assert_int_equal(got.nnz, 0);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, len, &got, &e), KVS_EPROTO);
+    m.rest_zero = 0;
+    /* part 1 of 3 of (100, 3) float32: 100 elements a part rounded up to
+     * lcm(16, 3) = 48: 144, rows [48, 96) */
+    m.shape[0] = 100;
+    m.part = 1;
+    m.nparts = 3;
+    {
+        int64_t in[] = { 48, 95 }, low[] = { 47, 60 }, high[] = { 60, 96 };
+
+        len = rows_msg(KVS__FRAME_VALUE, &m, 2, in, buf);
+        assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_VALUE, buf, len, &got, &e), 0);
+        len = rows_msg(KVS__FRAME_VALUE, &m, 2, low, buf);
+        assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_VALUE, buf, len, &got, &e),
+                         KVS_EPROTO);
+        assert_non_null(strstr(e.msg, "row id 47"));
+        len = rows_msg(KVS__FRAME_VALUE, &m, 2, high, buf);
+        assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_VALUE, buf, len, &got, &e),
+                         KVS_EPROTO);
+    }
+    m.shape[0] = 10;
+    m.part = m.nparts = 0;
+    {
+        const int64_t bad[][3] = { { 4, 1, 9 }, { 1, 1, 9 }, { -1, 4, 9 }, { 1, 4, 10 } };
+
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            len = rows_msg(KVS__FRAME_PARTIAL, &m, 3, bad[i], buf);
+            assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, len, &got, &e),
+                             KVS_EPROTO);
+            assert_non_null(strstr(e.msg, "row id"));
+        }
+    }
+    /* 11 rows of a key of 10; a byte short */
+    {
+        int64_t many[11];
+
+        for (int i = 0; i < 11; i++)
+            many[i] = i;
+        len = rows_msg(KVS__FRAME_PARTIAL, &m, 11, many, buf);
+        assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, len, &got, &e),
+                         KVS_EPROTO);
+    }
+    len = rows_msg(KVS__FRAME_PARTIAL, &m, 3, ids, buf);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, len - 1, &got, &e),
+                     KVS_EPROTO);
+    /* rows where they make no sense: a FORWARD; 2bit rows */
+    len = rows_msg(KVS__FRAME_FORWARD, &m, 3, ids, buf);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_FORWARD, buf, len, &got, &e), KVS_EPROTO);
+    assert_non_null(strstr(e.msg, "rows out of place"));
+    len = rows_msg(KVS__FRAME_PARTIAL, &m, 3, ids, buf);
+    buf[0] |= 4;                       /* MF_2BIT */
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, len, &got, &e), KVS_EPROTO);
+}
+
 /* The most a message may carry within what a job declared: room for the
  * longest body, and the data each type carries; saturated at the head's
  * limit. */
@@ -353,6 +451,11 @@ static void test_bounds(void **state)
                      body + 1024 * kvs__wire_piece_bytes(1024));
     assert_int_equal(kvs__wire_msg_max(KVS__FRAME_FORWARD, &b), body + 4096);
     assert_int_equal(kvs__wire_msg_max(KVS__FRAME_VALUE, &b), body + 4096);
+    /* rows of a key of 64 rows: the value and 8 bytes an id, and the count */
+    b.rows = 64;
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_VALUE, &b), body + 4096 + 8 + 8 * 64);
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_FORWARD, &b), body + 4096);
+    b.rows = 0;
     /* a text, a state file, nothing */
     b.value = 16;
     assert_int_equal(kvs__wire_msg_max(KVS__FRAME_DONE, &b), body + KVS__WIRE_TEXT_MAX);
@@ -383,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_pieces),
         cmocka_unit_test(test_states),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_rows_msgs),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
