@@ -121,6 +121,7 @@ static void round_over(struct daemon *d, struct round *rd)
     rd->xstatus = 0;
     memset(rd->pgot, 0, (size_t)rd->nparts);
     rd->inflight = 0;
+    xrows_free(rd);                    /* every part of it is applied: its rows are done */
     rounds_finish(d, rd, status, msg);
 }
 
