@@ -6,7 +6,8 @@
 # rows bit-identical; a round of dense and row-sparse pushes; then
 # (scenario hosts) compact pulls and row-sparse pushes of a small key and
 # of a key split over the hosts, by value; lazy adam and sgd on the split
-# key, one round with rows in one host's range only. dist_async refuses
+# key, one round with rows in one host's range only, and adam with
+# lazy_update=0 (every row as a local store's). dist_async refuses
 # row-sparse pushes across hosts with KVS_ENOTSUP, changing nothing.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
