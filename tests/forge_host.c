@@ -207,6 +207,12 @@ int main(int argc, char **argv)
         m.shape[0] = 2048;
         m.len = 8192;
         send_msg(fd, KVS__FRAME_PARTIAL, &m, 0, 0);
+    } else if (strcmp(mode, "rows") == 0) {
+        /* Rows of key 3 whose count (0: the data is zeros) is not their
+         * 32 bytes. */
+        m.rows = 1;
+        m.len = kvs__wire_rows_bytes(2, 4);
+        send_msg(fd, KVS__FRAME_PARTIAL, &m, 0, 0);
     } else if (strcmp(mode, "unknown") == 0) {
         m.key = KVS_INT_KEY(9);
         m.shape[0] = 4;

@@ -406,13 +406,21 @@ static void wire_one(const uint8_t *msg, size_t size)
             CHECK(m.part < m.nparts && m.nparts <= KVS__HOSTS_MAX
                   && (type == KVS__FRAME_PARTIAL || type == KVS__FRAME_VALUE
                       || type == KVS__FRAME_FORWARD));
+        if (m.rows) {                  /* ids ascending, ids and rows inside the data */
+            CHECK(!m.pieces && m.ndim >= 1 && (const uint8_t *)m.ids == pl + body + 8);
+            CHECK((const uint8_t *)m.row_data == (const uint8_t *)m.ids + 8 * m.nnz
+                  && (const uint8_t *)m.row_data <= pl + plen);
+            for (uint64_t j = 1; j < m.nnz; j++)
+                CHECK(m.ids[j] > m.ids[j - 1]);
+        }
         if (m.pieces) {
             uint64_t count = 1, first;
 
             for (int i = 0; i < m.ndim; i++)
                 count *= (uint64_t)m.shape[i];
             if (m.nparts)
-                kvs__wire_part(count, 4, m.nparts, m.part, &first, &count);
+                kvs__wire_part(count, 4, kvs__wire_row(m.ndim, m.shape), m.nparts, m.part,
+                               &first, &count);
             CHECK(m.dtype == KVS_FLOAT32 && m.len == m.pieces * kvs__wire_piece_bytes(count));
             for (uint32_t i = 0; i < m.pieces; i++) {
                 const uint32_t *words;

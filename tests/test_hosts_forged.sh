@@ -3,7 +3,8 @@
 # (tests/forge_host, as host 1 of a two-host job whose host 0 runs one
 # worker, tests/forge_worker, which inits key 3 of 4,096 bytes and key 5
 # of 65,536): a frame whose head claims 1 TiB, a frame of key 3 as 8,192
-# bytes, a frame of a key the job never declared. Each time host 0's kvsd
+# bytes, a frame of a key the job never declared, a rows frame of key 3
+# whose count of rows is not its length. Each time host 0's kvsd
 # refuses the frame with the job failed naming the host and the sizes,
 # within the deadline, the worker and the forged host both told; the
 # 1 TiB frame under a 4 GiB address-space limit, so that an attempt to
@@ -80,4 +81,6 @@ forged over "host 1 (127.0.0.1) broke the protocol: a partial of 8192 bytes for 
 tap $? "a forged frame of key 3 bigger than key 3 fails the job naming the host and both sizes"
 forged unknown "host 1 (127.0.0.1) broke the protocol: a partial of 16 bytes for key 9, which this job has not declared here"
 tap $? "a forged frame of a key the job never declared fails the job naming the host"
+forged rows "host 1 (127.0.0.1) broke the protocol: partial: 0 rows in 32 bytes, of 1024 rows of 4 bytes"
+tap $? "a forged rows frame whose count is not its length fails the job naming the host"
 hosts_done

@@ -1,10 +1,14 @@
 #!/bin/bash
 # Description: row-sparse calls in jobs across hosts (2 hosts x 2 workers,
-# sockets over loopback; tests/dist_rows hosts): compact pulls on every
-# host of a small key and of a key split over the hosts, after dense
-# rounds whose rows every host pushes, checked by value against each
-# worker's reference; a row-sparse push and pushpull refused with
-# KVS_ENOTSUP, naming why, and changing nothing; the same in dist_async.
+# sockets over loopback; tests/dist_rows): dist_sync row-sparse sums of
+# overlapping and repeated rows, empty pushes, sgd; lazy sgd (momentum,
+# wd) and adam against a local store given every worker's rows, absent
+# rows bit-identical; a round of dense and row-sparse pushes; then
+# (scenario hosts) compact pulls and row-sparse pushes of a small key and
+# of a key split over the hosts, by value; lazy adam and sgd on the split
+# key, one round with rows in one host's range only, and adam with
+# lazy_update=0 (every row as a local store's). dist_async refuses
+# row-sparse pushes across hosts with KVS_ENOTSUP, changing nothing.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 # shellcheck source=tests/lib.sh
@@ -14,6 +18,9 @@ set -u
 
 use_transport socket
 prog="$bld/tests/dist_rows"
+job "2 2" sums
+job "2 2" lazy
+job "2 2" mixed
 job "2 2" hosts
 job "1 2" hosts dist_async
 hosts_done

@@ -37,11 +37,12 @@ ctl() {
 # Each host sends every part it does not own (PARTIAL) and the value of each
 # part it owns to the other host (VALUE): all 8,389,600 bytes either way.
 # At 3 hosts keys 0 and 2 are host 1's, key 1 host 2's; big is 9 parts of
-# 233,024 values (2,097,152 / 9 rounded up to 16), the last of 232,960:
-# frames of 932,192 and 931,936. Host 1 owns parts 0-2, host 2 parts 3-5,
-# host 0 parts 6-8: owned 2,796,320 (host 0), 2,796,696 (1), 2,796,680 (2),
+# whole rows: 228 rows, 233,472 values (2,097,152 / 9 rounded up to a
+# multiple of 16 values and of a row, 1,024), the last of 224 rows, 229,376:
+# frames of 933,984 and 917,600. Host 1 owns parts 0-2, host 2 parts 3-5,
+# host 0 parts 6-8: owned 2,785,568 (host 0), 2,802,072 (1), 2,802,056 (2),
 # 8,389,696 in all; each host sends all it does not own plus twice what it
-# owns: 11,186,016, 11,186,392, 11,186,376; the mean 11,186,261.3. Frames:
+# owns: 11,175,264, 11,191,768, 11,191,752; the mean 11,186,261.3. Frames:
 # 11 in all; a host sends the 11 - k it does not own and 2k values of its
 # k: host 0 (k = 3) 14, hosts 1 and 2 (k = 4, a small key each) 15.
 shapes=$rt/three.txt
@@ -56,9 +57,9 @@ tap $st "plan, 2 hosts: each host sends and receives 8,389,600 bytes, 10 parts, 
 ctl plan3 plan --hosts 2,3 --shapes "$shapes" --per-host
 st=$ctl_rc
 row=$(awk '$1 == 3 && NF == 9 { print $2, $3, $4, $5, $6 }' "$rt/plan3.out")
-[ "$row" = "11 2 11186392 11186261 1.000" ] || { echo "# row: $row"; st=1; }
-for want in "0 0 3 2796320 11186016 11186016 14 14 big" "1 1 3 2796696 11186392 11186392 15 15 big" \
-    "2 1 3 2796680 11186376 11186376 15 15 big"; do
+[ "$row" = "11 2 11191768 11186261 1.000" ] || { echo "# row: $row"; st=1; }
+for want in "0 0 3 2785568 11175264 11175264 14 14 big" "1 1 3 2802072 11191768 11191768 15 15 big" \
+    "2 1 3 2802056 11191752 11191752 15 15 big"; do
     grep -q "^ *$(echo "$want" | sed 's/ /  */g')\$" "$rt/plan3.out" || { echo "# no host line '$want'"; st=1; }
 done
 tap $st "plan, 3 hosts: each host's owned, sent and received bytes and frames, to the byte"
@@ -77,19 +78,20 @@ grep -q '"hosts": 2, .*"busiest_bytes": 8389600, ' "$rt/json.out" || st=1
 tap $st "plan: link rates in bits and bytes, --shared-link, --json"
 
 # ResNet-50's 161 tensors at 64 hosts: kvsd's 4 MiB split bound leaves the
-# 4 MiB convs whole, and the hosts that own one carry 2.3 times the mean:
+# 4 MiB convs whole, and the hosts that own one carry 2.3 times the mean
+# (the split keys cut between rows, as kvsd cuts them):
 # recorded here as it is. Keys split from 64 KiB in parts of 16 KiB would
 # bring it under 1.1.
 resnet=$top_srcdir/bench/shapes/resnet50.txt
 ctl resnet plan --hosts 8,64 --shapes "$resnet"
 st=$ctl_rc
 imb=$(awk '$1 == 64 { print $3, $6 }' "$rt/resnet.out")
-[ "$imb" = "63 2.339" ] || { echo "# 64 hosts: conns, imbalance $imb"; st=1; }
+[ "$imb" = "63 2.340" ] || { echo "# 64 hosts: conns, imbalance $imb"; st=1; }
 grep -q '^model: .*: 161 tensors, 25557032 float32 values' "$rt/resnet.out" || st=1
 ctl whatif plan --hosts 64 --shapes "$resnet" --split 64K --part 16K
 imb=$(awk '$1 == 64 { print $6 }' "$rt/whatif.out")
 awk -v i="$imb" 'BEGIN { exit !(i > 0 && i <= 1.1) }' || { echo "# what if: $imb"; st=1; }
-tap $st "plan, ResNet-50 at 64 hosts: imbalance 2.339 with kvsd's bounds, $imb split from 64 KiB"
+tap $st "plan, ResNet-50 at 64 hosts: imbalance 2.340 with kvsd's bounds, $imb split from 64 KiB"
 
 st=0
 printf 'a 2x3\nb 3xq\n' >"$rt/bad.txt"

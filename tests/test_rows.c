@@ -831,6 +831,138 @@ static void test_engine_push_rows(void **state)
     kvs_close(kv);
 }
 
+/* The rows of in[0..k) that lie in [lo, hi), copied into data and idx
+ * (room for every row), as out[0..k). */
+static void rows_in_range(const struct kvs__rows_in *in, int k, int64_t lo, int64_t hi,
+                          float *data, int64_t *idx, struct kvs__rows_in *out)
+{
+    for (int i = 0, at = 0; i < k; i++) {
+        out[i] = (struct kvs__rows_in){ data + at * C, idx + at, 0 };
+        for (int64_t j = 0; j < in[i].nnz; j++)
+            if (in[i].idx[j] >= lo && in[i].idx[j] < hi) {
+                memcpy(data + at * C, (const float *)in[i].data + j * C, sizeof(float) * C);
+                idx[at++] = in[i].idx[j];
+                out[i].nnz++;
+            }
+    }
+}
+
+/* kvs__engine_push_rows_range: the pushes of a round's rows split in two
+ * ranges, each with the round's step, leave the value and the state bit
+ * for bit as one push of all the rows does, for every update rule (an
+ * owner whose range got no row counts the step too); a row outside the
+ * range, a bad range and an updater are refused, changing nothing. */
+static void test_engine_push_rows_range(void **state)
+{
+    const char *specs[] = { NULL, "sgd lr=0.1 momentum=0.9 wd=0.01",
+                            "adam lr=0.01 beta1=0.8 wd=0.02", "adam lr=0.05 wd=0.01 lazy_update=0",
+                            "sgd lr=0.2 momentum=0.5 wd=0.1 lazy_update=0" };
+    float d0[3 * C], d1[2 * C];
+    int64_t i0[] = { 3, 1, 3 }, i1[] = { 1, 2 };
+    struct kvs__rows_in in[2] = { { d0, i0, 3 }, { d1, i1, 2 } };
+
+    (void)state;
+    fill_w(d0, 3 * C, 0.4f);
+    fill_w(d1, 2 * C, -0.9f);
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
+        kvs_t *a = new_store("local"), *b = new_store("local");
+        float w[N], wa[N], wb[N], sa[N], sb[N];
+        struct kvs__entry_info ia, ib;
+        struct kvs__err e = { 0, "" };
+        enum kvs__rows_rule want = !specs[s] ? KVS__ROWS_ASSIGN
+                                   : strstr(specs[s], "lazy_update=0") ? KVS__ROWS_DENSE
+                                                                       : KVS__ROWS_LAZY;
+
+        fill_w(w, N, 1.25f);
+        init_f32(a, 1, w);
+        init_f32(b, 1, w);
+        if (specs[s]) {
+            OK(kvs_set_optimizer(a, specs[s]));
+            OK(kvs_set_optimizer(b, specs[s]));
+        }
+        assert_int_equal(kvs__engine_rows_rule(b->eng), want);
+        OK(kvs__engine_lookup(a->eng, IK(1), &ia, &e));
+        OK(kvs__engine_lookup(b->eng, IK(1), &ib, &e));
+        for (uint64_t round = 1; round <= 2; round++) {
+            /* rows [0, 4) hold every pushed row; [4, 10) none */
+            const int64_t cut[] = { 0, 4, R };
+
+            OK(kvs__engine_push_rows(a->eng, ia.entry, 2, in, &e));
+            for (int r = 0; r < 2; r++) {
+                float data[5 * C];
+                int64_t idx[5];
+                struct kvs__rows_in part[2];
+
+                rows_in_range(in, 2, cut[r], cut[r + 1], data, idx, part);
+                OK(kvs__engine_push_rows_range(b->eng, ib.entry, 2, part, cut[r],
+                                               cut[r + 1] - cut[r], round, &e));
+            }
+            pull_f32(a, 1, wa);
+            pull_f32(b, 1, wb);
+            assert_memory_equal(wa, wb, sizeof wa);
+            for (int buf = 0; buf < 2; buf++) {
+                state_buf(a, 1, buf, sa);
+                state_buf(b, 1, buf, sb);
+                assert_memory_equal(sa, sb, sizeof sa);
+            }
+            if (specs[s])
+                assert_int_equal(kvs__engine_steps(b->eng, ib.entry), round);
+        }
+        if (want == KVS__ROWS_LAZY)    /* rows 0 and 4..9 never pushed */
+            assert_memory_equal(wb + 4 * C, w + 4 * C, sizeof(float) * 6 * C);
+        if (want == KVS__ROWS_ASSIGN)
+            for (int x = 4 * C; x < N; x++)
+                assert_true(wb[x] == 0.0f);
+        {
+            struct snap before;
+
+            take(b, 1, &before);
+            /* row 3 outside [4, 10); a range past the key */
+            EXPECT_RC(kvs__engine_push_rows_range(b->eng, ib.entry, 2, in, 4, 6, 3, &e),
+                      KVS_ERANGE);
+            assert_non_null(strstr(e.msg, "outside rows"));
+            EXPECT_RC(kvs__engine_push_rows_range(b->eng, ib.entry, 2, in, 4, 7, 3, &e),
+                      KVS_EBADARG);
+            expect_same(b, 1, &before);
+        }
+        kvs_close(a);
+        kvs_close(b);
+    }
+}
+
+/* ASSIGN over a range: the range's absent rows become zero, rows outside
+ * the range keep their values; an updater takes whole keys only. */
+static void test_engine_push_rows_range_assign(void **state)
+{
+    kvs_t *kv = new_store("local");
+    float w[N], got[N], d[2 * C];
+    int64_t idx[] = { 7, 5 };
+    struct kvs__rows_in in = { d, idx, 2 };
+    struct kvs__entry_info info;
+    struct kvs__err e = { 0, "" };
+    struct seen seen = { 0 };
+
+    (void)state;
+    fill_w(w, N, 3.0f);
+    fill_w(d, 2 * C, -1.5f);
+    init_f32(kv, 1, w);
+    OK(kvs__engine_lookup(kv->eng, IK(1), &info, &e));
+    OK(kvs__engine_push_rows_range(kv->eng, info.entry, 1, &in, 4, 4, 0, &e));
+    pull_f32(kv, 1, got);
+    for (int x = 0; x < N; x++) {
+        int row = x / C;
+        float want = row < 4 || row >= 8 ? w[x] : row == 7 ? d[x % C]
+                     : row == 5 ? d[C + x % C] : 0.0f;
+
+        assert_true(got[x] == want);
+    }
+    OK(kvs_set_updater(kv, record, &seen));
+    EXPECT_RC(kvs__engine_push_rows_range(kv->eng, info.entry, 1, &in, 4, 4, 0, &e),
+              KVS_EBADARG);
+    assert_int_equal(seen.calls, 0);
+    kvs_close(kv);
+}
+
 /* The device type takes row-sparse values for keys it keeps on the host
  * (no GPU seen), and refuses keys on a GPU with KVS_ENOTSUP. */
 static void test_device_type(void **state)
@@ -953,6 +1085,8 @@ int main(void)
         CASE(test_statefile_after_lazy_updates),
         CASE(test_pushpull_row_sparse),
         CASE(test_engine_push_rows),
+        CASE(test_engine_push_rows_range),
+        CASE(test_engine_push_rows_range_assign),
         CASE(test_device_type),
         CASE(test_union_sum_compact),
         CASE(test_sort_unique),

@@ -93,33 +93,39 @@ static void test_host_range(void **state)
     (void)state;
     assert_int_equal(kvs__shard_owner(&four, KVS_INT_KEY(7)), 3);
     for (int h = 0; h < 4; h++) {
-        assert_int_equal(kvs__shard_host_range(&four, KVS_INT_KEY(7), 2621440, 4, h, &f, &c), 1);
+        assert_int_equal(kvs__shard_host_range(&four, KVS_INT_KEY(7), 2621440, 4, 1, h, &f, &c), 1);
         assert_int_equal(f, first[h]);
         assert_int_equal(c, n[h]);
     }
     /* a key not split: no range, nothing written */
     f = c = 99;
-    assert_int_equal(kvs__shard_host_range(&four, KVS_INT_KEY(7), MIB, 4, 0, &f, &c), 0);
+    assert_int_equal(kvs__shard_host_range(&four, KVS_INT_KEY(7), MIB, 4, 1, 0, &f, &c), 0);
     assert_int_equal(f, 99);
     assert_int_equal(c, 99);
 }
 
 /* Every part of a key has one owner, who owns exactly the elements
- * host_range says: the hosts' ranges cover the key once, part by part. */
+ * host_range says: the hosts' ranges cover the key once, part by part;
+ * a key of rows is cut between rows only, so each row has one owner. */
 static void test_one_owner_each(void **state)
 {
     static const uint64_t counts[] = { 1, 1048576, 1048577, 2359296, 2621440, 2048000,
                                        4194304 + 3, 25000000 };
     static const size_t sizes[] = { 4, 8, 2 };
+    static const uint64_t rows[] = { 1, 3, 32, 100, 1000 };
 
     (void)state;
     for (int nh = 1; nh <= 9; nh++) {
         struct kvs__shard s = KVS__SHARD(nh);
 
         for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
-            for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
+            for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++)
+            for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
                 kvs_key_t key = KVS_INT_KEY((int64_t)(i * 31 + j));
-                uint64_t count = counts[i], covered = 0;
+                uint64_t count = counts[i], covered = 0, row = rows[r];
+
+                if (count % row != 0)
+                    continue;
                 int np = kvs__shard_parts(&s, count * sizes[j]);
                 int owner = kvs__shard_owner(&s, key), nowned[9] = { 0 };
 
@@ -130,15 +136,17 @@ static void test_one_owner_each(void **state)
 
                     assert_in_range(o, 0, nh - 1);
                     nowned[o]++;
-                    kvs__wire_part(count, sizes[j], (uint32_t)np, (uint32_t)p, &pf, &pn);
+                    kvs__wire_part(count, sizes[j], row, (uint32_t)np, (uint32_t)p, &pf, &pn);
                     covered += pn;
+                    assert_int_equal(pf % row, 0);
+                    assert_int_equal(pn % row, 0);
                     if (np == 1) {
                         assert_int_equal(o, owner);
                         continue;
                     }
                     /* the part lies in its owner's range and no other host's */
                     for (int h = 0; h < nh; h++) {
-                        assert_int_equal(kvs__shard_host_range(&s, key, count, sizes[j], h,
+                        assert_int_equal(kvs__shard_host_range(&s, key, count, sizes[j], row, h,
                                                                 &hf, &hn), 1);
                         if (pn > 0)
                             assert_int_equal(h == o, pf >= hf && pf + pn <= hf + hn);

@@ -145,14 +145,15 @@ static void test_challenge_proof_verdict(void **state)
 /* A round's 2bit pieces: two of a 20-value key round-trip with their
  * thresholds and words; a bad threshold, a stray byte, a piece too many
  * or a dtype other than float32 is refused. */
-/* A big key's parts: each a 64-byte-aligned range; the last takes the
- * rest; a message of a part carries exactly that part's data, and parts
- * are refused where they make no sense. */
+/* A big key's parts: each a 64-byte-aligned range of whole rows; the
+ * last takes the rest; a message of a part carries exactly that part's
+ * data (its rows' elements), and parts are refused where they make no
+ * sense. */
 static void test_parts(void **state)
 {
     uint64_t first, n, at = 0;
     float v[48] = { 0 };
-    struct kvs__wire_msg m = { .dtype = KVS_FLOAT32, .ndim = 2, .shape = { 10, 10 }, .a = 1,
+    struct kvs__wire_msg m = { .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 100 }, .a = 1,
                                .key = KVS_INT_KEY(5), .part = 1, .nparts = 3 }, got;
     unsigned char buf[512];
     size_t body;
@@ -160,17 +161,33 @@ static void test_parts(void **state)
 
     (void)state;
     for (uint32_t p = 0; p < 3; p++) {  /* 100 float32: 48, 48, 4 */
-        kvs__wire_part(100, 4, 3, p, &first, &n);
+        kvs__wire_part(100, 4, 1, 3, p, &first, &n);
         assert_int_equal(first, at);
         assert_int_equal(n, p < 2 ? 48 : 4);
         at += n;
     }
-    kvs__wire_part(5, 8, 4, 3, &first, &n);   /* float64: 8 per part, the last ones empty */
+    kvs__wire_part(5, 8, 1, 4, 3, &first, &n);   /* float64: 8 per part, the last ones empty */
     assert_int_equal(first, 5);
     assert_int_equal(n, 0);
-    kvs__wire_part(1000001, 1, 2, 1, &first, &n);
+    kvs__wire_part(1000001, 1, 1, 2, 1, &first, &n);
     assert_int_equal(first % 64, 0);
     assert_int_equal(first + n, 1000001);
+    /* rows of 10 float32: parts of lcm(16, 10) = 80 elements, 8 rows */
+    kvs__wire_part(100, 4, 10, 3, 0, &first, &n);
+    assert_int_equal(n, 80);
+    kvs__wire_part(100, 4, 10, 3, 1, &first, &n);
+    assert_int_equal(first, 80);
+    assert_int_equal(n, 20);
+    kvs__wire_part(100, 4, 10, 3, 2, &first, &n);
+    assert_int_equal(n, 0);
+    /* rows of 3 float64 (24 bytes): 24 elements a part, 8 rows each */
+    kvs__wire_part(3000, 8, 3, 4, 1, &first, &n);
+    assert_int_equal(first % 24, 0);
+    assert_int_equal(n % 3, 0);
+    assert_int_equal(kvs__wire_row(2, (const int64_t[]){ 10, 7 }), 7);
+    assert_int_equal(kvs__wire_row(3, (const int64_t[]){ 4, 3, 5 }), 15);
+    assert_int_equal(kvs__wire_row(1, (const int64_t[]){ 10 }), 1);
+    assert_int_equal(kvs__wire_row(2, (const int64_t[]){ 0, 7 }), 1);
     /* part 1 of 3 of 100 float32: 48 elements */
     m.data = v;
     m.len = 48 * 4;
@@ -312,6 +329,104 @@ static void test_states(void **state)
                                           &got, &e), KVS_EPROTO);
 }
 
+/* Encodes m (a rows message of nnz rows of 3 float32 at ids, values
+ * from 0.5 on) as type into buf; returns its payload's bytes. */
+static size_t rows_msg(int type, struct kvs__wire_msg *m, uint64_t nnz, const int64_t *ids,
+                       unsigned char *buf)
+{
+    size_t body = kvs__wire_msg_bytes(m);
+    float *rows;
+
+    m->rows = 1;
+    m->len = kvs__wire_rows_bytes(nnz, 3 * 4);
+    kvs__wire_msg_encode(type, m, buf);
+    rows = kvs__wire_rows_put(buf + body, nnz, ids);
+    for (uint64_t i = 0; i < 3 * nnz; i++)
+        rows[i] = 0.5f + (float)i;
+    return body + m->len;
+}
+
+/* Rows messages: a PARTIAL's and a VALUE's rows (with "the rest is zero")
+ * round-trip, of a whole key and of a part, whose rows are the part's;
+ * ids out of order, repeated or out of range, a count past the rows, a
+ * length that is not theirs, rows in a FORWARD, 2bit rows and a PARTIAL
+ * saying the rest is zero are refused. */
+static void test_rows_msgs(void **state)
+{
+    struct kvs__wire_msg m = { .dtype = KVS_FLOAT32, .ndim = 2, .shape = { 10, 3 }, .a = 2,
+                               .key = KVS_INT_KEY(9) }, got;
+    unsigned char buf[4096];
+    int64_t ids[] = { 1, 4, 9 };
+    struct kvs__err e;
+    size_t len;
+
+    (void)state;
+    len = rows_msg(KVS__FRAME_PARTIAL, &m, 3, ids, buf);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, len, &got, &e), 0);
+    assert_int_equal(got.rows, 1);
+    assert_int_equal(got.rest_zero, 0);
+    assert_int_equal(got.nnz, 3);
+    assert_int_equal(got.ids[2], 9);
+    assert_true(((const float *)got.row_data)[8] == 8.5f);
+    m.rest_zero = 1;
+    len = rows_msg(KVS__FRAME_VALUE, &m, 0, ids, buf);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_VALUE, buf, len, &got, &e), 0);
+    assert_int_equal(got.rest_zero, 1);
+    assert_int_equal(got.nnz, 0);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, len, &got, &e), KVS_EPROTO);
+    m.rest_zero = 0;
+    /* part 1 of 3 of (100, 3) float32: 100 elements a part rounded up to
+     * lcm(16, 3) = 48: 144, rows [48, 96) */
+    m.shape[0] = 100;
+    m.part = 1;
+    m.nparts = 3;
+    {
+        int64_t in[] = { 48, 95 }, low[] = { 47, 60 }, high[] = { 60, 96 };
+
+        len = rows_msg(KVS__FRAME_VALUE, &m, 2, in, buf);
+        assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_VALUE, buf, len, &got, &e), 0);
+        len = rows_msg(KVS__FRAME_VALUE, &m, 2, low, buf);
+        assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_VALUE, buf, len, &got, &e),
+                         KVS_EPROTO);
+        assert_non_null(strstr(e.msg, "row id 47"));
+        len = rows_msg(KVS__FRAME_VALUE, &m, 2, high, buf);
+        assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_VALUE, buf, len, &got, &e),
+                         KVS_EPROTO);
+    }
+    m.shape[0] = 10;
+    m.part = m.nparts = 0;
+    {
+        const int64_t bad[][3] = { { 4, 1, 9 }, { 1, 1, 9 }, { -1, 4, 9 }, { 1, 4, 10 } };
+
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            len = rows_msg(KVS__FRAME_PARTIAL, &m, 3, bad[i], buf);
+            assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, len, &got, &e),
+                             KVS_EPROTO);
+            assert_non_null(strstr(e.msg, "row id"));
+        }
+    }
+    /* 11 rows of a key of 10; a byte short */
+    {
+        int64_t many[11];
+
+        for (int i = 0; i < 11; i++)
+            many[i] = i;
+        len = rows_msg(KVS__FRAME_PARTIAL, &m, 11, many, buf);
+        assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, len, &got, &e),
+                         KVS_EPROTO);
+    }
+    len = rows_msg(KVS__FRAME_PARTIAL, &m, 3, ids, buf);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, len - 1, &got, &e),
+                     KVS_EPROTO);
+    /* rows where they make no sense: a FORWARD; 2bit rows */
+    len = rows_msg(KVS__FRAME_FORWARD, &m, 3, ids, buf);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_FORWARD, buf, len, &got, &e), KVS_EPROTO);
+    assert_non_null(strstr(e.msg, "rows out of place"));
+    len = rows_msg(KVS__FRAME_PARTIAL, &m, 3, ids, buf);
+    buf[0] |= 4;                       /* MF_2BIT */
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, len, &got, &e), KVS_EPROTO);
+}
+
 /* The most a message may carry within what a job declared: room for the
  * longest body, and the data each type carries; saturated at the head's
  * limit. */
@@ -336,6 +451,11 @@ static void test_bounds(void **state)
                      body + 1024 * kvs__wire_piece_bytes(1024));
     assert_int_equal(kvs__wire_msg_max(KVS__FRAME_FORWARD, &b), body + 4096);
     assert_int_equal(kvs__wire_msg_max(KVS__FRAME_VALUE, &b), body + 4096);
+    /* rows of a key of 64 rows: the value and 8 bytes an id, and the count */
+    b.rows = 64;
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_VALUE, &b), body + 4096 + 8 + 8 * 64);
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_FORWARD, &b), body + 4096);
+    b.rows = 0;
     /* a text, a state file, nothing */
     b.value = 16;
     assert_int_equal(kvs__wire_msg_max(KVS__FRAME_DONE, &b), body + KVS__WIRE_TEXT_MAX);
@@ -366,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_pieces),
         cmocka_unit_test(test_states),
         cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_rows_msgs),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

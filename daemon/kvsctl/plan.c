@@ -440,7 +440,8 @@ static void plan_hosts(const struct model *m, const struct plan_opts *o, int nh,
             int at = kvs__shard_part_owner(&s, owner, np, p);
             uint64_t first, n, b;
 
-            kvs__wire_part(t->count, ESIZE, (uint32_t)np, (uint32_t)p, &first, &n);
+            kvs__wire_part(t->count, ESIZE, kvs__wire_row(t->ndim, t->shape), (uint32_t)np,
+                           (uint32_t)p, &first, &n);
             b = head + n * ESIZE;
             load[at].own += b;
             load[at].own_frames++;

@@ -408,7 +408,8 @@ void colls_arrive(struct daemon *d, struct req *r)
      * size fails the init (init_value), and then no value is stored. */
     if (r->s.op == KVS__OP_INIT && !c->narrived && !c->value) {
         c->value_len = r->s.data_len;
-        hosts_expect(d, c->value_len);  /* before any host may send a value of it */
+        /* before any host may send a value of it, or rows */
+        hosts_expect(d, c->value_len, r->s.ndim > 0 ? (uint64_t)r->s.shape[0] : 0);
     }
     if (r->s.op == KVS__OP_INIT && r->s.data_len == c->value_len
         && d->workers[r->w].rank < c->value_rank) {

@@ -237,6 +237,8 @@ struct round {
     uint8_t *pgot;                     /* [nparts]: the part's value has come this round */
     struct xround *x;                  /* [nparts] where this host owns a part: the other
                                         * hosts' sums of the parts it owns; else NULL */
+    struct xrows *xr;                  /* sync across hosts: this host's sum of the open
+                                        * round's rows when a push is row-sparse (xrows.c) */
     uint64_t step_round, step;         /* sync: the round whose parts this host applies
                                         * as the optimizer's step `step` */
     uint64_t *fwd;                     /* async, where this host owns a part, [2 * hosts]:
@@ -348,6 +350,7 @@ struct round_ops {
 
 struct hosts;                          /* hosts.c */
 struct xround;                         /* xrounds.c */
+struct xrows;                          /* xrows.c */
 struct stq;                            /* states.c */
 
 struct daemon {

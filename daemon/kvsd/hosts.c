@@ -89,9 +89,10 @@ struct hosts {
 
     /* What the job lets another host send here (hosts_expect), written by
      * the serve thread, read by the links' thread at each frame's head:
-     * the largest key this host may be sent a value of, and the keys and
-     * their bytes in all, which bound a state file. They only grow. */
-    _Atomic uint64_t value_max, nkeys, key_bytes;
+     * the largest key this host may be sent a value of, the most rows a
+     * key has (a rows message carries their ids), and the keys and their
+     * bytes in all, which bound a state file. They only grow. */
+    _Atomic uint64_t value_max, rows_max, nkeys, key_bytes;
     uint64_t arena;                    /* the arena's bytes: the most an init's value has */
 };
 
@@ -314,6 +315,7 @@ static int link_bound(struct hosts *hx, int h, struct kvs__err *bad)
         .value = atomic_load(&hx->value_max),
         .pieces = l->nworkers,         /* their pieces are its workers' pushes */
         .states = states_max(atomic_load(&hx->nkeys), atomic_load(&hx->key_bytes)),
+        .rows = atomic_load(&hx->rows_max),
     };
     uint64_t max;
 
@@ -641,7 +643,7 @@ struct inmsg *hosts_take(struct daemon *d)
     return m;
 }
 
-void hosts_expect(struct daemon *d, uint64_t bytes)
+void hosts_expect(struct daemon *d, uint64_t bytes, uint64_t rows)
 {
     struct hosts *hx = d->hx;
     uint64_t max;
@@ -651,6 +653,11 @@ void hosts_expect(struct daemon *d, uint64_t bytes)
     max = atomic_load(&hx->value_max);
     if (bytes > max)
         atomic_store(&hx->value_max, bytes);
+    /* A key has no more rows than bytes: a worker's shape cannot raise
+     * the bound past its value's. */
+    rows = rows < bytes ? rows : bytes;
+    if (rows > atomic_load(&hx->rows_max))
+        atomic_store(&hx->rows_max, rows);
     atomic_fetch_add(&hx->nkeys, 1);
     max = atomic_load(&hx->key_bytes);
     atomic_store(&hx->key_bytes, bytes > UINT64_MAX - max ? UINT64_MAX : max + bytes);
@@ -660,6 +667,8 @@ void hosts_expect_any(struct daemon *d)
 {
     if (d->hx && atomic_load(&d->hx->value_max) < d->o.arena)
         atomic_store(&d->hx->value_max, d->o.arena);
+    if (d->hx && atomic_load(&d->hx->rows_max) < d->o.arena)
+        atomic_store(&d->hx->rows_max, d->o.arena);
 }
 
 /* The links, made for the job's hosts over transport tpc (d->hx's now),

@@ -36,13 +36,14 @@ void hosts_post(struct daemon *d, struct frame *f, int to);
 struct inmsg *hosts_take(struct daemon *d);
 
 /* What the job lets the other hosts send here, told by the serve thread
- * before they may send it: hosts_expect, a key of bytes may now be named
- * (this host's workers began its init); hosts_expect_any, any key that fits
+ * before they may send it: hosts_expect, a key of bytes and rows (its
+ * first extent) may now be named (this host's workers began its init);
+ * hosts_expect_any, any key that fits
  * the arena (every worker here has left, and keys inited without them may
  * still come). A frame whose head announces more than its type carries
  * within these fails its link, so the job, naming the host; nothing of it
  * is allocated. No-ops on one host. */
-void hosts_expect(struct daemon *d, uint64_t bytes);
+void hosts_expect(struct daemon *d, uint64_t bytes, uint64_t rows);
 void hosts_expect_any(struct daemon *d);
 
 /* A host of the job, by rank, in words for messages: "host 1 (10.0.0.2)". */

@@ -18,6 +18,7 @@ daemon_kvsd_kvsd_SOURCES = daemon/kvsd/main.c daemon/kvsd/daemon.h daemon/kvsd/d
 	daemon/kvsd/combined.c daemon/kvsd/combined.h daemon/kvsd/collectives.c \
 	daemon/kvsd/collectives.h daemon/kvsd/states.c daemon/kvsd/states.h \
 	daemon/kvsd/hostmsg.c daemon/kvsd/hostmsg.h daemon/kvsd/xrounds.c daemon/kvsd/xrounds.h \
+	daemon/kvsd/xrows.c daemon/kvsd/xrows.h \
 	daemon/kvsd/forwards.c daemon/kvsd/forwards.h \
 	daemon/kvsd/bridge.c daemon/kvsd/bridge.h daemon/kvsd/waits.c daemon/kvsd/waits.h \
 	daemon/kvsd/requests.c daemon/kvsd/requests.h daemon/kvsd/control.c daemon/kvsd/control.h \

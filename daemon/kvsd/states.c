@@ -70,7 +70,8 @@ static int part_of(void *ctx, kvs_key_t key, int h, size_t *first, size_t *n)
     uint64_t f, c;
 
     if (kvs__engine_lookup(d->eng, key, &info, &e) != 0
-        || !owners_host_range(d, key, info.count, info.dtype, h, &f, &c))
+        || !owners_host_range(d, key, info.count, info.dtype,
+                              kvs__wire_row(info.ndim, info.shape), h, &f, &c))
         return 0;
     *first = (size_t)f;
     *n = (size_t)c;

@@ -7,6 +7,10 @@
  * part's. bridge.c says why the rounds go so, and hands this file their
  * messages.
  *
+ * A round with a row-sparse push goes the same way with rows messages
+ * (xrows.c makes and reads them): each owner gets only the rows of its
+ * parts, and sends back only the rows its update changed.
+ *
  * rounds.c tells it of a key's rounds (made, ready, freed) through
  * d->round_ops, which bridge_init registers. It must never take a message
  * from the links itself, nor touch an async push.
@@ -28,6 +32,7 @@
 #include "owners.h"
 #include "req.h"
 #include "rounds.h"
+#include "xrows.h"
 
 #include "kernels/array.h"
 
@@ -39,14 +44,18 @@ struct xround {
     int32_t priority;                  /* the highest of the sums' */
     uint8_t *got;                      /* [nhosts] */
     struct inmsg **msg;                /* [nhosts]: the message whose payload holds it */
-    const void **data;                 /* [nhosts]: the sum, in msg's payload */
+    const void **data;                 /* [nhosts]: the sum, in msg's payload (rows: the
+                                        * rows) */
+    const int64_t **ids;               /* [nhosts]: a rows sum's ids, */
+    int64_t *nnz;                      /* and how many (-1: a dense sum) */
     struct kvs__wire_msg key;          /* the key, its dtype and shape (no data) */
 };
 
 int xrounds_new(struct daemon *d, struct round *rd)
 {
     /* Each part's arrays after the parts, in pointer-aligned blocks. */
-    size_t n = (size_t)d->nhosts, tail = (n * (2 * sizeof(void *) + 1) + 7) & ~(size_t)7;
+    size_t n = (size_t)d->nhosts;
+    size_t tail = (n * (3 * sizeof(void *) + sizeof(int64_t) + 1) + 7) & ~(size_t)7;
     int mine = 0;
 
     for (int p = 0; p < rd->nparts; p++)
@@ -63,7 +72,9 @@ int xrounds_new(struct daemon *d, struct round *rd)
 
         x->msg = (struct inmsg **)(void *)at;
         x->data = (const void **)(x->msg + n);
-        x->got = (uint8_t *)(x->data + n);
+        x->ids = (const int64_t **)(x->data + n);
+        x->nnz = (int64_t *)(void *)(x->ids + n);
+        x->got = (uint8_t *)(x->nnz + n);
         x->n = (int)n;
         x->priority = INT32_MIN;
     }
@@ -76,6 +87,8 @@ static void xround_clear(struct xround *x)
         hostmsg_free(x->msg[h]);
         x->msg[h] = NULL;
         x->data[h] = NULL;
+        x->ids[h] = NULL;
+        x->nnz[h] = -1;
         x->got[h] = 0;
     }
     x->ngot = 0;
@@ -92,6 +105,7 @@ void xrounds_free(struct round *rd)
     rd->fwd = NULL;
     free(rd->xmsg);
     rd->xmsg = NULL;
+    xrows_free(rd);
 }
 
 /* The open round has every part's value: it ends with the first part's
@@ -107,6 +121,7 @@ static void round_over(struct daemon *d, struct round *rd)
     rd->xstatus = 0;
     memset(rd->pgot, 0, (size_t)rd->nparts);
     rd->inflight = 0;
+    xrows_free(rd);                    /* every part of it is applied: its rows are done */
     rounds_finish(d, rd, status, msg);
 }
 
@@ -218,6 +233,95 @@ static void owner_tells(struct daemon *d, struct round *rd, const struct xround 
         hosts_post(d, f, HOSTS_IN);
 }
 
+/* 1 when part p's open round at its owner has rows: this host's sum, or
+ * a host's message. */
+static int owner_rows(const struct daemon *d, const struct round *rd, const struct xround *x,
+                      int local)
+{
+    if (local && rd->xr)
+        return 1;
+    for (int h = 0; h < d->nhosts; h++)
+        if (h != d->me && x->got[h] && x->nnz[h] >= 0)
+            return 1;
+    return 0;
+}
+
+/* The rows inputs of part p at its owner, in host order as owner_sums: a
+ * rows sum as it came, a dense one (or a dense push here) as every row of
+ * the part (all: their ids). Returns how many. */
+static int owner_rows_in(struct daemon *d, struct round *rd, const struct xround *x, int p,
+                         int local, const int64_t *all, struct kvs__rows_in *in,
+                         const struct req **first, int32_t *prio)
+{
+    int64_t lo, n;
+    uint64_t elo, en;
+    int k = 0;
+
+    xrows_part_rows(rd, p, &lo, &n);
+    owners_part_range(rd, p, &elo, &en);
+    for (int h = 0; h < d->nhosts; h++) {
+        if (h == d->me && local) {
+            for (int w = 0; w < d->nworkers; w++)
+                if (rd->contrib[w]) {
+                    *first = *first ? *first : rd->contrib[w];
+                    if (!rd->xr)
+                        in[k++] = (struct kvs__rows_in){
+                            hostmsg_elem(rd, req_data(d, rd->contrib[w]), elo), all, n };
+                    if (rd->contrib[w]->s.priority > *prio)
+                        *prio = rd->contrib[w]->s.priority;
+                }
+            if (rd->xr)
+                in[k++] = xrows_slice(rd, p);
+        } else if (h != d->me && x->got[h]) {
+            in[k++] = x->nnz[h] >= 0 ? (struct kvs__rows_in){ x->data[h], x->ids[h], x->nnz[h] }
+                                     : (struct kvs__rows_in){ x->data[h], all, n };
+        }
+    }
+    return k;
+}
+
+/* owner_check's update of a part with rows: the rows that changed go back
+ * (rows messages), or under the dense rule the part's value. */
+static int owner_apply_rows(struct daemon *d, struct round *rd, struct xround *x, int p,
+                            int local, int32_t prio, struct kvs__err *e)
+{
+    const struct req *first = NULL;
+    struct kvs__rows_in *in = malloc(sizeof *in * (size_t)(d->nworkers + d->nhosts));
+    struct kvs__rows_union u = { 0 };
+    struct kvs__wire_msg m;
+    int64_t lo, n, *all;
+    int k, rc;
+
+    xrows_part_rows(rd, p, &lo, &n);
+    if (!in || !(all = malloc(sizeof *all * (size_t)(n ? n : 1)))) {
+        free(in);
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory closing a round");
+    }
+    for (int64_t j = 0; j < n; j++)
+        all[j] = lo + j;
+    k = owner_rows_in(d, rd, x, p, local, all, in, &first, &prio);
+    rc = xrows_apply(d, rd, p, k, in, round_step(d, rd, x->done + 1), &u, e);
+    x->done++;
+    if (rc == 0 && kvs__engine_rows_rule(d->eng) != KVS__ROWS_DENSE) {
+        if (first) {
+            hostmsg_key_of_req(&m, &first->s);
+        } else {
+            m = x->key;
+            m.key.name = x->key.key.name ? m.name : NULL;
+        }
+        m.a = x->done;
+        m.priority = prio;
+        if (xrows_tell(d, rd, p, &m, &u) != 0)
+            job_fail(d, -ENOMEM, "kvsd: out of memory sending a value");
+    } else {
+        owner_tells(d, rd, x, p, first, prio, rc, e->msg);
+    }
+    kvs__rows_union_free(&u);
+    free(all);
+    free(in);
+    return rc;
+}
+
 /* At the owner of part p: when every host still in the job has its sum of
  * the part in (this host's being its round's pushes), the engine applies
  * them all as one push to the part, and its value (or the failure) goes to
@@ -235,6 +339,10 @@ static void owner_check(struct daemon *d, struct round *rd, int p)
 
     if (owner_waits(d, x, local))
         return;
+    if (owner_rows(d, rd, x, local)) {
+        rc = owner_apply_rows(d, rd, x, p, local, prio, &e);
+        goto told;
+    }
     if (!(in = malloc(sizeof *in * (size_t)(d->nworkers + d->nhosts)))) {
         job_fail(d, -ENOMEM, "kvsd: out of memory closing a round");
         return;
@@ -246,6 +354,7 @@ static void owner_check(struct daemon *d, struct round *rd, int p)
     free(in);
     x->done++;
     owner_tells(d, rd, x, p, first, prio, rc, e.msg);
+told:
     xround_clear(x);
     if (!local) {                      /* no worker here: its parts are the round */
         note_part(rd, rc, e.msg);
@@ -285,7 +394,8 @@ static int send_part(struct daemon *d, struct round *rd, int p, const void **in,
     if (m.pieces) {
         unsigned char *q = sum;
 
-        /* lo is a multiple of 16 float32 (kvs__wire_part): a whole word. */
+        /* lo is a multiple of 16 float32 (kvs__wire_part, rows or not): a
+         * whole word. */
         for (int w = 0; w < d->nworkers; w++)
             if (rd->contrib[w]) {
                 const uint32_t *words = rd->contrib[w]->coded;
@@ -309,8 +419,9 @@ void xrounds_ready(struct daemon *d, struct round *rd)
 {
     const struct req *first = NULL;
     const void *in[MAX_WORKERS];
+    struct kvs__err e = { 0, "" };
     int32_t prio = INT32_MIN;
-    int k = 0, coded = 0;
+    int k = 0, coded = 0, rows;
 
     rd->ready = 0;
     rd->inflight = 1;
@@ -324,12 +435,23 @@ void xrounds_ready(struct daemon *d, struct round *rd)
             if (rd->contrib[w]->s.priority > prio)
                 prio = rd->contrib[w]->s.priority;
         }
+    if ((rows = xrows_sum(d, rd, &e)) < 0) {
+        job_fail(d, rows, "%s", e.msg);
+        return;
+    }
     /* The other owners' parts go first, one by one, so that the wire
      * carries each while this host sums the next, then applies its own. */
     for (int p = 0; p < rd->nparts; p++) {
+        struct kvs__wire_msg m;
+
+        if (rows) {
+            hostmsg_key_of_req(&m, &first->s);
+            m.priority = prio;
+        }
         if (owners_part(d, rd, p) == d->me) {
             rd->own_left++;
-        } else if (send_part(d, rd, p, in, k, coded, prio, first) != 0) {
+        } else if (rows ? xrows_send(d, rd, p, &m) != 0
+                        : send_part(d, rd, p, in, k, coded, prio, first) != 0) {
             job_fail(d, -ENOMEM, "kvsd: out of memory for a round's sum");
             return;
         }
@@ -370,7 +492,10 @@ int xrounds_on_partial(struct daemon *d, struct inmsg *im, const struct kvs__wir
         hostmsg_broke(d, im->host, "two sums for one round");
         return 0;
     }
-    if (hostmsg_values(rd, m, &data, &decoded) != 0) {
+    if (m->rows) {
+        data = m->row_data;
+        decoded = NULL;
+    } else if (hostmsg_values(rd, m, &data, &decoded) != 0) {
         job_fail(d, -ENOMEM, "kvsd: out of memory for a round");
         return 0;
     }
@@ -384,10 +509,17 @@ int xrounds_on_partial(struct daemon *d, struct inmsg *im, const struct kvs__wir
         x->key.data = NULL;
         x->key.len = 0;
         x->key.pieces = 0;
+        x->key.rows = 0;
+        x->key.rest_zero = 0;
+        x->key.nnz = 0;
+        x->key.ids = NULL;
+        x->key.row_data = NULL;
     }
     x->got[im->host] = 1;
     x->msg[im->host] = im;
     x->data[im->host] = data;
+    x->ids[im->host] = m->rows ? m->ids : NULL;
+    x->nnz[im->host] = m->rows ? (int64_t)m->nnz : -1;
     x->ngot++;
     if (m->priority > x->priority)
         x->priority = m->priority;
@@ -409,7 +541,9 @@ void xrounds_on_value(struct daemon *d, struct inmsg *im, const struct kvs__wire
                       !rd->inflight ? "not sent yet" : rd->pgot[p] ? "done there" : "open");
         return;
     }
-    if (m->status == 0)
+    if (m->status == 0 && m->rows)
+        xrows_write(rd, m);
+    else if (m->status == 0)
         hostmsg_write_value(rd, m);
     part_done(d, rd, p, m->status, text);
 }

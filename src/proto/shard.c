@@ -35,7 +35,7 @@ int kvs__shard_part_owner(const struct kvs__shard *s, int owner, int nparts, int
 }
 
 int kvs__shard_host_range(const struct kvs__shard *s, kvs_key_t key, uint64_t count,
-                          size_t esize, int h, uint64_t *first, uint64_t *n)
+                          size_t esize, uint64_t row, int h, uint64_t *first, uint64_t *n)
 {
     int np = kvs__shard_parts(s, count * esize), per = kvs__shard_per_host(s, np);
     int lo = (h - kvs__shard_owner(s, key) + s->nhosts) % s->nhosts * per;
@@ -43,8 +43,8 @@ int kvs__shard_host_range(const struct kvs__shard *s, kvs_key_t key, uint64_t co
 
     if (np <= 1)
         return 0;
-    kvs__wire_part(count, esize, (uint32_t)np, (uint32_t)lo, first, &c);
-    kvs__wire_part(count, esize, (uint32_t)np, (uint32_t)(lo + per - 1), &f, &c);
+    kvs__wire_part(count, esize, row, (uint32_t)np, (uint32_t)lo, first, &c);
+    kvs__wire_part(count, esize, row, (uint32_t)np, (uint32_t)(lo + per - 1), &f, &c);
     *n = f + c - *first;
     return 1;
 }

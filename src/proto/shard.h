@@ -57,9 +57,9 @@ int kvs__shard_per_host(const struct kvs__shard *s, int nparts);
 int kvs__shard_part_owner(const struct kvs__shard *s, int owner, int nparts, int p);
 
 /* Elements [*first, *first + *n) of key, of count elements of esize
- * bytes, are those that host h owns: 1; or 0 (and *first, *n untouched)
- * when the key is not split. */
+ * bytes in rows of row elements (kvs__wire_row), are those that host h
+ * owns: 1; or 0 (and *first, *n untouched) when the key is not split. */
 int kvs__shard_host_range(const struct kvs__shard *s, kvs_key_t key, uint64_t count,
-                          size_t esize, int h, uint64_t *first, uint64_t *n);
+                          size_t esize, uint64_t row, int h, uint64_t *first, uint64_t *n);
 
 #endif

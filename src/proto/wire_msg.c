@@ -38,6 +38,8 @@ enum {
     MF_KEY = 1,        /* the message names a key */
     MF_STRKEY = 2,     /* a string key */
     MF_2BIT = 4,       /* data: pieces (kvs__wire_piece_bytes) */
+    MF_ROWS = 8,       /* data: rows (kvs__wire_rows_bytes) */
+    MF_ZERO = 16,      /* with MF_ROWS in a VALUE: the other rows are zero */
 };
 
 _Static_assert(MS_SHAPE == KVS__WIRE_MSG_MIN, "a message's body has another size than its frame's");
@@ -68,7 +70,8 @@ void kvs__wire_msg_encode(int type, const struct kvs__wire_msg *m, void *buf)
     memset(p, 0, data_off(m->ndim, klen));
     if (names_key(type, m->op))
         put_u8(p, MS_FLAGS, (uint8_t)(MF_KEY | (m->key.name ? MF_STRKEY : 0)
-                                      | (m->pieces ? MF_2BIT : 0)));
+                                      | (m->pieces ? MF_2BIT : 0) | (m->rows ? MF_ROWS : 0)
+                                      | (m->rows && m->rest_zero ? MF_ZERO : 0)));
     put_u8(p, MS_OP, m->op);
     put_u8(p, MS_DTYPE, (uint8_t)m->dtype);
     put_u8(p, MS_NDIM, (uint8_t)m->ndim);
@@ -86,15 +89,56 @@ void kvs__wire_msg_encode(int type, const struct kvs__wire_msg *m, void *buf)
     memcpy(p + MS_SHAPE + 8 * (size_t)m->ndim, m->key.name ? m->key.name : "", klen);
 }
 
-void kvs__wire_part(uint64_t count, uint64_t esize, uint32_t nparts, uint32_t part,
-                    uint64_t *first, uint64_t *n)
+static uint64_t gcd_u64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+uint64_t kvs__wire_row(int ndim, const int64_t *shape)
+{
+    uint64_t row = 1;
+
+    if (ndim < 2 || shape[0] <= 0)
+        return 1;
+    for (int i = 1; i < ndim; i++)
+        if (shape[i] <= 0 || __builtin_mul_overflow(row, (uint64_t)shape[i], &row))
+            return 1;
+    return row;
+}
+
+void kvs__wire_part(uint64_t count, uint64_t esize, uint64_t row, uint32_t nparts,
+                    uint32_t part, uint64_t *first, uint64_t *n)
 {
     uint64_t align = esize && esize < 64 ? 64 / esize : 1;
     uint64_t per = nparts ? (count + nparts - 1) / nparts : count;
 
+    /* lcm(align, row); a row so long that it overflows is a part alone. */
+    if (row > 1 && (__builtin_mul_overflow(align / gcd_u64(align, row), row, &align)))
+        align = count ? count : 1;
     per = (per + align - 1) / align * align;
     *first = (uint64_t)part * per < count ? (uint64_t)part * per : count;
     *n = count - *first < per ? count - *first : per;
+}
+
+uint64_t kvs__wire_rows_bytes(uint64_t nnz, uint64_t row_bytes)
+{
+    return 8 + nnz * (8 + row_bytes);
+}
+
+void *kvs__wire_rows_put(void *data, uint64_t nnz, const int64_t *ids)
+{
+    unsigned char *q = data;
+
+    put_u64(q, 0, nnz);
+    if (nnz)
+        memcpy(q + 8, ids, nnz * 8);
+    return q + 8 + nnz * 8;
 }
 
 size_t kvs__wire_piece_bytes(uint64_t count)
@@ -149,6 +193,42 @@ static int pieces_check(int type, struct kvs__wire_msg *t, uint64_t count, struc
             return kvs__fail(e, KVS_EPROTO, "%s: piece %" PRIu32 " has threshold %g or "
                              "bytes that must be zero", what, i, (double)thr);
     }
+    return 0;
+}
+
+/* A rows message's data: of a PARTIAL or a VALUE with status 0 (MF_ZERO
+ * only there), not 2bit; nnz at most the rows of elements [first, first +
+ * count), its ids ascending within them, and exactly their bytes. */
+static int rows_check(int type, uint8_t flags, struct kvs__wire_msg *t, uint64_t first,
+                      uint64_t count, const char *what, struct kvs__err *e)
+{
+    uint64_t row = kvs__wire_row(t->ndim, t->shape), rb = row * kvs_dtype_size(t->dtype);
+    uint64_t lo = first / row, n = count / row, nnz;
+    const unsigned char *q = t->data;
+
+    if (!(flags & MF_ROWS) || (flags & MF_2BIT) || t->ndim < 1
+        || !(type == KVS__FRAME_PARTIAL || (type == KVS__FRAME_VALUE && t->status == 0))
+        || ((flags & MF_ZERO) && type != KVS__FRAME_VALUE))
+        return kvs__fail(e, KVS_EPROTO, "%s: rows out of place", what);
+    if (t->len < 8)
+        return kvs__fail(e, KVS_EPROTO, "%s: %" PRIu64 " bytes of rows", what, t->len);
+    nnz = get_u64(q, 0);
+    if (nnz > n || t->len != kvs__wire_rows_bytes(nnz, rb))
+        return kvs__fail(e, KVS_EPROTO, "%s: %" PRIu64 " rows in %" PRIu64 " bytes, of %"
+                         PRIu64 " rows of %" PRIu64 " bytes", what, nnz, t->len, n, rb);
+    t->ids = (const int64_t *)(const void *)(q + 8);
+    for (uint64_t j = 0; j < nnz; j++) {
+        int64_t id = t->ids[j];
+
+        if (id < (int64_t)lo || id >= (int64_t)(lo + n) || (j > 0 && id <= t->ids[j - 1]))
+            return kvs__fail(e, KVS_EPROTO, "%s: row id %" PRId64 " at position %" PRIu64
+                             " is not ascending within rows [%" PRIu64 ", %" PRIu64 ")", what,
+                             id, j, lo, lo + n);
+    }
+    t->rows = 1;
+    t->rest_zero = (flags & MF_ZERO) != 0;
+    t->nnz = nnz;
+    t->row_data = q + 8 + nnz * 8;
     return 0;
 }
 
@@ -213,7 +293,8 @@ static inline int msg_check_fields(int type, const unsigned char *h, uint8_t fla
     int ordered = type == KVS__FRAME_PARTIAL || type == KVS__FRAME_VALUE
                   || type == KVS__FRAME_FORWARD;
 
-    if (!zeros(h, MS_RSV, MS_PRIORITY - MS_RSV) || (flags & ~(MF_KEY | MF_STRKEY | MF_2BIT))
+    if (!zeros(h, MS_RSV, MS_PRIORITY - MS_RSV)
+        || (flags & ~(MF_KEY | MF_STRKEY | MF_2BIT | MF_ROWS | MF_ZERO))
         || (t->priority != 0 && !ordered))
         return kvs__fail(e, KVS_EPROTO, "%s: reserved bits are not zero", what);
     if (t->nparts == 0 ? t->part != 0
@@ -321,12 +402,15 @@ static inline int msg_check_data(int type, const unsigned char *b, uint8_t flags
     int kind = data_kind(type, t->status, t->op), rc;
     uint64_t esize = kvs_dtype_size(t->dtype);
 
-    if (t->nparts) {                   /* the data is the part's range */
-        uint64_t first;
+    uint64_t first = 0;
 
-        kvs__wire_part(count, esize, t->nparts, t->part, &first, &count);
+    if (t->nparts) {                   /* the data is the part's range */
+        kvs__wire_part(count, esize, kvs__wire_row(t->ndim, t->shape), t->nparts, t->part,
+                       &first, &count);
     }
     t->data = b + data_off(t->ndim, klen);
+    if (flags & (MF_ROWS | MF_ZERO))
+        return rows_check(type, flags, t, first, count, what, e);
     if (flags & MF_2BIT) {
         if ((rc = pieces_check(type, t, count, e)) != 0)
             return rc;
@@ -427,6 +511,14 @@ uint64_t kvs__wire_msg_max(int type, const struct kvs__wire_bounds *b)
         break;
     default:
         return 0;
+    }
+    /* Rows: their ids (8 bytes a row, and the count) beside the value's
+     * bytes they are a part of. */
+    if (b->rows && (type == KVS__FRAME_PARTIAL || type == KVS__FRAME_VALUE)) {
+        uint64_t rows = b->rows > KVS__WIRE_PAYLOAD_MAX / 8 ? KVS__WIRE_PAYLOAD_MAX / 8 : b->rows;
+        uint64_t r = cap_add(value, 8 + 8 * rows);
+
+        data = data > r ? data : r;
     }
     return cap_add(body, data);
 }

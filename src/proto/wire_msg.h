@@ -45,17 +45,40 @@ struct kvs__wire_msg {
                                         * key; else (2 to KVS__PARTS_MAX) the data (value
                                         * or pieces) is elements kvs__wire_part of the key's
                                         * only: a big key is split over the hosts */
+    uint8_t rows;                      /* PARTIAL, VALUE with status 0: 1 when data is
+                                        * rows (kvs__wire_rows_bytes): nnz, then nnz row
+                                        * ids, ascending, each a row of the key (of the
+                                        * part's rows when nparts), then their rows */
+    uint8_t rest_zero;                 /* VALUE with rows: the other rows (of the part)
+                                        * are zero now */
+    uint64_t nnz;                      /* decode, with rows: how many */
+    const int64_t *ids;                /* decode, with rows: the ids, in the buffer */
+    const void *row_data;              /* decode, with rows: the rows, in the buffer */
     const void *data;                  /* decode: points into the decoded buffer */
     uint64_t len;
 };
 
+/* The data of a rows message of nnz rows of row_bytes each: a u64 count,
+ * the ids (i64), the rows; put writes the count and ids at data and
+ * returns where the rows go. Values and ids travel in the hosts' own byte
+ * order, as a dense value does. */
+uint64_t kvs__wire_rows_bytes(uint64_t nnz, uint64_t row_bytes);
+void *kvs__wire_rows_put(void *data, uint64_t nnz, const int64_t *ids);
+
 /* Part `part` of a key of count elements of esize bytes split in nparts
- * (>= 1): elements [*first, *first + *n). Parts but the last have the same
- * number of elements, rounded up to 64 bytes' worth, so that each starts
- * on a cache line of the value and (float32) on a 2bit word; trailing
- * parts may be empty. */
-void kvs__wire_part(uint64_t count, uint64_t esize, uint32_t nparts, uint32_t part,
-                    uint64_t *first, uint64_t *n);
+ * (>= 1), whose rows are row elements each (kvs__wire_row): elements
+ * [*first, *first + *n). Parts but the last have the same number of
+ * elements, rounded up to a multiple of both 64 bytes' worth and a row,
+ * so that each starts on a cache line of the value, (float32) on a 2bit
+ * word, and on a row, which so has one owner (its update and its
+ * optimizer state live there: a row-sparse push's rows go to one host);
+ * trailing parts may be empty. */
+void kvs__wire_part(uint64_t count, uint64_t esize, uint64_t row, uint32_t nparts,
+                    uint32_t part, uint64_t *first, uint64_t *n);
+/* The elements of one row of a value of shape[0..ndim): 1 for a scalar or
+ * a vector (an element is a row), else the product of the other extents
+ * (1 when the value is empty). */
+uint64_t kvs__wire_row(int ndim, const int64_t *shape);
 
 /* A piece: the threshold (a float's bits), 4 zero bytes, then the value's
  * kvs__gc_2bit_words(count) words as compress.c writes them, zeros to the
@@ -86,11 +109,14 @@ struct kvs__wire_bounds {
     uint64_t value;
     uint32_t pieces;
     uint64_t states;
+    uint64_t rows;                     /* the rows of the key with the most (0: none),
+                                        * whose ids a rows message adds to a value */
 };
 
 /* The most payload bytes a message frame of type may have within b: its
  * body with the longest shape and key name, and the most data the type
- * carries (a value or its pieces, a text, a state file); 0 for a type
+ * carries (a value or its pieces, or its rows and their ids, a text, a
+ * state file); 0 for a type
  * that is no message. Saturates at UINT64_MAX; never above what the
  * frame head allows (KVS__WIRE_PAYLOAD_MAX). */
 uint64_t kvs__wire_msg_max(int type, const struct kvs__wire_bounds *b);

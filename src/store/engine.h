@@ -153,6 +153,25 @@ int kvs__engine_check_rows(struct kvs__engine *eng, kvs_key_t key, const kvs_row
  * position, so a changed index never moves a write. */
 int kvs__engine_push_rows(struct kvs__engine *eng, void *entry, int k,
                           const struct kvs__rows_in *in, struct kvs__err *e);
+/* How the engine's update rule takes a row-sparse sum: ASSIGN (no
+ * optimizer: the value becomes the sum, absent rows zero), LAZY (an
+ * optimizer updates the sum's rows alone), DENSE (an updater, or an
+ * optimizer with lazy_update=0: the sum's dense form, zeros included). */
+enum kvs__rows_rule { KVS__ROWS_ASSIGN, KVS__ROWS_LAZY, KVS__ROWS_DENSE };
+enum kvs__rows_rule kvs__engine_rows_rule(const struct kvs__engine *eng);
+/* kvs__engine_push_rows restricted to rows [first_row, first_row + nrows)
+ * of the entry, as kvs__engine_push_range is to a range of elements:
+ * every input row must lie there (KVS_ERANGE otherwise), and the sum
+ * changes those rows alone: ASSIGN writes the sum's rows and zeroes the
+ * range's others; LAZY updates the sum's rows and their state; DENSE
+ * pushes the range's dense form through kvs__engine_push_range (an
+ * updater takes whole keys: KVS_EBADARG). An optimizer counts the update
+ * as step `step` (0: the next), also when no row is given, so that the
+ * owners of a key's ranges each count one step a round. All or nothing.
+ * kvsd's hosts each own whole rows of a big key this way. */
+int kvs__engine_push_rows_range(struct kvs__engine *eng, void *entry, int k,
+                                const struct kvs__rows_in *in, int64_t first_row, int64_t nrows,
+                                uint64_t step, struct kvs__err *e);
 /* kvs__engine_push of n such items, each of another key: no lookups, no
  * grouping, the same sums and updates. All or nothing. */
 int kvs__engine_push_entries(struct kvs__engine *eng, int n, const struct kvs__push_item *items,

@@ -10,6 +10,9 @@
  * optimizer updates lazily otherwise: only the sum's rows and their state,
  * each run of consecutive rows an element range of one optimizer step.
  *
+ * Ranges of rows (kvs__engine_push_rows_range) take the same rules over
+ * their rows alone: kvsd's hosts each own whole rows of a big key.
+ *
  * It must never sum or update by itself: sums are kernels/rows.c's (which
  * are array.h's), updates the optimizer's kernels, dense pushes push.c's.
  * Every call checks and allocates everything before it changes anything,
@@ -18,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +45,9 @@ struct rpush {
     struct entry *ent;
     int k;
     const struct kvs__rows_in *in;
+    int64_t lo, nr;                    /* the rows it changes: [lo, lo + nr) */
+    uint64_t step;                     /* RULE_LAZY: the step it counts (0: the next) */
+    bool ranged;                       /* lo and nr set by the caller; else the whole key */
     bool own;                          /* in[] is the caller's own memory, read as often as
                                         * needed; else (kvsd: a worker's) each index is read
                                         * once, into the union */
@@ -56,6 +63,8 @@ struct rpush {
     struct kvs__optim_item *items;     /* RULE_LAZY: one per run of rows */
     const void **runs;                 /* each item's input, for sum */
     size_t nitems;
+    int64_t *shift;                    /* RULE_DENSE over a range: idx counted from lo, */
+    void *compact;                     /* and the sum's m rows */
 };
 
 static enum rule rule_of(const struct kvs__engine *eng)
@@ -65,6 +74,14 @@ static enum rule rule_of(const struct kvs__engine *eng)
     return eng->optim ? RULE_LAZY : RULE_ASSIGN;
 }
 
+enum kvs__rows_rule kvs__engine_rows_rule(const struct kvs__engine *eng)
+{
+    enum rule r = rule_of(eng);
+
+    return r == RULE_DENSE ? KVS__ROWS_DENSE : r == RULE_LAZY ? KVS__ROWS_LAZY
+                                                              : KVS__ROWS_ASSIGN;
+}
+
 static void rpush_release(struct rpush *rp)
 {
     kvs__rows_union_free(&rp->u);
@@ -72,6 +89,10 @@ static void rpush_release(struct rpush *rp)
     kvs__optim_state_free(rp->ns);
     free(rp->items);
     free(rp->runs);
+    free(rp->shift);
+    free(rp->compact);
+    rp->shift = NULL;
+    rp->compact = NULL;
     rp->dense = NULL;
     rp->ns = NULL;
     rp->items = NULL;
@@ -189,14 +210,25 @@ static int rpush_prepare(struct kvs__engine *eng, struct rpush *rp, struct kvs__
     if ((rc = kvs__entry_optim_takes(eng, ent, e)) != 0)
         return rc;
     rp->rule = rule_of(eng);
+    if (!rp->ranged) {
+        rp->lo = 0;
+        rp->nr = ent->ndim > 0 ? ent->shape[0] : 0;
+    }
     rp->row_elems = row_elems_of(ent);
     rp->row_bytes = rp->row_elems * kvs_dtype_size(ent->dtype);
     if ((rc = rpush_rows(rp, e)) != 0)
         return rc;
+    if (rp->m && (rp->idx[0] < rp->lo || rp->idx[rp->m - 1] >= rp->lo + rp->nr))
+        return kvs__fail(e, KVS_ERANGE, "key %s: row %" PRId64 " is outside rows [%" PRId64
+                         ", %" PRId64 ") that this push changes", KEYSTR(ks, ent->key),
+                         rp->idx[0] < rp->lo ? rp->idx[0] : rp->idx[rp->m - 1], rp->lo,
+                         rp->lo + rp->nr);
     if (rp->rule == RULE_DENSE) {
-        if (!(rp->dense = malloc(ent->bytes ? ent->bytes : 1)))
+        size_t bytes = rp->ranged ? (size_t)rp->nr * rp->row_bytes : ent->bytes;
+
+        if (!(rp->dense = malloc(bytes ? bytes : 1)))
             return kvs__fail(e, -ENOMEM, "key %s: out of memory for the dense form of a "
-                             "row-sparse sum (%zu bytes)", KEYSTR(ks, ent->key), ent->bytes);
+                             "row-sparse sum (%zu bytes)", KEYSTR(ks, ent->key), bytes);
         rp->dense_in = rp->dense;
     }
     if (rp->rule == RULE_LAZY) {
@@ -226,7 +258,7 @@ static void rpush_lazy(struct kvs__engine *eng, struct rpush *rp)
         ent->ostate = rp->ns;
         rp->ns = NULL;
     }
-    step = ent->ostate->t + 1;
+    step = rp->step ? rp->step : ent->ostate->t + 1;
     for (size_t r = 0, r1; r < rp->m && rp->nitems; r = r1, x++) {
         const void *const *in;
         int k;
@@ -305,6 +337,82 @@ int kvs__engine_push_rows(struct kvs__engine *eng, void *entry, int k,
         return kvs__fail(e, KVS_EBADARG, "a push of rows needs an entry and %d inputs", k);
     if ((rc = rpush_prepare(eng, &rp, e)) == 0)
         rc = rpush_run(eng, &rp, 1, e);
+    rpush_release(&rp);
+    return rc;
+}
+
+/* The range's dense form in rp->dense (nr rows): the sum's rows, summed
+ * compactly, at their places counted from lo; every other row zero. */
+static void range_dense(struct kvs__engine *eng, struct rpush *rp)
+{
+    for (size_t j = 0; j < rp->m; j++)
+        rp->shift[j] = rp->idx[j] - rp->lo;
+    if (rp->m)
+        kvs__rows_union_sum(&rp->u, rp->ent->dtype, rp->compact, rp->row_elems, eng->nthreads);
+    kvs__rows_scatter(rp->dense, rp->nr, rp->row_bytes, rp->shift, rp->m, rp->compact);
+}
+
+/* Zeroes the rows of [lo, lo + nr) of the value that the sum does not
+ * name (ASSIGN over a range). */
+static void range_zero_gaps(struct rpush *rp)
+{
+    char *v = rp->ent->value;
+    int64_t at = rp->lo;
+
+    for (size_t j = 0; j <= rp->m; j++) {
+        int64_t next = j < rp->m ? rp->idx[j] : rp->lo + rp->nr;
+
+        if (next > at)
+            kvs__rows_zero_gaps(v + (size_t)at * rp->row_bytes, next - at, rp->row_bytes,
+                                NULL, 0);
+        at = next + 1;
+    }
+}
+
+int kvs__engine_push_rows_range(struct kvs__engine *eng, void *entry, int k,
+                                const struct kvs__rows_in *in, int64_t first_row, int64_t nrows,
+                                uint64_t step, struct kvs__err *e)
+{
+    struct rpush rp = { .ent = entry, .k = k, .in = in, .lo = first_row, .nr = nrows,
+                        .step = step, .ranged = true, .own = false };
+    char ks[KVS_MAX_KEY_LEN + 8];
+    int rc;
+
+    if (!entry || k < 0 || (k > 0 && !in))
+        return kvs__fail(e, KVS_EBADARG, "a push of rows needs an entry and %d inputs", k);
+    if (rp.ent->ndim < 1 || first_row < 0 || nrows < 0 || first_row > rp.ent->shape[0]
+        || nrows > rp.ent->shape[0] - first_row)
+        return kvs__fail(e, KVS_EBADARG, "key %s: rows [%" PRId64 ", %" PRId64 ") of a key of "
+                         "%" PRId64 " rows", KEYSTR(ks, rp.ent->key), first_row,
+                         first_row + nrows, rp.ent->ndim < 1 ? 0 : rp.ent->shape[0]);
+    if (eng->updater)
+        return kvs__fail(e, KVS_EBADARG, "key %s: a push of a range of rows takes an optimizer "
+                         "or none, not an updater", KEYSTR(ks, rp.ent->key));
+    if ((rc = rpush_prepare(eng, &rp, e)) != 0)
+        goto out;
+    if (rp.rule == RULE_DENSE) {
+        struct kvs__push_item item = { .entry = entry, .k = 1, .in = &rp.dense_in };
+
+        if (!(rp.shift = malloc(sizeof *rp.shift * (rp.m ? rp.m : 1)))
+            || !(rp.compact = malloc(rp.m ? rp.m * rp.row_bytes : 1))) {
+            rc = kvs__fail(e, -ENOMEM, "key %s: out of memory for %zu rows",
+                           KEYSTR(ks, rp.ent->key), rp.m);
+            goto out;
+        }
+        range_dense(eng, &rp);
+        rc = kvs__engine_push_range(eng, &item, (size_t)first_row * rp.row_elems,
+                                    (size_t)nrows * rp.row_elems, step, e);
+        goto out;
+    }
+    if (rp.rule == RULE_ASSIGN) {
+        range_zero_gaps(&rp);
+        kvs__rows_union_sum_into(&rp.u, rp.ent->dtype, rp.ent->value, rp.row_elems,
+                                 eng->nthreads);
+    } else {
+        rpush_lazy(eng, &rp);
+    }
+    rp.ent->version++;
+out:
     rpush_release(&rp);
     return rc;
 }
