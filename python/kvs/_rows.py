@@ -263,8 +263,8 @@ def pack_room(buf, i, code, shape, rows, torch_out, keep):
     ids = np.empty(rows, np.int64)
     keep.append(data)
     keep.append(ids)
-    _lib.ROWS_STRUCT.pack_into(buf, i * _lib.ROWS_STRUCT.size, ptr if rows else 0,
-                               ids.ctypes.data if rows else 0, rows, code, len(shape),
+    _lib.ROWS_STRUCT.pack_into(buf, i * _lib.ROWS_STRUCT.size, ptr, ids.ctypes.data, rows,
+                               code, len(shape),
                                *(tuple(shape) + _arrays._ZEROS[len(shape):]), _lib.HOST)
     return data, (_arrays._torch_module().from_numpy(ids) if torch_out else ids)
 

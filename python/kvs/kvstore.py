@@ -54,7 +54,7 @@ def _flatten(keys, vals, what, sparse=False):
 def _bad_value(obj, what, sparse):
     if not sparse:
         return _arrays._bad_type(obj, what)
-    return TypeError('%s must be a numpy.ndarray, a torch.Tensor (dense or sparse COO) or a '
+    return TypeError('%s must be a numpy.ndarray or a torch.Tensor (dense or sparse COO), or a '
                      'kvs.RowSparse, not %s' % (what, type(obj).__name__))
 
 
