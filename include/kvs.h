@@ -363,9 +363,14 @@ KVS_API int kvs_init_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,
  * pushes); with `lazy_update=0` in its spec the sum is treated as a dense
  * gradient, zeros included. Only the rows pushed are read, moved and
  * summed. A key may be pushed dense in one call and row-sparse in another.
+ * The updater's input is that dense array (called once per key per push,
+ * as for dense pushes), so an updater written for dense pushes works
+ * unchanged. A key not initialised is KVS_ENOKEY, whatever
+ * KVS_OPT_INIT_ON_PUSH says (use kvs_init_row_sparse).
  * Errors: those of kvs_push and kvs_init_row_sparse; KVS_ENOTSUP (a store
- * type or gradient compression that does not take row-sparse pushes,
- * with which in the detail). A failed call changes nothing. */
+ * type or gradient compression that does not take row-sparse pushes, or a
+ * key whose value lives on a GPU, with which in the detail). A failed call
+ * changes nothing. */
 KVS_API int kvs_push_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,
                                 const kvs_row_sparse_t *values, int priority);
 
@@ -469,13 +474,16 @@ KVS_API int kvs_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx);
 /* Sets a built-in optimizer from a spec: a name, then name=value pairs
  * separated by spaces; values are decimal numbers. Unset parameters take
  * MXNet's defaults.
- *   "sgd  lr=0.01 momentum=0 wd=0 rescale_grad=1 clip_gradient=-1"
+ *   "sgd  lr=0.01 momentum=0 wd=0 rescale_grad=1 clip_gradient=-1
+ *         lazy_update=1"
  *   "adam lr=0.001 beta1=0.9 beta2=0.999 epsilon=1e-8 wd=0 rescale_grad=1
- *         clip_gradient=-1"
+ *         clip_gradient=-1 lazy_update=1"
  * Values are decimal numbers (no hex, inf or nan) in MXNet's ranges: lr > 0,
  * momentum, beta1 and beta2 in [0, 1), wd and epsilon >= 0; clip_gradient
  * <= 0 means no clipping, as MXNet; momentum 0: plain sgd, no momentum
- * state. The update formulas are MXNet's; adam
+ * state; lazy_update (0 or 1) is how a row-sparse push updates
+ * (kvs_push_row_sparse): 1 only its rows and their state, 0 as a dense
+ * gradient, zeros included; dense pushes ignore it. The update formulas are MXNet's; adam
  * applies bias correction with a per-key update count. Float keys only;
  * float16/bfloat16 are computed in float32 with float32 state.
  * Replaces any updater or optimizer and drops optimizer state.

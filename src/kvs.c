@@ -105,6 +105,26 @@ static int local_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_ar
     return kvs__engine_row_sparse_pull(kv->eng, n, keys, outs, row_ids, e);
 }
 
+static int local_init_rows(kvs_t *kv, int n, const kvs_key_t *keys,
+                           const kvs_row_sparse_t *values, struct kvs__err *e)
+{
+    return kvs__engine_init_row_sparse(kv->eng, n, keys, values, 0, e);
+}
+
+static int local_push_rows(kvs_t *kv, int n, const kvs_key_t *keys,
+                           const kvs_row_sparse_t *values, int priority, struct kvs__err *e)
+{
+    (void)priority;
+    return kvs__engine_push_row_sparse(kv->eng, n, keys, values, e);
+}
+
+static int local_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *row_ids,
+                           kvs_row_sparse_t *outs, int priority, struct kvs__err *e)
+{
+    (void)priority;
+    return kvs__engine_pull_rows(kv->eng, n, keys, row_ids, outs, e);
+}
+
 static int local_view(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                       kvs_array_t *views, int priority, struct kvs__err *e)
 {
@@ -205,6 +225,9 @@ static const struct kvs__store_ops local_ops = {
     .pull = local_pull,
     .pushpull = local_pushpull,
     .row_sparse_pull = local_row_sparse_pull,
+    .init_rows = local_init_rows,
+    .push_rows = local_push_rows,
+    .pull_rows = local_pull_rows,
     .view = local_view,
     .array_alloc = local_array_alloc,
     .array_free = local_array_free,
@@ -371,6 +394,10 @@ KVS_API void kvs_close(kvs_t *kv)
  * of its n keys, values and priority: when the timeline is off, that is a
  * branch before and one after. */
 #define TRACED(kv, what, n, keys, values, priority, call)                    \
+    TRACED_AS(kv, what, kvs__tr_call, n, keys, values, priority, call)
+/* TRACED with the recorder of the call's values: kvs__tr_call (arrays) or
+ * kvs__tr_call_rows (row-sparse values). */
+#define TRACED_AS(kv, what, record, n, keys, values, priority, call)         \
     do {                                                                     \
         struct kvs__err err_ = { 0, "" }, *e = &err_;                        \
         int rc_, serial_;                                                    \
@@ -392,8 +419,8 @@ KVS_API void kvs_close(kvs_t *kv)
         if (serial_)                                                         \
             pthread_mutex_unlock(&(kv)->lock);                               \
         if (t_)                                                              \
-            kvs__tr_call((what), t_, (n), (keys), (values), (priority), rc_, \
-                         err_.msg);                                          \
+            record((what), t_, (n), (keys), (values), (priority), rc_,       \
+                   err_.msg);                                                \
         (void)e;                                                             \
         return rc_;                                                          \
     } while (0)
@@ -520,6 +547,91 @@ KVS_API int kvs_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_arr
 {
     TRACED(kv, KVS__TR_ROW_SPARSE_PULL, n, keys, NULL, priority,
            kv->ops->row_sparse_pull(kv, n, keys, outs, row_ids, priority, e));
+}
+
+/* ---- row-sparse values ------------------------------------------------ */
+
+/* A store type without an op for row-sparse values says so. */
+static int rows_notsup(kvs_t *kv, const char *call, struct kvs__err *e)
+{
+    return kvs__fail(e, KVS_ENOTSUP, "%s: store type %s does not take row-sparse values",
+                     call, kv->type);
+}
+
+static int init_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_row_sparse_t *values,
+                     struct kvs__err *e)
+{
+    if (!kv->ops->init_rows)
+        return rows_notsup(kv, "kvs_init_row_sparse", e);
+    return kv->ops->init_rows(kv, n, keys, values, e);
+}
+
+static int push_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_row_sparse_t *values,
+                     int priority, struct kvs__err *e)
+{
+    if (!kv->ops->push_rows)
+        return rows_notsup(kv, "kvs_push_row_sparse", e);
+    return kv->ops->push_rows(kv, n, keys, values, priority, e);
+}
+
+static int pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *row_ids,
+                     kvs_row_sparse_t *outs, int priority, struct kvs__err *e)
+{
+    if (!kv->ops->pull_rows)
+        return rows_notsup(kv, "kvs_pull_rows", e);
+    return kv->ops->pull_rows(kv, n, keys, row_ids, outs, priority, e);
+}
+
+/* The push, then the pull, when the type has no call for both: the pull's
+ * arguments are checked first, so that a pull that cannot be made does not
+ * follow a push that was (its row ids against keys the push may not know
+ * yet are the pull's own to refuse; room is checked before the push). */
+static int pushpull_rows(kvs_t *kv, int n, const kvs_key_t *keys,
+                         const kvs_row_sparse_t *values, const kvs_array_t *row_ids,
+                         kvs_row_sparse_t *outs, int priority, struct kvs__err *e)
+{
+    int rc;
+
+    if (kv->ops->pushpull_rows)
+        return kv->ops->pushpull_rows(kv, n, keys, values, row_ids, outs, priority, e);
+    if (!kv->ops->push_rows || !kv->ops->pull_rows)
+        return rows_notsup(kv, "kvs_pushpull_row_sparse", e);
+    if ((rc = kvs__check_rows_list(NULL, n, keys, values, e)) != 0
+        || (rc = kvs__check_rows_outs(NULL, n, keys, row_ids, outs, e)) != 0
+        || (rc = kvs__check_rows_room(n, keys, values, row_ids, outs, e)) != 0)
+        return rc;
+    if ((rc = kv->ops->push_rows(kv, n, keys, values, priority, e)) != 0)
+        return rc;
+    return kv->ops->pull_rows(kv, n, keys, row_ids, outs, priority, e);
+}
+
+KVS_API int kvs_init_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,
+                                const kvs_row_sparse_t *values)
+{
+    TRACED_AS(kv, KVS__TR_INIT_ROWS, kvs__tr_call_rows, n, keys, values, 0,
+              init_rows(kv, n, keys, values, e));
+}
+
+KVS_API int kvs_push_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,
+                                const kvs_row_sparse_t *values, int priority)
+{
+    TRACED_AS(kv, KVS__TR_PUSH_ROWS, kvs__tr_call_rows, n, keys, values, priority,
+              push_rows(kv, n, keys, values, priority, e));
+}
+
+KVS_API int kvs_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *row_ids,
+                          kvs_row_sparse_t *outs, int priority)
+{
+    TRACED_AS(kv, KVS__TR_PULL_ROWS, kvs__tr_call_rows, n, keys, outs, priority,
+              pull_rows(kv, n, keys, row_ids, outs, priority, e));
+}
+
+KVS_API int kvs_pushpull_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,
+                                    const kvs_row_sparse_t *values, const kvs_array_t *row_ids,
+                                    kvs_row_sparse_t *outs, int priority)
+{
+    TRACED_AS(kv, KVS__TR_PUSHPULL_ROWS, kvs__tr_call_rows, n, keys, values, priority,
+              pushpull_rows(kv, n, keys, values, row_ids, outs, priority, e));
 }
 
 KVS_API int kvs_set_updater(kvs_t *kv, kvs_updater_t fn, void *ctx)

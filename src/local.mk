@@ -16,6 +16,7 @@ src_libkvs_core_la_SOURCES = \
 	src/kernels/array.c src/kernels/array_x86.c src/kernels/array_x86.h src/kernels/array.h \
 	src/kernels/compress.c src/kernels/compress.h \
 	src/kernels/optim.c src/kernels/optim.h \
+	src/kernels/rows.c src/kernels/rows.h \
 	src/kernels/cuda_kernels.h \
 	src/device/cuda.c src/device/cuda.h \
 	src/device/mem.c src/device/mem.h \
@@ -28,6 +29,7 @@ src_libkvs_core_la_SOURCES = \
 	src/store/init.c \
 	src/store/push.c src/store/push.h \
 	src/store/pull.c \
+	src/store/rows.c \
 	src/store/optim_state.c src/store/optim_state.h \
 	src/store/statefile_codec.c src/store/statefile_codec.h \
 	src/store/statefile_rec.c src/store/statefile_rec.h \

@@ -45,7 +45,8 @@ static void test_parse_defaults(void **state)
     o = parse_ok("sgd");
     assert_string_equal(kvs__optim_name(o), "sgd");
     assert_string_equal(kvs__optim_spec(o),
-                        "sgd lr=0.01 momentum=0 wd=0 rescale_grad=1 clip_gradient=-1");
+                        "sgd lr=0.01 momentum=0 wd=0 rescale_grad=1 clip_gradient=-1 "
+                        "lazy_update=1");
     kvs__optim_free(o);
 
     o = parse_ok("adam");
@@ -53,7 +54,7 @@ static void test_parse_defaults(void **state)
     /* The fewest digits that read back exactly: 0.9, not 0.90000000000000002. */
     assert_string_equal(kvs__optim_spec(o),
                         "adam lr=0.001 beta1=0.9 beta2=0.999 epsilon=1e-08 "
-                        "wd=0 rescale_grad=1 clip_gradient=-1");
+                        "wd=0 rescale_grad=1 clip_gradient=-1 lazy_update=1");
     kvs__optim_free(o);
 }
 
@@ -83,13 +84,22 @@ static void test_parse_values_round_trip(void **state)
     {
         struct kvs__optim *o = parse_ok("  sgd\tclip_gradient=5\t\tlr=0.1  \n");
         assert_string_equal(kvs__optim_spec(o),
-                            "sgd lr=0.1 momentum=0 wd=0 rescale_grad=1 clip_gradient=5");
+                            "sgd lr=0.1 momentum=0 wd=0 rescale_grad=1 clip_gradient=5 "
+                            "lazy_update=1");
         kvs__optim_free(o);
         /* Short, and still exact: 1/3 needs 16 digits. */
         o = parse_ok("sgd lr=0.33333333333333331 wd=1e-300");
         assert_string_equal(kvs__optim_spec(o),
                             "sgd lr=0.3333333333333333 momentum=0 wd=1e-300 rescale_grad=1 "
-                            "clip_gradient=-1");
+                            "clip_gradient=-1 lazy_update=1");
+        kvs__optim_free(o);
+        /* lazy_update is a flag, written out and parsed back. */
+        o = parse_ok("adam lazy_update=0");
+        assert_int_equal(kvs__optim_lazy(o), 0);
+        assert_non_null(strstr(kvs__optim_spec(o), " lazy_update=0"));
+        kvs__optim_free(o);
+        o = parse_ok("sgd");
+        assert_int_equal(kvs__optim_lazy(o), 1);
         kvs__optim_free(o);
         o = parse_ok("SGD lr=1");
         assert_string_equal(kvs__optim_name(o), "sgd");
@@ -106,6 +116,8 @@ static void test_parse_errors(void **state)
         { "foo", "unknown optimizer 'foo'" },
         { "foo lr=1", "unknown optimizer 'foo'" },
         { "sgd lrx=0.1", "sgd: unknown parameter 'lrx'" },
+        { "sgd lazy_update=2", "lazy_update '2' is out of range: it must be 0 or 1" },
+        { "adam lazy_update=0.5", "lazy_update '0.5' is out of range" },
         { "adam momentum=0.9", "adam: unknown parameter 'momentum'" },
         { "sgd beta1=0.9", "sgd: unknown parameter 'beta1'" },
         { "sgd =0.1", "sgd: unknown parameter ''" },

@@ -530,7 +530,8 @@ static void test_file_hand_made(void **state)
     sf = load_ok(path);
     assert_non_null(sf->optim);
     assert_string_equal(kvs__optim_spec(sf->optim),
-                        "sgd lr=0.5 momentum=0.25 wd=0 rescale_grad=1 clip_gradient=-1");
+                        "sgd lr=0.5 momentum=0.25 wd=0 rescale_grad=1 clip_gradient=-1 "
+                        "lazy_update=1");
     assert_string_equal(sf->recs[0].key.name, "w");
     kvs__state_file_free(sf);
 

@@ -26,8 +26,8 @@
 #include "base/pool.h"
 #include "base/spec.h"
 
-#define OPTIM_MAX_PARAMS 7
-#define OPTIM_SPEC_MAX 512             /* the canonical spec: names + 7 numbers of <= 24 chars */
+#define OPTIM_MAX_PARAMS 8
+#define OPTIM_SPEC_MAX 512             /* the canonical spec: names + 8 numbers of <= 24 chars */
 #define OPTIM_NUMBER_MAX 128           /* longer values are refused: never a sensible number */
 #define OPTIM_CHUNK 1024               /* elements summed and updated per round of a loop */
 
@@ -36,7 +36,7 @@ enum optim_kind { OPTIM_SGD, OPTIM_ADAM };
 /* The values MXNet's optimizers make sense of (its own checks, and where
  * its formulas stop meaning anything: a negative lr ascends, beta or
  * momentum 1 never forgets). */
-enum range { ANY, POSITIVE, NONNEG, UNIT };   /* (-inf,inf) (0,inf) [0,inf) [0,1) */
+enum range { ANY, POSITIVE, NONNEG, UNIT, FLAG };   /* (-inf,inf) (0,inf) [0,inf) [0,1) {0,1} */
 
 struct param_def {
     const char *name;
@@ -52,18 +52,22 @@ struct optim_def {
 };
 
 /* Index of each parameter in kvs__optim.p; the tables below follow it. */
-enum { SGD_LR, SGD_MOMENTUM, SGD_WD, SGD_RESCALE, SGD_CLIP, SGD_NPARAMS };
+enum { SGD_LR, SGD_MOMENTUM, SGD_WD, SGD_RESCALE, SGD_CLIP, SGD_LAZY, SGD_NPARAMS };
 enum { ADAM_LR, ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON, ADAM_WD, ADAM_RESCALE, ADAM_CLIP,
-       ADAM_NPARAMS };
+       ADAM_LAZY, ADAM_NPARAMS };
 
 /* clip_gradient -1 stands for MXNet's None. lr 0.01 is the Optimizer base
- * class's learning_rate, which SGD inherits. */
+ * class's learning_rate, which SGD inherits. lazy_update (1: MXNet's
+ * default) says how a row-sparse gradient updates: only its rows and their
+ * state (1), or as a dense gradient, zeros included (0); it changes
+ * nothing for dense pushes. */
 static const struct param_def sgd_params[SGD_NPARAMS] = {
     [SGD_LR]       = { "lr",            0.01,  POSITIVE },
     [SGD_MOMENTUM] = { "momentum",      0.0,   UNIT },
     [SGD_WD]       = { "wd",            0.0,   NONNEG },
     [SGD_RESCALE]  = { "rescale_grad",  1.0,   ANY },
     [SGD_CLIP]     = { "clip_gradient", -1.0,  ANY },
+    [SGD_LAZY]     = { "lazy_update",   1.0,   FLAG },
 };
 
 static const struct param_def adam_params[ADAM_NPARAMS] = {
@@ -74,6 +78,7 @@ static const struct param_def adam_params[ADAM_NPARAMS] = {
     [ADAM_WD]      = { "wd",            0.0,   NONNEG },
     [ADAM_RESCALE] = { "rescale_grad",  1.0,   ANY },
     [ADAM_CLIP]    = { "clip_gradient", -1.0,  ANY },
+    [ADAM_LAZY]    = { "lazy_update",   1.0,   FLAG },
 };
 
 static int in_range(double v, enum range r)
@@ -82,6 +87,7 @@ static int in_range(double v, enum range r)
     case POSITIVE: return v > 0;
     case NONNEG: return v >= 0;
     case UNIT: return v >= 0 && v < 1;
+    case FLAG: return v == 0 || v == 1;
     default: return 1;
     }
 }
@@ -92,6 +98,7 @@ static const char *range_text(enum range r)
     case POSITIVE: return "> 0";
     case NONNEG: return ">= 0";
     case UNIT: return "in [0, 1)";
+    case FLAG: return "0 or 1";
     default: return "finite";
     }
 }
@@ -232,6 +239,11 @@ const char *kvs__optim_name(const struct kvs__optim *o)
 const char *kvs__optim_spec(const struct kvs__optim *o)
 {
     return o->spec;
+}
+
+int kvs__optim_lazy(const struct kvs__optim *o)
+{
+    return o->p[o->def->kind == OPTIM_ADAM ? ADAM_LAZY : SGD_LAZY] != 0.0;
 }
 
 /* ---- State ----------------------------------------------------------- */

@@ -34,6 +34,10 @@ const char *kvs__optim_name(const struct kvs__optim *o);   /* "sgd", "adam" */
 /* The spec with every parameter written out; parses back to the same optimizer. */
 const char *kvs__optim_spec(const struct kvs__optim *o);
 
+/* 1 when a row-sparse gradient updates only its rows and their state
+ * (lazy_update=1, the default), 0 when it is taken as dense. */
+int kvs__optim_lazy(const struct kvs__optim *o);
+
 /* State buffers per key this optimizer keeps (sgd: 1 with momentum, else
  * 0; adam: 2), as kvs__optim_state_new (store/optim_state.h)
  * makes them. */

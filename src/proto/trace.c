@@ -82,6 +82,8 @@ static const char *const what_names[KVS__TR_NWHAT] = {
     [KVS__TR_INIT] = "init", [KVS__TR_PUSH] = "push", [KVS__TR_PULL] = "pull",
     [KVS__TR_PUSHPULL] = "pushpull", [KVS__TR_ROW_SPARSE_PULL] = "row_sparse_pull",
     [KVS__TR_PULL_VIEW] = "pull_view", [KVS__TR_PUSHPULL_VIEW] = "pushpull_view",
+    [KVS__TR_PUSH_ROWS] = "push_row_sparse", [KVS__TR_PULL_ROWS] = "pull_rows",
+    [KVS__TR_PUSHPULL_ROWS] = "pushpull_row_sparse", [KVS__TR_INIT_ROWS] = "init_row_sparse",
     [KVS__TR_BARRIER] = "barrier", [KVS__TR_SET_OPTIMIZER] = "set_optimizer",
     [KVS__TR_SAVE_STATES] = "save_optimizer_states",
     [KVS__TR_LOAD_STATES] = "load_optimizer_states",
@@ -414,25 +416,52 @@ void kvs__tr_instant(int what, const struct kvs__tr_args *a, int status, const c
     kvs__tr_put(what, 0, 0, a, status, msg);
 }
 
-void kvs__tr_call(int what, int64_t t0, int n, const kvs_key_t *ks, const kvs_array_t *values,
-                  int priority, int rc, const char *msg)
+/* A worker's call of n keys and bytes ended. */
+static void tr_call_bytes(int what, int64_t t0, int n, const kvs_key_t *ks, uint64_t bytes,
+                          int priority, int rc, const char *msg)
 {
     struct kvs__tr_args a = KVS__TR_ARGS;
 
-    if (!t0)
-        return;
     if (n > 0 && ks) {
         a.key = ks[0];
         a.has_key = 1;
         a.nkeys = n;
     }
-    for (int i = 0; values && i < n; i++)
-        a.bytes += kvs__array_count(&values[i]) * kvs_dtype_size(values[i].dtype);
+    a.bytes = bytes;
     a.priority = priority;
-    a.has_priority = what >= KVS__TR_PUSH && what <= KVS__TR_PUSHPULL_VIEW;
+    a.has_priority = what >= KVS__TR_PUSH && what <= KVS__TR_PUSHPULL_ROWS;
     kvs__tr_put(what, t0, 0, &a, 0, NULL);
     if (rc != 0)
         kvs__tr_put(KVS__TR_ERROR, 0, 0, &a, rc, msg);
+}
+
+void kvs__tr_call(int what, int64_t t0, int n, const kvs_key_t *ks, const kvs_array_t *values,
+                  int priority, int rc, const char *msg)
+{
+    uint64_t bytes = 0;
+
+    if (!t0)
+        return;
+    for (int i = 0; values && i < n; i++)
+        bytes += kvs__array_count(&values[i]) * kvs_dtype_size(values[i].dtype);
+    tr_call_bytes(what, t0, n, ks, bytes, priority, rc, msg);
+}
+
+void kvs__tr_call_rows(int what, int64_t t0, int n, const kvs_key_t *ks,
+                       const kvs_row_sparse_t *values, int priority, int rc, const char *msg)
+{
+    uint64_t bytes = 0;
+
+    if (!t0)
+        return;
+    for (int i = 0; values && i < n; i++) {
+        uint64_t row = kvs_dtype_size(values[i].dtype);
+
+        for (int d = 1; d < values[i].ndim && d < KVS_MAX_NDIM; d++)
+            row *= (uint64_t)(values[i].shape[d] > 0 ? values[i].shape[d] : 0);
+        bytes += row * (uint64_t)(values[i].nnz > 0 ? values[i].nnz : 0);
+    }
+    tr_call_bytes(what, t0, n, ks, bytes, priority, rc, msg);
 }
 
 /* ---- writing ------------------------------------------------------------- */

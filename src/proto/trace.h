@@ -38,7 +38,8 @@
 enum kvs__tr_what {
     /* a worker's calls, on the calling thread */
     KVS__TR_INIT, KVS__TR_PUSH, KVS__TR_PULL, KVS__TR_PUSHPULL, KVS__TR_ROW_SPARSE_PULL,
-    KVS__TR_PULL_VIEW, KVS__TR_PUSHPULL_VIEW, KVS__TR_BARRIER, KVS__TR_SET_OPTIMIZER,
+    KVS__TR_PULL_VIEW, KVS__TR_PUSHPULL_VIEW, KVS__TR_PUSH_ROWS, KVS__TR_PULL_ROWS,
+    KVS__TR_PUSHPULL_ROWS, KVS__TR_INIT_ROWS, KVS__TR_BARRIER, KVS__TR_SET_OPTIMIZER,
     KVS__TR_SAVE_STATES, KVS__TR_LOAD_STATES,
     /* phases inside them */
     KVS__TR_COPY_IN, KVS__TR_COPY_OUT, KVS__TR_WAIT_KVSD, KVS__TR_QUEUED, KVS__TR_WAIT_OTHERS,
@@ -120,6 +121,10 @@ void kvs__tr_instant(int what, const struct kvs__tr_args *a, int status, const c
  * arrays (NULL: none). */
 void kvs__tr_call(int what, int64_t t0, int n, const kvs_key_t *keys, const kvs_array_t *values,
                   int priority, int rc, const char *msg);
+/* kvs__tr_call of a call of row-sparse values (NULL: none): their bytes
+ * are the rows they hold. */
+void kvs__tr_call_rows(int what, int64_t t0, int n, const kvs_key_t *keys,
+                       const kvs_row_sparse_t *values, int priority, int rc, const char *msg);
 /* A phase of a call of n keys (their arrays: values), as its span. */
 static inline void kvs__tr_list(int what, int64_t t0, int n, const kvs_key_t *keys,
                                 const kvs_array_t *values)

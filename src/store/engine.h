@@ -23,6 +23,7 @@
 #include "base/error.h"
 #include "store/engine_hooks.h"
 #include "store/engine_args.h"
+#include "kernels/rows.h"
 
 struct kvs__engine;
 struct kvs__optim_state;
@@ -133,14 +134,10 @@ struct kvs__push_item {
     const struct kvs__source *src;
 };
 /* A row-sparse input of a push to one entry found beforehand (a front that
- * gathers inputs itself: kvsd's rounds): nnz rows of the entry's dtype and
- * row size, idx[] in range and in any order, repeats allowed, as
+ * gathers inputs itself: kvsd's rounds) is a struct kvs__rows_in
+ * (kernels/rows.h: data, idx, nnz): nnz rows of the entry's dtype and row
+ * size, idx[] in range and in any order, repeats allowed, as
  * kvs__engine_check_rows accepted them. */
-struct kvs__rows_in {
-    const void *data;
-    const int64_t *idx;
-    int64_t nnz;
-};
 /* 0 when a is a row-sparse value of the stored key (dtype, full shape,
  * every index in range, nnz >= 0), with the key's info in *info (may be
  * NULL); else the error and detail kvs_push_row_sparse gives. */

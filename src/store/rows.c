@@ -1,0 +1,482 @@
+/*
+ * rows.c - the engine's calls for row-sparse values (kvs.h's
+ * kvs_row_sparse_t): init from rows, pushes of rows (their union-sum, then
+ * the update rule), compact pulls of chosen rows, and the check and entry
+ * push kvsd uses for the rounds it gathers itself.
+ *
+ * The update rules of a row-sparse sum: ASSIGN writes the sum's dense form
+ * (absent rows zero); an updater, and an optimizer whose spec says
+ * lazy_update=0, get the dense form through push.c's dense path; an
+ * optimizer updates lazily otherwise: only the sum's rows and their state,
+ * each run of consecutive rows an element range of one optimizer step.
+ *
+ * It must never sum or update by itself: sums are kernels/rows.c's (which
+ * are array.h's), updates the optimizer's kernels, dense pushes push.c's.
+ * Every call checks and allocates everything before it changes anything,
+ * so that a failed call leaves the store as it was. Keys on a GPU are
+ * refused (KVS_ENOTSUP) rather than copied whole to the host.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/array.h"
+#include "kernels/optim.h"
+#include "kernels/rows.h"
+#include "device/mem.h"
+#include "store/engine.h"
+#include "store/engine_model.h"
+#include "store/optim_state.h"
+#include "store/table.h"
+
+/* How a key's row-sparse sum reaches its value. */
+enum rule { RULE_ASSIGN, RULE_LAZY, RULE_DENSE };
+
+/* One key's row-sparse push, prepared: everything allocated, nothing
+ * written where a caller can see it. */
+struct rpush {
+    struct entry *ent;
+    int k;
+    const struct kvs__rows_in *in;
+    enum rule rule;
+    size_t row_elems, row_bytes;
+    struct kvs__rows_union u;
+    const int64_t *idx;                /* the sum's m sorted unique rows */
+    size_t m;
+    const void *sum;                   /* its rows: the only input's data, or buf */
+    void *buf;
+    void *dense;                       /* RULE_DENSE: the sum's dense form */
+    const void *dense_in;              /* dense, as push_entries' input list */
+    struct kvs__optim_state *ns;       /* RULE_LAZY: new state for a key without one */
+    struct kvs__optim_item *items;     /* RULE_LAZY: one per run of consecutive rows */
+    const void **runs;                 /* each item's input */
+    size_t nitems;
+};
+
+static enum rule rule_of(const struct kvs__engine *eng)
+{
+    if (eng->updater || (eng->optim && !kvs__optim_lazy(eng->optim)))
+        return RULE_DENSE;
+    return eng->optim ? RULE_LAZY : RULE_ASSIGN;
+}
+
+static void rpush_release(struct rpush *rp)
+{
+    kvs__rows_union_free(&rp->u);
+    free(rp->buf);
+    free(rp->dense);
+    kvs__optim_state_free(rp->ns);
+    free(rp->items);
+    free(rp->runs);
+    rp->buf = rp->dense = NULL;
+    rp->ns = NULL;
+    rp->items = NULL;
+    rp->runs = NULL;
+}
+
+/* Elements in a row of ent (0 for a key of no rows). */
+static size_t row_elems_of(const struct entry *ent)
+{
+    return ent->shape[0] > 0 ? ent->count / (size_t)ent->shape[0] : 0;
+}
+
+/* The entry of key that a (a checked row-sparse value) matches, for a
+ * push: stored, of a, on the host, and its update rule takes it. */
+static int rows_entry(struct kvs__engine *eng, kvs_key_t key, const kvs_row_sparse_t *a,
+                      struct entry **out, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    struct entry *ent = table_get(eng, key);
+    kvs_array_t full = kvs__row_sparse_full(a, a->data);
+    int rc;
+
+    if (eng->kind != KIND_NONE && kind_of(key) != eng->kind)
+        return kvs__fail(e, KVS_EKEYKIND, "key %s: %s key among %s keys", KEYSTR(ks, key),
+                         kind_name(kind_of(key)), kind_name(eng->kind));
+    if (!ent)
+        return kvs__fail(e, KVS_ENOKEY, "key %s: not initialised", KEYSTR(ks, key));
+    if ((rc = kvs__entry_match(ent, &full, e)) != 0)
+        return rc;
+    if (ent->device != KVS_HOST)
+        return kvs__fail(e, KVS_ENOTSUP, "key %s: its value is on a GPU; row-sparse values "
+                         "are taken for keys on the host only", KEYSTR(ks, key));
+    *out = ent;
+    return 0;
+}
+
+int kvs__engine_check_rows(struct kvs__engine *eng, kvs_key_t key, const kvs_row_sparse_t *a,
+                           struct kvs__entry_info *info, struct kvs__err *e)
+{
+    struct entry *ent;
+    int rc;
+
+    if ((rc = kvs__check_row_sparse(key, 0, a, "value", e)) != 0
+        || (rc = rows_entry(eng, key, a, &ent, e)) != 0
+        || (rc = kvs__entry_optim_takes(eng, ent, e)) != 0)
+        return rc;
+    return info ? kvs__engine_lookup(eng, key, info, e) : 0;
+}
+
+/* The runs of consecutive rows in idx[0..m). */
+static size_t count_runs(const int64_t *idx, size_t m)
+{
+    size_t runs = 0;
+
+    for (size_t j = 0; j < m; j++)
+        runs += j == 0 || idx[j] != idx[j - 1] + 1;
+    return runs;
+}
+
+/* Checks and allocates what the push of rp's inputs needs. */
+static int rpush_prepare(struct kvs__engine *eng, struct rpush *rp, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    struct entry *ent = rp->ent;
+    size_t bytes;
+    int rc;
+
+    if (ent->device != KVS_HOST)
+        return kvs__fail(e, KVS_ENOTSUP, "key %s: its value is on a GPU; row-sparse values "
+                         "are taken for keys on the host only", KEYSTR(ks, ent->key));
+    if ((rc = kvs__entry_optim_takes(eng, ent, e)) != 0)
+        return rc;
+    rp->rule = rule_of(eng);
+    rp->row_elems = row_elems_of(ent);
+    rp->row_bytes = rp->row_elems * kvs_dtype_size(ent->dtype);
+    if (rp->k == 1 && rp->in[0].nnz >= 0
+        && kvs__rows_sorted_unique(rp->in[0].idx, (size_t)rp->in[0].nnz)
+        && (rp->in[0].nnz == 0
+            || (rp->in[0].idx[0] >= 0 && rp->in[0].idx[rp->in[0].nnz - 1] < ent->shape[0]))) {
+        /* Sorted, unique, in range: the input is its own sum. */
+        rp->idx = rp->in[0].idx;
+        rp->m = (size_t)rp->in[0].nnz;
+        rp->sum = rp->in[0].data;
+    } else {
+        struct kvs__err why;
+
+        if ((rc = kvs__rows_union_make(&rp->u, rp->k, rp->in, rp->row_bytes, ent->shape[0],
+                                       &why)) != 0)
+            return kvs__fail(e, rc, "key %s: %s", KEYSTR(ks, ent->key), why.msg);
+        rp->idx = rp->u.idx;
+        rp->m = rp->u.m;
+        if (__builtin_mul_overflow(rp->m, rp->row_bytes, &bytes)
+            || !(rp->buf = malloc(bytes ? bytes : 1)))
+            return kvs__fail(e, -ENOMEM, "key %s: out of memory for the sum of %zu rows",
+                             KEYSTR(ks, ent->key), rp->m);
+        rp->sum = rp->buf;
+    }
+    if (rp->rule == RULE_DENSE) {
+        if (!(rp->dense = malloc(ent->bytes ? ent->bytes : 1)))
+            return kvs__fail(e, -ENOMEM, "key %s: out of memory for the dense form of a "
+                             "row-sparse sum (%zu bytes)", KEYSTR(ks, ent->key), ent->bytes);
+        rp->dense_in = rp->dense;
+    }
+    if (rp->rule == RULE_LAZY) {
+        if (!ent->ostate
+            && (rc = kvs__optim_state_new(eng->optim, ent->dtype, ent->count, ent->device,
+                                          &rp->ns, e)) != 0)
+            return rc;
+        rp->nitems = rp->row_bytes ? count_runs(rp->idx, rp->m) : 0;
+        if (rp->nitems && (!(rp->items = malloc(sizeof *rp->items * rp->nitems))
+                           || !(rp->runs = malloc(sizeof *rp->runs * rp->nitems))))
+            return kvs__fail(e, -ENOMEM, "key %s: out of memory for %zu runs of rows",
+                             KEYSTR(ks, ent->key), rp->nitems);
+    }
+    return 0;
+}
+
+/* The sum of rp's inputs into its buffer, when it has one. */
+static void rpush_sum(struct kvs__engine *eng, struct rpush *rp)
+{
+    if (rp->buf)
+        kvs__rows_union_sum(&rp->u, rp->ent->dtype, rp->buf, rp->row_elems, eng->nthreads);
+}
+
+/* One optimizer step of the key over the sum's rows alone: each run of
+ * consecutive rows is an element range of the step. */
+static void rpush_lazy(struct kvs__engine *eng, struct rpush *rp)
+{
+    struct entry *ent = rp->ent;
+    uint64_t step;
+    size_t x = 0;
+
+    if (rp->ns) {
+        ent->ostate = rp->ns;
+        rp->ns = NULL;
+    }
+    step = ent->ostate->t + 1;
+    for (size_t j = 0; j < rp->m && rp->nitems; ) {
+        size_t j0 = j;
+
+        while (j + 1 < rp->m && rp->idx[j + 1] == rp->idx[j] + 1)
+            j++;
+        j++;
+        rp->runs[x] = (const char *)rp->sum + j0 * rp->row_bytes;
+        rp->items[x] = (struct kvs__optim_item){
+            .s = ent->ostate, .dtype = ent->dtype,
+            .weight = (char *)ent->value + (size_t)rp->idx[j0] * rp->row_bytes,
+            .in = &rp->runs[x], .k = 1, .count = (j - j0) * rp->row_elems,
+            .first = (size_t)rp->idx[j0] * rp->row_elems, .step = step, .src = NULL };
+        x++;
+    }
+    /* Without sources the updates cannot fail. */
+    (void)kvs__optim_update_many(eng->optim, rp->items, (int)rp->nitems, eng->nthreads);
+    ent->ostate->t = step;             /* an empty sum is a step too, as a dense push */
+}
+
+/* Applies prepared pushes: the dense ones through push.c's path first (an
+ * updater may fail them: nothing has changed then), then the others,
+ * which cannot fail. */
+static int rpush_run(struct kvs__engine *eng, struct rpush *rps, int ng, struct kvs__err *e)
+{
+    struct kvs__push_item *items = NULL;
+    int nd = 0, rc = 0;
+
+    for (int g = 0; g < ng; g++)
+        nd += rps[g].rule == RULE_DENSE;
+    if (nd > 0) {
+        if (!(items = calloc((size_t)nd, sizeof *items)))
+            return kvs__fail(e, -ENOMEM, "out of memory for a push of %d keys", nd);
+        nd = 0;
+        for (int g = 0; g < ng; g++) {
+            struct rpush *rp = &rps[g];
+
+            if (rp->rule != RULE_DENSE)
+                continue;
+            rpush_sum(eng, rp);
+            kvs__rows_scatter(rp->dense, rp->ent->shape[0], rp->row_bytes, rp->idx, rp->m,
+                              rp->sum);
+            items[nd++] = (struct kvs__push_item){ .entry = rp->ent, .k = 1,
+                                                   .in = &rp->dense_in };
+        }
+        rc = kvs__engine_push_entries(eng, nd, items, e);
+        free(items);
+        if (rc != 0)
+            return rc;
+    }
+    for (int g = 0; g < ng; g++) {
+        struct rpush *rp = &rps[g];
+
+        if (rp->rule == RULE_DENSE)
+            continue;                  /* push_entries counted its version */
+        rpush_sum(eng, rp);
+        if (rp->rule == RULE_ASSIGN)
+            kvs__rows_scatter(rp->ent->value, rp->ent->shape[0], rp->row_bytes, rp->idx,
+                              rp->m, rp->sum);
+        else
+            rpush_lazy(eng, rp);
+        rp->ent->version++;
+    }
+    return 0;
+}
+
+int kvs__engine_push_rows(struct kvs__engine *eng, void *entry, int k,
+                          const struct kvs__rows_in *in, struct kvs__err *e)
+{
+    struct rpush rp = { .ent = entry, .k = k, .in = in };
+    int rc;
+
+    if (!entry || k < 0 || (k > 0 && !in))
+        return kvs__fail(e, KVS_EBADARG, "a push of rows needs an entry and %d inputs", k);
+    if ((rc = rpush_prepare(eng, &rp, e)) == 0)
+        rc = rpush_run(eng, &rp, 1, e);
+    rpush_release(&rp);
+    return rc;
+}
+
+int kvs__engine_push_row_sparse(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                                const kvs_row_sparse_t *values, struct kvs__err *e)
+{
+    struct kvs__rows_in *ins = NULL;
+    struct rpush *rps = NULL;
+    int *gid = NULL, *first = NULL, ng = 0, rc;
+
+    if ((rc = kvs__check_rows_list(eng, n, keys, values, e)) != 0 || n == 0)
+        return rc;
+    if (!(gid = malloc(sizeof *gid * 2 * (size_t)n)) || !(ins = malloc(sizeof *ins * (size_t)n))
+        || !(rps = calloc((size_t)n, sizeof *rps))) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
+        goto out;
+    }
+    first = gid + n;
+    if ((rc = kvs__group_keys(n, keys, gid, first, e)) < 0)
+        goto out;
+    ng = rc;
+    rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        if ((rc = rows_entry(eng, keys[i], &values[i], &rps[gid[i]].ent, e)) == 0)
+            rps[gid[i]].k++;
+    if (rc != 0)
+        goto out;
+    /* Each key's inputs side by side in ins, in list order. */
+    for (int g = 0, at = 0; g < ng; g++) {
+        rps[g].in = ins + at;
+        at += rps[g].k;
+        rps[g].k = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        struct rpush *rp = &rps[gid[i]];
+
+        ((struct kvs__rows_in *)rp->in)[rp->k++] =
+            (struct kvs__rows_in){ values[i].data, values[i].indices, values[i].nnz };
+    }
+    for (int g = 0; g < ng && rc == 0; g++)
+        rc = rpush_prepare(eng, &rps[g], e);
+    if (rc == 0)
+        rc = rpush_run(eng, rps, ng, e);
+out:
+    for (int g = 0; rps && g < ng; g++)
+        rpush_release(&rps[g]);
+    free(rps);
+    free(ins);
+    free(gid);
+    return rc;
+}
+
+/* ---- init --------------------------------------------------------------- */
+
+int kvs__engine_init_row_sparse(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                                const kvs_row_sparse_t *values, int replace,
+                                struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    kvs_array_t *full = NULL;
+    int rc;
+
+    if ((rc = kvs__check_rows_list(eng, n, keys, values, e)) != 0 || n == 0)
+        return rc;
+    if (!(full = calloc((size_t)n, sizeof *full)))
+        return kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
+    /* Each value's dense form, then a dense init: the checks, placement
+     * and commit of kvs__engine_init. */
+    for (int i = 0; i < n && rc == 0; i++) {
+        const kvs_row_sparse_t *v = &values[i];
+        struct kvs__rows_in in = { v->data, v->indices, v->nnz };
+        struct entry shape = { .key = keys[i], .dtype = v->dtype, .ndim = v->ndim };
+        struct rpush rp = { .ent = &shape, .k = 1, .in = &in };
+        size_t bytes;
+
+        full[i] = kvs__row_sparse_full(v, NULL);
+        memcpy(shape.shape, v->shape, sizeof shape.shape);
+        shape.count = kvs__array_count(&full[i]);
+        bytes = shape.count * kvs_dtype_size(v->dtype);
+        rp.row_elems = row_elems_of(&shape);
+        rp.row_bytes = rp.row_elems * kvs_dtype_size(v->dtype);
+        if (!(full[i].data = malloc(bytes ? bytes : 1))) {
+            rc = kvs__fail(e, -ENOMEM, "key %s: out of memory for a %zu-byte value",
+                           KEYSTR(ks, keys[i]), bytes);
+            break;
+        }
+        if (kvs__rows_sorted_unique(v->indices, (size_t)v->nnz)) {
+            rp.idx = v->indices;
+            rp.m = (size_t)v->nnz;
+            rp.sum = v->data;
+        } else if ((rc = kvs__rows_union_make(&rp.u, 1, &in, rp.row_bytes, v->shape[0],
+                                              e)) != 0) {
+            break;
+        } else if (!(rp.buf = malloc(rp.u.m * rp.row_bytes + 1))) {
+            rc = kvs__fail(e, -ENOMEM, "key %s: out of memory for %zu rows",
+                           KEYSTR(ks, keys[i]), rp.u.m);
+            rpush_release(&rp);
+            break;
+        } else {
+            rp.idx = rp.u.idx;
+            rp.m = rp.u.m;
+            rp.sum = rp.buf;
+            rpush_sum(eng, &rp);
+        }
+        kvs__rows_scatter(full[i].data, v->shape[0], rp.row_bytes, rp.idx, rp.m, rp.sum);
+        rpush_release(&rp);
+    }
+    if (rc == 0)
+        rc = kvs__engine_init(eng, n, keys, full, replace, e);
+    for (int i = 0; i < n; i++)
+        free(full[i].data);
+    free(full);
+    return rc;
+}
+
+/* ---- compact pulls -------------------------------------------------------- */
+
+int kvs__engine_pull_rows(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                          const kvs_array_t *row_ids, kvs_row_sparse_t *outs,
+                          struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    struct entry **ents = NULL;
+    int64_t **uniq = NULL;
+    size_t *need = NULL;
+    int rc, short_of = -1;
+
+    if ((rc = kvs__check_rows_outs(eng, n, keys, row_ids, outs, e)) != 0 || n == 0)
+        return rc;
+    if (!(ents = calloc((size_t)n, sizeof *ents)) || !(uniq = calloc((size_t)n, sizeof *uniq))
+        || !(need = calloc((size_t)n, sizeof *need))) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        struct entry *ent = table_get(eng, keys[i]);
+
+        if (eng->kind != KIND_NONE && kind_of(keys[i]) != eng->kind) {
+            rc = kvs__fail(e, KVS_EKEYKIND, "key %s: %s key among %s keys",
+                           KEYSTR(ks, keys[i]), kind_name(kind_of(keys[i])),
+                           kind_name(eng->kind));
+            goto out;
+        }
+        if (!ent) {
+            rc = kvs__fail(e, KVS_ENOKEY, "key %s: not initialised", KEYSTR(ks, keys[i]));
+            goto out;
+        }
+        if (ent->device != KVS_HOST) {
+            rc = kvs__fail(e, KVS_ENOTSUP, "key %s: its value is on a GPU; compact pulls "
+                           "are taken for keys on the host only", KEYSTR(ks, keys[i]));
+            goto out;
+        }
+        if ((rc = kvs__check_row_ids(keys[i], i, &row_ids[i], ent->ndim,
+                                     ent->ndim ? ent->shape[0] : 0, e)) != 0)
+            goto out;
+        ents[i] = ent;
+    }
+    for (int i = 0; i < n; i++) {
+        if ((rc = kvs__rows_unique_copy(row_ids[i].data, (size_t)row_ids[i].shape[0], &uniq[i],
+                                        &need[i], e)) != 0)
+            goto out;
+        if (short_of < 0 && need[i] > (size_t)outs[i].nnz)
+            short_of = i;
+    }
+    if (short_of >= 0) {
+        rc = kvs__fail(e, -ENOSPC, "key %s: out %d has room for %lld rows, and %zu are "
+                       "asked for", KEYSTR(ks, keys[short_of]), short_of,
+                       (long long)outs[short_of].nnz, need[short_of]);
+        for (int i = 0; i < n; i++)
+            outs[i].nnz = (int64_t)need[i];
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        const struct entry *ent = ents[i];
+        kvs_row_sparse_t *o = &outs[i];
+        size_t row = row_elems_of(ent) * kvs_dtype_size(ent->dtype);
+
+        for (size_t j = 0; j < need[i]; j++) {
+            o->indices[j] = uniq[i][j];
+            memcpy((char *)o->data + j * row, (const char *)ent->value + (size_t)uniq[i][j] * row,
+                   row);
+        }
+        o->nnz = (int64_t)need[i];
+        o->dtype = ent->dtype;
+        o->ndim = ent->ndim;
+        memset(o->shape, 0, sizeof o->shape);
+        memcpy(o->shape, ent->shape, sizeof o->shape[0] * (size_t)ent->ndim);
+    }
+out:
+    for (int i = 0; uniq && i < n; i++)
+        free(uniq[i]);
+    free(uniq);
+    free(need);
+    free(ents);
+    return rc;
+}
