@@ -767,6 +767,80 @@ static void test_pushpull_row_sparse(void **state)
     kvs_close(kv);
 }
 
+/* ---- kvsd's entry ------------------------------------------------------- */
+
+/* kvs__engine_check_rows, then kvs__engine_push_rows of inputs from
+ * several workers: their union-sum, lazily applied; an index out of range
+ * (a worker that changed its staging after the check) is refused by the
+ * push itself, naming input and position, with nothing changed. */
+static void test_engine_push_rows(void **state)
+{
+    kvs_t *kv = new_store("local");
+    float w[N], got[N], d0[2 * C], d1[2 * C], g[N];
+    int64_t i0[] = { 3, 1 }, i1[] = { 1, 12 };
+    kvs_row_sparse_t v[2] = { rsp(d0, i0, 2, KVS_FLOAT32), rsp(d1, i1, 2, KVS_FLOAT32) };
+    struct kvs__rows_in in[2] = { { d0, i0, 2 }, { d1, i1, 2 } };
+    struct kvs__entry_info info;
+    struct kvs__err e = { 0, "" };
+    struct snap before;
+
+    (void)state;
+    fill_w(w, N, 1.5f);
+    fill_w(d0, 2 * C, 0.2f);
+    fill_w(d1, 2 * C, -0.6f);
+    init_f32(kv, 1, w);
+    OK(kvs_set_optimizer(kv, "sgd lr=0.25 momentum=0.5 wd=0.1"));
+    EXPECT_RC(kvs__engine_check_rows(kv->eng, IK(1), &v[1], &info, &e), KVS_ERANGE);
+    i1[1] = 7;
+    OK(kvs__engine_check_rows(kv->eng, IK(1), &v[0], &info, &e));
+    OK(kvs__engine_check_rows(kv->eng, IK(1), &v[1], &info, &e));
+    assert_int_equal(info.version, 1);
+    take(kv, 1, &before);
+    i1[1] = 10;                        /* changed after the check */
+    EXPECT_RC(kvs__engine_push_rows(kv->eng, info.entry, 2, in, &e), KVS_ERANGE);
+    assert_non_null(strstr(e.msg, "input 1"));
+    assert_non_null(strstr(e.msg, "position 1"));
+    expect_same(kv, 1, &before);
+    i1[1] = 7;
+    OK(kvs__engine_push_rows(kv->eng, info.entry, 2, in, &e));
+    dense_sum(g, v, 2);
+    {
+        float mom[N] = { 0 };
+
+        for (int x = 0; x < N; x++)
+            if (x / C == 1 || x / C == 3 || x / C == 7)
+                ref_sgd(&w[x], &mom[x], g[x], 0.25f, 0.5f, 0.1f, 1.0f, -1.0f);
+    }
+    pull_f32(kv, 1, got);
+    assert_memory_equal(got, w, sizeof w);
+    kvs_close(kv);
+}
+
+/* The device type takes row-sparse values for keys it keeps on the host
+ * (no GPU seen), and refuses keys on a GPU with KVS_ENOTSUP. */
+static void test_device_type(void **state)
+{
+    kvs_t *kv = new_store("device");
+    float w[N], got[N], d[C] = { 1, 2, 3 };
+    int64_t idx[] = { 4 };
+    kvs_row_sparse_t v = rsp(d, idx, 1, KVS_FLOAT32);
+    struct kvs__entry_info info;
+
+    (void)state;
+    fill_w(w, N, 0.0f);
+    init_f32(kv, 1, w);
+    OK(kvs__engine_lookup(kv->eng, IK(1), &info, NULL));
+    if (info.device != KVS_HOST) {
+        EXPECT_RC(kvs_push_row_sparse(kv, 1, &IK(1), &v, 0), KVS_ENOTSUP);
+        EXPECT_DETAIL(kv, "GPU");
+    } else {
+        OK(kvs_push_row_sparse(kv, 1, &IK(1), &v, 0));
+        pull_f32(kv, 1, got);
+        assert_memory_equal(got + 4 * C, d, sizeof d);
+    }
+    kvs_close(kv);
+}
+
 /* ---- the kernels ----------------------------------------------------------- */
 
 /* Sort-unique of many ids (the radix path) against qsort. */
@@ -821,6 +895,8 @@ int main(void)
         CASE(test_init_row_sparse),
         CASE(test_statefile_after_lazy_updates),
         CASE(test_pushpull_row_sparse),
+        CASE(test_engine_push_rows),
+        CASE(test_device_type),
         CASE(test_sort_unique),
     };
     return cmocka_run_group_tests_name("rows", tests, NULL, NULL);

@@ -146,7 +146,11 @@ int kvs__engine_check_rows(struct kvs__engine *eng, kvs_key_t key, const kvs_row
 /* The push of k row-sparse inputs of one entry (info.entry of
  * kvs__engine_check_rows, still valid): their row-sparse sum (the union of
  * the rows, each row summed), then the update rule as
- * kvs__engine_push_row_sparse applies it. All or nothing. */
+ * kvs__engine_push_row_sparse applies it. All or nothing. The inputs may
+ * lie in memory another process can write (a worker's staging): each
+ * index is read once, checked against the key's rows (KVS_ERANGE naming
+ * the input and position) and copied; rows are then read from data by
+ * position, so a changed index never moves a write. */
 int kvs__engine_push_rows(struct kvs__engine *eng, void *entry, int k,
                           const struct kvs__rows_in *in, struct kvs__err *e);
 /* kvs__engine_push of n such items, each of another key: no lookups, no

@@ -41,6 +41,9 @@ struct rpush {
     struct entry *ent;
     int k;
     const struct kvs__rows_in *in;
+    bool own;                          /* in[] is the caller's own memory, read as often as
+                                        * needed; else (kvsd: a worker's) each index is read
+                                        * once, into the union */
     enum rule rule;
     size_t row_elems, row_bytes;
     struct kvs__rows_union u;
@@ -146,7 +149,7 @@ static int rpush_prepare(struct kvs__engine *eng, struct rpush *rp, struct kvs__
     rp->rule = rule_of(eng);
     rp->row_elems = row_elems_of(ent);
     rp->row_bytes = rp->row_elems * kvs_dtype_size(ent->dtype);
-    if (rp->k == 1 && rp->in[0].nnz >= 0
+    if (rp->own && rp->k == 1 && rp->in[0].nnz >= 0
         && kvs__rows_sorted_unique(rp->in[0].idx, (size_t)rp->in[0].nnz)
         && (rp->in[0].nnz == 0
             || (rp->in[0].idx[0] >= 0 && rp->in[0].idx[rp->in[0].nnz - 1] < ent->shape[0]))) {
@@ -155,6 +158,8 @@ static int rpush_prepare(struct kvs__engine *eng, struct rpush *rp, struct kvs__
         rp->m = (size_t)rp->in[0].nnz;
         rp->sum = rp->in[0].data;
     } else {
+        /* The union reads each index once, checks it and keeps its own
+         * copy: what a worker changes later cannot move a write. */
         struct kvs__err why;
 
         if ((rc = kvs__rows_union_make(&rp->u, rp->k, rp->in, rp->row_bytes, ent->shape[0],
@@ -276,7 +281,7 @@ static int rpush_run(struct kvs__engine *eng, struct rpush *rps, int ng, struct 
 int kvs__engine_push_rows(struct kvs__engine *eng, void *entry, int k,
                           const struct kvs__rows_in *in, struct kvs__err *e)
 {
-    struct rpush rp = { .ent = entry, .k = k, .in = in };
+    struct rpush rp = { .ent = entry, .k = k, .in = in, .own = false };
     int rc;
 
     if (!entry || k < 0 || (k > 0 && !in))
@@ -313,6 +318,7 @@ int kvs__engine_push_row_sparse(struct kvs__engine *eng, int n, const kvs_key_t 
         goto out;
     /* Each key's inputs side by side in ins, in list order. */
     for (int g = 0, at = 0; g < ng; g++) {
+        rps[g].own = true;
         rps[g].in = ins + at;
         at += rps[g].k;
         rps[g].k = 0;
