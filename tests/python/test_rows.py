@@ -221,6 +221,15 @@ def test_pushpull_with_row_ids():
     # Row-sparse values without row_ids: the whole value comes back.
     whole = kv.pushpull('e', grad)
     np.testing.assert_array_equal(whole, kv.pull('e'))
+    # Lists of keys: one RowSparse each; a dense value goes as all its rows.
+    kv.init('v', np.zeros(4, np.float32))
+    before = kv.pull('e')
+    got = kv.pushpull(['e', 'v'], [[grad, grad], np.ones(4, np.float32)],
+                      row_ids=[np.array([1, 4, 1]), np.array([3])])
+    before[[4, 1]] -= 1.0                 # two values of rows 4 and 1, summed
+    assert [g.indices.tolist() for g in got] == [[1, 4], [3]]
+    np.testing.assert_allclose(got[0].data, before[[1, 4]], rtol=1e-6)
+    assert got[1].data.tolist() == [-0.5]
 
 
 # ---- lazy and dense updates -------------------------------------------------
