@@ -140,6 +140,21 @@ static void test_sum_overlapping_repeated(void **state)
     pull_f32(kv, 5, got);
     dense_sum(want, v, 3);
     EXPECT_F32(got, want, N);
+    /* Stretches of rows that several inputs hold alike sum as one. */
+    {
+        int64_t a[] = { 2, 3, 4, 8 }, b[] = { 0, 2, 3, 4 }, c[] = { 2, 3, 5 };
+        float da[4 * C], db[4 * C], dc[3 * C];
+        kvs_row_sparse_t u[3] = { rsp(da, a, 4, KVS_FLOAT32), rsp(db, b, 4, KVS_FLOAT32),
+                                  rsp(dc, c, 3, KVS_FLOAT32) };
+
+        fill_w(da, 4 * C, 1.0f);
+        fill_w(db, 4 * C, -7.5f);
+        fill_w(dc, 3 * C, 0.125f);
+        OK(kvs_push_row_sparse(kv, 3, keys, u, 0));
+        pull_f32(kv, 5, got);
+        dense_sum(want, u, 3);
+        EXPECT_F32(got, want, N);
+    }
     kvs_close(kv);
 }
 
@@ -877,6 +892,48 @@ static void test_sort_unique(void **state)
     free(b);
 }
 
+/* The compact union-sum (what a client sums before it sends): sorted
+ * unique rows, each the sum of its inputs' rows, equal to the dense sum's
+ * rows; merged (ascending inputs) and sorted (others) alike. */
+static void test_union_sum_compact(void **state)
+{
+    float d0[3 * C], d1[3 * C], out[R * C], want[N];
+    int64_t i0[] = { 1, 4, 5 }, i1[] = { 4, 5, 9 }, j1[] = { 9, 5, 4 };
+    struct kvs__rows_in in[2] = { { d0, i0, 3 }, { d1, i1, 3 } };
+    kvs_row_sparse_t v[2] = { rsp(d0, i0, 3, KVS_FLOAT32), rsp(d1, i1, 3, KVS_FLOAT32) };
+    struct kvs__rows_union u;
+    struct kvs__err e = { 0, "" };
+    const int64_t rows[] = { 1, 4, 5, 9 };
+
+    (void)state;
+    fill_w(d0, 3 * C, 0.5f);
+    fill_w(d1, 3 * C, 2.25f);
+    dense_sum(want, v, 2);
+    for (int pass = 0; pass < 2; pass++) {
+        OK(kvs__rows_union_make(&u, 2, in, C * sizeof(float), R, &e));
+        assert_int_equal(u.m, 4);
+        assert_memory_equal(u.idx, rows, sizeof rows);
+        kvs__rows_union_sum(&u, KVS_FLOAT32, out, C, 0);
+        for (size_t r = 0; r < u.m; r++)
+            EXPECT_F32(out + r * C, want + rows[r] * C, C);
+        kvs__rows_union_free(&u);
+        /* the same rows, the second input's reversed (and its data too) */
+        for (int j = 0; j < 3; j++)
+            for (int c = 0; c < C; c++)
+                if (j < 1) {
+                    float t = d1[j * C + c];
+
+                    d1[j * C + c] = d1[(2 - j) * C + c];
+                    d1[(2 - j) * C + c] = t;
+                }
+        in[1].idx = j1;
+    }
+    in[1].idx = i1;
+    i1[2] = R;
+    EXPECT_RC(kvs__rows_union_make(&u, 2, in, C * sizeof(float), R, &e), KVS_ERANGE);
+    assert_null(u.idx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -897,6 +954,7 @@ int main(void)
         CASE(test_pushpull_row_sparse),
         CASE(test_engine_push_rows),
         CASE(test_device_type),
+        CASE(test_union_sum_compact),
         CASE(test_sort_unique),
     };
     return cmocka_run_group_tests_name("rows", tests, NULL, NULL);

@@ -181,6 +181,79 @@ void kvs__rows_union_free(struct kvs__rows_union *u)
     memset(u, 0, sizeof *u);
 }
 
+/* Inputs merged, rather than sorted, up to this many: each output row
+ * looks at every input's next row. */
+#define MERGE_MAX_K 16
+
+/* The union of k inputs whose indices each ascend strictly (what a client
+ * that sorted its rows sends), by a k-way merge: each index read once,
+ * checked, and compared with its input's last. 1 when an input does not
+ * ascend (u then holds nothing: the caller sorts instead); 0; or an error. */
+static int union_merge(struct kvs__rows_union *u, int k, const struct kvs__rows_in *in,
+                       size_t row_bytes, int64_t rows, size_t total, struct kvs__err *e)
+{
+    int64_t head[MERGE_MAX_K], pos[MERGE_MAX_K];
+    size_t x = 0;
+    int rc = 0;
+
+    if (!(u->idx = malloc(total * sizeof *u->idx))
+        || !(u->start = malloc((total + 1) * sizeof *u->start))
+        || !(u->items = malloc(total * sizeof(struct kvs__sum_item)))
+        || !(u->src = malloc(total * sizeof *u->src))) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory for the union of %zu rows", total);
+        goto fail;
+    }
+    for (int i = 0; i < k; i++) {
+        pos[i] = 0;
+        head[i] = in[i].nnz > 0 ? in[i].idx[0] : INT64_MAX;
+        if (in[i].nnz > 0 && (head[i] < 0 || head[i] >= rows)) {
+            rc = kvs__fail(e, KVS_ERANGE, "input %d: row id %lld at position 0 is out of "
+                           "range [0, %lld)", i, (long long)head[i], (long long)rows);
+            goto fail;
+        }
+    }
+    u->m = 0;
+    for (;;) {
+        int64_t r = INT64_MAX;
+
+        for (int i = 0; i < k; i++)
+            r = head[i] < r ? head[i] : r;
+        if (r == INT64_MAX)
+            break;
+        u->idx[u->m] = r;
+        u->start[u->m++] = x;
+        for (int i = 0; i < k; i++) {
+            int64_t j, next;
+
+            if (head[i] != r)
+                continue;
+            j = pos[i]++;
+            u->src[x++] = (const char *)in[i].data + (size_t)j * row_bytes;
+            if (j + 1 >= in[i].nnz) {
+                head[i] = INT64_MAX;
+                continue;
+            }
+            next = in[i].idx[j + 1];
+            if (next <= r) {           /* not ascending: sort instead */
+                rc = 1;
+                goto fail;
+            }
+            if (next >= rows) {
+                rc = kvs__fail(e, KVS_ERANGE, "input %d: row id %lld at position %lld is out "
+                               "of range [0, %lld)", i, (long long)next, (long long)(j + 1),
+                               (long long)rows);
+                goto fail;
+            }
+            head[i] = next;
+        }
+    }
+    u->start[u->m] = x;
+    return 0;
+fail:
+    kvs__rows_union_free(u);
+    return rc;
+}
+
 int kvs__rows_union_make(struct kvs__rows_union *u, int k, const struct kvs__rows_in *in,
                          size_t row_bytes, int64_t rows, struct kvs__err *e)
 {
@@ -197,6 +270,11 @@ int kvs__rows_union_make(struct kvs__rows_union *u, int k, const struct kvs__row
     }
     if (total == 0)
         return 0;
+    if (total > SIZE_MAX / sizeof *at / 2)
+        return kvs__fail(e, -ENOMEM, "out of memory for the union of %zu rows", total);
+    if (k <= MERGE_MAX_K && (rc = union_merge(u, k, in, row_bytes, rows, total, e)) <= 0)
+        return rc;
+    rc = 0;
     if (total > SIZE_MAX / sizeof *at / 2
         || !(at = malloc(total * sizeof *at)) || !(by_seq = malloc(total * sizeof *by_seq))) {
         rc = kvs__fail(e, -ENOMEM, "out of memory for the union of %zu rows", total);
@@ -246,25 +324,92 @@ out:
     return rc;
 }
 
+/* 1 when output row r's inputs are output row r - 1's, each one row on:
+ * the two rows sum as one stretch of elements. */
+static int continues(const struct kvs__rows_union *u, size_t r, size_t row_bytes)
+{
+    size_t k = u->start[r + 1] - u->start[r];
+
+    if (k != u->start[r] - u->start[r - 1])
+        return 0;
+    for (size_t j = 0; j < k; j++)
+        if ((const char *)u->src[u->start[r] + j]
+            != (const char *)u->src[u->start[r - 1] + j] + row_bytes)
+            return 0;
+    return 1;
+}
+
 void kvs__rows_union_sum(const struct kvs__rows_union *u, kvs_dtype_t dtype, void *out,
                          size_t row_elems, int nthreads)
 {
     struct kvs__sum_item *items = u->items;
-    size_t row_bytes = row_elems * kvs_dtype_size(dtype);
+    size_t row_bytes = row_elems * kvs_dtype_size(dtype), m = 0;
 
     if (u->m == 0 || row_bytes == 0)
         return;
-    for (size_t r = 0; r < u->m; r++)
-        items[r] = (struct kvs__sum_item){ dtype, (char *)out + r * row_bytes,
-                                           u->src + u->start[r],
-                                           (int)(u->start[r + 1] - u->start[r]), row_elems,
-                                           NULL };
-    /* kvs__sum_many takes an int count; no source: it cannot fail. */
-    for (size_t r = 0; r < u->m; r += INT_MAX / 2) {
-        size_t c = u->m - r < INT_MAX / 2 ? u->m - r : INT_MAX / 2;
-
-        (void)kvs__sum_many(items + r, (int)c, nthreads);
+    /* One item per stretch of rows whose inputs are stretches too (inputs
+     * of the same rows, in order: a dense push by rows is one item). */
+    for (size_t r = 0, r1; r < u->m; r = r1) {
+        for (r1 = r + 1; r1 < u->m && continues(u, r1, row_bytes); r1++)
+            ;
+        items[m++] = (struct kvs__sum_item){ dtype, (char *)out + r * row_bytes,
+                                             u->src + u->start[r],
+                                             (int)(u->start[r + 1] - u->start[r]),
+                                             (r1 - r) * row_elems, NULL };
     }
+    /* kvs__sum_many takes an int count; no source: it cannot fail. */
+    for (size_t i = 0; i < m; i += INT_MAX / 2) {
+        size_t c = m - i < INT_MAX / 2 ? m - i : INT_MAX / 2;
+
+        (void)kvs__sum_many(items + i, (int)c, nthreads);
+    }
+}
+
+size_t kvs__rows_run_end(const struct kvs__rows_union *u, size_t r, size_t row_bytes)
+{
+    size_t r1 = r + 1;
+
+    while (r1 < u->m && u->idx[r1] == u->idx[r1 - 1] + 1 && continues(u, r1, row_bytes))
+        r1++;
+    return r1;
+}
+
+void kvs__rows_union_sum_into(const struct kvs__rows_union *u, kvs_dtype_t dtype, void *dense,
+                              size_t row_elems, int nthreads)
+{
+    struct kvs__sum_item *items = u->items;
+    size_t row_bytes = row_elems * kvs_dtype_size(dtype), m = 0;
+
+    if (u->m == 0 || row_bytes == 0)
+        return;
+    for (size_t r = 0, r1; r < u->m; r = r1) {
+        r1 = kvs__rows_run_end(u, r, row_bytes);
+        items[m++] = (struct kvs__sum_item){ dtype,
+                                             (char *)dense + (size_t)u->idx[r] * row_bytes,
+                                             u->src + u->start[r],
+                                             (int)(u->start[r + 1] - u->start[r]),
+                                             (r1 - r) * row_elems, NULL };
+    }
+    for (size_t i = 0; i < m; i += INT_MAX / 2) {
+        size_t c = m - i < INT_MAX / 2 ? m - i : INT_MAX / 2;
+
+        (void)kvs__sum_many(items + i, (int)c, nthreads);
+    }
+}
+
+void kvs__rows_zero_gaps(void *dense, int64_t rows, size_t row_bytes, const int64_t *idx,
+                         size_t m)
+{
+    char *d = dense;
+    int64_t next = 0;
+
+    for (size_t j = 0; j < m; j++) {
+        if (idx[j] > next)
+            memset(d + (size_t)next * row_bytes, 0, (size_t)(idx[j] - next) * row_bytes);
+        next = idx[j] + 1;
+    }
+    if (rows > next)
+        memset(d + (size_t)next * row_bytes, 0, (size_t)(rows - next) * row_bytes);
 }
 
 void kvs__rows_scatter(void *dense, int64_t rows, size_t row_bytes, const int64_t *idx,

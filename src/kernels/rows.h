@@ -63,7 +63,25 @@ int kvs__rows_union_make(struct kvs__rows_union *u, int k, const struct kvs__row
 void kvs__rows_union_sum(const struct kvs__rows_union *u, kvs_dtype_t dtype, void *out,
                          size_t row_elems, int nthreads);
 
+/* The union-sum straight into a value's dense form: row idx[u] of dense
+ * (rows of row_elems elements of dtype) gets output row u's sum, as
+ * kvs__rows_union_sum makes it; every other row of dense is left alone.
+ * dense must not overlap an input. Cannot fail. */
+void kvs__rows_union_sum_into(const struct kvs__rows_union *u, kvs_dtype_t dtype, void *dense,
+                              size_t row_elems, int nthreads);
+
+/* The end of the run of output rows from r on that make one stretch of
+ * elements, in the dense value and in each of their inputs: consecutive
+ * row ids, the same number of inputs, each one row on. Rows [r, end) can
+ * be summed or updated as one array of (end - r) rows. */
+size_t kvs__rows_run_end(const struct kvs__rows_union *u, size_t r, size_t row_bytes);
+
 void kvs__rows_union_free(struct kvs__rows_union *u);   /* leaves *u empty */
+
+/* Zeroes the rows of dense (rows rows of row_bytes) that idx[0..m)
+ * (sorted unique) does not name. */
+void kvs__rows_zero_gaps(void *dense, int64_t rows, size_t row_bytes, const int64_t *idx,
+                         size_t m);
 
 /* Writes the dense form of m rows (idx sorted unique, each row row_bytes
  * of data) into dense (rows rows): the rows given, every other row zero. */

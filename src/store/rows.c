@@ -46,16 +46,15 @@ struct rpush {
                                         * once, into the union */
     enum rule rule;
     size_t row_elems, row_bytes;
-    struct kvs__rows_union u;
+    struct kvs__rows_union u;          /* the inputs' union, unless one input is its own sum */
     const int64_t *idx;                /* the sum's m sorted unique rows */
     size_t m;
-    const void *sum;                   /* its rows: the only input's data, or buf */
-    void *buf;
+    const void *sum;                   /* NULL, or the only input's rows: the sum itself */
     void *dense;                       /* RULE_DENSE: the sum's dense form */
     const void *dense_in;              /* dense, as push_entries' input list */
     struct kvs__optim_state *ns;       /* RULE_LAZY: new state for a key without one */
-    struct kvs__optim_item *items;     /* RULE_LAZY: one per run of consecutive rows */
-    const void **runs;                 /* each item's input */
+    struct kvs__optim_item *items;     /* RULE_LAZY: one per run of rows */
+    const void **runs;                 /* each item's input, for sum */
     size_t nitems;
 };
 
@@ -69,12 +68,11 @@ static enum rule rule_of(const struct kvs__engine *eng)
 static void rpush_release(struct rpush *rp)
 {
     kvs__rows_union_free(&rp->u);
-    free(rp->buf);
     free(rp->dense);
     kvs__optim_state_free(rp->ns);
     free(rp->items);
     free(rp->runs);
-    rp->buf = rp->dense = NULL;
+    rp->dense = NULL;
     rp->ns = NULL;
     rp->items = NULL;
     rp->runs = NULL;
@@ -123,14 +121,59 @@ int kvs__engine_check_rows(struct kvs__engine *eng, kvs_key_t key, const kvs_row
     return info ? kvs__engine_lookup(eng, key, info, e) : 0;
 }
 
-/* The runs of consecutive rows in idx[0..m). */
-static size_t count_runs(const int64_t *idx, size_t m)
+/* The runs of rows the lazy update takes as one range each. */
+static size_t count_runs(const struct rpush *rp)
 {
     size_t runs = 0;
 
-    for (size_t j = 0; j < m; j++)
-        runs += j == 0 || idx[j] != idx[j - 1] + 1;
+    if (rp->sum) {
+        for (size_t j = 0; j < rp->m; j++)
+            runs += j == 0 || rp->idx[j] != rp->idx[j - 1] + 1;
+        return runs;
+    }
+    for (size_t r = 0; r < rp->m; r = kvs__rows_run_end(&rp->u, r, rp->row_bytes))
+        runs++;
     return runs;
+}
+
+/* The sum's rows of rp's inputs (rp->ent's shape and row size set): one
+ * sorted unique input of the caller's own is its own sum; else their
+ * union. */
+static int rpush_rows(struct rpush *rp, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    const struct kvs__rows_in *in = rp->in;
+    int64_t rows = rp->ent->shape[0];
+    struct kvs__err why;
+    int rc;
+
+    if (rp->own && rp->k == 1 && in[0].nnz >= 0
+        && kvs__rows_sorted_unique(in[0].idx, (size_t)in[0].nnz)
+        && (in[0].nnz == 0 || (in[0].idx[0] >= 0 && in[0].idx[in[0].nnz - 1] < rows))) {
+        rp->idx = in[0].idx;
+        rp->m = (size_t)in[0].nnz;
+        rp->sum = in[0].data;
+        return 0;
+    }
+    /* The union reads each index once, checks it and keeps its own copy:
+     * what a worker changes later cannot move a write. */
+    if ((rc = kvs__rows_union_make(&rp->u, rp->k, in, rp->row_bytes, rows, &why)) != 0)
+        return kvs__fail(e, rc, "key %s: %s", KEYSTR(ks, rp->ent->key), why.msg);
+    rp->idx = rp->u.idx;
+    rp->m = rp->u.m;
+    return 0;
+}
+
+/* Writes the sum's dense form into dense (the key's shape): the sum's
+ * rows, every other row zero. */
+static void rpush_dense(struct kvs__engine *eng, const struct rpush *rp, void *dense)
+{
+    if (rp->sum) {
+        kvs__rows_scatter(dense, rp->ent->shape[0], rp->row_bytes, rp->idx, rp->m, rp->sum);
+        return;
+    }
+    kvs__rows_zero_gaps(dense, rp->ent->shape[0], rp->row_bytes, rp->idx, rp->m);
+    kvs__rows_union_sum_into(&rp->u, rp->ent->dtype, dense, rp->row_elems, eng->nthreads);
 }
 
 /* Checks and allocates what the push of rp's inputs needs. */
@@ -138,7 +181,6 @@ static int rpush_prepare(struct kvs__engine *eng, struct rpush *rp, struct kvs__
 {
     char ks[KVS_MAX_KEY_LEN + 8];
     struct entry *ent = rp->ent;
-    size_t bytes;
     int rc;
 
     if (ent->device != KVS_HOST)
@@ -149,30 +191,8 @@ static int rpush_prepare(struct kvs__engine *eng, struct rpush *rp, struct kvs__
     rp->rule = rule_of(eng);
     rp->row_elems = row_elems_of(ent);
     rp->row_bytes = rp->row_elems * kvs_dtype_size(ent->dtype);
-    if (rp->own && rp->k == 1 && rp->in[0].nnz >= 0
-        && kvs__rows_sorted_unique(rp->in[0].idx, (size_t)rp->in[0].nnz)
-        && (rp->in[0].nnz == 0
-            || (rp->in[0].idx[0] >= 0 && rp->in[0].idx[rp->in[0].nnz - 1] < ent->shape[0]))) {
-        /* Sorted, unique, in range: the input is its own sum. */
-        rp->idx = rp->in[0].idx;
-        rp->m = (size_t)rp->in[0].nnz;
-        rp->sum = rp->in[0].data;
-    } else {
-        /* The union reads each index once, checks it and keeps its own
-         * copy: what a worker changes later cannot move a write. */
-        struct kvs__err why;
-
-        if ((rc = kvs__rows_union_make(&rp->u, rp->k, rp->in, rp->row_bytes, ent->shape[0],
-                                       &why)) != 0)
-            return kvs__fail(e, rc, "key %s: %s", KEYSTR(ks, ent->key), why.msg);
-        rp->idx = rp->u.idx;
-        rp->m = rp->u.m;
-        if (__builtin_mul_overflow(rp->m, rp->row_bytes, &bytes)
-            || !(rp->buf = malloc(bytes ? bytes : 1)))
-            return kvs__fail(e, -ENOMEM, "key %s: out of memory for the sum of %zu rows",
-                             KEYSTR(ks, ent->key), rp->m);
-        rp->sum = rp->buf;
-    }
+    if ((rc = rpush_rows(rp, e)) != 0)
+        return rc;
     if (rp->rule == RULE_DENSE) {
         if (!(rp->dense = malloc(ent->bytes ? ent->bytes : 1)))
             return kvs__fail(e, -ENOMEM, "key %s: out of memory for the dense form of a "
@@ -184,24 +204,18 @@ static int rpush_prepare(struct kvs__engine *eng, struct rpush *rp, struct kvs__
             && (rc = kvs__optim_state_new(eng->optim, ent->dtype, ent->count, ent->device,
                                           &rp->ns, e)) != 0)
             return rc;
-        rp->nitems = rp->row_bytes ? count_runs(rp->idx, rp->m) : 0;
+        rp->nitems = rp->row_bytes ? count_runs(rp) : 0;
         if (rp->nitems && (!(rp->items = malloc(sizeof *rp->items * rp->nitems))
-                           || !(rp->runs = malloc(sizeof *rp->runs * rp->nitems))))
+                           || (rp->sum && !(rp->runs = malloc(sizeof *rp->runs * rp->nitems)))))
             return kvs__fail(e, -ENOMEM, "key %s: out of memory for %zu runs of rows",
                              KEYSTR(ks, ent->key), rp->nitems);
     }
     return 0;
 }
 
-/* The sum of rp's inputs into its buffer, when it has one. */
-static void rpush_sum(struct kvs__engine *eng, struct rpush *rp)
-{
-    if (rp->buf)
-        kvs__rows_union_sum(&rp->u, rp->ent->dtype, rp->buf, rp->row_elems, eng->nthreads);
-}
-
 /* One optimizer step of the key over the sum's rows alone: each run of
- * consecutive rows is an element range of the step. */
+ * rows is an element range of the step, its inputs summed beside the
+ * update as a dense push sums them. */
 static void rpush_lazy(struct kvs__engine *eng, struct rpush *rp)
 {
     struct entry *ent = rp->ent;
@@ -213,19 +227,26 @@ static void rpush_lazy(struct kvs__engine *eng, struct rpush *rp)
         rp->ns = NULL;
     }
     step = ent->ostate->t + 1;
-    for (size_t j = 0; j < rp->m && rp->nitems; ) {
-        size_t j0 = j;
+    for (size_t r = 0, r1; r < rp->m && rp->nitems; r = r1, x++) {
+        const void *const *in;
+        int k;
 
-        while (j + 1 < rp->m && rp->idx[j + 1] == rp->idx[j] + 1)
-            j++;
-        j++;
-        rp->runs[x] = (const char *)rp->sum + j0 * rp->row_bytes;
+        if (rp->sum) {
+            for (r1 = r + 1; r1 < rp->m && rp->idx[r1] == rp->idx[r1 - 1] + 1; r1++)
+                ;
+            rp->runs[x] = (const char *)rp->sum + r * rp->row_bytes;
+            in = &rp->runs[x];
+            k = 1;
+        } else {
+            r1 = kvs__rows_run_end(&rp->u, r, rp->row_bytes);
+            in = rp->u.src + rp->u.start[r];
+            k = (int)(rp->u.start[r + 1] - rp->u.start[r]);
+        }
         rp->items[x] = (struct kvs__optim_item){
             .s = ent->ostate, .dtype = ent->dtype,
-            .weight = (char *)ent->value + (size_t)rp->idx[j0] * rp->row_bytes,
-            .in = &rp->runs[x], .k = 1, .count = (j - j0) * rp->row_elems,
-            .first = (size_t)rp->idx[j0] * rp->row_elems, .step = step, .src = NULL };
-        x++;
+            .weight = (char *)ent->value + (size_t)rp->idx[r] * rp->row_bytes,
+            .in = in, .k = k, .count = (r1 - r) * rp->row_elems,
+            .first = (size_t)rp->idx[r] * rp->row_elems, .step = step, .src = NULL };
     }
     /* Without sources the updates cannot fail. */
     (void)kvs__optim_update_many(eng->optim, rp->items, (int)rp->nitems, eng->nthreads);
@@ -251,9 +272,7 @@ static int rpush_run(struct kvs__engine *eng, struct rpush *rps, int ng, struct 
 
             if (rp->rule != RULE_DENSE)
                 continue;
-            rpush_sum(eng, rp);
-            kvs__rows_scatter(rp->dense, rp->ent->shape[0], rp->row_bytes, rp->idx, rp->m,
-                              rp->sum);
+            rpush_dense(eng, rp, rp->dense);
             items[nd++] = (struct kvs__push_item){ .entry = rp->ent, .k = 1,
                                                    .in = &rp->dense_in };
         }
@@ -267,10 +286,8 @@ static int rpush_run(struct kvs__engine *eng, struct rpush *rps, int ng, struct 
 
         if (rp->rule == RULE_DENSE)
             continue;                  /* push_entries counted its version */
-        rpush_sum(eng, rp);
         if (rp->rule == RULE_ASSIGN)
-            kvs__rows_scatter(rp->ent->value, rp->ent->shape[0], rp->row_bytes, rp->idx,
-                              rp->m, rp->sum);
+            rpush_dense(eng, rp, rp->ent->value);
         else
             rpush_lazy(eng, rp);
         rp->ent->version++;
@@ -376,25 +393,10 @@ int kvs__engine_init_row_sparse(struct kvs__engine *eng, int n, const kvs_key_t 
                            KEYSTR(ks, keys[i]), bytes);
             break;
         }
-        if (kvs__rows_sorted_unique(v->indices, (size_t)v->nnz)) {
-            rp.idx = v->indices;
-            rp.m = (size_t)v->nnz;
-            rp.sum = v->data;
-        } else if ((rc = kvs__rows_union_make(&rp.u, 1, &in, rp.row_bytes, v->shape[0],
-                                              e)) != 0) {
+        rp.own = true;
+        if ((rc = rpush_rows(&rp, e)) != 0)
             break;
-        } else if (!(rp.buf = malloc(rp.u.m * rp.row_bytes + 1))) {
-            rc = kvs__fail(e, -ENOMEM, "key %s: out of memory for %zu rows",
-                           KEYSTR(ks, keys[i]), rp.u.m);
-            rpush_release(&rp);
-            break;
-        } else {
-            rp.idx = rp.u.idx;
-            rp.m = rp.u.m;
-            rp.sum = rp.buf;
-            rpush_sum(eng, &rp);
-        }
-        kvs__rows_scatter(full[i].data, v->shape[0], rp.row_bytes, rp.idx, rp.m, rp.sum);
+        rpush_dense(eng, &rp, full[i].data);
         rpush_release(&rp);
     }
     if (rc == 0)
