@@ -91,9 +91,13 @@ class Trainer:
         self.params = params
         self.keys = list(range(len(params)))
         self._data = [p.data for p in params]
-        kv.init(self.keys, self._data)
-        kv.pull(self.keys, out=self._data)
         self._sparse = [id(p) in sparse for p in params]   # gradients are sparse
+        # A table known to be sparse is initialised as rows (all of them), so
+        # that dist types keep it out of the combined small keys, which take
+        # dense pushes only; one found sparse later keeps its dense init.
+        kv.init(self.keys, [_rows.RowSparse(d, torch.arange(d.shape[0]), tuple(d.shape))
+                            if s else d for d, s in zip(self._data, self._sparse)])
+        kv.pull(self.keys, out=self._data)
         # Dense gradients accumulate in store buffers; sparse ones where autograd puts them.
         self._grads = [None if s else self._buffer(p) for p, s in zip(params, self._sparse)]
         for p, g in zip(params, self._grads):

@@ -232,6 +232,7 @@ def rows(kind='dist_sync'):
     want = np.zeros(shape, np.float32)
     want[[1, 4]] = start[[1, 4]]
     assert (kv.pull('e') == want).all()
+    kv.barrier()                      # dist_async: no push before every rank has pulled
 
     def part(q):                      # rank q's rows: overlapping, repeated, unsorted
         return [q + 2, q, q + 2], np.full((3, 3), q + 1, np.float32)
