@@ -88,6 +88,9 @@ def describe(obj, writable, what):
     t = _torch_module()
     if t is None or not isinstance(obj, t.Tensor):
         raise _bad_type(obj, what)
+    if obj.layout != t.strided:
+        raise TypeError('%s is a %s tensor: kvs takes dense tensors here (sparse COO tensors '
+                        'are values of init, push and pushpull)' % (what, obj.layout))
     place = obj.device
     if place.type == 'cuda':
         device = _lib.cuda(place.index)

@@ -36,11 +36,22 @@ class Array(ctypes.Structure):
                 ('shape', ctypes.c_int64 * MAX_NDIM), ('device', ctypes.c_int)]
 
 
+class RowSparse(ctypes.Structure):
+    """kvs_row_sparse_t"""
+    _fields_ = [('data', ctypes.c_void_p), ('indices', ctypes.c_void_p), ('nnz', ctypes.c_int64),
+                ('dtype', ctypes.c_int), ('ndim', ctypes.c_int),
+                ('shape', ctypes.c_int64 * MAX_NDIM), ('device', ctypes.c_int)]
+
+
 # The same layouts for struct.pack_into, which fills a list of n entries
 # several times faster than setting the fields of ctypes structures.
 KEY_STRUCT = struct.Struct('@qP')
 ARRAY_STRUCT = struct.Struct('@Pii%dqi4x' % MAX_NDIM)
+ROWS_STRUCT = struct.Struct('@PPqii%dqi4x' % MAX_NDIM)
+ROWS_NNZ = RowSparse.nnz.offset            # where a pull's out gets its row count
+ROWS_NNZ_STRUCT = struct.Struct('@q')
 assert KEY_STRUCT.size == ctypes.sizeof(Key)
+assert ROWS_STRUCT.size == ctypes.sizeof(RowSparse)
 assert ARRAY_STRUCT.size == ctypes.sizeof(Array)
 assert Array.device.offset == ARRAY_STRUCT.size - 8
 
@@ -106,11 +117,37 @@ _SIGS = {
     'kvs_save_optimizer_states': (_I, [_P, _S, _I]),
     'kvs_load_optimizer_states': (_I, [_P, _S]),
     'kvs_barrier': (_I, [_P]),
+    'kvs_init_row_sparse': (_I, [_P, _I, _P, _P]),
+    'kvs_push_row_sparse': (_I, [_P, _I, _P, _P, _I]),
+    'kvs_pull_rows': (_I, [_P, _I, _P, _P, _P, _I]),
+    'kvs_pushpull_row_sparse': (_I, [_P, _I, _P, _P, _P, _P, _I]),
     'kvs_timeline_start': (_I, [_S]),
     'kvs_timeline_stop': (_I, []),
 }
+# Calls a library older than this package lacks: they fail when called,
+# with a reason, instead of the import.
+_NEWER = ('kvs_init_row_sparse', 'kvs_push_row_sparse', 'kvs_pull_rows',
+          'kvs_pushpull_row_sparse')
+
+
+class _Missing:
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, *args):
+        raise KVSError(next(c for c, n in ERRORS.items() if n == 'KVS_ENOTSUP'),
+                       'the libkvs loaded (%s) has no %s: it is older than this package'
+                       % (getattr(lib, '_name', '?'), self.name))
+
+
 for _name, (_res, _args) in _SIGS.items():
-    _fn = getattr(lib, _name)
+    try:
+        _fn = getattr(lib, _name)
+    except AttributeError:
+        if _name not in _NEWER:
+            raise
+        setattr(lib, _name, _Missing(_name))
+        continue
     _fn.restype = _res
     _fn.argtypes = _args
 

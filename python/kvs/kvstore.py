@@ -13,7 +13,7 @@ import weakref
 
 import numpy as np
 
-from . import _arrays, _lib
+from . import _arrays, _lib, _rows
 
 
 _KEY_TYPES = (int, str)             # the types of keys the short ways take
@@ -23,9 +23,10 @@ def _is_key(key):
     return isinstance(key, (str, numbers.Integral)) and not isinstance(key, bool)
 
 
-def _flatten(keys, vals, what):
+def _flatten(keys, vals, what, sparse=False):
     """[(key, value)] of MXNet's forms: a key and a value or a list of values,
-    or a list of keys with a list of such values."""
+    or a list of keys with a list of such values. sparse: values may be
+    RowSparse too (torch sparse tensors are tensors, so always pass)."""
     if isinstance(keys, (list, tuple)):
         if not isinstance(vals, (list, tuple)):
             raise TypeError('%s for a list of keys must be a list, not %s'
@@ -36,18 +37,42 @@ def _flatten(keys, vals, what):
         for key, val in zip(keys, vals):
             if isinstance(key, (list, tuple)):
                 raise TypeError('unexpected type for keys: ' + str(type(key)))
-            pairs += _flatten(key, val, what)
+            pairs += _flatten(key, val, what, sparse)
         return pairs
     if not _is_key(keys):
         raise TypeError('unexpected type for keys: ' + str(type(keys)))
-    if _arrays.is_array(vals):
+    if _arrays.is_array(vals) or (sparse and isinstance(vals, _rows.RowSparse)):
         return [(keys, vals)]
     if not isinstance(vals, (list, tuple)):
-        raise _arrays._bad_type(vals, what)
+        raise _bad_value(vals, what, sparse)
     for val in vals:
-        if not _arrays.is_array(val):
-            raise _arrays._bad_type(val, 'each of the ' + what)
+        if not (_arrays.is_array(val) or (sparse and isinstance(val, _rows.RowSparse))):
+            raise _bad_value(val, 'each of the ' + what, sparse)
     return [(keys, val) for val in vals]
+
+
+def _bad_value(obj, what, sparse):
+    if not sparse:
+        return _arrays._bad_type(obj, what)
+    return TypeError('%s must be a numpy.ndarray or a torch.Tensor (dense or sparse COO), or a '
+                     'kvs.RowSparse, not %s' % (what, type(obj).__name__))
+
+
+def _split(pairs):
+    """(dense pairs, row-sparse pairs) of flat (key, value) pairs, each in
+    their order; a row-sparse pair's value becomes a RowSparse. A key with
+    values of both kinds has its dense ones taken as row-sparse values of
+    all their rows (the same update), so that its values stay in one call."""
+    sparse_keys = {k for k, v in pairs if _rows.is_sparse(v)}
+    if not sparse_keys:
+        return pairs, []
+    dense, rows = [], []
+    for k, v in pairs:
+        if k in sparse_keys:
+            rows.append((k, _rows.as_row_sparse(v)))
+        else:
+            dense.append((k, v))
+    return dense, rows
 
 
 def _keys_of(keys):
@@ -132,6 +157,19 @@ class _Lists:
         if buf is self.arrays:
             self.kinds.append((code, tuple(shape)))
         _arrays.pack_array(buf, i, ptr, code, shape, device)
+
+
+class _RowLists:
+    """The C lists of one row-sparse call: n keys, n kvs_row_sparse_t values."""
+
+    __slots__ = ('n', 'keys', 'values', 'keep', 'kinds')
+
+    def __init__(self, n):
+        self.n = n
+        self.keys = ctypes.create_string_buffer(_lib.KEY_STRUCT.size * n)
+        self.values = ctypes.create_string_buffer(_lib.ROWS_STRUCT.size * n)
+        self.keep = []
+        self.kinds = []               # (dtype code, full shape) of each value
 
 
 def _pack_key(keys, i, key, names):
@@ -260,6 +298,15 @@ class KVStore:
             lists.put(lists.arrays, i, arr, writable, 'out' if writable else 'value')
         return lists
 
+    def _row_lists(self, rpairs):
+        """The C lists of (key, RowSparse) pairs."""
+        lists = _RowLists(len(_one_kind(rpairs)))
+        for i, (key, val) in enumerate(rpairs):
+            _pack_key(lists.keys, i, key, self._names)
+            code = _rows.pack(lists.values, i, val, lists.keep, 'value')
+            lists.kinds.append((code, tuple(val.shape)))
+        return lists
+
     def _kind(self, key):
         """(dtype code, shape) key was initialised with through this object."""
         try:
@@ -289,25 +336,46 @@ class KVStore:
     def init(self, key, value):
         """Initialises keys with values (the store keeps a copy). In dist
         types rank 0's value wins, and the call returns when every worker
-        has made it."""
-        pairs = _flatten(key, value, 'value')
-        lists = self._lists(pairs, False)
-        self._check(_lib.lib.kvs_init(self.handle, lists.n, lists.keys, lists.arrays))
-        for (k, _), kind in zip(pairs, lists.kinds):
-            self._known[k] = kind
+        has made it. A row-sparse value (kvs.RowSparse, torch sparse COO
+        tensor) gives its rows, every other row zero."""
+        pairs, rpairs = _split(_flatten(key, value, 'value', sparse=True))
+        # Both lists are made, and so checked, before either call.
+        lists = self._lists(pairs, False) if pairs else None
+        rlists = self._row_lists(rpairs) if rpairs else None
+        if lists is not None:
+            self._check(_lib.lib.kvs_init(self.handle, lists.n, lists.keys, lists.arrays))
+            for (k, _), kind in zip(pairs, lists.kinds):
+                self._known[k] = kind
+        if rlists is not None:
+            self._check(_lib.lib.kvs_init_row_sparse(self.handle, rlists.n, rlists.keys,
+                                                     rlists.values))
+            for (k, _), kind in zip(rpairs, rlists.kinds):
+                self._known[k] = kind
 
     def push(self, key, value, priority=0):
         """Pushes values: values of one key are summed, then the updater or
         optimizer (default: assignment) combines the sum with the stored
         value. In dist_sync a key's round completes when every worker has
-        pushed it; push returns without waiting for that."""
+        pushed it; push returns without waiting for that.
+
+        Row-sparse values (kvs.RowSparse, torch sparse COO tensors such as
+        the gradient of nn.Embedding(sparse=True)) push only their rows:
+        the sum is row-sparse, and an optimizer updates only its rows
+        (kvs.h, kvs_push_row_sparse). A list mixing dense and row-sparse
+        keys makes two C calls, the dense one first."""
         if type(value) is np.ndarray and type(key) in _KEY_TYPES:
             keys, arrays, keep = self._one(key, value, False, 'value')
             self._check(_lib.lib.kvs_push(self.handle, 1, keys, arrays, priority))
             return
-        lists = self._lists(_flatten(key, value, 'value'), False)
-        self._check(_lib.lib.kvs_push(self.handle, lists.n, lists.keys, lists.arrays,
-                                      int(priority)))
+        pairs, rpairs = _split(_flatten(key, value, 'value', sparse=True))
+        lists = self._lists(pairs, False) if pairs else None
+        rlists = self._row_lists(rpairs) if rpairs else None
+        if lists is not None:
+            self._check(_lib.lib.kvs_push(self.handle, lists.n, lists.keys, lists.arrays,
+                                          int(priority)))
+        if rlists is not None:
+            self._check(_lib.lib.kvs_push_row_sparse(self.handle, rlists.n, rlists.keys,
+                                                     rlists.values, int(priority)))
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Pulls the values of keys into out (an array, a list, or a list of
@@ -327,12 +395,23 @@ class KVStore:
                                       int(priority)))
         return result
 
-    def pushpull(self, key, value, out=None, priority=0):
+    def pushpull(self, key, value, out=None, priority=0, row_ids=None):
         """push then pull of the same keys, as one call; returns out. Without
         out the pulled values are written into value, as MXNet does, and
         value is returned; a value that cannot be written in place
         (read-only, not contiguous) is left as it is and a new array takes
-        its place in what is returned."""
+        its place in what is returned.
+
+        With row_ids (per key one 1-D array of row ids, as row_sparse_pull
+        takes them) the values are pushed as row-sparse ones (a dense value
+        as all its rows: the same update) and then the rows row_ids are
+        pulled, in one C call (kvs_pushpull_row_sparse): out=None returns,
+        per key, a kvs.RowSparse of the sorted unique ids; dense outs are
+        filled as row_sparse_pull fills them. Row-sparse values without
+        row_ids pull the whole value: into out, or new numpy arrays, one
+        per key."""
+        if row_ids is not None:
+            return self._pushpull_rows(key, value, out, priority, row_ids)
         if out is None and type(value) is np.ndarray and type(key) in _KEY_TYPES \
                 and value.flags.writeable:
             keys, arrays, keep = self._one(key, value, False, 'value')
@@ -340,7 +419,11 @@ class KVStore:
                 self._check(_lib.lib.kvs_pushpull(self.handle, 1, keys, arrays, arrays,
                                                   priority))
                 return value
-        vpairs = _flatten(key, value, 'value')
+        vpairs = _flatten(key, value, 'value', sparse=True)
+        if any(_rows.is_sparse(v) for _, v in vpairs):
+            # A row-sparse value cannot hold the whole value pulled.
+            self.push(key, value, priority)
+            return self.pull(key, out=out, priority=priority)
         if out is None:
             return self._pushpull_in_place(key, value, vpairs, priority)
         vgroups, ogroups = _group(vpairs), _group(_flatten(key, out, 'out'))
@@ -386,6 +469,84 @@ class KVStore:
                   for _, v in _per_key(key, value)]
         return shaped if isinstance(key, (list, tuple)) else shaped[0]
 
+    def _pushpull_rows(self, key, value, out, priority, row_ids):
+        if out is not None:
+            self.push(key, value, priority)
+            return self.row_sparse_pull(key, out=out, priority=priority, row_ids=row_ids)
+        values = _group((k, _rows.as_row_sparse(v))
+                        for k, v in _one_kind(_flatten(key, value, 'value', sparse=True)))
+        ids_of = {}
+        for k, r in _per_key(key, row_ids):
+            if isinstance(r, (list, tuple)):
+                if len(r) != 1:
+                    raise ValueError('pushpull takes one row_ids array per key, not %d' % len(r))
+                r = r[0]
+            ids_of[k] = r
+        n = len(values)
+        lists = _RowLists(n)
+        ids = ctypes.create_string_buffer(_lib.ARRAY_STRUCT.size * n)
+        outs = ctypes.create_string_buffer(_lib.ROWS_STRUCT.size * n)
+        made = {}
+        for i, (k, vals) in enumerate(values.items()):
+            val = _rows.merge(vals)
+            if k not in ids_of:
+                raise ValueError('key %r has no row_ids' % (k,))
+            r = _row_ids(ids_of[k])
+            _pack_key(lists.keys, i, k, self._names)
+            code = _rows.pack(lists.values, i, val, lists.keep, 'value')
+            _arrays.pack_array(ids, i, r.ctypes.data, _lib.INT64, r.shape)
+            lists.keep.append(r)
+            as_torch = _rows._is_torch(val.data) or _rows._is_torch(ids_of[k])
+            shape = tuple(val.shape)
+            room = min(len(r), shape[0])
+            data, got = _rows.pack_room(outs, i, code, shape, room, as_torch, lists.keep)
+            made[k] = (i, data, got, shape)
+        self._check(_lib.lib.kvs_pushpull_row_sparse(self.handle, n, lists.keys, lists.values,
+                                                     ids, outs, int(priority)))
+        found = {k: _rows.RowSparse._trusted(data[:_rows.nnz_of(outs, i)],
+                                             got[:_rows.nnz_of(outs, i)], shape)
+                 for k, (i, data, got, shape) in made.items()}
+        if isinstance(key, (list, tuple)):
+            return [found[k] for k in key]
+        return found[key]
+
+    def _pull_rows(self, key, row_ids, priority):
+        """row_sparse_pull without out: compact pulls (kvs_pull_rows)."""
+        entries = []                  # (key, ids, torch wanted)
+        forms = []                    # per key: None (one id array) or how many
+        for k, r in _per_key(key, row_ids):
+            if isinstance(r, (list, tuple)):
+                forms.append(len(r))
+                entries += [(k, _row_ids(x), _rows._is_torch(x)) for x in r]
+            else:
+                forms.append(None)
+                entries.append((k, _row_ids(r), _rows._is_torch(r)))
+        n = len(_one_kind([(k, None) for k, _, _ in entries]))
+        keys = ctypes.create_string_buffer(_lib.KEY_STRUCT.size * n)
+        ids = ctypes.create_string_buffer(_lib.ARRAY_STRUCT.size * n)
+        outs = ctypes.create_string_buffer(_lib.ROWS_STRUCT.size * n)
+        keep, made = [], []
+        for i, (k, r, as_torch) in enumerate(entries):
+            code, shape = self._kind(k)
+            if not shape:
+                raise ValueError('key %r holds a scalar: it has no rows to pull' % (k,))
+            _pack_key(keys, i, k, self._names)
+            _arrays.pack_array(ids, i, r.ctypes.data, _lib.INT64, r.shape)
+            keep.append(r)
+            # Room for every id: at least the unique ones; pages not written
+            # are never touched.
+            room = min(len(r), shape[0])
+            made.append(_rows.pack_room(outs, i, code, shape, room, as_torch, keep) + (shape,))
+        self._check(_lib.lib.kvs_pull_rows(self.handle, n, keys, ids, outs, int(priority)))
+        found = []
+        for i, (data, got, shape) in enumerate(made):
+            nnz = _rows.nnz_of(outs, i)
+            found.append(_rows.RowSparse._trusted(data[:nnz], got[:nnz], shape))
+        it = iter(found)
+        shaped = [next(it) if form is None else [next(it) for _ in range(form)]
+                  for form in forms]
+        return shaped if isinstance(key, (list, tuple)) else shaped[0]
+
     @staticmethod
     def _like(arr):
         if isinstance(arr, np.ndarray):
@@ -393,12 +554,18 @@ class KVStore:
         return arr.detach().contiguous().clone()
 
     def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
-        """Pulls the rows row_ids of keys into out, every other row zero, and
-        returns out; out=None returns new numpy arrays. row_ids: per key, one
-        1-D array of row ids for all its outs, or a list with one per out
-        (ids need not be sorted or unique; integral values of any dtype)."""
+        """Pulls the rows row_ids of keys. Into dense out (an array, or
+        lists as for pull): the rows, every other row zero; returns out.
+        out=None: only the rows come back, as a kvs.RowSparse per key whose
+        indices are the sorted unique ids (kvs_pull_rows); a key given a
+        list of id arrays gets a list of them. row_ids: per key, one 1-D
+        array of row ids for all its outs, or a list with one per out (ids
+        need not be sorted or unique; integral values of any dtype; torch
+        ids give torch tensors back)."""
         if row_ids is None:
             raise ValueError('row_sparse_pull needs row_ids')
+        if out is None:
+            return self._pull_rows(key, row_ids, priority)
         pairs, result = self._outs(key, out)
         ids = []
         outs_form = out if out is not None else result

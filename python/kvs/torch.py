@@ -17,25 +17,65 @@ optimizer steps after it.
 
 Gradients live in the store's buffers (KVStore.alloc): backward
 accumulates into them in place, and a push reads them where they are.
+
+Sparse gradients (torch.nn.Embedding(..., sparse=True)) are pushed as
+row-sparse values: only their rows travel and, with a lazy optimizer, only
+those rows change. After the step the rows the next forward reads must be
+pulled: name them with trainer.set_rows(param, ids) before step() and
+only those are pulled. Otherwise step() pulls every row that may have
+changed: in a one-worker store with a lazy optimizer the rows this step
+pushed; else the whole table (correct, and as slow as a dense step).
 """
 
 import torch
 
+from . import _rows
 from .kvstore import KVStore
+
+
+def _lazy_spec(optimizer):
+    """Whether the optimizer updates row-sparse gradients lazily (only their
+    rows): the store's default, unless the spec says lazy_update=0."""
+    spec = optimizer if isinstance(optimizer, str) else optimizer.spec()
+    for word in spec.split():
+        if word.startswith('lazy_update='):
+            try:
+                return float(word.split('=', 1)[1]) != 0
+            except ValueError:
+                return False          # the store judges it; pull whole tables meanwhile
+    return True
+
+
+def _sparse_modules(model):
+    """The weights of model's embeddings that make sparse gradients."""
+    found = set()
+    for m in model.modules():
+        if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse:
+            found.add(id(m.weight))
+    return found
 
 
 class Trainer:
     """Data-parallel training of params through kv.
 
     params: the parameters (model.parameters(), a list of tensors, or
-    (name, tensor) pairs as model.named_parameters() gives): parameter i
-    becomes key i of kv, so kv should hold nothing else. At creation rank
-    0's values win: the other workers' parameters receive them.
+    (name, tensor) pairs as model.named_parameters() gives), or the model
+    itself: parameter i becomes key i of kv, so kv should hold nothing
+    else. At creation rank 0's values win: the other workers' parameters
+    receive them.
+
+    Parameters with sparse gradients are found by their first backward;
+    given the model, its embeddings with sparse=True are known from the
+    start (else their first step pushes a dense gradient).
     """
 
     def __init__(self, params, kv, optimizer=None):
         if not isinstance(kv, KVStore):
             raise TypeError('kv must be a kvs.KVStore, not %s' % type(kv).__name__)
+        sparse = set()
+        if isinstance(params, torch.nn.Module):
+            sparse = _sparse_modules(params)
+            params = params.parameters()
         params = [p[1] if isinstance(p, tuple) else p for p in params]
         if not params:
             raise ValueError('Trainer needs at least one parameter')
@@ -53,57 +93,205 @@ class Trainer:
         self._data = [p.data for p in params]
         kv.init(self.keys, self._data)
         kv.pull(self.keys, out=self._data)
-        self._grads = [self._buffer(p) for p in params]
+        self._sparse = [id(p) in sparse for p in params]   # gradients are sparse
+        # Dense gradients accumulate in store buffers; sparse ones where autograd puts them.
+        self._grads = [None if s else self._buffer(p) for p, s in zip(params, self._sparse)]
         for p, g in zip(params, self._grads):
+            if g is None:
+                continue
             if p.grad is not None:
                 g.copy_(p.grad)
             p.grad = g
+        # Until the first step, a hook on each parameter not known sparse
+        # notes the ones whose gradients come sparse.
+        self._seen_sparse = set()
+        self._hooks = [p.register_hook(self._watch(i)) for i, p in enumerate(params)
+                       if not self._sparse[i] and p.requires_grad]
+        self._rows = {}               # key -> the row ids the next forward reads
         self._store_updates = optimizer is not None
+        self._lazy = False
         if optimizer is not None:
             kv.set_optimizer(optimizer)
+            self._lazy = _lazy_spec(optimizer)
+
+    def _watch(self, i):
+        def hook(grad):
+            if grad.layout == torch.sparse_coo:
+                self._seen_sparse.add(i)
+        return hook
+
+    def _index(self, param):
+        if isinstance(param, int) and not isinstance(param, bool):
+            if not 0 <= param < len(self.params):
+                raise IndexError('parameter %d of %d' % (param, len(self.params)))
+            return param
+        for i, p in enumerate(self.params):
+            if p is param:
+                return i
+        raise ValueError('not a parameter of this Trainer')
+
+    def set_rows(self, param, ids):
+        """Names the rows of param (the tensor, or its index) that the next
+        forward reads: the next step() pulls only those rows of it (in the
+        same call as its push), leaving the other rows of the local copy as
+        they were, possibly stale. For parameters with sparse gradients;
+        on a dense one it changes nothing (its whole value is pulled). Holds
+        for one step; set them again before each."""
+        i = self._index(param)
+        if self.params[i].dim() == 0:
+            raise ValueError('a parameter of no dimensions has no rows')
+        self._rows[i] = ids
 
     def _buffer(self, p):
         arr = self.kv.alloc(tuple(p.shape), p.dtype)
         return arr if isinstance(arr, torch.Tensor) else torch.from_numpy(arr)
 
-    def _gradients(self):
-        """The gradient buffers, each holding its parameter's gradient (one
-        that autograd put elsewhere, e.g. after zero_grad(set_to_none=True),
-        is copied in, and the buffer made the gradient again)."""
-        for p, g in zip(self.params, self._grads):
+    def _gradients(self, dense):
+        """The gradient buffers of the parameters dense, each holding its
+        parameter's gradient (one that autograd put elsewhere, e.g. after
+        zero_grad(set_to_none=True), is copied in, and the buffer made the
+        gradient again)."""
+        for i in dense:
+            p, g = self.params[i], self._grads[i]
             if p.grad is not g:
                 if p.grad is None:
                     g.zero_()
                 else:
                     g.copy_(p.grad)
                 p.grad = g
-        return self._grads
+        return [self._grads[i] for i in dense]
+
+    def _kinds(self):
+        """(dense, sparse): the indices of the parameters whose gradients
+        are dense and sparse this step."""
+        dense, sparse = [], []
+        for i, p in enumerate(self.params):
+            grad = p.grad
+            if grad is not None and grad.layout == torch.sparse_coo:
+                self._sparse[i] = True
+                sparse.append(i)
+            elif self._sparse[i] and grad is None:
+                sparse.append(i)      # no rows this step: an empty push keeps rounds in step
+            elif grad is not None and grad.layout != torch.strided:
+                raise TypeError('parameter %d has a %s gradient; Trainer takes dense and '
+                                'sparse COO ones' % (i, grad.layout))
+            else:
+                dense.append(i)
+        return dense, sparse
+
+    def _after_first_step(self):
+        """Stops watching; parameters found sparse leave their buffers (their
+        first gradient was pushed dense from it)."""
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        for i in self._seen_sparse:
+            self._sparse[i] = True
+            if self._grads[i] is not None and self.params[i].grad is self._grads[i]:
+                self.params[i].grad = None
+            self._grads[i] = None
+        self._seen_sparse = set()
+
+    def _row_sparse(self, i, scale):
+        """Parameter i's sparse gradient times scale, as a RowSparse."""
+        p = self.params[i]
+        if p.grad is None:
+            return _rows.RowSparse(p.data.new_zeros((0,) + tuple(p.shape[1:])),
+                                   torch.zeros(0, dtype=torch.int64), tuple(p.shape))
+        rs = _rows.from_torch(p.grad)
+        if scale != 1:
+            rs = _rows.RowSparse._trusted(rs.data * scale, rs.indices, rs.shape)
+        return rs
 
     def step(self, batch_size=None):
         """One update. With the store's optimizer: gradients / batch_size
         are pushed and the updated weights pulled into the parameters
         (batch_size is required). Without: every gradient becomes its
         average over the workers (divided by batch_size too, when given),
-        for the caller's optimizer to apply."""
-        grads = self._gradients()
+        for the caller's optimizer to apply. Sparse gradients are pushed
+        as row-sparse values (see the module's doc for the rows pulled)."""
         if self._store_updates:
             if batch_size is None:
                 raise TypeError('step() needs batch_size when the store runs the optimizer')
             if batch_size <= 0:
                 raise ValueError('batch_size must be positive, not %r' % (batch_size,))
-            if batch_size != 1:
-                torch._foreach_mul_(grads, 1.0 / batch_size)
-            self.kv.pushpull(self.keys, grads, out=self._data)
-        else:
-            self.kv.pushpull(self.keys, grads)
-            scale = self.kv.num_workers * (1 if batch_size is None else batch_size)
-            if scale != 1:
-                torch._foreach_mul_(grads, 1.0 / scale)
+        dense, sparse = self._kinds()
+        rows, self._rows = self._rows, {}
+        try:
+            grads = self._gradients(dense)
+            keys = [self.keys[i] for i in dense]
+            if self._store_updates:
+                if batch_size != 1 and grads:
+                    torch._foreach_mul_(grads, 1.0 / batch_size)
+                if keys:
+                    self.kv.pushpull(keys, grads, out=[self._data[i] for i in dense])
+                if sparse:
+                    self._step_sparse(sparse, rows, 1.0 / batch_size)
+            else:
+                if keys:
+                    self.kv.pushpull(keys, grads)
+                scale = self.kv.num_workers * (1 if batch_size is None else batch_size)
+                if scale != 1 and grads:
+                    torch._foreach_mul_(grads, 1.0 / scale)
+                if sparse:
+                    self._average_sparse(sparse, 1.0 / scale)
+        finally:
+            if self._hooks or self._seen_sparse:
+                self._after_first_step()
+
+    def _step_sparse(self, sparse, rows, scale):
+        """Pushes the sparse gradients and pulls, per parameter, the rows set
+        by set_rows, else those this step changed when they are known (one
+        worker, a lazy optimizer), else the whole value."""
+        by_rows, whole = [], []
+        for i in sparse:
+            ids = rows.get(i)
+            value = self._row_sparse(i, scale)
+            if ids is None and self._lazy and self.kv.num_workers == 1:
+                ids = value.indices
+            (whole if ids is None else by_rows).append((i, value, ids))
+        if by_rows:
+            got = self.kv.pushpull([self.keys[i] for i, _, _ in by_rows],
+                                   [v for _, v, _ in by_rows],
+                                   row_ids=[_as_ids(ids) for _, _, ids in by_rows])
+            for (i, _, _), rs in zip(by_rows, got):
+                if rs.nnz:
+                    self._data[i].index_copy_(0, _torch_of(rs.indices),
+                                              _torch_of(rs.data).to(self._data[i].dtype))
+        if whole:
+            keys = [self.keys[i] for i, _, _ in whole]
+            self.kv.push(keys, [v for _, v, _ in whole])
+            self.kv.pull(keys, out=[self._data[i] for i, _, _ in whole])
+
+    def _average_sparse(self, sparse, scale):
+        """Without the store's optimizer: each sparse gradient becomes its
+        average over the workers, still sparse. The rows of the sum are
+        this worker's own in a one-worker store; else they are found in
+        the whole sum pulled (as slow as a dense gradient)."""
+        values = [self._row_sparse(i, 1) for i in sparse]
+        keys = [self.keys[i] for i in sparse]
+        if self.kv.num_workers == 1:
+            sums = self.kv.pushpull(keys, values, row_ids=[v.indices for v in values])
+            for i, rs in zip(sparse, sums):
+                self.params[i].grad = torch.sparse_coo_tensor(
+                    _torch_of(rs.indices)[None], _torch_of(rs.data) * scale,
+                    tuple(self.params[i].shape))
+            return
+        self.kv.push(keys, values)
+        for i, key in zip(sparse, keys):
+            whole = torch.zeros_like(self._data[i])
+            self.kv.pull(key, out=whole)
+            held = whole.reshape(whole.shape[0], -1).ne(0).any(1).nonzero().flatten()
+            self.params[i].grad = torch.sparse_coo_tensor(
+                held[None], whole[held] * scale, tuple(whole.shape))
 
     def zero_grad(self):
-        """Zeroes every gradient (in its buffer)."""
-        for g in self._gradients():
+        """Zeroes every gradient (in its buffer); sparse ones become None."""
+        dense, sparse = self._kinds()
+        for g in self._gradients(dense):
             g.zero_()
+        for i in sparse:
+            self.params[i].grad = None
 
     def save_states(self, fname):
         """The store's optimizer state, with the optimizer, to fname."""
@@ -112,3 +300,14 @@ class Trainer:
     def load_states(self, fname):
         """Restores what save_states wrote."""
         self.kv.load_optimizer_states(fname)
+
+
+def _torch_of(arr):
+    return arr if isinstance(arr, torch.Tensor) else torch.from_numpy(arr)
+
+
+def _as_ids(ids):
+    """Row ids as the store takes them: a 1-D tensor or array."""
+    if isinstance(ids, (list, tuple, range)):
+        return torch.as_tensor(list(ids), dtype=torch.int64)
+    return ids

@@ -229,7 +229,10 @@ def test_row_sparse_pull_errors(kv):
     with pytest.raises(ValueError, match='needs row_ids'):
         kv.row_sparse_pull(1)
     got = kv.row_sparse_pull(1, row_ids=np.array([2.0, 2.0]))   # MXNet's float row ids
-    assert got.tolist() == [[0, 0], [0, 0], [1, 1]]
+    assert got.indices.tolist() == [2] and got.data.tolist() == [[1, 1]]
+    assert got.todense().tolist() == [[0, 0], [0, 0], [1, 1]]
+    dense = kv.row_sparse_pull(1, out=np.full((3, 2), 5.0), row_ids=np.array([2.0, 2.0]))
+    assert dense.tolist() == [[0, 0], [0, 0], [1, 1]]
 
 
 # ---- updaters --------------------------------------------------------------

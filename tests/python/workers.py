@@ -203,6 +203,125 @@ def trainer(mode):
     print('rank %d: trainer %s ok (%.3g)' % (r, mode, diff))
 
 
+def rows(kind='dist_sync'):
+    """Row-sparse values in a dist store, each value against a numpy
+    reference: overlapping and repeated rows of every worker summed, an
+    empty push, torch's sparse gradients as they are, compact pulls,
+    pushpull with row ids, and sgd updating only the rows pushed."""
+    import torch
+    kv = kvs.create(kind)
+    r, n = kv.rank, kv.num_workers
+    shape = (10, 3)
+    start = np.arange(30, dtype=np.float32).reshape(shape)
+    kv.init('e', kvs.RowSparse(start[[1, 4]] + r, [1, 4], shape))  # rank 0's wins
+    want = np.zeros(shape, np.float32)
+    want[[1, 4]] = start[[1, 4]]
+    assert (kv.pull('e') == want).all()
+
+    def part(q):                      # rank q's rows: overlapping, repeated, unsorted
+        return [q + 2, q, q + 2], np.full((3, 3), q + 1, np.float32)
+    ids, data = part(r)
+    empty = kvs.RowSparse(np.zeros((0, 3), np.float32), [], shape)
+    kv.push('e', [kvs.RowSparse(data, ids, shape), empty])
+    total = np.zeros(shape, np.float32)
+    for q in range(n):
+        np.add.at(total, part(q)[0], part(q)[1])
+    if kind == 'dist_async':
+        kv.barrier()
+        got = kv.pull('e')            # assignment: the last worker's rows
+        assert any((got == kvs.RowSparse(part(q)[1], part(q)[0], shape).todense()).all()
+                   for q in range(n)), got
+        kv.barrier()
+        kv.set_optimizer('sgd lr=1')
+        kv.barrier()
+        base = kv.pull('e')
+        kv.barrier()
+        kv.push('e', kvs.RowSparse(data, ids, shape))
+        kv.barrier()
+        assert np.allclose(kv.pull('e'), base - total), (kv.pull('e'), base - total)
+        print('rank %d: rows %s ok' % (r, kind))
+        return
+    assert (kv.pull('e') == total).all(), (kv.pull('e'), total)
+    got = kv.row_sparse_pull('e', row_ids=np.array([5, 0, 5, 2]))
+    assert got.indices.tolist() == [0, 2, 5] and (got.data == total[[0, 2, 5]]).all()
+
+    # A sparse gradient of torch (uncoalesced: ids repeat), pushed as it is.
+    emb = torch.nn.Embedding(10, 3, sparse=True)
+    emb(torch.tensor([r, 7, r])).sum().backward()
+    kv.push('e', emb.weight.grad)
+    total = np.zeros(shape, np.float32)
+    for q in range(n):
+        np.add.at(total, [q, 7, q], 1.0)
+    assert (kv.pull('e') == total).all(), (kv.pull('e'), total)
+
+    # sgd: only the rows of the round's sum change; pushpull with row ids.
+    kv.set_optimizer('sgd lr=0.5 wd=0.1')
+    kv.barrier()
+    g = kvs.RowSparse(np.ones((1, 3), np.float32), [r + 1], shape)
+    pulled = kv.pushpull('e', g, row_ids=np.array([9, 1]))
+    after = total.copy()
+    pushed = sorted({q + 1 for q in range(n)})
+    for row in pushed:
+        after[row] -= 0.5 * (sum(1 for q in range(n) if q + 1 == row) + 0.1 * total[row])
+    assert pulled.indices.tolist() == [1, 9], pulled.indices
+    assert np.allclose(pulled.data, after[[1, 9]]), (pulled.data, after[[1, 9]])
+    assert np.allclose(kv.pull('e'), after)
+    absent = [i for i in range(10) if i not in pushed]
+    assert (kv.pull('e')[absent] == total[absent]).all()
+    print('rank %d: rows %s ok' % (r, kind))
+    kv.close()
+
+
+def sparse_trainer(mode):
+    """kvs.torch.Trainer with a sparse embedding over dist_sync against one
+    process training on the whole batches with torch's SGD on sparse
+    gradients: the whole table pulled (mode 'whole') or the next batch's rows named with
+    set_rows (mode 'set_rows')."""
+    import torch
+    import kvs.torch
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(30, 4, sparse=True)
+            self.out = torch.nn.Linear(4, 1)
+
+        def forward(self, ids):
+            return self.out(self.emb(ids).sum(1)).squeeze(1)
+
+    torch.manual_seed(1)
+    net, alone = Model(), Model()
+    alone.load_state_dict(net.state_dict())
+    kv = kvs.create('dist_sync')
+    r, n = kv.rank, kv.num_workers
+    tr = kvs.torch.Trainer(net, kv, 'sgd lr=0.1')
+    ref = torch.optim.SGD(alone.parameters(), lr=0.1)
+    gen = torch.Generator().manual_seed(2)
+    batches = [(torch.randint(0, 20, (4, 3), generator=gen), torch.randn(4, generator=gen))
+               for _ in range(8)]
+    for step, (ids, y) in enumerate(batches):
+        mine = slice(r, None, n)
+        tr.zero_grad()
+        ((net(ids[mine]) - y[mine]) ** 2).sum().backward()
+        if mode == 'set_rows' and step + 1 < len(batches):
+            tr.set_rows(net.emb.weight, batches[step + 1][0][mine].flatten())
+        tr.step(len(y))
+        ref.zero_grad()
+        ((alone(ids) - y) ** 2).mean().backward()
+        ref.step()
+    # The store's table everywhere; the local one where it was pulled.
+    table = torch.from_numpy(kv.pull(0))
+    diff = max((net.out.weight - alone.out.weight).abs().max().item(),
+               (net.out.bias - alone.out.bias).abs().max().item(),
+               (table - alone.emb.weight).abs().max().item())
+    if mode == 'whole':
+        diff = max(diff, (net.emb.weight - alone.emb.weight).abs().max().item())
+    assert diff < 1e-5, diff
+    never = sorted(set(range(30)) - set(torch.cat([b[0].flatten() for b in batches]).tolist()))
+    assert (table[never] == alone.emb.weight[never]).all()
+    print('rank %d: sparse trainer %s ok (%.3g)' % (r, mode, diff))
+
+
 def _standin_cuda():
     """(alloc(shape, index), put(t, values), get(t)) over the CUDA stand-in
     that KVS_CUDART names: torch tensors that say they live on CUDA device
