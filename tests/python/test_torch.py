@@ -87,3 +87,13 @@ def test_train_digits_example(job):
     diff = float(re.search(r'largest weight difference (\S+)', out).group(1))
     # The figures doc/python.md quotes: 98% held out, weights within 1e-6.
     assert acc >= 98.0 and diff <= 1e-6, out
+
+
+def test_train_ctr_example(job):
+    out = job(4, 'ctr', timeout=300)
+    auc, truth = map(float, re.search(r'held-out AUC: ([\d.]+), ground truth ([\d.]+)',
+                                      out).groups())
+    diff = float(re.search(r'largest weight difference (\S+)', out).group(1))
+    # The figures doc/python.md quotes: the AUC within 0.01 of the ground
+    # truth's, weights within 1e-5 of one process.
+    assert abs(auc - truth) <= 0.01 and diff <= 1e-5, out

@@ -437,6 +437,16 @@ def digits():
                                 'train_digits.py'), run_name='__main__')
 
 
+def ctr():
+    """The click-through example as doc/python.md runs it: 4 workers
+    push the embedding's gradient by rows, reach the ground truth's AUC and
+    match one process."""
+    sys.argv = ['train_ctr.py']
+    import runpy
+    runpy.run_path(os.path.join(os.path.dirname(__file__), '..', '..', 'examples',
+                                'train_ctr.py'), run_name='__main__')
+
+
 if __name__ == '__main__':
     scenario = sys.argv[1].replace('async', 'async_')
     globals()[scenario](*sys.argv[2:])
