@@ -339,6 +339,17 @@ static int continues(const struct kvs__rows_union *u, size_t r, size_t row_bytes
     return 1;
 }
 
+/* kvs__sum_many over m items, which takes an int count; the items have
+ * no source, so it cannot fail. */
+static void sum_items(struct kvs__sum_item *items, size_t m, int nthreads)
+{
+    for (size_t i = 0; i < m; i += INT_MAX / 2) {
+        size_t c = m - i < INT_MAX / 2 ? m - i : INT_MAX / 2;
+
+        (void)kvs__sum_many(items + i, (int)c, nthreads);
+    }
+}
+
 void kvs__rows_union_sum(const struct kvs__rows_union *u, kvs_dtype_t dtype, void *out,
                          size_t row_elems, int nthreads)
 {
@@ -357,12 +368,7 @@ void kvs__rows_union_sum(const struct kvs__rows_union *u, kvs_dtype_t dtype, voi
                                              (int)(u->start[r + 1] - u->start[r]),
                                              (r1 - r) * row_elems, NULL };
     }
-    /* kvs__sum_many takes an int count; no source: it cannot fail. */
-    for (size_t i = 0; i < m; i += INT_MAX / 2) {
-        size_t c = m - i < INT_MAX / 2 ? m - i : INT_MAX / 2;
-
-        (void)kvs__sum_many(items + i, (int)c, nthreads);
-    }
+    sum_items(items, m, nthreads);
 }
 
 size_t kvs__rows_run_end(const struct kvs__rows_union *u, size_t r, size_t row_bytes)
@@ -390,11 +396,7 @@ void kvs__rows_union_sum_into(const struct kvs__rows_union *u, kvs_dtype_t dtype
                                              (int)(u->start[r + 1] - u->start[r]),
                                              (r1 - r) * row_elems, NULL };
     }
-    for (size_t i = 0; i < m; i += INT_MAX / 2) {
-        size_t c = m - i < INT_MAX / 2 ? m - i : INT_MAX / 2;
-
-        (void)kvs__sum_many(items + i, (int)c, nthreads);
-    }
+    sum_items(items, m, nthreads);
 }
 
 void kvs__rows_zero_gaps(void *dense, int64_t rows, size_t row_bytes, const int64_t *idx,
