@@ -28,8 +28,8 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_timeline.sh tests/test_kvsctl.sh tests/test_kvsctl_plan.sh tests/test_dist_kvsd.sh tests/test_quickstart.sh \
 	tests/test_dist_rows.sh tests/test_hosts_rows.sh
 # MXNet's nightly dist_sync_kvstore.py, ported.
-TESTS += tests/test_dist_mxnet.sh
-EXTRA_DIST += tests/test_dist_mxnet.sh
+TESTS += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh
+EXTRA_DIST += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh
 check_PROGRAMS += tests/dist_mxnet
 tests_dist_mxnet_SOURCES = tests/dist_mxnet.c tests/distutil.h
 tests_dist_mxnet_LDADD = src/libkvs.la -lm
