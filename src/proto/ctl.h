@@ -19,6 +19,8 @@ enum kvs__ctl_command {
     KVS__CTL_STATS = 3,     /* kvsd's counters */
     KVS__CTL_STOP = 4,      /* kvsd answers, then exits as on SIGTERM */
     KVS__CTL_SAMPLE = 5,    /* counters for programs (kvsctl top, stats --json), below */
+    KVS__CTL_STATS_SHORT = 6,  /* stats without its listings per key (kvsctl stats
+                                * --short); a kvsd older than it refuses it as unknown */
 };
 
 /* The text of a sample: lines of words split by single spaces, in this
@@ -65,7 +67,8 @@ struct kvs__ctl_reply {                /* kvsd -> kvsctl */
 #define KVS__CTL_REPLY_HEAD    24      /* a reply is this head, then len bytes of text */
 #define KVS__CTL_REPLY_MAX     (KVS__CTL_REPLY_HEAD + KVS__CTL_TEXT_MAX)
 
-/* The command's name ("status", "keys", "stats", "stop", "sample"), or NULL. */
+/* The command's name ("status", "keys", "stats", "stop", "sample",
+ * "stats-short"), or NULL. */
 const char *kvs__ctl_command_name(int command);
 
 /* The bytes (1 to 4) of the character at s, of the n bytes there, when a
