@@ -381,7 +381,7 @@ static void stats_links(struct daemon *d, struct text *t)
         if (hosts_traffic(d, h, &tr) == 0)
             wname = width(wname, columns(hosts_name(d, h)));
     text_add(t, "links to the other hosts: the frames sent and received since the hosts "
-             "joined, and their\nbytes as they went on the wire, heads and heartbeats "
+             "joined\nand their bytes as they went on the wire, heads and heartbeats "
              "included:\n");
     text_add(t, "%-*s  %10s  %14s  %10s  %14s\n", wname, "HOST", "FRAMES OUT", "BYTES OUT",
              "FRAMES IN", "BYTES IN");
