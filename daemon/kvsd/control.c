@@ -654,14 +654,49 @@ static int sample_keys(struct daemon *d, struct text *t, struct kvs__err *e)
     return 0;
 }
 
+/* The links' lines: a few, one per other host. */
+static void sample_links(struct daemon *d, struct text *t)
+{
+    struct hosts_traffic tr;
+
+    for (int h = 0; h < d->nhosts; h++)
+        if (hosts_traffic(d, h, &tr) == 0)
+            text_add(t, "link %d %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", h,
+                     tr.frames_out, tr.bytes_out, tr.frames_in, tr.bytes_in);
+}
+
+static void sample_rows(struct text *t, const struct rowkeys *rk)
+{
+    char line[SAMPLE_LINE_MAX];
+    size_t shown = 0;
+
+    for (size_t i = 0; i < rk->n; i++) {
+        const struct rowkey *k = &rk->k[i];
+        size_t o = (size_t)snprintf(line, sizeof line, "rows ");
+
+        key_text(line + o, KEY_TEXT_MAX + 1, k->key);
+        o += strlen(line + o);
+        o += (size_t)snprintf(line + o, sizeof line - o, " %" PRIu64 " %" PRIu64 " %" PRIu64
+                              " %" PRIu64 "\n", k->pushed, k->pulled, k->sent, k->received);
+        if (o >= sizeof line || !sample_line(t, line, (int)o))
+            break;
+        shown++;
+    }
+    if (shown < rk->nkeys)
+        text_add(t, "more rows %zu\n", rk->nkeys - shown);
+}
+
 static int ctl_sample(struct daemon *d, struct text *t, struct kvs__err *e)
 {
     const struct stats *s = &d->st;
-    struct kvs__err re = { 0, "" };
     struct hosts_traffic link;
     struct rowkeys rk;
+    int rc;
 
-    rows_walk(d, 0, &rk, &re);         /* the totals only: nothing to run out of */
+    if ((rc = rows_walk(d, 1, &rk, e)) != 0) {
+        rows_free(&rk);
+        return rc;
+    }
     links_total(d, &link);
     const struct { const char *name; uint64_t v; } counters[] = {
         { "rounds", s->rounds }, { "pushes", s->pushes }, { "pulls", s->pulls },
@@ -679,12 +714,12 @@ static int ctl_sample(struct daemon *d, struct text *t, struct kvs__err *e)
         { "link_frames_in", link.frames_in }, { "link_bytes_in", link.bytes_in },
     };
     struct rusage ru;
-    int nworkers, sync, live, dead, rc;
+    int nworkers, sync, live, dead;
 
     worker_counts(d, &nworkers, &sync, &live, &dead);
     if (getrusage(RUSAGE_SELF, &ru) != 0)
         memset(&ru, 0, sizeof ru);
-    text_add(t, "kvs-sample 1\n");
+    text_add(t, "kvs-sample 2\n");
     text_add(t, "clock %" PRId64 "\n", kvs__now_ns());
     text_add(t, "cpu %" PRIu64 " %" PRIu64 "\n", tv_ns(ru.ru_utime), tv_ns(ru.ru_stime));
     text_add(t, "mode %s\n", sync < 0 ? "unknown" : sync ? "sync" : "async");
@@ -692,7 +727,10 @@ static int ctl_sample(struct daemon *d, struct text *t, struct kvs__err *e)
     text_add(t, "failed %d\n", d->failed != 0);
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
         text_add(t, "counter %s %" PRIu64 "\n", counters[i].name, counters[i].v);
+    sample_links(d, t);
     sample_workers(d, t);
+    sample_rows(t, &rk);
+    rows_free(&rk);
     if ((rc = sample_keys(d, t, e)) != 0)
         return rc;
     text_add(t, "end\n");

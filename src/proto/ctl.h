@@ -25,22 +25,28 @@ enum kvs__ctl_command {
 
 /* The text of a sample: lines of words split by single spaces, in this
  * order, each kind of line once unless said:
- *   kvs-sample 1                   the format's version
+ *   kvs-sample 2                   the format's version (1: without the link,
+ *                                  rows and more rows lines)
  *   clock NS                       kvsd's CLOCK_MONOTONIC when it wrote it
  *   cpu USER_NS SYSTEM_NS          kvsd's CPU time so far (getrusage)
  *   mode sync|async|unknown
  *   workers EXPECTED LIVE LEFT DEAD   (EXPECTED 0: not known yet)
  *   failed 0|1
  *   counter NAME VALUE             per counter of kvsctl stats; NAME is [a-z_]+
+ *   link HOST FRAMES_OUT BYTES_OUT FRAMES_IN BYTES_IN   (2) per link to another
+ *                                  host, HOST its rank, ascending: as kvsctl stats
  *   worker RANK PID PUSHES BYTES WAIT_NS   per live worker (its segment's
  *                                  counters, layout.h, as the worker wrote them)
+ *   rows KEY PUSHED PULLED SENT RECEIVED   (2) per key with rows counted, the
+ *                                  most first, KEY as below: as kvsctl stats
  *   key KEY PATH ROUNDS [B:N ...]  per key, the busiest first: KEY an int key
  *                                  in decimal or a string key in double quotes,
  *                                  escaped as kvs__ctl_text_escape quotes; PATH
  *                                  kvsd or workers (who runs its rounds); then
  *                                  its latency histogram's non-empty buckets
  *                                  (latency.h), B ascending, N > 0
- *   more workers N, more keys N    (maybe) those left out, as the text was full
+ *   more workers N, more rows N, more keys N   (maybe) those left out, as the
+ *                                  text was full; each after the lines it counts
  *   end
  * Numbers are unsigned decimals of at most 20 digits. A reader must check
  * every line: they come from another process. */
