@@ -555,11 +555,13 @@ static void ctl_stats(struct daemon *d, struct text *t, int brief, struct kvs__e
                  "and rows left\nout (kvsctl stats without --short lists them)\n",
                  kvs__engine_nkeys(d->eng), rk.nkeys);
     } else {
-        stats_keys(d, t, e);
+        /* The keys with rows first: they are few, and the rounds of
+         * every key can fill the text. */
         if (rrc != 0)
             text_add(t, "rows per key: not shown: %s\n", re.msg);
         else
             stats_rows(t, &rk);
+        stats_keys(d, t, e);
     }
     rows_free(&rk);
 }

@@ -9,8 +9,10 @@
  * payload is kept), sends a heartbeat each second a link is quiet (more
  * often under a silence bound below 5 s) and hands frames, and what
  * happened to a link (closed, silent past the heartbeat deadline,
- * malformed), to the serve thread (struct inmsg), ringing its doorbell. It
- * knows nothing of keys or rounds: bridge.c does. No pass of this thread
+ * malformed), to the serve thread (struct inmsg), ringing its doorbell;
+ * it counts each link's frames and bytes each way as they go on the wire
+ * (hosts_traffic, for kvsctl stats). It knows nothing of keys or rounds:
+ * bridge.c does. No pass of this thread
  * waits on the serve thread's work, and the transports hand up what came
  * before the sends they finished: a kvsd busy with a long serve pass still
  * beats and reads, so that its peers can tell busy from dead. No
