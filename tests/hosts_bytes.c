@@ -220,6 +220,10 @@ int main(void)
                "step, %.3fx (3R = %d rows of %" PRIu64 " bytes a step), bound %.1fx\n", host,
                sent, b.frames_out - a.frames_out, STEPS, per_step,
                per_step / (3.0 * R * (double)row_bytes), 3 * R, row_bytes, BOUND);
+        /* The rows and their ids went, at the least. */
+        if (sent < rows * (row_bytes + 8))
+            die("host %d counted %" PRIu64 " bytes sent in %d steps, fewer than the %" PRIu64
+                " rows' own and their ids'", host, sent, STEPS, rows);
         if (per_step > bound)
             die("host %d sent %.0f bytes a step to host %d, over %.1fx the %d rows it sent "
                 "(%.0f bytes)", host, per_step, 1 - host, BOUND, 3 * R, bound);
