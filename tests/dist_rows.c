@@ -395,10 +395,64 @@ static unsigned long long stat_of(const char *name)
     return v;
 }
 
+/* Key `key`'s rows in kvsctl stats' listing of rows per key: PUSHED,
+ * PULLED, SENT, RECEIVED; zeros when it is not listed (no rows counted). */
+static void key_rows_of(int64_t key, unsigned long long *v)
+{
+    const char *ctl = getenv("KVS_TEST_KVSCTL");
+    char cmd[512], line[256], first[32];
+    int table = 0, n;
+    FILE *f;
+
+    if (!ctl || !*ctl)
+        die("KVS_TEST_KVSCTL is not set");
+    snprintf(cmd, sizeof cmd, "%s -j %s stats", ctl, getenv("KVS_JOB"));
+    v[0] = v[1] = v[2] = v[3] = 0;
+    if (!(f = popen(cmd, "r")))
+        die("popen %s", cmd);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "KEY ", 4) == 0)
+            table = strstr(line, " PUSHED ") != NULL;
+        else if (table && sscanf(line, "%31s %llu %llu %llu %llu%n", first, &v[0], &v[1], &v[2],
+                                 &v[3], &n) == 5 && strtoll(first, NULL, 10) == key)
+            break;
+        else
+            v[0] = v[1] = v[2] = v[3] = 0;
+    }
+    while (fgets(line, sizeof line, f))
+        ;
+    if (pclose(f) != 0)
+        die("%s failed", cmd);
+}
+
+/* 1 when kvsctl stats --json holds want, as it writes it. */
+static int json_has(const char *want)
+{
+    const char *ctl = getenv("KVS_TEST_KVSCTL");
+    char cmd[512], *buf = NULL;
+    size_t len = 0;
+    int found;
+    FILE *f, *o;
+
+    snprintf(cmd, sizeof cmd, "%s -j %s stats --json", ctl, getenv("KVS_JOB"));
+    if (!(o = open_memstream(&buf, &len)) || !(f = popen(cmd, "r")))
+        die("popen %s", cmd);
+    for (int ch; (ch = fgetc(f)) != EOF;)
+        fputc(ch, o);
+    if (pclose(f) != 0 || fclose(o) != 0)
+        die("%s failed", cmd);
+    found = strstr(buf, want) != NULL;
+    free(buf);
+    return found;
+}
+
 /* Bytes moved follow the rows, not the table: a table of 1,000,000 rows,
  * each worker pushes 10 rows and pulls 10; kvsd counts 10 rows and their
  * bytes a worker each way, and the worker's resident memory does not grow
- * by the table. */
+ * by the table. Then each worker pushes 3 rows of a second key, one id
+ * twice, and pulls rows of it: kvsctl stats counts each key's rows on its
+ * own (PUSHED: the ids as pushed, repeats too; PULLED: the rows the pulls
+ * got), and none sent or received (one host); stats --json too. */
 static void bytes(void)
 {
     const int64_t rows = 1000000, cols = 2, m = 10;
@@ -407,7 +461,7 @@ static void bytes(void)
     float d[10 * 2], od[10 * 2];
     kvs_row_sparse_t z = { .nnz = 0, .dtype = KVS_FLOAT32, .ndim = 2, .shape = { rows, cols } };
     kvs_array_t ida = { .data = idx, .dtype = KVS_INT64, .ndim = 1, .shape = { m } };
-    unsigned long long p0 = 0, b0 = 0, q0 = 0, c0 = 0;
+    unsigned long long p0 = 0, b0 = 0, q0 = 0, c0 = 0, kr[4];
 
     ok(kvs_init_row_sparse(kv, 1, &k, &z), "init_row_sparse");
     ok(kvs_barrier(kv), "barrier");
@@ -442,6 +496,54 @@ static void bytes(void)
                 want_rows, want_rows * 16, (long long)(rows * cols * 4));
         if (dq > want_rows || dc != dq * 8 || dq < (unsigned long long)m)
             die("a pull of 10 rows a worker: kvsd counted %llu rows, %llu bytes", dq, dc);
+        key_rows_of(6, kr);
+        if (kr[0] != want_rows || kr[1] != dq || kr[2] || kr[3])
+            die("key 6's rows: %llu pushed, %llu pulled, %llu sent, %llu received; expected "
+                "%llu, %llu, 0, 0", kr[0], kr[1], kr[2], kr[3], want_rows, dq);
+        p0 = stat_of("rows pushed");
+        q0 = stat_of("rows pulled");
+    }
+    ok(kvs_barrier(kv), "barrier");
+    {
+        kvs_key_t k2 = KVS_INT_KEY(16);
+        int64_t i2[3] = { 1, 4, 1 }, p2[3] = { 4, 2, 4 }, o2[3];
+        float d2[3 * 2] = { 1, 2, 3, 4, 5, 6 }, od2[3 * 2];
+        kvs_row_sparse_t z2 = { .nnz = 0, .dtype = KVS_FLOAT32, .ndim = 2, .shape = { 8, 2 } };
+        kvs_row_sparse_t v2 = { .data = d2, .indices = i2, .nnz = 3, .dtype = KVS_FLOAT32,
+                                .ndim = 2, .shape = { 8, 2 } };
+        kvs_row_sparse_t out2 = { .data = od2, .indices = o2, .nnz = 3 };
+        kvs_array_t ida2 = { .data = p2, .dtype = KVS_INT64, .ndim = 1, .shape = { 3 } };
+
+        ok(kvs_init_row_sparse(kv, 1, &k2, &z2), "init_row_sparse");
+        ok(kvs_push_row_sparse(kv, 1, &k2, &v2, 0), "push_row_sparse");
+        ok(kvs_pull_rows(kv, 1, &k2, &ida2, &out2, 0), "pull_rows");
+        if (out2.nnz != 2 || o2[0] != 2 || o2[1] != 4)
+            die("a compact pull of ids 4, 2, 4 gave %" PRId64 " rows", out2.nnz);
+    }
+    ok(kvs_barrier(kv), "barrier");
+    if (rank == 0) {
+        unsigned long long dp = stat_of("rows pushed") - p0, dq = stat_of("rows pulled") - q0;
+        unsigned long long k6[4];
+
+        key_rows_of(6, k6);
+        key_rows_of(16, kr);
+        if (dp != 3ull * (unsigned long long)nw || kr[0] != dp || kr[1] != dq || kr[2] || kr[3])
+            die("key 16's rows: %llu pushed, %llu pulled, %llu sent, %llu received; expected "
+                "%d (3 a worker), %llu, 0, 0", kr[0], kr[1], kr[2], kr[3], 3 * nw, dq);
+        if (dq != 2ull * (unsigned long long)nw)
+            die("a pull of ids 4, 2, 4 a worker: kvsd counted %llu rows, expected 2 a worker",
+                dq);
+        if (k6[0] != (unsigned long long)(m * nw))
+            die("key 6's rows pushed changed to %llu with key 16's", k6[0]);
+        for (int i = 0; i < 2; i++) {
+            const unsigned long long *c = i ? kr : k6;
+            char want[160];
+
+            snprintf(want, sizeof want, "{\"key\": %d, \"pushed\": %llu, \"pulled\": %llu, "
+                     "\"sent\": 0, \"received\": 0}", i ? 16 : 6, c[0], c[1]);
+            if (!json_has(want))
+                die("kvsctl stats --json has no %s", want);
+        }
     }
     ok(kvs_barrier(kv), "barrier");
 }

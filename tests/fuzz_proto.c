@@ -611,7 +611,7 @@ static size_t make_seeds(struct seed *out)
     out[n].len = KVS__CQE_BYTES;
     n++;
 
-    for (int k = KVS__CTL_STATUS; k <= KVS__CTL_SAMPLE; k++) {
+    for (int k = KVS__CTL_STATUS; k <= KVS__CTL_STATS_SHORT; k++) {
         memset(&q, 0, sizeof q);
         q.version = KVS__PROTO_VERSION;
         q.command = (uint8_t)k;

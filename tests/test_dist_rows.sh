@@ -5,7 +5,8 @@
 # sgd and adam leaving absent rows bit for bit, a round of dense and
 # row-sparse pushes, compact pulls of repeated and unsorted ids, bad values
 # refused with nothing changed, and kvsctl stats counting only the rows
-# pushed and pulled of a table of a million rows.
+# pushed and pulled of a table of a million rows, and each key's rows
+# pushed and pulled on its own.
 set -u
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -137,7 +137,7 @@ int xrows_send(struct daemon *d, struct round *rd, int p, struct kvs__wire_msg *
     rows = kvs__wire_rows_put(data, (uint64_t)s.nnz, s.idx);
     if (s.nnz)
         memcpy(rows, s.data, (size_t)s.nnz * rd->row_bytes);
-    hosts_post(d, f, owners_part(d, rd, p));
+    rd->rows_sent += (uint64_t)s.nnz * (uint64_t)hosts_post(d, f, owners_part(d, rd, p));
     return 0;
 }
 
@@ -179,7 +179,7 @@ int xrows_tell(struct daemon *d, struct round *rd, int p, struct kvs__wire_msg *
     for (size_t j = 0; j < u->m; j++)
         memcpy(rows + j * rd->row_bytes,
                (const char *)rd->value + (size_t)u->idx[j] * rd->row_bytes, rd->row_bytes);
-    hosts_post(d, f, HOSTS_IN);
+    rd->rows_sent += u->m * (uint64_t)hosts_post(d, f, HOSTS_IN);
     return 0;
 }
 
