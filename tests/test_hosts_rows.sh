@@ -22,5 +22,5 @@ job "2 2" sums
 job "2 2" lazy
 job "2 2" mixed
 job "2 2" hosts
-job "1 2" hosts dist_async
+job "2 2" hosts dist_async
 hosts_done

@@ -81,9 +81,6 @@ int rows_check(struct daemon *d, struct req *r, const struct kvs__entry_info *in
     char ks[KVS_MAX_KEY_LEN + 8];
 
     kvs__key_str(ks, sizeof ks, req_key(&r->s));
-    if (d->hx && !d->sync && r->s.op != KVS__OP_PULL)
-        return kvs__fail(e, KVS_ENOTSUP, "key %s: row-sparse pushes across hosts are "
-                         "taken in dist_sync only, not in dist_async", ks);
     if (r->rd->cb)
         return kvs__fail(e, KVS_ENOTSUP, "key %s: row-sparse values of a key the workers "
                          "combine (KVS_COMBINE) are not supported", ks);

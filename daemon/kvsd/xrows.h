@@ -16,6 +16,9 @@
  * is row-sparse (a dense push counts as every row, as on one host):
  * rd->xr, 1; 0 when every push is dense (rd->xr NULL); <0 with e set. */
 int xrows_sum(struct daemon *d, struct round *rd, struct kvs__err *e);
+/* The same of one row-sparse push r alone (dist_async): rd->xr, 1; <0
+ * with e set. */
+int xrows_sum_push(struct daemon *d, struct round *rd, struct req *r, struct kvs__err *e);
 void xrows_free(struct round *rd);
 
 /* Rows [*lo, *lo + *n) of the key are part p's. */
@@ -25,8 +28,10 @@ void xrows_part_rows(const struct round *rd, int p, int64_t *lo, int64_t *n);
 struct kvs__rows_in xrows_slice(const struct round *rd, int p);
 
 /* Sends rd->xr's rows of part p to the part's owner as a rows PARTIAL of
- * round rd->done + 1 (m: the key). -ENOMEM. */
-int xrows_send(struct daemon *d, struct round *rd, int p, struct kvs__wire_msg *m);
+ * round rd->done + 1 (type KVS__FRAME_PARTIAL), or as a rows FORWARD
+ * (type KVS__FRAME_FORWARD; m->b: the push's token). m: the key.
+ * -ENOMEM. */
+int xrows_send(struct daemon *d, struct round *rd, int p, int type, struct kvs__wire_msg *m);
 
 /* At the owner of part p: applies the k inputs to the part's rows as one
  * update of step `step` (kvs__engine_push_rows_range) and puts the rows it
