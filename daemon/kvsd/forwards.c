@@ -6,6 +6,11 @@
  * host. A push completes when every part's owner has answered; until then
  * it waits in d->fwd, tokened. bridge.c hands this file the messages.
  *
+ * A row-sparse push goes the same way in rows messages (xrows.c makes and
+ * reads them): its rows summed once here, each part's run of them (none
+ * too) to the part's owner, and from the owner the rows its update changed
+ * (the part whole under the dense rule) back to every host.
+ *
  * It must never hold a part for a round: an async push is applied as it
  * comes (xrounds.c runs the sync rounds).
  *

@@ -1,5 +1,6 @@
 /*
- * xrows.c - row-sparse rounds of dist_sync across hosts. A round in which
+ * xrows.c - row-sparse pushes across hosts: the rows messages of
+ * dist_sync's rounds and of dist_async's pushes. A round in which
  * a worker here pushed rows is summed here once (the union of the
  * workers' rows, a dense push counting as every row), sorted by row, so
  * that each part's rows (a key is split between rows: kvs__wire_part) are
@@ -10,8 +11,12 @@
  * the part's other rows became zero); an updater or lazy_update=0 changes
  * every row of the part, which then goes back dense (xrounds.c).
  *
- * xrounds.c decides when a round's pieces go and come; this file only
- * makes and reads them. It must never read a row id from staging twice
+ * A dist_async push with rows is summed so alone (xrows_sum_push): each
+ * part's run goes to its owner as a rows FORWARD, even an empty one, and
+ * the owner applies it and sends the changed rows back the same way.
+ *
+ * xrounds.c decides when a round's pieces go and come, forwards.c when an
+ * async push's do; this file only makes and reads them. It must never read a row id from staging twice
  * (the union copies them once) nor answer a request.
  *
  * Serve thread only.

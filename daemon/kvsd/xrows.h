@@ -1,8 +1,8 @@
 /*
- * xrows.h - row-sparse rounds of dist_sync across hosts (xrows.c): this
- * host's sum of its workers' rows, its slices by part, the rows messages
- * of a part (a host's sum to the owner, the updated rows back), and the
- * owner's update of a part's rows.
+ * xrows.h - row-sparse pushes across hosts (xrows.c): this host's sum of
+ * its workers' rows of a dist_sync round or of one dist_async push, its
+ * slices by part, the rows messages of a part (a host's sum or push to the
+ * owner, the updated rows back), and the owner's update of a part's rows.
  */
 #ifndef KVSD_XROWS_H
 #define KVSD_XROWS_H
