@@ -16,8 +16,9 @@
  * the owner applies it and sends the changed rows back the same way.
  *
  * xrounds.c decides when a round's pieces go and come, forwards.c when an
- * async push's do; this file only makes and reads them. It must never read a row id from staging twice
- * (the union copies them once) nor answer a request.
+ * async push's do; this file only makes and reads them. It must never
+ * read a row id from staging twice (the union copies them once) nor
+ * answer a request.
  *
  * Serve thread only.
  */

@@ -197,8 +197,9 @@ static int pieces_check(int type, struct kvs__wire_msg *t, uint64_t count, struc
 }
 
 /* A rows message's data: of a PARTIAL, a FORWARD or a VALUE with status
- * 0 (MF_ZERO only in the VALUE), not 2bit; nnz at most the rows of elements [first, first +
- * count), its ids ascending within them, and exactly their bytes. */
+ * 0 (MF_ZERO only in the VALUE), not 2bit; nnz at most the rows of
+ * elements [first, first + count), its ids ascending within them, and
+ * exactly their bytes. */
 static int rows_check(int type, uint8_t flags, struct kvs__wire_msg *t, uint64_t first,
                       uint64_t count, const char *what, struct kvs__err *e)
 {
