@@ -12,7 +12,8 @@
 # turns (one between two barriers; a pushpull and an empty push among
 # them), sgd lr=1 with every worker's overlapping, repeated and empty
 # pushes at once (the end is the same in any order), and the three lazy
-# cases with pushes in turns against a local store given each alone.
+# cases with pushes in turns against a local store given each alone; on
+# 2 hosts x 2 workers and on hosts of 1 and 2.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 # shellcheck source=tests/lib.sh
@@ -27,4 +28,5 @@ job "2 2" lazy
 job "2 2" mixed
 job "2 2" hosts
 job "2 2" hosts dist_async
+job "1 2" hosts dist_async
 hosts_done
