@@ -27,6 +27,12 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_dist_device.sh tests/test_top.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
 	tests/test_timeline.sh tests/test_kvsctl.sh tests/test_kvsctl_plan.sh tests/test_dist_kvsd.sh tests/test_quickstart.sh \
 	tests/test_dist_rows.sh tests/test_hosts_rows.sh
+# MXNet's nightly dist_sync_kvstore.py, ported.
+TESTS += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh
+EXTRA_DIST += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh
+check_PROGRAMS += tests/dist_mxnet
+tests_dist_mxnet_SOURCES = tests/dist_mxnet.c tests/distutil.h
+tests_dist_mxnet_LDADD = src/libkvs.la -lm
 # tests/test_python.sh runs these with pytest (skipped without the package).
 python_tests = tests/python/conftest.py tests/python/test_kvstore.py tests/python/test_api.py \
 	tests/python/test_dist.py tests/python/test_rows.py tests/python/test_torch.py tests/python/workers.py
