@@ -381,6 +381,55 @@ int kvs__mem_copy(void *dst, int ddev, const void *src, int sdev, size_t bytes, 
     return leave(&d, is_host(ddev) ? stream_drain(&d, e) : 0);
 }
 
+int kvs__mem_rows(int device, void *table, size_t row_bytes, const int64_t *idx, size_t m,
+                  void *compact, int to_host, struct kvs__err *e)
+{
+    struct on_device d;
+    int rc = 0;
+
+    if (m == 0 || row_bytes == 0)
+        return 0;
+    if (is_host(device))
+        return kvs__fail(e, KVS_EBADARG, "a copy of rows needs a table on a device");
+    if ((rc = enter(device, &d, e)) != 0)
+        return rc;
+    for (size_t j = 0, j1; j < m && rc == 0; j = j1) {
+        char *t = (char *)table + (size_t)idx[j] * row_bytes;
+        char *c = (char *)compact + j * row_bytes;
+        size_t bytes;
+
+        for (j1 = j + 1; j1 < m && idx[j1] == idx[j1 - 1] + 1; j1++)
+            ;
+        bytes = (j1 - j) * row_bytes;
+        if ((rc = d.rt->memcpy_async(to_host ? c : t, to_host ? t : c, bytes,
+                                     KVS__CUDA_MEMCPY_DEFAULT, d.stream)) != 0)
+            rc = cuda_fail(d.rt, d.dev, rc, "cudaMemcpyAsync", e);
+    }
+    queued(&d);
+    if (rc == 0 && to_host)
+        rc = stream_drain(&d, e);
+    return leave(&d, rc);
+}
+
+int kvs__mem_zero(int device, void *p, size_t bytes, struct kvs__err *e)
+{
+    struct on_device d;
+    int rc;
+
+    if (bytes == 0)
+        return 0;
+    if (is_host(device)) {
+        memset(p, 0, bytes);
+        return 0;
+    }
+    if ((rc = enter(device, &d, e)) != 0)
+        return rc;
+    if ((rc = d.rt->memset_async(p, 0, bytes, d.stream)) != 0)
+        return leave(&d, cuda_fail(d.rt, d.dev, rc, "cudaMemsetAsync", e));
+    queued(&d);
+    return leave(&d, 0);
+}
+
 int kvs__mem_write_out(void *dst, int device, const void *src, size_t bytes,
                        const int64_t *rows, int64_t nrows, size_t row_bytes, int threads,
                        struct kvs__err *e)

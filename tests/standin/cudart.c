@@ -27,6 +27,8 @@
  * Copies are checked as a driver would fault: a device side must lie
  * inside one allocation, a host side outside all of them, so a wrong
  * cudaMemcpyKind or an overrun fails with cudaErrorInvalidValue.
+ * Copies between host and device are counted, bytes and calls each way
+ * (kvs_standin_copied), so that a test can check what a call moved.
  *
  * Work is deferred: every copy, fill, host function (cudaLaunchHostFunc,
  * which the kernels use) and NCCL collective is queued on its stream and
@@ -807,6 +809,27 @@ static cudaError_t queue_move(struct CUstream_st *s, void *dst, const void *src,
     return cudaSuccess;
 }
 
+/* Bytes and copies between host and device memory (kvs_standin_copied). */
+static unsigned long long copied[4];
+
+void kvs_standin_copied(unsigned long long out[4])
+{
+    for (int i = 0; i < 4; i++)
+        out[i] = __atomic_load_n(&copied[i], __ATOMIC_RELAXED);
+}
+
+/* Counts a checked copy that crosses between host and device. */
+static void count_copy(void *dst, const void *src, size_t count)
+{
+    int dev, to_dev = standin__device_range(dst, count, &dev);
+    int from_dev = standin__device_range(src, count, &dev);
+
+    if (to_dev == from_dev)
+        return;
+    __atomic_add_fetch(&copied[to_dev ? 0 : 1], count, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&copied[to_dev ? 2 : 3], 1, __ATOMIC_RELAXED);
+}
+
 static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                         cudaStream_t stream, int wait)
 {
@@ -829,6 +852,8 @@ static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcp
     err = check_side(dst, count, sides[kind][0]);
     if (err == cudaSuccess)
         err = check_side(src, count, sides[kind][1]);
+    if (err == cudaSuccess)
+        count_copy(dst, src, count);
     return err == cudaSuccess ? queue_move(s, dst, src, 0, count, wait) : err;
 }
 
