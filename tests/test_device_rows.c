@@ -9,9 +9,10 @@
  * host (a second local store), bit for bit: union-sums of repeated and
  * overlapping rows, ASSIGN's zeroed rows, lazy sgd with momentum and adam
  * (float32 and float64) with absent rows and their state untouched,
- * lazy_update=0 as a dense push, compact pulls of unsorted repeated ids,
- * -ENOSPC, bad ids refused with nothing changed, row-sparse values in
- * device memory refused. The stand-in counts the bytes copied between
+ * lazy_update=0 as a dense push, an updater's dense input on the GPU,
+ * compact pulls of unsorted repeated ids, -ENOSPC, bad ids refused and a
+ * lost GPU failing with nothing changed, row-sparse values in device
+ * memory refused. The stand-in counts the bytes copied between
  * host and device, so the test checks that a call moves the rows it
  * touches (and their optimizer state) and nothing of the rest of the
  * table. Each case has a deadline of its own (an alarm, KVS_TEST_SLOW
@@ -290,6 +291,80 @@ static void test_lazy_adam_f64(void **state)
     kvs_close(ref);
 }
 
+/* An updater of a key on a GPU gets the dense sum (absent rows zero) on
+ * that GPU, as for dense pushes: stored = stored * 2 + input. */
+static int double_add(kvs_key_t key, const kvs_array_t *in, kvs_array_t *stored, void *ctx)
+{
+    int *in_device = ctx;
+    float i[N], v[N];
+
+    (void)key;
+    *in_device = in->device;
+    if (cuda.memcpy(i, in->data, sizeof i, MEMCPY_DEFAULT) != 0
+        || cuda.memcpy(v, stored->data, sizeof v, MEMCPY_DEFAULT) != 0)
+        return 1;
+    for (int j = 0; j < N; j++)
+        v[j] = v[j] * 2 + i[j];
+    return cuda.memcpy(stored->data, v, sizeof v, MEMCPY_DEFAULT) != 0;
+}
+
+static void test_updater(void **state)
+{
+    kvs_t *kv = new_store("local");
+    kvs_key_t k = IK(3);
+    float w[N], g[3 * C], got[N];
+    int64_t gi[3] = { 6, 2, 6 };
+    kvs_row_sparse_t v = rsp(g, gi, 3, KVS_FLOAT32);
+    int in_device = KVS_HOST;
+
+    (void)state;
+    ramp(w, N, 1, 0.5f);
+    ramp(g, 3 * C, 2, 0.25f);
+    init_key(kv, k, 1, KVS_FLOAT32, w);
+    OK(kvs_set_updater(kv, double_add, &in_device));
+    OK(kvs_push_row_sparse(kv, 1, &k, &v, 0));
+    assert_int_equal(in_device, KVS_CUDA(1));
+    pull_all(kv, k, KVS_FLOAT32, got);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+            float in = r == 2 ? g[C + c] : r == 6 ? g[c] + g[2 * C + c] : 0;
+
+            assert_true(got[r * C + c] == w[r * C + c] * 2 + in);
+        }
+    kvs_close(kv);
+}
+
+/* A GPU lost before a lazy push: KVS_EDEVICE naming it, and the value and
+ * the state as they were (the next pushes match the host's). */
+static void test_lost_device(void **state)
+{
+    kvs_t *kv = new_store("local"), *ref = new_store("local");
+    kvs_key_t k = IK(4);
+    float w[N], g[2 * C];
+    int64_t gi[2] = { 9, 1 };
+    kvs_row_sparse_t v = rsp(g, gi, 2, KVS_FLOAT32);
+
+    (void)state;
+    ramp(w, N, 1, 0.5f);
+    ramp(g, 2 * C, 2, 0.25f);
+    init_key(kv, k, 1, KVS_FLOAT32, w);
+    init_key(ref, k, -1, KVS_FLOAT32, w);
+    OK(kvs_set_optimizer(kv, "adam lr=0.1"));
+    OK(kvs_set_optimizer(ref, "adam lr=0.1"));
+    OK(kvs_push_row_sparse(kv, 1, &k, &v, 0));
+    OK(kvs_push_row_sparse(ref, 1, &k, &v, 0));
+    setenv("KVS_STANDIN_LOST_DEVICE", "1", 1);
+    EXPECT_RC(kvs_push_row_sparse(kv, 1, &k, &v, 0), KVS_EDEVICE);
+    EXPECT_DETAIL(kv, "KVS_CUDA(1)");
+    unsetenv("KVS_STANDIN_LOST_DEVICE");
+    expect_same(kv, k, ref, k, KVS_FLOAT32);
+    OK(kvs_push_row_sparse(kv, 1, &k, &v, 0));
+    OK(kvs_push_row_sparse(ref, 1, &k, &v, 0));
+    expect_same(kv, k, ref, k, KVS_FLOAT32);
+    kvs_close(kv);
+    kvs_close(ref);
+}
+
 /* ---- compact pulls --------------------------------------------------------- */
 
 /* A compact pull of unsorted repeated ids from keys on both GPUs and the
@@ -538,6 +613,8 @@ int main(void)
         CASE(test_lazy_adam),
         CASE(test_lazy_adam_f64),
         CASE(test_dense_rule),
+        CASE(test_updater),
+        CASE(test_lost_device),
         CASE(test_compact_pulls),
         CASE(test_bad_refused),
         CASE(test_bytes_moved),
