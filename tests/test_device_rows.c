@@ -487,14 +487,16 @@ static void test_bad_refused(void **state)
 
 /* A table of BR x BC float32 on GPU 0: a push of 3 rows (one repeated)
  * and a compact pull of 5 move those rows (and, for adam, their two
- * state rows each way) and no other byte between host and device. */
+ * state rows each way) and no other byte between host and device, in one
+ * batched copy per buffer and way, or a copy per run of rows where the
+ * runtime takes no batch. */
 static void test_bytes_moved(void **state)
 {
     static float w[BR * BC];
     kvs_t *kv = new_store("local");
     kvs_key_t k = IK(9);
     const size_t row = sizeof(float) * BC;
-    float g[4 * BC], rows[8 * BC];
+    float g[4 * BC], rows[8 * BC], want[5 * BC];
     int64_t gi[4] = { 100, 7, 100, 4095 }, pi[6] = { 3, 4000, 3, 5, 6, 7 }, outidx[8];
     kvs_row_sparse_t v = { .data = g, .indices = gi, .nnz = 4, .dtype = KVS_FLOAT32,
                            .ndim = 2, .shape = { BR, BC }, .device = KVS_HOST };
@@ -515,11 +517,12 @@ static void test_bytes_moved(void **state)
     OK(kvs_init(kv, 1, &k, &a));
     cuda.free(d);
 
-    copied(c0);                        /* ASSIGN: the 3 rows go over, once */
+    copied(c0);                        /* ASSIGN: the 3 rows go over, once, in one batch */
     OK(kvs_push_row_sparse(kv, 1, &k, &v, 0));
     copied(c1);
     assert_int_equal(c1[0] - c0[0], 3 * row);
     assert_int_equal(c1[1] - c0[1], 0);
+    assert_int_equal(c1[2] - c0[2], 1);
 
     OK(kvs_set_optimizer(kv, "adam lr=0.1"));
     for (int s = 0; s < 2; s++) {      /* their rows and 2 state rows, each way */
@@ -528,7 +531,8 @@ static void test_bytes_moved(void **state)
         copied(c1);
         assert_int_equal(c1[0] - c0[0], 3 * 3 * row);
         assert_int_equal(c1[1] - c0[1], s == 0 ? 3 * row : 3 * 3 * row);   /* a new state is zero */
-        assert_true(c1[2] - c0[2] <= 3 * 3);            /* a copy per run of rows at most */
+        assert_int_equal(c1[2] - c0[2], 3);             /* one batch per buffer */
+        assert_int_equal(c1[3] - c0[3], s == 0 ? 1 : 3);
     }
 
     OK(kvs_set_optimizer(kv, "sgd lr=0.1 lazy_update=0"));
@@ -538,13 +542,29 @@ static void test_bytes_moved(void **state)
     assert_int_equal(c1[0] - c0[0], 3 * row);
     assert_int_equal(c1[1] - c0[1], 0);
 
-    copied(c0);                        /* 5 rows in 3 runs: 3, 5..7, 4000 */
-    OK(kvs_pull_rows(kv, 1, &k, &rid, &out, 0));
-    copied(c1);
-    assert_int_equal(out.nnz, 5);
-    assert_int_equal(c1[1] - c0[1], 5 * row);
-    assert_int_equal(c1[0] - c0[0], 0);
-    assert_int_equal(c1[3] - c0[3], 3);
+    /* 5 rows in 3 runs (3, 5..7, 4000): one batch of 3 copies, or 3 copies
+     * where the runtime takes no batch; the same rows either way. */
+    for (int batch = 1; batch >= 0; batch--) {
+        int64_t rows_of[5] = { 3, 5, 6, 7, 4000 };
+
+        if (!batch)
+            setenv("KVS_STANDIN_NO_BATCH", "1", 1);
+        memset(rows, 0, sizeof rows);
+        out.nnz = 8;
+        copied(c0);
+        OK(kvs_pull_rows(kv, 1, &k, &rid, &out, 0));
+        copied(c1);
+        unsetenv("KVS_STANDIN_NO_BATCH");
+        assert_int_equal(out.nnz, 5);
+        assert_int_equal(c1[1] - c0[1], 5 * row);
+        assert_int_equal(c1[0] - c0[0], 0);
+        assert_int_equal(c1[3] - c0[3], batch ? 1 : 3);
+        assert_memory_equal(outidx, rows_of, sizeof rows_of);
+        if (batch)
+            memcpy(want, rows, sizeof want);
+        else
+            assert_memory_equal(rows, want, sizeof want);
+    }
     kvs_close(kv);
 }
 

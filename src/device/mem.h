@@ -63,8 +63,9 @@ int kvs__mem_copy(void *dst, int ddev, const void *src, int sdev, size_t bytes, 
  * and m contiguous rows of host memory, row j of compact being row
  * idx[j] of table (idx sorted unique, in the table): to_host 1 gathers
  * them into compact, 0 scatters compact into the table. One copy per run
- * of consecutive rows, queued on the device's stream, so that the bytes
- * moved are the rows' alone. A gather is complete when it returns; a
+ * of consecutive rows, so that the bytes moved are the rows' alone, all
+ * in one cudaMemcpyBatchAsync where the runtime has it (CUDA 13), queued
+ * on the device's stream. A gather is complete when it returns; a
  * scatter is queued (kvs__mem_finish), and compact must stay put until
  * then. */
 int kvs__mem_rows(int device, void *table, size_t row_bytes, const int64_t *idx, size_t m,
