@@ -341,15 +341,17 @@ typedef struct {
     kvs_dtype_t dtype;
     int ndim;                          /* 1..KVS_MAX_NDIM */
     int64_t shape[KVS_MAX_NDIM];       /* the full value's shape */
-    int device;                        /* KVS_HOST: values and outs are host memory, whatever
-                                        * device the key lives on */
+    int device;                        /* where data and indices are: KVS_HOST, or for an
+                                        * input KVS_CUDA(i) (both on GPU i, copied to the
+                                        * host first: nnz rows and nnz ids); outs: KVS_HOST */
 } kvs_row_sparse_t;
 
 /* kvs_init of row-sparse values: each key's value is the full shape with
  * the rows given (repeats summed) and every other row zero. Errors: those
  * of kvs_init, and KVS_ERANGE (a row id < 0 or >= shape[0], named with
  * its key and position), KVS_ESHAPE (ndim 0), KVS_EBADARG (nnz < 0, NULL
- * indices or data with nnz > 0, a device value). */
+ * indices or data with nnz > 0), KVS_EDEVICE (a value on a GPU whose data
+ * or indices are not memory of that GPU, or no usable GPU). */
 KVS_API int kvs_init_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,
                                 const kvs_row_sparse_t *values);
 

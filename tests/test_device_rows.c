@@ -11,8 +11,8 @@
  * (float32 and float64) with absent rows and their state untouched,
  * lazy_update=0 as a dense push, an updater's dense input on the GPU,
  * compact pulls of unsorted repeated ids, -ENOSPC, bad ids refused and a
- * lost GPU failing with nothing changed, row-sparse values in device
- * memory refused. The stand-in counts the bytes copied between
+ * lost GPU failing with nothing changed; row-sparse values whose rows and
+ * ids are in GPU memory taken as host ones. The stand-in counts the bytes copied between
  * host and device, so the test checks that a call moves the rows it
  * touches (and their optimizer state) and nothing of the rest of the
  * table. Each case has a deadline of its own (an alarm, KVS_TEST_SLOW
@@ -464,20 +464,96 @@ static void test_bad_refused(void **state)
     }
     EXPECT_RC(kvs_pull_rows(kv, 1, &keys[0], &rid, &out, 0), KVS_ERANGE);
     EXPECT_DETAIL(kv, "key 1");
-    {
-        void *d = NULL;
-        kvs_row_sparse_t dv = rsp(NULL, good, 2, KVS_FLOAT32);
+    {                                  /* in GPU memory: an id out of range, rows elsewhere */
+        void *d = NULL, *di = NULL;
+        kvs_row_sparse_t dv = rsp(NULL, NULL, 2, KVS_FLOAT32);
 
         assert_int_equal(cuda.malloc(&d, sizeof g), 0);
+        assert_int_equal(cuda.malloc(&di, sizeof bad), 0);
+        assert_int_equal(cuda.memcpy(d, g, sizeof g, MEMCPY_DEFAULT), 0);
+        assert_int_equal(cuda.memcpy(di, bad, sizeof bad, MEMCPY_DEFAULT), 0);
         dv.data = d;
+        dv.indices = di;
         dv.device = KVS_CUDA(0);
+        EXPECT_RC(kvs_push_row_sparse(kv, 1, keys, &dv, 0), KVS_ERANGE);
+        EXPECT_DETAIL(kv, "key 1");
+        dv.device = KVS_CUDA(1);
+        EXPECT_RC(kvs_push_row_sparse(kv, 1, keys, &dv, 0), KVS_EDEVICE);
+        EXPECT_DETAIL(kv, "key 1: value 0");
+        dv.device = KVS_CUDA(0);
+        dv.nnz = -1;
         EXPECT_RC(kvs_push_row_sparse(kv, 1, keys, &dv, 0), KVS_EBADARG);
-        EXPECT_DETAIL(kv, "host memory");
         cuda.free(d);
+        cuda.free(di);
     }
     pull_all(kv, keys[0], KVS_FLOAT32, got);
     assert_memory_equal(got, before[0], sizeof got);
     kvs_close(kv);
+}
+
+/* Values whose rows and ids are in GPU memory (either GPU) push, init and
+ * pushpull as the same values in host memory do, to keys on a GPU and on
+ * the host; only their rows and ids are copied to the host. */
+static void test_device_values(void **state)
+{
+    kvs_t *kv = new_store("local"), *ref = new_store("local");
+    kvs_key_t keys[3] = { IK(1), IK(2), IK(3) }, nk = IK(4);
+    float w[N], g[3 * C];
+    int64_t gi[3] = { 8, 2, 8 }, ids[2] = { 2, 8 }, outidx[R];
+    float rows[N];
+    void *d[2], *di[2];
+    kvs_row_sparse_t hv[3], dv[3], out = { .data = rows, .indices = outidx, .nnz = R,
+                                           .device = KVS_HOST };
+    kvs_array_t rid = { .data = ids, .dtype = KVS_INT64, .ndim = 1, .shape = { 2 },
+                        .device = KVS_HOST };
+    unsigned long long c0[4], c1[4];
+
+    (void)state;
+    ramp(w, N, 1, 0.5f);
+    ramp(g, 3 * C, -2, 0.25f);
+    for (int dev = 0; dev < 2; dev++) {
+        assert_int_equal(cuda.set_device(dev), 0);
+        assert_int_equal(cuda.malloc(&d[dev], sizeof g), 0);
+        assert_int_equal(cuda.malloc(&di[dev], sizeof gi), 0);
+        assert_int_equal(cuda.memcpy(d[dev], g, sizeof g, MEMCPY_DEFAULT), 0);
+        assert_int_equal(cuda.memcpy(di[dev], gi, sizeof gi, MEMCPY_DEFAULT), 0);
+    }
+    assert_int_equal(cuda.set_device(0), 0);
+    for (int i = 0; i < 3; i++) {
+        hv[i] = rsp(g, gi, 3, KVS_FLOAT32);
+        dv[i] = rsp(d[i % 2], di[i % 2], 3, KVS_FLOAT32);
+        dv[i].device = KVS_CUDA(i % 2);
+    }
+    init_key(kv, keys[0], 0, KVS_FLOAT32, w);
+    init_key(kv, keys[1], 1, KVS_FLOAT32, w);
+    init_key(kv, keys[2], -1, KVS_FLOAT32, w);
+    for (int i = 0; i < 3; i++)
+        init_key(ref, keys[i], -1, KVS_FLOAT32, w);
+    OK(kvs_set_optimizer(kv, "adam lr=0.1"));
+    OK(kvs_set_optimizer(ref, "adam lr=0.1"));
+    OK(kvs_push_row_sparse(kv, 3, keys, dv, 0));
+    OK(kvs_push_row_sparse(ref, 3, keys, hv, 0));
+    for (int i = 0; i < 3; i++)
+        expect_same(kv, keys[i], ref, keys[i], KVS_FLOAT32);
+    copied(c0);                        /* a key on the host: the value's rows and ids alone */
+    OK(kvs_push_row_sparse(kv, 1, &keys[2], &dv[0], 0));
+    copied(c1);
+    OK(kvs_push_row_sparse(ref, 1, &keys[2], &hv[0], 0));
+    assert_int_equal(c1[1] - c0[1], sizeof g + sizeof gi);
+    assert_int_equal(c1[0] - c0[0], 0);
+    expect_same(kv, keys[2], ref, keys[2], KVS_FLOAT32);
+    OK(kvs_pushpull_row_sparse(kv, 1, keys, dv, &rid, &out, 0));
+    OK(kvs_pushpull_row_sparse(ref, 1, keys, hv, &rid, &out, 0));
+    expect_same(kv, keys[0], ref, keys[0], KVS_FLOAT32);
+    OK(kvs_init_row_sparse(kv, 1, &nk, &dv[1]));
+    OK(kvs_init_row_sparse(ref, 1, &nk, &hv[1]));
+    expect_same(kv, nk, ref, nk, KVS_FLOAT32);
+    for (int dev = 0; dev < 2; dev++) {
+        cuda.free(d[dev]);
+        cuda.free(di[dev]);
+    }
+    kvs_close(kv);
+    kvs_close(ref);
 }
 
 /* ---- bytes moved ------------------------------------------------------------- */
@@ -637,6 +713,7 @@ int main(void)
         CASE(test_lost_device),
         CASE(test_compact_pulls),
         CASE(test_bad_refused),
+        CASE(test_device_values),
         CASE(test_bytes_moved),
         CASE(test_device_types),
     };

@@ -632,8 +632,8 @@ static void test_bad_values_change_nothing(void **state)
     v.indices = NULL;
     EXPECT_RC(kvs_push_row_sparse(kv, 1, &key, &v, 0), KVS_EBADARG);
     v.indices = good;
-    v.device = KVS_CUDA(0);
-    EXPECT_RC(kvs_push_row_sparse(kv, 1, &key, &v, 0), KVS_EBADARG);
+    v.device = KVS_CUDA(0);            /* no CUDA here: as a dense device array */
+    EXPECT_RC(kvs_push_row_sparse(kv, 1, &key, &v, 0), KVS_EDEVICE);
     v.device = KVS_HOST;
     EXPECT_RC(kvs_push_row_sparse(kv, 1, &IK(99), &v, 0), KVS_ENOKEY);
     /* A list whose second key's value is bad: the first is not pushed. */
