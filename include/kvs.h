@@ -392,7 +392,8 @@ KVS_API int kvs_push_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,
  * waits.
  * Errors: those of kvs_row_sparse_pull; -ENOSPC when an out has too little
  * room: then every out's nnz is set to the rows it needs and nothing else
- * is written. */
+ * is written; KVS_EDEVICE when a GPU fails while its rows are copied
+ * (the outs before it are written then). */
 KVS_API int kvs_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *row_ids,
                           kvs_row_sparse_t *outs, int priority);
 
