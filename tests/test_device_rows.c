@@ -561,8 +561,8 @@ static void test_device_values(void **state)
 #define BR 4096                        /* rows of the big table */
 #define BC 16                          /* elements per row */
 
-/* A table of BR x BC float32 on GPU 0: a push of 3 rows (one repeated)
- * and a compact pull of 5 move those rows (and, for adam, their two
+/* A table of BR x BC float32 on GPU 0: an init from 3 rows, a push of 3
+ * rows (one repeated) and a compact pull of 5 move those rows (and, for adam, their two
  * state rows each way) and no other byte between host and device, in one
  * batched copy per buffer and way, or a copy per run of rows where the
  * runtime takes no batch. */
@@ -641,6 +641,21 @@ static void test_bytes_moved(void **state)
         else
             assert_memory_equal(rows, want, sizeof want);
     }
+    kvs_close(kv);
+
+    /* An init from rows in the device type: the rows alone go over. */
+    kv = new_store("device");
+    copied(c0);
+    OK(kvs_init_row_sparse(kv, 1, &k, &v));
+    copied(c1);
+    assert_int_equal(c1[0] - c0[0], 3 * row);
+    assert_int_equal(c1[1] - c0[1], 0);
+    out.nnz = 8;
+    OK(kvs_pull_rows(kv, 1, &k, &rid, &out, 0));
+    assert_int_equal(out.nnz, 5);
+    EXPECT_ALL_F32(rows, 3 * BC, 0);   /* rows 3, 5, 6 and 4000: zero; 7: g's second row */
+    assert_memory_equal(rows + 3 * BC, g + BC, row);
+    EXPECT_ALL_F32(rows + 4 * BC, BC, 0);
     kvs_close(kv);
 }
 

@@ -11,7 +11,10 @@
  * each run of consecutive rows an element range of one optimizer step.
  *
  * Ranges of rows (kvs__engine_push_rows_range) take the same rules over
- * their rows alone: kvsd's hosts each own whole rows of a big key.
+ * their rows alone: kvsd's hosts each own whole rows of a big key. An
+ * init from rows writes the sum's dense form straight into the new entry
+ * (on a GPU: zeroed there, the sum's rows copied over), never through a
+ * dense copy.
  *
  * It must never sum or update by itself: sums are kernels/rows.c's (which
  * are array.h's), updates the optimizer's kernels, dense pushes push.c's.
@@ -623,48 +626,84 @@ out:
 
 /* ---- init --------------------------------------------------------------- */
 
+/* What the fill of a row-sparse init needs: per value its rows found
+ * and summed over a shape-only entry. */
+struct rinit {
+    struct kvs__engine *eng;
+    struct entry *shape;
+    struct rpush *rps;
+};
+
+/* Writes value i's dense form into its new entry: on the host in place;
+ * on a GPU, every row zeroed there and the sum's rows copied over. */
+static int rinit_fill(void *ctx, int i, void *entry, struct kvs__err *e)
+{
+    struct rinit *ri = ctx;
+    struct rpush *rp = &ri->rps[i];
+    struct entry *ent = entry;
+    int rc;
+
+    if (ent->device == KVS_HOST) {
+        rpush_dense(ri->eng, rp, ent->value);
+        return 0;
+    }
+    if ((rc = kvs__mem_zero(ent->device, ent->value, ent->bytes, e)) != 0)
+        return rc;
+    return kvs__mem_rows(ent->device, ent->value, rp->row_bytes, rp->idx, rp->m,
+                         (void *)rows_sum(ri->eng, rp), 0, e);
+}
+
 int kvs__engine_init_row_sparse(struct kvs__engine *eng, int n, const kvs_key_t *keys,
                                 const kvs_row_sparse_t *values, int replace,
                                 struct kvs__err *e)
 {
+    static char placeholder;           /* the full values' data: never read */
     char ks[KVS_MAX_KEY_LEN + 8];
+    struct rinit ri = { .eng = eng };
+    struct kvs__rows_in *ins = NULL;
     kvs_array_t *full = NULL;
-    int rc;
+    int rc, made = 0;
 
     if ((rc = kvs__check_rows_list(eng, n, keys, values, e)) != 0 || n == 0)
         return rc;
-    if (!(full = calloc((size_t)n, sizeof *full)))
-        return kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
-    /* Each value's dense form, then a dense init: the checks, placement
-     * and commit of kvs__engine_init. */
-    for (int i = 0; i < n && rc == 0; i++) {
+    if (!(full = calloc((size_t)n, sizeof *full)) || !(ins = calloc((size_t)n, sizeof *ins))
+        || !(ri.shape = calloc((size_t)n, sizeof *ri.shape))
+        || !(ri.rps = calloc((size_t)n, sizeof *ri.rps))) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
+        goto out;
+    }
+    /* Each value's rows and their sum, then a dense init that writes them
+     * into each new entry (rinit_fill): the checks, placement and commit
+     * of kvs__engine_init, with no dense copy of the value on the way. */
+    for (int i = 0; i < n && rc == 0; i++, made++) {
         const kvs_row_sparse_t *v = &values[i];
-        struct kvs__rows_in in = { v->data, v->indices, v->nnz };
-        struct entry shape = { .key = keys[i], .dtype = v->dtype, .ndim = v->ndim };
-        struct rpush rp = { .ent = &shape, .k = 1, .in = &in };
-        size_t bytes;
+        struct entry *shape = &ri.shape[i];
+        struct rpush *rp = &ri.rps[i];
+        size_t rows_bytes;
 
-        full[i] = kvs__row_sparse_full(v, NULL);
-        memcpy(shape.shape, v->shape, sizeof shape.shape);
-        shape.count = kvs__array_count(&full[i]);
-        bytes = shape.count * kvs_dtype_size(v->dtype);
-        rp.row_elems = row_elems_of(&shape);
-        rp.row_bytes = rp.row_elems * kvs_dtype_size(v->dtype);
-        if (!(full[i].data = malloc(bytes ? bytes : 1))) {
-            rc = kvs__fail(e, -ENOMEM, "key %s: out of memory for a %zu-byte value",
-                           KEYSTR(ks, keys[i]), bytes);
+        ins[i] = (struct kvs__rows_in){ v->data, v->indices, v->nnz };
+        *shape = (struct entry){ .key = keys[i], .dtype = v->dtype, .ndim = v->ndim };
+        *rp = (struct rpush){ .ent = shape, .k = 1, .in = &ins[i], .own = true };
+        full[i] = kvs__row_sparse_full(v, &placeholder);
+        memcpy(shape->shape, v->shape, sizeof shape->shape);
+        shape->count = kvs__array_count(&full[i]);
+        rp->row_elems = row_elems_of(shape);
+        rp->row_bytes = rp->row_elems * kvs_dtype_size(v->dtype);
+        if ((rc = rpush_rows(rp, e)) != 0)
             break;
-        }
-        rp.own = true;
-        if ((rc = rpush_rows(&rp, e)) != 0)
-            break;
-        rpush_dense(eng, &rp, full[i].data);
-        rpush_release(&rp);
+        rows_bytes = rp->m * rp->row_bytes;
+        if (!rp->sum && !(rp->compact = malloc(rows_bytes ? rows_bytes : 1)))
+            rc = kvs__fail(e, -ENOMEM, "key %s: out of memory for %zu rows",
+                           KEYSTR(ks, keys[i]), rp->m);
     }
     if (rc == 0)
-        rc = kvs__engine_init(eng, n, keys, full, replace, e);
-    for (int i = 0; i < n; i++)
-        free(full[i].data);
+        rc = kvs__engine_init_fill(eng, n, keys, full, replace, rinit_fill, &ri, e);
+out:
+    for (int i = 0; ri.rps && i < made; i++)
+        rpush_release(&ri.rps[i]);
+    free(ri.rps);
+    free(ri.shape);
+    free(ins);
     free(full);
     return rc;
 }
