@@ -7,7 +7,8 @@
  *
  * Usage: dist_rows SCENARIO [TYPE]; the job's environment as kvsrun sets it
  * (KVS_JOB, KVS_RANK, ...), and KVS_TEST_KVSCTL (the kvsctl to ask for
- * stats) for the scenario "bytes". The scenario "hosts" runs across hosts
+ * stats) for the scenario "bytes" and under KVS_TEST_COMBINED=1 (which
+ * checks that the workers combined the job's rounds). The scenario "hosts" runs across hosts
  * (tests/test_hosts_rows.sh).
  */
 #define _GNU_SOURCE
@@ -220,9 +221,11 @@ static void async_sums(void)
 
 /* Lazy updates: sgd with momentum and wd, and adam, change only the rows
  * pushed (bit for bit unchanged elsewhere), and change them exactly as a
- * local store does given every worker's rows in one push. */
+ * local store does given every worker's rows in one push. With
+ * lazy_update=0 in spec, every row matches the local store's. */
 static void lazy_one(const char *spec, int key)
 {
+    int dense = strstr(spec, "lazy_update=0") != NULL;
     kvs_key_t k = KVS_INT_KEY(key);
     float w[R * C], before[R * C], o[R * C], lo[R * C];
     kvs_array_t a = f32(w, R, C), lout = f32(lo, R, C);
@@ -255,9 +258,9 @@ static void lazy_one(const char *spec, int key)
         ok(kvs_push_row_sparse(kv, 1, &k, &lv[rank], 0), "push_row_sparse");
         pull_table(k, o);
         for (int i = 0; i < R * C; i++) {
-            if (!touched[i / C] && memcmp(&o[i], &before[i], sizeof o[i]) != 0)
+            if (!dense && !touched[i / C] && memcmp(&o[i], &before[i], sizeof o[i]) != 0)
                 die("%s: absent row %d changed from %g to %g", spec, i / C, before[i], o[i]);
-            if (touched[i / C] && fabsf(o[i] - lo[i]) > 1e-6f * (1 + fabsf(lo[i])))
+            if ((dense || touched[i / C]) && fabsf(o[i] - lo[i]) > 1e-6f * (1 + fabsf(lo[i])))
                 die("%s: row %d column %d is %g, the local store's %g", spec, i / C, i % C,
                     o[i], lo[i]);
         }
@@ -270,6 +273,7 @@ static void lazy(void)
 {
     lazy_one("sgd lr=0.1 momentum=0.9 wd=0.01", 2);
     lazy_one("adam lr=0.01", 3);
+    lazy_one("adam lr=0.01 wd=0.1 lazy_update=0", 12);
 }
 
 /* A round where rank 0 pushes dense and the others row-sparse: the dense
@@ -503,6 +507,9 @@ static void hosts_rows(kvs_key_t k, int64_t rows, int64_t cols, float *w, float 
     }
 }
 
+/* Where hosts_lazy runs, for its messages. */
+static const char *where = "across hosts";
+
 /* Lazy updates of a key split over the hosts (spec: an optimizer): each
  * round every worker pushes 3 rows; in the first only rows of the first
  * host's range, so that the other owner gets none and must still count
@@ -553,17 +560,17 @@ static void hosts_lazy(const char *spec, kvs_key_t k, int64_t rows, int64_t cols
         }
         ok(kvs_push_row_sparse(local, nw, lk, lv, 0), "push_row_sparse local");
         ok(kvs_pull(local, 1, &k, &lout, 0), "pull local");
-        ok(kvs_push_row_sparse(kv, 1, &k, &lv[rank], 0), "push_row_sparse across hosts");
+        ok(kvs_push_row_sparse(kv, 1, &k, &lv[rank], 0), "push_row_sparse");
         ok(kvs_pull(kv, 1, &k, &a, 0), "pull");
         for (size_t i = 0; i < n; i++) {
             size_t row = i / (size_t)cols;
 
             if (!dense && !touched[row] && memcmp(&w[i], &before[i], sizeof w[i]) != 0)
-                die("%s across hosts: absent row %zu changed from %g to %g", spec, row,
+                die("%s %s: absent row %zu changed from %g to %g", spec, where, row,
                     before[i], w[i]);
             if ((dense || touched[row]) && fabsf(w[i] - lo[i]) > 1e-6f * (1 + fabsf(lo[i])))
-                die("%s across hosts (round %d): row %zu column %zu is %g, the local "
-                    "store's %g", spec, s, row, i % (size_t)cols, w[i], lo[i]);
+                die("%s %s (round %d): row %zu column %zu is %g, the local "
+                    "store's %g", spec, where, s, row, i % (size_t)cols, w[i], lo[i]);
         }
     }
     kvs_close(local);
@@ -673,6 +680,17 @@ static void hosts(const char *type)
     }
 }
 
+/* Lazy updates of a key of 2338 rows of 7 (16366 elements): its rounds,
+ * when the workers combine them, are made in chunks of 8192 elements,
+ * and row 1170 (pushed in the second round) lies across the first two. */
+static void lazy_chunks(void)
+{
+    where = "over chunks";
+    hosts_lazy("adam lr=0.01 wd=0.01", KVS_INT_KEY(13), 2338, 7);
+    hosts_lazy("sgd lr=0.1 momentum=0.9 wd=0.01", KVS_INT_KEY(14), 2338, 7);
+    hosts_lazy("adam lr=0.01 wd=0.1 lazy_update=0", KVS_INT_KEY(15), 2338, 7);
+}
+
 int main(int argc, char **argv)
 {
     const char *type = "dist_sync";
@@ -687,6 +705,8 @@ int main(int argc, char **argv)
         strcmp(type, "dist_async") == 0 ? async_sums() : sums();
     else if (strcmp(scenario, "lazy") == 0)
         lazy();
+    else if (strcmp(scenario, "lazy_chunks") == 0)
+        lazy_chunks();
     else if (strcmp(scenario, "mixed") == 0)
         mixed();
     else if (strcmp(scenario, "bad") == 0)
@@ -697,6 +717,12 @@ int main(int argc, char **argv)
         hosts(type);
     else
         die("unknown scenario");
+    /* KVS_TEST_COMBINED=1: the job's small keys were combined by the
+     * workers, so that the scenario ran through the combine area. */
+    if (getenv("KVS_TEST_COMBINED") && rank == 0) {
+        if (stat_of("combined rounds") == 0)
+            die("%s: no round was combined by the workers", scenario);
+    }
     kvs_close(kv);
     return 0;
 }
