@@ -1,7 +1,9 @@
 /*
  * combine.c - a worker's side of the rounds the workers combine
- * (combine.h): pushes into the round's input block, the claim of a round
- * this worker completes, and pulls out of the published value.
+ * (combine.h): pushes into the round's input block (dense, or row-sparse
+ * densified with the mark of its rows), the claim of a round this worker
+ * completes, and pulls (whole, by rows, compact) out of the published
+ * value.
  */
 #define _GNU_SOURCE
 #include <errno.h>
