@@ -173,6 +173,52 @@ static void sums(void)
         pull_table(k, o);
         expect_table(o, ref, "value after a key pushed twice in one call");
     }
+    /* A round by a pushpull of unsorted repeated ids: their rows of the sum. */
+    memset(ref, 0, sizeof ref);
+    {
+        int64_t ids[] = { 19, 3, 3, 0 }, want[] = { 0, 3, 19 }, oi[4];
+        float od[4 * C];
+        kvs_array_t ida = { .data = ids, .dtype = KVS_INT64, .ndim = 1, .shape = { 4 } };
+        kvs_row_sparse_t out = { .data = od, .indices = oi, .nnz = 4 };
+
+        for (int r = 0; r < nw; r++) {
+            make_push(r, 90, 0, &p);
+            add_push(ref, &p, 1.0f);
+        }
+        make_push(rank, 90, 0, &p);
+        kvs_row_sparse_t v = rs_of(&p);
+        ok(kvs_pushpull_row_sparse(kv, 1, &k, &v, &ida, &out, 0), "pushpull_row_sparse");
+        if (out.nnz != 3)
+            die("pushpull of 3 unique ids gave %" PRId64 " rows", out.nnz);
+        for (int j = 0; j < 3; j++)
+            for (int c = 0; c < C; c++)
+                if (oi[j] != want[j] || od[j * C + c] != ref[want[j] * C + c])
+                    die("pushpull: row %" PRId64 " column %d is %g, expected row %" PRId64
+                        " %g", oi[j], c, od[j * C + c], want[j], ref[want[j] * C + c]);
+    }
+    /* A key of one dimension: each element a row. */
+    {
+        kvs_key_t k1 = KVS_INT_KEY(16);
+        float w1[R], r1[R];
+        int64_t ids[2] = { rank, 7 };
+        float d[2] = { 1.0f, 2.0f };
+        kvs_array_t a1 = { .data = w1, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { R } };
+        kvs_row_sparse_t v1 = { .data = d, .indices = ids, .nnz = 2, .dtype = KVS_FLOAT32,
+                                .ndim = 1, .shape = { R } };
+
+        fill(w1, R, 9.0f);
+        ok(kvs_init(kv, 1, &k1, &a1), "init of a 1-D key");
+        ok(kvs_push_row_sparse(kv, 1, &k1, &v1, 0), "push_row_sparse of a 1-D key");
+        memset(r1, 0, sizeof r1);
+        for (int r = 0; r < nw; r++) {
+            r1[r] += 1.0f;
+            r1[7] += 2.0f;
+        }
+        ok(kvs_pull(kv, 1, &k1, &a1, 0), "pull of a 1-D key");
+        for (int i = 0; i < R; i++)
+            if (w1[i] != r1[i])
+                die("1-D key: element %d is %g, expected %g", i, w1[i], r1[i]);
+    }
     ok(kvs_barrier(kv), "barrier");        /* every round applied before the rule changes */
     ok(kvs_set_optimizer(kv, "sgd lr=1"), "set_optimizer");
     ok(kvs_barrier(kv), "barrier");

@@ -294,6 +294,28 @@ out:
     return rc;
 }
 
+/* The values of combined keys, read where they lie: none may lie in a
+ * freed buffer of staging (KVS_EBADARG), as for a dense push. */
+static int check_buffers(struct kvs__client *c, int n, const kvs_row_sparse_t *values,
+                         const int64_t *row, struct kvs__err *e)
+{
+    uint64_t off;
+    int rc = 0;
+
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < n && rc >= 0; i++) {
+        if (values[i].nnz == 0)
+            continue;
+        if ((rc = kvs__client_in_buffer(c, values[i].indices,
+                                        (uint64_t)values[i].nnz * sizeof(int64_t), &off,
+                                        e)) >= 0)
+            rc = kvs__client_in_buffer(c, values[i].data,
+                                       (uint64_t)values[i].nnz * (uint64_t)row[i], &off, e);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc < 0 ? rc : 0;
+}
+
 /* A list's keys that the workers combine (client/combine.h), moved after
  * kvsd's: n_cb of them, with their slots; *keys and *values point at the
  * reordered copies (kept[3]: what to free), row reordered in place. 0 with
@@ -391,8 +413,9 @@ int kvs__client_push_rows(kvs_t *kv, int n, const kvs_key_t *keys,
     }
     /* The combined keys' values are checked before kvsd gets any. */
     if (rc == 0 && (rc = split_rows(kv, n, &keys, &values, row, &ncb, &slots, kept, e)) == 0
-        && ncb > 0)
-        rc = kvs__client_cb_check_rows(ncb, keys + n - ncb, slots, values + n - ncb, e);
+        && ncb > 0 && (rc = kvs__client_cb_check_rows(ncb, keys + n - ncb, slots,
+                                                      values + n - ncb, e)) == 0)
+        rc = check_buffers(c, ncb, values + n - ncb, row + n - ncb, e);
     if (rc == 0 && n - ncb > 0)
         rc = push_kd(kv, n - ncb, keys, values, row, priority, e);
     if (rc == 0 && ncb > 0)
