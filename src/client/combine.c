@@ -518,7 +518,8 @@ out:
 /* ---- row-sparse values ------------------------------------------------ */
 
 int kvs__client_cb_check_rows(int n, const kvs_key_t *keys, struct kvs__cb_slot *const *slots,
-                              const kvs_row_sparse_t *values, struct kvs__err *e)
+                              const kvs_row_sparse_t *values, const int *pos,
+                              struct kvs__err *e)
 {
     for (int i = 0; i < n; i++) {
         const struct kvs__cb_slot *s = slots[i];
@@ -535,9 +536,9 @@ int kvs__client_cb_check_rows(int n, const kvs_key_t *keys, struct kvs__cb_slot 
             kvs__shape_str(got, sizeof got, v->ndim, v->shape);
             return kvs__fail(e, v->dtype != s->dtype ? KVS_EDTYPE : KVS_ESHAPE,
                              "key %s: value %d of dtype %d shape %s, stored dtype %d shape %s",
-                             ks, i, (int)v->dtype, got, (int)s->dtype, want);
+                             ks, pos[i], (int)v->dtype, got, (int)s->dtype, want);
         }
-        if ((rc = kvs__check_row_ids(keys[i], i, &ids, s->ndim, s->shape[0], e)) != 0)
+        if ((rc = kvs__check_row_ids(keys[i], pos[i], &ids, s->ndim, s->shape[0], e)) != 0)
             return rc;
     }
     return 0;

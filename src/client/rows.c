@@ -100,6 +100,7 @@ struct rows_push {
     const struct kvs__groups *g;
     const kvs_key_t *keys;
     const kvs_row_sparse_t *values;
+    const int *pos;                    /* each value's place in the caller's list */
     uint64_t *nnz, *bytes, *at;
     unsigned char *zc;                 /* per group: sent as it lies in a buffer */
 };
@@ -136,7 +137,7 @@ static int group_sizes(struct rows_push *p, int j, const int64_t *row, struct kv
             kvs__key_str(ks, sizeof ks, p->keys[g->member[m]]);
             return kvs__fail(e, v->dtype != f->dtype ? KVS_EDTYPE : KVS_ESHAPE,
                              "key %s: value %d does not match value %d of the same key", ks,
-                             g->member[m], g->first[j]);
+                             p->pos[g->member[m]], p->pos[g->first[j]]);
         }
         if (__builtin_add_overflow(nnz, v->nnz, &nnz))
             return kvs__fail(e, KVS_EBADARG, "too many rows in one call");
@@ -226,12 +227,12 @@ static int push_batch(kvs_t *kv, struct rows_push *p, const int64_t *row, int st
 }
 
 /* The checked values of keys kvsd keeps: sent to kvsd. row[i]: value i's
- * row bytes. */
+ * row bytes; pos[i]: its place in the caller's list. */
 static int push_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_row_sparse_t *values,
-                   const int64_t *row, int priority, struct kvs__err *e)
+                   const int *pos, const int64_t *row, int priority, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
-    struct rows_push p = { .priority = priority, .keys = keys, .values = values };
+    struct rows_push p = { .priority = priority, .keys = keys, .values = values, .pos = pos };
     struct kvs__groups g = { 0 };
     uint64_t room, sent = 0;
     size_t ng;
@@ -318,10 +319,11 @@ static int check_buffers(struct kvs__client *c, int n, const kvs_row_sparse_t *v
 
 /* A list's keys that the workers combine (client/combine.h), moved after
  * kvsd's: n_cb of them, with their slots; *keys and *values point at the
- * reordered copies (kept[3]: what to free), row reordered in place. 0 with
- * *n_cb 0 when none is. */
+ * reordered copies (kept[3]: what to free), row reordered in place, pos[i]
+ * the place in the caller's list of what is now at i. 0 with *n_cb 0 when
+ * none is (nothing moved). */
 static int split_rows(kvs_t *kv, int n, const kvs_key_t **keys,
-                      const kvs_row_sparse_t **values, int64_t *row, int *n_cb,
+                      const kvs_row_sparse_t **values, int64_t *row, int *pos, int *n_cb,
                       struct kvs__cb_slot ***slots, void *kept[3], struct kvs__err *e)
 {
     struct kvs__cb_slot **found = NULL;
@@ -362,6 +364,7 @@ static int split_rows(kvs_t *kv, int n, const kvs_key_t **keys,
         k2[at] = (*keys)[i];
         v2[at] = (*values)[i];
         r2[at] = row[i];
+        pos[at] = i;
     }
     memcpy(row, r2, sizeof *row * (size_t)n);
     free(r2);
@@ -382,7 +385,7 @@ int kvs__client_push_rows(kvs_t *kv, int n, const kvs_key_t *keys,
     struct kvs__cb_slot **slots = NULL;
     void *kept[3] = { NULL, NULL, NULL };
     int64_t *row = NULL;
-    int rc, ncb = 0;
+    int *pos = NULL, rc, ncb = 0;
 
     if ((rc = kvs__client_usable(c, e)) != 0)
         return rc;
@@ -395,8 +398,13 @@ int kvs__client_push_rows(kvs_t *kv, int n, const kvs_key_t *keys,
     if (rc)
         return kvs__fail(e, KVS_ENOTSUP, "2bit gradient compression does not take row-sparse "
                          "pushes (as MXNet's); set compression \"none\" first, or push dense");
-    if (!(row = malloc(sizeof *row * (size_t)(n ? n : 1))))
+    if (!(row = malloc(sizeof *row * (size_t)(n ? n : 1)))
+        || !(pos = malloc(sizeof *pos * (size_t)(n ? n : 1)))) {
+        free(row);
         return kvs__fail(e, -ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++)
+        pos[i] = i;
     for (int i = 0; i < n && rc == 0; i++)
         rc = check_value(keys[i], i, &values[i], &row[i], e);
     if (rc == 0) {
@@ -412,17 +420,19 @@ int kvs__client_push_rows(kvs_t *kv, int n, const kvs_key_t *keys,
         }
     }
     /* The combined keys' values are checked before kvsd gets any. */
-    if (rc == 0 && (rc = split_rows(kv, n, &keys, &values, row, &ncb, &slots, kept, e)) == 0
+    if (rc == 0
+        && (rc = split_rows(kv, n, &keys, &values, row, pos, &ncb, &slots, kept, e)) == 0
         && ncb > 0 && (rc = kvs__client_cb_check_rows(ncb, keys + n - ncb, slots,
-                                                      values + n - ncb, e)) == 0)
+                                                      values + n - ncb, pos + n - ncb, e)) == 0)
         rc = check_buffers(c, ncb, values + n - ncb, row + n - ncb, e);
     if (rc == 0 && n - ncb > 0)
-        rc = push_kd(kv, n - ncb, keys, values, row, priority, e);
+        rc = push_kd(kv, n - ncb, keys, values, pos, row, priority, e);
     if (rc == 0 && ncb > 0)
         rc = kvs__client_cb_push_rows(kv, ncb, keys + n - ncb, slots, values + n - ncb,
                                       "kvs_push_row_sparse", e);
     for (int k = 0; k < 3; k++)
         free(kept[k]);
+    free(pos);
     free(row);
     return rc;
 }
