@@ -422,6 +422,85 @@ static void bad(void)
     ok(kvs_barrier(kv), "barrier");
 }
 
+/* One call of a small key (combined by the workers, when they combine)
+ * given twice and a big one (kvsd's): each key's rows summed, then a
+ * compact pull of both in one call. With the small key combined, a bad
+ * value of it, the list's third, is refused naming the key, and nothing
+ * is pushed. */
+static void lists(void)
+{
+    const int64_t big = 100000;
+    kvs_key_t ks[3] = { KVS_INT_KEY(20), KVS_INT_KEY(21), KVS_INT_KEY(20) };
+    float *wb = calloc((size_t)(big * C), sizeof *wb), ref[R * C], o[R * C];
+    int64_t bi[2] = { big - 1 - rank, 5 }, ids[2] = { 5, big - 1 }, ids_s[2] = { 3, 0 };
+    int64_t oi[2][2];
+    float bd[2 * C], od[2][2 * C], bigref[2][C];
+    struct rpush p[2];
+    kvs_row_sparse_t v[3], outs[2];
+    kvs_array_t ab = f32(wb, big, C), ida[2];
+    int rc;
+
+    if (!wb)
+        die("out of memory");
+    init_table(ks[0], 1.0f);
+    ok(kvs_init(kv, 1, &ks[1], &ab), "init of a big key");
+    memset(ref, 0, sizeof ref);
+    memset(bigref, 0, sizeof bigref);
+    for (int r = 0; r < nw; r++) {
+        for (int h = 0; h < 2; h++) {
+            make_push(r, 110 + h, 0, &p[h]);
+            add_push(ref, &p[h], 1.0f);
+        }
+        for (int c = 0; c < C; c++) {
+            bigref[0][c] += (float)(r + 1 + c);            /* row 5 */
+            if (r == 0)
+                bigref[1][c] += (float)(10 + c);           /* row big - 1, rank 0's */
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        bd[c] = rank == 0 ? (float)(10 + c) : 0.0f;
+        bd[C + c] = (float)(rank + 1 + c);
+    }
+    for (int h = 0; h < 2; h++)
+        make_push(rank, 110 + h, 0, &p[h]);
+    v[0] = rs_of(&p[0]);
+    v[1] = (kvs_row_sparse_t){ .data = bd, .indices = bi, .nnz = 2, .dtype = KVS_FLOAT32,
+                               .ndim = 2, .shape = { big, C } };
+    v[2] = rs_of(&p[1]);
+    /* Checked before anything is pushed when the small key is combined. */
+    if (rank == nw - 1 && getenv("KVS_TEST_COMBINED")) {
+        int64_t keep = p[1].idx[0];
+
+        p[1].idx[0] = R;
+        rc = kvs_push_row_sparse(kv, 3, ks, v, 0);
+        if (rc != KVS_ERANGE || !strstr(kvs_last_error(kv), "key 20"))
+            die("a bad row id in the third value of a list: %s (%s), expected KVS_ERANGE "
+                "naming key 20", kvs_err_name(rc), kvs_last_error(kv));
+        p[1].idx[0] = keep;
+    }
+    ok(kvs_push_row_sparse(kv, 3, ks, v, 0), "push_row_sparse of a list");
+    pull_table(ks[0], o);
+    expect_table(o, ref, "the small key of a list");
+    ida[0] = (kvs_array_t){ .data = ids_s, .dtype = KVS_INT64, .ndim = 1, .shape = { 2 } };
+    ida[1] = (kvs_array_t){ .data = ids, .dtype = KVS_INT64, .ndim = 1, .shape = { 2 } };
+    for (int i = 0; i < 2; i++)
+        outs[i] = (kvs_row_sparse_t){ .data = od[i], .indices = oi[i], .nnz = 2 };
+    ok(kvs_pull_rows(kv, 2, &ks[0], ida, outs, 0), "pull_rows of a list");
+    for (int c = 0; c < C; c++) {
+        if (od[0][c] != ref[0 * C + c] || od[0][C + c] != ref[3 * C + c])
+            die("the small key's compact pull: column %d is %g and %g, expected %g and %g", c,
+                od[0][c], od[0][C + c], ref[c], ref[3 * C + c]);
+        if (od[1][c] != bigref[0][c] || od[1][C + c] != bigref[1][c])
+            die("the big key's compact pull: column %d is %g and %g, expected %g and %g", c,
+                od[1][c], od[1][C + c], bigref[0][c], bigref[1][c]);
+    }
+    if (oi[0][0] != 0 || oi[0][1] != 3 || oi[1][0] != 5 || oi[1][1] != big - 1)
+        die("compact pulls of a list: indices %" PRId64 " %" PRId64 ", %" PRId64 " %" PRId64,
+            oi[0][0], oi[0][1], oi[1][0], oi[1][1]);
+    free(wb);
+    ok(kvs_barrier(kv), "barrier");
+}
+
 /* kvsctl stats' counter NAME: value, or die. */
 static unsigned long long stat_of(const char *name)
 {
@@ -753,6 +832,8 @@ int main(int argc, char **argv)
         lazy();
     else if (strcmp(scenario, "lazy_chunks") == 0)
         lazy_chunks();
+    else if (strcmp(scenario, "lists") == 0)
+        lists();
     else if (strcmp(scenario, "mixed") == 0)
         mixed();
     else if (strcmp(scenario, "bad") == 0)

@@ -22,6 +22,7 @@ done
 type=
 for n in 2 4; do job $n lazy; done
 job 2 lazy_chunks
+job 2 lists
 for n in 2 3; do job $n mixed; done
 job 2 bad
 job 2 bytes
@@ -33,6 +34,7 @@ export KVS_TEST_COMBINED
 for n in 2 3 4; do job $n sums; done
 for n in 2 3 4; do job $n lazy; done
 for n in 2 4; do job $n lazy_chunks; done
+for n in 2 3; do job $n lists; done
 for n in 2 3; do job $n mixed; done
 job 2 bad
 dist_done
