@@ -319,7 +319,7 @@ class Trainer:
 
     def zero_grad(self):
         """Zeroes every gradient (in its buffer); sparse ones become None,
-        as do those of parameters that have had none yet."""
+        and a parameter that has had no gradient yet keeps none."""
         dense, sparse = self._kinds()
         dense = [i for i in dense if i not in self._pending or self.params[i].grad is not None]
         for g in self._gradients(dense):
