@@ -285,13 +285,14 @@ def report(path, md):
                  k['median'] / d['median'], k['rss'] / 1024, k['shmem'] / 1024,
                  k['kvsd_rss'] / 1024, d['rss'] / 1024))
     for p, sd, hd in checks:
-        print('CTR pass %d: step losses agree within %.3g, held-out losses within %.3g' % (p, sd, hd))
+        print('CTR pass %d: step losses agree within %.3g, held-out losses within %.3g'
+              % (p, sd, hd))
     if not md:
         return
     with open(md, 'w') as f:
-        f.write('| ctr impl | N | rows | dim | batch | timed steps | median step µs | per pass µs '
-                '| worker VmRSS MiB | of it RssShmem MiB | worker VmHWM MiB | kvsd VmRSS MiB '
-                '| held-out loss |\n')
+        f.write('| ctr impl | N | rows | dim | batch | timed steps | median step µs '
+                '| per pass µs | worker VmRSS MiB | of it RssShmem MiB | worker VmHWM MiB '
+                '| kvsd VmRSS MiB | held-out loss |\n')
         f.write('|---|---|---|---|---|---|---|---|---|---|---|---|---|\n')
         for impl in ('kvs', 'ddp'):
             xs = runs.get(impl, [])
