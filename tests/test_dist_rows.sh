@@ -5,8 +5,9 @@
 # sgd and adam leaving absent rows bit for bit, a round of dense and
 # row-sparse pushes, compact pulls of repeated and unsorted ids, bad values
 # refused with nothing changed, and kvsctl stats counting only the rows
-# pushed and pulled of a table of a million rows; then, in dist_sync, the
-# same of small keys whose rounds the workers combine.
+# pushed and pulled of a table of a million rows, and each key's rows
+# pushed and pulled on its own; then, in dist_sync, the same of small keys
+# whose rounds the workers combine.
 set -u
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"

@@ -10,9 +10,10 @@
  * it wants out of the read-only arena itself.
  *
  * Across hosts, dist_sync rounds with rows go through xrows.c (each owner
- * gets its rows of each host's sum). What is not taken, with KVS_ENOTSUP:
- * pushes across hosts in dist_async, pushes to a key kept on a GPU, and
- * any row-sparse request of a key the workers combine (KVS_COMBINE): its
+ * gets its rows of each host's sum), and dist_async pushes with rows
+ * through forwards.c (each owner gets its rows of the push). What is not
+ * taken, with KVS_ENOTSUP: pushes to a key kept on a GPU, and any
+ * row-sparse request of a key the workers combine (KVS_COMBINE): its
  * workers push and pull its rows in the combine area themselves
  * (client/combine.c), so only a worker that breaks that sends one here.
  * Compact pulls across hosts are taken: every host holds
@@ -84,9 +85,6 @@ int rows_check(struct daemon *d, struct req *r, const struct kvs__entry_info *in
     char ks[KVS_MAX_KEY_LEN + 8];
 
     kvs__key_str(ks, sizeof ks, req_key(&r->s));
-    if (d->hx && !d->sync && r->s.op != KVS__OP_PULL)
-        return kvs__fail(e, KVS_ENOTSUP, "key %s: row-sparse pushes across hosts are "
-                         "taken in dist_sync only, not in dist_async", ks);
     if (r->rd->cb)
         return kvs__fail(e, KVS_ENOTSUP, "key %s: the workers combine this key "
                          "(KVS_COMBINE): its rows are pushed and pulled in the combine area, "
