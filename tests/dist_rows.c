@@ -7,7 +7,8 @@
  *
  * Usage: dist_rows SCENARIO [TYPE]; the job's environment as kvsrun sets it
  * (KVS_JOB, KVS_RANK, ...), and KVS_TEST_KVSCTL (the kvsctl to ask for
- * stats) for the scenario "bytes". The scenario "hosts" runs across hosts
+ * stats) for the scenario "bytes" and under KVS_TEST_COMBINED=1 (which
+ * checks that the workers combined the job's rounds). The scenario "hosts" runs across hosts
  * (tests/test_hosts_rows.sh).
  */
 #define _GNU_SOURCE
@@ -172,6 +173,52 @@ static void sums(void)
         pull_table(k, o);
         expect_table(o, ref, "value after a key pushed twice in one call");
     }
+    /* A round by a pushpull of unsorted repeated ids: their rows of the sum. */
+    memset(ref, 0, sizeof ref);
+    {
+        int64_t ids[] = { 19, 3, 3, 0 }, want[] = { 0, 3, 19 }, oi[4];
+        float od[4 * C];
+        kvs_array_t ida = { .data = ids, .dtype = KVS_INT64, .ndim = 1, .shape = { 4 } };
+        kvs_row_sparse_t out = { .data = od, .indices = oi, .nnz = 4 };
+
+        for (int r = 0; r < nw; r++) {
+            make_push(r, 90, 0, &p);
+            add_push(ref, &p, 1.0f);
+        }
+        make_push(rank, 90, 0, &p);
+        kvs_row_sparse_t v = rs_of(&p);
+        ok(kvs_pushpull_row_sparse(kv, 1, &k, &v, &ida, &out, 0), "pushpull_row_sparse");
+        if (out.nnz != 3)
+            die("pushpull of 3 unique ids gave %" PRId64 " rows", out.nnz);
+        for (int j = 0; j < 3; j++)
+            for (int c = 0; c < C; c++)
+                if (oi[j] != want[j] || od[j * C + c] != ref[want[j] * C + c])
+                    die("pushpull: row %" PRId64 " column %d is %g, expected row %" PRId64
+                        " %g", oi[j], c, od[j * C + c], want[j], ref[want[j] * C + c]);
+    }
+    /* A key of one dimension: each element a row. */
+    {
+        kvs_key_t k1 = KVS_INT_KEY(16);
+        float w1[R], r1[R];
+        int64_t ids[2] = { rank, 7 };
+        float d[2] = { 1.0f, 2.0f };
+        kvs_array_t a1 = { .data = w1, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { R } };
+        kvs_row_sparse_t v1 = { .data = d, .indices = ids, .nnz = 2, .dtype = KVS_FLOAT32,
+                                .ndim = 1, .shape = { R } };
+
+        fill(w1, R, 9.0f);
+        ok(kvs_init(kv, 1, &k1, &a1), "init of a 1-D key");
+        ok(kvs_push_row_sparse(kv, 1, &k1, &v1, 0), "push_row_sparse of a 1-D key");
+        memset(r1, 0, sizeof r1);
+        for (int r = 0; r < nw; r++) {
+            r1[r] += 1.0f;
+            r1[7] += 2.0f;
+        }
+        ok(kvs_pull(kv, 1, &k1, &a1, 0), "pull of a 1-D key");
+        for (int i = 0; i < R; i++)
+            if (w1[i] != r1[i])
+                die("1-D key: element %d is %g, expected %g", i, w1[i], r1[i]);
+    }
     ok(kvs_barrier(kv), "barrier");        /* every round applied before the rule changes */
     ok(kvs_set_optimizer(kv, "sgd lr=1"), "set_optimizer");
     ok(kvs_barrier(kv), "barrier");
@@ -220,9 +267,11 @@ static void async_sums(void)
 
 /* Lazy updates: sgd with momentum and wd, and adam, change only the rows
  * pushed (bit for bit unchanged elsewhere), and change them exactly as a
- * local store does given every worker's rows in one push. */
+ * local store does given every worker's rows in one push. With
+ * lazy_update=0 in spec, every row matches the local store's. */
 static void lazy_one(const char *spec, int key)
 {
+    int dense = strstr(spec, "lazy_update=0") != NULL;
     kvs_key_t k = KVS_INT_KEY(key);
     float w[R * C], before[R * C], o[R * C], lo[R * C];
     kvs_array_t a = f32(w, R, C), lout = f32(lo, R, C);
@@ -255,9 +304,9 @@ static void lazy_one(const char *spec, int key)
         ok(kvs_push_row_sparse(kv, 1, &k, &lv[rank], 0), "push_row_sparse");
         pull_table(k, o);
         for (int i = 0; i < R * C; i++) {
-            if (!touched[i / C] && memcmp(&o[i], &before[i], sizeof o[i]) != 0)
+            if (!dense && !touched[i / C] && memcmp(&o[i], &before[i], sizeof o[i]) != 0)
                 die("%s: absent row %d changed from %g to %g", spec, i / C, before[i], o[i]);
-            if (touched[i / C] && fabsf(o[i] - lo[i]) > 1e-6f * (1 + fabsf(lo[i])))
+            if ((dense || touched[i / C]) && fabsf(o[i] - lo[i]) > 1e-6f * (1 + fabsf(lo[i])))
                 die("%s: row %d column %d is %g, the local store's %g", spec, i / C, i % C,
                     o[i], lo[i]);
         }
@@ -270,6 +319,7 @@ static void lazy(void)
 {
     lazy_one("sgd lr=0.1 momentum=0.9 wd=0.01", 2);
     lazy_one("adam lr=0.01", 3);
+    lazy_one("adam lr=0.01 wd=0.1 lazy_update=0", 12);
 }
 
 /* A round where rank 0 pushes dense and the others row-sparse: the dense
@@ -369,6 +419,85 @@ static void bad(void)
         die("a row-sparse push under 2bit compression: %s, expected KVS_ENOTSUP",
             kvs_err_name(rc));
     ok(kvs_set_gradient_compression(kv, "none"), "compression none");
+    ok(kvs_barrier(kv), "barrier");
+}
+
+/* One call of a small key (combined by the workers, when they combine)
+ * given twice and a big one (kvsd's): each key's rows summed, then a
+ * compact pull of both in one call. With the small key combined, a bad
+ * value of it, the list's third, is refused naming the key, and nothing
+ * is pushed. */
+static void lists(void)
+{
+    const int64_t big = 100000;
+    kvs_key_t ks[3] = { KVS_INT_KEY(20), KVS_INT_KEY(21), KVS_INT_KEY(20) };
+    float *wb = calloc((size_t)(big * C), sizeof *wb), ref[R * C], o[R * C];
+    int64_t bi[2] = { big - 1 - rank, 5 }, ids[2] = { 5, big - 1 }, ids_s[2] = { 3, 0 };
+    int64_t oi[2][2];
+    float bd[2 * C], od[2][2 * C], bigref[2][C];
+    struct rpush p[2];
+    kvs_row_sparse_t v[3], outs[2];
+    kvs_array_t ab = f32(wb, big, C), ida[2];
+    int rc;
+
+    if (!wb)
+        die("out of memory");
+    init_table(ks[0], 1.0f);
+    ok(kvs_init(kv, 1, &ks[1], &ab), "init of a big key");
+    memset(ref, 0, sizeof ref);
+    memset(bigref, 0, sizeof bigref);
+    for (int r = 0; r < nw; r++) {
+        for (int h = 0; h < 2; h++) {
+            make_push(r, 110 + h, 0, &p[h]);
+            add_push(ref, &p[h], 1.0f);
+        }
+        for (int c = 0; c < C; c++) {
+            bigref[0][c] += (float)(r + 1 + c);            /* row 5 */
+            if (r == 0)
+                bigref[1][c] += (float)(10 + c);           /* row big - 1, rank 0's */
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        bd[c] = rank == 0 ? (float)(10 + c) : 0.0f;
+        bd[C + c] = (float)(rank + 1 + c);
+    }
+    for (int h = 0; h < 2; h++)
+        make_push(rank, 110 + h, 0, &p[h]);
+    v[0] = rs_of(&p[0]);
+    v[1] = (kvs_row_sparse_t){ .data = bd, .indices = bi, .nnz = 2, .dtype = KVS_FLOAT32,
+                               .ndim = 2, .shape = { big, C } };
+    v[2] = rs_of(&p[1]);
+    /* Checked before anything is pushed when the small key is combined. */
+    if (rank == nw - 1 && getenv("KVS_TEST_COMBINED")) {
+        int64_t keep = p[1].idx[0];
+
+        p[1].idx[0] = R;
+        rc = kvs_push_row_sparse(kv, 3, ks, v, 0);
+        if (rc != KVS_ERANGE || !strstr(kvs_last_error(kv), "key 20"))
+            die("a bad row id in the third value of a list: %s (%s), expected KVS_ERANGE "
+                "naming key 20", kvs_err_name(rc), kvs_last_error(kv));
+        p[1].idx[0] = keep;
+    }
+    ok(kvs_push_row_sparse(kv, 3, ks, v, 0), "push_row_sparse of a list");
+    pull_table(ks[0], o);
+    expect_table(o, ref, "the small key of a list");
+    ida[0] = (kvs_array_t){ .data = ids_s, .dtype = KVS_INT64, .ndim = 1, .shape = { 2 } };
+    ida[1] = (kvs_array_t){ .data = ids, .dtype = KVS_INT64, .ndim = 1, .shape = { 2 } };
+    for (int i = 0; i < 2; i++)
+        outs[i] = (kvs_row_sparse_t){ .data = od[i], .indices = oi[i], .nnz = 2 };
+    ok(kvs_pull_rows(kv, 2, &ks[0], ida, outs, 0), "pull_rows of a list");
+    for (int c = 0; c < C; c++) {
+        if (od[0][c] != ref[0 * C + c] || od[0][C + c] != ref[3 * C + c])
+            die("the small key's compact pull: column %d is %g and %g, expected %g and %g", c,
+                od[0][c], od[0][C + c], ref[c], ref[3 * C + c]);
+        if (od[1][c] != bigref[0][c] || od[1][C + c] != bigref[1][c])
+            die("the big key's compact pull: column %d is %g and %g, expected %g and %g", c,
+                od[1][c], od[1][C + c], bigref[0][c], bigref[1][c]);
+    }
+    if (oi[0][0] != 0 || oi[0][1] != 3 || oi[1][0] != 5 || oi[1][1] != big - 1)
+        die("compact pulls of a list: indices %" PRId64 " %" PRId64 ", %" PRId64 " %" PRId64,
+            oi[0][0], oi[0][1], oi[1][0], oi[1][1]);
+    free(wb);
     ok(kvs_barrier(kv), "barrier");
 }
 
@@ -605,6 +734,9 @@ static void hosts_rows(kvs_key_t k, int64_t rows, int64_t cols, float *w, float 
     }
 }
 
+/* Where hosts_lazy runs, for its messages. */
+static const char *where = "across hosts";
+
 /* Lazy updates of a key split over the hosts (spec: an optimizer): each
  * round every worker pushes 3 rows; in the first only rows of the first
  * host's range, so that the other owner gets none and must still count
@@ -676,12 +808,11 @@ static void hosts_lazy(const char *spec, kvs_key_t k, int64_t rows, int64_t cols
             size_t row = i / (size_t)cols;
 
             if (!dense && !touched[row] && memcmp(&w[i], &before[i], sizeof w[i]) != 0)
-                die("%s across hosts: absent row %zu changed from %g to %g", spec, row,
+                die("%s %s: absent row %zu changed from %g to %g", spec, where, row,
                     before[i], w[i]);
             if ((dense || touched[row]) && fabsf(w[i] - lo[i]) > 1e-6f * (1 + fabsf(lo[i])))
-                die("%s across hosts (%s %d): row %zu column %zu is %g, the local "
-                    "store's %g", spec, async ? "push" : "round", s, row, i % (size_t)cols,
-                    w[i], lo[i]);
+                die("%s %s (%s %d): row %zu column %zu is %g, the local store's %g", spec,
+                    where, async ? "push" : "round", s, row, i % (size_t)cols, w[i], lo[i]);
         }
     }
     kvs_close(local);
@@ -921,6 +1052,17 @@ static void hosts(const char *type)
     hosts_lazy("adam lr=0.01 wd=0.1 lazy_update=0", KVS_INT_KEY(11), 300000, 4, async);
 }
 
+/* Lazy updates of a key of 2338 rows of 7 (16366 elements): its rounds,
+ * when the workers combine them, are made in chunks of 8192 elements,
+ * and row 1170 (pushed in the second round) lies across the first two. */
+static void lazy_chunks(void)
+{
+    where = "over chunks";
+    hosts_lazy("adam lr=0.01 wd=0.01", KVS_INT_KEY(13), 2338, 7, 0);
+    hosts_lazy("sgd lr=0.1 momentum=0.9 wd=0.01", KVS_INT_KEY(14), 2338, 7, 0);
+    hosts_lazy("adam lr=0.01 wd=0.1 lazy_update=0", KVS_INT_KEY(15), 2338, 7, 0);
+}
+
 int main(int argc, char **argv)
 {
     const char *type = "dist_sync";
@@ -935,6 +1077,10 @@ int main(int argc, char **argv)
         strcmp(type, "dist_async") == 0 ? async_sums() : sums();
     else if (strcmp(scenario, "lazy") == 0)
         lazy();
+    else if (strcmp(scenario, "lazy_chunks") == 0)
+        lazy_chunks();
+    else if (strcmp(scenario, "lists") == 0)
+        lists();
     else if (strcmp(scenario, "mixed") == 0)
         mixed();
     else if (strcmp(scenario, "bad") == 0)
@@ -945,6 +1091,12 @@ int main(int argc, char **argv)
         hosts(type);
     else
         die("unknown scenario");
+    /* KVS_TEST_COMBINED=1: the job's small keys were combined by the
+     * workers, so that the scenario ran through the combine area. */
+    if (getenv("KVS_TEST_COMBINED") && rank == 0) {
+        if (stat_of("combined rounds") == 0)
+            die("%s: no round was combined by the workers", scenario);
+    }
     kvs_close(kv);
     return 0;
 }

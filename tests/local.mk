@@ -35,7 +35,8 @@ tests_dist_mxnet_SOURCES = tests/dist_mxnet.c tests/distutil.h
 tests_dist_mxnet_LDADD = src/libkvs.la -lm
 # tests/test_python.sh runs these with pytest (skipped without the package).
 python_tests = tests/python/conftest.py tests/python/test_kvstore.py tests/python/test_api.py \
-	tests/python/test_dist.py tests/python/test_rows.py tests/python/test_torch.py tests/python/workers.py
+	tests/python/test_dist.py tests/python/test_rows.py tests/python/test_torch.py tests/python/workers.py \
+	tests/python/test_bench_ctr.py
 # kvsctl timeline plot and merge, on timelines the test writes.
 TESTS += tests/test_timeline_tool.sh
 EXTRA_DIST += tests/test_timeline_tool.sh
