@@ -4,8 +4,9 @@
 # and repeated rows against each worker's reference, empty pushes, lazy
 # sgd and adam leaving absent rows bit for bit, a round of dense and
 # row-sparse pushes, compact pulls of repeated and unsorted ids, bad values
-# refused with nothing changed, and kvsctl stats counting only the rows
-# pushed and pulled of a table of a million rows.
+# refused with nothing changed, kvsctl stats counting only the rows
+# pushed and pulled of a table of a million rows, and an init from rows of
+# a table bigger than the job's staging.
 set -u
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -23,6 +24,9 @@ for n in 2 4; do job $n lazy; done
 for n in 2 3; do job $n mixed; done
 job 2 bad
 job 2 bytes
+# An init from rows of a 4 MiB table with 1 MiB of staging: only the rows
+# given cross.
+for n in 2 3; do job $n init 0 --staging 1M; done
 # The workers combine small keys by default: kvsd refuses row-sparse
 # values of those with KVS_ENOTSUP, so a job with big keys only runs so.
 dist_done

@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,9 @@
 #include "remote.h"
 #include "req.h"
 
+#include "kernels/array.h"
+#include "device/mem.h"
+#include "store/engine_args.h"
 #include "proto/layout.h"
 #include "proto/trace.h"
 
@@ -42,6 +46,81 @@ int rows_take_ids(struct daemon *d, struct req *r, struct kvs__err *e)
         return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a row-sparse push's row ids");
     memcpy(r->ridx, d->workers[r->w].staging + r->s.data_off, bytes);
     return 0;
+}
+
+uint64_t rows_init_len(const struct req *r)
+{
+    int64_t bytes = 0;
+
+    if (!(r->s.flags & KVS__SQE_ROWS))
+        return r->s.data_len;
+    kvs__value_size(r->s.dtype, r->s.ndim, r->s.shape, &bytes);
+    return (uint64_t)bytes;
+}
+
+int rows_init_value(struct daemon *d, const struct req *r, void **out, uint64_t *len,
+                    struct kvs__err *e)
+{
+    const unsigned char *data = d->workers[r->w].staging + r->s.data_off;
+    int64_t nnz = (int64_t)r->s.arg, row = 0, *ids;
+    uint64_t bytes = rows_init_len(r);
+    kvs_array_t a = { .dtype = KVS_INT64, .ndim = 1, .shape = { nnz }, .device = KVS_HOST };
+    size_t elems;
+    unsigned char *v;
+    int rc;
+
+    kvs__row_size(r->s.dtype, r->s.ndim, r->s.shape, &row);
+    if (!(ids = malloc((size_t)nnz * sizeof *ids + 1)))
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a row-sparse init's row ids");
+    memcpy(ids, data, (size_t)nnz * sizeof *ids);
+    a.data = ids;
+    if ((rc = kvs__check_row_ids(req_key(&r->s), 0, &a, r->s.ndim, r->s.shape[0], e)) != 0
+        || (rc = 0, !(v = calloc(1, bytes ? (size_t)bytes : 1)))) {
+        free(ids);
+        return rc ? rc : kvs__fail(e, -ENOMEM, "kvsd: out of memory for a %" PRIu64 "-byte "
+                                   "init value", bytes);
+    }
+    /* calloc, not kvs__mem_alloc's memset: the rows not given stay pages
+     * never touched (kvs__mem_free frees host memory with free). Rows are
+     * summed as the engine's init from rows sums them, read from staging
+     * once each, and only ever written to kvsd's copy. */
+    elems = row > 0 ? (size_t)row / kvs_dtype_size(r->s.dtype) : 0;
+    data += (size_t)nnz * sizeof *ids;
+    for (int64_t j = 0; j < nnz && elems > 0; j++) {
+        unsigned char *dst = v + (size_t)ids[j] * (size_t)row;
+        const void *in[2] = { dst, data + (size_t)j * (size_t)row };
+
+        kvs__sum(r->s.dtype, dst, in, 2, elems, 1);
+    }
+    free(ids);
+    *out = v;
+    *len = bytes;
+    return 0;
+}
+
+void rows_gather(struct daemon *d, const struct round *rd, const struct req *r,
+                 uint32_t *flags)
+{
+    const struct worker *w = &d->workers[r->w];
+    uint64_t n = r->s.arg, room;
+    const unsigned char *src = rd->value;
+    unsigned char *dst;
+
+    if (r->s.data_len == 0 || !r->ridx || w->state != W_LIVE || !w->seg
+        || rd->row_bytes == 0)
+        return;
+    /* The slot's check bounds the ids by data_len, so this cannot wrap. */
+    room = r->s.data_len - n * sizeof(int64_t);
+    if (n > room / rd->row_bytes)
+        return;
+    for (uint64_t j = 0; j < n; j++)
+        if (r->ridx[j] < 0 || r->ridx[j] >= rd->nrows)
+            return;                    /* the worker names the bad id itself */
+    dst = w->staging + r->s.data_off + n * sizeof(int64_t);
+    for (uint64_t j = 0; j < n; j++)
+        memcpy(dst + j * rd->row_bytes, src + (uint64_t)r->ridx[j] * rd->row_bytes,
+               rd->row_bytes);
+    *flags |= KVS__CQE_ROWS;
 }
 
 kvs_row_sparse_t rows_value(const struct daemon *d, const struct req *r)
