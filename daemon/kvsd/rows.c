@@ -5,9 +5,16 @@
  * (kvs__engine_check_rows: every id in range, the key's dtype and shape),
  * so that a worker rewriting its staging cannot steer a write; its rows
  * stay lent in staging until its round closes, as a dense push's data
- * does. A row-sparse pull waits as a pull does; its completion names the
- * value and the key's shape record, from which the worker copies the rows
- * it wants out of the read-only arena itself.
+ * does. A row-sparse init carries the same ids and rows; kvsd keeps its
+ * dense form, zero but for those rows (rows_init_value), and from there on
+ * it is an init like any other (collectives.c). A row-sparse pull waits
+ * as a pull does; its completion names the value and the key's shape
+ * record. When the pull gave its ids and room in staging, kvsd gathers
+ * the rows there first (rows_gather): kvsd has the arena faulted in
+ * already, where the worker copying out of its own read-only mapping
+ * would fault in every page it touches (and the pages around it), keep
+ * them resident, and spend the sparse step in page faults (bench/NOTES.md
+ * 19). Otherwise the worker copies the rows out of the arena itself.
  *
  * Across hosts, dist_sync rounds with rows go through xrows.c (each owner
  * gets its rows of each host's sum). What is not taken, with KVS_ENOTSUP:
@@ -16,9 +23,9 @@
  * the whole value of each key it serves, which the owners' values keep
  * current, so a pull reads its own host's arena as on one host.
  *
- * Serve thread only. It must never read a row id from staging twice, nor
- * answer a request (answers.c does) or decide when a round closes
- * (rounds.c does).
+ * Serve thread only (so no value changes while rows are gathered). It
+ * must never read a row id from staging twice, nor answer a request
+ * (answers.c does) or decide when a round closes (rounds.c does).
  */
 #define _GNU_SOURCE
 #include <errno.h>

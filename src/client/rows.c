@@ -6,11 +6,20 @@
  * and rows in the same order (kvsd sums repeated rows). Only the rows
  * cross: a push of 10 rows of a table of a million moves 10 rows. A
  * single value whose rows follow its ids in one buffer of kvs_array_alloc
- * is sent as it lies. A compact pull waits as a pull does, then copies
- * only the rows asked for out of the read-only arena, where the
- * completion says the value and its shape record lie: the worker touches
- * those rows' pages and no others, and keeps no copy of the table. An
- * init densifies here: every row not given is zero.
+ * is sent as it lies. An init sends the same, op INIT: kvsd makes the
+ * rows not given zero, so the staging area need not hold the table.
+ *
+ * A compact pull puts its sorted unique ids into staging with room for
+ * their rows, and kvsd gathers the rows there (KVS__CQE_ROWS): the worker
+ * then touches only its staging and its out. Copying them itself out of
+ * the read-only arena would fault in every page touched, and the pages
+ * around it, which stay resident in this process: a worker pulling Zipf
+ * rows of a big table grew toward the whole table, and the faults were
+ * most of the sparse step's time (bench/NOTES.md 19). Pulls of more than
+ * GATHER_MAX bytes of rows, or that do not fit staging, still copy out of
+ * the arena, where the completion says the value and its shape record
+ * lie: there every worker copies at once, where kvsd would gather one
+ * after another. Either way this process keeps no copy of the table.
  *
  * It must never trust what the arena or a completion says: a shape
  * record and a value's range are checked before a byte of them is read,
@@ -396,7 +405,7 @@ static int unique_ids(const int64_t *ids, int64_t n, int64_t **out, int64_t *m,
 /* Above this many bytes of rows in one out, the worker copies them out of
  * the arena itself, as a dense pull does: four workers then copy at once,
  * where kvsd's one serve thread would gather each out in turn and the
- * worker copy it a second time (bench/NOTES.md 12). */
+ * worker copy it a second time (bench/NOTES.md 19). */
 #define GATHER_MAX ((uint64_t)16 << 20)
 
 /* One pull_rows call: per out the rows it gets, and where its ids and the
