@@ -36,9 +36,8 @@
 
 /* ---- data calls ------------------------------------------------------- */
 
-/* flags: KVS__SQE_ROWS for an init of row-sparse values (slots.h). */
-static int init_flags(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                      int replace, uint8_t flags, struct kvs__err *e)
+static int dist_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                     int replace, struct kvs__err *e)
 {
     char ks[KVS_MAX_KEY_LEN + 8];
     struct kvs__groups g;
@@ -60,17 +59,11 @@ static int init_flags(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t
             }
         }
     } else {
-        rc = kvs__client_send_groups(kv, KVS__OP_INIT, flags, &g, keys, values, 0, NULL,
-                                     flags ? "kvs_init_row_sparse" : "kvs_init", e);
+        rc = kvs__client_send_groups(kv, KVS__OP_INIT, 0, &g, keys, values, 0, NULL,
+                                     "kvs_init", e);
     }
     kvs__groups_free(&g);
     return rc;
-}
-
-static int dist_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                     int replace, struct kvs__err *e)
-{
-    return init_flags(kv, n, keys, values, replace, 0, e);
 }
 
 static int dist_push_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
