@@ -743,9 +743,49 @@ static void init_big(void)
     free(ref);
 }
 
+/* Across hosts, an init from rows: each rank gives its own rows, global
+ * rank 0's value is stored on every host (zero but for its rows, row 5
+ * given twice and summed), for a small key and one split over the hosts;
+ * every worker checks it with a compact pull on its own host. */
+static void hosts_init(kvs_key_t k, int64_t rows)
+{
+    int64_t idx[4] = { 5, rows - 1 - rank, 5, rows / 2 + rank }, oi[4];
+    int64_t ids[4] = { rows - 1, 5, rows / 2, 0 }, want[4] = { 0, 5, rows / 2, rows - 1 };
+    float d[4 * 4], od[4 * 4], ref[4 * 4] = { 0 };
+    kvs_row_sparse_t v = { .data = d, .indices = idx, .nnz = 4, .dtype = KVS_FLOAT32,
+                           .ndim = 2, .shape = { rows, 4 } };
+    kvs_row_sparse_t out = { .data = od, .indices = oi, .nnz = 4 };
+    kvs_array_t ida = { .data = ids, .dtype = KVS_INT64, .ndim = 1, .shape = { 4 } };
+
+    for (int j = 0; j < 4; j++)
+        for (int c = 0; c < 4; c++)
+            d[j * 4 + c] = (float)((rank + 1) * 10 + j + c);
+    /* rank 0's rows: 5 (j 0 and 2, summed), rows - 1 (j 1), rows / 2 (j 3) */
+    for (int c = 0; c < 4; c++) {
+        ref[1 * 4 + c] = (float)(10 + 0 + c) + (float)(10 + 2 + c);
+        ref[2 * 4 + c] = (float)(10 + 3 + c);
+        ref[3 * 4 + c] = (float)(10 + 1 + c);
+    }
+    ok(kvs_init_row_sparse(kv, 1, &k, &v), "init_row_sparse across hosts");
+    ok(kvs_pull_rows(kv, 1, &k, &ida, &out, 0), "pull_rows across hosts");
+    for (int j = 0; j < 4; j++) {
+        if (oi[j] != want[j])
+            die("key %d: pull after an init from rows: index %d is %" PRId64 ", expected %"
+                PRId64, (int)k.id, j, oi[j], want[j]);
+        for (int c = 0; c < 4; c++)
+            if (od[j * 4 + c] != ref[j * 4 + c])
+                die("key %d: init from rows across hosts: row %" PRId64 " column %d is %g, "
+                    "expected %g", (int)k.id, want[j], c, od[j * 4 + c], ref[j * 4 + c]);
+    }
+    ok(kvs_barrier(kv), "barrier");
+}
+
 static void hosts(const char *type)
 {
     int async = strcmp(type, "dist_async") == 0;
+
+    hosts_init(KVS_INT_KEY(14), R);
+    hosts_init(KVS_INT_KEY(15), 300000);
 
     hosts_one(KVS_INT_KEY(7), R, C, async);
     /* 4.8 MB: split over the hosts, each owning a range of rows. */
