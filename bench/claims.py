@@ -247,6 +247,9 @@ def goal_defs():
                       'pushpull', 1.3, 'x')
     d['rows.rss'] = ('worker VmRSS during the sparse steps of the 4,000,000 x 64 table',
                      10.0, '%t')
+    d['rows.ddp'] = ('CTR model of examples/train_ctr.py, 4 processes, a training step: '
+                     'kvs.torch.Trainer (set_rows) / DDP on gloo with nn.Embedding(sparse=True)',
+                     0.3, 'x')
     return d
 
 
@@ -266,6 +269,7 @@ class Results:
         m = re.search(r'kvs: commit ([0-9a-f]+)', self.text)
         self.commit = m.group(1) if m else 'unknown'
         self.one, self.hosts, self.veth, self.scale, self.rows = [], [], [], [], []
+        self.ctr = {}
         self.goals = {}
         defs = goal_defs()
         for _, head, rows in tables(lines):
@@ -279,6 +283,8 @@ class Results:
                 self.scale = rows
             elif head[:1] == ['rows case']:
                 self.rows = rows
+            elif head[:1] == ['ctr impl']:
+                self.ctr = {x['ctr impl']: x for x in rows}
             elif head[:2] == ['id', 'goal']:
                 for r in rows:
                     gid = r['id'].strip('`')
@@ -642,11 +648,46 @@ def r_status_scale(r):
             'within 25%% (latest full run, %s)' % (min(v), max(v), inside, len(v), r.date)]
 
 
+def ctr_line(r):
+    """The rows table's line of the CTR model against DDP, from RESULTS.md's
+    "CTR model against DDP"."""
+    k, d = r.ctr.get('kvs'), r.ctr.get('ddp')
+    g = r.goal('rows.ddp')
+    if not k or not d:
+        return ('| the CTR model of `examples/train_ctr.py`, 4 processes: a training step with '
+                '`kvs.torch.Trainer` | not measured | | DDP on gloo, `nn.Embedding(sparse=True)` '
+                '| not measured (`scripts/bench --only ctr`) |')
+
+    def mem(x):
+        v = num(x['worker VmRSS MiB'])
+        sh = num(x.get('of it RssShmem MiB', '-'))
+        return '%.0f MiB%s (peak %.0f MiB)' % (v, ', %.0f MiB of it shared with kvsd' % sh
+                                               if sh else '', num(x['worker VmHWM MiB']))
+    name = ('the CTR model of `examples/train_ctr.py` (%s x %s table, batches of %s), %s processes: '
+            'a training step with `kvs.torch.Trainer`, its rows pushed and the next rows pulled'
+            % ('{:,}'.format(int(num(k['rows']))), k['dim'], '{:,}'.format(int(num(k['batch']))),
+               k['N']))
+    if oversubscribed(r, int(num(k['N']))):
+        name += ' (*oversubscribed*)'
+    return '| %s | %s | workers %s, kvsd %s MiB | DDP on gloo, `nn.Embedding(sparse=True)`: %s, ' \
+           'workers %s | %s |' % (
+               name, t_us(num(k['median step µs'])), mem(k), '%.0f' % num(k['kvsd VmRSS MiB']),
+               t_us(num(d['median step µs'])), mem(d),
+               '%s: %s (≤ %s)' % (g.show(), g.verdict_md(), limit_md(g)[2:])
+               if g.value is not None else 'not measured')
+
+
 def r_rows(r):
-    """The row-sparse step's table, from RESULTS.md's "Row-sparse tables"."""
+    """The row-sparse step's table, from RESULTS.md's "Row-sparse tables",
+    and the CTR model against DDP."""
+    if not r.rows and not r.ctr:
+        return ['Row-sparse tables: not measured: the last full run (%s) has no rows or ctr step; '
+                '`scripts/bench --only rows,ctr` runs them alone.' % source(r)]
     if not r.rows:
-        return ['Row-sparse tables: not measured: the last full run (%s) has no rows step; '
-                '`scripts/bench --only rows` runs it alone.' % source(r)]
+        return ['From %s, on a %s-core machine: the slowest worker\'s median step; the ratio is '
+                'the median of the per-pass ratios, judged unrounded. The rows step was not run.'
+                % (source(r), r.cpus or '?'), '',
+                '| case | time | memory | against | goal |', '|---|---|---|---|---|', ctr_line(r)]
     by = {x['id']: x for x in r.rows}
     over = oversubscribed(r, 4)
     out = ['From %s, on a %s-core machine%s: `dist_sync`, adam, the slowest worker\'s median '
@@ -685,6 +726,7 @@ def r_rows(r):
     out.append('| %s | %s | kvsd %s | dense pushpull: %s | %s |' % (
         name('100% density: every row of 1,000,000 x 64, row-sparse push+pull'), t('full-sparse'),
         mib('full-sparse', 'kvsd VmRSS MiB'), t('full-dense'), goal('rows.full')))
+    out.append(ctr_line(r))
     return out
 
 

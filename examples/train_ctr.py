@@ -43,33 +43,34 @@ BATCH, LR = 1000, 0.3
 SCALE = 10.0                     # embedding output scale: the rows learn SCALE**2 faster
 
 
-def data():
+def data(rows=ROWS, n_train=N_TRAIN, n_test=N_TEST):
     """(ids, dense, labels) of the training and held-out examples, and the
-    ground truth's log-odds of the held-out ones."""
+    ground truth's log-odds of the held-out ones (smaller sizes: for
+    bench/bench_ctr.py's quick runs)."""
     rng = np.random.default_rng(0)
-    n = N_TRAIN + N_TEST
+    n = n_train + n_test
     cdf = np.cumsum(np.arange(1, VALUES + 1, dtype=np.float64) ** -ZIPF)
     rank = np.searchsorted(cdf / cdf[-1], rng.random((n, FIELDS)))   # 0: most frequent
     value = rng.permutation(VALUES)[rank]
-    ids = (np.arange(FIELDS) * VALUES + value) * 2654435761 % ROWS      # hashed into one table
+    ids = (np.arange(FIELDS) * VALUES + value) * 2654435761 % rows      # hashed into one table
     dense = rng.normal(size=(n, DENSE)).astype(np.float32)
-    row_weight = rng.normal(size=ROWS)
+    row_weight = rng.normal(size=rows)
     logit = ((row_weight[ids] * (rank < SIGNAL)).sum(1)
              + dense @ rng.normal(0, 0.5, DENSE) - 1.0)
     label = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(np.float32)
     ids, dense, label = torch.from_numpy(ids), torch.from_numpy(dense), torch.from_numpy(label)
-    train = ids[:N_TRAIN], dense[:N_TRAIN], label[:N_TRAIN]
-    test = ids[N_TRAIN:], dense[N_TRAIN:], label[N_TRAIN:]
-    return train, test, logit[N_TRAIN:]
+    train = ids[:n_train], dense[:n_train], label[:n_train]
+    test = ids[n_train:], dense[n_train:], label[n_train:]
+    return train, test, logit[n_train:]
 
 
 class CTR(torch.nn.Module):
-    def __init__(self, init):
+    def __init__(self, init, rows=ROWS):
         """init: draw the weights (rank 0); the other workers receive
         rank 0's from the store, and skip drawing 32M numbers."""
         super().__init__()
         torch.manual_seed(0)
-        self.emb = torch.nn.utils.skip_init(torch.nn.Embedding, ROWS, DIM, sparse=True)
+        self.emb = torch.nn.utils.skip_init(torch.nn.Embedding, rows, DIM, sparse=True)
         self.out = torch.nn.Linear(FIELDS * DIM + DENSE, 1)
         if init:
             with torch.no_grad():
@@ -80,12 +81,12 @@ class CTR(torch.nn.Module):
         return self.out(torch.cat([self.emb(ids).flatten(1) * SCALE, dense], 1)).squeeze(1)
 
 
-def batches(epochs):
+def batches(epochs, n_train=N_TRAIN, batch=BATCH):
     """Every step's examples, all epochs in a row."""
     out = []
     for epoch in range(epochs):
-        order = torch.from_numpy(np.random.default_rng(1000 + epoch).permutation(N_TRAIN))
-        out += [order[i:i + BATCH] for i in range(0, N_TRAIN, BATCH)]
+        order = torch.from_numpy(np.random.default_rng(1000 + epoch).permutation(n_train))
+        out += [order[i:i + batch] for i in range(0, n_train, batch)]
     return out
 
 

@@ -7,7 +7,8 @@
  *
  * Usage: dist_rows SCENARIO [TYPE]; the job's environment as kvsrun sets it
  * (KVS_JOB, KVS_RANK, ...), and KVS_TEST_KVSCTL (the kvsctl to ask for
- * stats) for the scenario "bytes". The scenario "hosts" runs across hosts
+ * stats) for the scenario "bytes" and under KVS_TEST_COMBINED=1 (which
+ * checks that the workers combined the job's rounds). The scenario "hosts" runs across hosts
  * (tests/test_hosts_rows.sh).
  */
 #define _GNU_SOURCE
@@ -172,6 +173,52 @@ static void sums(void)
         pull_table(k, o);
         expect_table(o, ref, "value after a key pushed twice in one call");
     }
+    /* A round by a pushpull of unsorted repeated ids: their rows of the sum. */
+    memset(ref, 0, sizeof ref);
+    {
+        int64_t ids[] = { 19, 3, 3, 0 }, want[] = { 0, 3, 19 }, oi[4];
+        float od[4 * C];
+        kvs_array_t ida = { .data = ids, .dtype = KVS_INT64, .ndim = 1, .shape = { 4 } };
+        kvs_row_sparse_t out = { .data = od, .indices = oi, .nnz = 4 };
+
+        for (int r = 0; r < nw; r++) {
+            make_push(r, 90, 0, &p);
+            add_push(ref, &p, 1.0f);
+        }
+        make_push(rank, 90, 0, &p);
+        kvs_row_sparse_t v = rs_of(&p);
+        ok(kvs_pushpull_row_sparse(kv, 1, &k, &v, &ida, &out, 0), "pushpull_row_sparse");
+        if (out.nnz != 3)
+            die("pushpull of 3 unique ids gave %" PRId64 " rows", out.nnz);
+        for (int j = 0; j < 3; j++)
+            for (int c = 0; c < C; c++)
+                if (oi[j] != want[j] || od[j * C + c] != ref[want[j] * C + c])
+                    die("pushpull: row %" PRId64 " column %d is %g, expected row %" PRId64
+                        " %g", oi[j], c, od[j * C + c], want[j], ref[want[j] * C + c]);
+    }
+    /* A key of one dimension: each element a row. */
+    {
+        kvs_key_t k1 = KVS_INT_KEY(16);
+        float w1[R], r1[R];
+        int64_t ids[2] = { rank, 7 };
+        float d[2] = { 1.0f, 2.0f };
+        kvs_array_t a1 = { .data = w1, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { R } };
+        kvs_row_sparse_t v1 = { .data = d, .indices = ids, .nnz = 2, .dtype = KVS_FLOAT32,
+                                .ndim = 1, .shape = { R } };
+
+        fill(w1, R, 9.0f);
+        ok(kvs_init(kv, 1, &k1, &a1), "init of a 1-D key");
+        ok(kvs_push_row_sparse(kv, 1, &k1, &v1, 0), "push_row_sparse of a 1-D key");
+        memset(r1, 0, sizeof r1);
+        for (int r = 0; r < nw; r++) {
+            r1[r] += 1.0f;
+            r1[7] += 2.0f;
+        }
+        ok(kvs_pull(kv, 1, &k1, &a1, 0), "pull of a 1-D key");
+        for (int i = 0; i < R; i++)
+            if (w1[i] != r1[i])
+                die("1-D key: element %d is %g, expected %g", i, w1[i], r1[i]);
+    }
     ok(kvs_barrier(kv), "barrier");        /* every round applied before the rule changes */
     ok(kvs_set_optimizer(kv, "sgd lr=1"), "set_optimizer");
     ok(kvs_barrier(kv), "barrier");
@@ -220,9 +267,11 @@ static void async_sums(void)
 
 /* Lazy updates: sgd with momentum and wd, and adam, change only the rows
  * pushed (bit for bit unchanged elsewhere), and change them exactly as a
- * local store does given every worker's rows in one push. */
+ * local store does given every worker's rows in one push. With
+ * lazy_update=0 in spec, every row matches the local store's. */
 static void lazy_one(const char *spec, int key)
 {
+    int dense = strstr(spec, "lazy_update=0") != NULL;
     kvs_key_t k = KVS_INT_KEY(key);
     float w[R * C], before[R * C], o[R * C], lo[R * C];
     kvs_array_t a = f32(w, R, C), lout = f32(lo, R, C);
@@ -255,9 +304,9 @@ static void lazy_one(const char *spec, int key)
         ok(kvs_push_row_sparse(kv, 1, &k, &lv[rank], 0), "push_row_sparse");
         pull_table(k, o);
         for (int i = 0; i < R * C; i++) {
-            if (!touched[i / C] && memcmp(&o[i], &before[i], sizeof o[i]) != 0)
+            if (!dense && !touched[i / C] && memcmp(&o[i], &before[i], sizeof o[i]) != 0)
                 die("%s: absent row %d changed from %g to %g", spec, i / C, before[i], o[i]);
-            if (touched[i / C] && fabsf(o[i] - lo[i]) > 1e-6f * (1 + fabsf(lo[i])))
+            if ((dense || touched[i / C]) && fabsf(o[i] - lo[i]) > 1e-6f * (1 + fabsf(lo[i])))
                 die("%s: row %d column %d is %g, the local store's %g", spec, i / C, i % C,
                     o[i], lo[i]);
         }
@@ -270,6 +319,7 @@ static void lazy(void)
 {
     lazy_one("sgd lr=0.1 momentum=0.9 wd=0.01", 2);
     lazy_one("adam lr=0.01", 3);
+    lazy_one("adam lr=0.01 wd=0.1 lazy_update=0", 12);
 }
 
 /* A round where rank 0 pushes dense and the others row-sparse: the dense
@@ -372,6 +422,85 @@ static void bad(void)
     ok(kvs_barrier(kv), "barrier");
 }
 
+/* One call of a small key (combined by the workers, when they combine)
+ * given twice and a big one (kvsd's): each key's rows summed, then a
+ * compact pull of both in one call. With the small key combined, a bad
+ * value of it, the list's third, is refused naming the key, and nothing
+ * is pushed. */
+static void lists(void)
+{
+    const int64_t big = 100000;
+    kvs_key_t ks[3] = { KVS_INT_KEY(20), KVS_INT_KEY(21), KVS_INT_KEY(20) };
+    float *wb = calloc((size_t)(big * C), sizeof *wb), ref[R * C], o[R * C];
+    int64_t bi[2] = { big - 1 - rank, 5 }, ids[2] = { 5, big - 1 }, ids_s[2] = { 3, 0 };
+    int64_t oi[2][2];
+    float bd[2 * C], od[2][2 * C], bigref[2][C];
+    struct rpush p[2];
+    kvs_row_sparse_t v[3], outs[2];
+    kvs_array_t ab = f32(wb, big, C), ida[2];
+    int rc;
+
+    if (!wb)
+        die("out of memory");
+    init_table(ks[0], 1.0f);
+    ok(kvs_init(kv, 1, &ks[1], &ab), "init of a big key");
+    memset(ref, 0, sizeof ref);
+    memset(bigref, 0, sizeof bigref);
+    for (int r = 0; r < nw; r++) {
+        for (int h = 0; h < 2; h++) {
+            make_push(r, 110 + h, 0, &p[h]);
+            add_push(ref, &p[h], 1.0f);
+        }
+        for (int c = 0; c < C; c++) {
+            bigref[0][c] += (float)(r + 1 + c);            /* row 5 */
+            if (r == 0)
+                bigref[1][c] += (float)(10 + c);           /* row big - 1, rank 0's */
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        bd[c] = rank == 0 ? (float)(10 + c) : 0.0f;
+        bd[C + c] = (float)(rank + 1 + c);
+    }
+    for (int h = 0; h < 2; h++)
+        make_push(rank, 110 + h, 0, &p[h]);
+    v[0] = rs_of(&p[0]);
+    v[1] = (kvs_row_sparse_t){ .data = bd, .indices = bi, .nnz = 2, .dtype = KVS_FLOAT32,
+                               .ndim = 2, .shape = { big, C } };
+    v[2] = rs_of(&p[1]);
+    /* Checked before anything is pushed when the small key is combined. */
+    if (rank == nw - 1 && getenv("KVS_TEST_COMBINED")) {
+        int64_t keep = p[1].idx[0];
+
+        p[1].idx[0] = R;
+        rc = kvs_push_row_sparse(kv, 3, ks, v, 0);
+        if (rc != KVS_ERANGE || !strstr(kvs_last_error(kv), "key 20"))
+            die("a bad row id in the third value of a list: %s (%s), expected KVS_ERANGE "
+                "naming key 20", kvs_err_name(rc), kvs_last_error(kv));
+        p[1].idx[0] = keep;
+    }
+    ok(kvs_push_row_sparse(kv, 3, ks, v, 0), "push_row_sparse of a list");
+    pull_table(ks[0], o);
+    expect_table(o, ref, "the small key of a list");
+    ida[0] = (kvs_array_t){ .data = ids_s, .dtype = KVS_INT64, .ndim = 1, .shape = { 2 } };
+    ida[1] = (kvs_array_t){ .data = ids, .dtype = KVS_INT64, .ndim = 1, .shape = { 2 } };
+    for (int i = 0; i < 2; i++)
+        outs[i] = (kvs_row_sparse_t){ .data = od[i], .indices = oi[i], .nnz = 2 };
+    ok(kvs_pull_rows(kv, 2, &ks[0], ida, outs, 0), "pull_rows of a list");
+    for (int c = 0; c < C; c++) {
+        if (od[0][c] != ref[0 * C + c] || od[0][C + c] != ref[3 * C + c])
+            die("the small key's compact pull: column %d is %g and %g, expected %g and %g", c,
+                od[0][c], od[0][C + c], ref[c], ref[3 * C + c]);
+        if (od[1][c] != bigref[0][c] || od[1][C + c] != bigref[1][c])
+            die("the big key's compact pull: column %d is %g and %g, expected %g and %g", c,
+                od[1][c], od[1][C + c], bigref[0][c], bigref[1][c]);
+    }
+    if (oi[0][0] != 0 || oi[0][1] != 3 || oi[1][0] != 5 || oi[1][1] != big - 1)
+        die("compact pulls of a list: indices %" PRId64 " %" PRId64 ", %" PRId64 " %" PRId64,
+            oi[0][0], oi[0][1], oi[1][0], oi[1][1]);
+    free(wb);
+    ok(kvs_barrier(kv), "barrier");
+}
+
 /* kvsctl stats' counter NAME: value, or die. */
 static unsigned long long stat_of(const char *name)
 {
@@ -395,10 +524,64 @@ static unsigned long long stat_of(const char *name)
     return v;
 }
 
+/* Key `key`'s rows in kvsctl stats' listing of rows per key: PUSHED,
+ * PULLED, SENT, RECEIVED; zeros when it is not listed (no rows counted). */
+static void key_rows_of(int64_t key, unsigned long long *v)
+{
+    const char *ctl = getenv("KVS_TEST_KVSCTL");
+    char cmd[512], line[256], first[32];
+    int table = 0, n;
+    FILE *f;
+
+    if (!ctl || !*ctl)
+        die("KVS_TEST_KVSCTL is not set");
+    snprintf(cmd, sizeof cmd, "%s -j %s stats", ctl, getenv("KVS_JOB"));
+    v[0] = v[1] = v[2] = v[3] = 0;
+    if (!(f = popen(cmd, "r")))
+        die("popen %s", cmd);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "KEY ", 4) == 0)
+            table = strstr(line, " PUSHED ") != NULL;
+        else if (table && sscanf(line, "%31s %llu %llu %llu %llu%n", first, &v[0], &v[1], &v[2],
+                                 &v[3], &n) == 5 && strtoll(first, NULL, 10) == key)
+            break;
+        else
+            v[0] = v[1] = v[2] = v[3] = 0;
+    }
+    while (fgets(line, sizeof line, f))
+        ;
+    if (pclose(f) != 0)
+        die("%s failed", cmd);
+}
+
+/* 1 when kvsctl stats --json holds want, as it writes it. */
+static int json_has(const char *want)
+{
+    const char *ctl = getenv("KVS_TEST_KVSCTL");
+    char cmd[512], *buf = NULL;
+    size_t len = 0;
+    int found;
+    FILE *f, *o;
+
+    snprintf(cmd, sizeof cmd, "%s -j %s stats --json", ctl, getenv("KVS_JOB"));
+    if (!(o = open_memstream(&buf, &len)) || !(f = popen(cmd, "r")))
+        die("popen %s", cmd);
+    for (int ch; (ch = fgetc(f)) != EOF;)
+        fputc(ch, o);
+    if (pclose(f) != 0 || fclose(o) != 0)
+        die("%s failed", cmd);
+    found = strstr(buf, want) != NULL;
+    free(buf);
+    return found;
+}
+
 /* Bytes moved follow the rows, not the table: a table of 1,000,000 rows,
  * each worker pushes 10 rows and pulls 10; kvsd counts 10 rows and their
  * bytes a worker each way, and the worker's resident memory does not grow
- * by the table. */
+ * by the table. Then each worker pushes 3 rows of a second key, one id
+ * twice, and pulls rows of it: kvsctl stats counts each key's rows on its
+ * own (PUSHED: the ids as pushed, repeats too; PULLED: the rows the pulls
+ * got), and none sent or received (one host); stats --json too. */
 static void bytes(void)
 {
     const int64_t rows = 1000000, cols = 2, m = 10;
@@ -407,7 +590,7 @@ static void bytes(void)
     float d[10 * 2], od[10 * 2];
     kvs_row_sparse_t z = { .nnz = 0, .dtype = KVS_FLOAT32, .ndim = 2, .shape = { rows, cols } };
     kvs_array_t ida = { .data = idx, .dtype = KVS_INT64, .ndim = 1, .shape = { m } };
-    unsigned long long p0 = 0, b0 = 0, q0 = 0, c0 = 0;
+    unsigned long long p0 = 0, b0 = 0, q0 = 0, c0 = 0, kr[4];
 
     ok(kvs_init_row_sparse(kv, 1, &k, &z), "init_row_sparse");
     ok(kvs_barrier(kv), "barrier");
@@ -442,6 +625,54 @@ static void bytes(void)
                 want_rows, want_rows * 16, (long long)(rows * cols * 4));
         if (dq > want_rows || dc != dq * 8 || dq < (unsigned long long)m)
             die("a pull of 10 rows a worker: kvsd counted %llu rows, %llu bytes", dq, dc);
+        key_rows_of(6, kr);
+        if (kr[0] != want_rows || kr[1] != dq || kr[2] || kr[3])
+            die("key 6's rows: %llu pushed, %llu pulled, %llu sent, %llu received; expected "
+                "%llu, %llu, 0, 0", kr[0], kr[1], kr[2], kr[3], want_rows, dq);
+        p0 = stat_of("rows pushed");
+        q0 = stat_of("rows pulled");
+    }
+    ok(kvs_barrier(kv), "barrier");
+    {
+        kvs_key_t k2 = KVS_INT_KEY(16);
+        int64_t i2[3] = { 1, 4, 1 }, p2[3] = { 4, 2, 4 }, o2[3];
+        float d2[3 * 2] = { 1, 2, 3, 4, 5, 6 }, od2[3 * 2];
+        kvs_row_sparse_t z2 = { .nnz = 0, .dtype = KVS_FLOAT32, .ndim = 2, .shape = { 8, 2 } };
+        kvs_row_sparse_t v2 = { .data = d2, .indices = i2, .nnz = 3, .dtype = KVS_FLOAT32,
+                                .ndim = 2, .shape = { 8, 2 } };
+        kvs_row_sparse_t out2 = { .data = od2, .indices = o2, .nnz = 3 };
+        kvs_array_t ida2 = { .data = p2, .dtype = KVS_INT64, .ndim = 1, .shape = { 3 } };
+
+        ok(kvs_init_row_sparse(kv, 1, &k2, &z2), "init_row_sparse");
+        ok(kvs_push_row_sparse(kv, 1, &k2, &v2, 0), "push_row_sparse");
+        ok(kvs_pull_rows(kv, 1, &k2, &ida2, &out2, 0), "pull_rows");
+        if (out2.nnz != 2 || o2[0] != 2 || o2[1] != 4)
+            die("a compact pull of ids 4, 2, 4 gave %" PRId64 " rows", out2.nnz);
+    }
+    ok(kvs_barrier(kv), "barrier");
+    if (rank == 0) {
+        unsigned long long dp = stat_of("rows pushed") - p0, dq = stat_of("rows pulled") - q0;
+        unsigned long long k6[4];
+
+        key_rows_of(6, k6);
+        key_rows_of(16, kr);
+        if (dp != 3ull * (unsigned long long)nw || kr[0] != dp || kr[1] != dq || kr[2] || kr[3])
+            die("key 16's rows: %llu pushed, %llu pulled, %llu sent, %llu received; expected "
+                "%d (3 a worker), %llu, 0, 0", kr[0], kr[1], kr[2], kr[3], 3 * nw, dq);
+        if (dq != 2ull * (unsigned long long)nw)
+            die("a pull of ids 4, 2, 4 a worker: kvsd counted %llu rows, expected 2 a worker",
+                dq);
+        if (k6[0] != (unsigned long long)(m * nw))
+            die("key 6's rows pushed changed to %llu with key 16's", k6[0]);
+        for (int i = 0; i < 2; i++) {
+            const unsigned long long *c = i ? kr : k6;
+            char want[160];
+
+            snprintf(want, sizeof want, "{\"key\": %d, \"pushed\": %llu, \"pulled\": %llu, "
+                     "\"sent\": 0, \"received\": 0}", i ? 16 : 6, c[0], c[1]);
+            if (!json_has(want))
+                die("kvsctl stats --json has no %s", want);
+        }
     }
     ok(kvs_barrier(kv), "barrier");
 }
@@ -503,14 +734,20 @@ static void hosts_rows(kvs_key_t k, int64_t rows, int64_t cols, float *w, float 
     }
 }
 
+/* Where hosts_lazy runs, for its messages. */
+static const char *where = "across hosts";
+
 /* Lazy updates of a key split over the hosts (spec: an optimizer): each
  * round every worker pushes 3 rows; in the first only rows of the first
  * host's range, so that the other owner gets none and must still count
  * the step (adam's bias correction shows a miscount). Rows no worker
  * pushed stay bit-identical, the others match a local store given every
  * worker's rows in one push; with lazy_update=0 in spec every row matches
- * it (each owner's part comes back dense). */
-static void hosts_lazy(const char *spec, kvs_key_t k, int64_t rows, int64_t cols)
+ * it (each owner's part comes back dense). In dist_async (async), where
+ * pushes apply in the order they reach their owners, the workers push in
+ * turns, one between two barriers, and the local store gets each push
+ * alone, in the same order. */
+static void hosts_lazy(const char *spec, kvs_key_t k, int64_t rows, int64_t cols, int async)
 {
     int dense = strstr(spec, "lazy_update=0") != NULL;
     size_t n = (size_t)(rows * cols);
@@ -533,16 +770,20 @@ static void hosts_lazy(const char *spec, kvs_key_t k, int64_t rows, int64_t cols
     ok(kvs_init(kv, 1, &k, &a), "init");
     ok(kvs_set_optimizer(kv, spec), "set_optimizer");
     ok(kvs_barrier(kv), "barrier");
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < 3 * (async ? nw : 1); s++) {
+        int turn = async ? s % nw : -1;        /* async: the one worker pushing */
+
         ok(kvs_pull(kv, 1, &k, &a, 0), "pull");
         memcpy(before, w, n * sizeof *w);
         memset(touched, 0, (size_t)rows);
+        if (async)
+            ok(kvs_barrier(kv), "barrier");    /* every worker has its before */
         for (int r = 0; r < nw; r++) {
             idx[r][0] = r;
             idx[r][1] = s == 0 ? 10 + r : rows - 1 - r;
             idx[r][2] = s == 0 ? 7 : rows / 2 + s;
             for (int j = 0; j < 3; j++) {
-                touched[idx[r][j]] = 1;
+                touched[idx[r][j]] |= !async || r == turn;
                 for (int64_t c = 0; c < cols; c++)
                     d[r][j * cols + c] = (float)((r + 1) * (j + 2) - s) * 0.25f + (float)c;
             }
@@ -551,19 +792,27 @@ static void hosts_lazy(const char *spec, kvs_key_t k, int64_t rows, int64_t cols
                                         .shape = { rows, cols } };
             lk[r] = k;
         }
-        ok(kvs_push_row_sparse(local, nw, lk, lv, 0), "push_row_sparse local");
+        if (async) {
+            ok(kvs_push_row_sparse(local, 1, &k, &lv[turn], 0), "push_row_sparse local");
+            if (rank == turn)
+                ok(kvs_push_row_sparse(kv, 1, &k, &lv[rank], 0),
+                   "push_row_sparse across hosts");
+            ok(kvs_barrier(kv), "barrier");    /* the push is in every host's copy */
+        } else {
+            ok(kvs_push_row_sparse(local, nw, lk, lv, 0), "push_row_sparse local");
+            ok(kvs_push_row_sparse(kv, 1, &k, &lv[rank], 0), "push_row_sparse across hosts");
+        }
         ok(kvs_pull(local, 1, &k, &lout, 0), "pull local");
-        ok(kvs_push_row_sparse(kv, 1, &k, &lv[rank], 0), "push_row_sparse across hosts");
         ok(kvs_pull(kv, 1, &k, &a, 0), "pull");
         for (size_t i = 0; i < n; i++) {
             size_t row = i / (size_t)cols;
 
             if (!dense && !touched[row] && memcmp(&w[i], &before[i], sizeof w[i]) != 0)
-                die("%s across hosts: absent row %zu changed from %g to %g", spec, row,
+                die("%s %s: absent row %zu changed from %g to %g", spec, where, row,
                     before[i], w[i]);
             if ((dense || touched[row]) && fabsf(w[i] - lo[i]) > 1e-6f * (1 + fabsf(lo[i])))
-                die("%s across hosts (round %d): row %zu column %zu is %g, the local "
-                    "store's %g", spec, s, row, i % (size_t)cols, w[i], lo[i]);
+                die("%s %s (%s %d): row %zu column %zu is %g, the local store's %g", spec,
+                    where, async ? "push" : "round", s, row, i % (size_t)cols, w[i], lo[i]);
         }
     }
     kvs_close(local);
@@ -574,25 +823,158 @@ static void hosts_lazy(const char *spec, kvs_key_t k, int64_t rows, int64_t cols
     free(touched);
 }
 
+/* dist_async without an optimizer (ASSIGN) across hosts: the workers push
+ * in turns, one between two barriers, so that every worker knows the value
+ * each push makes: its rows (one of them twice, summed; rows on both
+ * sides of the middle, where a split key's hosts' ranges meet), every
+ * other row zero, in every host's copy; the second push by a pushpull of
+ * ids, whose rows come back; the last push empty, which makes every row
+ * zero. */
+static void async_assign(kvs_key_t k, int64_t rows, int64_t cols, float *w, float *ref,
+                         kvs_array_t *ida, const int64_t *want, kvs_row_sparse_t *out)
+{
+    size_t n = (size_t)(rows * cols);
+    int64_t idx[5];
+    float d[5 * 64];
+    kvs_row_sparse_t v = { .data = d, .indices = idx, .dtype = KVS_FLOAT32, .ndim = 2,
+                           .shape = { rows, cols } };
+    kvs_array_t a = f32(w, rows, cols);
+
+    for (int s = 0; s <= nw; s++) {
+        int q = s % nw;                /* the worker pushing */
+        int64_t ids[5] = { q, rows - 1 - q, rows / 2 - 1 + q % 2, rows / 2, rows / 2 };
+
+        memset(ref, 0, n * sizeof *ref);
+        v.nnz = s == nw ? 0 : 5;
+        for (int j = 0; j < v.nnz; j++) {
+            idx[j] = ids[j];
+            for (int64_t c = 0; c < cols; c++) {
+                d[j * cols + c] = (float)((q + s + 1) * (j + 1)) + (float)c;
+                ref[ids[j] * cols + c] += d[j * cols + c];
+            }
+        }
+        ok(kvs_barrier(kv), "barrier");
+        if (rank == q && s == 1) {
+            out->nnz = 8;
+            ok(kvs_pushpull_row_sparse(kv, 1, &k, &v, ida, out, 0),
+               "pushpull_row_sparse across hosts (dist_async)");
+            for (int j = 0; j < 5; j++)
+                for (int64_t c = 0; c < cols; c++)
+                    if (((float *)out->data)[j * cols + c] != ref[want[j] * cols + c])
+                        die("key %d: pushpull across hosts (dist_async): row %" PRId64
+                            " column %" PRId64 " is %g, expected %g", (int)k.id, want[j], c,
+                            ((float *)out->data)[j * cols + c], ref[want[j] * cols + c]);
+        } else if (rank == q) {
+            ok(kvs_push_row_sparse(kv, 1, &k, &v, 0),
+               "push_row_sparse across hosts (dist_async)");
+        }
+        ok(kvs_barrier(kv), "barrier");    /* the push is in every host's copy */
+        ok(kvs_pull(kv, 1, &k, &a, 0), "pull");
+        for (size_t i = 0; i < n; i++)
+            if (w[i] != ref[i])
+                die("key %d: dist_async push %d (rank %d's) across hosts: row %zu column %zu "
+                    "is %g, expected %g", (int)k.id, s, q, i / (size_t)cols, i % (size_t)cols,
+                    w[i], ref[i]);
+    }
+}
+
+/* dist_async across hosts with sgd lr=1 (no momentum, no wd), where the
+ * value after every push is its start minus all of them, in any order:
+ * every worker pushes at once rows that overlap between the workers of
+ * both hosts, one row twice, some pushes empty (one step all of them),
+ * the last by a pushpull; after a barrier every worker checks the whole
+ * value and a compact pull. Values are small integers, exact in any
+ * order. */
+static void async_sgd(kvs_key_t k, int64_t rows, int64_t cols, float *w, float *ref)
+{
+    size_t n = (size_t)(rows * cols);
+    int64_t idx[5], oi[8];
+    int64_t pids[] = { rows - 1, rows / 2, 1, rows / 2, 0 };
+    int64_t want[] = { 0, 1, rows / 2, rows - 1 };
+    float d[5 * 64], *od = malloc(8 * (size_t)cols * sizeof *od);
+    kvs_row_sparse_t v = { .data = d, .indices = idx, .dtype = KVS_FLOAT32, .ndim = 2,
+                           .shape = { rows, cols } };
+    kvs_row_sparse_t out = { .data = od, .indices = oi };
+    kvs_array_t a = f32(w, rows, cols);
+    kvs_array_t ida = { .data = pids, .dtype = KVS_INT64, .ndim = 1, .shape = { 5 } };
+
+    if (!od || cols > 64)
+        die("out of memory");
+    ok(kvs_pull(kv, 1, &k, &a, 0), "pull");
+    memcpy(ref, w, n * sizeof *ref);
+    ok(kvs_barrier(kv), "barrier");    /* every worker has the start */
+    for (int s = 0; s < 5; s++) {
+        for (int r = 0; r <= nw; r++) {
+            int me = r == nw;          /* last: this worker's own push */
+            int q = me ? rank : r;
+            int64_t ids[5] = { (q + s) % 4, rows - 1 - q, rows / 2 - 1 + q % 2, rows / 2,
+                               (q + s) % 4 };
+            int nnz = s == 2 || (s == 1 && q % 2) ? 0 : 5;
+
+            for (int j = 0; j < nnz; j++) {
+                for (int64_t c = 0; c < cols; c++) {
+                    float x = (float)((q + 2 * s) % 5 - 2 + j) + (float)c;
+
+                    if (me)
+                        d[j * cols + c] = x;
+                    else
+                        ref[ids[j] * cols + c] -= x;
+                }
+                if (me)
+                    idx[j] = ids[j];
+            }
+            if (me)
+                v.nnz = nnz;
+        }
+        if (s < 4) {
+            ok(kvs_push_row_sparse(kv, 1, &k, &v, 0), "push_row_sparse across hosts");
+            continue;
+        }
+        out.nnz = 8;
+        ok(kvs_pushpull_row_sparse(kv, 1, &k, &v, &ida, &out, 0),
+           "pushpull_row_sparse across hosts");
+        if (out.nnz != 4)
+            die("key %d: pushpull across hosts (dist_async): nnz %" PRId64 ", expected 4",
+                (int)k.id, out.nnz);
+        for (int j = 0; j < 4; j++)
+            if (oi[j] != want[j])
+                die("key %d: pushpull across hosts (dist_async): index %d is %" PRId64
+                    ", expected %" PRId64, (int)k.id, j, oi[j], want[j]);
+    }
+    ok(kvs_barrier(kv), "barrier");
+    ok(kvs_pull(kv, 1, &k, &a, 0), "pull");
+    for (size_t i = 0; i < n; i++)
+        if (w[i] != ref[i])
+            die("key %d: sgd lr=1 after every dist_async push across hosts: row %zu column "
+                "%zu is %g, expected %g", (int)k.id, i / (size_t)cols, i % (size_t)cols, w[i],
+                ref[i]);
+    out.nnz = 8;
+    ok(kvs_pull_rows(kv, 1, &k, &ida, &out, 0), "pull_rows across hosts");
+    for (int j = 0; j < 4; j++)
+        for (int64_t c = 0; c < cols; c++)
+            if (oi[j] != want[j] || od[j * cols + c] != ref[want[j] * cols + c])
+                die("key %d: compact pull after dist_async pushes: row %" PRId64 " column %"
+                    PRId64 " is %g, expected %g", (int)k.id, oi[j], c, od[j * cols + c],
+                    ref[want[j] * cols + c]);
+    ok(kvs_barrier(kv), "barrier");
+    free(od);
+}
+
 /* Across hosts (tests/test_hosts_rows.sh): compact pulls on every host of
  * a small key (one owner) and of a key split over the hosts' ranges, after
- * dense rounds that every host's workers push; then row-sparse rounds of
- * it (hosts_rows). In dist_async only what every host knows is checked:
- * the value init gave; a row-sparse push and a row-sparse pushpull are
- * refused there with KVS_ENOTSUP and change nothing. */
+ * dense rounds that every host's workers push (dist_sync; in dist_async
+ * the value init gave); then row-sparse pushes of it (hosts_rows, or in
+ * dist_async async_assign, and with sgd async_sgd). */
 static void hosts_one(kvs_key_t k, int64_t rows, int64_t cols, int async)
 {
     size_t n = (size_t)(rows * cols);
     float *w = malloc(n * sizeof *w), *ref = malloc(n * sizeof *ref);
     int64_t ids[] = { rows - 1, 3, 0, rows / 2, 3, rows / 2 + 1, rows - 1 };
-    int64_t want[] = { 0, 3, rows / 2, rows / 2 + 1, rows - 1 }, oi[8], one[1] = { 1 };
-    float *od = malloc(8 * (size_t)cols * sizeof *od), row[64];
+    int64_t want[] = { 0, 3, rows / 2, rows / 2 + 1, rows - 1 }, oi[8];
+    float *od = malloc(8 * (size_t)cols * sizeof *od);
     kvs_array_t a = f32(w, rows, cols);
     kvs_array_t ida = { .data = ids, .dtype = KVS_INT64, .ndim = 1, .shape = { 7 } };
     kvs_row_sparse_t out = { .data = od, .indices = oi, .nnz = 8 };
-    kvs_row_sparse_t v = { .data = row, .indices = one, .nnz = 1, .dtype = KVS_FLOAT32,
-                           .ndim = 2, .shape = { rows, cols } };
-    int rc;
 
     if (!w || !ref || !od || cols > 64)
         die("out of memory");
@@ -616,42 +998,29 @@ static void hosts_one(kvs_key_t k, int64_t rows, int64_t cols, int async)
                     w[j * cols + c] = (float)(rank + s + 1);
         ok(kvs_push(kv, 1, &k, &a, 0), "push");
     }
-    for (int pass = 0; pass < 2; pass++) {
-        out.nnz = 8;
-        memset(oi, 0xff, sizeof oi);
-        ok(kvs_pull_rows(kv, 1, &k, &ida, &out, 0), "pull_rows across hosts");
-        if (out.nnz != 5 || out.shape[0] != rows || out.shape[1] != cols)
-            die("key %d: compact pull across hosts: nnz %" PRId64 " shape (%" PRId64 ",%"
-                PRId64 ")", (int)k.id, out.nnz, out.shape[0], out.shape[1]);
-        for (int j = 0; j < 5; j++) {
-            if (oi[j] != want[j])
-                die("key %d: compact pull index %d is %" PRId64 ", expected %" PRId64,
-                    (int)k.id, j, oi[j], want[j]);
-            for (int64_t c = 0; c < cols; c++)
-                if (od[j * cols + c] != ref[want[j] * cols + c])
-                    die("key %d (pass %d): row %" PRId64 " column %" PRId64 " is %g, expected "
-                        "%g", (int)k.id, pass, want[j], c, od[j * cols + c],
-                        ref[want[j] * cols + c]);
-        }
-        if (pass || !async)
-            break;
-        fill(row, (size_t)cols, 1.0f);
-        rc = kvs_push_row_sparse(kv, 1, &k, &v, 0);
-        if (rc != KVS_ENOTSUP || !strstr(kvs_last_error(kv), "dist_async"))
-            die("a row-sparse push across hosts in dist_async: %s (%s), expected "
-                "KVS_ENOTSUP saying so", kvs_err_name(rc), kvs_last_error(kv));
-        out.nnz = 8;
-        rc = kvs_pushpull_row_sparse(kv, 1, &k, &v, &ida, &out, 0);
-        if (rc != KVS_ENOTSUP || !strstr(kvs_last_error(kv), "dist_async"))
-            die("a row-sparse pushpull across hosts in dist_async: %s (%s), expected "
-                "KVS_ENOTSUP saying so", kvs_err_name(rc), kvs_last_error(kv));
-        ok(kvs_barrier(kv), "barrier");
+    out.nnz = 8;
+    memset(oi, 0xff, sizeof oi);
+    ok(kvs_pull_rows(kv, 1, &k, &ida, &out, 0), "pull_rows across hosts");
+    if (out.nnz != 5 || out.shape[0] != rows || out.shape[1] != cols)
+        die("key %d: compact pull across hosts: nnz %" PRId64 " shape (%" PRId64 ",%" PRId64
+            ")", (int)k.id, out.nnz, out.shape[0], out.shape[1]);
+    for (int j = 0; j < 5; j++) {
+        if (oi[j] != want[j])
+            die("key %d: compact pull index %d is %" PRId64 ", expected %" PRId64, (int)k.id,
+                j, oi[j], want[j]);
+        for (int64_t c = 0; c < cols; c++)
+            if (od[j * cols + c] != ref[want[j] * cols + c])
+                die("key %d: row %" PRId64 " column %" PRId64 " is %g, expected %g", (int)k.id,
+                    want[j], c, od[j * cols + c], ref[want[j] * cols + c]);
     }
-    if (!async) {
+    {
         int64_t ids2[] = { 0, 1, rows / 2 - 1, rows / 2, rows - 1 };
         kvs_array_t ida2 = { .data = ids2, .dtype = KVS_INT64, .ndim = 1, .shape = { 5 } };
 
-        hosts_rows(k, rows, cols, w, ref, &ida2, ids2, &out);
+        if (async)
+            async_assign(k, rows, cols, w, ref, &ida2, ids2, &out);
+        else
+            hosts_rows(k, rows, cols, w, ref, &ida2, ids2, &out);
     }
     ok(kvs_barrier(kv), "barrier");
     free(w);
@@ -790,11 +1159,32 @@ static void hosts(const char *type)
     hosts_one(KVS_INT_KEY(7), R, C, async);
     /* 4.8 MB: split over the hosts, each owning a range of rows. */
     hosts_one(KVS_INT_KEY(8), 300000, 4, async);
-    if (!async) {
-        hosts_lazy("adam lr=0.01 wd=0.01", KVS_INT_KEY(9), 300000, 4);
-        hosts_lazy("sgd lr=0.1 momentum=0.9 wd=0.01", KVS_INT_KEY(10), 300000, 4);
-        hosts_lazy("adam lr=0.01 wd=0.1 lazy_update=0", KVS_INT_KEY(11), 300000, 4);
+    if (async) {
+        size_t n = 300000 * 4;
+        float *w = malloc(n * sizeof *w), *ref = malloc(n * sizeof *ref);
+
+        if (!w || !ref)
+            die("out of memory");
+        ok(kvs_set_optimizer(kv, "sgd lr=1"), "set_optimizer");
+        async_sgd(KVS_INT_KEY(7), R, C, w, ref);
+        async_sgd(KVS_INT_KEY(8), 300000, 4, w, ref);
+        free(w);
+        free(ref);
     }
+    hosts_lazy("adam lr=0.01 wd=0.01", KVS_INT_KEY(9), 300000, 4, async);
+    hosts_lazy("sgd lr=0.1 momentum=0.9 wd=0.01", KVS_INT_KEY(10), 300000, 4, async);
+    hosts_lazy("adam lr=0.01 wd=0.1 lazy_update=0", KVS_INT_KEY(11), 300000, 4, async);
+}
+
+/* Lazy updates of a key of 2338 rows of 7 (16366 elements): its rounds,
+ * when the workers combine them, are made in chunks of 8192 elements,
+ * and row 1170 (pushed in the second round) lies across the first two. */
+static void lazy_chunks(void)
+{
+    where = "over chunks";
+    hosts_lazy("adam lr=0.01 wd=0.01", KVS_INT_KEY(13), 2338, 7, 0);
+    hosts_lazy("sgd lr=0.1 momentum=0.9 wd=0.01", KVS_INT_KEY(14), 2338, 7, 0);
+    hosts_lazy("adam lr=0.01 wd=0.1 lazy_update=0", KVS_INT_KEY(15), 2338, 7, 0);
 }
 
 int main(int argc, char **argv)
@@ -811,6 +1201,10 @@ int main(int argc, char **argv)
         strcmp(type, "dist_async") == 0 ? async_sums() : sums();
     else if (strcmp(scenario, "lazy") == 0)
         lazy();
+    else if (strcmp(scenario, "lazy_chunks") == 0)
+        lazy_chunks();
+    else if (strcmp(scenario, "lists") == 0)
+        lists();
     else if (strcmp(scenario, "mixed") == 0)
         mixed();
     else if (strcmp(scenario, "bad") == 0)
@@ -823,6 +1217,12 @@ int main(int argc, char **argv)
         hosts(type);
     else
         die("unknown scenario");
+    /* KVS_TEST_COMBINED=1: the job's small keys were combined by the
+     * workers, so that the scenario ran through the combine area. */
+    if (getenv("KVS_TEST_COMBINED") && rank == 0) {
+        if (stat_of("combined rounds") == 0)
+            die("%s: no round was combined by the workers", scenario);
+    }
     kvs_close(kv);
     return 0;
 }

@@ -42,13 +42,13 @@ static void ok(int rc, const char *what)
         die("%s: %s (%s)", what, kvs_err_name(rc), kvs_last_error(kv));
 }
 
-static kvs_array_t f32(float *data, int64_t rows, int64_t cols)
+static inline kvs_array_t f32(float *data, int64_t rows, int64_t cols)
 {
     return (kvs_array_t){ .data = data, .dtype = KVS_FLOAT32, .ndim = 2,
                           .shape = { rows, cols } };
 }
 
-static void fill(float *a, size_t n, float v)
+static inline void fill(float *a, size_t n, float v)
 {
     for (size_t i = 0; i < n; i++)
         a[i] = v;

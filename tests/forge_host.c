@@ -100,7 +100,9 @@ static void send_msg(int fd, int type, const struct kvs__wire_msg *m, uint64_t h
         die("%s", "a message too big for this program");
     kvs__frame_head_encode(&h, buf);
     kvs__wire_msg_encode(type, m, buf + KVS__WIRE_HEAD);
-    if (!head_only)
+    if (!head_only && m->data)
+        memcpy(buf + KVS__WIRE_HEAD + body, m->data, m->len);
+    else if (!head_only)
         memset(buf + KVS__WIRE_HEAD + body, 0, m->len);
     write_full(fd, buf, KVS__WIRE_HEAD + body + (head_only ? 0 : m->len));
 }
@@ -213,6 +215,17 @@ int main(int argc, char **argv)
         m.rows = 1;
         m.len = kvs__wire_rows_bytes(2, 4);
         send_msg(fd, KVS__FRAME_PARTIAL, &m, 0, 0);
+    } else if (strcmp(mode, "rows_forward") == 0) {
+        /* A dist_async push's rows of key 3 whose ids go down: 5, then 2. */
+        static int64_t rows[1 + 2 + 1];   /* count, ids, two rows of one float32 */
+        const int64_t ids[2] = { 5, 2 };
+
+        m.rows = 1;
+        m.b = 1;
+        m.len = kvs__wire_rows_bytes(2, 4);
+        kvs__wire_rows_put(rows, 2, ids);
+        m.data = rows;
+        send_msg(fd, KVS__FRAME_FORWARD, &m, 0, 0);
     } else if (strcmp(mode, "unknown") == 0) {
         m.key = KVS_INT_KEY(9);
         m.shape[0] = 4;

@@ -411,6 +411,9 @@ static void wire_one(const uint8_t *msg, size_t size)
                   && (type == KVS__FRAME_PARTIAL || type == KVS__FRAME_VALUE
                       || type == KVS__FRAME_FORWARD));
         if (m.rows) {                  /* ids ascending, ids and rows inside the data */
+            CHECK(type == KVS__FRAME_PARTIAL || type == KVS__FRAME_FORWARD
+                  || (type == KVS__FRAME_VALUE && m.status == 0));
+            CHECK(!m.rest_zero || type == KVS__FRAME_VALUE);
             CHECK(!m.pieces && m.ndim >= 1 && (const uint8_t *)m.ids == pl + body + 8);
             CHECK((const uint8_t *)m.row_data == (const uint8_t *)m.ids + 8 * m.nnz
                   && (const uint8_t *)m.row_data <= pl + plen);
@@ -615,7 +618,7 @@ static size_t make_seeds(struct seed *out)
     out[n].len = KVS__CQE_BYTES;
     n++;
 
-    for (int k = KVS__CTL_STATUS; k <= KVS__CTL_SAMPLE; k++) {
+    for (int k = KVS__CTL_STATUS; k <= KVS__CTL_STATS_SHORT; k++) {
         memset(&q, 0, sizeof q);
         q.version = KVS__PROTO_VERSION;
         q.command = (uint8_t)k;
@@ -655,6 +658,24 @@ static size_t make_seeds(struct seed *out)
         fh.len = kvs__frame_payload_bytes(KVS__FRAME_VERDICT);
         kvs__frame_head_encode(&fh, out[n].bytes);
         kvs__wire_verdict_encode(&wv, out[n].bytes + KVS__WIRE_HEAD);
+        out[n++].len = KVS__WIRE_HEAD + fh.len;
+    }
+    {
+        /* A dist_async push's rows: rows 1 and 4 of a (6, 2) float32 key. */
+        struct kvs__wire_msg m = { .key = KVS_INT_KEY(7), .dtype = KVS_FLOAT32, .ndim = 2,
+                                   .shape = { 6, 2 }, .b = 3, .rows = 1 };
+        struct kvs__frame_head fh = { KVS__FRAME_FORWARD, 1, 0 };
+        const int64_t ids[2] = { 1, 4 };
+        size_t body = kvs__wire_msg_bytes(&m);
+        float *rows;
+
+        m.len = kvs__wire_rows_bytes(2, 8);
+        fh.len = body + m.len;
+        kvs__frame_head_encode(&fh, out[n].bytes);
+        kvs__wire_msg_encode(KVS__FRAME_FORWARD, &m, out[n].bytes + KVS__WIRE_HEAD);
+        rows = kvs__wire_rows_put(out[n].bytes + KVS__WIRE_HEAD + body, 2, ids);
+        for (int i = 0; i < 4; i++)
+            rows[i] = 0.25f * (float)i;
         out[n++].len = KVS__WIRE_HEAD + fh.len;
     }
     CHECK(n <= NSEEDS_MAX);

@@ -26,10 +26,17 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_kvsrun.sh tests/test_dist_remote.sh tests/test_hosts_netns.sh \
 	tests/test_dist_device.sh tests/test_top.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
 	tests/test_timeline.sh tests/test_kvsctl.sh tests/test_kvsctl_plan.sh tests/test_dist_kvsd.sh tests/test_quickstart.sh \
-	tests/test_dist_rows.sh tests/test_hosts_rows.sh
+	tests/test_dist_rows.sh tests/test_hosts_rows.sh tests/test_hosts_bytes.sh
+# MXNet's nightly dist_sync_kvstore.py, ported.
+TESTS += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh
+EXTRA_DIST += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh
+check_PROGRAMS += tests/dist_mxnet
+tests_dist_mxnet_SOURCES = tests/dist_mxnet.c tests/distutil.h
+tests_dist_mxnet_LDADD = src/libkvs.la -lm
 # tests/test_python.sh runs these with pytest (skipped without the package).
 python_tests = tests/python/conftest.py tests/python/test_kvstore.py tests/python/test_api.py \
-	tests/python/test_dist.py tests/python/test_rows.py tests/python/test_torch.py tests/python/workers.py
+	tests/python/test_dist.py tests/python/test_rows.py tests/python/test_torch.py tests/python/workers.py \
+	tests/python/test_bench_ctr.py
 # kvsctl timeline plot and merge, on timelines the test writes.
 TESTS += tests/test_timeline_tool.sh
 EXTRA_DIST += tests/test_timeline_tool.sh
@@ -42,7 +49,7 @@ EXTRA_DIST += tests/test_docs.sh tests/test_layers.sh
 TESTS += tests/test_claims.sh
 EXTRA_DIST += tests/test_claims.sh
 check_PROGRAMS += tests/dist_worker tests/dist_remote tests/dist_training tests/dist_device tests/fuzz_proto \
-	tests/dist_rows
+	tests/dist_rows tests/hosts_bytes
 if HAVE_CMOCKA
 unit_tests = tests/test_array tests/test_pool tests/test_optim tests/test_statefile \
 	tests/test_compress tests/test_ring tests/test_shm tests/test_proto tests/test_slots \
@@ -215,6 +222,8 @@ tests_dist_worker_SOURCES = tests/dist_worker.c tests/distutil.h
 tests_dist_worker_LDADD = src/libkvs.la -lm
 tests_dist_rows_SOURCES = tests/dist_rows.c tests/distutil.h
 tests_dist_rows_LDADD = src/libkvs.la -lm
+tests_hosts_bytes_SOURCES = tests/hosts_bytes.c tests/distutil.h
+tests_hosts_bytes_LDADD = src/libkvs.la -lm
 tests_dist_remote_SOURCES = tests/dist_remote.c tests/distutil.h
 tests_dist_remote_LDADD = src/libkvs.la -lpthread
 tests_dist_device_SOURCES = tests/dist_device.c tests/distutil.h
@@ -231,7 +240,7 @@ EXTRA_DIST += tests/test_quickstart.sh tests/cmocka-tap.sh tests/test_dist.sh te
 	tests/test_kvsrun.sh tests/test_kvsctl.sh tests/test_top.sh tests/test_fuzz.sh tests/test_python.sh \
 	tests/lib.sh tests/test_bench_gpu.sh tests/test_timeline.sh tests/timeline_check.py \
 	tests/distlib.sh tests/test_dist_combined.sh tests/test_dist_remote.sh \
-	tests/test_dist_training.sh tests/test_dist_device.sh tests/test_dist_kvsd.sh tests/test_dist_rows.sh tests/test_hosts_rows.sh \
+	tests/test_dist_training.sh tests/test_dist_device.sh tests/test_dist_kvsd.sh tests/test_dist_rows.sh tests/test_hosts_rows.sh tests/test_hosts_bytes.sh \
 	tests/hostslib.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_hosts_forged.sh \
 	tests/test_hosts_faults.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \

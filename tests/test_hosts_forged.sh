@@ -4,7 +4,8 @@
 # worker, tests/forge_worker, which inits key 3 of 4,096 bytes and key 5
 # of 65,536): a frame whose head claims 1 TiB, a frame of key 3 as 8,192
 # bytes, a frame of a key the job never declared, a rows frame of key 3
-# whose count of rows is not its length. Each time host 0's kvsd
+# whose count of rows is not its length, a rows forward (a dist_async
+# push) whose row ids go down. Each time host 0's kvsd
 # refuses the frame with the job failed naming the host and the sizes,
 # within the deadline, the worker and the forged host both told; the
 # 1 TiB frame under a 4 GiB address-space limit, so that an attempt to
@@ -83,4 +84,6 @@ forged unknown "host 1 (127.0.0.1) broke the protocol: a partial of 16 bytes for
 tap $? "a forged frame of a key the job never declared fails the job naming the host"
 forged rows "host 1 (127.0.0.1) broke the protocol: partial: 0 rows in 32 bytes, of 1024 rows of 4 bytes"
 tap $? "a forged rows frame whose count is not its length fails the job naming the host"
+forged rows_forward "host 1 (127.0.0.1) broke the protocol: forward: row id 2 at position 1 is not ascending within rows [0, 1024)"
+tap $? "a forged rows forward whose row ids go down fails the job naming the host"
 hosts_done

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Description: kvsctl reads a held 2-worker dist_sync job right (status, keys, stats with exact counts, its per-key rounds and latencies, stats --json), stops a kvsd cleanly (workers then get KVS_ECLOSED, nothing is left), fails plainly for a job nobody serves or a bad command, and its usage errors; kvsctl plan: test_kvsctl_plan.sh.
+# Description: kvsctl reads a held 2-worker dist_sync job right (status, keys, stats with exact counts, its per-key rounds and latencies, stats --short, stats --json), stops a kvsd cleanly (workers then get KVS_ECLOSED, nothing is left), fails plainly for a job nobody serves or a bad command, and its usage errors; kvsctl plan: test_kvsctl_plan.sh.
 # TAP output. Programs: $top_builddir/daemon/kvsd/kvsd, daemon/kvsctl/kvsctl and
 # tests/dist_worker (scenario "hold": int keys 1, float32 (2,3), and 2,
 # int32 (4,); three sync rounds pushed to key 1, one pull; a barrier; then
@@ -14,7 +14,7 @@ worker=$bld/tests/dist_worker
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-echo "1..26"
+echo "1..28"
 if [ ! -x "$kvsd" ] || [ ! -x "$kvsctl" ] || [ ! -x "$worker" ]; then
     skip_all 26 "$kvsd, $kvsctl or $worker not built"
 fi
@@ -136,6 +136,15 @@ look() {
         "$rt/stats.out" | tr '\n' ';')
     [ "$keyrows" = "1 3 0 0;2 0 1 1;" ] || { echo "# key rows: $keyrows"; st=1; }
     tap $st "stats: key 1 with 3 rounds and its p50 and max, then key 2 with none (KVS_COMBINE=$1)"
+
+    # stats --short: the same counters, without the listings per key.
+    ctl short -j "$job" stats --short
+    st=$ctl_rc
+    [ "$(field "$rt/short.out" rounds)" = $rounds ] || st=1
+    [ "$(field "$rt/short.out" pushes)" = $pushes ] || st=1
+    grep -q "^keys: 2, of them 0 with rows counted" "$rt/short.out" || st=1
+    ! grep -q "^KEY" "$rt/short.out" || st=1
+    tap $st "stats --short: the counters, no listing per key (KVS_COMBINE=$1)"
 
     # stats --json: one JSON object with the same counts; key 1's rounds
     # and its histogram's, each worker's 3 pushes and 96 bytes (3 pushes
@@ -296,6 +305,8 @@ ctl statsopt -j "$job" stats --yaml
 [ $ctl_rc -eq 2 ] && grep -q "stats: unknown option '--yaml'" "$rt/statsopt.err" || st=1
 ctl jsonkeys -j "$job" keys --json
 [ $ctl_rc -eq 2 ] && grep -q "keys: unknown option '--json'" "$rt/jsonkeys.err" || st=1
+ctl shortjson -j "$job" stats --short --json
+[ $ctl_rc -eq 2 ] && grep -q "stats: --short or --json, not both" "$rt/shortjson.err" || st=1
 ctl topopt top --twice "$job"
 [ $ctl_rc -eq 2 ] && grep -q "top: unknown option '--twice'" "$rt/topopt.err" || st=1
 ctl topdelay top -d 0 "$job"

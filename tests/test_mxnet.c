@@ -5,10 +5,11 @@
  * of MXNet's KVStore docstrings, and the key-value store chapter the library
  * reproduces (init 2, push 8, aggregate 4, updater, 6, 3, 11).
  *
- * What cannot be ported is said where it would be: MXNet's row_sparse
- * storage type has no counterpart (every kvs array is dense, and
- * row_sparse_pull writes dense outs), and "devices" are simply several
- * values of one key in one call.
+ * What cannot be ported is said where it would be; "devices" are simply
+ * several values of one key in one call. MXNet's row_sparse values are
+ * given densely here (rows of zeros, row_sparse_pull into dense outs);
+ * kvs's own row-sparse values are tested in test_rows.c, and the row-sparse
+ * cases of the nightly dist_sync_kvstore.py in dist_mxnet.c.
  */
 #define _GNU_SOURCE
 #include <math.h>

@@ -346,11 +346,11 @@ static size_t rows_msg(int type, struct kvs__wire_msg *m, uint64_t nnz, const in
     return body + m->len;
 }
 
-/* Rows messages: a PARTIAL's and a VALUE's rows (with "the rest is zero")
- * round-trip, of a whole key and of a part, whose rows are the part's;
- * ids out of order, repeated or out of range, a count past the rows, a
- * length that is not theirs, rows in a FORWARD, 2bit rows and a PARTIAL
- * saying the rest is zero are refused. */
+/* Rows messages: a PARTIAL's, a FORWARD's and a VALUE's rows (with "the
+ * rest is zero") round-trip, of a whole key and of a part, whose rows are
+ * the part's; ids out of order, repeated or out of range, a count past
+ * the rows, a length that is not theirs, 2bit rows and a PARTIAL or a
+ * FORWARD saying the rest is zero are refused. */
 static void test_rows_msgs(void **state)
 {
     struct kvs__wire_msg m = { .dtype = KVS_FLOAT32, .ndim = 2, .shape = { 10, 3 }, .a = 2,
@@ -418,10 +418,31 @@ static void test_rows_msgs(void **state)
     len = rows_msg(KVS__FRAME_PARTIAL, &m, 3, ids, buf);
     assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, len - 1, &got, &e),
                      KVS_EPROTO);
-    /* rows where they make no sense: a FORWARD; 2bit rows */
+    /* a FORWARD's rows (a dist_async push), checked as a PARTIAL's; "the
+     * rest is zero" is a VALUE's only */
+    m.b = 7;
     len = rows_msg(KVS__FRAME_FORWARD, &m, 3, ids, buf);
+    assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_FORWARD, buf, len, &got, &e), 0);
+    assert_int_equal(got.rows, 1);
+    assert_int_equal(got.nnz, 3);
+    assert_int_equal(got.b, 7);
+    assert_true(((const float *)got.row_data)[8] == 8.5f);
+    buf[0] |= 16;                      /* MF_ZERO */
     assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_FORWARD, buf, len, &got, &e), KVS_EPROTO);
     assert_non_null(strstr(e.msg, "rows out of place"));
+    {
+        const int64_t bad[] = { 4, 1, 9 };
+
+        len = rows_msg(KVS__FRAME_FORWARD, &m, 3, bad, buf);
+        assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_FORWARD, buf, len, &got, &e),
+                         KVS_EPROTO);
+        assert_non_null(strstr(e.msg, "row id 1"));
+        len = rows_msg(KVS__FRAME_FORWARD, &m, 3, ids, buf);
+        assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_FORWARD, buf, len - 1, &got, &e),
+                         KVS_EPROTO);
+    }
+    m.b = 0;
+    /* 2bit rows */
     len = rows_msg(KVS__FRAME_PARTIAL, &m, 3, ids, buf);
     buf[0] |= 4;                       /* MF_2BIT */
     assert_int_equal(kvs__wire_msg_decode(KVS__FRAME_PARTIAL, buf, len, &got, &e), KVS_EPROTO);
@@ -454,7 +475,7 @@ static void test_bounds(void **state)
     /* rows of a key of 64 rows: the value and 8 bytes an id, and the count */
     b.rows = 64;
     assert_int_equal(kvs__wire_msg_max(KVS__FRAME_VALUE, &b), body + 4096 + 8 + 8 * 64);
-    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_FORWARD, &b), body + 4096);
+    assert_int_equal(kvs__wire_msg_max(KVS__FRAME_FORWARD, &b), body + 4096 + 8 + 8 * 64);
     b.rows = 0;
     /* a text, a state file, nothing */
     b.value = 16;

@@ -1,7 +1,8 @@
 /*
  * kvsctl - looks into the kvsd of a job on this host: the job's state
- * (status), its keys (keys), kvsd's counters and the keys' round latencies
- * (stats, or its sample as JSON with --json), a live view of the workers
+ * (status), its keys (keys), kvsd's counters, its links' traffic and the
+ * keys' round latencies and rows (stats, --short without what is per key,
+ * or its sample as JSON with --json), a live view of the workers
  * and keys (top); or tells kvsd to stop (stop). plan asks no kvsd: it
  * models a job across hosts; nor does timeline, which reads the trace
  * files of a job.
@@ -44,7 +45,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: kvsctl [-j JOB] COMMAND\n"
-            "       kvsctl [-j JOB] stats [--json]\n"
+            "       kvsctl [-j JOB] stats [--short | --json]\n"
             "       kvsctl [-j JOB] top [--once] [-d SECONDS] [JOB]\n"
             "       kvsctl plan --hosts LIST --shapes FILE [--link RATE] [OPTIONS]\n"
             "       kvsctl timeline plot FILE [-o OUT.png] [--data OUT.tsv] [--no-plot]\n"
@@ -53,9 +54,12 @@ static void usage(FILE *f)
             "Commands:\n"
             "  status    the job: mode, workers, number of keys, optimizer, failure\n"
             "  keys      every key: dtype, shape, version, sync rounds done\n"
-            "  stats     kvsd's counters: rounds, pushes, pulls, bytes, collectives, ...;\n"
+            "  stats     kvsd's counters: rounds, pushes, pulls, bytes, rows, collectives,\n"
+            "            ...; across hosts, per link the frames and bytes sent and received;\n"
             "            then per key, busiest first, its rounds and their latency (p50,\n"
-            "            p99, max: upper bounds of power-of-two buckets)\n"
+            "            p99, max: upper bounds of power-of-two buckets), and per row-sparse\n"
+            "            key its rows pushed, pulled, sent to and received from other hosts\n"
+            "            --short: without the listings per key (a job of many keys)\n"
             "            --json: the counters, each worker's and each key's with its\n"
             "            latency histogram, as one JSON object\n"
             "  top       a live view, refreshed every second: per worker its rounds/s,\n"
@@ -87,6 +91,7 @@ struct cmd {
     int command;                       /* enum kvs__ctl_command */
     int plan;                          /* the index of a plan or timeline command, or 0 */
     int json;                          /* stats --json: the sample, as JSON */
+    int brief;                         /* stats --short: KVS__CTL_STATS_SHORT */
     int top;                           /* top: samples (command KVS__CTL_SAMPLE) */
     struct top_opts top_o;
 };
@@ -141,6 +146,8 @@ static int command_args(int argc, char **argv, int first, struct cmd *c, const c
 
         if (c->command == KVS__CTL_STATS && strcmp(a, "--json") == 0) {
             c->json = 1;
+        } else if (c->command == KVS__CTL_STATS && strcmp(a, "--short") == 0) {
+            c->brief = 1;
         } else if (c->top && strcmp(a, "--once") == 0) {
             c->top_o.once = 1;
         } else if (c->top && (is_d || is_j)) {
@@ -227,6 +234,8 @@ static int parse_options(int argc, char **argv, struct cmd *c)
         return usage_error("unknown command '%s' (%s)", argv[optind], commands);
     if ((rc = command_args(argc, argv, optind + 1, c, &cjob)) != 0)
         return rc;
+    if (c->json && c->brief)
+        return usage_error("stats: --short or --json, not both");
     if (cjob && name)
         return usage_error("top: the job is given twice ('%s' and '%s')", name, cjob);
     if (cjob) {
@@ -245,6 +254,8 @@ static int parse_options(int argc, char **argv, struct cmd *c)
     }
     if (c->json || c->top)
         c->command = KVS__CTL_SAMPLE;
+    else if (c->brief)
+        c->command = KVS__CTL_STATS_SHORT;
     snprintf(c->job, sizeof c->job, "%s", name);
     return -1;
 }

@@ -242,12 +242,64 @@ static int worker_line(struct cur *c, struct sample *s)
     return 1;
 }
 
-/* Where a line is in the order of the format. */
-enum { L_HEAD, L_CLOCK, L_CPU, L_MODE, L_WORKERS, L_FAILED, L_COUNTERS, L_WORKER,
-       L_MORE_WORKERS, L_KEY, L_MORE_KEYS, L_END };
-
-static int sample_line(struct cur *c, struct sample *s, int *at, size_t *keys_cap, int *nomem)
+static int link_line(struct cur *c, struct sample *s)
 {
+    struct sample_link l;
+    uint64_t h;
+
+    if (s->nlinks >= SAMPLE_LINKS || !number(c, SAMPLE_LINKS - 1, &h)
+        || (s->nlinks > 0 && (int)h <= s->links[s->nlinks - 1].host)
+        || !number(c, UINT64_MAX, &l.frames_out) || !number(c, UINT64_MAX, &l.bytes_out)
+        || !number(c, UINT64_MAX, &l.frames_in) || !number(c, UINT64_MAX, &l.bytes_in)
+        || !done(c))
+        return 0;
+    l.host = (int)h;
+    s->links[s->nlinks++] = l;
+    return 1;
+}
+
+static int rows_line(struct cur *c, struct sample_rows *r)
+{
+    memset(r, 0, sizeof *r);
+    return key_word(c, &r->key) && number(c, UINT64_MAX, &r->pushed)
+           && number(c, UINT64_MAX, &r->pulled) && number(c, UINT64_MAX, &r->sent)
+           && number(c, UINT64_MAX, &r->received) && done(c);
+}
+
+/* Room for one more of n things of size bytes in *p (capacity *cap, at
+ * most KEYS_MAX): 1; 0 past it, or with *nomem set. */
+static int room(void **p, size_t n, size_t *cap, size_t size, int *nomem)
+{
+    size_t c = *cap ? 2 * *cap : 64;
+    void *q;
+
+    if (n < *cap)
+        return 1;
+    if (c > KEYS_MAX)
+        return 0;
+    if (!(q = realloc(*p, c * size))) {
+        *nomem = 1;
+        return 0;
+    }
+    *p = q;
+    *cap = c;
+    return 1;
+}
+
+/* Where a line is in the order of the format. */
+enum { L_HEAD, L_CLOCK, L_CPU, L_MODE, L_WORKERS, L_FAILED, L_COUNTERS, L_LINK, L_WORKER,
+       L_MORE_WORKERS, L_ROWS, L_MORE_ROWS, L_KEY, L_MORE_KEYS, L_END };
+
+/* What a parse keeps between lines. */
+struct parse {
+    int at;
+    size_t keys_cap, rows_cap;
+    int nomem;
+};
+
+static int sample_line(struct cur *c, struct sample *s, struct parse *ps)
+{
+    int *at = &ps->at;
     const char *w;
     size_t n;
     uint64_t a, b, x, y;
@@ -255,7 +307,10 @@ static int sample_line(struct cur *c, struct sample *s, int *at, size_t *keys_ca
     switch (*at) {
     case L_HEAD:
         *at = L_CLOCK;
-        return is_word(c, "kvs-sample") && is_word(c, "1") && done(c);
+        if (!is_word(c, "kvs-sample") || !number(c, 2, &a) || a < 1 || !done(c))
+            return 0;
+        s->version = (int)a;
+        return 1;
     case L_CLOCK:
         *at = L_CPU;
         if (!is_word(c, "clock") || !number(c, INT64_MAX, &a) || !done(c))
@@ -294,36 +349,44 @@ static int sample_line(struct cur *c, struct sample *s, int *at, size_t *keys_ca
 #define IS(lit) (n == sizeof(lit) - 1 && memcmp(w, lit, n) == 0)
     if (IS("counter") && *at == L_COUNTERS)
         return counter_line(c, s);
+    if (IS("link") && s->version >= 2 && *at <= L_LINK) {
+        *at = L_LINK;
+        return link_line(c, s);
+    }
     if (IS("worker") && *at <= L_WORKER) {
         *at = L_WORKER;
         return worker_line(c, s);
     }
-    if (IS("more") && *at <= L_MORE_KEYS && c->p < c->end) {
-        int keys = c->p[0] == 'k';
+    if (IS("more") && *at <= L_MORE_KEYS) {
+        /* Each after the lines it counts, once. */
+        static const struct { const char *what; int after, at, version; } more[] = {
+            { "workers", L_WORKER, L_MORE_WORKERS, 1 },
+            { "rows", L_ROWS, L_MORE_ROWS, 2 },
+            { "keys", L_KEY, L_MORE_KEYS, 1 },
+        };
+        uint64_t *counts[] = { &s->more_workers, &s->more_rows, &s->more_keys };
 
-        if (keys ? *at > L_KEY : *at > L_WORKER)
+        if (!word(c, &w, &n))
             return 0;
-        *at = keys ? L_MORE_KEYS : L_MORE_WORKERS;
-        return is_word(c, keys ? "keys" : "workers")
-               && number(c, keys ? UINT64_MAX : WORKERS_MAX, keys ? &s->more_keys
-                                                                  : &s->more_workers)
-               && done(c);
+        for (int i = 0; i < 3; i++)
+            if (n == strlen(more[i].what) && memcmp(w, more[i].what, n) == 0) {
+                if (*at > more[i].after || s->version < more[i].version)
+                    return 0;
+                *at = more[i].at;
+                return number(c, i == 0 ? WORKERS_MAX : UINT64_MAX, counts[i]) && done(c);
+            }
+        return 0;
+    }
+    if (IS("rows") && s->version >= 2 && *at <= L_ROWS) {
+        *at = L_ROWS;
+        if (!room((void **)&s->rows, s->nrows, &ps->rows_cap, sizeof *s->rows, &ps->nomem))
+            return 0;
+        return rows_line(c, &s->rows[s->nrows++]);
     }
     if (IS("key") && *at <= L_KEY) {
         *at = L_KEY;
-        if (s->nkeys == *keys_cap) {
-            size_t cap = *keys_cap ? 2 * *keys_cap : 64;
-            struct sample_key *k;
-
-            if (cap > KEYS_MAX)
-                return 0;
-            if (!(k = realloc(s->keys, cap * sizeof *k))) {
-                *nomem = 1;
-                return 0;
-            }
-            s->keys = k;
-            *keys_cap = cap;
-        }
+        if (!room((void **)&s->keys, s->nkeys, &ps->keys_cap, sizeof *s->keys, &ps->nomem))
+            return 0;
         return key_line(c, &s->keys[s->nkeys++]);
     }
     if (IS("end") && *at >= L_COUNTERS) {
@@ -337,22 +400,25 @@ static int sample_line(struct cur *c, struct sample *s, int *at, size_t *keys_ca
 int sample_parse(const char *text, size_t len, struct sample *s, char *msg, size_t size)
 {
     const char *p = text, *end = text + len;
-    size_t keys_cap = 0;
-    int at = L_HEAD, line = 0, nomem = 0;
+    struct parse ps = { .at = L_HEAD };
+    int line = 0;
 
     memset(s, 0, sizeof *s);
-    if (!(s->workers = malloc(WORKERS_MAX * sizeof *s->workers)))
+    if (!(s->workers = malloc(WORKERS_MAX * sizeof *s->workers))
+        || !(s->links = malloc(SAMPLE_LINKS * sizeof *s->links))) {
+        sample_free(s);
         return bad(msg, size, "out of memory");
-    while (p < end && at != L_END) {
+    }
+    while (p < end && ps.at != L_END) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         struct cur c = { p, nl ? nl : end };
 
         line++;
-        if (!nl || c.p == c.end || !sample_line(&c, s, &at, &keys_cap, &nomem)) {
+        if (!nl || c.p == c.end || !sample_line(&c, s, &ps)) {
             int shown = (int)(c.end - p < 60 ? c.end - p : 60);
 
             sample_free(s);
-            if (nomem)
+            if (ps.nomem)
                 return bad(msg, size, "out of memory");
             if (!nl)
                 return bad(msg, size, "line %d does not end", line);
@@ -361,9 +427,9 @@ int sample_parse(const char *text, size_t len, struct sample *s, char *msg, size
         }
         p = nl + 1;
     }
-    if (at != L_END || p != end) {
+    if (ps.at != L_END || p != end) {
         sample_free(s);
-        return bad(msg, size, at != L_END ? "the sample has no end line" :
+        return bad(msg, size, ps.at != L_END ? "the sample has no end line" :
                    "text follows the end line");
     }
     return 0;
@@ -373,6 +439,8 @@ void sample_free(struct sample *s)
 {
     free(s->workers);
     free(s->keys);
+    free(s->links);
+    free(s->rows);
     memset(s, 0, sizeof *s);
 }
 
@@ -440,6 +508,15 @@ static void json_string(FILE *f, const char *s, size_t n)
     fputc('"', f);
 }
 
+/* A key as JSON: a number for an int key, a string for a string key. */
+static void json_key(FILE *f, const struct sample_key *k)
+{
+    if (k->is_str)
+        json_string(f, k->name, k->name_len);
+    else
+        fprintf(f, "%" PRId64, k->id);
+}
+
 int sample_json(FILE *f, const char *job, const struct sample *s)
 {
     fputs("{\"job\": ", f);
@@ -460,7 +537,24 @@ int sample_json(FILE *f, const char *job, const struct sample *s)
                 PRIu64 ", \"wait_ns\": %" PRIu64 "}", i ? "," : "", w->rank, w->pid,
                 w->pushes, w->bytes, w->wait_ns);
     }
-    fprintf(f, "],\n \"ranks_not_shown\": %" PRIu64 ",\n", s->more_workers);
+    fprintf(f, "],\n \"ranks_not_shown\": %" PRIu64 ",\n \"links\": [", s->more_workers);
+    for (int i = 0; i < s->nlinks; i++) {
+        const struct sample_link *l = &s->links[i];
+
+        fprintf(f, "%s\n  {\"host\": %d, \"frames_out\": %" PRIu64 ", \"bytes_out\": %" PRIu64
+                ", \"frames_in\": %" PRIu64 ", \"bytes_in\": %" PRIu64 "}", i ? "," : "",
+                l->host, l->frames_out, l->bytes_out, l->frames_in, l->bytes_in);
+    }
+    fputs("],\n \"rows\": [", f);
+    for (size_t i = 0; i < s->nrows; i++) {
+        const struct sample_rows *r = &s->rows[i];
+
+        fprintf(f, "%s\n  {\"key\": ", i ? "," : "");
+        json_key(f, &r->key);
+        fprintf(f, ", \"pushed\": %" PRIu64 ", \"pulled\": %" PRIu64 ", \"sent\": %" PRIu64
+                ", \"received\": %" PRIu64 "}", r->pushed, r->pulled, r->sent, r->received);
+    }
+    fprintf(f, "],\n \"rows_not_shown\": %" PRIu64 ",\n", s->more_rows);
     fprintf(f, " \"latency\": \"from a round's first push to its end; histogram[i] counts the "
             "rounds of [2^i, 2^(i+1)) ns; p50_ns, p99_ns and max_ns are the upper bounds of "
             "their buckets\",\n \"keys\": [");
@@ -468,10 +562,7 @@ int sample_json(FILE *f, const char *job, const struct sample *s)
         const struct sample_key *k = &s->keys[i];
 
         fprintf(f, "%s\n  {\"key\": ", i ? "," : "");
-        if (k->is_str)
-            json_string(f, k->name, k->name_len);
-        else
-            fprintf(f, "%" PRId64, k->id);
+        json_key(f, k);
         fprintf(f, ", \"combined\": %s, \"rounds\": %" PRIu64 ", \"p50_ns\": %" PRIu64
                 ", \"p99_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64 ", \"histogram\": [",
                 k->combined ? "true" : "false", k->rounds, kvs__lat_quantile(k->lat, 0.5),

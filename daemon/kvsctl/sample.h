@@ -34,7 +34,23 @@ struct sample_key {
     uint64_t lat[KVS__LAT_BUCKETS];
 };
 
+/* A link to another host (sample 2): the frames and bytes each way. */
+struct sample_link {
+    int host;
+    uint64_t frames_out, bytes_out, frames_in, bytes_in;
+};
+
+/* A key's rows (sample 2): its key as in struct sample_key (text, is_str,
+ * id, name), its rows pushed, pulled, sent and received. */
+struct sample_rows {
+    struct sample_key key;             /* rounds, lat: unused */
+    uint64_t pushed, pulled, sent, received;
+};
+
+#define SAMPLE_LINKS 1024              /* links a sample takes at most */
+
 struct sample {
+    int version;                       /* the format's: 1 or 2 */
     int64_t clock;                     /* kvsd's CLOCK_MONOTONIC, ns */
     uint64_t cpu_user, cpu_sys;        /* kvsd's CPU time, ns */
     char mode[8];                      /* sync, async, unknown */
@@ -46,7 +62,11 @@ struct sample {
     struct sample_worker *workers;     /* rank order as kvsd listed them */
     size_t nkeys;
     struct sample_key *keys;           /* the busiest first */
-    uint64_t more_workers, more_keys;  /* left out by kvsd: its text was full */
+    int nlinks;
+    struct sample_link *links;         /* host order */
+    size_t nrows;
+    struct sample_rows *rows;          /* the most rows first */
+    uint64_t more_workers, more_keys, more_rows;   /* left out by kvsd: its text was full */
 };
 
 /* Parses and checks the text (len bytes, as the reply decoder let it

@@ -1,6 +1,6 @@
 /*
  * status.c - kvsctl's one-question commands: status, keys, stats (as text,
- * or --json: its sample, checked, as JSON) and stop. Each is one control
+ * whole or --short, or --json: its sample, checked, as JSON) and stop. Each is one control
  * request to the job's kvsd (ask.c) and its answer on stdout; stop then
  * waits until kvsd has gone.
  *

@@ -176,6 +176,7 @@ static int value_cqe(struct daemon *d, struct round *rd, const struct req *r,
         c->round = rd->meta_off;
         rows_gather(d, rd, r, &c->flags);
         d->st.rows_pulled += rows;
+        rd->rows_pulled += rows;
         d->st.bytes_pulled += rows * rd->row_bytes;
         return 0;
     }
@@ -254,6 +255,17 @@ void answer_req(struct daemon *d, struct req *r, int status, const char *msg, st
     post(d, r->w, &c);
 }
 
+/* A row-sparse push that succeeded counts its rows, as pushed: the
+ * job's and its key's. */
+static void count_rows_pushed(struct daemon *d, const struct req *r)
+{
+    if (!(r->s.flags & KVS__SQE_ROWS))
+        return;
+    d->st.rows_pushed += r->s.arg;
+    if (r->rd)
+        r->rd->rows_pushed += r->s.arg;
+}
+
 void answer_complete(struct daemon *d, struct req *r, int status, const char *msg)
 {
     struct round *value = NULL;
@@ -265,8 +277,7 @@ void answer_complete(struct daemon *d, struct req *r, int status, const char *ms
     } else if (r->s.op == KVS__OP_PUSH) {
         d->st.pushes++;
         d->st.bytes_pushed += r->s.data_len;
-        if (r->s.flags & KVS__SQE_ROWS)
-            d->st.rows_pushed += r->s.arg;
+        count_rows_pushed(d, r);
         /* pushpull: the value the push made, without a pull's round trip */
         if (r->s.flags & KVS__SQE_VALUE)
             value = r->rd;
@@ -285,8 +296,7 @@ void answer_ack(struct daemon *d, struct req *r)
     r->acked = 1;
     d->st.pushes++;
     d->st.bytes_pushed += r->s.data_len;
-    if (r->s.flags & KVS__SQE_ROWS)
-        d->st.rows_pushed += r->s.arg;
+    count_rows_pushed(d, r);
     if (r->tab && ++r->tab->acked < r->tab->n)
         return;
     if (r->tab)

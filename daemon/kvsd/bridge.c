@@ -248,6 +248,8 @@ static int on_round_msg(struct daemon *d, struct inmsg *im, const struct kvs__wi
     }
     if (rc != 0)
         return 0;
+    if (m->rows)                       /* for kvsctl stats, whoever takes it */
+        rd->rows_received += m->nnz;
     if (im->type == KVS__FRAME_PARTIAL)
         return xrounds_on_partial(d, im, m, rd);
     if (im->type == KVS__FRAME_VALUE)

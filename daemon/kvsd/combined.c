@@ -110,8 +110,8 @@ void cb_add_keys(struct daemon *d, int n, const kvs_key_t *keys)
             || !kvs__dtype_is_float(info.dtype) || info.bytes > d->cb_max
             || d->cb_n >= KVS__CB_INDEX / 2)
             continue;
-        kvs__cb_plan(d->cb_next, info.bytes, info.count, info.dtype, (uint32_t)d->nworkers,
-                     &plan);
+        kvs__cb_plan(d->cb_next, info.bytes, info.count, kvs__cb_rows(info.ndim, info.shape),
+                     info.dtype, (uint32_t)d->nworkers, &plan);
         if (plan.size > d->cb_size - d->cb_next)
             continue;                  /* the area is full: kvsd takes the key */
         if (d->cb_n == d->cb_cap) {

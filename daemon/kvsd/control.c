@@ -4,6 +4,10 @@
  * answers to status, keys, stats, stop and sample, written as text that
  * is cut between lines, never inside one, when it does not fit.
  *
+ * stats tells the links' traffic too (hosts.c counts it) and each key's
+ * rows (the round's counts); stats-short leaves out what is per key, as
+ * a job of many keys would fill the text with it.
+ *
  * Two sides. control_accept runs on the socket thread: it decodes and checks
  * the request, then queues the connection or refuses it; that side never
  * looks at the engine, the rounds or the counters. control_serve runs on the
@@ -25,6 +29,7 @@
 
 #include "control.h"
 #include "combined.h"
+#include "hosts.h"
 #include "waits.h"
 
 #include "shm/shm.h"
@@ -348,9 +353,178 @@ static void stats_keys(struct daemon *d, struct text *t, struct kvs__err *e)
     busiest_free(&b);
 }
 
-static void ctl_stats(struct daemon *d, struct text *t, struct kvs__err *e)
+/* ---- the traffic between hosts: links, and rows per key ----------------- */
+
+/* Every link's frames and bytes, in all. */
+static void links_total(const struct daemon *d, struct hosts_traffic *all)
+{
+    struct hosts_traffic tr;
+
+    *all = (struct hosts_traffic){ 0 };
+    for (int h = 0; h < d->nhosts; h++)
+        if (hosts_traffic(d, h, &tr) == 0) {
+            all->frames_out += tr.frames_out;
+            all->bytes_out += tr.bytes_out;
+            all->frames_in += tr.frames_in;
+            all->bytes_in += tr.bytes_in;
+        }
+}
+
+static void stats_links(struct daemon *d, struct text *t)
+{
+    struct hosts_traffic tr;
+    int wname = 4;
+
+    if (d->nhosts < 2)
+        return;
+    for (int h = 0; h < d->nhosts; h++)
+        if (hosts_traffic(d, h, &tr) == 0)
+            wname = width(wname, columns(hosts_name(d, h)));
+    text_add(t, "links to the other hosts: the frames sent and received since the hosts "
+             "joined\nand their bytes as they went on the wire, heads and heartbeats "
+             "included:\n");
+    text_add(t, "%-*s  %10s  %14s  %10s  %14s\n", wname, "HOST", "FRAMES OUT", "BYTES OUT",
+             "FRAMES IN", "BYTES IN");
+    for (int h = 0; h < d->nhosts; h++)
+        if (hosts_traffic(d, h, &tr) == 0)
+            text_add(t, "%-*s  %10" PRIu64 "  %14" PRIu64 "  %10" PRIu64 "  %14" PRIu64 "\n",
+                     wname, hosts_name(d, h), tr.frames_out, tr.bytes_out, tr.frames_in,
+                     tr.bytes_in);
+}
+
+/* A key whose rows were counted (struct round's counts). */
+struct rowkey {
+    uint64_t pushed, pulled, sent, received;
+    size_t order;                      /* its place in key order: ties go by it */
+    kvs_key_t key;                     /* name: malloc'd */
+};
+
+/* The keys with rows counted, when keep says to list them (else only the
+ * totals); nomem when one could not be kept. */
+struct rowkeys {
+    int keep, nomem;
+    struct rowkey *k;
+    size_t n, cap, seen, nkeys;
+    uint64_t sent, received;           /* over every key */
+};
+
+static int row_key(void *ctx, kvs_key_t key, const struct kvs__entry_info *info)
+{
+    struct rowkeys *rk = ctx;
+    const struct round *rd = *info->front;
+    struct rowkey k;
+    size_t order = rk->seen++;
+
+    if (!rd || !(rd->rows_pushed || rd->rows_pulled || rd->rows_sent || rd->rows_received))
+        return 0;
+    rk->nkeys++;
+    rk->sent += rd->rows_sent;
+    rk->received += rd->rows_received;
+    if (!rk->keep || rk->nomem)
+        return 0;
+    if (rk->n == rk->cap) {
+        size_t cap = rk->cap ? 2 * rk->cap : 64;
+        struct rowkey *nk = realloc(rk->k, cap * sizeof *nk);
+
+        if (!nk) {
+            rk->nomem = 1;
+            return 0;
+        }
+        rk->k = nk;
+        rk->cap = cap;
+    }
+    k = (struct rowkey){ rd->rows_pushed, rd->rows_pulled, rd->rows_sent, rd->rows_received,
+                         order, key };
+    if (key.name && !(k.key.name = strdup(key.name))) {
+        rk->nomem = 1;
+        return 0;
+    }
+    rk->k[rk->n++] = k;
+    return 0;
+}
+
+static uint64_t rowkey_rows(const struct rowkey *k)
+{
+    return k->pushed + k->pulled + k->sent + k->received;
+}
+
+static int most_rows_first(const void *x, const void *y)
+{
+    const struct rowkey *a = x, *b = y;
+    uint64_t ra = rowkey_rows(a), rb = rowkey_rows(b);
+
+    if (ra != rb)
+        return ra > rb ? -1 : 1;
+    return a->order < b->order ? -1 : a->order > b->order;
+}
+
+/* Walks the keys for their rows: the totals, and with keep the keys, the
+ * most rows first. 0, or -ENOMEM (the totals are still whole). */
+static int rows_walk(struct daemon *d, int keep, struct rowkeys *rk, struct kvs__err *e)
+{
+    int rc;
+
+    *rk = (struct rowkeys){ .keep = keep };
+    if ((rc = kvs__engine_foreach(d->eng, row_key, rk, e)) == 0 && rk->nomem)
+        rc = kvs__fail(e, -ENOMEM, "out of memory");
+    if (rk->n)
+        qsort(rk->k, rk->n, sizeof *rk->k, most_rows_first);
+    return rc;
+}
+
+static void rows_free(struct rowkeys *rk)
+{
+    for (size_t i = 0; i < rk->n; i++)
+        free((char *)rk->k[i].key.name);
+    free(rk->k);
+}
+
+/* The per-key part of stats for row-sparse keys: each key's rows, as
+ * many keys as fit. */
+static void stats_rows(struct text *t, struct rowkeys *rk)
+{
+    char ks[KEY_TEXT_MAX + 1], line[KEY_TEXT_MAX + 128];
+    int wkey = 3, n;
+    size_t shown = 0;
+
+    if (rk->nkeys == 0)
+        return;
+    for (size_t i = 0; i < rk->n; i++) {
+        key_text(ks, sizeof ks, rk->k[i].key);
+        wkey = width(wkey, columns(ks));
+    }
+    text_add(t, "rows per key, the most first: PUSHED, the rows of this host's workers' "
+             "row-sparse\npushes (ids as pushed, repeats too); PULLED, the rows their "
+             "compact pulls got;\nSENT and RECEIVED, the rows of the rows messages to and "
+             "from other hosts (this\nhost's sums to the rows' owners, the changed rows "
+             "back), counted per host sent to:\n");
+    text_add(t, "%-*s  %12s  %12s  %12s  %12s\n", wkey, "KEY", "PUSHED", "PULLED", "SENT",
+             "RECEIVED");
+    for (size_t i = 0; i < rk->n; i++) {
+        const struct rowkey *k = &rk->k[i];
+        size_t kcols;
+
+        key_text(ks, sizeof ks, k->key);
+        kcols = columns(ks);
+        n = snprintf(line, sizeof line, "%s%*s  %12" PRIu64 "  %12" PRIu64 "  %12" PRIu64
+                     "  %12" PRIu64 "\n", ks, kcols < (size_t)wkey ? wkey - (int)kcols : 0, "",
+                     k->pushed, k->pulled, k->sent, k->received);
+        if (n < 0 || (size_t)n >= sizeof line || t->len + (size_t)n + CTL_TAIL_ROOM > t->cap)
+            break;
+        text_raw(t, line, (size_t)n);
+        shown++;
+    }
+    if (shown < rk->nkeys)
+        text_add(t, "... and %zu more keys with rows, not shown\n", rk->nkeys - shown);
+}
+
+/* stats; brief (stats-short): without the listings per key. */
+static void ctl_stats(struct daemon *d, struct text *t, int brief, struct kvs__err *e)
 {
     const struct stats *s = &d->st;
+    struct kvs__err re = { 0, "" };
+    struct rowkeys rk;
+    int rrc = rows_walk(d, !brief, &rk, &re);
 
     text_add(t, "rounds: %" PRIu64 "\n", s->rounds);
     text_add(t, "pushes: %" PRIu64 "\n", s->pushes);
@@ -359,6 +533,10 @@ static void ctl_stats(struct daemon *d, struct text *t, struct kvs__err *e)
     text_add(t, "bytes pulled: %" PRIu64 "\n", s->bytes_pulled);
     text_add(t, "rows pushed: %" PRIu64 "\n", s->rows_pushed);
     text_add(t, "rows pulled: %" PRIu64 "\n", s->rows_pulled);
+    if (d->nhosts > 1) {
+        text_add(t, "rows sent to other hosts: %" PRIu64 "\n", rk.sent);
+        text_add(t, "rows received from other hosts: %" PRIu64 "\n", rk.received);
+    }
     text_add(t, "collectives: %" PRIu64 "\n", s->collectives);
     text_add(t, "waits: %" PRIu64 "\n", s->waits);
     text_add(t, "requests failed: %" PRIu64 "\n", s->failed);
@@ -371,7 +549,21 @@ static void ctl_stats(struct daemon *d, struct text *t, struct kvs__err *e)
              s->remote_pushes, remote_readers(d));
     text_add(t, "combined rounds: %" PRIu64 " (keys the workers combine: %zu)\n", cb_rounds(d),
              d->cb_n);
-    stats_keys(d, t, e);
+    stats_links(d, t);
+    if (brief) {
+        text_add(t, "keys: %zu, of them %zu with rows counted; each key's rounds, latencies "
+                 "and rows left\nout (kvsctl stats without --short lists them)\n",
+                 kvs__engine_nkeys(d->eng), rk.nkeys);
+    } else {
+        /* The keys with rows first: they are few, and the rounds of
+         * every key can fill the text. */
+        if (rrc != 0)
+            text_add(t, "rows per key: not shown: %s\n", re.msg);
+        else
+            stats_rows(t, &rk);
+        stats_keys(d, t, e);
+    }
+    rows_free(&rk);
 }
 
 /* ---- sample: counters for programs (proto.h) ----------------------------- */
@@ -464,9 +656,50 @@ static int sample_keys(struct daemon *d, struct text *t, struct kvs__err *e)
     return 0;
 }
 
+/* The links' lines: a few, one per other host. */
+static void sample_links(struct daemon *d, struct text *t)
+{
+    struct hosts_traffic tr;
+
+    for (int h = 0; h < d->nhosts; h++)
+        if (hosts_traffic(d, h, &tr) == 0)
+            text_add(t, "link %d %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", h,
+                     tr.frames_out, tr.bytes_out, tr.frames_in, tr.bytes_in);
+}
+
+static void sample_rows(struct text *t, const struct rowkeys *rk)
+{
+    char line[SAMPLE_LINE_MAX];
+    size_t shown = 0;
+
+    for (size_t i = 0; i < rk->n; i++) {
+        const struct rowkey *k = &rk->k[i];
+        size_t o = (size_t)snprintf(line, sizeof line, "rows ");
+
+        key_text(line + o, KEY_TEXT_MAX + 1, k->key);
+        o += strlen(line + o);
+        o += (size_t)snprintf(line + o, sizeof line - o, " %" PRIu64 " %" PRIu64 " %" PRIu64
+                              " %" PRIu64 "\n", k->pushed, k->pulled, k->sent, k->received);
+        if (o >= sizeof line || !sample_line(t, line, (int)o))
+            break;
+        shown++;
+    }
+    if (shown < rk->nkeys)
+        text_add(t, "more rows %zu\n", rk->nkeys - shown);
+}
+
 static int ctl_sample(struct daemon *d, struct text *t, struct kvs__err *e)
 {
     const struct stats *s = &d->st;
+    struct hosts_traffic link;
+    struct rowkeys rk;
+    int rc;
+
+    if ((rc = rows_walk(d, 1, &rk, e)) != 0) {
+        rows_free(&rk);
+        return rc;
+    }
+    links_total(d, &link);
     const struct { const char *name; uint64_t v; } counters[] = {
         { "rounds", s->rounds }, { "pushes", s->pushes }, { "pulls", s->pulls },
         { "bytes_pushed", s->bytes_pushed }, { "bytes_pulled", s->bytes_pulled },
@@ -478,14 +711,17 @@ static int ctl_sample(struct daemon *d, struct text *t, struct kvs__err *e)
         { "remote_pushes", s->remote_pushes }, { "remote_readers", (uint64_t)remote_readers(d) },
         { "combined_rounds", cb_rounds(d) }, { "combined_keys", d->cb_n },
         { "keys", kvs__engine_nkeys(d->eng) },
+        { "rows_sent", rk.sent }, { "rows_received", rk.received },
+        { "link_frames_out", link.frames_out }, { "link_bytes_out", link.bytes_out },
+        { "link_frames_in", link.frames_in }, { "link_bytes_in", link.bytes_in },
     };
     struct rusage ru;
-    int nworkers, sync, live, dead, rc;
+    int nworkers, sync, live, dead;
 
     worker_counts(d, &nworkers, &sync, &live, &dead);
     if (getrusage(RUSAGE_SELF, &ru) != 0)
         memset(&ru, 0, sizeof ru);
-    text_add(t, "kvs-sample 1\n");
+    text_add(t, "kvs-sample 2\n");
     text_add(t, "clock %" PRId64 "\n", kvs__now_ns());
     text_add(t, "cpu %" PRIu64 " %" PRIu64 "\n", tv_ns(ru.ru_utime), tv_ns(ru.ru_stime));
     text_add(t, "mode %s\n", sync < 0 ? "unknown" : sync ? "sync" : "async");
@@ -493,7 +729,10 @@ static int ctl_sample(struct daemon *d, struct text *t, struct kvs__err *e)
     text_add(t, "failed %d\n", d->failed != 0);
     for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
         text_add(t, "counter %s %" PRIu64 "\n", counters[i].name, counters[i].v);
+    sample_links(d, t);
     sample_workers(d, t);
+    sample_rows(t, &rk);
+    rows_free(&rk);
     if ((rc = sample_keys(d, t, e)) != 0)
         return rc;
     text_add(t, "end\n");
@@ -605,7 +844,8 @@ int control_serve(struct daemon *d)
             rc = ctl_keys(d, &t, &e);
             break;
         case KVS__CTL_STATS:
-            ctl_stats(d, &t, &e);
+        case KVS__CTL_STATS_SHORT:
+            ctl_stats(d, &t, q[i].command == KVS__CTL_STATS_SHORT, &e);
             break;
         case KVS__CTL_SAMPLE:
             rc = ctl_sample(d, &t, &e);

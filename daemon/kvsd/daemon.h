@@ -249,6 +249,11 @@ struct round {
      * key's track */
     int64_t t_ready, t_sum0, t_sum1, t_prev;
     int32_t tr_tid;
+    /* The key's rows, for kvsctl stats: of this host's workers' row-sparse
+     * pushes (ids as pushed, repeats too) and compact pulls (rows answered);
+     * and of the rows messages between hosts, sent (per host sent to) and
+     * received. */
+    uint64_t rows_pushed, rows_pulled, rows_sent, rows_received;
     const struct round_ops *ops;       /* d->round_ops when it was made: the engine
                                         * frees a round without the daemon */
     /* contrib, last, queued, lat and pgot point here, in the same allocation */

@@ -6,6 +6,11 @@
  * host. A push completes when every part's owner has answered; until then
  * it waits in d->fwd, tokened. bridge.c hands this file the messages.
  *
+ * A row-sparse push goes the same way in rows messages (xrows.c makes and
+ * reads them): its rows summed once here, each part's run of them (none
+ * too) to the part's owner, and from the owner the rows its update changed
+ * (the part whole under the dense rule) back to every host.
+ *
  * It must never hold a part for a round: an async push is applied as it
  * comes (xrounds.c runs the sync rounds).
  *
@@ -26,6 +31,7 @@
 #include "owners.h"
 #include "req.h"
 #include "rounds.h"
+#include "xrows.h"
 
 #include "kernels/compress.h"
 
@@ -41,6 +47,8 @@ static void async_value(struct daemon *d, const struct kvs__wire_msg *key, struc
 
     m.a = to >= 0 ? (uint64_t)to + 1 : 0;
     m.b = token;
+    m.rows = 0;                        /* key may be a rows FORWARD */
+    m.rest_zero = 0;
     hostmsg_value(&m, rd, p, status, msg);
     if (!(f = hosts_frame_new(d, KVS__FRAME_VALUE, &m, NULL))) {
         job_fail(d, -ENOMEM, "kvsd: out of memory sending a value");
@@ -48,6 +56,46 @@ static void async_value(struct daemon *d, const struct kvs__wire_msg *key, struc
     }
     /* A failure matters to the push's own host only. */
     hosts_post(d, f, status ? to : HOSTS_IN);
+}
+
+/* Part p's rows u changed at its owner by a row-sparse async push: the
+ * rows to every host as a rows VALUE (to, token: as async_value's); under
+ * the dense rule (lazy_update=0) the whole part changed, and goes as a
+ * value. */
+static void async_rows_value(struct daemon *d, const struct kvs__wire_msg *key,
+                             struct round *rd, int p, const struct kvs__rows_union *u, int to,
+                             uint64_t token)
+{
+    struct kvs__wire_msg m = *key;
+
+    if (kvs__engine_rows_rule(d->eng) == KVS__ROWS_DENSE) {
+        async_value(d, key, rd, p, 0, NULL, to, token);
+        return;
+    }
+    m.a = to >= 0 ? (uint64_t)to + 1 : 0;
+    m.b = token;
+    m.data = NULL;                     /* the rows are read from the value */
+    if (xrows_tell(d, rd, p, &m, u) != 0)
+        job_fail(d, -ENOMEM, "kvsd: out of memory sending a value");
+}
+
+/* At the owner of part p: a row-sparse push's rows of it (in: sorted
+ * unique, in the part) applied as one update of step `step`, and the
+ * rows it changed sent as async_rows_value says; a failure as
+ * async_value's. Returns the update's status. */
+static int apply_rows(struct daemon *d, const struct kvs__wire_msg *key, struct round *rd,
+                      int p, const struct kvs__rows_in *in, uint64_t step, int to,
+                      uint64_t token, struct kvs__err *e)
+{
+    struct kvs__rows_union u;
+    int rc = xrows_apply(d, rd, p, 1, in, step, &u, e);
+
+    if (rc == 0)
+        async_rows_value(d, key, rd, p, &u, to, token);
+    else if (to >= 0)
+        async_value(d, key, rd, p, rc, e->msg, to, token);
+    kvs__rows_union_free(&u);
+    return rc;
 }
 
 /* One more of r's parts is done (status, msg): r completes with the first
@@ -64,6 +112,56 @@ static int async_part_done(struct daemon *d, struct req *r, int status, const ch
     return 1;
 }
 
+/* r waits in d->fwd for its owners' answers unless none is left; then
+ * this call's own count ends. */
+static void push_sent(struct daemon *d, struct req *r)
+{
+    if (r->nwait > 1) {
+        r->next = d->fwd;
+        d->fwd = r;
+    }
+    async_part_done(d, r, 0, NULL);
+}
+
+/* forwards_push of a row-sparse push: its rows summed once (repeats
+ * added, sorted by row), each part's run of them to the part's owner as a
+ * rows FORWARD, none at all included (the owner counts the step, and
+ * under ASSIGN the part becomes zero), the parts here applied at once. */
+static void push_rows(struct daemon *d, struct req *r)
+{
+    struct round *rd = r->rd;
+    struct kvs__wire_msg m;
+    struct kvs__err e = { 0, "" };
+    uint64_t step = kvs__engine_steps(d->eng, rd->entry) + 1;   /* its parts' here */
+    int rc;
+
+    hostmsg_key_of_req(&m, &r->s);
+    m.priority = r->s.priority;
+    r->token = ++d->next_token;
+    r->nwait = rd->nparts + 1;         /* one for this call, so that r lives to its end */
+    if ((rc = xrows_sum_push(d, rd, r, &e)) < 0) {
+        xrows_free(rd);
+        r->nwait = 1;
+        async_part_done(d, r, rc, e.msg);
+        return;
+    }
+    for (int p = 0; p < rd->nparts; p++) {
+        if (owners_part(d, rd, p) == d->me) {
+            struct kvs__rows_in in = xrows_slice(rd, p);
+
+            e = (struct kvs__err){ 0, "" };
+            rc = apply_rows(d, &m, rd, p, &in, step, -1, 0, &e);
+            async_part_done(d, r, rc, e.msg);
+            continue;
+        }
+        m.b = r->token;
+        if (xrows_send(d, rd, p, KVS__FRAME_FORWARD, &m) != 0)
+            async_part_done(d, r, -ENOMEM, "kvsd: out of memory forwarding a push");
+    }
+    xrows_free(rd);                    /* the frames hold their rows now */
+    push_sent(d, r);
+}
+
 void forwards_push(struct daemon *d, struct req *r)
 {
     struct round *rd = r->rd;
@@ -71,6 +169,10 @@ void forwards_push(struct daemon *d, struct req *r)
     const void *data = req_data(d, r);
     uint64_t lo, n, step = kvs__engine_steps(d->eng, rd->entry) + 1;   /* its parts' here */
 
+    if (r->s.flags & KVS__SQE_ROWS) {
+        push_rows(d, r);
+        return;
+    }
     hostmsg_key_of_req(&m, &r->s);
     m.priority = r->s.priority;
     r->token = ++d->next_token;
@@ -105,17 +207,15 @@ void forwards_push(struct daemon *d, struct req *r)
                                 (const uint32_t *)r->coded + lo / 16, n);
         hosts_post(d, f, owners_part(d, rd, p));
     }
-    if (r->nwait > 1) {
-        r->next = d->fwd;
-        d->fwd = r;
-    }
-    async_part_done(d, r, 0, NULL);
+    push_sent(d, r);
 }
 
 void forwards_on_value(struct daemon *d, struct inmsg *im, const struct kvs__wire_msg *m,
                        struct round *rd, const char *text)
 {
-    if (m->status == 0)
+    if (m->status == 0 && m->rows)
+        xrows_write(rd, m);
+    else if (m->status == 0)
         hostmsg_write_value(rd, m);
     if (m->a != (uint64_t)d->me + 1)
         return;                        /* another host's push, or this host's own value */
@@ -163,6 +263,17 @@ void forwards_on_forward(struct daemon *d, struct inmsg *im, const struct kvs__w
     if (owners_part(d, rd, p) != d->me) {
         hostmsg_broke(d, im->host, "a push of part %d of a key that %s owns", p,
                       hosts_name(d, owners_part(d, rd, p)));
+        return;
+    }
+    if (m->rows) {
+        struct kvs__rows_in in = { m->row_data, m->ids, (int64_t)m->nnz };
+
+        rc = apply_rows(d, m, rd, p, &in, rd->fwd ? forward_step(d, rd, im->host, m->b) : 0,
+                        im->host, m->b, &e);
+        if (rc == 0) {
+            d->st.pushes++;
+            d->st.bytes_pushed += m->len;
+        }
         return;
     }
     if (hostmsg_values(rd, m, &data, &decoded) != 0)

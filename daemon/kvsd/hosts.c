@@ -9,8 +9,10 @@
  * payload is kept), sends a heartbeat each second a link is quiet (more
  * often under a silence bound below 5 s) and hands frames, and what
  * happened to a link (closed, silent past the heartbeat deadline,
- * malformed), to the serve thread (struct inmsg), ringing its doorbell. It
- * knows nothing of keys or rounds: bridge.c does. No pass of this thread
+ * malformed), to the serve thread (struct inmsg), ringing its doorbell;
+ * it counts each link's frames and bytes each way as they go on the wire
+ * (hosts_traffic, for kvsctl stats). It knows nothing of keys or rounds:
+ * bridge.c does. No pass of this thread
  * waits on the serve thread's work, and the transports hand up what came
  * before the sends they finished: a kvsd busy with a long serve pass still
  * beats and reads, so that its peers can tell busy from dead. No
@@ -72,6 +74,9 @@ struct link {
      * so far, whose error is at most half that round trip. */
     int64_t peer_sent, peer_came, last_beat;
     int64_t clk_offset, clk_rtt;       /* clk_rtt -1: no estimate yet */
+    /* What went over the link (hosts_traffic): written by the links'
+     * thread alone, read by the serve thread. */
+    _Atomic uint64_t frames_out, bytes_out, frames_in, bytes_in;
 };
 
 struct hosts {
@@ -194,6 +199,8 @@ static void link_pump(struct hosts *hx, int h, struct inmsg ***tail)
                       l->name, e.msg);
             return;
         }
+        atomic_fetch_add_explicit(&l->frames_out, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&l->bytes_out, s->f->len, memory_order_relaxed);
         s->next = NULL;
         *l->inflight_tail = s;
         l->inflight_tail = &s->next;
@@ -382,6 +389,7 @@ static int link_recv(struct hosts *hx, int h, const unsigned char *p, size_t n,
         if (l->pay_got < l->fh.len)
             return 0;
         l->head_got = 0;
+        atomic_fetch_add_explicit(&l->frames_in, 1, memory_order_relaxed);
         if (l->fh.type == KVS__FRAME_HEARTBEAT) {
             beat_came(l, kvs__now_ns());
             free(l->pay);
@@ -491,6 +499,7 @@ static void take_events(struct hosts *hx, const struct kvs_transport_event *ev, 
             struct kvs__err bad = { 0, "" };
 
             hx->l[h].last_recv = kvs__now_ns();
+            atomic_fetch_add_explicit(&hx->l[h].bytes_in, ev[i].len, memory_order_relaxed);
             if (link_recv(hx, h, ev[i].data, ev[i].len, tail, &bad) != 0)
                 link_fail(hx, h, LINK_BAD, tail, "%s sent a malformed frame: %s",
                           hx->l[h].name, bad.msg);
@@ -598,10 +607,11 @@ struct frame *hosts_frame_new(const struct daemon *d, int type, const struct kvs
     return f;
 }
 
-void hosts_post(struct daemon *d, struct frame *f, int to)
+int hosts_post(struct daemon *d, struct frame *f, int to)
 {
     struct hosts *hx = d->hx;
     struct outq *head = NULL, **tail = &head;
+    int n;
 
     f->refs = 0;
     for (int h = 0; h < hx->n; h++) {
@@ -620,13 +630,29 @@ void hosts_post(struct daemon *d, struct frame *f, int to)
     }
     if (!head) {
         free(f);
-        return;
+        return 0;
     }
+    n = f->refs;
     pthread_mutex_lock(&hx->lock);
     *hx->out_tail = head;
     hx->out_tail = tail;
     pthread_mutex_unlock(&hx->lock);
     hx->tpc.ops->wake(hx->tp);
+    return n;
+}
+
+int hosts_traffic(const struct daemon *d, int h, struct hosts_traffic *t)
+{
+    const struct link *l;
+
+    if (!d->hx || h < 0 || h >= d->hx->n || h == d->hx->me)
+        return -1;
+    l = &d->hx->l[h];
+    t->frames_out = atomic_load_explicit(&l->frames_out, memory_order_relaxed);
+    t->bytes_out = atomic_load_explicit(&l->bytes_out, memory_order_relaxed);
+    t->frames_in = atomic_load_explicit(&l->frames_in, memory_order_relaxed);
+    t->bytes_in = atomic_load_explicit(&l->bytes_in, memory_order_relaxed);
+    return 0;
 }
 
 /* Takes what the links' thread handed up, in order. */

@@ -27,9 +27,10 @@ struct frame *hosts_frame_new(const struct daemon *d, int type, const struct kvs
                         void **data);
 /* Queues f for host to, for every other host still in the job (HOSTS_IN:
  * not d->host_out) or for every other host (HOSTS_ALL), and frees it once
- * sent. Serve thread. */
+ * sent. Returns the hosts it was queued for (0: none, f freed). Serve
+ * thread. */
 enum { HOSTS_IN = -1, HOSTS_ALL = -2 };
-void hosts_post(struct daemon *d, struct frame *f, int to);
+int hosts_post(struct daemon *d, struct frame *f, int to);
 
 /* What the links' thread handed up since the last call, oldest first.
  * Serve thread. */
@@ -45,6 +46,16 @@ struct inmsg *hosts_take(struct daemon *d);
  * is allocated. No-ops on one host. */
 void hosts_expect(struct daemon *d, uint64_t bytes, uint64_t rows);
 void hosts_expect_any(struct daemon *d);
+
+/* What went over the link to host h since the links started, for kvsctl
+ * stats: frames and their bytes each way as the transport took and gave
+ * them, heads, heartbeats and the bye included (not the join's handshake,
+ * which came before). 0; -1 when there is no such link (one host, h out
+ * of range or this host). Any thread, while the links run or after. */
+struct hosts_traffic {
+    uint64_t frames_out, bytes_out, frames_in, bytes_in;
+};
+int hosts_traffic(const struct daemon *d, int h, struct hosts_traffic *t);
 
 /* A host of the job, by rank, in words for messages: "host 1 (10.0.0.2)". */
 const char *hosts_name(const struct daemon *d, int host);

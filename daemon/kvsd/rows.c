@@ -17,9 +17,13 @@
  * 19). Otherwise the worker copies the rows out of the arena itself.
  *
  * Across hosts, dist_sync rounds with rows go through xrows.c (each owner
- * gets its rows of each host's sum). What is not taken, with KVS_ENOTSUP:
- * pushes across hosts in dist_async, keys the workers combine
- * (KVS_COMBINE), pushes to a key kept on a GPU. Compact pulls across hosts are taken: every host holds
+ * gets its rows of each host's sum), and dist_async pushes with rows
+ * through forwards.c (each owner gets its rows of the push). What is not
+ * taken, with KVS_ENOTSUP: pushes to a key kept on a GPU, and any
+ * row-sparse request of a key the workers combine (KVS_COMBINE): its
+ * workers push and pull its rows in the combine area themselves
+ * (client/combine.c), so only a worker that breaks that sends one here.
+ * Compact pulls across hosts are taken: every host holds
  * the whole value of each key it serves, which the owners' values keep
  * current, so a pull reads its own host's arena as on one host.
  *
@@ -167,12 +171,10 @@ int rows_check(struct daemon *d, struct req *r, const struct kvs__entry_info *in
     char ks[KVS_MAX_KEY_LEN + 8];
 
     kvs__key_str(ks, sizeof ks, req_key(&r->s));
-    if (d->hx && !d->sync && r->s.op != KVS__OP_PULL)
-        return kvs__fail(e, KVS_ENOTSUP, "key %s: row-sparse pushes across hosts are "
-                         "taken in dist_sync only, not in dist_async", ks);
     if (r->rd->cb)
-        return kvs__fail(e, KVS_ENOTSUP, "key %s: row-sparse values of a key the workers "
-                         "combine (KVS_COMBINE) are not supported", ks);
+        return kvs__fail(e, KVS_ENOTSUP, "key %s: the workers combine this key "
+                         "(KVS_COMBINE): its rows are pushed and pulled in the combine area, "
+                         "not through kvsd", ks);
     if (r->s.op == KVS__OP_PUSH && r->rd->device != KVS_HOST)
         return kvs__fail(e, KVS_ENOTSUP, "key %s: row-sparse pushes to a key kept on a GPU "
                          "are not supported", ks);

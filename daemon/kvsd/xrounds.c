@@ -450,7 +450,7 @@ void xrounds_ready(struct daemon *d, struct round *rd)
         }
         if (owners_part(d, rd, p) == d->me) {
             rd->own_left++;
-        } else if (rows ? xrows_send(d, rd, p, &m) != 0
+        } else if (rows ? xrows_send(d, rd, p, KVS__FRAME_PARTIAL, &m) != 0
                         : send_part(d, rd, p, in, k, coded, prio, first) != 0) {
             job_fail(d, -ENOMEM, "kvsd: out of memory for a round's sum");
             return;

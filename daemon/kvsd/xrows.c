@@ -1,5 +1,6 @@
 /*
- * xrows.c - row-sparse rounds of dist_sync across hosts. A round in which
+ * xrows.c - row-sparse pushes across hosts: the rows messages of
+ * dist_sync's rounds and of dist_async's pushes. A round in which
  * a worker here pushed rows is summed here once (the union of the
  * workers' rows, a dense push counting as every row), sorted by row, so
  * that each part's rows (a key is split between rows: kvs__wire_part) are
@@ -10,9 +11,14 @@
  * the part's other rows became zero); an updater or lazy_update=0 changes
  * every row of the part, which then goes back dense (xrounds.c).
  *
- * xrounds.c decides when a round's pieces go and come; this file only
- * makes and reads them. It must never read a row id from staging twice
- * (the union copies them once) nor answer a request.
+ * A dist_async push with rows is summed so alone (xrows_sum_push): each
+ * part's run goes to its owner as a rows FORWARD, even an empty one, and
+ * the owner applies it and sends the changed rows back the same way.
+ *
+ * xrounds.c decides when a round's pieces go and come, forwards.c when an
+ * async push's do; this file only makes and reads them. It must never
+ * read a row id from staging twice (the union copies them once) nor
+ * answer a request.
  *
  * Serve thread only.
  */
@@ -49,19 +55,16 @@ void xrows_free(struct round *rd)
     rd->xr = NULL;
 }
 
-int xrows_sum(struct daemon *d, struct round *rd, struct kvs__err *e)
+/* rd->xr: the sum of the k pushes reqs (one at least row-sparse). 1, or
+ * <0 with e set. */
+static int sum_of(struct daemon *d, struct round *rd, struct req *const *reqs, int k,
+                  struct kvs__err *e)
 {
-    struct req *reqs[MAX_WORKERS];
     struct kvs__rows_in in[MAX_WORKERS];
     struct xrows *xr;
-    int k = 0, rc;
+    int rc;
 
     xrows_free(rd);
-    for (int w = 0; w < d->nworkers; w++)
-        if (rd->contrib[w])
-            reqs[k++] = rd->contrib[w];
-    if (!rows_any(reqs, k))
-        return 0;
     if (!(xr = calloc(1, sizeof *xr)))
         return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a round's rows");
     rd->xr = xr;
@@ -95,6 +98,23 @@ int xrows_sum(struct daemon *d, struct round *rd, struct kvs__err *e)
     return 1;
 }
 
+int xrows_sum(struct daemon *d, struct round *rd, struct kvs__err *e)
+{
+    struct req *reqs[MAX_WORKERS];
+    int k = 0;
+
+    xrows_free(rd);
+    for (int w = 0; w < d->nworkers; w++)
+        if (rd->contrib[w])
+            reqs[k++] = rd->contrib[w];
+    return rows_any(reqs, k) ? sum_of(d, rd, reqs, k, e) : 0;
+}
+
+int xrows_sum_push(struct daemon *d, struct round *rd, struct req *r, struct kvs__err *e)
+{
+    return sum_of(d, rd, &r, 1, e);
+}
+
 void xrows_part_rows(const struct round *rd, int p, int64_t *lo, int64_t *n)
 {
     uint64_t first, count, row = rd->row_bytes / kvs_dtype_size(rd->dtype);
@@ -120,24 +140,25 @@ struct kvs__rows_in xrows_slice(const struct round *rd, int p)
                                   (int64_t)(b - a) };
 }
 
-int xrows_send(struct daemon *d, struct round *rd, int p, struct kvs__wire_msg *m)
+int xrows_send(struct daemon *d, struct round *rd, int p, int type, struct kvs__wire_msg *m)
 {
     struct kvs__rows_in s = xrows_slice(rd, p);
     struct frame *f;
     void *data, *rows;
 
     hostmsg_set_part(m, rd, p);
-    m->a = rd->done + 1;
+    if (type == KVS__FRAME_PARTIAL)
+        m->a = rd->done + 1;
     m->pieces = 0;
     m->rows = 1;
     m->rest_zero = 0;
     m->len = kvs__wire_rows_bytes((uint64_t)s.nnz, rd->row_bytes);
-    if (!(f = hosts_frame_new(d, KVS__FRAME_PARTIAL, m, &data)))
+    if (!(f = hosts_frame_new(d, type, m, &data)))
         return -ENOMEM;
     rows = kvs__wire_rows_put(data, (uint64_t)s.nnz, s.idx);
     if (s.nnz)
         memcpy(rows, s.data, (size_t)s.nnz * rd->row_bytes);
-    hosts_post(d, f, owners_part(d, rd, p));
+    rd->rows_sent += (uint64_t)s.nnz * (uint64_t)hosts_post(d, f, owners_part(d, rd, p));
     return 0;
 }
 
@@ -179,7 +200,7 @@ int xrows_tell(struct daemon *d, struct round *rd, int p, struct kvs__wire_msg *
     for (size_t j = 0; j < u->m; j++)
         memcpy(rows + j * rd->row_bytes,
                (const char *)rd->value + (size_t)u->idx[j] * rd->row_bytes, rd->row_bytes);
-    hosts_post(d, f, HOSTS_IN);
+    rd->rows_sent += u->m * (uint64_t)hosts_post(d, f, HOSTS_IN);
     return 0;
 }
 

@@ -1,8 +1,8 @@
 /*
- * xrows.h - row-sparse rounds of dist_sync across hosts (xrows.c): this
- * host's sum of its workers' rows, its slices by part, the rows messages
- * of a part (a host's sum to the owner, the updated rows back), and the
- * owner's update of a part's rows.
+ * xrows.h - row-sparse pushes across hosts (xrows.c): this host's sum of
+ * its workers' rows of a dist_sync round or of one dist_async push, its
+ * slices by part, the rows messages of a part (a host's sum or push to the
+ * owner, the updated rows back), and the owner's update of a part's rows.
  */
 #ifndef KVSD_XROWS_H
 #define KVSD_XROWS_H
@@ -16,6 +16,9 @@
  * is row-sparse (a dense push counts as every row, as on one host):
  * rd->xr, 1; 0 when every push is dense (rd->xr NULL); <0 with e set. */
 int xrows_sum(struct daemon *d, struct round *rd, struct kvs__err *e);
+/* The same of one row-sparse push r alone (dist_async): rd->xr, 1; <0
+ * with e set. */
+int xrows_sum_push(struct daemon *d, struct round *rd, struct req *r, struct kvs__err *e);
 void xrows_free(struct round *rd);
 
 /* Rows [*lo, *lo + *n) of the key are part p's. */
@@ -25,8 +28,10 @@ void xrows_part_rows(const struct round *rd, int p, int64_t *lo, int64_t *n);
 struct kvs__rows_in xrows_slice(const struct round *rd, int p);
 
 /* Sends rd->xr's rows of part p to the part's owner as a rows PARTIAL of
- * round rd->done + 1 (m: the key). -ENOMEM. */
-int xrows_send(struct daemon *d, struct round *rd, int p, struct kvs__wire_msg *m);
+ * round rd->done + 1 (type KVS__FRAME_PARTIAL), or as a rows FORWARD
+ * (type KVS__FRAME_FORWARD; m->b: the push's token). m: the key.
+ * -ENOMEM. */
+int xrows_send(struct daemon *d, struct round *rd, int p, int type, struct kvs__wire_msg *m);
 
 /* At the owner of part p: applies the k inputs to the part's rows as one
  * update of step `step` (kvs__engine_push_rows_range) and puts the rows it

@@ -25,6 +25,14 @@ pulled: name them with trainer.set_rows(param, ids) before step() and
 only those are pulled. Otherwise step() pulls every row that may have
 changed: in a one-worker store with a lazy optimizer the rows this step
 pushed; else the whole table (correct, and as slow as a dense step).
+
+Which gradients are sparse is known from the start for a model's
+embeddings with sparse=True (Trainer(model, ...)), and else from the
+gradients themselves: a parameter that has no gradient when the Trainer
+is made gets no buffer until its first gradient arrives, so that a sparse
+one comes as it is and its first step already pushes rows. A dense one is
+copied into its buffer once, at its first step, and accumulates there in
+place from then on.
 """
 
 import torch
@@ -64,9 +72,12 @@ class Trainer:
     else. At creation rank 0's values win: the other workers' parameters
     receive them.
 
-    Parameters with sparse gradients are found by their first backward;
-    given the model, its embeddings with sparse=True are known from the
-    start (else their first step pushes a dense gradient).
+    Parameters with sparse gradients are found by their first gradient
+    (and pushed as rows from their first step); given the model, its
+    embeddings with sparse=True are known from the start. A parameter that
+    already has a gradient when the Trainer is made gets its buffer at
+    once: should backward then add a sparse gradient to it, that step
+    pushes it dense, and the next ones rows.
     """
 
     def __init__(self, params, kv, optimizer=None):
@@ -93,24 +104,32 @@ class Trainer:
         self._data = [p.data for p in params]
         self._sparse = [id(p) in sparse for p in params]   # gradients are sparse
         # A table known to be sparse is initialised as rows (all of them), so
-        # that dist types keep it out of the combined small keys, which take
-        # dense pushes only; one found sparse later keeps its dense init.
+        # that dist types keep it out of the small keys the workers combine:
+        # those take rows too, but make every round a copy of the table.
         kv.init(self.keys, [_rows.RowSparse(d, torch.arange(d.shape[0]), tuple(d.shape))
                             if s else d for d, s in zip(self._data, self._sparse)])
         kv.pull(self.keys, out=self._data)
-        # Dense gradients accumulate in store buffers; sparse ones where autograd puts them.
-        self._grads = [None if s else self._buffer(p) for p, s in zip(params, self._sparse)]
-        for p, g in zip(params, self._grads):
-            if g is None:
+        # Dense gradients accumulate in store buffers; sparse ones where
+        # autograd puts them. A parameter with no gradient yet gets its
+        # buffer with its first dense gradient (_gradients): until then its
+        # layout is unknown, and a buffer in place would make a sparse
+        # gradient dense.
+        self._grads = [None] * len(params)
+        self._pending = set()
+        for i, p in enumerate(params):
+            if self._sparse[i]:
                 continue
-            if p.grad is not None:
-                g.copy_(p.grad)
-            p.grad = g
-        # Until the first step, a hook on each parameter not known sparse
-        # notes the ones whose gradients come sparse.
+            if p.grad is None:
+                self._pending.add(i)
+                continue
+            self._grads[i] = self._buffer(p)
+            self._grads[i].copy_(p.grad)
+            p.grad = self._grads[i]
+        # Until the first step, a hook on each parameter given a buffer notes
+        # the ones whose gradients come sparse (backward adds them to it).
         self._seen_sparse = set()
         self._hooks = [p.register_hook(self._watch(i)) for i, p in enumerate(params)
-                       if not self._sparse[i] and p.requires_grad]
+                       if self._grads[i] is not None and p.requires_grad]
         self._rows = {}               # key -> the row ids the next forward reads
         self._store_updates = optimizer is not None
         self._lazy = False
@@ -154,15 +173,22 @@ class Trainer:
         """The gradient buffers of the parameters dense, each holding its
         parameter's gradient (one that autograd put elsewhere, e.g. after
         zero_grad(set_to_none=True), is copied in, and the buffer made the
-        gradient again)."""
+        gradient again). A parameter that has had no gradient yet gets its
+        buffer here, zeroed, and keeps no gradient: its layout is still
+        unknown."""
         for i in dense:
             p, g = self.params[i], self._grads[i]
+            if g is None:
+                g = self._grads[i] = self._buffer(p)
             if p.grad is not g:
                 if p.grad is None:
                     g.zero_()
+                    if i in self._pending:
+                        continue
                 else:
                     g.copy_(p.grad)
                 p.grad = g
+                self._pending.discard(i)
         return [self._grads[i] for i in dense]
 
     def _kinds(self):
@@ -173,6 +199,8 @@ class Trainer:
             grad = p.grad
             if grad is not None and grad.layout == torch.sparse_coo:
                 self._sparse[i] = True
+                self._pending.discard(i)
+                self._grads[i] = None
                 sparse.append(i)
             elif self._sparse[i] and grad is None:
                 sparse.append(i)      # no rows this step: an empty push keeps rounds in step
@@ -290,8 +318,10 @@ class Trainer:
                 held[None], whole[held] * scale, tuple(whole.shape))
 
     def zero_grad(self):
-        """Zeroes every gradient (in its buffer); sparse ones become None."""
+        """Zeroes every gradient (in its buffer); sparse ones become None,
+        and a parameter that has had no gradient yet keeps none."""
         dense, sparse = self._kinds()
+        dense = [i for i in dense if i not in self._pending or self.params[i].grad is not None]
         for g in self._gradients(dense):
             g.zero_()
         for i in sparse:

@@ -1,7 +1,9 @@
 /*
  * combine.c - a worker's side of the rounds the workers combine
- * (combine.h): pushes into the round's input block, the claim of a round
- * this worker completes, and pulls out of the published value.
+ * (combine.h): pushes into the round's input block (dense, or row-sparse
+ * densified with the mark of its rows), the claim of a round this worker
+ * completes, and pulls (whole, by rows, compact) out of the published
+ * value.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,6 +17,7 @@
 #include "client/combine.h"
 #include "proto/combine.h"
 #include "store/engine.h"
+#include "store/engine_args.h"
 #include "front.h"
 #include "device/mem.h"
 #include "kernels/optim.h"
@@ -34,9 +37,16 @@ static int slot_ok(const struct kvs__client *c, const struct kvs__cb_slot *s)
     uint64_t nw = head(c)->nworkers, end, in;
     size_t esz = kvs_dtype_size(s->dtype);
 
+    uint64_t rows;
+
     if (esz == 0 || s->ndim < 0 || s->ndim > KVS_MAX_NDIM || s->bytes > KVS__CB_MAX_BYTES
-        || s->count > KVS__CB_MAX_BYTES || s->count * esz != s->bytes || s->stride < s->bytes
+        || s->count > KVS__CB_MAX_BYTES || s->count * esz != s->bytes
         || s->stride > KVS__CB_MAX_BYTES || nw == 0 || nw > KVS__CB_MAX_WORKERS)
+        return 0;
+    /* Every block holds its value and a mark with a bit per row. */
+    rows = kvs__cb_rows(s->ndim, s->shape);
+    if ((rows && s->count % rows != 0)
+        || s->stride < kvs__cb_mark_off(s->bytes) + kvs__cb_mark_bytes(rows))
         return 0;
     for (int p = 0; p < 2; p++) {
         if (__builtin_add_overflow(s->value_off[p], s->bytes, &end) || end > c->cb_size
@@ -251,6 +261,8 @@ static int fill_input(kvs_t *kv, const struct kvs__cb_slot *s, kvs_key_t key, un
     float *next;
     int rc;
 
+    /* Dense: the round is dense (combine.h). */
+    ((struct kvs__cb_mark *)(blk + kvs__cb_mark_off(s->bytes)))->how = 0;
     for (int j = 0; j < m; j++) {
         const kvs_array_t *v = &values[idx[j]];
 
@@ -286,14 +298,44 @@ static int fill_input(kvs_t *kv, const struct kvs__cb_slot *s, kvs_key_t key, un
     return rc;
 }
 
+/* Writes into blk this worker's row-sparse push of the slot's key: the
+ * dense form of the rows of the values at idx[0..m) (checked), repeats
+ * summed, every other row zero; and its mark, a bit for each row given. */
+static void fill_rows(const struct kvs__cb_slot *s, unsigned char *blk,
+                      const kvs_row_sparse_t *values, const int *idx, int m)
+{
+    uint64_t rows = kvs__cb_rows(s->ndim, s->shape);
+    struct kvs__cb_mark *mk = (struct kvs__cb_mark *)(blk + kvs__cb_mark_off(s->bytes));
+    size_t re = rows ? (size_t)(s->count / rows) : 0, rb = re * kvs_dtype_size(s->dtype);
+
+    memset(blk, 0, s->bytes);
+    memset(mk->bits, 0, 8 * ((rows + 63) / 64));
+    for (int j = 0; j < m; j++) {
+        const kvs_row_sparse_t *v = &values[idx[j]];
+
+        for (int64_t r = 0; r < v->nnz; r++) {
+            uint64_t id = (uint64_t)v->indices[r];
+            unsigned char *dst = blk + id * rb;
+
+            if (id >= rows)
+                continue;              /* checked: the caller changed it since */
+            kvs__sum(s->dtype, dst, (const void *[]){ dst, (const unsigned char *)v->data
+                                                           + (size_t)r * rb }, 2, re, 1);
+            mk->bits[id / 64] |= 1ull << (id % 64);
+        }
+    }
+    mk->how = KVS__CB_ROWS;
+}
+
 /* Pushes the values at idx[0..m) (one key's, summed) into round *r, the
  * next of this worker's; opens the round when this push completes it, and
  * combines it unless reads follow (help 0: a wait for the round does).
+ * rvalues (values NULL): row-sparse values, checked, whose rows are pushed.
  * Once the round is taken, a failure to write the push fails the job: the
  * others would wait for it in vain. */
 static int cb_push(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, const kvs_array_t *values,
-                   const int *idx, int m, float threshold, int help, uint64_t *r,
-                   const char *what, struct kvs__err *e)
+                   const kvs_row_sparse_t *rvalues, const int *idx, int m, float threshold,
+                   int help, uint64_t *r, const char *what, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
     struct kvs__cb_head *h = head(c);
@@ -312,7 +354,9 @@ static int cb_push(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, const kvs_a
     kvs__tr_span_key_on(KVS__TR_QUEUED, span[0], span[1], key, s->bytes, (int64_t)*r);
     blk = (unsigned char *)c->cb + s->in_off + ((uint64_t)p * h->nworkers + (uint64_t)kv->rank)
           * s->stride;
-    if ((rc = fill_input(kv, s, key, blk, values, idx, m, threshold, e)) != 0) {
+    if (rvalues)
+        fill_rows(s, blk, rvalues, idx, m);
+    else if ((rc = fill_input(kv, s, key, blk, values, idx, m, threshold, e)) != 0) {
         kvs__cb_fail(c->cb, rc, e->msg);
         return rc;
     }
@@ -346,10 +390,11 @@ static int cb_push(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, const kvs_a
 }
 
 /* Copies (or views) the value of round r or a later one into out; rows:
- * only those, the others zeroed. */
+ * only those, the others zeroed; cids (m of them, in range): only those
+ * rows, one after another in out's data (a compact pull). */
 static int cb_read(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, uint64_t r,
-                   kvs_array_t *out, int view, const kvs_array_t *rows, const char *what,
-                   struct kvs__err *e)
+                   kvs_array_t *out, int view, const kvs_array_t *rows, const int64_t *cids,
+                   int64_t m, const char *what, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
     /* The out has the stored shape (checked): its rows bound the ids. */
@@ -380,6 +425,10 @@ static int cb_read(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key, uint64_t r,
         }
         if (view) {
             out->data = (void *)src;
+        } else if (cids) {
+            for (int64_t j = 0; j < m; j++)
+                memcpy((unsigned char *)out->data + (size_t)j * rb, src + (size_t)cids[j] * rb,
+                       rb);
         } else if ((rc = kvs__mem_write_out(out->data, out->device, src, s->bytes,
                                             ids, rows && rows->data ? rows->shape[0] : 0,
                                             rb, 1, e)) != 0) {
@@ -452,18 +501,91 @@ int kvs__client_cb_call(kvs_t *kv, int n, const kvs_key_t *keys,
         for (int i = first[j]; i < n; i++)
             if (gid[i] == j)
                 idx[m++] = i;
-        rc = cb_push(kv, s, keys[first[j]], values, idx, m, threshold, outs == NULL, &round[j],
-                     what, e);
+        rc = cb_push(kv, s, keys[first[j]], values, NULL, idx, m, threshold, outs == NULL,
+                     &round[j], what, e);
     }
     for (int i = 0; outs && i < n && rc == 0; i++)
         rc = cb_read(kv, slots[i], keys[i], round[gid[i]], &outs[i], view,
-                     rows ? &rows[i] : NULL, what, e);
+                     rows ? &rows[i] : NULL, NULL, 0, what, e);
 out:
     free(round);
     free(idx);
     free(first);
     free(gid);
     return rc;
+}
+
+/* ---- row-sparse values ------------------------------------------------ */
+
+int kvs__client_cb_check_rows(int n, const kvs_key_t *keys, struct kvs__cb_slot *const *slots,
+                              const kvs_row_sparse_t *values, const int *pos,
+                              struct kvs__err *e)
+{
+    for (int i = 0; i < n; i++) {
+        const struct kvs__cb_slot *s = slots[i];
+        const kvs_row_sparse_t *v = &values[i];
+        kvs_array_t ids = { .data = v->indices, .dtype = KVS_INT64, .ndim = 1,
+                            .shape = { v->nnz }, .device = KVS_HOST };
+        char ks[KVS_MAX_KEY_LEN + 8], want[96], got[96];
+        int rc;
+
+        if (v->dtype != s->dtype || v->ndim != s->ndim
+            || memcmp(v->shape, s->shape, (size_t)v->ndim * sizeof v->shape[0]) != 0) {
+            kvs__key_str(ks, sizeof ks, keys[i]);
+            kvs__shape_str(want, sizeof want, s->ndim, s->shape);
+            kvs__shape_str(got, sizeof got, v->ndim, v->shape);
+            return kvs__fail(e, v->dtype != s->dtype ? KVS_EDTYPE : KVS_ESHAPE,
+                             "key %s: value %d of dtype %d shape %s, stored dtype %d shape %s",
+                             ks, pos[i], (int)v->dtype, got, (int)s->dtype, want);
+        }
+        if ((rc = kvs__check_row_ids(keys[i], pos[i], &ids, s->ndim, s->shape[0], e)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int kvs__client_cb_push_rows(kvs_t *kv, int n, const kvs_key_t *keys,
+                             struct kvs__cb_slot *const *slots, const kvs_row_sparse_t *values,
+                             const char *what, struct kvs__err *e)
+{
+    int *gid = NULL, *first = NULL, *idx = NULL, ng, rc = 0;
+    size_t nn = (size_t)(n ? n : 1);
+
+    if (!(gid = malloc(nn * sizeof *gid)) || !(first = malloc(nn * sizeof *first))
+        || !(idx = malloc(nn * sizeof *idx))) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((ng = kvs__group_keys(n, keys, gid, first, e)) < 0) {
+        rc = ng;
+        goto out;
+    }
+    for (int j = 0; j < ng && rc == 0; j++) {
+        uint64_t round;
+        int m = 0;
+
+        for (int i = first[j]; i < n; i++)
+            if (gid[i] == j)
+                idx[m++] = i;
+        rc = cb_push(kv, slots[first[j]], keys[first[j]], NULL, values, idx, m, 0, 1, &round,
+                     what, e);
+    }
+out:
+    free(idx);
+    free(first);
+    free(gid);
+    return rc;
+}
+
+int kvs__client_cb_pull_rows(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key,
+                             const int64_t *ids, int64_t m, void *data, const char *what,
+                             struct kvs__err *e)
+{
+    kvs_array_t out = { .data = data, .dtype = s->dtype, .ndim = s->ndim };
+
+    memcpy(out.shape, s->shape, (size_t)s->ndim * sizeof out.shape[0]);
+    return cb_read(kv, s, key, atomic_load(&s->pushed[kv->rank]), &out, 0, NULL, ids, m, what,
+                   e);
 }
 
 /* ---- list calls split between kvsd and the combined keys ------------- */

@@ -22,6 +22,26 @@ int kvs__client_cb_call(kvs_t *kv, int n, const kvs_key_t *keys,
                         kvs_array_t *outs, const kvs_array_t *rows, int view, const char *what,
                         struct kvs__err *e);
 
+/* Row-sparse values of such keys (client/rows.c checks each value as it
+ * checks any, then these against the slots). kvs__client_cb_check_rows:
+ * dtype, shape and row ids of values[i] against slots[i]'s key
+ * (KVS_EDTYPE, KVS_ESHAPE, KVS_ERANGE naming the key, and the value by
+ * pos[i], its place in the caller's list). push_rows: pushes
+ * the checked values, those of a key given several times summed, each key
+ * one round (combine.h says how a round of rows is updated). pull_rows:
+ * waits for this worker's last push of the key to be published, then
+ * copies rows ids[0..m) (in range) of its value into data, one after
+ * another. */
+int kvs__client_cb_check_rows(int n, const kvs_key_t *keys, struct kvs__cb_slot *const *slots,
+                              const kvs_row_sparse_t *values, const int *pos,
+                              struct kvs__err *e);
+int kvs__client_cb_push_rows(kvs_t *kv, int n, const kvs_key_t *keys,
+                             struct kvs__cb_slot *const *slots, const kvs_row_sparse_t *values,
+                             const char *what, struct kvs__err *e);
+int kvs__client_cb_pull_rows(kvs_t *kv, struct kvs__cb_slot *s, kvs_key_t key,
+                             const int64_t *ids, int64_t m, void *data, const char *what,
+                             struct kvs__err *e);
+
 /* A list call split between kvsd's keys and those the workers combine:
  * the keys and arrays of both parts, copied, kvsd's first. */
 struct kvs__split {

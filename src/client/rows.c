@@ -20,6 +20,9 @@
  * the arena, where the completion says the value and its shape record
  * lie: there every worker copies at once, where kvsd would gather one
  * after another. Either way this process keeps no copy of the table.
+ * Keys the workers combine (client/combine.c) never reach kvsd: their
+ * rows are pushed into the combine area's round, densified with a mark of
+ * the rows given, and pulled out of its published value.
  *
  * It must never trust what the arena or a completion says: a shape
  * record and a value's range are checked before a byte of them is read,
@@ -39,9 +42,11 @@
 #include "store/engine_args.h"
 #include "store/key.h"
 #include "proto/layout.h"
+#include "proto/combine.h"
 #include "client/groups.h"
 #include "client/link.h"
 #include "client/rows.h"
+#include "client/combine.h"
 
 /* A value's data as an array of its nnz rows, and its ids as a 1-D array:
  * what the list checks of engine_args.h take. */
@@ -123,6 +128,7 @@ struct rows_push {
     const struct kvs__groups *g;
     const kvs_key_t *keys;
     const kvs_row_sparse_t *values;
+    const int *pos;                    /* each value's place in the caller's list */
     uint64_t *nnz, *bytes, *at;
     unsigned char *zc;                 /* per group: sent as it lies in a buffer */
 };
@@ -159,7 +165,7 @@ static int group_sizes(struct rows_push *p, int j, const int64_t *row, struct kv
             kvs__key_str(ks, sizeof ks, p->keys[g->member[m]]);
             return kvs__fail(e, v->dtype != f->dtype ? KVS_EDTYPE : KVS_ESHAPE,
                              "key %s: value %d does not match value %d of the same key", ks,
-                             g->member[m], g->first[j]);
+                             p->pos[g->member[m]], p->pos[g->first[j]]);
         }
         if (__builtin_add_overflow(nnz, v->nnz, &nnz))
             return kvs__fail(e, KVS_EBADARG, "too many rows in one call");
@@ -248,57 +254,23 @@ static int push_batch(kvs_t *kv, struct rows_push *p, const int64_t *row, int st
     return rc;
 }
 
-/* kvs_push_row_sparse (op PUSH) or kvs_init_row_sparse (op INIT): the
- * same requests, the ids then the rows of each key in staging. An init's
- * ids are checked here (against the value's own shape), so that a bad one
- * fails this worker's call before the others wait on it in kvsd; a
- * push's are kvsd's to check against the stored key. */
-static int send_rows(kvs_t *kv, uint8_t op, int n, const kvs_key_t *keys,
-                     const kvs_row_sparse_t *values, int priority, struct kvs__err *e)
+/* The checked values of keys kvsd keeps: sent to kvsd, as a push (op
+ * PUSH) or an init (op INIT: the same requests, each key at most once).
+ * row[i]: value i's row bytes; pos[i]: its place in the caller's list. */
+static int push_kd(kvs_t *kv, uint8_t op, int n, const kvs_key_t *keys,
+                   const kvs_row_sparse_t *values, const int *pos, const int64_t *row,
+                   int priority, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
     struct rows_push p = { .op = op, .priority = priority, .keys = keys, .values = values,
-                           .what = op == KVS__OP_INIT ? "kvs_init_row_sparse"
-                                                      : "kvs_push_row_sparse" };
+                           .pos = pos, .what = op == KVS__OP_INIT ? "kvs_init_row_sparse"
+                                                                : "kvs_push_row_sparse" };
     struct kvs__groups g = { 0 };
-    int64_t *row = NULL;
     uint64_t room, sent = 0;
     size_t ng;
     int rc;
 
-    if ((rc = kvs__client_usable(c, e)) != 0)
-        return rc;
-    if (n < 0 || (n > 0 && (!keys || !values)))
-        return kvs__fail(e, KVS_EBADARG, "bad list: count %d, keys %p, values %p", n,
-                         (const void *)keys, (const void *)values);
-    pthread_mutex_lock(&c->lock);
-    rc = op == KVS__OP_PUSH && c->gc.type == KVS__GC_2BIT;
-    pthread_mutex_unlock(&c->lock);
-    if (rc)
-        return kvs__fail(e, KVS_ENOTSUP, "2bit gradient compression does not take row-sparse "
-                         "pushes (as MXNet's); set compression \"none\" first, or push dense");
-    if (!(row = malloc(sizeof *row * (size_t)(n ? n : 1))))
-        return kvs__fail(e, -ENOMEM, "out of memory");
-    for (int i = 0; i < n && rc == 0; i++) {
-        kvs_array_t ids = { .data = values[i].indices, .dtype = KVS_INT64, .ndim = 1,
-                            .shape = { values[i].nnz }, .device = KVS_HOST };
-
-        if ((rc = check_value(keys[i], i, &values[i], &row[i], e)) == 0 && op == KVS__OP_INIT)
-            rc = kvs__check_row_ids(keys[i], i, &ids, values[i].ndim, values[i].shape[0], e);
-    }
-    if (rc == 0) {
-        kvs_array_t *arrs = malloc(sizeof *arrs * (size_t)(n ? n : 1));
-
-        if (!arrs) {
-            rc = kvs__fail(e, -ENOMEM, "out of memory");
-        } else {
-            for (int i = 0; i < n; i++)
-                arrs[i] = rows_array(&values[i]);
-            rc = kvs__check_list(NULL, n, keys, arrs, "value", e);
-            free(arrs);
-        }
-    }
-    if (rc != 0 || (rc = kvs__groups_make(n, keys, &g, e)) != 0)
+    if ((rc = kvs__groups_make(n, keys, &g, e)) != 0)
         goto out;
     for (int i = 0; op == KVS__OP_INIT && g.ng != n && i < n; i++) {
         if (g.first[g.gid[i]] != i) {
@@ -363,14 +335,149 @@ out:
     free(p.bytes);
     free(p.nnz);
     kvs__groups_free(&g);
-    free(row);
     return rc;
+}
+
+/* The values of combined keys, read where they lie: none may lie in a
+ * freed buffer of staging (KVS_EBADARG), as for a dense push. */
+static int check_buffers(struct kvs__client *c, int n, const kvs_row_sparse_t *values,
+                         const int64_t *row, struct kvs__err *e)
+{
+    uint64_t off;
+    int rc = 0;
+
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < n && rc >= 0; i++) {
+        if (values[i].nnz == 0)
+            continue;
+        if ((rc = kvs__client_in_buffer(c, values[i].indices,
+                                        (uint64_t)values[i].nnz * sizeof(int64_t), &off,
+                                        e)) >= 0)
+            rc = kvs__client_in_buffer(c, values[i].data,
+                                       (uint64_t)values[i].nnz * (uint64_t)row[i], &off, e);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc < 0 ? rc : 0;
+}
+
+/* A list's keys that the workers combine (client/combine.h), moved after
+ * kvsd's: n_cb of them, with their slots; *keys and *values point at the
+ * reordered copies (kept[3]: what to free), row reordered in place, pos[i]
+ * the place in the caller's list of what is now at i. 0 with *n_cb 0 when
+ * none is (nothing moved). */
+static int split_rows(kvs_t *kv, int n, const kvs_key_t **keys,
+                      const kvs_row_sparse_t **values, int64_t *row, int *pos, int *n_cb,
+                      struct kvs__cb_slot ***slots, void *kept[3], struct kvs__err *e)
+{
+    struct kvs__cb_slot **found = NULL;
+    kvs_key_t *k2;
+    kvs_row_sparse_t *v2;
+    int64_t *r2;
+    int a = 0, b, m = 0;
+
+    *n_cb = 0;
+    if (!kv->client->cb || n == 0)
+        return 0;
+    if (!(found = malloc(sizeof *found * (size_t)n)))
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++)
+        m += (found[i] = kvs__client_cb_find(kv->client, (*keys)[i])) != NULL;
+    if (m == 0) {
+        free(found);
+        return 0;
+    }
+    k2 = malloc(sizeof *k2 * (size_t)n);
+    v2 = malloc(sizeof *v2 * (size_t)n);
+    r2 = malloc(sizeof *r2 * (size_t)n);
+    *slots = malloc(sizeof **slots * (size_t)m);
+    if (!k2 || !v2 || !r2 || !*slots) {
+        free(k2);
+        free(v2);
+        free(r2);
+        free(*slots);
+        free(found);
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    }
+    b = n - m;
+    for (int i = 0; i < n; i++) {
+        int at = found[i] ? b++ : a++;
+
+        if (found[i])
+            (*slots)[at - (n - m)] = found[i];
+        k2[at] = (*keys)[i];
+        v2[at] = (*values)[i];
+        r2[at] = row[i];
+        pos[at] = i;
+    }
+    memcpy(row, r2, sizeof *row * (size_t)n);
+    free(r2);
+    free(found);
+    *keys = k2;
+    *values = v2;
+    kept[0] = k2;
+    kept[1] = v2;
+    kept[2] = *slots;
+    *n_cb = m;
+    return 0;
 }
 
 int kvs__client_push_rows(kvs_t *kv, int n, const kvs_key_t *keys,
                           const kvs_row_sparse_t *values, int priority, struct kvs__err *e)
 {
-    return send_rows(kv, KVS__OP_PUSH, n, keys, values, priority, e);
+    struct kvs__client *c = kv->client;
+    struct kvs__cb_slot **slots = NULL;
+    void *kept[3] = { NULL, NULL, NULL };
+    int64_t *row = NULL;
+    int *pos = NULL, rc, ncb = 0;
+
+    if ((rc = kvs__client_usable(c, e)) != 0)
+        return rc;
+    if (n < 0 || (n > 0 && (!keys || !values)))
+        return kvs__fail(e, KVS_EBADARG, "bad list: count %d, keys %p, values %p", n,
+                         (const void *)keys, (const void *)values);
+    pthread_mutex_lock(&c->lock);
+    rc = c->gc.type == KVS__GC_2BIT;
+    pthread_mutex_unlock(&c->lock);
+    if (rc)
+        return kvs__fail(e, KVS_ENOTSUP, "2bit gradient compression does not take row-sparse "
+                         "pushes (as MXNet's); set compression \"none\" first, or push dense");
+    if (!(row = malloc(sizeof *row * (size_t)(n ? n : 1)))
+        || !(pos = malloc(sizeof *pos * (size_t)(n ? n : 1)))) {
+        free(row);
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++)
+        pos[i] = i;
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = check_value(keys[i], i, &values[i], &row[i], e);
+    if (rc == 0) {
+        kvs_array_t *arrs = malloc(sizeof *arrs * (size_t)(n ? n : 1));
+
+        if (!arrs) {
+            rc = kvs__fail(e, -ENOMEM, "out of memory");
+        } else {
+            for (int i = 0; i < n; i++)
+                arrs[i] = rows_array(&values[i]);
+            rc = kvs__check_list(NULL, n, keys, arrs, "value", e);
+            free(arrs);
+        }
+    }
+    /* The combined keys' values are checked before kvsd gets any. */
+    if (rc == 0
+        && (rc = split_rows(kv, n, &keys, &values, row, pos, &ncb, &slots, kept, e)) == 0
+        && ncb > 0 && (rc = kvs__client_cb_check_rows(ncb, keys + n - ncb, slots,
+                                                      values + n - ncb, pos + n - ncb, e)) == 0)
+        rc = check_buffers(c, ncb, values + n - ncb, row + n - ncb, e);
+    if (rc == 0 && n - ncb > 0)
+        rc = push_kd(kv, KVS__OP_PUSH, n - ncb, keys, values, pos, row, priority, e);
+    if (rc == 0 && ncb > 0)
+        rc = kvs__client_cb_push_rows(kv, ncb, keys + n - ncb, slots, values + n - ncb,
+                                      "kvs_push_row_sparse", e);
+    for (int k = 0; k < 3; k++)
+        free(kept[k]);
+    free(pos);
+    free(row);
+    return rc;
 }
 
 /* ---- compact pull ----------------------------------------------------- */
@@ -550,13 +657,15 @@ int kvs__client_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arr
                           kvs_row_sparse_t *outs, int priority, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
-    struct rows_pull p = { .priority = priority, .keys = keys };
+    struct rows_pull p = { .priority = priority, .keys = keys }, kp;
     struct kvs__answers ans = { .a = NULL, .failed = -1 };
     struct kvs__key_meta *meta = NULL;
-    int64_t **ids = NULL;
-    uint64_t bytes = 0, base = 0, lent = 0;
+    int64_t **ids = NULL, *kd_cnt = NULL, **kd_ids = NULL;
+    struct kvs__cb_slot **slot = NULL;
+    kvs_key_t *kd_keys = NULL;
+    uint64_t bytes = 0, base = 0, lent = 0, *off = NULL, *len = NULL;
     size_t nn = (size_t)(n > 0 ? n : 1);
-    int rc, short_of = 0;
+    int rc, short_of = 0, *kd = NULL, nkd = 0;
 
     if ((rc = kvs__client_usable(c, e)) != 0
         || (rc = kvs__check_list(NULL, n, keys, row_ids, "row_ids", e)) != 0)
@@ -567,8 +676,11 @@ int kvs__client_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arr
         if ((rc = kvs__check_row_ids(keys[i], i, &row_ids[i], 1, INT64_MAX, e)) != 0)
             return rc;
     if (!(ids = calloc(nn, sizeof *ids)) || !(p.cnt = calloc(nn, sizeof *p.cnt))
-        || !(p.off = calloc(nn, sizeof *p.off)) || !(p.len = calloc(nn, sizeof *p.len))
-        || !(meta = calloc(nn, sizeof *meta)) || !(ans.a = calloc(nn, sizeof *ans.a))) {
+        || !(meta = calloc(nn, sizeof *meta)) || !(ans.a = calloc(nn, sizeof *ans.a))
+        || !(slot = calloc(nn, sizeof *slot)) || !(kd = calloc(nn, sizeof *kd))
+        || !(kd_keys = calloc(nn, sizeof *kd_keys))
+        || !(kd_cnt = calloc(nn, sizeof *kd_cnt)) || !(kd_ids = calloc(nn, sizeof *kd_ids))
+        || !(off = calloc(nn, sizeof *off)) || !(len = calloc(nn, sizeof *len))) {
         rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
@@ -597,42 +709,77 @@ int kvs__client_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arr
             goto out;
         }
     }
-    if ((rc = pull_staging(kv, n, &p, ids, &base, &lent, e)) != 0)
-        goto out;
-    for (int start = 0; start < n && rc == 0; start += KVS__LIST_MAX) {
-        int len = n - start < KVS__LIST_MAX ? n - start : KVS__LIST_MAX;
-        struct kvs__answers part = { .a = ans.a + start, .failed = -1 };
-        struct rows_pull sub = p;
+    /* Keys the workers combine are read out of the combine area; kvsd
+     * gets the others, kd[0..nkd) of them. */
+    for (int i = 0; i < n; i++) {
+        if ((slot[i] = kvs__client_cb_find(c, keys[i])) == NULL) {
+            kd_keys[nkd] = keys[i];
+            kd_cnt[nkd] = p.cnt[i];
+            kd_ids[nkd] = ids[i];
+            kd[nkd++] = i;
+        } else if (slot[i]->ndim < 1) {
+            char ks[KVS_MAX_KEY_LEN + 8];
 
-        sub.keys = keys + start;
-        sub.cnt = p.cnt + start;
-        sub.off = p.off + start;
-        sub.len = p.len + start;
-        rc = kvs__client_run(kv, fill_pull_rows, &sub, len, 0, &part, NULL,
+            kvs__key_str(ks, sizeof ks, keys[i]);
+            rc = kvs__fail(e, KVS_ESHAPE, "key %s: a scalar has no rows to pull", ks);
+            goto out;
+        } else if ((rc = kvs__check_row_ids(keys[i], i, &row_ids[i], 1, slot[i]->shape[0],
+                                            e)) != 0) {
+            goto out;
+        }
+    }
+    kp = (struct rows_pull){ .priority = priority, .keys = kd_keys, .cnt = kd_cnt, .off = off,
+                             .len = len };
+    if (nkd > 0 && (rc = pull_staging(kv, nkd, &kp, kd_ids, &base, &lent, e)) != 0)
+        goto out;
+    for (int start = 0; start < nkd && rc == 0; start += KVS__LIST_MAX) {
+        int k = nkd - start < KVS__LIST_MAX ? nkd - start : KVS__LIST_MAX;
+        struct kvs__answers part = { .a = ans.a + start, .failed = -1 };
+        struct rows_pull sub = kp;
+
+        sub.keys = kd_keys + start;
+        sub.cnt = kd_cnt + start;
+        sub.off = off + start;
+        sub.len = len + start;
+        rc = kvs__client_run(kv, fill_pull_rows, &sub, k, 0, &part, NULL,
                              "kvs_pull_rows", e);
     }
     /* Every out is checked before any is written. */
-    for (int i = 0; i < n && rc == 0; i++) {
-        if ((rc = read_meta(c, &ans.a[i], &meta[i], e)) == 0)
+    for (int j = 0; j < nkd && rc == 0; j++) {
+        int i = kd[j];
+
+        if ((rc = read_meta(c, &ans.a[j], &meta[i], e)) == 0)
             rc = kvs__check_row_ids(keys[i], i, &row_ids[i], 1, meta[i].shape[0], e);
     }
-    for (int i = 0; i < n && rc == 0; i++) {
+    for (int i = 0, j = 0; i < n && rc == 0; i++) {
         kvs_row_sparse_t *o = &outs[i];
         int64_t row = 0;
 
-        kvs__row_size((kvs_dtype_t)meta[i].dtype, (int)meta[i].ndim, meta[i].shape, &row);
-        if (ans.a[i].flags & KVS__CQE_ROWS) {
+        if (slot[i]) {
+            const struct kvs__cb_slot *sl = slot[i];
+
+            meta[i] = (struct kvs__key_meta){ .dtype = (uint32_t)sl->dtype,
+                                              .ndim = (uint32_t)sl->ndim };
+            memcpy(meta[i].shape, sl->shape, sizeof sl->shape[0] * (size_t)sl->ndim);
+            kvs__row_size(sl->dtype, sl->ndim, sl->shape, &row);
+            rc = kvs__client_cb_pull_rows(kv, slot[i], keys[i], ids[i], p.cnt[i], o->data,
+                                          "kvs_pull_rows", e);
+        } else if (ans.a[j].flags & KVS__CQE_ROWS) {
             /* kvsd gathered them after the ids: the room given must hold them. */
-            if (!p.len[i] || (uint64_t)row > (p.len[i] / (uint64_t)p.cnt[i]) - sizeof(int64_t)) {
+            kvs__row_size((kvs_dtype_t)meta[i].dtype, (int)meta[i].ndim, meta[i].shape, &row);
+            if (!len[j] || (uint64_t)row > len[j] / (uint64_t)p.cnt[i] - sizeof(int64_t)) {
                 rc = bad_answer(c, e, "rows gathered past their room");
                 break;
             }
-            memcpy(o->data, c->staging + p.off[i] + (uint64_t)p.cnt[i] * sizeof(int64_t),
+            memcpy(o->data, c->staging + off[j] + (uint64_t)p.cnt[i] * sizeof(int64_t),
                    (size_t)p.cnt[i] * (size_t)row);
-        } else if ((rc = copy_rows(kv, &ans.a[i], ids[i], p.cnt[i], (size_t)row, o->data,
-                                   e)) != 0) {
-            break;
+            j++;
+        } else {
+            kvs__row_size((kvs_dtype_t)meta[i].dtype, (int)meta[i].ndim, meta[i].shape, &row);
+            rc = copy_rows(kv, &ans.a[j++], ids[i], p.cnt[i], (size_t)row, o->data, e);
         }
+        if (rc != 0)
+            break;
         if (p.cnt[i] > 0)
             memcpy(o->indices, ids[i], sizeof *ids[i] * (size_t)p.cnt[i]);
         o->nnz = p.cnt[i];
@@ -641,10 +788,12 @@ int kvs__client_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arr
         memset(o->shape, 0, sizeof o->shape);
         memcpy(o->shape, meta[i].shape, sizeof o->shape[0] * meta[i].ndim);
         o->device = KVS_HOST;
-        bytes += (uint64_t)p.cnt[i] * ((uint64_t)row + sizeof(int64_t));
-        pthread_mutex_lock(&c->lock);
-        hint_set(c, keys[i], (uint64_t)row);
-        pthread_mutex_unlock(&c->lock);
+        if (!slot[i]) {
+            bytes += (uint64_t)p.cnt[i] * ((uint64_t)row + sizeof(int64_t));
+            pthread_mutex_lock(&c->lock);
+            hint_set(c, keys[i], (uint64_t)row);
+            pthread_mutex_unlock(&c->lock);
+        }
     }
     if (rc == 0)
         kvs__client_count(c, 0, bytes);
@@ -663,10 +812,15 @@ out:
         free(ids[i]);
     free(ids);
     free(p.cnt);
-    free(p.off);
-    free(p.len);
     free(meta);
     free(ans.a);
+    free(slot);
+    free(kd);
+    free(kd_keys);
+    free(kd_cnt);
+    free(kd_ids);
+    free(off);
+    free(len);
     return rc;
 }
 
@@ -675,5 +829,44 @@ out:
 int kvs__client_init_rows(kvs_t *kv, int n, const kvs_key_t *keys,
                           const kvs_row_sparse_t *values, struct kvs__err *e)
 {
-    return send_rows(kv, KVS__OP_INIT, n, keys, values, 0, e);
+    int64_t *row = NULL;
+    int *pos = NULL, rc;
+
+    if ((rc = kvs__client_usable(kv->client, e)) != 0)
+        return rc;
+    if (n < 0 || (n > 0 && (!keys || !values)))
+        return kvs__fail(e, KVS_EBADARG, "bad list: count %d, keys %p, values %p", n,
+                         (const void *)keys, (const void *)values);
+    if (!(row = malloc(sizeof *row * (size_t)(n ? n : 1)))
+        || !(pos = malloc(sizeof *pos * (size_t)(n ? n : 1)))) {
+        free(row);
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    }
+    /* The ids are checked here, against the value's own shape, so that a
+     * bad one fails this worker's call before the others wait on it. */
+    for (int i = 0; i < n && rc == 0; i++) {
+        kvs_array_t ids = { .data = values[i].indices, .dtype = KVS_INT64, .ndim = 1,
+                            .shape = { values[i].nnz }, .device = KVS_HOST };
+
+        pos[i] = i;
+        if ((rc = check_value(keys[i], i, &values[i], &row[i], e)) == 0)
+            rc = kvs__check_row_ids(keys[i], i, &ids, values[i].ndim, values[i].shape[0], e);
+    }
+    if (rc == 0) {
+        kvs_array_t *arrs = malloc(sizeof *arrs * (size_t)(n ? n : 1));
+
+        if (!arrs) {
+            rc = kvs__fail(e, -ENOMEM, "out of memory");
+        } else {
+            for (int i = 0; i < n; i++)
+                arrs[i] = rows_array(&values[i]);
+            rc = kvs__check_list(NULL, n, keys, arrs, "value", e);
+            free(arrs);
+        }
+    }
+    if (rc == 0)
+        rc = push_kd(kv, KVS__OP_INIT, n, keys, values, pos, row, 0, e);
+    free(pos);
+    free(row);
+    return rc;
 }

@@ -25,15 +25,16 @@ static struct cb_entry *index_of(void *area)
     return (struct cb_entry *)((unsigned char *)area + KVS__CB_INDEX_OFF);
 }
 
-void kvs__cb_plan(uint64_t off, uint64_t bytes, size_t count, kvs_dtype_t dtype,
+void kvs__cb_plan(uint64_t off, uint64_t bytes, size_t count, uint64_t rows, kvs_dtype_t dtype,
                   uint32_t nworkers, struct kvs__cb_plan *plan)
 {
     uint64_t at = off + ALIGN64(sizeof(struct kvs__cb_slot));
     uint64_t vb = ALIGN64(bytes ? bytes : 1);
     uint64_t sb = ALIGN64(2 * count * kvs__cb_state_elem(dtype) + 1);
+    uint64_t stride = kvs__cb_mark_off(bytes) + ALIGN64(kvs__cb_mark_bytes(rows));
 
-    *plan = (struct kvs__cb_plan){ .off = off, .bytes = bytes, .count = count, .dtype = dtype,
-                                   .nworkers = nworkers, .stride = vb };
+    *plan = (struct kvs__cb_plan){ .off = off, .bytes = bytes, .count = count, .rows = rows,
+                                   .dtype = dtype, .nworkers = nworkers, .stride = stride };
     for (int p = 0; p < 2; p++, at += vb)
         plan->value_off[p] = at;
     for (int p = 0; p < 2; p++, at += sb)
@@ -41,7 +42,7 @@ void kvs__cb_plan(uint64_t off, uint64_t bytes, size_t count, kvs_dtype_t dtype,
     plan->load_off = at;
     at += sb;
     plan->in_off = at;
-    at += 2 * (uint64_t)nworkers * vb;
+    at += 2 * (uint64_t)nworkers * stride;
     plan->size = at - off;
 }
 
@@ -188,6 +189,7 @@ static void slot_plan(const struct kvs__cb_head *h, const struct kvs__cb_slot *s
                       struct kvs__cb_plan *own)
 {
     *own = (struct kvs__cb_plan){ .bytes = s->bytes, .count = s->count, .dtype = s->dtype,
+                                  .rows = kvs__cb_rows(s->ndim, s->shape),
                                   .nworkers = h->nworkers, .load_off = s->load_off,
                                   .in_off = s->in_off, .stride = s->stride };
     memcpy(own->value_off, s->value_off, sizeof own->value_off);
@@ -199,8 +201,55 @@ static uint64_t chunks_of(const struct kvs__cb_plan *plan)
     return plan->count ? (plan->count + KVS__CB_CHUNK - 1) / KVS__CB_CHUNK : 1;
 }
 
+/* The row-sparse pushes of a round, for a lazy update: the marks of the
+ * inputs in[0..k) (blocks at their starts), when every one is row-sparse;
+ * else 0 (the round is dense). */
+static int rows_marks(const struct kvs__cb_plan *plan, unsigned char *const *blk, int k,
+                      const struct kvs__cb_mark **marks)
+{
+    uint64_t mo = kvs__cb_mark_off(plan->bytes);
+
+    if (plan->rows == 0 || plan->count < plan->rows || plan->count % plan->rows != 0)
+        return 0;
+    for (int i = 0; i < k; i++) {
+        marks[i] = (const struct kvs__cb_mark *)(blk[i] + mo);
+        if (marks[i]->how != KVS__CB_ROWS)
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether row j is in any of the k row-sparse pushes. */
+static int row_in(const struct kvs__cb_mark *const *marks, int k, uint64_t j)
+{
+    for (int i = 0; i < k; i++)
+        if (marks[i]->bits[j / 64] >> (j % 64) & 1)
+            return 1;
+    return 0;
+}
+
+/* One optimizer step over elements [x0, x1) of the chunk that starts at
+ * element b: the inputs at blk, the state sp (two halves of half bytes). */
+static void update_range(const struct kvs__cb_plan *plan, const struct kvs__optim *o,
+                         struct kvs__optim_state *st, uint64_t t, unsigned char *val,
+                         unsigned char *const *blk, int k, unsigned char *sp, uint64_t half,
+                         uint64_t b, uint64_t x0, uint64_t x1)
+{
+    uint64_t es = kvs_dtype_size(plan->dtype), ses = kvs__cb_state_elem(plan->dtype);
+    const void *in[KVS__CB_MAX_WORKERS];
+    struct kvs_cuda_step step;
+
+    for (int i = 0; i < k; i++)
+        in[i] = blk[i] + x0 * es;
+    if (kvs__optim_prepare(o, st, plan->dtype, x0, x1 - x0, k, t, &step) == 0)
+        kvs__optim_run(&step, plan->dtype, val + (x0 - b) * es, in, k, sp + x0 * ses,
+                       sp + half + x0 * ses, x1 - x0, 1);
+}
+
 /* Elements [b, b + n) of parity p's round, made as how says from the
- * inputs of the ranks in mask. */
+ * inputs of the ranks in mask. Under a lazy optimizer a round of
+ * row-sparse pushes updates the rows they hold, each run of them one
+ * range; the others keep the last value and state (copied first). */
 static void make_chunk(unsigned char *a, const struct kvs__cb_slot *s,
                        const struct kvs__cb_plan *plan, int p, uint32_t how, uint32_t mask,
                        const struct kvs__optim *o, uint64_t b, uint64_t n)
@@ -210,13 +259,17 @@ static void make_chunk(unsigned char *a, const struct kvs__cb_slot *s,
     unsigned char *val = a + plan->value_off[p] + b * es;
     unsigned char *last = a + plan->value_off[p ^ 1] + b * es;
     unsigned char *sp = a + plan->state_off[p], *sq = a + plan->state_off[p ^ 1];
+    unsigned char *blk[KVS__CB_MAX_WORKERS];
     const void *in[KVS__CB_MAX_WORKERS];
+    const struct kvs__cb_mark *marks[KVS__CB_MAX_WORKERS];
     int k = 0;
 
     for (uint32_t i = 0; i < plan->nworkers && i < KVS__CB_MAX_WORKERS; i++)
-        if (mask & (1u << i))
-            in[k++] = a + plan->in_off + ((uint64_t)p * plan->nworkers + i) * plan->stride
-                      + b * es;
+        if (mask & (1u << i)) {
+            blk[k] = a + plan->in_off + ((uint64_t)p * plan->nworkers + i) * plan->stride;
+            in[k] = blk[k] + b * es;
+            k++;
+        }
     if (how == CB_COPY || k == 0) {
         memcpy(val, last, n * es);
     } else if (how == CB_SUM || !o) {
@@ -227,7 +280,6 @@ static void make_chunk(unsigned char *a, const struct kvs__cb_slot *s,
             .count = plan->count, .nbuf = kvs__optim_nbuf(o), .device = KVS_HOST,
             .buf = { sp, sp + half },
         };
-        struct kvs_cuda_step step;
 
         memcpy(val, last, n * es);
         for (uint64_t i = 0; i < 2 && how != CB_FROM_HERE; i++) {
@@ -236,9 +288,26 @@ static void make_chunk(unsigned char *a, const struct kvs__cb_slot *s,
             else
                 memset(sp + i * half + b * ses, 0, n * ses);
         }
-        if (kvs__optim_prepare(o, &st, plan->dtype, b, n, k, s->t[p], &step) == 0)
-            kvs__optim_run(&step, plan->dtype, val, in, k, sp + b * ses, sp + half + b * ses,
-                           n, 1);
+        if (kvs__optim_lazy(o) && rows_marks(plan, blk, k, marks)) {
+            uint64_t re = plan->count / plan->rows, x = b, end = b + n;
+
+            /* Runs of rows held, clipped to the chunk (rows may cross it). */
+            while (x < end) {
+                uint64_t j = x / re, x1;
+
+                if (!row_in(marks, k, j)) {
+                    x = (j + 1) * re;
+                    continue;
+                }
+                while (j + 1 < plan->rows && (j + 1) * re < end && row_in(marks, k, j + 1))
+                    j++;
+                x1 = (j + 1) * re < end ? (j + 1) * re : end;
+                update_range(plan, o, &st, s->t[p], val, blk, k, sp, half, b, x, x1);
+                x = x1;
+            }
+        } else {
+            update_range(plan, o, &st, s->t[p], val, blk, k, sp, half, b, b, b + n);
+        }
     }
 }
 

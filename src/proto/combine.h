@@ -26,6 +26,15 @@
  * round number: a combiner that dies part-way leaves the published value
  * and state whole (the job then fails, as it does whenever a worker dies).
  *
+ * Each input block ends in a mark (struct kvs__cb_mark): whether the push
+ * was dense, or row-sparse and which rows it held. A round whose every
+ * push was row-sparse, under an optimizer that updates lazily, updates
+ * only the union of their rows and those rows' state, as kvsd's rounds of
+ * row-sparse pushes do (store/rows.c); every other round is dense. The
+ * rows' values lie densified in the block, absent rows zero, so that the
+ * sum without an optimizer is the row-sparse sum's dense form, as kvsd's
+ * assignment writes it.
+ *
  * A load of optimizer states goes through kvsd: it writes each slot's
  * loaded state (or none) into the slot's load buffer, then bumps opt_gen.
  * The next round of the key finds its last state made under an older
@@ -46,7 +55,7 @@
 
 struct kvs__optim;
 
-#define KVS__CB_MAGIC       0x3442434b5356534bull   /* "KSVSKCB4" */
+#define KVS__CB_MAGIC       0x3542434b5356534bull   /* "KSVSKCB5": inputs carry marks */
 #define KVS__CB_MAX_WORKERS 32                      /* ranks fit an arrival word's mask */
 #define KVS__CB_MAX_BYTES   ((uint64_t)1 << 40)      /* no slot is bigger (a sanity bound) */
 #define KVS__CB_CHUNK       ((uint64_t)8192)         /* elements a worker combines at a time */
@@ -93,7 +102,8 @@ struct kvs__cb_slot {
     uint64_t state_off[2];             /* its optimizer state: 2 buffers of count
                                         * float32 (float64 keys: float64) each */
     uint64_t load_off;                 /* a state loaded by kvsd, laid out the same */
-    uint64_t in_off;                   /* inputs: [2][nworkers] blocks of stride */
+    uint64_t in_off;                   /* inputs: [2][nworkers] blocks of stride,
+                                        * each a value and its mark */
     uint64_t stride;
     char name[KVS_MAX_KEY_LEN + 1];
     /* live: the round state */
@@ -142,15 +152,41 @@ static inline uint64_t kvs__cb_state_elem(kvs_dtype_t dtype)
     return dtype == KVS_FLOAT64 ? 8 : 4;
 }
 
+/* An input block's mark, at mark_off within the block (kvs__cb_mark_off):
+ * how the push that wrote the block was made, then, for a row-sparse one,
+ * a bit per row of the key, set for the rows it held. */
+struct kvs__cb_mark {
+    uint64_t how;                      /* KVS__CB_ROWS, or anything else: dense */
+    uint64_t bits[];                   /* (rows + 63) / 64 words */
+};
+#define KVS__CB_ROWS ((uint64_t)0x53574f52)     /* "ROWS" */
+
+/* Where a block's mark lies: after its value, 64-byte aligned. */
+static inline uint64_t kvs__cb_mark_off(uint64_t bytes)
+{
+    return ((bytes ? bytes : 1) + 63) & ~(uint64_t)63;
+}
+/* The bytes of the mark of a key of rows rows. */
+static inline uint64_t kvs__cb_mark_bytes(uint64_t rows)
+{
+    return sizeof(struct kvs__cb_mark) + 8 * ((rows + 63) / 64);
+}
+/* The rows of a slot's key (0 for a scalar), which its mark has room for. */
+static inline uint64_t kvs__cb_rows(int ndim, const int64_t *shape)
+{
+    return ndim >= 1 && shape[0] > 0 ? (uint64_t)shape[0] : 0;
+}
+
 /* Where a slot's parts lie, as kvsd computes them at the slot's offset (and
  * keeps: it never reads them back from the area). */
 struct kvs__cb_plan {
     uint64_t off, size;                /* the slot, and its bytes in all */
     uint64_t bytes, count, value_off[2], state_off[2], load_off, in_off, stride;
+    uint64_t rows;                     /* the key's (kvs__cb_rows) */
     kvs_dtype_t dtype;
     uint32_t nworkers;
 };
-void kvs__cb_plan(uint64_t off, uint64_t bytes, size_t count, kvs_dtype_t dtype,
+void kvs__cb_plan(uint64_t off, uint64_t bytes, size_t count, uint64_t rows, kvs_dtype_t dtype,
                   uint32_t nworkers, struct kvs__cb_plan *plan);
 
 /* Writes the slot of plan (its bytes zero) for key, of dtype and shape,

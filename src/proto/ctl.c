@@ -52,6 +52,7 @@ const char *kvs__ctl_command_name(int command)
     case KVS__CTL_STATS: return "stats";
     case KVS__CTL_STOP: return "stop";
     case KVS__CTL_SAMPLE: return "sample";
+    case KVS__CTL_STATS_SHORT: return "stats-short";
     default: return NULL;
     }
 }

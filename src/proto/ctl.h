@@ -19,26 +19,34 @@ enum kvs__ctl_command {
     KVS__CTL_STATS = 3,     /* kvsd's counters */
     KVS__CTL_STOP = 4,      /* kvsd answers, then exits as on SIGTERM */
     KVS__CTL_SAMPLE = 5,    /* counters for programs (kvsctl top, stats --json), below */
+    KVS__CTL_STATS_SHORT = 6,  /* stats without its listings per key (kvsctl stats
+                                * --short); a kvsd older than it refuses it as unknown */
 };
 
 /* The text of a sample: lines of words split by single spaces, in this
  * order, each kind of line once unless said:
- *   kvs-sample 1                   the format's version
+ *   kvs-sample 2                   the format's version (1: without the link,
+ *                                  rows and more rows lines)
  *   clock NS                       kvsd's CLOCK_MONOTONIC when it wrote it
  *   cpu USER_NS SYSTEM_NS          kvsd's CPU time so far (getrusage)
  *   mode sync|async|unknown
  *   workers EXPECTED LIVE LEFT DEAD   (EXPECTED 0: not known yet)
  *   failed 0|1
  *   counter NAME VALUE             per counter of kvsctl stats; NAME is [a-z_]+
+ *   link HOST FRAMES_OUT BYTES_OUT FRAMES_IN BYTES_IN   (2) per link to another
+ *                                  host, HOST its rank, ascending: as kvsctl stats
  *   worker RANK PID PUSHES BYTES WAIT_NS   per live worker (its segment's
  *                                  counters, layout.h, as the worker wrote them)
+ *   rows KEY PUSHED PULLED SENT RECEIVED   (2) per key with rows counted, the
+ *                                  most first, KEY as below: as kvsctl stats
  *   key KEY PATH ROUNDS [B:N ...]  per key, the busiest first: KEY an int key
  *                                  in decimal or a string key in double quotes,
  *                                  escaped as kvs__ctl_text_escape quotes; PATH
  *                                  kvsd or workers (who runs its rounds); then
  *                                  its latency histogram's non-empty buckets
  *                                  (latency.h), B ascending, N > 0
- *   more workers N, more keys N    (maybe) those left out, as the text was full
+ *   more workers N, more rows N, more keys N   (maybe) those left out, as the
+ *                                  text was full; each after the lines it counts
  *   end
  * Numbers are unsigned decimals of at most 20 digits. A reader must check
  * every line: they come from another process. */
@@ -65,7 +73,8 @@ struct kvs__ctl_reply {                /* kvsd -> kvsctl */
 #define KVS__CTL_REPLY_HEAD    24      /* a reply is this head, then len bytes of text */
 #define KVS__CTL_REPLY_MAX     (KVS__CTL_REPLY_HEAD + KVS__CTL_TEXT_MAX)
 
-/* The command's name ("status", "keys", "stats", "stop", "sample"), or NULL. */
+/* The command's name ("status", "keys", "stats", "stop", "sample",
+ * "stats-short"), or NULL. */
 const char *kvs__ctl_command_name(int command);
 
 /* The bytes (1 to 4) of the character at s, of the n bytes there, when a

@@ -14,7 +14,8 @@
 #include "proto/head.h"
 
 #define KVS__WIRE_MAGIC   0x3148534bu  /* "KSH1" little-endian */
-#define KVS__WIRE_VERSION 3u           /* 3: rows messages; keys of 2+ dimensions cut between rows */
+#define KVS__WIRE_VERSION 4u           /* 3: rows messages; keys of 2+ dimensions cut between rows;
+                                        * 4: rows FORWARDs (dist_async) */
 #define KVS__WIRE_HEAD    24           /* bytes of a frame head */
 #define KVS__HOSTS_MAX    4096         /* hosts in one job */
 #define KVS__PARTS_MAX    4096         /* parts of one key on the wire */

@@ -196,9 +196,10 @@ static int pieces_check(int type, struct kvs__wire_msg *t, uint64_t count, struc
     return 0;
 }
 
-/* A rows message's data: of a PARTIAL or a VALUE with status 0 (MF_ZERO
- * only there), not 2bit; nnz at most the rows of elements [first, first +
- * count), its ids ascending within them, and exactly their bytes. */
+/* A rows message's data: of a PARTIAL, a FORWARD or a VALUE with status
+ * 0 (MF_ZERO only in the VALUE), not 2bit; nnz at most the rows of
+ * elements [first, first + count), its ids ascending within them, and
+ * exactly their bytes. */
 static int rows_check(int type, uint8_t flags, struct kvs__wire_msg *t, uint64_t first,
                       uint64_t count, const char *what, struct kvs__err *e)
 {
@@ -207,7 +208,8 @@ static int rows_check(int type, uint8_t flags, struct kvs__wire_msg *t, uint64_t
     const unsigned char *q = t->data;
 
     if (!(flags & MF_ROWS) || (flags & MF_2BIT) || t->ndim < 1
-        || !(type == KVS__FRAME_PARTIAL || (type == KVS__FRAME_VALUE && t->status == 0))
+        || !(type == KVS__FRAME_PARTIAL || type == KVS__FRAME_FORWARD
+             || (type == KVS__FRAME_VALUE && t->status == 0))
         || ((flags & MF_ZERO) && type != KVS__FRAME_VALUE))
         return kvs__fail(e, KVS_EPROTO, "%s: rows out of place", what);
     if (t->len < 8)
@@ -514,7 +516,8 @@ uint64_t kvs__wire_msg_max(int type, const struct kvs__wire_bounds *b)
     }
     /* Rows: their ids (8 bytes a row, and the count) beside the value's
      * bytes they are a part of. */
-    if (b->rows && (type == KVS__FRAME_PARTIAL || type == KVS__FRAME_VALUE)) {
+    if (b->rows && (type == KVS__FRAME_PARTIAL || type == KVS__FRAME_VALUE
+                    || type == KVS__FRAME_FORWARD)) {
         uint64_t rows = b->rows > KVS__WIRE_PAYLOAD_MAX / 8 ? KVS__WIRE_PAYLOAD_MAX / 8 : b->rows;
         uint64_t r = cap_add(value, 8 + 8 * rows);
 

@@ -45,10 +45,11 @@ struct kvs__wire_msg {
                                         * key; else (2 to KVS__PARTS_MAX) the data (value
                                         * or pieces) is elements kvs__wire_part of the key's
                                         * only: a big key is split over the hosts */
-    uint8_t rows;                      /* PARTIAL, VALUE with status 0: 1 when data is
-                                        * rows (kvs__wire_rows_bytes): nnz, then nnz row
-                                        * ids, ascending, each a row of the key (of the
-                                        * part's rows when nparts), then their rows */
+    uint8_t rows;                      /* PARTIAL, FORWARD, VALUE with status 0: 1 when
+                                        * data is rows (kvs__wire_rows_bytes): nnz, then
+                                        * nnz row ids, ascending, each a row of the key
+                                        * (of the part's rows when nparts), then their
+                                        * rows */
     uint8_t rest_zero;                 /* VALUE with rows: the other rows (of the part)
                                         * are zero now */
     uint64_t nnz;                      /* decode, with rows: how many */

@@ -321,6 +321,9 @@ def test_trainer_sparse_embedding_matches_torch(opt, given):
     for step, (ids, y) in enumerate(data):
         tr.zero_grad()
         ((net(ids) - y) ** 2).sum().backward()
+        # Sparse from the first step, the table given or found: no dense
+        # buffer took the gradient.
+        assert net.emb.weight.grad.is_sparse, step
         if given == 'set_rows' and step + 1 < len(data):
             tr.set_rows(net.emb.weight, data[step + 1][0].flatten())
         tr.step(len(y))
@@ -329,8 +332,7 @@ def test_trainer_sparse_embedding_matches_torch(opt, given):
         ((ref(ids) - y) ** 2).mean().backward()
         for o in ref_opts:
             o.step()
-        if step > 0 or given != 'parameters':
-            assert net.emb.weight.grad is None or net.emb.weight.grad.is_sparse
+        assert net.emb.weight.grad is None or net.emb.weight.grad.is_sparse, step
     stored = kv.pull(0)
     if given == 'set_rows':
         # The local table is current in the rows pulled (each batch's, and
@@ -397,7 +399,8 @@ def test_rows_in_dist_stores(job, kind, workers):
     assert out.count('rows %s ok' % kind) == workers, out
 
 
-@pytest.mark.parametrize('mode', ['whole', 'set_rows'])
+@pytest.mark.parametrize('mode', ['whole', 'set_rows', 'parameters', 'parameters_set_rows',
+                                  'parameters_adam'])
 def test_dist_trainer_sparse_embedding(job, mode):
     out = job(2, 'sparse_trainer', mode)
     skip_if_refused(out)

@@ -50,7 +50,12 @@ def test_gradients_live_in_store_buffers():
     net, _ = nets()
     kv = kvs.create('local')
     tr = kvs.torch.Trainer(net.parameters(), kv, 'sgd lr=0.1')
+    # No buffer before the first gradient says its layout (dense or sparse).
+    assert all(p.grad is None for p in net.parameters())
+    net(torch.randn(2, 5)).sum().backward()
+    tr.step(2)
     grads = [p.grad for p in net.parameters()]
+    tr.zero_grad()
     net(torch.randn(2, 5)).sum().backward()
     assert all(p.grad is g for p, g in zip(net.parameters(), grads))   # accumulated in place
     assert any(g.abs().sum() > 0 for g in grads)
