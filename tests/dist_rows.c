@@ -554,27 +554,6 @@ static void key_rows_of(int64_t key, unsigned long long *v)
         die("%s failed", cmd);
 }
 
-/* 1 when kvsctl stats --json holds want, as it writes it. */
-static int json_has(const char *want)
-{
-    const char *ctl = getenv("KVS_TEST_KVSCTL");
-    char cmd[512], *buf = NULL;
-    size_t len = 0;
-    int found;
-    FILE *f, *o;
-
-    snprintf(cmd, sizeof cmd, "%s -j %s stats --json", ctl, getenv("KVS_JOB"));
-    if (!(o = open_memstream(&buf, &len)) || !(f = popen(cmd, "r")))
-        die("popen %s", cmd);
-    for (int ch; (ch = fgetc(f)) != EOF;)
-        fputc(ch, o);
-    if (pclose(f) != 0 || fclose(o) != 0)
-        die("%s failed", cmd);
-    found = strstr(buf, want) != NULL;
-    free(buf);
-    return found;
-}
-
 /* Bytes moved follow the rows, not the table: a table of 1,000,000 rows,
  * each worker pushes 10 rows and pulls 10; kvsd counts 10 rows and their
  * bytes a worker each way, and the worker's resident memory does not grow
@@ -670,7 +649,7 @@ static void bytes(void)
 
             snprintf(want, sizeof want, "{\"key\": %d, \"pushed\": %llu, \"pulled\": %llu, "
                      "\"sent\": 0, \"received\": 0}", i ? 16 : 6, c[0], c[1]);
-            if (!json_has(want))
+            if (!kvsctl_json_has(want))
                 die("kvsctl stats --json has no %s", want);
         }
     }

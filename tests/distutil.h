@@ -11,6 +11,8 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,6 +61,28 @@ static void expect(const float *a, size_t n, float v, const char *what)
     for (size_t i = 0; i < n; i++)
         if (fabsf(a[i] - v) > 1e-5f * (1 + fabsf(v)))
             die("%s: element %zu is %g, expected %g", what, i, a[i], v);
+}
+
+/* 1 when `kvsctl stats --json` of this job (the kvsctl KVS_TEST_KVSCTL
+ * names) holds want, as kvsctl writes it. */
+static inline int kvsctl_json_has(const char *want)
+{
+    char cmd[512], *buf = NULL;
+    size_t len = 0;
+    int found;
+    FILE *f, *o;
+
+    snprintf(cmd, sizeof cmd, "%s -j %s stats --json", getenv("KVS_TEST_KVSCTL"),
+             getenv("KVS_JOB"));
+    if (!(o = open_memstream(&buf, &len)) || !(f = popen(cmd, "r")))
+        die("popen %s", cmd);
+    for (int ch; (ch = fgetc(f)) != EOF;)
+        fputc(ch, o);
+    if (pclose(f) != 0 || fclose(o) != 0)
+        die("%s failed", cmd);
+    found = strstr(buf, want) != NULL;
+    free(buf);
+    return found;
 }
 
 /* Element i of a float32 or float64 array, as a double; and set to v. */

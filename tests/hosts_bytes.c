@@ -146,27 +146,6 @@ static void ask(int other, int key, int need, struct seen *out)
         die("kvsctl stats lists no rows of key %d", key);
 }
 
-/* 1 when kvsctl stats --json holds want, as it writes it. */
-static int json_has(const char *want)
-{
-    char cmd[512], *buf = NULL;
-    size_t len = 0;
-    int found;
-    FILE *f, *o;
-
-    snprintf(cmd, sizeof cmd, "%s -j %s stats --json", getenv("KVS_TEST_KVSCTL"),
-             getenv("KVS_JOB"));
-    if (!(o = open_memstream(&buf, &len)) || !(f = popen(cmd, "r")))
-        die("popen %s", cmd);
-    for (int ch; (ch = fgetc(f)) != EOF;)
-        fputc(ch, o);
-    if (pclose(f) != 0 || fclose(o) != 0)
-        die("%s failed", cmd);
-    found = strstr(buf, want) != NULL;
-    free(buf);
-    return found;
-}
-
 int main(void)
 {
     const int key = 5;
@@ -247,11 +226,11 @@ int main(void)
             snprintf(want, sizeof want, "{\"key\": %d, \"pushed\": %" PRIu64 ", \"pulled\": %"
                      PRIu64 ", \"sent\": %" PRIu64 ", \"received\": %" PRIu64 "}", key, b.pushed,
                      b.pulled, b.sent, b.received);
-            if (!json_has(want))
+            if (!kvsctl_json_has(want))
                 die("kvsctl stats --json has no %s", want);
             snprintf(want, sizeof want, "\"links\": [\n  {\"host\": %d, \"frames_out\": ",
                      1 - host);
-            if (!json_has(want))
+            if (!kvsctl_json_has(want))
                 die("kvsctl stats --json has no link to host %d", 1 - host);
         }
     }

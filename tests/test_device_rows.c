@@ -39,25 +39,6 @@ static struct {
     void (*copied)(unsigned long long out[4]);
 } cuda;
 
-static int arm(void **state)
-{
-    const char *slow = getenv("KVS_TEST_SLOW");
-    int s = slow ? atoi(slow) : 1;
-
-    (void)state;
-    alarm((unsigned)(60 * (s > 0 ? s : 1)));
-    return 0;
-}
-
-static int disarm(void **state)
-{
-    (void)state;
-    alarm(0);
-    return 0;
-}
-
-#define CASE(f) cmocka_unit_test_setup_teardown(f, arm, disarm)
-
 #define R 12                           /* rows of the test keys */
 #define C 3                            /* elements per row */
 #define N (R * C)

@@ -40,25 +40,6 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static int arm(void **state)
-{
-    const char *slow = getenv("KVS_TEST_SLOW");
-    int s = slow ? atoi(slow) : 1;
-
-    (void)state;
-    alarm((unsigned)(30 * (s > 0 ? s : 1)));
-    return 0;
-}
-
-static int disarm(void **state)
-{
-    (void)state;
-    alarm(0);
-    return 0;
-}
-
-#define CASE(f) cmocka_unit_test_setup_teardown(f, arm, disarm)
-
 static kvs_row_sparse_t rsp(void *data, int64_t *idx, int64_t nnz, kvs_dtype_t dt)
 {
     return (kvs_row_sparse_t){ .data = data, .indices = idx, .nnz = nnz, .dtype = dt, .ndim = 2,

@@ -21,7 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -33,6 +35,28 @@
                     .shape = { __VA_ARGS__ }, .device = KVS_HOST })
 #define IK(i) KVS_INT_KEY(i)
 #define SK(s) KVS_STR_KEY(s)
+
+/* CASE(f): a test case with a deadline of its own, 60 s (KVS_TEST_SLOW
+ * times longer): a case that hangs is killed by SIGALRM, and the file's
+ * run reports it, instead of waiting for the whole file's deadline. */
+static inline int testutil_arm(void **state)
+{
+    const char *slow = getenv("KVS_TEST_SLOW");
+    int s = slow ? atoi(slow) : 1;
+
+    (void)state;
+    alarm((unsigned)(60 * (s > 0 ? s : 1)));
+    return 0;
+}
+
+static inline int testutil_disarm(void **state)
+{
+    (void)state;
+    alarm(0);
+    return 0;
+}
+
+#define CASE(f) cmocka_unit_test_setup_teardown(f, testutil_arm, testutil_disarm)
 
 /* rc must be want; the message names the call's line and both codes. */
 static inline void expect_rc_at(int rc, int want, const char *what, int line)

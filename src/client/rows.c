@@ -62,6 +62,23 @@ static kvs_array_t rows_array(const kvs_row_sparse_t *v)
     return a;
 }
 
+/* The list checks of dense values (engine_args.h: a key given twice with
+ * other dtypes or shapes, ...) over the values' rows. */
+static int check_list(int n, const kvs_key_t *keys, const kvs_row_sparse_t *values,
+                      struct kvs__err *e)
+{
+    kvs_array_t *arrs = malloc(sizeof *arrs * (size_t)(n ? n : 1));
+    int rc;
+
+    if (!arrs)
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++)
+        arrs[i] = rows_array(&values[i]);
+    rc = kvs__check_list(NULL, n, keys, arrs, "value", e);
+    free(arrs);
+    return rc;
+}
+
 /* The checks of one value that need no key's stored value: ndim, nnz, the
  * lists' pointers, its row size (*row). kvsd checks the ids and the shape
  * against the key. */
@@ -450,18 +467,8 @@ int kvs__client_push_rows(kvs_t *kv, int n, const kvs_key_t *keys,
         pos[i] = i;
     for (int i = 0; i < n && rc == 0; i++)
         rc = check_value(keys[i], i, &values[i], &row[i], e);
-    if (rc == 0) {
-        kvs_array_t *arrs = malloc(sizeof *arrs * (size_t)(n ? n : 1));
-
-        if (!arrs) {
-            rc = kvs__fail(e, -ENOMEM, "out of memory");
-        } else {
-            for (int i = 0; i < n; i++)
-                arrs[i] = rows_array(&values[i]);
-            rc = kvs__check_list(NULL, n, keys, arrs, "value", e);
-            free(arrs);
-        }
-    }
+    if (rc == 0)
+        rc = check_list(n, keys, values, e);
     /* The combined keys' values are checked before kvsd gets any. */
     if (rc == 0
         && (rc = split_rows(kv, n, &keys, &values, row, pos, &ncb, &slots, kept, e)) == 0
@@ -852,18 +859,8 @@ int kvs__client_init_rows(kvs_t *kv, int n, const kvs_key_t *keys,
         if ((rc = check_value(keys[i], i, &values[i], &row[i], e)) == 0)
             rc = kvs__check_row_ids(keys[i], i, &ids, values[i].ndim, values[i].shape[0], e);
     }
-    if (rc == 0) {
-        kvs_array_t *arrs = malloc(sizeof *arrs * (size_t)(n ? n : 1));
-
-        if (!arrs) {
-            rc = kvs__fail(e, -ENOMEM, "out of memory");
-        } else {
-            for (int i = 0; i < n; i++)
-                arrs[i] = rows_array(&values[i]);
-            rc = kvs__check_list(NULL, n, keys, arrs, "value", e);
-            free(arrs);
-        }
-    }
+    if (rc == 0)
+        rc = check_list(n, keys, values, e);
     if (rc == 0)
         rc = push_kd(kv, KVS__OP_INIT, n, keys, values, pos, row, 0, e);
     free(pos);

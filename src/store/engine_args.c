@@ -83,15 +83,13 @@ size_t kvs__row_sparse_row_bytes(const kvs_row_sparse_t *a)
     return elems;
 }
 
-/* The shape, dtype and room of a row-sparse value or out: ndim 1..8, the
- * full shape an array could have, nnz >= 0, pointers when nnz > 0, the
- * host. what: "key 7: value 0". */
-static int check_rsp_form(const kvs_row_sparse_t *a, int64_t nnz, const char *what,
-                          struct kvs__err *e)
+int kvs__check_row_sparse_form(const kvs_row_sparse_t *a, int any_device, const char *what,
+                               struct kvs__err *e)
 {
     static char placeholder;
     kvs_array_t full;
     size_t bytes;
+    int64_t nnz;
     int rc;
 
     if (!a)
@@ -102,8 +100,9 @@ static int check_rsp_form(const kvs_row_sparse_t *a, int64_t nnz, const char *wh
     full = kvs__row_sparse_full(a, &placeholder);
     if ((rc = kvs__array_check(&full, what, e)) != 0)
         return rc;
-    if (a->device != KVS_HOST)
+    if (a->device != KVS_HOST && !any_device)
         return kvs__fail(e, KVS_EBADARG, "%s: row-sparse values must be host memory", what);
+    nnz = a->nnz;
     if (nnz < 0)
         return kvs__fail(e, KVS_EBADARG, "%s: nnz %lld is negative", what, (long long)nnz);
     if (nnz > 0 && (!a->indices || !a->data))
@@ -124,7 +123,7 @@ int kvs__check_row_sparse(kvs_key_t key, int i, const kvs_row_sparse_t *a, const
 
     KEYSTR(ks, key);
     snprintf(name, sizeof name, "key %s: %s %d", ks, what, i);
-    if ((rc = check_rsp_form(a, a ? a->nnz : 0, name, e)) != 0)
+    if ((rc = kvs__check_row_sparse_form(a, 0, name, e)) != 0)
         return rc;
     for (int64_t j = 0; j < a->nnz; j++)
         if (a->indices[j] < 0 || a->indices[j] >= a->shape[0])

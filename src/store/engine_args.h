@@ -38,6 +38,13 @@ int kvs__check_row_ids(kvs_key_t key, int i, const kvs_array_t *ids, int ndim, i
  * index). Not checked against a stored key: kvs__engine_check_rows does. */
 int kvs__check_row_sparse(kvs_key_t key, int i, const kvs_row_sparse_t *a, const char *what,
                           struct kvs__err *e);
+/* The form of a row-sparse value, before its rows or ids are read: ndim
+ * 1..KVS_MAX_NDIM (KVS_ESHAPE), a full shape an array could have, a kvs
+ * dtype, nnz >= 0, indices and data non-NULL when nnz > 0, rows and ids
+ * that fit in memory, and host memory unless any_device (KVS_EBADARG).
+ * what names it in the detail: "key 7: value 0". */
+int kvs__check_row_sparse_form(const kvs_row_sparse_t *a, int any_device, const char *what,
+                               struct kvs__err *e);
 /* Out i of a compact pull of key: room (nnz) >= 0, indices and data
  * non-NULL when room > 0, host memory. */
 int kvs__check_rows_out(kvs_key_t key, int i, const kvs_row_sparse_t *out, struct kvs__err *e);

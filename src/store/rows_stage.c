@@ -24,28 +24,15 @@ static int stage_one(kvs_key_t key, int i, const kvs_row_sparse_t *a, kvs_row_sp
                      struct kvs__err *e)
 {
     char ks[KVS_MAX_KEY_LEN + 8], what[KVS_MAX_KEY_LEN + 40];
-    static char placeholder;
-    kvs_array_t full;
     size_t bytes, ids;
     int rc;
 
     kvs__key_str(ks, sizeof ks, key);
     snprintf(what, sizeof what, "key %s: value %d", ks, i);
-    if (a->ndim < 1)
-        return kvs__fail(e, KVS_ESHAPE, "%s: a row-sparse value needs ndim >= 1, not %d", what,
-                         a->ndim);
-    full = kvs__row_sparse_full(a, &placeholder);
-    if ((rc = kvs__array_check(&full, what, e)) != 0)
+    if ((rc = kvs__check_row_sparse_form(a, 1, what, e)) != 0)
         return rc;
-    if (a->nnz < 0)
-        return kvs__fail(e, KVS_EBADARG, "%s: nnz %lld is negative", what, (long long)a->nnz);
-    if (a->nnz > 0 && (!a->indices || !a->data))
-        return kvs__fail(e, KVS_EBADARG, "%s: %s is NULL with nnz %lld", what,
-                         a->indices ? "data" : "indices", (long long)a->nnz);
-    if (__builtin_mul_overflow((size_t)a->nnz, kvs__row_sparse_row_bytes(a), &bytes)
-        || __builtin_mul_overflow((size_t)a->nnz, sizeof(int64_t), &ids))
-        return kvs__fail(e, KVS_EBADARG, "%s: %lld rows are more bytes than fit in memory",
-                         what, (long long)a->nnz);
+    bytes = (size_t)a->nnz * kvs__row_sparse_row_bytes(a);   /* checked: no overflow */
+    ids = (size_t)a->nnz * sizeof(int64_t);
     *s = *a;
     s->device = KVS_HOST;
     s->data = NULL;
