@@ -300,7 +300,9 @@ class Trainer:
         value. The parameters pulled by rows go in one C call, and with
         them the dense ones as all their rows (the same update as a dense
         push under every rule: each row is present), so that the step
-        makes one round trip to the store, not two."""
+        waits for the other workers once, not twice. Those pulled whole
+        are pushed before that call and pulled after it, so that their
+        rounds overlap its own."""
         by_rows, whole = [], []
         for i in sparse:
             ids = rows.get(i)
@@ -320,6 +322,8 @@ class Trainer:
             by_rows.sort(key=lambda x: x[0])
         else:
             apart = list(zip(dense, grads))
+        if whole:                     # pushed first: their rounds run beside the calls below
+            self.kv.push([self.keys[i] for i, _, _ in whole], [v for _, v, _ in whole])
         if apart:
             self.kv.pushpull([self.keys[i] for i, _ in apart], [g for _, g in apart],
                              out=[self._data[i] for i, _ in apart])
@@ -332,13 +336,13 @@ class Trainer:
                     continue
                 data = _torch_of(rs.data).to(self._data[i].dtype)
                 if self._sparse[i]:
-                    self._data[i].index_copy_(0, _torch_of(rs.indices), data)
+                    # The ids are unique: a plain scatter, at half index_copy_'s time.
+                    self._data[i].index_put_((_torch_of(rs.indices),), data)
                 else:                 # every row, in order
                     self._data[i].copy_(data)
         if whole:
-            keys = [self.keys[i] for i, _, _ in whole]
-            self.kv.push(keys, [v for _, v, _ in whole])
-            self.kv.pull(keys, out=[self._data[i] for i, _, _ in whole])
+            self.kv.pull([self.keys[i] for i, _, _ in whole],
+                         out=[self._data[i] for i, _, _ in whole])
 
     def _average_sparse(self, sparse, scale):
         """Without the store's optimizer: each sparse gradient becomes its
