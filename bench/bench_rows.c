@@ -4,7 +4,7 @@
  * the "rows" step of scripts/bench. Every case runs under adam and checks
  * what it pulls against a reference it computes itself.
  *
- *     kvsrun -n 4 --staging 1G bench_rows sparse [--rows 4000000] [--ids 4096]
+ *     kvsrun -n 4 bench_rows sparse [--rows 4000000] [--ids 4096]
  *         Each step each worker pushes the gradient rows of its batch of
  *         --ids Zipf(1.1) ids and pulls the rows of its next batch, in one
  *         kvs_pushpull_row_sparse; then dense kvs_pushpull rounds of an
@@ -16,8 +16,10 @@
  *         a dense kvs_pushpull of the whole table.
  *     common: [--cols 64] [--warmup W] [--steps S] [--passes P]
  *
- * --staging: kvs_init_row_sparse sends the table's dense form through
- * staging once, and a dense value must fit in it. A job runs P passes of
+ * --staging: a round of every row of `full` moves 256 MiB of rows through
+ * staging, and `table`'s dense pushpull the whole table where kvsd cannot
+ * read it out of the worker (KVS_REMOTE); `sparse` needs kvsd's default
+ * (kvs_init_row_sparse sends only the rows given). A job runs P passes of
  * its cases in turn (sparse: the sparse steps, then the dense ones), each
  * of S timed steps, W warm-up steps before the first pass only.
  *

@@ -341,14 +341,17 @@ typedef struct {
     kvs_dtype_t dtype;
     int ndim;                          /* 1..KVS_MAX_NDIM */
     int64_t shape[KVS_MAX_NDIM];       /* the full value's shape */
-    int device;                        /* KVS_HOST */
+    int device;                        /* where data and indices are: KVS_HOST, or for an
+                                        * input KVS_CUDA(i) (both on GPU i, copied to the
+                                        * host first: nnz rows and nnz ids); outs: KVS_HOST */
 } kvs_row_sparse_t;
 
 /* kvs_init of row-sparse values: each key's value is the full shape with
  * the rows given (repeats summed) and every other row zero. Errors: those
  * of kvs_init, and KVS_ERANGE (a row id < 0 or >= shape[0], named with
  * its key and position), KVS_ESHAPE (ndim 0), KVS_EBADARG (nnz < 0, NULL
- * indices or data with nnz > 0, a device value). */
+ * indices or data with nnz > 0), KVS_EDEVICE (a value on a GPU whose data
+ * or indices are not memory of that GPU, or no usable GPU). */
 KVS_API int kvs_init_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,
                                 const kvs_row_sparse_t *values);
 
@@ -362,15 +365,20 @@ KVS_API int kvs_init_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,
  * leave absent rows alone; Adam's step count is the key's, as for dense
  * pushes); with `lazy_update=0` in its spec the sum is treated as a dense
  * gradient, zeros included. Only the rows pushed are read, moved and
- * summed. A key may be pushed dense in one call and row-sparse in another.
+ * summed; for a key whose value lives on a GPU (local, device, nccl) only
+ * those rows, and for a lazy update their optimizer state, are copied
+ * between host and device. A key may be pushed dense in one call and
+ * row-sparse in another.
  * The updater's input is that dense array (called once per key per push,
  * as for dense pushes), so an updater written for dense pushes works
  * unchanged. A key not initialised is KVS_ENOKEY, whatever
  * KVS_OPT_INIT_ON_PUSH says (use kvs_init_row_sparse).
  * Errors: those of kvs_push and kvs_init_row_sparse; KVS_ENOTSUP (a store
  * type or gradient compression that does not take row-sparse pushes, or a
- * key whose value lives on a GPU, with which in the detail). A failed call
- * changes nothing. */
+ * key that kvsd keeps on a GPU in a dist type, with which in the detail);
+ * KVS_EDEVICE when a GPU fails during the push. A failed call changes
+ * nothing, but for a GPU that fails while the push writes, which may
+ * leave its keys half updated, as for kvs_push. */
 KVS_API int kvs_push_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,
                                 const kvs_row_sparse_t *values, int priority);
 
@@ -379,10 +387,13 @@ KVS_API int kvs_push_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,
  * row-sparse value whose indices are the sorted unique ids: outs[i].nnz
  * is set to their number, indices[] and data get them, and dtype, ndim
  * and shape are set to the key's. On entry outs[i].nnz is the room of
- * outs[i].indices and outs[i].data, in rows. Waits as kvs_pull waits.
+ * outs[i].indices and outs[i].data, in rows; outs are host memory, and
+ * of a key on a GPU only the rows asked for are copied. Waits as kvs_pull
+ * waits.
  * Errors: those of kvs_row_sparse_pull; -ENOSPC when an out has too little
  * room: then every out's nnz is set to the rows it needs and nothing else
- * is written. */
+ * is written; KVS_EDEVICE when a GPU fails while its rows are copied
+ * (the outs before it are written then). */
 KVS_API int kvs_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *row_ids,
                           kvs_row_sparse_t *outs, int priority);
 

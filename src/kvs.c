@@ -18,6 +18,7 @@
 #include "front.h"
 #include "device/mem.h"
 #include "store/nccl_reduce.h"
+#include "store/rows_stage.h"
 #include "base/spec.h"
 #include "proto/trace.h"
 
@@ -558,20 +559,36 @@ static int rows_notsup(kvs_t *kv, const char *call, struct kvs__err *e)
                      call, kv->type);
 }
 
+/* Values given in GPU memory reach every type as host copies of their
+ * rows and ids (store/rows_stage.h). */
 static int init_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_row_sparse_t *values,
                      struct kvs__err *e)
 {
+    const kvs_row_sparse_t *v;
+    int rc;
+
     if (!kv->ops->init_rows)
         return rows_notsup(kv, "kvs_init_row_sparse", e);
-    return kv->ops->init_rows(kv, n, keys, values, e);
+    if ((rc = kvs__rows_stage(n, keys, values, &v, e)) != 0)
+        return rc;
+    rc = kv->ops->init_rows(kv, n, keys, v, e);
+    kvs__rows_unstage(n, values, v);
+    return rc;
 }
 
 static int push_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_row_sparse_t *values,
                      int priority, struct kvs__err *e)
 {
+    const kvs_row_sparse_t *v;
+    int rc;
+
     if (!kv->ops->push_rows)
         return rows_notsup(kv, "kvs_push_row_sparse", e);
-    return kv->ops->push_rows(kv, n, keys, values, priority, e);
+    if ((rc = kvs__rows_stage(n, keys, values, &v, e)) != 0)
+        return rc;
+    rc = kv->ops->push_rows(kv, n, keys, v, priority, e);
+    kvs__rows_unstage(n, values, v);
+    return rc;
 }
 
 static int pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *row_ids,
@@ -586,16 +603,14 @@ static int pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
  * arguments are checked first, so that a pull that cannot be made does not
  * follow a push that was (its row ids against keys the push may not know
  * yet are the pull's own to refuse; room is checked before the push). */
-static int pushpull_rows(kvs_t *kv, int n, const kvs_key_t *keys,
-                         const kvs_row_sparse_t *values, const kvs_array_t *row_ids,
-                         kvs_row_sparse_t *outs, int priority, struct kvs__err *e)
+static int pushpull_staged(kvs_t *kv, int n, const kvs_key_t *keys,
+                           const kvs_row_sparse_t *values, const kvs_array_t *row_ids,
+                           kvs_row_sparse_t *outs, int priority, struct kvs__err *e)
 {
     int rc;
 
     if (kv->ops->pushpull_rows)
         return kv->ops->pushpull_rows(kv, n, keys, values, row_ids, outs, priority, e);
-    if (!kv->ops->push_rows || !kv->ops->pull_rows)
-        return rows_notsup(kv, "kvs_pushpull_row_sparse", e);
     if ((rc = kvs__check_rows_list(NULL, n, keys, values, e)) != 0
         || (rc = kvs__check_rows_outs(NULL, n, keys, row_ids, outs, e)) != 0
         || (rc = kvs__check_rows_room(n, keys, values, row_ids, outs, e)) != 0)
@@ -603,6 +618,22 @@ static int pushpull_rows(kvs_t *kv, int n, const kvs_key_t *keys,
     if ((rc = kv->ops->push_rows(kv, n, keys, values, priority, e)) != 0)
         return rc;
     return kv->ops->pull_rows(kv, n, keys, row_ids, outs, priority, e);
+}
+
+static int pushpull_rows(kvs_t *kv, int n, const kvs_key_t *keys,
+                         const kvs_row_sparse_t *values, const kvs_array_t *row_ids,
+                         kvs_row_sparse_t *outs, int priority, struct kvs__err *e)
+{
+    const kvs_row_sparse_t *v;
+    int rc;
+
+    if (!kv->ops->pushpull_rows && (!kv->ops->push_rows || !kv->ops->pull_rows))
+        return rows_notsup(kv, "kvs_pushpull_row_sparse", e);
+    if ((rc = kvs__rows_stage(n, keys, values, &v, e)) != 0)
+        return rc;
+    rc = pushpull_staged(kv, n, keys, v, row_ids, outs, priority, e);
+    kvs__rows_unstage(n, values, v);
+    return rc;
 }
 
 KVS_API int kvs_init_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,

@@ -22,6 +22,7 @@ src_libkvs_core_la_SOURCES = \
 	src/device/mem.c src/device/mem.h \
 	src/store/key.c src/store/key.h \
 	src/store/table.c src/store/table.h src/store/engine_args.c src/store/engine_args.h \
+	src/store/rows_stage.c src/store/rows_stage.h \
 	src/store/engine.c src/store/engine.h src/store/engine_keys.c src/store/engine_states.c \
 	src/store/engine_hooks.h src/store/engine_model.h \
 	src/store/heap.c src/store/heap.h \

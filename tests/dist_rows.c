@@ -1028,9 +1028,133 @@ static void hosts_one(kvs_key_t k, int64_t rows, int64_t cols, int async)
     free(od);
 }
 
+/* Init from rows of a table bigger than the job's staging (the test runs
+ * kvsd with --staging 1M, the table is 4 MiB): only the rows given cross.
+ * Every rank gives other rows, rank 0's are stored: row j of rank r's
+ * value is (r + 1) * (j + 1) in every column, row 7 given twice (summed),
+ * the rest zero. Compact pulls check every row: in chunks that kvsd
+ * gathers into staging, and all at once (4 MiB, more than staging holds,
+ * so the worker reads them out of the arena). Then a bad id: KVS_ERANGE
+ * naming the key and the id, nothing stored. */
+static void init_big(void)
+{
+    const int64_t rows = 65536, cols = 16, chunk = 4096;
+    kvs_key_t k = KVS_INT_KEY(12), k2 = KVS_INT_KEY(13);
+    int64_t idx[6], *ids = malloc((size_t)rows * sizeof *ids),
+            *oi = malloc((size_t)rows * sizeof *oi);
+    float d[6 * 16], *od = malloc((size_t)(rows * cols) * sizeof *od), *ref;
+    kvs_row_sparse_t v = { .data = d, .indices = idx, .nnz = 6, .dtype = KVS_FLOAT32,
+                           .ndim = 2, .shape = { rows, cols } };
+    int rc;
+
+    ref = calloc((size_t)(rows * cols), sizeof *ref);
+    if (!ids || !oi || !od || !ref)
+        die("out of memory");
+    /* rank r: rows r, 7, 7, 1000 + r, rows - 1 - r, rows / 2 */
+    idx[0] = rank, idx[1] = 7, idx[2] = 7, idx[3] = 1000 + rank, idx[4] = rows - 1 - rank;
+    idx[5] = rows / 2;
+    for (int j = 0; j < 6; j++)
+        for (int64_t c = 0; c < cols; c++)
+            d[j * cols + c] = (float)((rank + 1) * (j + 1)) + (float)c / 16.0f;
+    {                                   /* rank 0's value, as kvsd stores it */
+        const int64_t r0[6] = { 0, 7, 7, 1000, rows - 1, rows / 2 };
+
+        for (int j = 0; j < 6; j++)
+            for (int64_t c = 0; c < cols; c++)
+                ref[r0[j] * cols + c] += (float)(j + 1) + (float)c / 16.0f;
+    }
+    ok(kvs_init_row_sparse(kv, 1, &k, &v), "init_row_sparse of a table bigger than staging");
+    for (int64_t j = 0; j < rows; j++)
+        ids[j] = rows - 1 - j;          /* unsorted: the pull sorts them */
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t step = pass == 0 ? chunk : rows;
+
+        for (int64_t at = 0; at < rows; at += step) {
+            kvs_array_t ida = { .data = ids + at, .dtype = KVS_INT64, .ndim = 1,
+                                .shape = { step } };
+            kvs_row_sparse_t out = { .data = od, .indices = oi, .nnz = step };
+            int64_t first = rows - at - step;   /* the chunk's rows, sorted */
+
+            ok(kvs_pull_rows(kv, 1, &k, &ida, &out, 0), "pull_rows");
+            if (out.nnz != step || out.shape[0] != rows || out.shape[1] != cols)
+                die("compact pull of %" PRId64 " rows: nnz %" PRId64 " shape (%" PRId64 ",%"
+                    PRId64 ")", step, out.nnz, out.shape[0], out.shape[1]);
+            for (int64_t j = 0; j < step; j++) {
+                if (oi[j] != first + j)
+                    die("compact pull index %" PRId64 " is %" PRId64 ", expected %" PRId64,
+                        j, oi[j], first + j);
+                for (int64_t c = 0; c < cols; c++)
+                    if (od[j * cols + c] != ref[(first + j) * cols + c])
+                        die("init from rows (pull of %" PRId64 "): row %" PRId64 " column %"
+                            PRId64 " is %g, expected %g", step, first + j, c,
+                            od[j * cols + c], ref[(first + j) * cols + c]);
+            }
+        }
+    }
+    idx[2] = rows;
+    rc = kvs_init_row_sparse(kv, 1, &k2, &v);
+    if (rc != KVS_ERANGE || !strstr(kvs_last_error(kv), "key 13")
+        || !strstr(kvs_last_error(kv), "65536"))
+        die("an init with a row id past the table: %s (%s), expected KVS_ERANGE naming key "
+            "13 and the id", kvs_err_name(rc), kvs_last_error(kv));
+    {
+        kvs_row_sparse_t out = { .data = od, .indices = oi, .nnz = 1 };
+        kvs_array_t ida = { .data = ids, .dtype = KVS_INT64, .ndim = 1, .shape = { 1 } };
+
+        if ((rc = kvs_pull_rows(kv, 1, &k2, &ida, &out, 0)) != KVS_ENOKEY)
+            die("a failed init stored its key: a pull gives %s, expected KVS_ENOKEY",
+                kvs_err_name(rc));
+    }
+    ok(kvs_barrier(kv), "barrier");
+    free(ids);
+    free(oi);
+    free(od);
+    free(ref);
+}
+
+/* Across hosts, an init from rows: each rank gives its own rows, global
+ * rank 0's value is stored on every host (zero but for its rows, row 5
+ * given twice and summed), for a small key and one split over the hosts;
+ * every worker checks it with a compact pull on its own host. */
+static void hosts_init(kvs_key_t k, int64_t rows)
+{
+    int64_t idx[4] = { 5, rows - 1 - rank, 5, rows / 2 + rank }, oi[4];
+    int64_t ids[4] = { rows - 1, 5, rows / 2, 0 }, want[4] = { 0, 5, rows / 2, rows - 1 };
+    float d[4 * 4], od[4 * 4], ref[4 * 4] = { 0 };
+    kvs_row_sparse_t v = { .data = d, .indices = idx, .nnz = 4, .dtype = KVS_FLOAT32,
+                           .ndim = 2, .shape = { rows, 4 } };
+    kvs_row_sparse_t out = { .data = od, .indices = oi, .nnz = 4 };
+    kvs_array_t ida = { .data = ids, .dtype = KVS_INT64, .ndim = 1, .shape = { 4 } };
+
+    for (int j = 0; j < 4; j++)
+        for (int c = 0; c < 4; c++)
+            d[j * 4 + c] = (float)((rank + 1) * 10 + j + c);
+    /* rank 0's rows: 5 (j 0 and 2, summed), rows - 1 (j 1), rows / 2 (j 3) */
+    for (int c = 0; c < 4; c++) {
+        ref[1 * 4 + c] = (float)(10 + 0 + c) + (float)(10 + 2 + c);
+        ref[2 * 4 + c] = (float)(10 + 3 + c);
+        ref[3 * 4 + c] = (float)(10 + 1 + c);
+    }
+    ok(kvs_init_row_sparse(kv, 1, &k, &v), "init_row_sparse across hosts");
+    ok(kvs_pull_rows(kv, 1, &k, &ida, &out, 0), "pull_rows across hosts");
+    for (int j = 0; j < 4; j++) {
+        if (oi[j] != want[j])
+            die("key %d: pull after an init from rows: index %d is %" PRId64 ", expected %"
+                PRId64, (int)k.id, j, oi[j], want[j]);
+        for (int c = 0; c < 4; c++)
+            if (od[j * 4 + c] != ref[j * 4 + c])
+                die("key %d: init from rows across hosts: row %" PRId64 " column %d is %g, "
+                    "expected %g", (int)k.id, want[j], c, od[j * 4 + c], ref[j * 4 + c]);
+    }
+    ok(kvs_barrier(kv), "barrier");
+}
+
 static void hosts(const char *type)
 {
     int async = strcmp(type, "dist_async") == 0;
+
+    hosts_init(KVS_INT_KEY(14), R);
+    hosts_init(KVS_INT_KEY(15), 300000);
 
     hosts_one(KVS_INT_KEY(7), R, C, async);
     /* 4.8 MB: split over the hosts, each owning a range of rows. */
@@ -1087,6 +1211,8 @@ int main(int argc, char **argv)
         bad();
     else if (strcmp(scenario, "bytes") == 0)
         bytes();
+    else if (strcmp(scenario, "init") == 0)
+        init_big();
     else if (strcmp(scenario, "hosts") == 0)
         hosts(type);
     else

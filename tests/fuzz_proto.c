@@ -204,12 +204,15 @@ static void sqe_one(const unsigned char *slot, uint64_t staging)
         CHECK(!(s.flags & KVS__SQE_STRKEY) && s.key_id == 0 && s.ndim == 0);
         CHECK(s.arg >= 1 && s.arg <= KVS__TABLE_MAX);
         CHECK(s.data_len >= s.arg * (KVS__TAB_ENTRY_BYTES(0) + KVS__TAB_RESULT_BYTES));
-    } else if ((s.flags & KVS__SQE_ROWS) && s.op != KVS__OP_INIT) {
-        /* A row-sparse push's ids and rows, or a pull naming no array. */
-        CHECK(s.op == KVS__OP_PUSH || s.op == KVS__OP_PULL);
+    } else if (s.flags & KVS__SQE_ROWS) {
+        /* A row-sparse init's or push's ids and rows, or a pull naming no
+         * array, with no data or its ids and room after them. */
+        CHECK(s.op == KVS__OP_INIT || s.op == KVS__OP_PUSH || s.op == KVS__OP_PULL);
         CHECK(!(s.flags & (KVS__SQE_VALUE | KVS__SQE_2BIT | KVS__SQE_DEVICE | KVS__SQE_REMOTE)));
         if (s.op == KVS__OP_PULL) {
-            CHECK(s.dtype == 0 && s.ndim == 0 && s.data_off == 0 && s.data_len == 0);
+            CHECK(s.dtype == 0 && s.ndim == 0);
+            CHECK(s.data_len == 0 ? s.data_off == 0
+                                  : s.arg <= s.data_len / 8 && (s.data_off & 7) == 0);
         } else {
             int64_t row = (int64_t)kvs_dtype_size(s.dtype), total;
 
@@ -264,7 +267,8 @@ static void cqe_one(const unsigned char *slot, uint64_t arena)
     }
     CHECK(kvs__status_ok(c.status));
     CHECK((c.flags & ~(uint32_t)KVS__CQE_FLAGS) == 0);
-    CHECK(!(c.flags & KVS__CQE_HELD) || c.status == 0);
+    CHECK(!(c.flags & (KVS__CQE_HELD | KVS__CQE_ROWS)) || c.status == 0);
+    CHECK(!(c.flags & KVS__CQE_ROWS) || !(c.flags & (KVS__CQE_HELD | KVS__CQE_RELEASE)));
     CHECK(strlen(c.msg) < KVS__MSG_MAX);
     CHECK(c.value_off <= arena && c.value_len <= arena - c.value_off);
     kvs__cqe_encode(&c, re);

@@ -15,7 +15,8 @@
  * left alone; the device type places keys on GPUs by bytes; the nccl type
  * reduces values from several GPUs through NCCL; injected failures (an allocation, a lost device) fail the
  * call with the reason and change nothing; arrays whose data is not on the
- * device they claim are refused.
+ * device they claim are refused. Row-sparse values of device keys are
+ * test_device_rows.c's.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -411,43 +412,6 @@ static void test_device_type(void **state)
     cuda.free(d);
 }
 
-/* Row-sparse values of a key that lives on a GPU: refused (KVS_ENOTSUP,
- * the detail says why) with nothing changed, for push, pushpull, compact
- * pull; a key the same store keeps on the host takes them. */
-static void test_rows_on_device_refused(void **state)
-{
-    float v[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, d[2] = { 10, 20 }, got[8], rows[8];
-    int64_t idx[1] = { 2 }, ids[1] = { 1 }, outidx[4];
-    kvs_t *kv = new_store("local");
-    kvs_key_t kd = IK(1), kh = IK(2);
-    kvs_array_t a = { .data = dev_alloc(0, v, sizeof v), .dtype = KVS_FLOAT32, .ndim = 2,
-                      .shape = { 4, 2 }, .device = KVS_CUDA(0) };
-    kvs_row_sparse_t r = { .data = d, .indices = idx, .nnz = 1, .dtype = KVS_FLOAT32,
-                           .ndim = 2, .shape = { 4, 2 }, .device = KVS_HOST };
-    kvs_row_sparse_t out = { .data = rows, .indices = outidx, .nnz = 4, .device = KVS_HOST };
-    kvs_array_t row_ids = { .data = ids, .dtype = KVS_INT64, .ndim = 1, .shape = { 1 },
-                            .device = KVS_HOST };
-
-    (void)state;
-    OK(kvs_init(kv, 1, &kd, &a));
-    OK(kvs_set_optimizer(kv, "sgd lr=0.5"));
-    EXPECT_RC(kvs_push_row_sparse(kv, 1, &kd, &r, 0), KVS_ENOTSUP);
-    EXPECT_DETAIL(kv, "GPU");
-    EXPECT_RC(kvs_pushpull_row_sparse(kv, 1, &kd, &r, &row_ids, &out, 0), KVS_ENOTSUP);
-    EXPECT_RC(kvs_pull_rows(kv, 1, &kd, &row_ids, &out, 0), KVS_ENOTSUP);
-    a.data = got;
-    a.device = KVS_HOST;
-    OK(kvs_pull(kv, 1, &kd, &a, 0));
-    assert_memory_equal(got, v, sizeof v);
-    a.data = v;
-    OK(kvs_init(kv, 1, &kh, &a));
-    OK(kvs_push_row_sparse(kv, 1, &kh, &r, 0));
-    a.data = got;
-    OK(kvs_pull(kv, 1, &kh, &a, 0));
-    assert_true(got[4] == 5 - 0.5f * 10 && got[5] == 6 - 0.5f * 20 && got[0] == 1);
-    kvs_close(kv);
-}
-
 /* The nccl type reduces a key's values from both devices with NCCL (the
  * stand-in's sums, in rank order, are the host's), several keys in one
  * group; values from the host are copied over instead. */
@@ -597,7 +561,6 @@ int main(void)
         cmocka_unit_test(test_states_round_trip),
         cmocka_unit_test(test_pushpull_view_rows),
         cmocka_unit_test(test_device_type),
-        cmocka_unit_test(test_rows_on_device_refused),
         cmocka_unit_test(test_nccl_type),
         cmocka_unit_test(test_current_device_kept),
         cmocka_unit_test(test_wrong_device_refused),

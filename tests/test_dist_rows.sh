@@ -4,9 +4,10 @@
 # and repeated rows against each worker's reference, empty pushes, lazy
 # sgd and adam leaving absent rows bit for bit, a round of dense and
 # row-sparse pushes, compact pulls of repeated and unsorted ids, bad values
-# refused with nothing changed, and kvsctl stats counting only the rows
+# refused with nothing changed, kvsctl stats counting only the rows
 # pushed and pulled of a table of a million rows, and each key's rows
-# pushed and pulled on its own; then, in dist_sync, the same of small keys
+# pushed and pulled on its own, and an init from rows of a table bigger
+# than the job's staging; then, in dist_sync, the same of small keys
 # whose rounds the workers combine.
 set -u
 # shellcheck source=tests/lib.sh
@@ -27,6 +28,9 @@ job 2 lists
 for n in 2 3; do job $n mixed; done
 job 2 bad
 job 2 bytes
+# An init from rows of a 4 MiB table with 1 MiB of staging: only the rows
+# given cross.
+for n in 2 3; do job $n init 0 --staging 1M; done
 # The same in dist_sync with the small keys combined by the workers (the
 # default), each job checking that its rounds went through the combine
 # area: row-sparse pushes and compact pulls of those keys.

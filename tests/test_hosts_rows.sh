@@ -4,7 +4,8 @@
 # overlapping and repeated rows, empty pushes, sgd; lazy sgd (momentum,
 # wd) and adam against a local store given every worker's rows, absent
 # rows bit-identical; a round of dense and row-sparse pushes; then
-# (scenario hosts) compact pulls and row-sparse pushes of a small key and
+# (scenario hosts) an init from rows storing global rank 0's rows on every
+# host, compact pulls and row-sparse pushes of a small key and
 # of a key split over the hosts, by value; lazy adam and sgd on the split
 # key, one round with rows in one host's range only, and adam with
 # lazy_update=0 (every row as a local store's). The same across hosts in

@@ -632,8 +632,8 @@ static void test_bad_values_change_nothing(void **state)
     v.indices = NULL;
     EXPECT_RC(kvs_push_row_sparse(kv, 1, &key, &v, 0), KVS_EBADARG);
     v.indices = good;
-    v.device = KVS_CUDA(0);
-    EXPECT_RC(kvs_push_row_sparse(kv, 1, &key, &v, 0), KVS_EBADARG);
+    v.device = KVS_CUDA(0);            /* no CUDA here: as a dense device array */
+    EXPECT_RC(kvs_push_row_sparse(kv, 1, &key, &v, 0), KVS_EDEVICE);
     v.device = KVS_HOST;
     EXPECT_RC(kvs_push_row_sparse(kv, 1, &IK(99), &v, 0), KVS_ENOKEY);
     /* A list whose second key's value is bad: the first is not pushed. */
@@ -964,27 +964,20 @@ static void test_engine_push_rows_range_assign(void **state)
 }
 
 /* The device type takes row-sparse values for keys it keeps on the host
- * (no GPU seen), and refuses keys on a GPU with KVS_ENOTSUP. */
+ * (no GPU seen here; keys on a GPU are test_device_rows.c's). */
 static void test_device_type(void **state)
 {
     kvs_t *kv = new_store("device");
     float w[N], got[N], d[C] = { 1, 2, 3 };
     int64_t idx[] = { 4 };
     kvs_row_sparse_t v = rsp(d, idx, 1, KVS_FLOAT32);
-    struct kvs__entry_info info;
 
     (void)state;
     fill_w(w, N, 0.0f);
     init_f32(kv, 1, w);
-    OK(kvs__engine_lookup(kv->eng, IK(1), &info, NULL));
-    if (info.device != KVS_HOST) {
-        EXPECT_RC(kvs_push_row_sparse(kv, 1, &IK(1), &v, 0), KVS_ENOTSUP);
-        EXPECT_DETAIL(kv, "GPU");
-    } else {
-        OK(kvs_push_row_sparse(kv, 1, &IK(1), &v, 0));
-        pull_f32(kv, 1, got);
-        assert_memory_equal(got + 4 * C, d, sizeof d);
-    }
+    OK(kvs_push_row_sparse(kv, 1, &IK(1), &v, 0));
+    pull_f32(kv, 1, got);
+    assert_memory_equal(got + 4 * C, d, sizeof d);
     kvs_close(kv);
 }
 

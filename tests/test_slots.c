@@ -336,6 +336,23 @@ static void test_sqe_fields(void **state)
     s.data_len = 48;
     s.arg = (uint64_t)1 << 62;                  sqe_bad(&s, STAGING, "rows of 16");
     s = sqe_ok(KVS__OP_PULL); s.flags = KVS__SQE_ROWS; sqe_bad(&s, STAGING, "row-sparse pull");
+    /* An init from rows is checked as a push; a dense init's size is not
+     * taken with the flag. */
+    s = sqe_ok(KVS__OP_INIT); s.flags = KVS__SQE_ROWS; s.arg = 3;
+    sqe_bad(&s, STAGING, "48 data bytes for 3 rows of 16");
+    s.data_len = 3 * (8 + 16);                   sqe_good(&s, STAGING);
+    s.ndim = 0; s.shape[0] = s.shape[1] = 0; s.arg = 0; s.data_len = 0;
+    sqe_bad(&s, STAGING, "row-sparse init of ndim 0");
+    /* A pull's data: none, or its arg ids and room after them, 8-aligned,
+     * in staging. */
+    s = sqe_ok(KVS__OP_PULL); s.flags = KVS__SQE_ROWS; s.dtype = 0; s.ndim = 0;
+    s.shape[0] = s.shape[1] = 0; s.arg = 4;      sqe_good(&s, STAGING);
+    s.data_off = 64;                             sqe_bad(&s, STAGING, "row-sparse pull");
+    s.data_len = 32;                             sqe_good(&s, STAGING);
+    s.data_len = 31;                             sqe_bad(&s, STAGING, "31 data bytes for 4 row ids");
+    s.data_len = 32 + 1000; s.data_off = 68;     sqe_bad(&s, STAGING, "row-sparse pull");
+    s.data_off = STAGING - 64;                   sqe_bad(&s, STAGING, "outside the staging");
+    s.data_off = 64; s.arg = UINT64_MAX;         sqe_bad(&s, STAGING, "row ids");
     s = sqe_ok(KVS__OP_PUSH); s.dtype = (kvs_dtype_t)7;   sqe_bad(&s, STAGING, "dtype 7");
     s = sqe_ok(KVS__OP_PULL); s.dtype = (kvs_dtype_t)255; sqe_bad(&s, STAGING, "dtype 255");
     s = sqe_ok(KVS__OP_INIT); s.ndim = 9;        sqe_bad(&s, STAGING, "ndim 9");
@@ -525,7 +542,13 @@ static void test_cqe_fields(void **state)
     c = cqe_ok();                           cqe_bad(&c, 4096 + 47, "arena");
     c = cqe_ok(); c.value_off = UINT64_MAX; cqe_bad(&c, UINT64_MAX, "arena");
     c = cqe_ok(); c.value_len = UINT64_MAX; cqe_bad(&c, UINT64_MAX, "arena");
-    c = cqe_ok(); c.flags = 0x4;            cqe_bad(&c, 1 << 20, "flags");
+    c = cqe_ok(); c.flags = 0x8;            cqe_bad(&c, 1 << 20, "flags");
+    c = cqe_ok(); c.flags = KVS__CQE_ROWS | KVS__CQE_HELD;
+    cqe_bad(&c, 1 << 20, "flags");
+    c = cqe_ok(); c.flags = KVS__CQE_ROWS | KVS__CQE_RELEASE;
+    cqe_bad(&c, 1 << 20, "flags");
+    c = cqe_ok(); c.flags = KVS__CQE_ROWS; c.status = KVS_ERANGE;
+    cqe_bad(&c, 1 << 20, "flags");
     c = cqe_ok(); c.flags = KVS__CQE_HELD | KVS__CQE_RELEASE;
     cqe_bad(&c, 1 << 20, "flags");
     c = cqe_ok(); c.flags = KVS__CQE_HELD; c.status = KVS_ESHAPE;

@@ -21,6 +21,7 @@
 #include "devbufs.h"
 #include "remote.h"
 #include "req.h"
+#include "rows.h"
 #include "tracing.h"
 
 #include "kernels/array.h"
@@ -168,10 +169,12 @@ static int value_cqe(struct daemon *d, struct round *rd, const struct req *r,
     c->round = rd->done;
     d->st.pulls++;
     if (r->s.op == KVS__OP_PULL && (r->s.flags & KVS__SQE_ROWS)) {
-        /* The worker copies only the rows it wants: those count. */
+        /* Only the rows asked for count: gathered into the worker's
+         * staging here, or copied by the worker out of the arena. */
         uint64_t rows = r->s.arg < (uint64_t)rd->nrows ? r->s.arg : (uint64_t)rd->nrows;
 
         c->round = rd->meta_off;
+        rows_gather(d, rd, r, &c->flags);
         d->st.rows_pulled += rows;
         rd->rows_pulled += rows;
         d->st.bytes_pulled += rows * rd->row_bytes;

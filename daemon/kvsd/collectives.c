@@ -14,7 +14,9 @@
  *
  * Serve thread only. Like requests.c, it reads a request's data only from
  * staging of a worker still LIVE, copying an init's value on arrival (the
- * worker may leave before the last one comes).
+ * worker may leave before the last one comes). A row-sparse init
+ * (KVS__SQE_ROWS) sends only its rows; kvsd keeps its dense form (rows.c),
+ * so that from there on it is an init like any other.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,6 +33,7 @@
 #include "hosts.h"
 #include "job.h"
 #include "req.h"
+#include "rows.h"
 
 #include "kernels/array.h"
 #include "device/mem.h"
@@ -196,7 +199,7 @@ static int init_one(struct daemon *d, const struct coll *c, const struct req *fi
     char ks[KVS_MAX_KEY_LEN + 8];
     kvs_key_t key = req_key(&first->s);
     kvs_array_t a = init_array(c, first);
-    uint64_t need = sizeof(struct kvs__block_head) + first->s.data_len;
+    uint64_t need = sizeof(struct kvs__block_head) + c->value_len;
     int rc = kvs__engine_init(d->eng, 1, &key, &a, 0, e);
 
     if (rc == -ENOMEM && arena_room(d) < need) {
@@ -378,6 +381,11 @@ static int init_take(struct daemon *d, struct coll *c, const struct req *r, stru
             kvs__mem_free(dev, v);
             return rc;
         }
+    } else if (r->s.flags & KVS__SQE_ROWS) {
+        uint64_t len;
+
+        if ((rc = rows_init_value(d, r, &v, &len, e)) != 0)
+            return rc;
     } else {
         if ((rc = kvs__mem_alloc(KVS_HOST, r->s.data_len ? r->s.data_len : 1, 0, &v, e)) != 0)
             return rc;
@@ -403,15 +411,16 @@ void colls_arrive(struct daemon *d, struct req *r)
         return;
     }
     /* An init's value is needed when the last worker arrives, and a worker
-     * may leave before that: kvsd keeps a copy of the lowest rank's so far,
-     * the only one stored, of the first arrival's size. A value of another
+     * may leave before that: kvsd keeps a copy of the lowest rank's so far
+     * (a row-sparse init's in its dense form: rows.c), the only one stored,
+     * of the first arrival's size. A value of another
      * size fails the init (init_value), and then no value is stored. */
     if (r->s.op == KVS__OP_INIT && !c->narrived && !c->value) {
-        c->value_len = r->s.data_len;
+        c->value_len = rows_init_len(r);
         /* before any host may send a value of it, or rows */
         hosts_expect(d, c->value_len, r->s.ndim > 0 ? (uint64_t)r->s.shape[0] : 0);
     }
-    if (r->s.op == KVS__OP_INIT && r->s.data_len == c->value_len
+    if (r->s.op == KVS__OP_INIT && rows_init_len(r) == c->value_len
         && d->workers[r->w].rank < c->value_rank) {
         struct kvs__err e = { 0, "" };
         int rc = init_take(d, c, r, &e);

@@ -119,8 +119,8 @@ static int remote_take(struct daemon *d, struct req *r, struct kvs__err *e)
 }
 
 /* A row-sparse push or pull (rows.c): a push's row ids copied out of
- * staging and checked with its dtype and shape by the engine, a pull's key
- * looked up; then its key's rounds, and what kvsd does not take refused. */
+ * staging and checked with its dtype and shape by the engine, a pull's ids
+ * copied and its key looked up; then its key's rounds, and what kvsd does not take refused. */
 static int check_rows(struct daemon *d, struct req *r, struct kvs__err *e)
 {
     struct kvs__entry_info info;
@@ -133,6 +133,9 @@ static int check_rows(struct daemon *d, struct req *r, struct kvs__err *e)
         v = rows_value(d, r);
         rc = kvs__engine_check_rows(d->eng, req_key(&r->s), &v, &info, e);
     } else {
+        /* A pull's ids, for rows_gather: taken now, while the worker waits. */
+        if (r->s.data_len && (rc = rows_take_ids(d, r, e)) != 0)
+            return rc;
         rc = kvs__engine_lookup(d->eng, req_key(&r->s), &info, e);
     }
     if (rc == 0 && !(r->rd = rounds_of(d, &info, req_key(&r->s))))

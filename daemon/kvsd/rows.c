@@ -5,9 +5,16 @@
  * (kvs__engine_check_rows: every id in range, the key's dtype and shape),
  * so that a worker rewriting its staging cannot steer a write; its rows
  * stay lent in staging until its round closes, as a dense push's data
- * does. A row-sparse pull waits as a pull does; its completion names the
- * value and the key's shape record, from which the worker copies the rows
- * it wants out of the read-only arena itself.
+ * does. A row-sparse init carries the same ids and rows; kvsd keeps its
+ * dense form, zero but for those rows (rows_init_value), and from there on
+ * it is an init like any other (collectives.c). A row-sparse pull waits
+ * as a pull does; its completion names the value and the key's shape
+ * record. When the pull gave its ids and room in staging, kvsd gathers
+ * the rows there first (rows_gather): kvsd has the arena faulted in
+ * already, where the worker copying out of its own read-only mapping
+ * would fault in every page it touches (and the pages around it), keep
+ * them resident, and spend the sparse step in page faults (bench/NOTES.md
+ * 19). Otherwise the worker copies the rows out of the arena itself.
  *
  * Across hosts, dist_sync rounds with rows go through xrows.c (each owner
  * gets its rows of each host's sum), and dist_async pushes with rows
@@ -20,12 +27,13 @@
  * the whole value of each key it serves, which the owners' values keep
  * current, so a pull reads its own host's arena as on one host.
  *
- * Serve thread only. It must never read a row id from staging twice, nor
- * answer a request (answers.c does) or decide when a round closes
- * (rounds.c does).
+ * Serve thread only (so no value changes while rows are gathered). It
+ * must never read a row id from staging twice, nor answer a request
+ * (answers.c does) or decide when a round closes (rounds.c does).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +42,9 @@
 #include "remote.h"
 #include "req.h"
 
+#include "kernels/array.h"
+#include "device/mem.h"
+#include "store/engine_args.h"
 #include "proto/layout.h"
 #include "proto/trace.h"
 
@@ -46,6 +57,81 @@ int rows_take_ids(struct daemon *d, struct req *r, struct kvs__err *e)
         return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a row-sparse push's row ids");
     memcpy(r->ridx, d->workers[r->w].staging + r->s.data_off, bytes);
     return 0;
+}
+
+uint64_t rows_init_len(const struct req *r)
+{
+    int64_t bytes = 0;
+
+    if (!(r->s.flags & KVS__SQE_ROWS))
+        return r->s.data_len;
+    kvs__value_size(r->s.dtype, r->s.ndim, r->s.shape, &bytes);
+    return (uint64_t)bytes;
+}
+
+int rows_init_value(struct daemon *d, const struct req *r, void **out, uint64_t *len,
+                    struct kvs__err *e)
+{
+    const unsigned char *data = d->workers[r->w].staging + r->s.data_off;
+    int64_t nnz = (int64_t)r->s.arg, row = 0, *ids;
+    uint64_t bytes = rows_init_len(r);
+    kvs_array_t a = { .dtype = KVS_INT64, .ndim = 1, .shape = { nnz }, .device = KVS_HOST };
+    size_t elems;
+    unsigned char *v;
+    int rc;
+
+    kvs__row_size(r->s.dtype, r->s.ndim, r->s.shape, &row);
+    if (!(ids = malloc((size_t)nnz * sizeof *ids + 1)))
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a row-sparse init's row ids");
+    memcpy(ids, data, (size_t)nnz * sizeof *ids);
+    a.data = ids;
+    if ((rc = kvs__check_row_ids(req_key(&r->s), 0, &a, r->s.ndim, r->s.shape[0], e)) != 0
+        || (rc = 0, !(v = calloc(1, bytes ? (size_t)bytes : 1)))) {
+        free(ids);
+        return rc ? rc : kvs__fail(e, -ENOMEM, "kvsd: out of memory for a %" PRIu64 "-byte "
+                                   "init value", bytes);
+    }
+    /* calloc, not kvs__mem_alloc's memset: the rows not given stay pages
+     * never touched (kvs__mem_free frees host memory with free). Rows are
+     * summed as the engine's init from rows sums them, read from staging
+     * once each, and only ever written to kvsd's copy. */
+    elems = row > 0 ? (size_t)row / kvs_dtype_size(r->s.dtype) : 0;
+    data += (size_t)nnz * sizeof *ids;
+    for (int64_t j = 0; j < nnz && elems > 0; j++) {
+        unsigned char *dst = v + (size_t)ids[j] * (size_t)row;
+        const void *in[2] = { dst, data + (size_t)j * (size_t)row };
+
+        kvs__sum(r->s.dtype, dst, in, 2, elems, 1);
+    }
+    free(ids);
+    *out = v;
+    *len = bytes;
+    return 0;
+}
+
+void rows_gather(struct daemon *d, const struct round *rd, const struct req *r,
+                 uint32_t *flags)
+{
+    const struct worker *w = &d->workers[r->w];
+    uint64_t n = r->s.arg, room;
+    const unsigned char *src = rd->value;
+    unsigned char *dst;
+
+    if (r->s.data_len == 0 || !r->ridx || w->state != W_LIVE || !w->seg
+        || rd->row_bytes == 0)
+        return;
+    /* The slot's check bounds the ids by data_len, so this cannot wrap. */
+    room = r->s.data_len - n * sizeof(int64_t);
+    if (n > room / rd->row_bytes)
+        return;
+    for (uint64_t j = 0; j < n; j++)
+        if (r->ridx[j] < 0 || r->ridx[j] >= rd->nrows)
+            return;                    /* the worker names the bad id itself */
+    dst = w->staging + r->s.data_off + n * sizeof(int64_t);
+    for (uint64_t j = 0; j < n; j++)
+        memcpy(dst + j * rd->row_bytes, src + (uint64_t)r->ridx[j] * rd->row_bytes,
+               rd->row_bytes);
+    *flags |= KVS__CQE_ROWS;
 }
 
 kvs_row_sparse_t rows_value(const struct daemon *d, const struct req *r)

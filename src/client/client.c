@@ -36,9 +36,8 @@
 
 /* ---- data calls ------------------------------------------------------- */
 
-/* flags: KVS__SQE_ROWS for an init of row-sparse values (slots.h). */
-static int init_flags(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                      int replace, uint8_t flags, struct kvs__err *e)
+static int dist_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
+                     int replace, struct kvs__err *e)
 {
     char ks[KVS_MAX_KEY_LEN + 8];
     struct kvs__groups g;
@@ -60,17 +59,11 @@ static int init_flags(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t
             }
         }
     } else {
-        rc = kvs__client_send_groups(kv, KVS__OP_INIT, flags, &g, keys, values, 0, NULL,
-                                     flags ? "kvs_init_row_sparse" : "kvs_init", e);
+        rc = kvs__client_send_groups(kv, KVS__OP_INIT, 0, &g, keys, values, 0, NULL,
+                                     "kvs_init", e);
     }
     kvs__groups_free(&g);
     return rc;
-}
-
-static int dist_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
-                     int replace, struct kvs__err *e)
-{
-    return init_flags(kv, n, keys, values, replace, 0, e);
 }
 
 static int dist_push_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
@@ -268,29 +261,13 @@ static int dist_row_sparse_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_arr
 
 /* ---- row-sparse values (rows.c) ---------------------------------------- */
 
-/* An init of row-sparse values sends their dense form: an init moves the
- * whole value once, and kvsd stores it whole. Such keys stay kvsd's, never
- * combined by the workers, so that their row-sparse pushes are taken. */
+/* An init of row-sparse values sends only their rows (rows.c); kvsd
+ * stores the rest zero. Such keys stay kvsd's, never combined by the
+ * workers, so that their row-sparse pushes are taken. */
 static int dist_init_rows(kvs_t *kv, int n, const kvs_key_t *keys,
                           const kvs_row_sparse_t *values, struct kvs__err *e)
 {
-    kvs_array_t *dense;
-    int rc = 0;
-
-    if ((rc = kvs__client_usable(kv->client, e)) != 0)
-        return rc;
-    if (n < 0 || (n > 0 && (!keys || !values)))
-        return kvs__fail(e, KVS_EBADARG, "bad list: count %d", n);
-    if (!(dense = calloc((size_t)(n ? n : 1), sizeof *dense)))
-        return kvs__fail(e, -ENOMEM, "out of memory");
-    for (int i = 0; i < n && rc == 0; i++)
-        rc = kvs__client_rows_dense(keys[i], i, &values[i], &dense[i], e);
-    if (rc == 0)
-        rc = init_flags(kv, n, keys, dense, 0, KVS__SQE_ROWS, e);
-    for (int i = 0; i < n; i++)
-        free(dense[i].data);
-    free(dense);
-    return rc;
+    return kvs__client_init_rows(kv, n, keys, values, e);
 }
 
 /* ---- update rules and the rest ---------------------------------------- */

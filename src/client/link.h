@@ -30,6 +30,7 @@ struct kvs__answer {
     int32_t status;
     uint64_t value_off, value_len;     /* PULL, PUSH with KVS__SQE_VALUE */
     uint64_t round;                    /* a row-sparse PULL: its key's shape record */
+    uint32_t flags;                    /* the completion's KVS__CQE_ROWS */
 };
 
 /* A call's answers: one per request, and the message of the first request
@@ -92,6 +93,8 @@ struct kvs__client {
     } *cb_opts;
     size_t cb_nopt;
     uint64_t next_seq;
+    uint64_t row_hint[64];             /* rows.c: per key hash, the bytes of a row of
+                                        * the key last seen so hashed (0: none) */
     int broken;                        /* 0, or the error every call now returns */
     char broken_msg[KVS__ERR_MSG_MAX];
 };

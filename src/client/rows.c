@@ -6,14 +6,23 @@
  * and rows in the same order (kvsd sums repeated rows). Only the rows
  * cross: a push of 10 rows of a table of a million moves 10 rows. A
  * single value whose rows follow its ids in one buffer of kvs_array_alloc
- * is sent as it lies. A compact pull waits as a pull does, then copies
- * only the rows asked for out of the read-only arena, where the
- * completion says the value and its shape record lie: the worker touches
- * those rows' pages and no others, and keeps no copy of the table. An
- * init densifies here: every row not given is zero. Keys the workers
- * combine (client/combine.c) never reach kvsd: their rows are pushed into
- * the combine area's round, densified with a mark of the rows given, and
- * pulled out of its published value.
+ * is sent as it lies. An init sends the same, op INIT: kvsd makes the
+ * rows not given zero, so the staging area need not hold the table.
+ *
+ * A compact pull puts its sorted unique ids into staging with room for
+ * their rows, and kvsd gathers the rows there (KVS__CQE_ROWS): the worker
+ * then touches only its staging and its out. Copying them itself out of
+ * the read-only arena would fault in every page touched, and the pages
+ * around it, which stay resident in this process: a worker pulling Zipf
+ * rows of a big table grew toward the whole table, and the faults were
+ * most of the sparse step's time (bench/NOTES.md 19). Pulls of more than
+ * GATHER_MAX bytes of rows, or that do not fit staging, still copy out of
+ * the arena, where the completion says the value and its shape record
+ * lie: there every worker copies at once, where kvsd would gather one
+ * after another. Either way this process keeps no copy of the table.
+ * Keys the workers combine (client/combine.c) never reach kvsd: their
+ * rows are pushed into the combine area's round, densified with a mark of
+ * the rows given, and pulled out of its published value.
  *
  * It must never trust what the arena or a completion says: a shape
  * record and a value's range are checked before a byte of them is read,
@@ -31,6 +40,7 @@
 #include "kernels/array.h"
 #include "device/mem.h"
 #include "store/engine_args.h"
+#include "store/key.h"
 #include "proto/layout.h"
 #include "proto/combine.h"
 #include "client/groups.h"
@@ -91,11 +101,29 @@ static int check_value(kvs_key_t key, int i, const kvs_row_sparse_t *v, int64_t 
     return 0;
 }
 
+/* A compact pull asks kvsd to gather its rows into staging only when it
+ * knows a row's bytes beforehand, which a pull's arguments do not say:
+ * c->row_hint keeps, per key hash, those of the last push or pull of a
+ * key so hashed. A wrong hint costs only speed: kvsd gathers only rows
+ * that fit the room given, and the worker checks what it reads against
+ * the key's shape record. c->lock held. */
+static uint64_t *hint_of(struct kvs__client *c, kvs_key_t key)
+{
+    return &c->row_hint[kvs__key_hash(key) % (sizeof c->row_hint / sizeof c->row_hint[0])];
+}
+
+static void hint_set(struct kvs__client *c, kvs_key_t key, uint64_t row)
+{
+    *hint_of(c, key) = row;
+}
+
 /* ---- push ------------------------------------------------------------- */
 
 /* One push_rows call as it goes: per group (key) its rows, bytes and
  * place in staging. */
 struct rows_push {
+    uint8_t op;                        /* KVS__OP_PUSH, or KVS__OP_INIT */
+    const char *what;
     int priority, start;
     const struct kvs__groups *g;
     const kvs_key_t *keys;
@@ -111,7 +139,7 @@ static void fill_rows(const void *ctx, int i, struct kvs__sqe *s)
     int j = p->start + i;
     const kvs_row_sparse_t *v = &p->values[p->g->first[j]];
 
-    *s = (struct kvs__sqe){ .op = KVS__OP_PUSH, .flags = KVS__SQE_ROWS,
+    *s = (struct kvs__sqe){ .op = p->op, .flags = KVS__SQE_ROWS,
                             .priority = p->priority, .dtype = v->dtype, .ndim = v->ndim,
                             .data_off = p->bytes[j] ? p->at[j] : 0, .data_len = p->bytes[j],
                             .arg = p->nnz[j] };
@@ -202,7 +230,7 @@ static int push_batch(kvs_t *kv, struct rows_push *p, const int64_t *row, int st
         free(a);
         return kvs__fail(e, -ENOMEM, "out of memory");
     }
-    if (total && (rc = kvs__client_xfer_take(kv, total, &off, "kvs_push_row_sparse", e)) != 0) {
+    if (total && (rc = kvs__client_xfer_take(kv, total, &off, p->what, e)) != 0) {
         free(h->returned);
         free(h);
         free(a);
@@ -221,18 +249,22 @@ static int push_batch(kvs_t *kv, struct rows_push *p, const int64_t *row, int st
         }
     }
     p->start = start;
-    rc = kvs__client_run(kv, fill_rows, p, end - start, 0, &ans, h, "kvs_push_row_sparse", e);
+    rc = kvs__client_run(kv, fill_rows, p, end - start, 0, &ans, h, p->what, e);
     free(a);
     return rc;
 }
 
-/* The checked values of keys kvsd keeps: sent to kvsd. row[i]: value i's
- * row bytes; pos[i]: its place in the caller's list. */
-static int push_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_row_sparse_t *values,
-                   const int *pos, const int64_t *row, int priority, struct kvs__err *e)
+/* The checked values of keys kvsd keeps: sent to kvsd, as a push (op
+ * PUSH) or an init (op INIT: the same requests, each key at most once).
+ * row[i]: value i's row bytes; pos[i]: its place in the caller's list. */
+static int push_kd(kvs_t *kv, uint8_t op, int n, const kvs_key_t *keys,
+                   const kvs_row_sparse_t *values, const int *pos, const int64_t *row,
+                   int priority, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
-    struct rows_push p = { .priority = priority, .keys = keys, .values = values, .pos = pos };
+    struct rows_push p = { .op = op, .priority = priority, .keys = keys, .values = values,
+                           .pos = pos, .what = op == KVS__OP_INIT ? "kvs_init_row_sparse"
+                                                                : "kvs_push_row_sparse" };
     struct kvs__groups g = { 0 };
     uint64_t room, sent = 0;
     size_t ng;
@@ -240,6 +272,15 @@ static int push_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_row_sparse
 
     if ((rc = kvs__groups_make(n, keys, &g, e)) != 0)
         goto out;
+    for (int i = 0; op == KVS__OP_INIT && g.ng != n && i < n; i++) {
+        if (g.first[g.gid[i]] != i) {
+            char ks[KVS_MAX_KEY_LEN + 8];
+
+            kvs__key_str(ks, sizeof ks, keys[i]);
+            rc = kvs__fail(e, KVS_EKEYEXISTS, "key %s: appears twice in one init", ks);
+            goto out;
+        }
+    }
     p.g = &g;
     ng = (size_t)(g.ng ? g.ng : 1);
     p.nnz = calloc(ng, sizeof *p.nnz);
@@ -253,6 +294,8 @@ static int push_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_row_sparse
     for (int j = 0; j < g.ng && rc == 0; j++)
         rc = group_sizes(&p, j, row, e);
     pthread_mutex_lock(&c->lock);
+    for (int j = 0; j < g.ng && rc == 0; j++)
+        hint_set(c, keys[g.first[j]], (uint64_t)row[g.first[j]]);
     room = kvs__client_transient(c);
     for (int j = 0; j < g.ng && rc == 0; j++) {
         int zc = as_it_lies(c, &p, j, e);
@@ -284,7 +327,7 @@ static int push_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_row_sparse
     }
     for (int j = 0; rc == 0 && j < g.ng; j++)
         sent += p.bytes[j];
-    if (rc == 0)
+    if (rc == 0 && op == KVS__OP_PUSH)
         kvs__client_count(c, (uint64_t)n, sent);
 out:
     free(p.zc);
@@ -426,7 +469,7 @@ int kvs__client_push_rows(kvs_t *kv, int n, const kvs_key_t *keys,
                                                       values + n - ncb, pos + n - ncb, e)) == 0)
         rc = check_buffers(c, ncb, values + n - ncb, row + n - ncb, e);
     if (rc == 0 && n - ncb > 0)
-        rc = push_kd(kv, n - ncb, keys, values, pos, row, priority, e);
+        rc = push_kd(kv, KVS__OP_PUSH, n - ncb, keys, values, pos, row, priority, e);
     if (rc == 0 && ncb > 0)
         rc = kvs__client_cb_push_rows(kv, ncb, keys + n - ncb, slots, values + n - ncb,
                                       "kvs_push_row_sparse", e);
@@ -466,11 +509,20 @@ static int unique_ids(const int64_t *ids, int64_t n, int64_t **out, int64_t *m,
     return 0;
 }
 
-/* One pull_rows call: per out the rows it gets. */
+/* Above this many bytes of rows in one out, the worker copies them out of
+ * the arena itself, as a dense pull does: four workers then copy at once,
+ * where kvsd's one serve thread would gather each out in turn and the
+ * worker copy it a second time (bench/NOTES.md 19). */
+#define GATHER_MAX ((uint64_t)16 << 20)
+
+/* One pull_rows call: per out the rows it gets, and where its ids and the
+ * room for its rows lie in staging (len 0: none, the arena's rows are
+ * read). */
 struct rows_pull {
     int priority;
     const kvs_key_t *keys;
     int64_t *cnt;
+    uint64_t *off, *len;
 };
 
 static void fill_pull_rows(const void *ctx, int i, struct kvs__sqe *s)
@@ -478,7 +530,8 @@ static void fill_pull_rows(const void *ctx, int i, struct kvs__sqe *s)
     const struct rows_pull *p = ctx;
 
     *s = (struct kvs__sqe){ .op = KVS__OP_PULL, .flags = KVS__SQE_ROWS,
-                            .priority = p->priority, .arg = (uint64_t)p->cnt[i] };
+                            .priority = p->priority, .arg = (uint64_t)p->cnt[i],
+                            .data_off = p->len[i] ? p->off[i] : 0, .data_len = p->len[i] };
     kvs__client_sqe_key(s, p->keys[i]);
 }
 
@@ -520,7 +573,9 @@ static int read_meta(struct kvs__client *c, const struct kvs__answer *q,
 }
 
 /* Copies the rows ids[0..m) of the value q names into dst, while kvsd
- * does not rewrite it (its seqlock), retrying until the deadline. */
+ * does not rewrite it (its seqlock), retrying until the deadline. Every
+ * page it reads becomes resident in this process (and counts in its
+ * VmRSS): the path of pulls too big for kvsd to gather. */
 static int copy_rows(kvs_t *kv, const struct kvs__answer *q, const int64_t *ids, int64_t m,
                      size_t row, unsigned char *dst, struct kvs__err *e)
 {
@@ -555,17 +610,60 @@ static int copy_rows(kvs_t *kv, const struct kvs__answer *q, const int64_t *ids,
     }
 }
 
+/* Lends staging for the outs whose rows kvsd may gather: per out its ids,
+ * then room for their rows of the hinted size, at most GATHER_MAX bytes;
+ * none when they do not fit what staging has free (the arena's rows are
+ * read then). *base and *total: the range taken (total 0: none). */
+static int pull_staging(kvs_t *kv, int n, struct rows_pull *p, int64_t *const *ids,
+                        uint64_t *base, uint64_t *total, struct kvs__err *e)
+{
+    struct kvs__client *c = kv->client;
+    uint64_t sum = 0, pos = 0;
+    int rc;
+
+    *total = 0;
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < n; i++) {
+        uint64_t row = *hint_of(c, p->keys[i]), k = (uint64_t)p->cnt[i];
+
+        p->len[i] = 0;
+        if (k > 0 && row > 0 && row <= GATHER_MAX / k)
+            p->len[i] = k * (sizeof(int64_t) + row);
+        sum += (p->len[i] + 63) & ~(uint64_t)63;
+    }
+    if (sum > kvs__client_transient(c))
+        sum = 0;
+    pthread_mutex_unlock(&c->lock);
+    if (sum == 0) {
+        memset(p->len, 0, sizeof *p->len * (size_t)n);
+        return 0;
+    }
+    if ((rc = kvs__client_xfer_take(kv, sum, base, "kvs_pull_rows", e)) != 0) {
+        memset(p->len, 0, sizeof *p->len * (size_t)n);
+        return rc == -ENOSPC ? 0 : rc;  /* taken by buffers meanwhile: the arena's rows */
+    }
+    for (int i = 0; i < n; i++) {
+        if (!p->len[i])
+            continue;
+        p->off[i] = *base + pos;
+        memcpy(c->staging + p->off[i], ids[i], sizeof *ids[i] * (size_t)p->cnt[i]);
+        pos += (p->len[i] + 63) & ~(uint64_t)63;
+    }
+    *total = sum;
+    return 0;
+}
+
 int kvs__client_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *row_ids,
                           kvs_row_sparse_t *outs, int priority, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
-    struct rows_pull p = { .priority = priority, .keys = keys };
+    struct rows_pull p = { .priority = priority, .keys = keys }, kp;
     struct kvs__answers ans = { .a = NULL, .failed = -1 };
     struct kvs__key_meta *meta = NULL;
-    int64_t **ids = NULL, *kd_cnt = NULL;
+    int64_t **ids = NULL, *kd_cnt = NULL, **kd_ids = NULL;
     struct kvs__cb_slot **slot = NULL;
     kvs_key_t *kd_keys = NULL;
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, base = 0, lent = 0, *off = NULL, *len = NULL;
     size_t nn = (size_t)(n > 0 ? n : 1);
     int rc, short_of = 0, *kd = NULL, nkd = 0;
 
@@ -581,7 +679,8 @@ int kvs__client_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arr
         || !(meta = calloc(nn, sizeof *meta)) || !(ans.a = calloc(nn, sizeof *ans.a))
         || !(slot = calloc(nn, sizeof *slot)) || !(kd = calloc(nn, sizeof *kd))
         || !(kd_keys = calloc(nn, sizeof *kd_keys))
-        || !(kd_cnt = calloc(nn, sizeof *kd_cnt))) {
+        || !(kd_cnt = calloc(nn, sizeof *kd_cnt)) || !(kd_ids = calloc(nn, sizeof *kd_ids))
+        || !(off = calloc(nn, sizeof *off)) || !(len = calloc(nn, sizeof *len))) {
         rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
@@ -616,6 +715,7 @@ int kvs__client_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arr
         if ((slot[i] = kvs__client_cb_find(c, keys[i])) == NULL) {
             kd_keys[nkd] = keys[i];
             kd_cnt[nkd] = p.cnt[i];
+            kd_ids[nkd] = ids[i];
             kd[nkd++] = i;
         } else if (slot[i]->ndim < 1) {
             char ks[KVS_MAX_KEY_LEN + 8];
@@ -628,14 +728,20 @@ int kvs__client_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arr
             goto out;
         }
     }
+    kp = (struct rows_pull){ .priority = priority, .keys = kd_keys, .cnt = kd_cnt, .off = off,
+                             .len = len };
+    if (nkd > 0 && (rc = pull_staging(kv, nkd, &kp, kd_ids, &base, &lent, e)) != 0)
+        goto out;
     for (int start = 0; start < nkd && rc == 0; start += KVS__LIST_MAX) {
-        int len = nkd - start < KVS__LIST_MAX ? nkd - start : KVS__LIST_MAX;
+        int k = nkd - start < KVS__LIST_MAX ? nkd - start : KVS__LIST_MAX;
         struct kvs__answers part = { .a = ans.a + start, .failed = -1 };
-        struct rows_pull sub = p;
+        struct rows_pull sub = kp;
 
         sub.keys = kd_keys + start;
         sub.cnt = kd_cnt + start;
-        rc = kvs__client_run(kv, fill_pull_rows, &sub, len, 0, &part, NULL,
+        sub.off = off + start;
+        sub.len = len + start;
+        rc = kvs__client_run(kv, fill_pull_rows, &sub, k, 0, &part, NULL,
                              "kvs_pull_rows", e);
     }
     /* Every out is checked before any is written. */
@@ -658,6 +764,16 @@ int kvs__client_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arr
             kvs__row_size(sl->dtype, sl->ndim, sl->shape, &row);
             rc = kvs__client_cb_pull_rows(kv, slot[i], keys[i], ids[i], p.cnt[i], o->data,
                                           "kvs_pull_rows", e);
+        } else if (ans.a[j].flags & KVS__CQE_ROWS) {
+            /* kvsd gathered them after the ids: the room given must hold them. */
+            kvs__row_size((kvs_dtype_t)meta[i].dtype, (int)meta[i].ndim, meta[i].shape, &row);
+            if (!len[j] || (uint64_t)row > len[j] / (uint64_t)p.cnt[i] - sizeof(int64_t)) {
+                rc = bad_answer(c, e, "rows gathered past their room");
+                break;
+            }
+            memcpy(o->data, c->staging + off[j] + (uint64_t)p.cnt[i] * sizeof(int64_t),
+                   (size_t)p.cnt[i] * (size_t)row);
+            j++;
         } else {
             kvs__row_size((kvs_dtype_t)meta[i].dtype, (int)meta[i].ndim, meta[i].shape, &row);
             rc = copy_rows(kv, &ans.a[j++], ids[i], p.cnt[i], (size_t)row, o->data, e);
@@ -672,12 +788,26 @@ int kvs__client_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arr
         memset(o->shape, 0, sizeof o->shape);
         memcpy(o->shape, meta[i].shape, sizeof o->shape[0] * meta[i].ndim);
         o->device = KVS_HOST;
-        if (!slot[i])
+        if (!slot[i]) {
             bytes += (uint64_t)p.cnt[i] * ((uint64_t)row + sizeof(int64_t));
+            pthread_mutex_lock(&c->lock);
+            hint_set(c, keys[i], (uint64_t)row);
+            pthread_mutex_unlock(&c->lock);
+        }
     }
     if (rc == 0)
         kvs__client_count(c, 0, bytes);
 out:
+    /* kvsd writes the range no more once every request sent is answered,
+     * which a call that returns on a handle not broken has seen; a handle
+     * that broke keeps it lent. */
+    if (lent) {
+        pthread_mutex_lock(&c->lock);
+        if (!c->broken)
+            kvs__bufs_remove(&c->xfer, base, NULL);
+        pthread_mutex_unlock(&c->lock);
+        kvs__bell_ring(c->wbell);
+    }
     for (int i = 0; ids && i < n; i++)
         free(ids[i]);
     free(ids);
@@ -688,37 +818,55 @@ out:
     free(kd);
     free(kd_keys);
     free(kd_cnt);
+    free(kd_ids);
+    free(off);
+    free(len);
     return rc;
 }
 
 /* ---- init ------------------------------------------------------------- */
 
-int kvs__client_rows_dense(kvs_key_t key, int i, const kvs_row_sparse_t *v, kvs_array_t *out,
-                           struct kvs__err *e)
+int kvs__client_init_rows(kvs_t *kv, int n, const kvs_key_t *keys,
+                          const kvs_row_sparse_t *values, struct kvs__err *e)
 {
-    kvs_array_t ids = { .data = v->indices, .dtype = KVS_INT64, .ndim = 1,
-                        .shape = { v->nnz }, .device = KVS_HOST };
-    int64_t row = 0, bytes;
-    size_t elems;
-    int rc;
+    int64_t *row = NULL;
+    int *pos = NULL, rc;
 
-    out->data = NULL;
-    if ((rc = check_value(key, i, v, &row, e)) != 0
-        || (rc = kvs__check_row_ids(key, i, &ids, v->ndim, v->shape[0], e)) != 0)
+    if ((rc = kvs__client_usable(kv->client, e)) != 0)
         return rc;
-    if (kvs__value_size(v->dtype, v->ndim, v->shape, &bytes) != KVS__SIZE_OK
-        || (uint64_t)bytes > SIZE_MAX)
-        return kvs__fail(e, KVS_ESHAPE, "a row-sparse value too big to store");
-    *out = (kvs_array_t){ .dtype = v->dtype, .ndim = v->ndim, .device = KVS_HOST };
-    memcpy(out->shape, v->shape, sizeof out->shape[0] * (size_t)v->ndim);
-    if (!(out->data = calloc(1, bytes ? (size_t)bytes : 1)))
-        return kvs__fail(e, -ENOMEM, "out of memory for a %" PRId64 "-byte value", bytes);
-    elems = (size_t)row / kvs_dtype_size(v->dtype);
-    for (int64_t j = 0; j < v->nnz && row > 0; j++) {
-        unsigned char *dst = (unsigned char *)out->data + (size_t)v->indices[j] * (size_t)row;
-        const void *in[2] = { dst, (const unsigned char *)v->data + (size_t)j * (size_t)row };
-
-        kvs__sum(v->dtype, dst, in, 2, elems, 1);
+    if (n < 0 || (n > 0 && (!keys || !values)))
+        return kvs__fail(e, KVS_EBADARG, "bad list: count %d, keys %p, values %p", n,
+                         (const void *)keys, (const void *)values);
+    if (!(row = malloc(sizeof *row * (size_t)(n ? n : 1)))
+        || !(pos = malloc(sizeof *pos * (size_t)(n ? n : 1)))) {
+        free(row);
+        return kvs__fail(e, -ENOMEM, "out of memory");
     }
-    return 0;
+    /* The ids are checked here, against the value's own shape, so that a
+     * bad one fails this worker's call before the others wait on it. */
+    for (int i = 0; i < n && rc == 0; i++) {
+        kvs_array_t ids = { .data = values[i].indices, .dtype = KVS_INT64, .ndim = 1,
+                            .shape = { values[i].nnz }, .device = KVS_HOST };
+
+        pos[i] = i;
+        if ((rc = check_value(keys[i], i, &values[i], &row[i], e)) == 0)
+            rc = kvs__check_row_ids(keys[i], i, &ids, values[i].ndim, values[i].shape[0], e);
+    }
+    if (rc == 0) {
+        kvs_array_t *arrs = malloc(sizeof *arrs * (size_t)(n ? n : 1));
+
+        if (!arrs) {
+            rc = kvs__fail(e, -ENOMEM, "out of memory");
+        } else {
+            for (int i = 0; i < n; i++)
+                arrs[i] = rows_array(&values[i]);
+            rc = kvs__check_list(NULL, n, keys, arrs, "value", e);
+            free(arrs);
+        }
+    }
+    if (rc == 0)
+        rc = push_kd(kv, KVS__OP_INIT, n, keys, values, pos, row, 0, e);
+    free(pos);
+    free(row);
+    return rc;
 }

@@ -57,7 +57,7 @@ static const struct { size_t off; const char *name; } entries[] = {
  * not. */
 static int load_runtime(const char *path, struct kvs__cudart *rt, struct kvs__err *e)
 {
-    int (*count)(int *);
+    int (*count)(int *), (*version)(int *), v = 0;
     int (*entry_point)(const char *symbol, void **fn, unsigned version,
                        unsigned long long flags, int *found);
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -89,6 +89,10 @@ static int load_runtime(const char *path, struct kvs__cudart *rt, struct kvs__er
                                     DRIVER_API_VERSION, 0, &found) != KVS__CUDA_SUCCESS
         || found != 0)
         rt->mem_range = NULL;
+    *(void **)&version = dlsym(lib, "cudaRuntimeGetVersion");
+    if (!version || version(&v) != KVS__CUDA_SUCCESS || v < KVS__CUDA_BATCH_VERSION
+        || !(*(void **)&rt->memcpy_batch_async = dlsym(lib, "cudaMemcpyBatchAsync")))
+        rt->memcpy_batch_async = NULL;
     rc = count(&n);
     if (rc == CUDA_INSUFFICIENT_DRIVER || rc == CUDA_STUB_LIBRARY
         || rc == CUDA_SYSTEM_DRIVER_MISMATCH)

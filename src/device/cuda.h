@@ -26,6 +26,15 @@ enum {
     KVS__CUDA_MEMORY_DEVICE = 2,       /* cudaMemoryTypeDevice */
     KVS__CUDA_EVENT_NO_TIMING = 2,     /* cudaEventDisableTiming */
     KVS__CUDA_IPC_LAZY_PEER = 1,       /* cudaIpcMemLazyEnablePeerAccess */
+    KVS__CUDA_SRC_ACCESS_STREAM = 1,   /* cudaMemcpySrcAccessOrderStream */
+    KVS__CUDA_BATCH_VERSION = 13000,   /* the runtime whose cudaMemcpyBatchAsync is called */
+};
+
+/* struct cudaMemcpyAttributes, as CUDA 13's cudaMemcpyBatchAsync takes it. */
+struct kvs__cuda_memcpy_attr {
+    int src_access_order;
+    struct { int type, id; } src_loc_hint, dst_loc_hint;
+    unsigned flags;
 };
 
 /* struct cudaPointerAttributes, as the runtime fills it. */
@@ -68,6 +77,11 @@ struct kvs__cudart {
      * 64-bit integer), found through cudaGetDriverEntryPointByVersion; NULL
      * when the driver does not give it. */
     int (*mem_range)(unsigned long long *base, size_t *size, unsigned long long ptr);
+    /* cudaMemcpyBatchAsync with CUDA 13's signature; NULL when the runtime
+     * is older (12.8's takes another argument) or does not have it. */
+    int (*memcpy_batch_async)(void *const *dsts, const void *const *srcs, const size_t *sizes,
+                              size_t count, struct kvs__cuda_memcpy_attr *attrs,
+                              size_t *attrs_idxs, size_t nattrs, void *stream);
     const char *path;                  /* the library loaded */
     int ndev;
 };

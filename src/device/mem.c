@@ -381,6 +381,93 @@ int kvs__mem_copy(void *dst, int ddev, const void *src, int sdev, size_t bytes, 
     return leave(&d, is_host(ddev) ? stream_drain(&d, e) : 0);
 }
 
+/* The runs of consecutive rows of idx[0..m) as copies between table and
+ * compact: their number, and with dst non-NULL each one's pointers and
+ * size. */
+static size_t row_runs(void *table, size_t row_bytes, const int64_t *idx, size_t m,
+                       void *compact, int to_host, void **dst, const void **src, size_t *size)
+{
+    size_t n = 0;
+
+    for (size_t j = 0, j1; j < m; j = j1, n++) {
+        char *t = (char *)table + (size_t)idx[j] * row_bytes;
+        char *c = (char *)compact + j * row_bytes;
+
+        for (j1 = j + 1; j1 < m && idx[j1] == idx[j1 - 1] + 1; j1++)
+            ;
+        if (dst) {
+            dst[n] = to_host ? c : t;
+            src[n] = to_host ? t : c;
+            size[n] = (j1 - j) * row_bytes;
+        }
+    }
+    return n;
+}
+
+int kvs__mem_rows(int device, void *table, size_t row_bytes, const int64_t *idx, size_t m,
+                  void *compact, int to_host, struct kvs__err *e)
+{
+    struct kvs__cuda_memcpy_attr attr = { .src_access_order = KVS__CUDA_SRC_ACCESS_STREAM };
+    size_t runs, first = 0;
+    struct on_device d;
+    void **dst = NULL;
+    const void **src = NULL;
+    size_t *size = NULL;
+    int rc = 0;
+
+    if (m == 0 || row_bytes == 0)
+        return 0;
+    if (is_host(device))
+        return kvs__fail(e, KVS_EBADARG, "a copy of rows needs a table on a device");
+    runs = row_runs(table, row_bytes, idx, m, compact, to_host, NULL, NULL, NULL);
+    if (!(dst = malloc(sizeof *dst * runs)) || !(src = malloc(sizeof *src * runs))
+        || !(size = malloc(sizeof *size * runs))) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory for %zu copies of rows", runs);
+        goto out;
+    }
+    row_runs(table, row_bytes, idx, m, compact, to_host, dst, src, size);
+    if ((rc = enter(device, &d, e)) != 0)
+        goto out;
+    /* One call for all the runs where the runtime batches copies; a call
+     * per run where it does not, or refuses the batch (it checks a batch
+     * before it queues any of it). */
+    if (d.rt->memcpy_batch_async && runs > 1
+        && d.rt->memcpy_batch_async(dst, src, size, runs, &attr, &first, 1, d.stream) == 0)
+        runs = 0;
+    for (size_t j = 0; j < runs && rc == 0; j++)
+        if ((rc = d.rt->memcpy_async(dst[j], src[j], size[j], KVS__CUDA_MEMCPY_DEFAULT,
+                                     d.stream)) != 0)
+            rc = cuda_fail(d.rt, d.dev, rc, "cudaMemcpyAsync", e);
+    queued(&d);
+    if (rc == 0 && to_host)
+        rc = stream_drain(&d, e);
+    rc = leave(&d, rc);
+out:
+    free(dst);
+    free(src);
+    free(size);
+    return rc;
+}
+
+int kvs__mem_zero(int device, void *p, size_t bytes, struct kvs__err *e)
+{
+    struct on_device d;
+    int rc;
+
+    if (bytes == 0)
+        return 0;
+    if (is_host(device)) {
+        memset(p, 0, bytes);
+        return 0;
+    }
+    if ((rc = enter(device, &d, e)) != 0)
+        return rc;
+    if ((rc = d.rt->memset_async(p, 0, bytes, d.stream)) != 0)
+        return leave(&d, cuda_fail(d.rt, d.dev, rc, "cudaMemsetAsync", e));
+    queued(&d);
+    return leave(&d, 0);
+}
+
 int kvs__mem_write_out(void *dst, int device, const void *src, size_t bytes,
                        const int64_t *rows, int64_t nrows, size_t row_bytes, int threads,
                        struct kvs__err *e)

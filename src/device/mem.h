@@ -59,6 +59,21 @@ void kvs__mem_free(int device, void *p);          /* NULL is a no-op */
 int kvs__mem_copy(void *dst, int ddev, const void *src, int sdev, size_t bytes, int nthreads,
                   struct kvs__err *e);
 
+/* Moves m rows of row_bytes between a table on device (a KVS_CUDA code)
+ * and m contiguous rows of host memory, row j of compact being row
+ * idx[j] of table (idx sorted unique, in the table): to_host 1 gathers
+ * them into compact, 0 scatters compact into the table. One copy per run
+ * of consecutive rows, so that the bytes moved are the rows' alone, all
+ * in one cudaMemcpyBatchAsync where the runtime has it (CUDA 13), queued
+ * on the device's stream. A gather is complete when it returns; a
+ * scatter is queued (kvs__mem_finish), and compact must stay put until
+ * then. */
+int kvs__mem_rows(int device, void *table, size_t row_bytes, const int64_t *idx, size_t m,
+                  void *compact, int to_host, struct kvs__err *e);
+
+/* Zeroes bytes at p on device (a KVS_CUDA code), queued on its stream. */
+int kvs__mem_zero(int device, void *p, size_t bytes, struct kvs__err *e);
+
 /* Writes the value at src (bytes of host memory) into dst on device: all
  * of it, or with rows only those nrows rows of row_bytes, every other row
  * zero (onto a device gathered in host memory first). Complete when it

@@ -208,14 +208,20 @@ static inline int sqe_check_rows(const struct kvs__sqe *t, const char *name,
     int rc;
 
     if (t->op == KVS__OP_PULL) {
-        if (t->dtype != 0 || t->ndim != 0 || t->data_off != 0 || t->data_len != 0)
+        /* Its data: none, or its arg ids and room after them. */
+        if (t->dtype != 0 || t->ndim != 0
+            || (t->data_len == 0 && t->data_off != 0)
+            || (t->data_len != 0 && (t->arg > t->data_len / sizeof(int64_t)
+                                     || (t->data_off & 7) != 0)))
             return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): a row-sparse pull "
-                             "with an array or data", t->seq, name);
+                             "with an array, or with %" PRIu64 " data bytes for %" PRIu64
+                             " row ids", t->seq, name, t->data_len, t->arg);
         return 0;
     }
     if (t->ndim < 1)
-        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): a row-sparse push of "
-                         "ndim %d", t->seq, name, t->ndim);
+        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): a row-sparse %s of "
+                         "ndim %d", t->seq, name, t->op == KVS__OP_INIT ? "init" : "push",
+                         t->ndim);
     if ((rc = kvs__value_size(t->dtype, t->ndim, t->shape, &bytes)) != 0
         || (rc = kvs__row_size(t->dtype, t->ndim, t->shape, &row)) != 0) {
         char what[64];
@@ -339,7 +345,7 @@ int kvs__sqe_decode(const void *slot, uint64_t staging_size, struct kvs__sqe *s,
         return rc;
     if (t.flags & KVS__SQE_TABLE)
         rc = sqe_check_table(&t, name, e);
-    else if ((t.flags & KVS__SQE_ROWS) && t.op != KVS__OP_INIT)
+    else if (t.flags & KVS__SQE_ROWS)
         rc = sqe_check_rows(&t, name, e);
     else if (kvs__op_has_array(t.op))
         rc = sqe_check_value(&t, name, e);
@@ -386,8 +392,10 @@ int kvs__cqe_decode(const void *slot, uint64_t arena_size, struct kvs__cqe *c,
     if (!zeros(m, C_RSV1, KVS__CQE_BYTES - C_RSV1))
         return kvs__fail(e, KVS_EPROTO, "completion %" PRIu64 ": reserved bytes are not zero",
                          t.seq);
-    if ((t.flags & ~(uint32_t)KVS__CQE_FLAGS) != 0 || t.flags == KVS__CQE_FLAGS
-        || ((t.flags & KVS__CQE_HELD) && t.status != 0))
+    if ((t.flags & ~(uint32_t)KVS__CQE_FLAGS) != 0
+        || (t.flags & (KVS__CQE_HELD | KVS__CQE_RELEASE)) == (KVS__CQE_HELD | KVS__CQE_RELEASE)
+        || ((t.flags & KVS__CQE_ROWS) && (t.flags & (KVS__CQE_HELD | KVS__CQE_RELEASE)))
+        || ((t.flags & (KVS__CQE_HELD | KVS__CQE_ROWS)) && t.status != 0))
         return kvs__fail(e, KVS_EPROTO, "completion %" PRIu64 ": flags 0x%x", t.seq,
                          (unsigned)t.flags);
     if (!kvs__status_ok(t.status))

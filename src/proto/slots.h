@@ -61,20 +61,24 @@ struct kvs__sqe {
                                         * whose welcome had KVS__WELCOME_REMOTE. In a
                                         * table the slot has it when any entry has
                                         * KVS__TAB_REMOTE, and entries say which */
-#define KVS__SQE_ROWS  0x80           /* PUSH or PULL of a row-sparse value (no table,
-                                        * no value, no 2bit, no device, no remote). A
-                                        * PUSH's dtype and shape are the key's full
-                                        * value's (ndim >= 1), arg its nnz rows, and
-                                        * its data nnz int64 row ids, then the nnz rows
-                                        * (nnz * (8 + row bytes) bytes in all). A
-                                        * PULL's dtype, ndim and data are zero, arg the
-                                        * rows the worker will read (counted only); its
-                                        * completion names the value, and in round the
-                                        * arena offset of the key's shape record
-                                        * (layout.h), from which the worker copies only
-                                        * the rows it wants. An INIT (dense, as any)
-                                        * of a key that will take row-sparse values:
-                                        * the workers never combine its rounds */
+#define KVS__SQE_ROWS  0x80           /* INIT, PUSH or PULL of a row-sparse value (no
+                                        * table, no value, no 2bit, no device, no
+                                        * remote). An INIT's or PUSH's dtype and shape
+                                        * are the key's full value's (ndim >= 1), arg
+                                        * its nnz rows, and its data nnz int64 row
+                                        * ids, then the nnz rows (nnz * (8 + row
+                                        * bytes) bytes in all); an INIT's key is zero
+                                        * but for those rows, and the workers never
+                                        * combine its rounds. A PULL's dtype and ndim
+                                        * are zero, arg the rows it asks for, and its
+                                        * data empty, or arg sorted unique int64 row
+                                        * ids followed by room for the rows: when the
+                                        * rows fit that room kvsd writes them there
+                                        * (KVS__CQE_ROWS). Its completion names the
+                                        * value, and in round the arena offset of the
+                                        * key's shape record (layout.h); without
+                                        * KVS__CQE_ROWS the worker copies the rows it
+                                        * wants out of the arena itself */
 #define KVS__SQE_FLAGS (KVS__SQE_LAST | KVS__SQE_VALUE | KVS__SQE_STRKEY | KVS__SQE_TABLE \
                         | KVS__SQE_2BIT | KVS__SQE_DEVICE | KVS__SQE_REMOTE | KVS__SQE_ROWS)
 
@@ -109,7 +113,9 @@ struct kvs__sqe {
  * may reuse that staging only then. */
 #define KVS__CQE_HELD    0x01
 #define KVS__CQE_RELEASE 0x02          /* not a completion: seq's data is returned */
-#define KVS__CQE_FLAGS   (KVS__CQE_HELD | KVS__CQE_RELEASE)
+#define KVS__CQE_ROWS    0x04          /* a KVS__SQE_ROWS PULL's rows are in its data
+                                        * range, after its ids (only with status 0) */
+#define KVS__CQE_FLAGS   (KVS__CQE_HELD | KVS__CQE_RELEASE | KVS__CQE_ROWS)
 
 struct kvs__cqe {
     uint64_t seq;                      /* the SQE's seq */

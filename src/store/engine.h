@@ -73,6 +73,17 @@ int kvs__engine_row_sparse_pull(struct kvs__engine *eng, int n, const kvs_key_t 
                                 kvs_array_t *outs, const kvs_array_t *row_ids,
                                 struct kvs__err *e);
 
+/* kvs__engine_init whose new entries' values fill(ctx, i, entry) writes
+ * (entry: value i's new entry, its value on its device, not yet in the
+ * table; device work may be left queued: init waits for it) instead of
+ * copying values[i].data, which is then neither read nor checked but for
+ * its shape, dtype and device. A failing fill fails the init, which then
+ * changes nothing. */
+int kvs__engine_init_fill(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                          const kvs_array_t *values, int replace,
+                          int (*fill)(void *ctx, int i, void *entry, struct kvs__err *e),
+                          void *ctx, struct kvs__err *e);
+
 /* Row-sparse values (kvs.h's kvs_row_sparse_t), with kvs.h's contracts:
  * init_row_sparse stores the full shape with the rows given, every other
  * row zero; push_row_sparse sums the values of each key into a row-sparse

@@ -26,6 +26,14 @@
 int kvs__engine_init(struct kvs__engine *eng, int n, const kvs_key_t *keys,
                      const kvs_array_t *values, int replace, struct kvs__err *e)
 {
+    return kvs__engine_init_fill(eng, n, keys, values, replace, NULL, NULL, e);
+}
+
+int kvs__engine_init_fill(struct kvs__engine *eng, int n, const kvs_key_t *keys,
+                          const kvs_array_t *values, int replace,
+                          int (*fill)(void *ctx, int i, void *entry, struct kvs__err *e),
+                          void *ctx, struct kvs__err *e)
+{
     char ks[KVS_MAX_KEY_LEN + 8];
     struct plan p;
     int rc;
@@ -59,8 +67,9 @@ int kvs__engine_init(struct kvs__engine *eng, int n, const kvs_key_t *keys,
     for (int i = 0; i < n; i++) {
         struct entry *ent = p.groups[i].ent;
 
-        if ((rc = kvs__mem_copy(ent->value, ent->device, values[i].data, values[i].device,
-                                ent->bytes, eng->nthreads, e)) != 0)
+        if ((rc = fill ? fill(ctx, i, ent, e)
+                       : kvs__mem_copy(ent->value, ent->device, values[i].data,
+                                       values[i].device, ent->bytes, eng->nthreads, e)) != 0)
             goto out;
     }
     if ((rc = kvs__mem_finish(e)) != 0)

@@ -11,13 +11,30 @@
  * each run of consecutive rows an element range of one optimizer step.
  *
  * Ranges of rows (kvs__engine_push_rows_range) take the same rules over
- * their rows alone: kvsd's hosts each own whole rows of a big key.
+ * their rows alone: kvsd's hosts each own whole rows of a big key. An
+ * init from rows writes the sum's dense form straight into the new entry
+ * (on a GPU: zeroed there, the sum's rows copied over), never through a
+ * dense copy.
  *
  * It must never sum or update by itself: sums are kernels/rows.c's (which
  * are array.h's), updates the optimizer's kernels, dense pushes push.c's.
  * Every call checks and allocates everything before it changes anything,
- * so that a failed call leaves the store as it was. Keys on a GPU are
- * refused (KVS_ENOTSUP) rather than copied whole to the host.
+ * so that a failed call leaves the store as it was.
+ *
+ * Keys on a GPU (in-process stores) keep these rules with the host's
+ * kernels: only the sum's rows move. ASSIGN sums the rows on the host,
+ * zeroes the value's other rows on the device and writes the sum's rows
+ * there; a lazy update gathers the sum's rows of the value and of its
+ * state into host staging (mem.h's kvs__mem_rows: one copy per run of
+ * consecutive rows), updates them there as a state of those rows alone,
+ * and writes them back; the dense rule writes the sum's rows into a
+ * zeroed gradient on the key's GPU and pushes that through push.c. The
+ * gathers run before anything changes; what can fail afterwards is the
+ * device alone, as for dense pushes. Kernels that gather, update and
+ * scatter by an index list on the GPU would move no row through the host
+ * and cost one launch instead of a copy per run; they are not written.
+ * kvsd's pushes (kvs__engine_check_rows, kvs__engine_push_rows and its
+ * ranges) still refuse keys it keeps on a GPU (KVS_ENOTSUP).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -64,7 +81,12 @@ struct rpush {
     const void **runs;                 /* each item's input, for sum */
     size_t nitems;
     int64_t *shift;                    /* RULE_DENSE over a range: idx counted from lo, */
-    void *compact;                     /* and the sum's m rows */
+    void *compact;                     /* and the sum's m rows (on a GPU: any rule's) */
+    bool dev;                          /* ent's value is on a GPU: its rows staged on the host */
+    void *wstage;                      /* dev, RULE_LAZY: the sum's rows of the value, */
+    void *sstage[2];                   /* and of each state buffer, */
+    struct kvs__optim_state hs;        /* those rows as a state of m rows, on the host */
+    void *dgrad;                       /* dev, RULE_DENSE: the dense sum on the key's GPU */
 };
 
 static enum rule rule_of(const struct kvs__engine *eng)
@@ -84,6 +106,14 @@ enum kvs__rows_rule kvs__engine_rows_rule(const struct kvs__engine *eng)
 
 static void rpush_release(struct rpush *rp)
 {
+    if (rp->dev)                       /* nothing left queued from the staging freed here */
+        kvs__mem_finish(NULL);
+    free(rp->wstage);
+    free(rp->sstage[0]);
+    free(rp->sstage[1]);
+    if (rp->dgrad)
+        kvs__mem_free(rp->ent->device, rp->dgrad);
+    rp->wstage = rp->sstage[0] = rp->sstage[1] = rp->dgrad = NULL;
     kvs__rows_union_free(&rp->u);
     free(rp->dense);
     kvs__optim_state_free(rp->ns);
@@ -106,9 +136,10 @@ static size_t row_elems_of(const struct entry *ent)
 }
 
 /* The entry of key that a (a checked row-sparse value) matches, for a
- * push: stored, of a, on the host, and its update rule takes it. */
+ * push: stored, of a, on the host unless gpu_ok, and its update rule
+ * takes it. */
 static int rows_entry(struct kvs__engine *eng, kvs_key_t key, const kvs_row_sparse_t *a,
-                      struct entry **out, struct kvs__err *e)
+                      bool gpu_ok, struct entry **out, struct kvs__err *e)
 {
     char ks[KVS_MAX_KEY_LEN + 8];
     struct entry *ent = table_get(eng, key);
@@ -122,9 +153,9 @@ static int rows_entry(struct kvs__engine *eng, kvs_key_t key, const kvs_row_spar
         return kvs__fail(e, KVS_ENOKEY, "key %s: not initialised", KEYSTR(ks, key));
     if ((rc = kvs__entry_match(ent, &full, e)) != 0)
         return rc;
-    if (ent->device != KVS_HOST)
-        return kvs__fail(e, KVS_ENOTSUP, "key %s: its value is on a GPU; row-sparse values "
-                         "are taken for keys on the host only", KEYSTR(ks, key));
+    if (ent->device != KVS_HOST && !gpu_ok)
+        return kvs__fail(e, KVS_ENOTSUP, "key %s: its value is on a GPU in kvsd; kvsd takes "
+                         "row-sparse values for keys on the host only", KEYSTR(ks, key));
     *out = ent;
     return 0;
 }
@@ -136,7 +167,7 @@ int kvs__engine_check_rows(struct kvs__engine *eng, kvs_key_t key, const kvs_row
     int rc;
 
     if ((rc = kvs__check_row_sparse(key, 0, a, "value", e)) != 0
-        || (rc = rows_entry(eng, key, a, &ent, e)) != 0
+        || (rc = rows_entry(eng, key, a, false, &ent, e)) != 0
         || (rc = kvs__entry_optim_takes(eng, ent, e)) != 0)
         return rc;
     return info ? kvs__engine_lookup(eng, key, info, e) : 0;
@@ -197,6 +228,55 @@ static void rpush_dense(struct kvs__engine *eng, const struct rpush *rp, void *d
     kvs__rows_union_sum_into(&rp->u, rp->ent->dtype, dense, rp->row_elems, eng->nthreads);
 }
 
+/* rpush_prepare's part for a key on a GPU (rp's rows found): the sum's
+ * compact rows, and per rule the dense gradient on the GPU, or the
+ * value's and the state's rows gathered into host staging. Nothing
+ * changes where a caller can see it. */
+static int rpush_prepare_dev(struct kvs__engine *eng, struct rpush *rp, struct kvs__err *e)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+    struct entry *ent = rp->ent;
+    const struct kvs__optim_state *s;
+    size_t rows_bytes = rp->m * rp->row_bytes, srow;
+    int rc;
+
+    if (!rp->sum && !(rp->compact = malloc(rows_bytes ? rows_bytes : 1)))
+        return kvs__fail(e, -ENOMEM, "key %s: out of memory for %zu rows", KEYSTR(ks, ent->key),
+                         rp->m);
+    if (rp->rule == RULE_DENSE)
+        return kvs__mem_alloc(ent->device, ent->bytes ? ent->bytes : 1, 1, &rp->dgrad, e);
+    if (rp->rule != RULE_LAZY)
+        return 0;
+    if (!ent->ostate
+        && (rc = kvs__optim_state_new(eng->optim, ent->dtype, ent->count, ent->device, &rp->ns,
+                                      e)) != 0)
+        return rc;
+    s = rp->ns ? rp->ns : ent->ostate;
+    srow = rp->row_elems * (s->dtype == KVS_FLOAT64 ? sizeof(double) : sizeof(float));
+    rp->nitems = rp->row_bytes ? count_runs(rp) : 0;
+    if (!(rp->wstage = malloc(rows_bytes ? rows_bytes : 1))
+        || (rp->nitems && (!(rp->items = malloc(sizeof *rp->items * rp->nitems))
+                           || (rp->sum && !(rp->runs = malloc(sizeof *rp->runs * rp->nitems))))))
+        return kvs__fail(e, -ENOMEM, "key %s: out of memory for %zu rows",
+                         KEYSTR(ks, ent->key), rp->m);
+    for (int b = 0; b < s->nbuf; b++)
+        if (!(rp->sstage[b] = calloc(rp->m ? rp->m : 1, srow ? srow : 1)))
+            return kvs__fail(e, -ENOMEM, "key %s: out of memory for the state of %zu rows",
+                             KEYSTR(ks, ent->key), rp->m);
+    rp->hs = (struct kvs__optim_state){ .t = s->t, .dtype = s->dtype,
+                                        .count = rp->m * rp->row_elems, .nbuf = s->nbuf,
+                                        .device = KVS_HOST,
+                                        .buf = { rp->sstage[0], rp->sstage[1] } };
+    if ((rc = kvs__mem_rows(ent->device, ent->value, rp->row_bytes, rp->idx, rp->m, rp->wstage,
+                            1, e)) != 0)
+        return rc;
+    for (int b = 0; b < s->nbuf && !rp->ns; b++)   /* a new state is zero */
+        if ((rc = kvs__mem_rows(ent->device, s->buf[b], srow, rp->idx, rp->m, rp->sstage[b], 1,
+                                e)) != 0)
+            return rc;
+    return 0;
+}
+
 /* Checks and allocates what the push of rp's inputs needs. */
 static int rpush_prepare(struct kvs__engine *eng, struct rpush *rp, struct kvs__err *e)
 {
@@ -204,9 +284,10 @@ static int rpush_prepare(struct kvs__engine *eng, struct rpush *rp, struct kvs__
     struct entry *ent = rp->ent;
     int rc;
 
-    if (ent->device != KVS_HOST)
-        return kvs__fail(e, KVS_ENOTSUP, "key %s: its value is on a GPU; row-sparse values "
-                         "are taken for keys on the host only", KEYSTR(ks, ent->key));
+    rp->dev = ent->device != KVS_HOST;
+    if (rp->dev && (!rp->own || rp->ranged))
+        return kvs__fail(e, KVS_ENOTSUP, "key %s: its value is on a GPU in kvsd; kvsd takes "
+                         "row-sparse values for keys on the host only", KEYSTR(ks, ent->key));
     if ((rc = kvs__entry_optim_takes(eng, ent, e)) != 0)
         return rc;
     rp->rule = rule_of(eng);
@@ -223,6 +304,8 @@ static int rpush_prepare(struct kvs__engine *eng, struct rpush *rp, struct kvs__
                          ", %" PRId64 ") that this push changes", KEYSTR(ks, ent->key),
                          rp->idx[0] < rp->lo ? rp->idx[0] : rp->idx[rp->m - 1], rp->lo,
                          rp->lo + rp->nr);
+    if (rp->dev)
+        return rpush_prepare_dev(eng, rp, e);
     if (rp->rule == RULE_DENSE) {
         size_t bytes = rp->ranged ? (size_t)rp->nr * rp->row_bytes : ent->bytes;
 
@@ -245,10 +328,59 @@ static int rpush_prepare(struct kvs__engine *eng, struct rpush *rp, struct kvs__
     return 0;
 }
 
+/* Writes the staged rows of a lazy update back to the key's GPU: the
+ * value's and each state buffer's, then waits for them. */
+static int rows_write_back(struct rpush *rp, struct kvs__err *e)
+{
+    struct entry *ent = rp->ent;
+    size_t srow = rp->row_elems * (rp->hs.dtype == KVS_FLOAT64 ? sizeof(double) : sizeof(float));
+    int rc = kvs__mem_rows(ent->device, ent->value, rp->row_bytes, rp->idx, rp->m, rp->wstage,
+                           0, e);
+
+    for (int b = 0; b < rp->hs.nbuf && rc == 0; b++)
+        rc = kvs__mem_rows(ent->device, ent->ostate->buf[b], srow, rp->idx, rp->m,
+                           rp->sstage[b], 0, e);
+    return rc == 0 ? kvs__mem_finish(e) : rc;
+}
+
+/* The sum's m rows in host memory, compact: the only input, or their
+ * union-sum in rp->compact. */
+static const void *rows_sum(struct kvs__engine *eng, struct rpush *rp)
+{
+    if (rp->sum)
+        return rp->sum;
+    if (rp->m)
+        kvs__rows_union_sum(&rp->u, rp->ent->dtype, rp->compact, rp->row_elems, eng->nthreads);
+    return rp->compact;
+}
+
+/* ASSIGN of a key on a GPU: the rows the sum does not name zeroed there,
+ * the sum's rows written over the others, waited for. */
+static int rows_assign_dev(struct kvs__engine *eng, struct rpush *rp, struct kvs__err *e)
+{
+    struct entry *ent = rp->ent;
+    const void *sum = rows_sum(eng, rp);
+    int64_t at = 0, rows = ent->ndim > 0 ? ent->shape[0] : 0;
+    int rc = 0;
+
+    for (size_t j = 0; j <= rp->m && rc == 0; j++) {
+        int64_t next = j < rp->m ? rp->idx[j] : rows;
+
+        if (next > at)
+            rc = kvs__mem_zero(ent->device, (char *)ent->value + (size_t)at * rp->row_bytes,
+                               (size_t)(next - at) * rp->row_bytes, e);
+        at = next + 1;
+    }
+    if (rc == 0)
+        rc = kvs__mem_rows(ent->device, ent->value, rp->row_bytes, rp->idx, rp->m,
+                           (void *)sum, 0, e);
+    return rc == 0 ? kvs__mem_finish(e) : rc;
+}
+
 /* One optimizer step of the key over the sum's rows alone: each run of
  * rows is an element range of the step, its inputs summed beside the
  * update as a dense push sums them. */
-static void rpush_lazy(struct kvs__engine *eng, struct rpush *rp)
+static int rpush_lazy(struct kvs__engine *eng, struct rpush *rp, struct kvs__err *e)
 {
     struct entry *ent = rp->ent;
     uint64_t step;
@@ -279,10 +411,18 @@ static void rpush_lazy(struct kvs__engine *eng, struct rpush *rp)
             .weight = (char *)ent->value + (size_t)rp->idx[r] * rp->row_bytes,
             .in = in, .k = k, .count = (r1 - r) * rp->row_elems,
             .first = (size_t)rp->idx[r] * rp->row_elems, .step = step, .src = NULL };
+        if (rp->dev) {                 /* the staged rows, counted from the sum's first */
+            rp->items[x].s = &rp->hs;
+            rp->items[x].weight = (char *)rp->wstage + r * rp->row_bytes;
+            rp->items[x].first = r * rp->row_elems;
+        }
     }
     /* Without sources the updates cannot fail. */
     (void)kvs__optim_update_many(eng->optim, rp->items, (int)rp->nitems, eng->nthreads);
     ent->ostate->t = step;             /* an empty sum is a step too, as a dense push */
+    if (!rp->dev)
+        return 0;
+    return rows_write_back(rp, e);
 }
 
 /* Applies prepared pushes: the dense ones through push.c's path first (an
@@ -304,9 +444,22 @@ static int rpush_run(struct kvs__engine *eng, struct rpush *rps, int ng, struct 
 
             if (rp->rule != RULE_DENSE)
                 continue;
-            rpush_dense(eng, rp, rp->dense);
+            if (rp->dev) {             /* the sum's rows into the zeroed gradient, queued */
+                if ((rc = kvs__mem_rows(rp->ent->device, rp->dgrad, rp->row_bytes, rp->idx,
+                                        rp->m, (void *)rows_sum(eng, rp), 0, e)) != 0)
+                    break;
+                rp->dense_in = rp->dgrad;
+            } else {
+                rpush_dense(eng, rp, rp->dense);
+            }
             items[nd++] = (struct kvs__push_item){ .entry = rp->ent, .k = 1,
-                                                   .in = &rp->dense_in };
+                                                   .in = &rp->dense_in,
+                                                   .dev = &rp->ent->device };
+        }
+        if (rc != 0) {
+            free(items);
+            kvs__mem_finish(NULL);
+            return rc;
         }
         rc = kvs__engine_push_entries(eng, nd, items, e);
         free(items);
@@ -318,10 +471,14 @@ static int rpush_run(struct kvs__engine *eng, struct rpush *rps, int ng, struct 
 
         if (rp->rule == RULE_DENSE)
             continue;                  /* push_entries counted its version */
-        if (rp->rule == RULE_ASSIGN)
+        if (rp->rule == RULE_ASSIGN && rp->dev)
+            rc = rows_assign_dev(eng, rp, e);
+        else if (rp->rule == RULE_ASSIGN)
             rpush_dense(eng, rp, rp->ent->value);
         else
-            rpush_lazy(eng, rp);
+            rc = rpush_lazy(eng, rp, e);
+        if (rc != 0)                   /* a device failed: the keys before are pushed */
+            return rc;
         rp->ent->version++;
     }
     return 0;
@@ -409,7 +566,7 @@ int kvs__engine_push_rows_range(struct kvs__engine *eng, void *entry, int k,
         kvs__rows_union_sum_into(&rp.u, rp.ent->dtype, rp.ent->value, rp.row_elems,
                                  eng->nthreads);
     } else {
-        rpush_lazy(eng, &rp);
+        (void)rpush_lazy(eng, &rp, e);  /* on the host: cannot fail */
     }
     rp.ent->version++;
 out:
@@ -437,7 +594,7 @@ int kvs__engine_push_row_sparse(struct kvs__engine *eng, int n, const kvs_key_t 
     ng = rc;
     rc = 0;
     for (int i = 0; i < n && rc == 0; i++)
-        if ((rc = rows_entry(eng, keys[i], &values[i], &rps[gid[i]].ent, e)) == 0)
+        if ((rc = rows_entry(eng, keys[i], &values[i], true, &rps[gid[i]].ent, e)) == 0)
             rps[gid[i]].k++;
     if (rc != 0)
         goto out;
@@ -469,48 +626,84 @@ out:
 
 /* ---- init --------------------------------------------------------------- */
 
+/* What the fill of a row-sparse init needs: per value its rows found
+ * and summed over a shape-only entry. */
+struct rinit {
+    struct kvs__engine *eng;
+    struct entry *shape;
+    struct rpush *rps;
+};
+
+/* Writes value i's dense form into its new entry: on the host in place;
+ * on a GPU, every row zeroed there and the sum's rows copied over. */
+static int rinit_fill(void *ctx, int i, void *entry, struct kvs__err *e)
+{
+    struct rinit *ri = ctx;
+    struct rpush *rp = &ri->rps[i];
+    struct entry *ent = entry;
+    int rc;
+
+    if (ent->device == KVS_HOST) {
+        rpush_dense(ri->eng, rp, ent->value);
+        return 0;
+    }
+    if ((rc = kvs__mem_zero(ent->device, ent->value, ent->bytes, e)) != 0)
+        return rc;
+    return kvs__mem_rows(ent->device, ent->value, rp->row_bytes, rp->idx, rp->m,
+                         (void *)rows_sum(ri->eng, rp), 0, e);
+}
+
 int kvs__engine_init_row_sparse(struct kvs__engine *eng, int n, const kvs_key_t *keys,
                                 const kvs_row_sparse_t *values, int replace,
                                 struct kvs__err *e)
 {
+    static char placeholder;           /* the full values' data: never read */
     char ks[KVS_MAX_KEY_LEN + 8];
+    struct rinit ri = { .eng = eng };
+    struct kvs__rows_in *ins = NULL;
     kvs_array_t *full = NULL;
-    int rc;
+    int rc, made = 0;
 
     if ((rc = kvs__check_rows_list(eng, n, keys, values, e)) != 0 || n == 0)
         return rc;
-    if (!(full = calloc((size_t)n, sizeof *full)))
-        return kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
-    /* Each value's dense form, then a dense init: the checks, placement
-     * and commit of kvs__engine_init. */
-    for (int i = 0; i < n && rc == 0; i++) {
+    if (!(full = calloc((size_t)n, sizeof *full)) || !(ins = calloc((size_t)n, sizeof *ins))
+        || !(ri.shape = calloc((size_t)n, sizeof *ri.shape))
+        || !(ri.rps = calloc((size_t)n, sizeof *ri.rps))) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory for a list of %d keys", n);
+        goto out;
+    }
+    /* Each value's rows and their sum, then a dense init that writes them
+     * into each new entry (rinit_fill): the checks, placement and commit
+     * of kvs__engine_init, with no dense copy of the value on the way. */
+    for (int i = 0; i < n && rc == 0; i++, made++) {
         const kvs_row_sparse_t *v = &values[i];
-        struct kvs__rows_in in = { v->data, v->indices, v->nnz };
-        struct entry shape = { .key = keys[i], .dtype = v->dtype, .ndim = v->ndim };
-        struct rpush rp = { .ent = &shape, .k = 1, .in = &in };
-        size_t bytes;
+        struct entry *shape = &ri.shape[i];
+        struct rpush *rp = &ri.rps[i];
+        size_t rows_bytes;
 
-        full[i] = kvs__row_sparse_full(v, NULL);
-        memcpy(shape.shape, v->shape, sizeof shape.shape);
-        shape.count = kvs__array_count(&full[i]);
-        bytes = shape.count * kvs_dtype_size(v->dtype);
-        rp.row_elems = row_elems_of(&shape);
-        rp.row_bytes = rp.row_elems * kvs_dtype_size(v->dtype);
-        if (!(full[i].data = malloc(bytes ? bytes : 1))) {
-            rc = kvs__fail(e, -ENOMEM, "key %s: out of memory for a %zu-byte value",
-                           KEYSTR(ks, keys[i]), bytes);
+        ins[i] = (struct kvs__rows_in){ v->data, v->indices, v->nnz };
+        *shape = (struct entry){ .key = keys[i], .dtype = v->dtype, .ndim = v->ndim };
+        *rp = (struct rpush){ .ent = shape, .k = 1, .in = &ins[i], .own = true };
+        full[i] = kvs__row_sparse_full(v, &placeholder);
+        memcpy(shape->shape, v->shape, sizeof shape->shape);
+        shape->count = kvs__array_count(&full[i]);
+        rp->row_elems = row_elems_of(shape);
+        rp->row_bytes = rp->row_elems * kvs_dtype_size(v->dtype);
+        if ((rc = rpush_rows(rp, e)) != 0)
             break;
-        }
-        rp.own = true;
-        if ((rc = rpush_rows(&rp, e)) != 0)
-            break;
-        rpush_dense(eng, &rp, full[i].data);
-        rpush_release(&rp);
+        rows_bytes = rp->m * rp->row_bytes;
+        if (!rp->sum && !(rp->compact = malloc(rows_bytes ? rows_bytes : 1)))
+            rc = kvs__fail(e, -ENOMEM, "key %s: out of memory for %zu rows",
+                           KEYSTR(ks, keys[i]), rp->m);
     }
     if (rc == 0)
-        rc = kvs__engine_init(eng, n, keys, full, replace, e);
-    for (int i = 0; i < n; i++)
-        free(full[i].data);
+        rc = kvs__engine_init_fill(eng, n, keys, full, replace, rinit_fill, &ri, e);
+out:
+    for (int i = 0; ri.rps && i < made; i++)
+        rpush_release(&ri.rps[i]);
+    free(ri.rps);
+    free(ri.shape);
+    free(ins);
     free(full);
     return rc;
 }
@@ -547,11 +740,6 @@ int kvs__engine_pull_rows(struct kvs__engine *eng, int n, const kvs_key_t *keys,
             rc = kvs__fail(e, KVS_ENOKEY, "key %s: not initialised", KEYSTR(ks, keys[i]));
             goto out;
         }
-        if (ent->device != KVS_HOST) {
-            rc = kvs__fail(e, KVS_ENOTSUP, "key %s: its value is on a GPU; compact pulls "
-                           "are taken for keys on the host only", KEYSTR(ks, keys[i]));
-            goto out;
-        }
         if ((rc = kvs__check_row_ids(keys[i], i, &row_ids[i], ent->ndim,
                                      ent->ndim ? ent->shape[0] : 0, e)) != 0)
             goto out;
@@ -577,10 +765,18 @@ int kvs__engine_pull_rows(struct kvs__engine *eng, int n, const kvs_key_t *keys,
         kvs_row_sparse_t *o = &outs[i];
         size_t row = row_elems_of(ent) * kvs_dtype_size(ent->dtype);
 
+        /* A GPU's rows come straight into the out, a copy per run of rows.
+         * Outs before it are written: a device that fails here is the
+         * only failure after the checks. */
+        if (ent->device != KVS_HOST
+            && (rc = kvs__mem_rows(ent->device, ent->value, row, uniq[i], need[i], o->data, 1,
+                                   e)) != 0)
+            goto out;
         for (size_t j = 0; j < need[i]; j++) {
             o->indices[j] = uniq[i][j];
-            memcpy((char *)o->data + j * row, (const char *)ent->value + (size_t)uniq[i][j] * row,
-                   row);
+            if (ent->device == KVS_HOST)
+                memcpy((char *)o->data + j * row,
+                       (const char *)ent->value + (size_t)uniq[i][j] * row, row);
         }
         o->nnz = (int64_t)need[i];
         o->dtype = ent->dtype;

@@ -27,6 +27,9 @@
  * Copies are checked as a driver would fault: a device side must lie
  * inside one allocation, a host side outside all of them, so a wrong
  * cudaMemcpyKind or an overrun fails with cudaErrorInvalidValue.
+ * Copies between host and device are counted, bytes and calls each way
+ * (kvs_standin_copied; a cudaMemcpyBatchAsync is one call), so that a
+ * test can check what a call moved.
  *
  * Work is deferred: every copy, fill, host function (cudaLaunchHostFunc,
  * which the kernels use) and NCCL collective is queued on its stream and
@@ -60,6 +63,9 @@
  *   KVS_STANDIN_BUSY_STREAMS=1   cudaStreamQuery says cudaErrorNotReady for
  *                                every stream, and runs nothing: work that
  *                                never finishes.
+ *   KVS_STANDIN_NO_BATCH=1       cudaMemcpyBatchAsync fails with
+ *                                cudaErrorNotSupported, as a driver without
+ *                                batched copies does.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -807,6 +813,28 @@ static cudaError_t queue_move(struct CUstream_st *s, void *dst, const void *src,
     return cudaSuccess;
 }
 
+/* Bytes and copies between host and device memory (kvs_standin_copied). */
+static unsigned long long copied[4];
+
+void kvs_standin_copied(unsigned long long out[4])
+{
+    for (int i = 0; i < 4; i++)
+        out[i] = __atomic_load_n(&copied[i], __ATOMIC_RELAXED);
+}
+
+/* Counts a checked copy that crosses between host and device, as calls
+ * more calls (0 for all but one copy of a batch). */
+static void count_copy(void *dst, const void *src, size_t count, int calls)
+{
+    int dev, to_dev = standin__device_range(dst, count, &dev);
+    int from_dev = standin__device_range(src, count, &dev);
+
+    if (to_dev == from_dev)
+        return;
+    __atomic_add_fetch(&copied[to_dev ? 0 : 1], count, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&copied[to_dev ? 2 : 3], calls, __ATOMIC_RELAXED);
+}
+
 static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                         cudaStream_t stream, int wait)
 {
@@ -829,6 +857,8 @@ static cudaError_t copy(void *dst, const void *src, size_t count, enum cudaMemcp
     err = check_side(dst, count, sides[kind][0]);
     if (err == cudaSuccess)
         err = check_side(src, count, sides[kind][1]);
+    if (err == cudaSuccess)
+        count_copy(dst, src, count, 1);
     return err == cudaSuccess ? queue_move(s, dst, src, 0, count, wait) : err;
 }
 
@@ -879,6 +909,44 @@ cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int 
 cudaError_t cudaMemset(void *ptr, int value, size_t count)
 {
     return note(fill(ptr, value, count, NULL, 1));
+}
+
+/* CUDA 13's batch: every copy checked before any is queued, as a driver
+ * validates the batch; the legacy default stream is refused, as the
+ * runtime refuses it. Each attribute must name a source access order. */
+cudaError_t cudaMemcpyBatchAsync(void *const *dsts, const void *const *srcs, const size_t *sizes,
+                                 size_t count, struct cudaMemcpyAttributes *attrs,
+                                 size_t *attrsIdxs, size_t numAttrs, cudaStream_t stream)
+{
+    struct CUstream_st *s;
+    cudaError_t err;
+
+    if (env_long("KVS_STANDIN_NO_BATCH", 0) == 1)
+        return note(cudaErrorNotSupported);
+    if (!dsts || !srcs || !sizes || !count || !attrs || !attrsIdxs || !numAttrs
+        || numAttrs > count || attrsIdxs[0] != 0 || !stream || stream == cudaStreamLegacy
+        || stream == cudaStreamPerThread)
+        return note(cudaErrorInvalidValue);
+    for (size_t a = 0; a < numAttrs; a++)
+        if ((a && attrsIdxs[a] <= attrsIdxs[a - 1]) || attrsIdxs[a] >= count
+            || attrs[a].srcAccessOrder < cudaMemcpySrcAccessOrderStream
+            || attrs[a].srcAccessOrder > cudaMemcpySrcAccessOrderAny)
+            return note(cudaErrorInvalidValue);
+    if ((err = resolve(stream, current_device, &s)) != cudaSuccess)
+        return note(err);
+    for (size_t i = 0; i < count; i++)
+        if (sizes[i] && ((err = check_side(dsts[i], sizes[i], EITHER)) != cudaSuccess
+                         || (err = check_side(srcs[i], sizes[i], EITHER)) != cudaSuccess))
+            return note(err);
+    for (size_t i = 0, first = 1; i < count; i++) {
+        if (!sizes[i])
+            continue;
+        count_copy(dsts[i], srcs[i], sizes[i], (int)first);
+        first = 0;
+        if ((err = queue_move(s, dsts[i], srcs[i], 0, sizes[i], 0)) != cudaSuccess)
+            return note(err);
+    }
+    return cudaSuccess;
 }
 
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t count, cudaStream_t stream)

@@ -1,8 +1,8 @@
 /*
  * standin.h - what the stand-in's two halves share: the real toolkit
  * headers, whose declarations are exactly what the library exports, the
- * one export of its own (kvs_standin_host, for the host build of the
- * kernel module, kernels.c), and what the NCCL half (nccl.c) asks of the
+ * exports of its own (kvs_standin_host, for the host build of the
+ * kernel module, kernels.c; kvs_standin_copied, for the tests), and what the NCCL half (nccl.c) asks of the
  * CUDA runtime half (cudart.c).
  */
 #ifndef KVS_STANDIN_H
@@ -28,6 +28,12 @@ ncclResult_t ncclGroupEnd(void);
  * host function of cudaLaunchHostFunc), as a GPU's kernel reaches device
  * memory; any thread. */
 void *kvs_standin_host(const void *ptr, size_t bytes);
+
+/* What this process copied between host and device memory so far, for a
+ * test that checks how much a call moves: out[0] bytes to a device,
+ * out[1] bytes to the host, out[2] and out[3] the copies that moved them
+ * (each cudaMemcpy* call, counted when it is made). Any thread. */
+void kvs_standin_copied(unsigned long long out[4]);
 #pragma GCC visibility pop
 
 /* cudaSuccess when device exists and has not been declared lost
