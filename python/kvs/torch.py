@@ -41,6 +41,11 @@ from . import _rows
 from .kvstore import KVStore
 
 
+# A dense parameter whose row ids take at most this many bytes joins the
+# step's row call whatever its row size (a bias, a small layer).
+_JOIN_IDS_BYTES = 32768
+
+
 def _lazy_spec(optimizer):
     """Whether the optimizer updates row-sparse gradients lazily (only their
     rows): the store's default, unless the spec says lazy_update=0."""
@@ -131,6 +136,7 @@ class Trainer:
         self._hooks = [p.register_hook(self._watch(i)) for i, p in enumerate(params)
                        if self._grads[i] is not None and p.requires_grad]
         self._rows = {}               # key -> the row ids the next forward reads
+        self._every_row = {}          # dense parameter -> the ids of all its rows
         self._store_updates = optimizer is not None
         self._lazy = False
         if optimizer is not None:
@@ -255,10 +261,10 @@ class Trainer:
             if self._store_updates:
                 if batch_size != 1 and grads:
                     torch._foreach_mul_(grads, 1.0 / batch_size)
-                if keys:
-                    self.kv.pushpull(keys, grads, out=[self._data[i] for i in dense])
                 if sparse:
-                    self._step_sparse(sparse, rows, 1.0 / batch_size)
+                    self._step_sparse(dense, grads, sparse, rows, 1.0 / batch_size)
+                elif keys:
+                    self.kv.pushpull(keys, grads, out=[self._data[i] for i in dense])
             else:
                 if keys:
                     self.kv.pushpull(keys, grads)
@@ -271,10 +277,32 @@ class Trainer:
             if self._hooks or self._seen_sparse:
                 self._after_first_step()
 
-    def _step_sparse(self, sparse, rows, scale):
-        """Pushes the sparse gradients and pulls, per parameter, the rows set
-        by set_rows, else those this step changed when they are known (one
-        worker, a lazy optimizer), else the whole value."""
+    def _all_rows(self, i):
+        """The ids of every row of parameter i (made once)."""
+        ids = self._every_row.get(i)
+        if ids is None:
+            ids = self._every_row[i] = torch.arange(self._data[i].shape[0])
+        return ids
+
+    def _joins(self, i):
+        """Whether dense parameter i goes as all its rows in the step's row
+        call: it has rows, and their ids (8 bytes a row) are small beside
+        its value or small in all."""
+        d = self._data[i]
+        if d.dim() == 0:
+            return False
+        return 8 * d.shape[0] <= max(d.numel() * d.element_size() // 4, _JOIN_IDS_BYTES)
+
+    def _step_sparse(self, dense, grads, sparse, rows, scale):
+        """Pushes the gradients and pulls the new weights: per sparse
+        parameter the rows set by set_rows, else those this step changed
+        when they are known (one worker, a lazy optimizer), else the whole
+        value. The parameters pulled by rows go in one C call, and with
+        them the dense ones as all their rows (the same update as a dense
+        push under every rule: each row is present), so that the step
+        waits for the other workers once, not twice. Those pulled whole
+        are pushed before that call and pulled after it, so that their
+        rounds overlap its own."""
         by_rows, whole = [], []
         for i in sparse:
             ids = rows.get(i)
@@ -282,18 +310,39 @@ class Trainer:
             if ids is None and self._lazy and self.kv.num_workers == 1:
                 ids = value.indices
             (whole if ids is None else by_rows).append((i, value, ids))
+        apart = []                    # dense ones pushed and pulled dense
+        if by_rows:
+            for i, g in zip(dense, grads):
+                if self._joins(i):
+                    every = self._all_rows(i)
+                    by_rows.append((i, _rows.RowSparse._trusted(g, every, tuple(g.shape)),
+                                    every))
+                else:
+                    apart.append((i, g))
+            by_rows.sort(key=lambda x: x[0])
+        else:
+            apart = list(zip(dense, grads))
+        if whole:                     # pushed first: their rounds run beside the calls below
+            self.kv.push([self.keys[i] for i, _, _ in whole], [v for _, v, _ in whole])
+        if apart:
+            self.kv.pushpull([self.keys[i] for i, _ in apart], [g for _, g in apart],
+                             out=[self._data[i] for i, _ in apart])
         if by_rows:
             got = self.kv.pushpull([self.keys[i] for i, _, _ in by_rows],
                                    [v for _, v, _ in by_rows],
                                    row_ids=[_as_ids(ids) for _, _, ids in by_rows])
-            for (i, _, _), rs in zip(by_rows, got):
-                if rs.nnz:
-                    self._data[i].index_copy_(0, _torch_of(rs.indices),
-                                              _torch_of(rs.data).to(self._data[i].dtype))
+            for (i, _, ids), rs in zip(by_rows, got):
+                if not rs.nnz:
+                    continue
+                data = _torch_of(rs.data).to(self._data[i].dtype)
+                if self._sparse[i]:
+                    # The ids are unique: a plain scatter, at half index_copy_'s time.
+                    self._data[i].index_put_((_torch_of(rs.indices),), data)
+                else:                 # every row, in order
+                    self._data[i].copy_(data)
         if whole:
-            keys = [self.keys[i] for i, _, _ in whole]
-            self.kv.push(keys, [v for _, v, _ in whole])
-            self.kv.pull(keys, out=[self._data[i] for i, _, _ in whole])
+            self.kv.pull([self.keys[i] for i, _, _ in whole],
+                         out=[self._data[i] for i, _, _ in whole])
 
     def _average_sparse(self, sparse, scale):
         """Without the store's optimizer: each sparse gradient becomes its

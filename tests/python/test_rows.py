@@ -405,3 +405,12 @@ def test_dist_trainer_sparse_embedding(job, mode):
     out = job(2, 'sparse_trainer', mode)
     skip_if_refused(out)
     assert out.count('sparse trainer %s ok' % mode) == 2, out
+
+
+@pytest.mark.parametrize('opt', ['sgd', 'adam', 'sgd_not_lazy'])
+def test_dist_trainer_one_round_is_bit_identical(job, opt):
+    """The step's dense parameters go as all their rows in the embedding's
+    row call: the same weights, bit for bit, as their own dense call."""
+    out = job(2, 'one_round', opt)
+    skip_if_refused(out)
+    assert out.count('one round %s ok' % opt) == 2, out

@@ -357,6 +357,70 @@ def sparse_trainer(mode):
     print('rank %d: sparse trainer %s ok (%.3g)' % (r, mode, diff))
 
 
+def one_round(opt):
+    """The Trainer's step with set_rows pushes the dense parameters as all
+    their rows in the call of the embedding's rows (one round trip): the
+    weights it leaves are bit for bit those of the dense parameters pushed
+    and pulled dense in a call of their own, then the table's rows, as the
+    step did before. The same model and batches are run by hand through
+    keys of their own in the same store; a big dense layer (through kvsd), small
+    ones (combined by the workers) and a bias of one dimension; opt: a
+    spec with momentum and wd, or adam."""
+    import torch
+    import kvs.torch
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(50, 8, sparse=True)
+            self.big = torch.nn.Linear(8, 40000)           # 1.2 MiB: kvsd's
+            self.out = torch.nn.Linear(40000, 1)
+
+        def forward(self, ids):
+            return self.out(torch.tanh(self.big(self.emb(ids).sum(1)))).squeeze(1)
+
+    spec = {'sgd': 'sgd lr=0.1 momentum=0.9 wd=0.01', 'adam': 'adam lr=0.01 wd=0.01',
+            'sgd_not_lazy': 'sgd lr=0.1 momentum=0.9 wd=0.01 lazy_update=0'}[opt]
+    torch.manual_seed(1)
+    net, hand = Model(), Model()
+    hand.load_state_dict(net.state_dict())
+    kv = kvs.create('dist_sync')
+    r, n = kv.rank, kv.num_workers
+    if not _rows_taken(kv, 10**9):           # int keys, as the Trainer's are
+        return
+    tr = kvs.torch.Trainer(net, kv, spec)
+    names = [100 + i for i in range(len(list(hand.parameters())))]
+    hp = list(hand.parameters())
+    kv.init(names[:1], [kvs.RowSparse(hp[0].data, torch.arange(hp[0].shape[0]),
+                                      tuple(hp[0].shape))])
+    kv.init(names[1:], [p.data for p in hp[1:]])
+    gen = torch.Generator().manual_seed(2)
+    batches = [torch.randint(0, 40, (4 * n, 3), generator=gen) for _ in range(6)]
+    for step, ids in enumerate(batches):
+        mine = slice(r, None, n)
+        following = batches[step + 1][mine].flatten() if step + 1 < len(batches) else \
+            torch.arange(50)
+        tr.zero_grad()
+        net(ids[mine]).pow(2).sum().backward()
+        tr.set_rows(net.emb.weight, following)
+        tr.step(len(ids))
+        for p in hp:
+            p.grad = None
+        hand(ids[mine]).pow(2).sum().backward()
+        grads = [p.grad for p in hp[1:]]
+        torch._foreach_mul_(grads, 1.0 / len(ids))
+        kv.pushpull(names[1:], grads, out=[p.data for p in hp[1:]])
+        rs = kvs._rows.from_torch(hp[0].grad)
+        got = kv.pushpull(names[0], kvs.RowSparse(rs.data * (1.0 / len(ids)), rs.indices,
+                                                  rs.shape), row_ids=following)
+        hp[0].data.index_copy_(0, got.indices, got.data)
+    for i, (a, b) in enumerate(zip(net.parameters(), hp)):
+        assert torch.equal(a, b), (i, (a - b).abs().max().item())
+    table = torch.from_numpy(kv.pull(0))
+    assert torch.equal(table, torch.from_numpy(kv.pull(names[0])))
+    print('rank %d: one round %s ok' % (r, opt))
+
+
 def _standin_cuda():
     """(alloc(shape, index), put(t, values), get(t)) over the CUDA stand-in
     that KVS_CUDART names: torch tensors that say they live on CUDA device
