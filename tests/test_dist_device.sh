@@ -54,12 +54,14 @@ held() {
     start_kvsd "$name" 2
     for r in 0 1; do
         KVS_TEST_DIR=$work/$name KVS_JOB=$name KVS_RANK=$r KVS_NUM_WORKERS=2 KVS_TIMEOUT=$((30 * slow)) \
-            timeout $((60 * slow)) "$prog" "$1" dist_sync &
+            timeout $((180 * slow)) "$prog" "$1" dist_sync &
         eval "w$r=\$!"
     done
     st=0
-    wait_for 300 test -f "$work/$name/ready.0" && wait_for 300 test -f "$work/$name/ready.1" ||
-        st=1
+    # churn's 1,100 rounds take 35 s when the machine is shared with a
+    # sanitizer build: the wait is for the workers' work, not one round.
+    wait_for 1500 test -f "$work/$name/ready.0" && wait_for 1500 test -f "$work/$name/ready.1" ||
+        { echo "# the workers of $1 were not ready within $((150 * slow)) s"; st=1; }
 }
 release() {  # lets both workers of held go; st 1 when one or kvsd fails
     touch "$work/$name/go"

@@ -1,12 +1,23 @@
 #!/bin/sh
 # Description: the Python package's tests (tests/python, pytest), run on the
-# build tree's library and kvsrun with the package uninstalled.
+# build tree's library and kvsrun with the package uninstalled: the API,
+# MXNet's kvstore tests and the dist jobs here; test_python_rows.sh and
+# test_python_torch.sh source this file for theirs, so that make runs the
+# three side by side, each under its own deadline.
 # TAP output: one test per pytest test, or all skipped with the reason.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
 src=$(cd "${top_srcdir:-.}" && pwd)
 bld=$(cd "${top_builddir:-.}" && pwd)
 
+rows_files="test_rows.py"
+torch_files="test_torch.py test_bench_ctr.py"
+main_files="test_api.py test_kvstore.py test_dist.py"
+case "${0##*/}" in
+test_python_rows.sh) files=$rows_files ;;
+test_python_torch.sh) files=$torch_files ;;
+*) files=$main_files ;;
+esac
 skip() { echo "1..0 # SKIP $1"; exit 0; }
 [ -n "${PYTHON:-}" ] || skip "configured without the Python package"
 [ -z "${KVS_SAN_CFLAGS:-}" ] ||
@@ -24,12 +35,21 @@ PYTHONDONTWRITEBYTECODE=1
 export KVS_LIBRARY PYTHONPATH KVS_TEST_KVSRUN KVS_TEST_STANDIN KVS_TEST_KERNELS PYTHONDONTWRITEBYTECODE
 cd "$src/tests/python" || exit 1
 out=$(mktemp)
-"$PYTHON" -m pytest -p no:cacheprovider -v -rs "$src/tests/python" >"$out" 2>&1
+# shellcheck disable=SC2086
+"$PYTHON" -m pytest -p no:cacheprovider -v -rs $files >"$out" 2>&1
 rc=$?
+# Every test file is run by one of the three.
+unclaimed=
+for f in test_*.py; do
+    case " $rows_files $torch_files $main_files " in
+    *" $f "*) ;;
+    *) unclaimed="$unclaimed $f" ;;
+    esac
+done
 # pytest -v lines "file::test PASSED|FAILED|SKIPPED|ERROR ..." become TAP;
 # a failed run (even one that collected nothing) adds a failing line.
 [ "$rc" -eq 0 ] || sed 's/^/# /' "$out"
-awk -v rc="$rc" '
+awk -v rc="$rc" -v unclaimed="$unclaimed" '
 /::/ && / (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)/ {
     n++
     if ($0 ~ / PASSED/ || $0 ~ / XFAIL/) print "ok " n " - " $1
@@ -38,6 +58,7 @@ awk -v rc="$rc" '
 }
 END {
     if (rc != 0) print "not ok " ++n " - pytest exited with status " rc
+    if (unclaimed != "") print "not ok " ++n " - run by no test_python*.sh:" unclaimed
     print "1.." n
 }' "$out"
 rm -f "$out"
