@@ -323,6 +323,38 @@ static long sort_unique(int64_t *ids, long n)
     return u;
 }
 
+/* ---- the dense pushpulls beside -------------------------------------- */
+
+/* Every row of the nrows x ncols gradient g: this worker's gradient. */
+static void fill_grad(float *g)
+{
+    for (long r = 0; r < nrows; r++)
+        for (long c = 0; c < ncols; c++)
+            g[r * ncols + c] = grad(rank, c);
+}
+
+/* One pass of dense pushpulls of the whole table d (key k) in place, each
+ * timed from a barrier and checked against ref; printed as case what. */
+static void dense_pass(kvs_key_t k, kvs_array_t *d, struct col_ref *ref, int pass, double *t,
+                       const char *what)
+{
+    float *g = d->data;
+
+    for (long i = 0, w = pass == 1 ? warmup : 0; i < w + steps; i++) {
+        double t0;
+
+        fill_grad(g);
+        check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
+        t0 = now_s();
+        check_kvs(kvs_pushpull(kv, 1, &k, d, NULL, 0), kv, "kvs_pushpull");
+        if (i >= w)
+            t[i - w] = now_s() - t0;
+        col_ref_step(ref);
+        col_ref_check(ref, g, nrows, what);
+    }
+    print_case(what, pass, nrows, nrows, t, -1, -1, -1);
+}
+
 /* ---- sparse: Zipf batches of a big table, and the dense step beside ---- */
 
 static void run_sparse(void)
@@ -522,26 +554,10 @@ static void run_full(void)
         }
         print_case("full-sparse", pass, nrows, nrows, t, -1, -1, -1);
 
-        for (long i = 0, w = pass == 1 ? warmup : 0; i < w + steps; i++) {
-            double t0;
-
-            for (long r = 0; r < nrows; r++)
-                for (long c = 0; c < ncols; c++)
-                    g[r * ncols + c] = grad(rank, c);
-            check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
-            t0 = now_s();
-            check_kvs(kvs_pushpull(kv, 1, &dk, &d, NULL, 0), kv, "kvs_pushpull");
-            if (i >= w)
-                t[i - w] = now_s() - t0;
-            col_ref_step(dref);
-            col_ref_check(dref, g, nrows, "full-dense");
-        }
-        print_case("full-dense", pass, nrows, nrows, t, -1, -1, -1);
+        dense_pass(dk, &d, dref, pass, t, "full-dense");
         print_kvsd("full", pass);
         /* the next pass's row-sparse rounds push the gradient again */
-        for (long r = 0; r < nrows; r++)
-            for (long c = 0; c < ncols; c++)
-                g[r * ncols + c] = grad(rank, c);
+        fill_grad(g);
     }
     free(g), free(o), free(all), free(oid), free(t), free(ref), free(dref);
 }
@@ -564,21 +580,7 @@ static void run_table(void)
     check_kvs(kvs_set_optimizer(kv, ADAM_SPEC), kv, "kvs_set_optimizer");
     col_ref_init(ref);
     for (int pass = 1; pass <= passes; pass++) {
-        for (long i = 0, w = pass == 1 ? warmup : 0; i < w + steps; i++) {
-            double t0;
-
-            for (long r = 0; r < nrows; r++)
-                for (long c = 0; c < ncols; c++)
-                    g[r * ncols + c] = grad(rank, c);
-            check_kvs(kvs_barrier(kv), kv, "kvs_barrier");
-            t0 = now_s();
-            check_kvs(kvs_pushpull(kv, 1, &k, &d, NULL, 0), kv, "kvs_pushpull");
-            if (i >= w)
-                t[i - w] = now_s() - t0;
-            col_ref_step(ref);
-            col_ref_check(ref, g, nrows, "table");
-        }
-        print_case("table", pass, nrows, nrows, t, -1, -1, -1);
+        dense_pass(k, &d, ref, pass, t, "table");
         print_kvsd("table", pass);
     }
     free(g), free(t), free(ref);
