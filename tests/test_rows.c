@@ -87,6 +87,18 @@ static void state_buf(kvs_t *kv, int key, int b, float *out)
         memcpy(out, s->buf[b], sizeof(float) * N);
 }
 
+/* Both state buffers of key are the same, bit for bit, in stores a and b. */
+static void expect_same_state(kvs_t *a, kvs_t *b, int key)
+{
+    float sa[N], sb[N];
+
+    for (int buf = 0; buf < 2; buf++) {
+        state_buf(a, key, buf, sa);
+        state_buf(b, key, buf, sb);
+        assert_memory_equal(sa, sb, sizeof sa);
+    }
+}
+
 /* The dense sum of k row-sparse float32 values, summed in list order. */
 static void dense_sum(float *out, const kvs_row_sparse_t *v, int k)
 {
@@ -388,7 +400,7 @@ static void test_lazy_off_is_dense(void **state)
     (void)state;
     for (int s = 0; s < 2; s++) {
         kvs_t *a = new_store("local"), *b = new_store("local");
-        float w[N], wa[N], wb[N], d[3 * C], g[N], sa[N], sb[N];
+        float w[N], wa[N], wb[N], d[3 * C], g[N];
         int64_t idx[] = { 3, 7, 3 };
         kvs_row_sparse_t v = rsp(d, idx, 3, KVS_FLOAT32);
         kvs_array_t dense = ARR(g, KVS_FLOAT32, 2, R, C);
@@ -408,11 +420,7 @@ static void test_lazy_off_is_dense(void **state)
         pull_f32(b, 1, wb);
         assert_memory_equal(wa, wb, sizeof wa);
         assert_memory_not_equal(wa + 0, w + 0, sizeof(float) * C);   /* wd reached row 0 */
-        for (int buf = 0; buf < 2; buf++) {
-            state_buf(a, 1, buf, sa);
-            state_buf(b, 1, buf, sb);
-            assert_memory_equal(sa, sb, sizeof sa);
-        }
+        expect_same_state(a, b, 1);
         kvs_close(a);
         kvs_close(b);
     }
@@ -686,7 +694,7 @@ static void test_statefile_after_lazy_updates(void **state)
 {
     kvs_t *a = new_store("local"), *b = new_store("local");
     char path[] = "/tmp/kvs-test-rows-XXXXXX";
-    float w[N], d[2 * C], wa[N], wb[N], sa[N], sb[N];
+    float w[N], d[2 * C], wa[N], wb[N];
     int64_t idx[] = { 8, 3 };
     kvs_row_sparse_t v = rsp(d, idx, 2, KVS_FLOAT32);
     kvs_key_t key = IK(1);
@@ -714,11 +722,7 @@ static void test_statefile_after_lazy_updates(void **state)
     pull_f32(a, 1, wa);
     pull_f32(b, 1, wb);
     assert_memory_equal(wa, wb, sizeof wa);
-    for (int buf = 0; buf < 2; buf++) {
-        state_buf(a, 1, buf, sa);
-        state_buf(b, 1, buf, sb);
-        assert_memory_equal(sa, sb, sizeof sa);
-    }
+    expect_same_state(a, b, 1);
     assert_int_equal(state_of(b, 1)->t, 3);
     kvs_close(a);
     kvs_close(b);
@@ -847,7 +851,7 @@ static void test_engine_push_rows_range(void **state)
     fill_w(d1, 2 * C, -0.9f);
     for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
         kvs_t *a = new_store("local"), *b = new_store("local");
-        float w[N], wa[N], wb[N], sa[N], sb[N];
+        float w[N], wa[N], wb[N];
         struct kvs__entry_info ia, ib;
         struct kvs__err e = { 0, "" };
         enum kvs__rows_rule want = !specs[s] ? KVS__ROWS_ASSIGN
@@ -881,11 +885,7 @@ static void test_engine_push_rows_range(void **state)
             pull_f32(a, 1, wa);
             pull_f32(b, 1, wb);
             assert_memory_equal(wa, wb, sizeof wa);
-            for (int buf = 0; buf < 2; buf++) {
-                state_buf(a, 1, buf, sa);
-                state_buf(b, 1, buf, sb);
-                assert_memory_equal(sa, sb, sizeof sa);
-            }
+            expect_same_state(a, b, 1);
             if (specs[s])
                 assert_int_equal(kvs__engine_steps(b->eng, ib.entry), round);
         }
