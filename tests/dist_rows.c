@@ -265,6 +265,22 @@ static void async_sums(void)
     ok(kvs_barrier(kv), "barrier");
 }
 
+/* The job's key k and a local store's, both initialised to a under the
+ * optimizer spec: the local store, given every worker's pushes, is the
+ * reference. Returns it after the job's barrier. */
+static kvs_t *twin(kvs_key_t k, const kvs_array_t *a, const char *spec)
+{
+    kvs_t *local;
+
+    ok(kvs_create("local", &local), "create local");
+    ok(kvs_init(local, 1, &k, a), "init local");
+    ok(kvs_set_optimizer(local, spec), "set_optimizer local");
+    ok(kvs_init(kv, 1, &k, a), "init");
+    ok(kvs_set_optimizer(kv, spec), "set_optimizer");
+    ok(kvs_barrier(kv), "barrier");
+    return local;
+}
+
 /* Lazy updates: sgd with momentum and wd, and adam, change only the rows
  * pushed (bit for bit unchanged elsewhere), and change them exactly as a
  * local store does given every worker's rows in one push. With
@@ -283,12 +299,7 @@ static void lazy_one(const char *spec, int key)
 
     for (int i = 0; i < R * C; i++)
         w[i] = (float)(i % 7) - 3.0f;
-    ok(kvs_create("local", &local), "create local");
-    ok(kvs_init(local, 1, &k, &a), "init local");
-    ok(kvs_set_optimizer(local, spec), "set_optimizer local");
-    ok(kvs_init(kv, 1, &k, &a), "init");
-    ok(kvs_set_optimizer(kv, spec), "set_optimizer");
-    ok(kvs_barrier(kv), "barrier");
+    local = twin(k, &a, spec);
     for (int s = 0; s < 3; s++) {
         pull_table(k, before);
         memset(touched, 0, sizeof touched);
@@ -743,12 +754,7 @@ static void hosts_lazy(const char *spec, kvs_key_t k, int64_t rows, int64_t cols
         die("out of memory");
     for (size_t i = 0; i < n; i++)
         w[i] = (float)(i % 7) - 3.0f;
-    ok(kvs_create("local", &local), "create local");
-    ok(kvs_init(local, 1, &k, &a), "init local");
-    ok(kvs_set_optimizer(local, spec), "set_optimizer local");
-    ok(kvs_init(kv, 1, &k, &a), "init");
-    ok(kvs_set_optimizer(kv, spec), "set_optimizer");
-    ok(kvs_barrier(kv), "barrier");
+    local = twin(k, &a, spec);
     for (int s = 0; s < 3 * (async ? nw : 1); s++) {
         int turn = async ? s % nw : -1;        /* async: the one worker pushing */
 
