@@ -67,6 +67,7 @@
 
 #include "kvs.h"
 #include "bench.h"
+#include "kvsd_pid.h"
 
 #define ADAM_SPEC   "adam lr=0.001 beta1=0.9 beta2=0.999 epsilon=1e-8"
 #define ADAM_LR     0.001
@@ -183,37 +184,6 @@ static void mem_of(pid_t pid, long *rss, long *hwm, long *shmem)
             *shmem = atol(line + 9);
     }
     fclose(f);
-}
-
-/* kvsrun starts kvsd and the workers as its children: kvsd is our
- * sibling; -1 when there is none. */
-static pid_t find_kvsd(void)
-{
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    pid_t parent = getppid(), found = -1;
-
-    if (!d)
-        return -1;
-    while ((e = readdir(d)) != NULL && found < 0) {
-        char path[300], buf[512], *p;
-        FILE *f;
-        int ppid;
-
-        if (e->d_name[0] < '1' || e->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        if (!(f = fopen(path, "r")))
-            continue;
-        p = fgets(buf, sizeof buf, f);
-        fclose(f);
-        if (!p || !strstr(buf, " (kvsd) ") || !(p = strrchr(buf, ')')))
-            continue;
-        if (sscanf(p + 1, " %*c %d", &ppid) == 1 && ppid == parent)
-            found = (pid_t)atol(e->d_name);
-    }
-    closedir(d);
-    return found;
 }
 
 static void print_kvsd(const char *what, int pass)

@@ -37,6 +37,7 @@
 
 #include "kvs.h"
 #include "round.h"
+#include "kvsd_pid.h"
 #include "resnet50_sizes.h"
 
 #define DEFAULT_SIZES "4K,256K,4M,64M"
@@ -67,38 +68,6 @@ static void usage(FILE *f)
 }
 
 /* ---- the job's kvsd, for its CPU time -------------------------------- */
-
-/* kvsrun starts kvsd and the workers as its children: the kvsd is our
- * sibling. -1 when there is none (a kvsd started by hand). */
-static pid_t find_kvsd(void)
-{
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    pid_t parent = getppid(), found = -1;
-
-    if (!d)
-        return -1;
-    while ((e = readdir(d)) != NULL && found < 0) {
-        char path[300], buf[512], *p;
-        FILE *f;
-        int ppid;
-
-        if (e->d_name[0] < '1' || e->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        if (!(f = fopen(path, "r")))
-            continue;
-        p = fgets(buf, sizeof buf, f);
-        fclose(f);
-        /* "pid (comm) state ppid ..." */
-        if (!p || !strstr(buf, " (kvsd) ") || !(p = strrchr(buf, ')')))
-            continue;
-        if (sscanf(p + 1, " %*c %d", &ppid) == 1 && ppid == parent)
-            found = (pid_t)atol(e->d_name);
-    }
-    closedir(d);
-    return found;
-}
 
 static double kvsd_cpu(void)
 {

@@ -14,7 +14,7 @@ bench_bench_keys_SOURCES = bench/bench_keys.c bench/bench.h
 bench_bench_keys_LDADD = src/libkvs.la
 # scripts/bench: the kvs cases and the memory-bandwidth calibration; the
 # peers in bench/peers/ are built by scripts/bench with their own compilers.
-bench_bench_suite_SOURCES = bench/bench_suite.c bench/round.h bench/resnet50_sizes.h
+bench_bench_suite_SOURCES = bench/bench_suite.c bench/round.h bench/resnet50_sizes.h bench/kvsd_pid.h
 bench_bench_suite_LDADD = src/libkvs.la -lm
 bench_calib_SOURCES = bench/calib.c bench/round.h
 bench_calib_LDADD = -lm
@@ -23,5 +23,5 @@ EXTRA_DIST += bench/peers/mpi_allreduce.c bench/peers/tcp_floor.c bench/peers/to
 	bench/shapes/resnet50.txt bench/shapes/transformer-1.3b.txt
 # scripts/bench's rows step: row-sparse steps of a table against dense pushpulls.
 noinst_PROGRAMS += bench/bench_rows
-bench_bench_rows_SOURCES = bench/bench_rows.c bench/bench.h
+bench_bench_rows_SOURCES = bench/bench_rows.c bench/bench.h bench/kvsd_pid.h
 bench_bench_rows_LDADD = src/libkvs.la -lm
