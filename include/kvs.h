@@ -89,7 +89,8 @@ KVS_API const char *kvs_version(int *major, int *minor, int *patch);
     XX(PEERDEAD,  -30015, "a worker of the job died")                         \
     XX(TIMEDOUT,  -30016, "deadline passed")                                  \
     XX(PROTO,     -30017, "protocol or layout version mismatch")              \
-    XX(CLOSED,    -30018, "no store daemon serves the job, or it is gone")
+    XX(CLOSED,    -30018, "no store daemon serves the job, or it is gone")   \
+    XX(RESTART,   -30019, "the job rolled back to its last commit")
 
 typedef enum {
 #define KVS_ERR_ENUM_(name, value, msg) KVS_E##name = (value),
@@ -573,6 +574,27 @@ KVS_API int kvs_timeline_stop(void);
  * Errors: KVS_EBADARG (NULL), and for dist types those of every wait:
  * KVS_ETIMEDOUT, KVS_EPEERDEAD, KVS_ECLOSED. */
 KVS_API int kvs_barrier(kvs_t *kv);
+
+/* ---- Commits and recovery --------------------------------------------- */
+
+/* Records a snapshot of the whole store at a step boundary: every key's
+ * value, optimizer state and round count, the optimizer's spec, and step
+ * (>= 0). In dist types a collective call: every worker still in the job
+ * calls it with the same step (KVS_EBADARG for all of them otherwise), after
+ * its pushes and pulls of that step; it returns when kvsd holds the snapshot
+ * (in shared memory, so that it outlives kvsd; with kvsrun --checkpoint DIR
+ * also written to disk, see doc/recovery.md). In-process stores keep the
+ * snapshot in the process. Errors: KVS_EBADARG (NULL kv, step < 0, steps
+ * that differ), KVS_ERESTART, and those of every wait. */
+KVS_API int kvs_commit(kvs_t *kv, int64_t step);
+
+/* The step of the snapshot this handle's store holds: that of the last
+ * commit, or after a roll back (KVS_ERESTART) the step the job rolled back
+ * to; -1 when there is none (a fresh job, or a roll back before the first
+ * commit, which empties the store). A program calls it after kvs_create and
+ * after KVS_ERESTART, then pulls its weights (or inits them at -1) and
+ * continues from *step + 1. Errors: KVS_EBADARG (NULL kv or step). */
+KVS_API int kvs_resume_step(kvs_t *kv, int64_t *step);
 
 #ifdef __cplusplus
 }

@@ -61,6 +61,8 @@ struct kvs__store_ops {
     int (*save_states)(kvs_t *kv, const char *path, int dump_optimizer, struct kvs__err *e);
     int (*load_states)(kvs_t *kv, const char *path, struct kvs__err *e);
     int (*barrier)(kvs_t *kv, struct kvs__err *e);
+    int (*commit)(kvs_t *kv, int64_t step, struct kvs__err *e);
+    int (*resume_step)(kvs_t *kv, int64_t *step, struct kvs__err *e);
     /* After an option changed; a failure makes the front restore it. */
     int (*apply_options)(kvs_t *kv, struct kvs__err *e);
     void (*close)(kvs_t *kv);

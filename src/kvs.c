@@ -218,6 +218,21 @@ static void local_close(kvs_t *kv)
     kvs__bufs_fini(&kv->bufs);
 }
 
+static int local_commit(kvs_t *kv, int64_t step, struct kvs__err *e)
+{
+    (void)kv;
+    (void)step;
+    return kvs__fail(e, KVS_ENOTSUP, "kvs_commit: not yet");
+}
+
+static int local_resume_step(kvs_t *kv, int64_t *step, struct kvs__err *e)
+{
+    (void)kv;
+    (void)e;
+    *step = -1;
+    return 0;
+}
+
 static const struct kvs__store_ops local_ops = {
     .concurrent = 0,
     .open = local_open,
@@ -238,6 +253,8 @@ static const struct kvs__store_ops local_ops = {
     .save_states = local_save_states,
     .load_states = local_load_states,
     .barrier = local_barrier,
+    .commit = local_commit,
+    .resume_step = local_resume_step,
     .apply_options = local_apply_options,
     .close = local_close,
 };
@@ -695,6 +712,30 @@ KVS_API int kvs_load_optimizer_states(kvs_t *kv, const char *path)
 KVS_API int kvs_barrier(kvs_t *kv)
 {
     TRACED(kv, KVS__TR_BARRIER, 0, NULL, NULL, 0, kv->ops->barrier(kv, e));
+}
+
+static int commit_call(kvs_t *kv, int64_t step, struct kvs__err *e)
+{
+    if (step < 0)
+        return kvs__fail(e, KVS_EBADARG, "kvs_commit: step %lld < 0", (long long)step);
+    return kv->ops->commit(kv, step, e);
+}
+
+KVS_API int kvs_commit(kvs_t *kv, int64_t step)
+{
+    TRACED(kv, -1, 0, NULL, NULL, 0, commit_call(kv, step, e));
+}
+
+static int resume_step_call(kvs_t *kv, int64_t *step, struct kvs__err *e)
+{
+    if (!step)
+        return kvs__fail(e, KVS_EBADARG, "kvs_resume_step: step is NULL");
+    return kv->ops->resume_step(kv, step, e);
+}
+
+KVS_API int kvs_resume_step(kvs_t *kv, int64_t *step)
+{
+    TRACED(kv, -1, 0, NULL, NULL, 0, resume_step_call(kv, step, e));
 }
 
 /* ---- zero-copy buffers and views -------------------------------------- */

@@ -80,6 +80,7 @@ static void test_strerror_every_kvs_code(void **state)
     assert_int_equal(KVS_EBADARG, -30001);
     assert_int_equal(KVS_ESHAPE, -30006);
     assert_int_equal(KVS_ECLOSED, -30018);
+    assert_int_equal(KVS_ERESTART, -30019);
     assert_string_equal(kvs_err_name(KVS_ESHAPE), "KVS_ESHAPE");
 }
 
@@ -90,7 +91,7 @@ static void test_strerror_errno_and_unknown(void **state)
         { EINVAL, "EINVAL" }, { EACCES, "EACCES" }, { ENOSPC, "ENOSPC" },
         { EEXIST, "EEXIST" }, { EINTR, "EINTR" },   { EAGAIN, "EAGAIN" },
     };
-    static const int unknown[] = { -29999, 12345, INT_MIN, INT_MAX, -30000, -30019, -30999 };
+    static const int unknown[] = { -29999, 12345, INT_MIN, INT_MAX, -30000, -30020, -30999 };
     const char *unk;
     (void)state;
 

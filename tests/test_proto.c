@@ -97,6 +97,7 @@ static struct kvs__welcome welcome_ok(void)
     w.cq_entries = 512;
     w.staging_off = 1 << 16;
     w.staging_size = (1 << 20) - (1 << 16);
+    w.resume_step = -1;
     return w;
 }
 
@@ -113,6 +114,7 @@ static void assert_welcome_eq(const struct kvs__welcome *a, const struct kvs__we
     assert_int_equal(a->staging_off, b->staging_off);
     assert_int_equal(a->staging_size, b->staging_size);
     assert_true(a->combine_size == b->combine_size);
+    assert_true(a->resume_step == b->resume_step);
     assert_int_equal(a->flags, b->flags);
     assert_string_equal(a->msg, b->msg);
 }
@@ -324,9 +326,17 @@ static void test_welcome_roundtrip(void **state)
     assert_int_equal(welcome_rt(&w, &out, &e), KVS_EPROTO);
     assert_non_null(strstr(e.msg, "combine area"));
     w.combine_size = 0;
-    w.flags = 4;                       /* unknown */
+    w.flags = 8;                       /* unknown */
     assert_int_equal(welcome_rt(&w, &out, &e), KVS_EPROTO);
     assert_non_null(strstr(e.msg, "reserved"));
+    w = welcome_ok();                  /* a job that recovers, with a snapshot */
+    w.flags = KVS__WELCOME_RECOVER;
+    w.resume_step = INT64_MAX;
+    assert_int_equal(welcome_rt(&w, &out, &e), 0);
+    assert_welcome_eq(&w, &out);
+    w.resume_step = -2;
+    assert_int_equal(welcome_rt(&w, &out, &e), KVS_EPROTO);
+    assert_non_null(strstr(e.msg, "resume step"));
 
     w = welcome_ok();
     w.staging_off = 0;
@@ -407,7 +417,8 @@ static void test_welcome_every_byte(void **state)
                 out.seg_size == w.seg_size && out.arena_size == w.arena_size &&
                 out.sq_entries == w.sq_entries && out.cq_entries == w.cq_entries &&
                 out.staging_off == w.staging_off && out.staging_size == w.staging_size &&
-                out.flags == w.flags && strcmp(out.msg, w.msg) == 0)
+                out.flags == w.flags && out.resume_step == w.resume_step &&
+                strcmp(out.msg, w.msg) == 0)
                 fail_msg("byte %zu ^ 0x%02x is ignored", i, f);
         }
     }

@@ -38,7 +38,8 @@ static int refuse(int fd, int status, const char *fmt, ...)
 
 static int refuse(int fd, int status, const char *fmt, ...)
 {
-    struct kvs__welcome w = { .version = KVS__PROTO_VERSION, .status = status };
+    struct kvs__welcome w = { .version = KVS__PROTO_VERSION, .status = status,
+                              .resume_step = -1 };
     unsigned char buf[KVS__WELCOME_BYTES];
     va_list ap;
 
@@ -142,7 +143,8 @@ static int welcome(struct daemon *d, int fd, int wi, int seg_fd, uint32_t flags,
                    struct kvs__err *e)
 {
     unsigned char buf[KVS__WELCOME_BYTES];
-    struct kvs__welcome wel = { .version = KVS__PROTO_VERSION, .flags = flags };
+    struct kvs__welcome wel = { .version = KVS__PROTO_VERSION, .flags = flags,
+                                .resume_step = -1 };
     const struct kvs__worker_layout l = d->wl;
     int fds[4], nfds;
     size_t len;

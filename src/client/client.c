@@ -450,6 +450,21 @@ static void dist_close(kvs_t *kv)
     kvs__client_free(c);
     kv->client = NULL;
 }
+static int dist_commit(kvs_t *kv, int64_t step, struct kvs__err *e)
+{
+    (void)kv;
+    (void)step;
+    return kvs__fail(e, KVS_ENOTSUP, "kvs_commit: not yet");
+}
+
+static int dist_resume_step(kvs_t *kv, int64_t *step, struct kvs__err *e)
+{
+    (void)kv;
+    (void)e;
+    *step = -1;
+    return 0;
+}
+
 
 const struct kvs__store_ops kvs__dist_ops = {
     .concurrent = 1,
@@ -471,6 +486,8 @@ const struct kvs__store_ops kvs__dist_ops = {
     .save_states = dist_save_states,
     .load_states = dist_load_states,
     .barrier = dist_barrier,
+    .commit = dist_commit,
+    .resume_step = dist_resume_step,
     .apply_options = dist_apply_options,
     .close = dist_close,
 };

@@ -56,7 +56,8 @@ enum {
     W_STAGING_SIZE = 64, /* the five u64 */
     W_MSG = 72,        /* KVS__MSG_MAX bytes, NUL-terminated, zero after the NUL */
     W_COMBINE_SIZE = W_MSG + KVS__MSG_MAX,  /* u64 */
-    W_RSV2 = W_COMBINE_SIZE + 8,        /* zero up to the end */
+    W_RESUME_STEP = W_COMBINE_SIZE + 8, /* i64 as u64, >= -1 */
+    W_RSV2 = W_RESUME_STEP + 8,         /* zero up to the end */
 };
 
 _Static_assert(H_RSV1 <= H_PROBE && H_RSV2 <= KVS__HELLO_BYTES,
@@ -150,6 +151,7 @@ size_t kvs__welcome_encode(const struct kvs__welcome *w, void *buf)
     put_u64(p, W_STAGING_SIZE, w->staging_size);
     put_text(p, W_MSG, KVS__MSG_MAX, w->msg);
     put_u64(p, W_COMBINE_SIZE, w->combine_size);
+    put_u64(p, W_RESUME_STEP, (uint64_t)w->resume_step);
     return KVS__WELCOME_BYTES;
 }
 
@@ -166,7 +168,8 @@ int kvs__welcome_decode(const void *buf, size_t len, struct kvs__welcome *w,
     copy_once(m, buf, len < sizeof m ? len : sizeof m);
     if ((rc = kvs__msg_head_check(m, len, KVS__WELCOME_BYTES, KVS__MSG_WELCOME, "welcome", e)) != 0)
         return rc;
-    if (!zeros(m, W_RSV0, 3) || (get_u32(m, W_FLAGS) & ~(KVS__WELCOME_REMOTE | KVS__WELCOME_COMBINE)) != 0 ||
+    if (!zeros(m, W_RSV0, 3) || (get_u32(m, W_FLAGS) & ~(KVS__WELCOME_REMOTE | KVS__WELCOME_COMBINE |
+                                     KVS__WELCOME_RECOVER)) != 0 ||
         !zeros(m, W_RSV2, KVS__WELCOME_BYTES - W_RSV2))
         return kvs__fail(e, KVS_EPROTO, "welcome: reserved bytes are not zero");
 
@@ -183,6 +186,9 @@ int kvs__welcome_decode(const void *buf, size_t len, struct kvs__welcome *w,
     t.staging_off = get_u64(m, W_STAGING_OFF);
     t.staging_size = get_u64(m, W_STAGING_SIZE);
     t.combine_size = get_u64(m, W_COMBINE_SIZE);
+    t.resume_step = (int64_t)get_u64(m, W_RESUME_STEP);
+    if (t.resume_step < -1)
+        return kvs__fail(e, KVS_EPROTO, "welcome: resume step %" PRId64 " < -1", t.resume_step);
     if (!kvs__status_ok(t.status))
         return kvs__fail(e, KVS_EPROTO, "welcome: status %" PRId32 " is not an error code",
                          t.status);

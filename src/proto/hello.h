@@ -40,6 +40,7 @@ struct kvs__welcome {                  /* kvsd -> worker, with 3 fds on success:
     uint64_t staging_off, staging_size;/* within the segment */
     char msg[KVS__MSG_MAX];            /* detail when status != 0 */
     uint64_t combine_size;             /* the combine area's bytes; 0 without one */
+    int64_t resume_step;               /* the step of the snapshot kvsd holds, -1: none */
 };
 
 /* kvsd read the hello's cookie out of the worker's memory: it takes pushes
@@ -48,6 +49,10 @@ struct kvs__welcome {                  /* kvsd -> worker, with 3 fds on success:
 /* The job's workers combine the rounds of the keys in the combine area
  * (combine.h), sent as a 4th descriptor. */
 #define KVS__WELCOME_COMBINE 0x02u
+/* The job recovers from faults (kvsrun --restarts or --checkpoint): when
+ * kvsd goes, the worker's calls return KVS_ERESTART and its handle connects
+ * to the kvsd that replaces it. */
+#define KVS__WELCOME_RECOVER 0x04u
 
 #define KVS__HELLO_BYTES   128
 #define KVS__WELCOME_BYTES 288

@@ -35,6 +35,9 @@ enum kvs__op {
                                  * buffer of a worker that leaves or dies. A handle
                                  * of zeros only closes it (the allocation is
                                  * gone). */
+    KVS__OP_COMMIT = 12,        /* a collective: the job's snapshot at step arg (>= 0),
+                                 * made once every worker has asked with the same step
+                                 * and every push each made before it is applied */
 };
 
 /* The device buffers one worker may have registered at a time. */
@@ -62,6 +65,7 @@ static inline const char *kvs__op_name(int op)
     case KVS__OP_SPILL: return "SPILL";
     case KVS__OP_EXPLAIN: return "EXPLAIN";
     case KVS__OP_REGISTER: return "REGISTER";
+    case KVS__OP_COMMIT: return "COMMIT";
     default: return NULL;
     }
 }

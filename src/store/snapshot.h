@@ -1,0 +1,94 @@
+/*
+ * snapshot.h - a store's snapshot (snapshot.c): every key of an engine,
+ * its value, optimizer state and round count, the optimizer's spec, and the
+ * step the job committed at, as one checksummed image; written to a file
+ * crash-consistently, read back and checked, and restored into an empty
+ * engine. kvs_commit's in-process stores keep it in memory; kvsd keeps it in
+ * shared memory and in a checkpoint directory (kvsrun --checkpoint DIR).
+ *
+ * It knows engines and files, nothing of kvsd, rings or hosts: what a front
+ * keeps beside the engine per key (kvsd's round counts) reaches it through
+ * the callbacks below.
+ */
+#ifndef KVS_SNAPSHOT_H
+#define KVS_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "store/engine.h"
+
+/* What a snapshot says of the job it was made in, besides its keys. */
+struct kvs__snap_meta {
+    int64_t step;                      /* the committed step, >= 0 */
+    char job[65];                      /* the job's name ("" in process) */
+    int32_t nworkers;                  /* the job's workers (1 in process) */
+    int32_t sync;                      /* 1 dist_sync, 0 dist_async, -1 in process */
+    uint64_t seq;                      /* the commit's number in the job: 1, 2, ... */
+    int64_t made_ns;                   /* CLOCK_REALTIME when made */
+};
+
+/* Per key, the front's round count (kvsd's rounds applied; 0 in process):
+ * rounds(ctx, info) when writing; made(ctx, info, rounds) when restoring,
+ * after the key is stored again, 0 or an error that stops the restore. */
+typedef uint64_t (*kvs__snap_rounds_fn)(void *ctx, const struct kvs__entry_info *info);
+typedef int (*kvs__snap_made_fn)(void *ctx, const struct kvs__entry_info *info,
+                                 uint64_t rounds, struct kvs__err *e);
+
+/* Writes eng's snapshot to path: a new file beside it (path.tmp.PID), the
+ * image, a CRC-32C over all of it, then (durable) fsync, rename over path,
+ * fsync of the directory; without durable, the rename alone (a file in
+ * shared memory, which no power loss outlives anyway). The file at path is
+ * the old one or the whole new one, whatever happens meanwhile. Values on a
+ * GPU are KVS_ENOTSUP naming the key. *bytes (may be NULL): the file's size.
+ * Errors: KVS_ENOTSUP, -errno (-ENOSPC: the old file stays), -ENOMEM. */
+int kvs__snapshot_write(struct kvs__engine *eng, const struct kvs__snap_meta *meta,
+                        kvs__snap_rounds_fn rounds, void *ctx, const char *path,
+                        int durable, uint64_t *bytes, struct kvs__err *e);
+
+/* The same image in memory (*out malloc'd, *len its bytes). */
+int kvs__snapshot_encode(struct kvs__engine *eng, const struct kvs__snap_meta *meta,
+                         kvs__snap_rounds_fn rounds, void *ctx, uint8_t **out, size_t *len,
+                         struct kvs__err *e);
+
+/* A snapshot read and checked whole (magic, version, lengths, checksum):
+ * an opaque image, mapped or in memory. */
+struct kvs__snapshot;
+
+/* Reads path, or takes len bytes at img (copied), and checks them; what
+ * names the image in messages. Nothing of the caller changes. Errors:
+ * KVS_ECORRUPT (truncated, a bad checksum, another format or version, a bad
+ * record), -errno, -ENOMEM. */
+int kvs__snapshot_open(const char *path, struct kvs__snapshot **out, struct kvs__err *e);
+int kvs__snapshot_from(const uint8_t *img, size_t len, const char *what,
+                       struct kvs__snapshot **out, struct kvs__err *e);
+const struct kvs__snap_meta *kvs__snapshot_meta(const struct kvs__snapshot *s);
+size_t kvs__snapshot_nkeys(const struct kvs__snapshot *s);
+uint64_t kvs__snapshot_bytes(const struct kvs__snapshot *s);
+void kvs__snapshot_free(struct kvs__snapshot *s);            /* NULL is a no-op */
+
+/* Stores every key of s into eng, which must hold no key (else
+ * KVS_EKEYEXISTS): its value, then the optimizer's spec and every key's
+ * state; made (may be NULL) is told each key's round count. On failure eng
+ * may hold some of the keys: the caller drops it. */
+int kvs__snapshot_restore(struct kvs__engine *eng, const struct kvs__snapshot *s,
+                          kvs__snap_made_fn made, void *ctx, struct kvs__err *e);
+
+/* ---- A checkpoint directory: the last two snapshots on disk ------------ */
+
+/* Copies the snapshot file src (a checked one, e.g. kvsd's in shared
+ * memory) into dir as snap-SEQ.kvs, durably (new file, fsync, rename, fsync
+ * of dir), then removes every snap-*.kvs of dir but the two newest.
+ * Errors: -errno (-ENOSPC: nothing of dir changes but a removed temp file). */
+int kvs__ckpt_save(const char *dir, const char *src, uint64_t seq, struct kvs__err *e);
+
+/* Opens the newest snapshot of dir that checks whole. A newer one that does
+ * not is reported through report(ctx, path, why) (may be NULL) and passed
+ * over. *out NULL (and 0 returned) when dir holds none that checks.
+ * Errors: -errno reading dir (-ENOENT: no such dir), -ENOMEM. */
+int kvs__ckpt_newest(const char *dir, struct kvs__snapshot **out, char *path, size_t path_len,
+                     void (*report)(void *ctx, const char *path, const char *why),
+                     void *ctx, struct kvs__err *e);
+
+#endif
