@@ -144,11 +144,13 @@ static int welcome(struct daemon *d, int fd, int wi, int seg_fd, uint32_t flags,
 {
     unsigned char buf[KVS__WELCOME_BYTES];
     struct kvs__welcome wel = { .version = KVS__PROTO_VERSION, .flags = flags,
-                                .resume_step = -1 };
+                                .resume_step = d->resume_step };
     const struct kvs__worker_layout l = d->wl;
     int fds[4], nfds;
     size_t len;
 
+    if (d->o.recover)
+        wel.flags |= KVS__WELCOME_RECOVER;
     wel.worker = (uint32_t)wi;
     wel.control_size = KVS__CONTROL_SIZE;
     wel.seg_size = l.size;

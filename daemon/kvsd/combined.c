@@ -79,7 +79,9 @@ void cb_join(struct daemon *d)
 {
     if (!d->cb || d->cb_on >= 0)
         return;
-    d->cb_on = d->sync == 1 && d->total <= KVS__CB_MAX_WORKERS && d->total == d->nworkers;
+    /* A job that recovers keeps every key in kvsd, whose snapshot holds them. */
+    d->cb_on = d->sync == 1 && d->total <= KVS__CB_MAX_WORKERS && d->total == d->nworkers &&
+               !d->o.recover;
     if (d->cb_on) {
         head(d)->nworkers = (uint32_t)d->nworkers;
         atomic_store(&head(d)->active, (1ull << d->nworkers) - 1);

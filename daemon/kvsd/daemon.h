@@ -55,6 +55,8 @@ struct options {
     uint32_t sq_entries, cq_entries;
     int threads;
     int quiet;
+    int recover;                       /* --recover: a worker's death ends kvsd (exit
+                                        * KVS__KVSD_EXIT_ROLLBACK); no combined keys */
 };
 
 /* ---- state ------------------------------------------------------------ */
@@ -398,6 +400,8 @@ struct daemon {
     uint64_t next_token;
     _Atomic int connected;             /* workers ever connected */
     int left;                          /* workers that left cleanly */
+    int64_t resume_step;               /* the step of the snapshot this kvsd holds, -1:
+                                        * none; told to each worker in its welcome */
     int failed;                        /* 0, or why every request now fails: a worker
                                         * died or was evicted (KVS_EPEERDEAD), one gave
                                         * up waiting (KVS_ETIMEDOUT) */

@@ -206,6 +206,10 @@ static void usage(FILE *f)
             "      --heartbeat-timeout SECONDS  a host silent this long is dead (default 5)\n"
             "      --join-timeout SECONDS  every host must join by then (default 60)\n"
             "      --ready-fd FD    where to write \"RANK0 TOTAL\" once the hosts are joined\n"
+            "Recovery (kvsrun passes these; see doc/recovery.md):\n"
+            "      --recover        a worker's death ends this kvsd at once (exit status\n"
+            "                       75), for kvsrun to restart it from the last commit;\n"
+            "                       the workers' handles reconnect to the new one\n"
             "  -q, --quiet          no messages on stderr\n"
             "  -h, --help           this text\n"
             "      --version        the version\n"
@@ -228,6 +232,7 @@ static const struct option longs[] = {
     { "heartbeat-timeout", required_argument, NULL, 'T' },
     { "join-timeout", required_argument, NULL, 'J' },
     { "ready-fd", required_argument, NULL, 'F' },
+    { "recover", no_argument, NULL, 'r' },
     { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },
     { NULL, 0, NULL, 0 },
@@ -248,6 +253,7 @@ static void defaults(struct daemon *d)
     d->nhosts = 1;
     d->lock_fd = d->listen_fd = d->ctl_fd = d->arena_fd = d->arena_ro_fd = d->cb_fd = -1;
     d->cb_on = -1;
+    d->resume_step = -1;
 }
 
 /* A number option (c, its argument arg) into o: -1 when read, else the
@@ -335,6 +341,9 @@ static int parse_options(struct daemon *d, int argc, char **argv)
             break;
         case 'q':
             d->o.quiet = 1;
+            break;
+        case 'r':
+            d->o.recover = 1;
             break;
         case 'C':
             d->o.coord = optarg;

@@ -54,6 +54,10 @@ struct kvs__welcome {                  /* kvsd -> worker, with 3 fds on success:
  * to the kvsd that replaces it. */
 #define KVS__WELCOME_RECOVER 0x04u
 
+/* kvsd --recover's exit status when a worker died: kvsrun restarts it from
+ * the last commit (and the worker, while its rank has restarts left). */
+#define KVS__KVSD_EXIT_ROLLBACK 75
+
 #define KVS__HELLO_BYTES   128
 #define KVS__WELCOME_BYTES 288
 
