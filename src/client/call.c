@@ -65,7 +65,7 @@ int kvs__client_send(kvs_t *kv, uint8_t op, const void *data, size_t len, uint64
         free(h);
         return kvs__fail(e, -ENOMEM, "out of memory");
     }
-    if ((rc = kvs__client_xfer_take(kv, len, &req.data_off, what, e)) != 0) {
+    if ((rc = kvs__client_xfer_take(kv, len, &req.data_off, &h->gen, what, e)) != 0) {
         free(h->returned);
         free(h);
         return rc;
@@ -106,6 +106,7 @@ struct call {
     int64_t timeout_ms, deadline;
     int own_timeout;                   /* the caller's, not the handle's: no asking */
     int quiet, woke;                   /* kvs__client_sleep's; kvs__client_reap's */
+    uint64_t gen;                      /* the link's generation it was posted in */
     const char *what;
 };
 
@@ -118,7 +119,7 @@ static int call_tables(struct call *k, struct kvs__err *e)
     struct kvs__err te = { 0, "" };
 
     if ((k->res = malloc(sizeof *k->res * (size_t)nt)) != NULL
-        && kvs__client_xfer_take(k->kv, (uint64_t)nt * TABLE_BYTES, &k->toff, k->what,
+        && kvs__client_xfer_take(k->kv, (uint64_t)nt * TABLE_BYTES, &k->toff, NULL, k->what,
                                  &te) == 0) {
         k->w.tables = 1;
         k->w.n = nt;
@@ -147,6 +148,7 @@ static void call_enlist(struct call *k, struct kvs__hold *h)
 {
     struct kvs__client *c = k->c;
 
+    k->gen = c->gen;
     k->w.base = c->next_seq;
     c->next_seq += (uint64_t)k->w.n;
     k->ans->failed = -1;
@@ -207,7 +209,7 @@ static int call_post(struct call *k, struct kvs__err *e)
         kvs__bell_ring(c->dbell);
         seen = kvs__bell_seq(c->wbell);
         if ((rc = kvs__client_reap(c, &k->w, &k->woke, e)) == 0)
-            rc = kvs__client_sleep(c, seen, k->deadline, &k->quiet, k->what, e);
+            rc = kvs__client_sleep(c, k->gen, seen, k->deadline, &k->quiet, k->what, e);
     }
     return rc;
 }
@@ -246,15 +248,15 @@ static int call_wait(struct call *k, struct kvs__err *e)
             return rc;
         if (!k->own_timeout && kvs__now_ns() >= k->deadline)
             return call_give_up(k, e);
-        if ((rc = kvs__client_sleep(c, seen, k->deadline, &k->quiet, k->what, e)) != 0)
+        if ((rc = kvs__client_sleep(c, k->gen, seen, k->deadline, &k->quiet, k->what, e)) != 0)
             return rc;
     }
 }
 
 /* Posts the n requests fill makes as one list call (the last flagged as
  * its end) and waits for their completions, kept in ans in order (its
- * array has room for n). h: the staging the call lends kvsd, tracked until returned (the call's requests' seqs
- * are filled in here). timeout_ms: 0 for the handle's deadline, after
+ * array has room for n). h: the staging the call lends kvsd, tracked
+ * until returned (the call's requests' seqs are filled in here). timeout_ms: 0 for the handle's deadline, after
  * which kvsd is asked what the call waited for; else this one, without
  * asking. Returns 0 when every request got a completion (each with its own
  * status), else the error that broke the handle. */
@@ -284,7 +286,10 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
     }
     pthread_mutex_lock(&c->post);
     pthread_mutex_lock(&c->lock);
-    if ((rc = kvs__client_usable_locked(c, e)) != 0) {
+    /* A hold whose range was taken before kvsd went has its bytes in the
+     * staging of the kvsd gone: the call began before the roll back. */
+    if ((rc = kvs__client_usable_locked(c, e)) != 0
+        || (h && h->len && (rc = kvs__client_stale(c, h->gen, e)) != 0)) {
         call_drop(&k, h);
         pthread_mutex_unlock(&c->post);
         goto out;
@@ -305,9 +310,10 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
         kvs__tr_put(KVS__TR_WAIT_KVSD, waiting, 0, &ta, 0, NULL);
     }
     call_unlist(&k);
-    /* kvsd is done with the tables once every slot is answered; a handle
-     * that broke keeps them lent. */
-    if (rc == 0 && k.w.tables)
+    /* kvsd is done with the tables once every slot is answered, or gone
+     * (the link is at a later generation); a handle that broke keeps them
+     * lent. */
+    if ((rc == 0 || (!c->broken && c->gen != k.gen)) && k.w.tables)
         kvs__bufs_remove(&c->xfer, k.toff, NULL);
 out:
     pthread_mutex_unlock(&c->lock);
@@ -360,23 +366,26 @@ int kvs__client_spill(kvs_t *kv, struct kvs__err *e)
  * call. When none is free it has kvsd copy what it still reads from
  * staging (a spill), then waits for ranges being filled by sibling threads
  * to be posted and returned: nothing here waits for another worker. */
-int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *what,
-                          struct kvs__err *e)
+int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, uint64_t *gen,
+                          const char *what, struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
     struct kvs__opts o;
     int64_t deadline;
     int rc, quiet = 0, spilled = 0;
+    uint64_t g;
 
     kvs__opts_get(kv, &o);
     deadline = kvs__now_ns() + o.timeout_ms * 1000000ll;
     pthread_mutex_lock(&c->lock);
+    g = c->gen;
     for (;;) {
         uint64_t room = kvs__client_transient(c);
         uint32_t seen = kvs__bell_seq(c->wbell);
         int woke = 0;
 
-        if ((rc = kvs__client_usable_locked(c, e)) != 0)
+        if ((rc = kvs__client_usable_locked(c, e)) != 0
+            || (rc = kvs__client_stale(c, g, e)) != 0)
             break;
         if (bytes > room) {
             rc = kvs__fail(e, -ENOSPC, "%s: %llu bytes do not fit the %llu bytes below the "
@@ -388,6 +397,8 @@ int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *
         if (kvs__bufs_fit_top(&c->xfer, 0, room, bytes, 64, off) == 0) {
             if (kvs__bufs_add(&c->xfer, *off, bytes) != 0)
                 rc = kvs__fail(e, -ENOMEM, "out of memory");
+            else if (gen)
+                *gen = g;
             break;
         }
         /* One spill, then a wait for a ring, before the next spill: what
@@ -402,7 +413,7 @@ int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *
         }
         spilled = 0;
         if ((rc = kvs__client_reap(c, NULL, &woke, e)) != 0
-            || (rc = kvs__client_sleep(c, seen, deadline, &quiet, what, e)) != 0)
+            || (rc = kvs__client_sleep(c, g, seen, deadline, &quiet, what, e)) != 0)
             break;
         if (woke) {
             pthread_mutex_unlock(&c->lock);

@@ -442,6 +442,9 @@ static void dist_close(kvs_t *kv)
      * keeps copies of our pushes still in open rounds). A short deadline:
      * kvsd may be gone. */
     kvs__tr_flush();                   /* before leaving: kvsd merges once all left */
+    pthread_mutex_lock(&c->lock);
+    c->closing = 1;                    /* no reconnecting now */
+    pthread_mutex_unlock(&c->lock);
     if (!c->broken)
         kvs__client_run_batch(kv, kvs__client_fill_from, &req, 1, 0, &ans, NULL, CLOSE_MS,
                               "kvs_close", &e);

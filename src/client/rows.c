@@ -247,7 +247,7 @@ static int push_batch(kvs_t *kv, struct rows_push *p, const int64_t *row, int st
         free(a);
         return kvs__fail(e, -ENOMEM, "out of memory");
     }
-    if (total && (rc = kvs__client_xfer_take(kv, total, &off, p->what, e)) != 0) {
+    if (total && (rc = kvs__client_xfer_take(kv, total, &off, &h->gen, p->what, e)) != 0) {
         free(h->returned);
         free(h);
         free(a);
@@ -645,7 +645,7 @@ static int pull_staging(kvs_t *kv, int n, struct rows_pull *p, int64_t *const *i
         memset(p->len, 0, sizeof *p->len * (size_t)n);
         return 0;
     }
-    if ((rc = kvs__client_xfer_take(kv, sum, base, "kvs_pull_rows", e)) != 0) {
+    if ((rc = kvs__client_xfer_take(kv, sum, base, NULL, "kvs_pull_rows", e)) != 0) {
         memset(p->len, 0, sizeof *p->len * (size_t)n);
         return rc == -ENOSPC ? 0 : rc;  /* taken by buffers meanwhile: the arena's rows */
     }

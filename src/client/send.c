@@ -399,7 +399,7 @@ static int send_batch(struct send *sd, int start, int end, uint64_t total,
         free(h);
         return kvs__fail(e, -ENOMEM, "out of memory");
     }
-    if (total && (rc = kvs__client_xfer_take(sd->kv, total, &off, sd->what, e)) != 0) {
+    if (total && (rc = kvs__client_xfer_take(sd->kv, total, &off, &h->gen, sd->what, e)) != 0) {
         free(h->returned);
         free(h);
         return rc;
