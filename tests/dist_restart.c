@@ -6,6 +6,8 @@
  *             never closes (the other rank pushes another key)
  *   idle      kvsd dies and comes back while the worker sleeps between
  *             calls; its next call finds out
+ *   threads   kvsd dies while two threads of the worker wait in pulls
+ *             for rounds that never close: each gets KVS_ERESTART
  *   none      no kvsd comes back: KVS_ECLOSED once the handle's timeout
  *             (2 s here) has passed
  * The first two: the call returns KVS_ERESTART once, kvs_resume_step then
@@ -16,6 +18,8 @@
  * restarted (by the test).
  */
 #define _GNU_SOURCE
+#include <pthread.h>
+
 #include "distutil.h"
 
 #define N 6
@@ -54,14 +58,18 @@ static double now_s(void)
     return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-/* Keys 1 (summed by both ranks) and 10 + rank (pushed by one only). */
+/* Keys 1 (summed by both ranks), 10 + rank and 20 + rank (pushed by one
+ * rank only: their rounds never close). */
 static void init_keys(void)
 {
     float z[N] = { 0 };
-    kvs_key_t keys[3] = { KVS_INT_KEY(1), KVS_INT_KEY(10), KVS_INT_KEY(11) };
-    kvs_array_t vals[3] = { f32(z, 2, 3), f32(z, 2, 3), f32(z, 2, 3) };
+    kvs_key_t keys[5] = { KVS_INT_KEY(1), KVS_INT_KEY(10), KVS_INT_KEY(11), KVS_INT_KEY(20),
+                          KVS_INT_KEY(21) };
+    kvs_array_t vals[5];
 
-    ok(kvs_init(kv, 3, keys, vals), "init");
+    for (int i = 0; i < 5; i++)
+        vals[i] = f32(z, 2, 3);
+    ok(kvs_init(kv, 5, keys, vals), "init");
 }
 
 /* One round of key 1 from the buffer: every rank's rank + 1, summed. */
@@ -76,16 +84,22 @@ static void round_from(kvs_array_t *buf, float mine)
     expect(o, N, nw * (nw + 1) / 2.0f, "key 1's round");
 }
 
-/* The call got KVS_ERESTART with its detail; the handle works again. */
-static void restarted(int rc, const char *call, kvs_array_t *buf, void *addr, float stamp)
+/* The call got KVS_ERESTART with its detail. */
+static void check_restart(int rc, const char *call)
 {
-    int64_t step = 0;
-
     if (rc != KVS_ERESTART)
         die("%s with kvsd replaced: %s (%s), expected KVS_ERESTART", call, kvs_err_name(rc),
             kvs_last_error(kv));
     if (!strstr(kvs_last_error(kv), "went away: the job rolls back to its last commit"))
         die("%s: the detail '%s' does not say kvsd went away", call, kvs_last_error(kv));
+}
+
+/* After its KVS_ERESTART the handle works again: no snapshot, the buffer
+ * where it was with its bytes, keys inited again, right sums. */
+static void works_again(kvs_array_t *buf, void *addr, float stamp)
+{
+    int64_t step = 0;
+
     ok(kvs_resume_step(kv, &step), "resume_step");
     if (step != -1)
         die("resume step %lld after a restart with no snapshot, expected -1", (long long)step);
@@ -119,7 +133,8 @@ static void blocked(void)
     ok(kvs_push(kv, 1, &mine, &a, 0), "push");
     touch(rank ? "ready.1" : "ready.0");
     rc = kvs_pull(kv, 1, &mine, &out, 0);
-    restarted(rc, "a pull waiting for a round", &buf, addr, 40.0f + rank);
+    check_restart(rc, "a pull waiting for a round");
+    works_again(&buf, addr, 40.0f + rank);
     ok(kvs_array_free(kv, &buf), "array_free");
 }
 
@@ -137,7 +152,45 @@ static void idle(void)
     touch(rank ? "ready.1" : "ready.0");
     await("restarted");
     rc = kvs_barrier(kv);
-    restarted(rc, "the next call (a barrier)", &buf, addr, 50.0f + rank);
+    check_restart(rc, "the next call (a barrier)");
+    works_again(&buf, addr, 50.0f + rank);
+    ok(kvs_array_free(kv, &buf), "array_free");
+}
+
+/* A thread's push of key arg + rank, then its pull, which waits. */
+static void *waiter(void *arg)
+{
+    kvs_key_t k = KVS_INT_KEY((intptr_t)arg + rank);
+    float v[N], o[N];
+    kvs_array_t a = f32(v, 2, 3), out = f32(o, 2, 3);
+
+    fill(v, N, 1);
+    ok(kvs_push(kv, 1, &k, &a, 0), "push");
+    return (void *)(intptr_t)kvs_pull(kv, 1, &k, &out, 0);
+}
+
+static void threads(void)
+{
+    pthread_t t[2];
+    kvs_array_t buf;
+    void *addr, *rc;
+
+    init_keys();
+    alloc_buf(&buf);
+    round_from(&buf, (float)(rank + 1));
+    addr = buf.data;
+    fill(buf.data, N, 60.0f + rank);
+    for (int i = 0; i < 2; i++)
+        if (pthread_create(&t[i], NULL, waiter, (void *)(intptr_t)(10 + 10 * i)) != 0)
+            die("pthread_create");
+    touch(rank ? "ready.1" : "ready.0");
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], &rc);
+        if ((intptr_t)rc != KVS_ERESTART)
+            die("thread %d's pull with kvsd replaced: %s, expected KVS_ERESTART", i,
+                kvs_err_name((int)(intptr_t)rc));
+    }
+    works_again(&buf, addr, 60.0f + rank);
     ok(kvs_array_free(kv, &buf), "array_free");
 }
 
@@ -179,6 +232,8 @@ int main(int argc, char **argv)
         blocked();
     else if (strcmp(scenario, "idle") == 0)
         idle();
+    else if (strcmp(scenario, "threads") == 0)
+        threads();
     else if (strcmp(scenario, "none") == 0)
         none();
     else

@@ -33,7 +33,8 @@ TESTS += tests/test_recover_client.sh
 EXTRA_DIST += tests/test_recover_client.sh
 check_PROGRAMS += tests/dist_restart
 tests_dist_restart_SOURCES = tests/dist_restart.c tests/distutil.h
-tests_dist_restart_LDADD = src/libkvs.la -lm
+tests_dist_restart_CFLAGS = $(AM_CFLAGS) -pthread
+tests_dist_restart_LDADD = src/libkvs.la -lm -lpthread
 # MXNet's nightly dist_sync_kvstore.py, ported.
 TESTS += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh
 EXTRA_DIST += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh

@@ -4,7 +4,7 @@
 # waiting for a round) or the next call (after the worker slept) returns
 # KVS_ERESTART once and the handle reconnects: resume step -1, keys
 # inited again, a kvs_array_alloc buffer's address and bytes kept, right
-# sums. With no kvsd coming back, KVS_ECLOSED at the handle's timeout.
+# sums; two threads waiting get KVS_ERESTART each. With no kvsd coming back, KVS_ECLOSED at the handle's timeout.
 # (A kvsd without --recover killed: KVS_ECLOSED, test_dist_kvsd.sh.)
 set -u
 # shellcheck source=tests/lib.sh
@@ -57,6 +57,8 @@ restart_case blocked 1
 tap $? "kvsd replaced while both wait in a pull: KVS_ERESTART once, then right sums"
 restart_case idle 1
 tap $? "kvsd replaced while both compute: the next call KVS_ERESTART once, then right sums"
+restart_case threads 1
+tap $? "kvsd replaced while two threads of each worker wait: each thread KVS_ERESTART once"
 restart_case none 0
 tap $? "no kvsd comes back: KVS_ECLOSED at the handle's timeout"
 dist_done
