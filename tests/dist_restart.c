@@ -8,6 +8,8 @@
  *             calls; its next call finds out
  *   threads   kvsd dies while two threads of the worker wait in pulls
  *             for rounds that never close: each gets KVS_ERESTART
+ *   geometry  as idle, but the new kvsd has another staging size: the
+ *             old buffer is no live buffer any more, a new one works
  *   none      no kvsd comes back: KVS_ECLOSED once the handle's timeout
  *             (2 s here) has passed
  * The first two: the call returns KVS_ERESTART once, kvs_resume_step then
@@ -194,6 +196,30 @@ static void threads(void)
     ok(kvs_array_free(kv, &buf), "array_free");
 }
 
+static void geometry(void)
+{
+    kvs_array_t buf, old;
+    int64_t step = 0;
+    int rc;
+
+    init_keys();
+    alloc_buf(&old);
+    round_from(&old, (float)(rank + 1));
+    touch(rank ? "ready.1" : "ready.0");
+    await("restarted");
+    check_restart(kvs_barrier(kv), "the next call (a barrier)");
+    ok(kvs_resume_step(kv, &step), "resume_step");
+    if (step != -1)
+        die("resume step %lld, expected -1", (long long)step);
+    if ((rc = kvs_array_free(kv, &old)) != KVS_EBADARG)
+        die("kvs_array_free of a buffer of the kvsd gone: %s, expected KVS_EBADARG",
+            kvs_err_name(rc));
+    init_keys();
+    alloc_buf(&buf);
+    round_from(&buf, (float)(rank + 1));
+    ok(kvs_array_free(kv, &buf), "array_free");
+}
+
 static void none(void)
 {
     kvs_key_t k = KVS_INT_KEY(1);
@@ -234,6 +260,8 @@ int main(int argc, char **argv)
         idle();
     else if (strcmp(scenario, "threads") == 0)
         threads();
+    else if (strcmp(scenario, "geometry") == 0)
+        geometry();
     else if (strcmp(scenario, "none") == 0)
         none();
     else

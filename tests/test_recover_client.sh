@@ -4,7 +4,8 @@
 # waiting for a round) or the next call (after the worker slept) returns
 # KVS_ERESTART once and the handle reconnects: resume step -1, keys
 # inited again, a kvs_array_alloc buffer's address and bytes kept, right
-# sums; two threads waiting get KVS_ERESTART each. With no kvsd coming back, KVS_ECLOSED at the handle's timeout.
+# sums; two threads waiting get KVS_ERESTART each; a new kvsd of another
+# staging size mapped afresh. With no kvsd coming back, KVS_ECLOSED at the handle's timeout.
 # (A kvsd without --recover killed: KVS_ECLOSED, test_dist_kvsd.sh.)
 set -u
 # shellcheck source=tests/lib.sh
@@ -13,12 +14,14 @@ set -u
 . "$(dirname "$0")/distlib.sh"
 restart_worker="$bld/tests/dist_restart"
 
-# restart_case SCENARIO REPLACE: a job of 2 workers running SCENARIO under
-# kvsd --recover, which is killed once both wrote ready.RANK; REPLACE 1:
-# a new kvsd --recover of the job is started, and must exit 0 once the
-# workers closed. 0 when the workers exit 0.
+# restart_case SCENARIO REPLACE [NEW KVSD OPTIONS]: a job of 2 workers
+# running SCENARIO under kvsd --recover, which is killed once both wrote
+# ready.RANK; REPLACE 1: a new kvsd --recover of the job is started (with
+# the options), and must exit 0 once the workers closed. 0 when the
+# workers exit 0.
 restart_case() {
     sc=$1 replace=$2
+    shift 2
     name="kt-$$-$sc"
     dir="$work/$name"
     mkdir -p "$dir"
@@ -37,7 +40,7 @@ restart_case() {
         touch "$dir/killed"
         if [ "$replace" = 1 ]; then
             sleep 0.5                  # the socket is gone a while
-            start_kvsd "$name" 2 --recover
+            start_kvsd "$name" 2 --recover "$@"
             touch "$dir/restarted"
         fi
     else
@@ -59,6 +62,8 @@ restart_case idle 1
 tap $? "kvsd replaced while both compute: the next call KVS_ERESTART once, then right sums"
 restart_case threads 1
 tap $? "kvsd replaced while two threads of each worker wait: each thread KVS_ERESTART once"
+restart_case geometry 1 --staging 64M
+tap $? "kvsd replaced by one of another staging size: KVS_ERESTART, old buffers gone, new ones work"
 restart_case none 0
 tap $? "no kvsd comes back: KVS_ECLOSED at the handle's timeout"
 dist_done
