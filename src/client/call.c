@@ -65,7 +65,8 @@ int kvs__client_send(kvs_t *kv, uint8_t op, const void *data, size_t len, uint64
         free(h);
         return kvs__fail(e, -ENOMEM, "out of memory");
     }
-    if ((rc = kvs__client_xfer_take(kv, len, &req.data_off, &h->gen, what, e)) != 0) {
+    h->gen = kvs__client_gen(c);
+    if ((rc = kvs__client_xfer_take(kv, len, &req.data_off, what, e)) != 0) {
         free(h->returned);
         free(h);
         return rc;
@@ -119,7 +120,7 @@ static int call_tables(struct call *k, struct kvs__err *e)
     struct kvs__err te = { 0, "" };
 
     if ((k->res = malloc(sizeof *k->res * (size_t)nt)) != NULL
-        && kvs__client_xfer_take(k->kv, (uint64_t)nt * TABLE_BYTES, &k->toff, NULL, k->what,
+        && kvs__client_xfer_take(k->kv, (uint64_t)nt * TABLE_BYTES, &k->toff, k->what,
                                  &te) == 0) {
         k->w.tables = 1;
         k->w.n = nt;
@@ -289,7 +290,7 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
     /* A hold whose range was taken before kvsd went has its bytes in the
      * staging of the kvsd gone: the call began before the roll back. */
     if ((rc = kvs__client_usable_locked(c, e)) != 0
-        || (h && h->len && (rc = kvs__client_stale(c, h->gen, e)) != 0)) {
+        || (h && (rc = kvs__client_stale(c, h->gen, e)) != 0)) {
         call_drop(&k, h);
         pthread_mutex_unlock(&c->post);
         goto out;
@@ -366,8 +367,8 @@ int kvs__client_spill(kvs_t *kv, struct kvs__err *e)
  * call. When none is free it has kvsd copy what it still reads from
  * staging (a spill), then waits for ranges being filled by sibling threads
  * to be posted and returned: nothing here waits for another worker. */
-int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, uint64_t *gen,
-                          const char *what, struct kvs__err *e)
+int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *what,
+                          struct kvs__err *e)
 {
     struct kvs__client *c = kv->client;
     struct kvs__opts o;
@@ -397,8 +398,6 @@ int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, uint64_t *ge
         if (kvs__bufs_fit_top(&c->xfer, 0, room, bytes, 64, off) == 0) {
             if (kvs__bufs_add(&c->xfer, *off, bytes) != 0)
                 rc = kvs__fail(e, -ENOMEM, "out of memory");
-            else if (gen)
-                *gen = g;
             break;
         }
         /* One spill, then a wait for a ring, before the next spill: what

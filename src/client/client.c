@@ -162,6 +162,7 @@ static int pushpull_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_
     kvs_array_t *dst = outs ? outs : (kvs_array_t *)values;
     struct kvs__answers ans = { .a = NULL, .failed = -1 };
     struct kvs__groups g;
+    uint64_t gen = kvs__client_gen(kv->client);
     int64_t t;
     int rc;
 
@@ -182,6 +183,8 @@ static int pushpull_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_
         rc = kvs__client_deliver(kv, &ans.a[g.gid[i]], &dst[i], view, e);
     if (!view)
         kvs__tr_list(KVS__TR_COPY_OUT, t, n, keys, dst);
+    if (rc == 0)                       /* kvsd went meanwhile: this may be the next one's */
+        rc = kvs__client_since(kv->client, gen, e);
 out:
     free(ans.a);
     kvs__groups_free(&g);

@@ -363,14 +363,9 @@ out:
  * held, request numbers, residuals of 2bit pushes (the pushes they were
  * left from are rolled back), the rows' size hints. The transient ranges
  * of calls not posted yet stay theirs to give back. */
-static int client_forget(struct kvs__client *c, struct kvs__err *e)
+static void client_forget(struct kvs__client *c)
 {
-    struct kvs__residuals *r = NULL;
-
-    if (c->residuals && kvs__residuals_new(&r) != 0)
-        return kvs__fail(e, -ENOMEM, "out of memory");
-    kvs__residuals_free(c->residuals);
-    c->residuals = r;
+    kvs__residuals_zero(c->residuals);
     c->waiters = NULL;
     while (c->holds) {
         struct kvs__hold *h = c->holds;
@@ -380,7 +375,6 @@ static int client_forget(struct kvs__client *c, struct kvs__err *e)
     }
     c->next_seq = 0;
     memset(c->row_hint, 0, sizeof c->row_hint);
-    return 0;
 }
 
 static void nap(int64_t ns)
@@ -421,8 +415,10 @@ int kvs__client_reconnect(struct kvs__client *c, struct kvs__err *e)
     if (w.flags & KVS__WELCOME_COMBINE)
         rc = kvs__fail(e, KVS_ECLOSED, "the kvsd that took the place of job '%s''s has its "
                        "workers combine keys: a handle does not reconnect to it", c->job);
-    else if ((rc = client_forget(c, e)) == 0)
+    else {
+        client_forget(c);
         rc = same_geometry(c, &w) ? remap_fixed(c, &w, fds, e) : remap_fresh(c, &w, fds, e);
+    }
     if (rc == 0)
         client_welcomed(c, &w);
     for (int i = 0; i < nfds; i++)

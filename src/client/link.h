@@ -55,9 +55,9 @@ struct kvs__hold {
     unsigned char *returned;           /* per request */
     uint64_t off, len;
     int zc;                            /* some data lies in zero-copy buffers */
-    uint64_t gen;                      /* the link's generation its range was taken in
-                                        * (kvs__client_xfer_take): a range of a kvsd
-                                        * gone is not posted to the next */
+    uint64_t gen;                      /* the link's generation its call began in:
+                                        * what was meant for a kvsd gone is not posted
+                                        * to the next */
     struct kvs__hold *next;
 };
 
@@ -167,8 +167,8 @@ int kvs__client_spill(kvs_t *kv, struct kvs__err *e);
 /* Takes bytes (> 0) of the transient part of staging for one call, in
  * *off, spilling and waiting for siblings as needed (never for another
  * worker); the range is the call's hold's from then on. */
-int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, uint64_t *gen,
-                          const char *what, struct kvs__err *e);
+int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *what,
+                          struct kvs__err *e);
 
 /* ---- wait.c ---- */
 
@@ -185,6 +185,13 @@ int kvs__client_gone(struct kvs__client *c, const char *what, struct kvs__err *e
 /* The error a call of the link's generation gen returns when the link is
  * at another: KVS_ERESTART, else 0 (c->lock held). */
 int kvs__client_stale(struct kvs__client *c, uint64_t gen, struct kvs__err *e);
+
+/* The link's generation now; KVS_ERESTART when it is no longer gen, else
+ * 0: what a call read out of staging or the arena since it began may be
+ * the next kvsd's, or it posted what it wrote into the old one's. Both
+ * take c->lock. */
+uint64_t kvs__client_gen(struct kvs__client *c);
+int kvs__client_since(struct kvs__client *c, uint64_t gen, struct kvs__err *e);
 
 /* 0, or the error of a broken handle; _locked: c->lock held. */
 int kvs__client_usable(struct kvs__client *c, struct kvs__err *e);

@@ -82,6 +82,26 @@ int kvs__client_stale(struct kvs__client *c, uint64_t gen, struct kvs__err *e)
                      "its last commit", c->job);
 }
 
+uint64_t kvs__client_gen(struct kvs__client *c)
+{
+    uint64_t gen;
+
+    pthread_mutex_lock(&c->lock);
+    gen = c->gen;
+    pthread_mutex_unlock(&c->lock);
+    return gen;
+}
+
+int kvs__client_since(struct kvs__client *c, uint64_t gen, struct kvs__err *e)
+{
+    int rc;
+
+    pthread_mutex_lock(&c->lock);
+    rc = kvs__client_stale(c, gen, e);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
 /* The reconnection happens here, once, under c->lock: the calls of other
  * threads wake (this worker's bell), wait for the lock, and find their
  * generation gone. */
