@@ -226,19 +226,20 @@ static int offer_memory(struct kvs__client *c, struct kvs__hello *h, struct kvs_
 
 /* Says hello on the job's socket (c->sock from then on) and takes the
  * welcome, checked, in *w and its descriptors in fds (*nfds of them, the
- * caller closes them). */
+ * caller closes them), by deadline at the latest. */
 static int client_hello(kvs_t *kv, struct kvs__client *c, struct kvs__welcome *w, int *fds,
-                        int *nfds, struct kvs__err *e)
+                        int *nfds, int64_t deadline, struct kvs__err *e)
 {
     char dir[PATH_MAX], path[PATH_MAX + 80];
     unsigned char buf[KVS__WELCOME_BYTES + 1];
     struct kvs__hello h = { .version = KVS__PROTO_VERSION, .rank = kv->rank,
                             .nworkers = kv->nworkers };
-    int64_t deadline = kvs__now_ns() + CONNECT_WAIT_NS;
     int rc;
     size_t len;
 
     *nfds = 0;
+    if (deadline > kvs__now_ns() + CONNECT_WAIT_NS)
+        deadline = kvs__now_ns() + CONNECT_WAIT_NS;
     c->sync = strcmp(kv->type, "dist_async") != 0;
     h.mode = c->sync ? KVS__MODE_SYNC : KVS__MODE_ASYNC;
     snprintf(h.job, sizeof h.job, "%s", c->job);
@@ -287,7 +288,7 @@ static int client_connect(kvs_t *kv, struct kvs__client *c, struct kvs__err *e)
     struct kvs__welcome w;
     int fds[4], nfds = 0, rc;
 
-    if ((rc = client_hello(kv, c, &w, fds, &nfds, e)) == 0
+    if ((rc = client_hello(kv, c, &w, fds, &nfds, INT64_MAX, e)) == 0
         && (rc = client_map(c, &w, fds, 0, e)) == 0)
         client_welcomed(c, &w);
     for (int i = 0; i < nfds; i++)
@@ -400,10 +401,10 @@ int kvs__client_reconnect(struct kvs__client *c, struct kvs__err *e)
         return kvs__fail(e, KVS_ECLOSED, "kvsd of job '%s' went away, and a handle whose "
                          "workers combine keys does not reconnect", c->job);
     for (;;) {
-        close(c->sock);
+        if (c->sock >= 0)
+            close(c->sock);
         c->sock = -1;
-        last.code = 0;
-        if ((rc = client_hello(c->kv, c, &w, fds, &nfds, &last)) == 0)
+        if ((rc = client_hello(c->kv, c, &w, fds, &nfds, deadline, &last)) == 0)
             break;
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
