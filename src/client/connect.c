@@ -280,7 +280,7 @@ static void client_welcomed(struct kvs__client *c, const struct kvs__welcome *w)
 {
     c->remote = (w->flags & KVS__WELCOME_REMOTE) != 0;
     c->recover = (w->flags & KVS__WELCOME_RECOVER) != 0;
-    c->resume_step = w->resume_step;
+    c->resume_step = w->resume_step < 0 ? -1 : w->resume_step;
 }
 
 static int client_connect(kvs_t *kv, struct kvs__client *c, struct kvs__err *e)

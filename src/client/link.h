@@ -96,11 +96,12 @@ struct kvs__client {
     } *cb_opts;
     size_t cb_nopt;
     uint64_t next_seq;
+    int64_t resume_step;               /* the welcome's step of kvsd's snapshot, then
+                                        * each kvs_commit's step (-1: none) */
     uint64_t row_hint[64];             /* rows.c: per key hash, the bytes of a row of
                                         * the key last seen so hashed (0: none) */
     int broken;                        /* 0, or the error every call now returns */
     char broken_msg[KVS__ERR_MSG_MAX];
-    int64_t resume_step;               /* the welcome's: the step of kvsd's snapshot, -1: none */
     kvs_t *kv;                         /* the handle: its rank, type and timeout, to reconnect */
     int recover;                       /* the welcome had KVS__WELCOME_RECOVER: when kvsd
                                         * goes, calls return KVS_ERESTART and the link
