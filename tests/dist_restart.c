@@ -10,6 +10,9 @@
  *             for rounds that never close: each gets KVS_ERESTART
  *   geometry  as idle, but the new kvsd has another staging size: the
  *             old buffer is no live buffer any more, a new one works
+ *   committed kvs_commit(5) after a round, another round, then kvsd
+ *             dies and a kvsd --restore comes: KVS_ERESTART, resume step
+ *             5, the committed value pulled, rounds go on
  *   none      no kvsd comes back: KVS_ECLOSED once the handle's timeout
  *             (2 s here) has passed
  * The first two: the call returns KVS_ERESTART once, kvs_resume_step then
@@ -220,6 +223,38 @@ static void geometry(void)
     ok(kvs_array_free(kv, &buf), "array_free");
 }
 
+static void committed(void)
+{
+    kvs_key_t k = KVS_INT_KEY(1);
+    float o[N];
+    kvs_array_t out = f32(o, 2, 3), buf;
+    int64_t step = 0;
+    void *addr;
+
+    init_keys();
+    alloc_buf(&buf);
+    round_from(&buf, (float)(rank + 1));
+    ok(kvs_commit(kv, 5), "commit");
+    fill(buf.data, N, 10.0f * (rank + 1));
+    ok(kvs_pushpull(kv, 1, &k, &buf, &out, 0), "pushpull after the commit");
+    expect(o, N, 10.0f * nw * (nw + 1) / 2, "key 1 after the commit");
+    addr = buf.data;
+    fill(buf.data, N, 70.0f + rank);
+    touch(rank ? "ready.1" : "ready.0");
+    await("restarted");
+    check_restart(kvs_barrier(kv), "the next call (a barrier)");
+    ok(kvs_resume_step(kv, &step), "resume_step");
+    if (step != 5)
+        die("resume step %lld after a restore, expected 5", (long long)step);
+    if (buf.data != addr)
+        die("the buffer moved");
+    expect(buf.data, N, 70.0f + rank, "the buffer's bytes after the restart");
+    ok(kvs_pull(kv, 1, &k, &out, 0), "pull after the restore");
+    expect(o, N, nw * (nw + 1) / 2.0f, "key 1 as committed");
+    round_from(&buf, (float)(rank + 1));
+    ok(kvs_array_free(kv, &buf), "array_free");
+}
+
 static void none(void)
 {
     kvs_key_t k = KVS_INT_KEY(1);
@@ -262,6 +297,8 @@ int main(int argc, char **argv)
         threads();
     else if (strcmp(scenario, "geometry") == 0)
         geometry();
+    else if (strcmp(scenario, "committed") == 0)
+        committed();
     else if (strcmp(scenario, "none") == 0)
         none();
     else

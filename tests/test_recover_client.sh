@@ -5,7 +5,7 @@
 # KVS_ERESTART once and the handle reconnects: resume step -1, keys
 # inited again, a kvs_array_alloc buffer's address and bytes kept, right
 # sums; two threads waiting get KVS_ERESTART each; a new kvsd of another
-# staging size mapped afresh. With no kvsd coming back, KVS_ECLOSED at the handle's timeout.
+# staging size mapped afresh; a kvsd --restore rolls back to a commit. With no kvsd coming back, KVS_ECLOSED at the handle's timeout.
 # (A kvsd without --recover killed: KVS_ECLOSED, test_dist_kvsd.sh.)
 set -u
 # shellcheck source=tests/lib.sh
@@ -64,6 +64,14 @@ restart_case threads 1
 tap $? "kvsd replaced while two threads of each worker wait: each thread KVS_ERESTART once"
 restart_case geometry 1 --staging 64M
 tap $? "kvsd replaced by one of another staging size: KVS_ERESTART, old buffers gone, new ones work"
+# With kvsd's commits and --restore: the job rolls back to its commit.
+if "$kvsd" --help 2>&1 | grep -q -- --restore; then
+    restart_case committed 1 --restore
+    tap $? "kvsd replaced by one restoring a commit: KVS_ERESTART, resume step 5, committed value"
+else
+    echo "ok $((n_test + 1)) # SKIP kvsd has no --restore"
+    n_test=$((n_test + 1))
+fi
 restart_case none 0
 tap $? "no kvsd comes back: KVS_ECLOSED at the handle's timeout"
 dist_done
