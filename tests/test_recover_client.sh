@@ -5,7 +5,8 @@
 # KVS_ERESTART once and the handle reconnects: resume step -1, keys
 # inited again, a kvs_array_alloc buffer's address and bytes kept, right
 # sums; two threads waiting get KVS_ERESTART each; a new kvsd of another
-# staging size mapped afresh; a kvsd --restore rolls back to a commit. With no kvsd coming back, KVS_ECLOSED at the handle's timeout.
+# staging size mapped afresh; a kvsd --restore rolls back to a commit.
+# With no kvsd coming back, KVS_ECLOSED at the handle's timeout.
 # (A kvsd without --recover killed: KVS_ECLOSED, test_dist_kvsd.sh.)
 set -u
 # shellcheck source=tests/lib.sh

@@ -257,10 +257,12 @@ static int call_wait(struct call *k, struct kvs__err *e)
 /* Posts the n requests fill makes as one list call (the last flagged as
  * its end) and waits for their completions, kept in ans in order (its
  * array has room for n). h: the staging the call lends kvsd, tracked
- * until returned (the call's requests' seqs are filled in here). timeout_ms: 0 for the handle's deadline, after
- * which kvsd is asked what the call waited for; else this one, without
- * asking. Returns 0 when every request got a completion (each with its own
- * status), else the error that broke the handle. */
+ * until returned (the call's requests' seqs are filled in here).
+ * timeout_ms: 0 for the handle's deadline, after which kvsd is asked what
+ * the call waited for; else this one, without asking. Returns 0 when
+ * every request got a completion (each with its own status), else the
+ * error that broke the handle, or KVS_ERESTART: kvsd went meanwhile, or
+ * before h's call began, and the link connected to the next one. */
 int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, int tables,
                           struct kvs__answers *ans, struct kvs__hold *h, int64_t timeout_ms,
                           const char *what, struct kvs__err *e)
