@@ -143,7 +143,8 @@ int kvs__client_reconnect(struct kvs__client *c, struct kvs__err *e);
  * timeout_ms: 0 for the handle's deadline, after which kvsd is asked what
  * the call waited for; else this one, without asking. Returns 0 when every
  * request got a completion (each with its own status), else the error that
- * broke the handle. kvs__client_run: the same with the handle's deadline,
+ * broke the handle, or KVS_ERESTART (kvsd went: kvs__client_gone; h's call
+ * began before). kvs__client_run: the same with the handle's deadline,
  * and the first failed completion as the call's error. */
 int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, int tables,
                           struct kvs__answers *ans, struct kvs__hold *h, int64_t timeout_ms,
