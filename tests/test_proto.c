@@ -482,7 +482,7 @@ static void test_ctl_request_roundtrip(void **state)
     struct kvs__ctl_request q;
 
     (void)state;
-    for (int c = KVS__CTL_STATUS; c <= KVS__CTL_STATS_SHORT; c++) {
+    for (int c = KVS__CTL_STATUS; c <= KVS__CTL_CHECKPOINT; c++) {
         q = ctlq_ok(c);
         ctlq_good(&q);
         assert_non_null(kvs__ctl_command_name(c));
@@ -493,8 +493,9 @@ static void test_ctl_request_roundtrip(void **state)
     assert_string_equal(kvs__ctl_command_name(KVS__CTL_STOP), "stop");
     assert_string_equal(kvs__ctl_command_name(KVS__CTL_SAMPLE), "sample");
     assert_string_equal(kvs__ctl_command_name(KVS__CTL_STATS_SHORT), "stats-short");
+    assert_string_equal(kvs__ctl_command_name(KVS__CTL_CHECKPOINT), "checkpoint");
     assert_null(kvs__ctl_command_name(0));
-    assert_null(kvs__ctl_command_name(KVS__CTL_STATS_SHORT + 1));
+    assert_null(kvs__ctl_command_name(KVS__CTL_CHECKPOINT + 1));
 
     /* Job names at their edges. */
     q = ctlq_ok(KVS__CTL_KEYS);
