@@ -16,6 +16,8 @@ set -u
 commit="$bld/tests/dist_commit"
 kvsctl="$bld/daemon/kvsctl/kvsctl"
 snaps="$XDG_RUNTIME_DIR/kvs"
+# snap N: the name of commit N's snapshot in a checkpoint directory.
+snap() { printf 'snap-%020d.kvs' "$1"; }
 
 # kvsd_bg JOB LOG KVSD-OPTIONS...: kvsd of 2 workers, its stderr in LOG.
 kvsd_bg() {
@@ -75,7 +77,7 @@ for type in dist_sync dist_async; do
         && grep -q "^generation: 0 " "$work/$name.status"
     tap $? "$type: kvsctl status shows the last commit and the generation"
     if [ $type = dist_sync ]; then
-        [ "$(ls "$ckpt" | tr '\n' ' ')" = "snap-2.kvs snap-3.kvs " ]
+        [ "$(ls "$ckpt" | tr '\n' ' ')" = "$(snap 2) $(snap 3) " ]
         tap $? "$type: --checkpoint-sync: the two newest commits on disk"
         "$kvsctl" -j "$name" checkpoint >"$work/$name.ckpt" 2>&1 \
             && grep -q "^commit 3 (step 6) is on disk in $ckpt" "$work/$name.ckpt"
@@ -115,7 +117,7 @@ done
 # The runtime dir has no snapshot: the newest of DIR (the resumed run's commit, step 7).
 name="kt-$$-dist_sync"
 ckpt="$work/ckpt-dist_sync"
-[ "$(ls "$ckpt" | tr '\n' ' ')" = "snap-3.kvs snap-4.kvs " ]
+[ "$(ls "$ckpt" | tr '\n' ' ')" = "$(snap 3) $(snap 4) " ]
 tap $? "dist_sync: the resumed run's commit copied too, two kept"
 kvsd_bg "$name" "$work/$name.kvsd3" --recover --restore --checkpoint "$ckpt"
 wait_for 50 test -S "$snaps/$name.sock"
@@ -123,19 +125,19 @@ KVS_TEST_STEP=7 workers "$name" step dist_sync
 both_ok
 s=$?
 kvsd_exit 0
-grep -q "restored 1 keys from $ckpt/snap-4.kvs: step 7" "$work/$name.kvsd3"
+grep -q "restored 1 keys from $ckpt/$(snap 4): step 7" "$work/$name.kvsd3"
 tap $((s + $? + ks)) "restore from DIR when the runtime dir has no snapshot"
 
 # A corrupt newest in DIR: the one before it, and the corrupt one named.
-printf 'garbage' | dd of="$ckpt/snap-4.kvs" bs=1 seek=100 conv=notrunc 2>/dev/null
+printf 'garbage' | dd of="$ckpt/$(snap 4)" bs=1 seek=100 conv=notrunc 2>/dev/null
 kvsd_bg "$name" "$work/$name.kvsd4" --recover --restore --checkpoint "$ckpt"
 wait_for 50 test -S "$snaps/$name.sock"
 KVS_TEST_STEP=6 workers "$name" step dist_sync
 both_ok
 s=$?
 kvsd_exit 0
-grep -q "passing over $ckpt/snap-4.kvs" "$work/$name.kvsd4" \
-    && grep -q "restored 1 keys from $ckpt/snap-3.kvs: step 6" "$work/$name.kvsd4"
+grep -q "passing over $ckpt/$(snap 4)" "$work/$name.kvsd4" \
+    && grep -q "restored 1 keys from $ckpt/$(snap 3): step 6" "$work/$name.kvsd4"
 tap $((s + $? + ks)) "a corrupt newest snapshot in DIR: the previous one, the corrupt one said"
 
 # A snapshot of another job: refused, exit 1, what differs named.

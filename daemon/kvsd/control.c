@@ -156,8 +156,7 @@ static void commit_lines(struct daemon *d, struct text *t)
     text_add(t, "checkpoint: %s%s, last on disk: ", d->o.checkpoint,
              d->o.checkpoint_sync ? " (sync)" : "");
     if (disk)
-        text_add(t, "commit %llu (%s/snap-%llu.kvs)%s\n", (unsigned long long)disk,
-                 d->o.checkpoint, (unsigned long long)disk,
+        text_add(t, "commit %llu%s\n", (unsigned long long)disk,
                  disk == d->commit_seq ? ", the last" : ", not the last yet");
     else
         text_add(t, "none\n");
