@@ -514,7 +514,7 @@ static void test_ctl_request_fields(void **state)
     q = ctlq_ok(KVS__CTL_STATUS); q.version = NEXT;     ctlq_bad(&q, NEXT_TEXT);
     q = ctlq_ok(KVS__CTL_STATUS); q.version = 0;        ctlq_bad(&q, "version 0");
     q = ctlq_ok(0);                                     ctlq_bad(&q, "command 0");
-    q = ctlq_ok(KVS__CTL_STATS_SHORT + 1);              ctlq_bad(&q, "command 7");
+    q = ctlq_ok(KVS__CTL_CHECKPOINT + 1);               ctlq_bad(&q, "command 8");
     q = ctlq_ok(255);                                   ctlq_bad(&q, "command 255");
     q = ctlq_ok(KVS__CTL_STATUS); strcpy(q.job, "");    ctlq_bad(&q, "job");
     q = ctlq_ok(KVS__CTL_STATUS); strcpy(q.job, ".x");  ctlq_bad(&q, "job");
