@@ -222,6 +222,12 @@ int commits_make(struct daemon *d, int64_t step, struct kvs__err *e)
     if (d->nhosts > 1 || d->o.nhosts > 1)
         return kvs__fail(e, KVS_ENOTSUP, "kvs_commit: commits of a job across hosts are not "
                          "supported yet");
+    /* The rounds of keys the workers combine are in the combine area, not
+     * in the engine (a job with --recover combines none). */
+    if (d->cb_n > 0)
+        return kvs__fail(e, KVS_ENOTSUP, "kvs_commit: the workers combine the rounds of %zu "
+                         "keys, which a snapshot does not hold yet: run the job with "
+                         "KVS_COMBINE=0, or with kvsrun --restarts or --checkpoint", d->cb_n);
     if ((rc = kvs__engine_foreach(d->eng, on_host, e, e)) != 0)
         return rc;
     snprintf(m.job, sizeof m.job, "%s", d->o.job);
