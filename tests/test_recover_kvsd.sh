@@ -99,10 +99,16 @@ for type in dist_sync dist_async; do
     test -s "$snaps/$name.snap" && ! test -S "$snaps/$name.sock"
     tap $? "$type: the snapshot stays, the socket goes"
 
-    # Restored: the committed values, then the same next update.
+    # Restored: the committed values, then the same next update. Files a
+    # killed kvsd may leave (a half-written snapshot, a link for a copy)
+    # are removed.
+    echo x >"$snaps/$name.snap.tmp.99999"
+    echo x >"$snaps/$name.snap.9"
     # shellcheck disable=SC2086
     kvsd_bg "$name" "$work/$name.kvsd2" --recover --restore $opts
     wait_for 50 test -S "$snaps/$name.sock"
+    ! test -e "$snaps/$name.snap.tmp.99999" && ! test -e "$snaps/$name.snap.9"
+    tap $? "$type: a killed kvsd's half-written snapshot and links are removed"
     workers "$name" resume $type
     both_ok
     s=$?

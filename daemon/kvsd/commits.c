@@ -377,8 +377,9 @@ static int restore(struct daemon *d, struct kvs__err *e)
     return 0;
 }
 
-/* Links of commits a kvsd that rolled back left uncopied: each holds a
- * whole snapshot's memory. */
+/* Links of commits a kvsd that rolled back left uncopied, and a snapshot
+ * half written by a kvsd killed meanwhile (<job>.snap.tmp.PID): each holds
+ * up to a whole snapshot's memory. */
 static void drop_links(struct daemon *d)
 {
     char prefix[KVS__JOB_MAX + 8], path[sizeof d->snap_path + 300];
@@ -390,9 +391,13 @@ static void drop_links(struct daemon *d)
         return;
     n = (size_t)snprintf(prefix, sizeof prefix, "%s.snap.", d->o.job);
     while ((de = readdir(dir)) != NULL) {
-        if (strncmp(de->d_name, prefix, n) != 0
-            || strspn(de->d_name + n, "0123456789") != strlen(de->d_name + n)
-            || !de->d_name[n])
+        const char *tail = de->d_name + n;
+
+        if (strncmp(de->d_name, prefix, n) != 0)
+            continue;
+        if (strncmp(tail, "tmp.", 4) == 0)
+            tail += 4;
+        if (!*tail || strspn(tail, "0123456789") != strlen(tail))
             continue;
         snprintf(path, sizeof path, "%s/%s", d->dir, de->d_name);
         unlink(path);
