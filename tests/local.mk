@@ -28,6 +28,11 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_dist_device.sh tests/test_top.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
 	tests/test_timeline.sh tests/test_kvsctl.sh tests/test_kvsctl_plan.sh tests/test_dist_kvsd.sh tests/test_quickstart.sh \
 	tests/test_dist_rows.sh tests/test_hosts_rows.sh tests/test_hosts_bytes.sh
+# Recovery: the kill loop (scripts/chaos, short) over tests/recover_train.
+EXTRA_DIST += tests/test_recover_loop.sh
+check_PROGRAMS += tests/recover_train
+tests_recover_train_SOURCES = tests/recover_train.c
+tests_recover_train_LDADD = src/libkvs.la
 # MXNet's nightly dist_sync_kvstore.py, ported.
 TESTS += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh
 EXTRA_DIST += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh
