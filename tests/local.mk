@@ -222,6 +222,9 @@ tests_test_device_rows_CPPFLAGS = $(AM_CPPFLAGS) $(standin_paths)
 tests_test_device_rows_CFLAGS = $(test_cflags)
 tests_test_device_rows_LDADD = $(test_api_ldadd) -ldl
 EXTRA_tests_test_device_rows_DEPENDENCIES = tests/standin/libkvs_standin.la tests/standin/libkvs-cuda.la
+# test_snapshot's commit of a key on a (stand-in) GPU.
+tests_test_snapshot_CPPFLAGS = $(AM_CPPFLAGS) $(standin_paths)
+EXTRA_tests_test_snapshot_DEPENDENCIES = tests/standin/libkvs_standin.la tests/standin/libkvs-cuda.la
 # The GPU benchmark's own code, run against the stand-in (its numbers mean
 # nothing there), and its skip without a runtime.
 TESTS += tests/test_bench_gpu.sh

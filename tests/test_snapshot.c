@@ -8,7 +8,8 @@
  * checksum refused or harmless; a failed write leaving the old file whole
  * and no temporary file; the checkpoint directory (two newest kept, a
  * damaged newest one reported and passed over, an empty or missing
- * directory); and the commits of the in-process store types.
+ * directory); and the commits of the in-process store types, a GPU's key
+ * refused (on the CUDA stand-in where the build has it).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -807,8 +808,46 @@ static void test_local_commit(void **state)
 {
     (void)state;
     local_commits("local");
-    /* Without a GPU the device types keep values on the host. */
-    local_commits("device");
+}
+
+/* The device types keep a key on a GPU where there is one (the stand-in's
+ * when the build has it), and a snapshot takes host values only: the
+ * commit names the key and keeps the previous snapshot. Without a GPU
+ * they commit as local does. */
+static void test_device_commit(void **state)
+{
+    static const char *types[] = { "device", "nccl" };
+
+    (void)state;
+    for (int t = 0; t < 2; t++) {
+        kvs_t *kv = NULL;
+        int64_t step = 0;
+        float v[3] = { 1, 2, 3 };
+        kvs_key_t k = KVS_INT_KEY(77);
+        kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 3 } };
+        kvs_array_t view = a;
+
+        view.data = NULL;
+        assert_int_equal(kvs_create(types[t], &kv), 0);
+        assert_int_equal(kvs_commit(kv, 1), 0);
+        assert_int_equal(kvs_init(kv, 1, &k, &a), 0);
+        if (kvs_pull_view(kv, 1, &k, &view, 0) != 0)
+            fail_msg("%s: pull_view: %s", types[t], kvs_last_error(kv));
+#ifdef STANDIN_PATH
+        assert_int_not_equal(view.device, KVS_HOST);
+#endif
+        if (view.device == KVS_HOST) {
+            assert_int_equal(kvs_commit(kv, 2), 0);
+            assert_int_equal(kvs_resume_step(kv, &step), 0);
+            assert_int_equal(step, 2);
+        } else {
+            assert_int_equal(kvs_commit(kv, 2), KVS_ENOTSUP);
+            assert_non_null(strstr(kvs_last_error(kv), "key 77 "));
+            assert_int_equal(kvs_resume_step(kv, &step), 0);
+            assert_int_equal(step, 1);
+        }
+        kvs_close(kv);
+    }
 }
 
 /* ---- Main ------------------------------------------------------------ */
@@ -839,9 +878,18 @@ int main(void)
         CASE(test_ckpt_newest_skips_damaged),
         CASE(test_ckpt_empty_missing),
         CASE(test_local_commit),
+        CASE(test_device_commit),
     };
     const char *base = getenv("TMPDIR");
     int rc;
+
+#ifdef STANDIN_PATH
+    /* Before libkvs's first use: it loads the runtime once. */
+    setenv("KVS_CUDART", STANDIN_PATH, 1);
+    setenv("KVS_STANDIN_DEVICES", "2", 1);
+    setenv("KVS_NCCL", STANDIN_PATH, 1);
+    setenv("KVS_CUDA_KERNELS", STANDIN_KERNELS, 1);
+#endif
 
     snprintf(tmpdir, sizeof tmpdir, "%s/kvs-snap-XXXXXX", base && *base ? base : "/tmp");
     if (!mkdtemp(tmpdir)) {
