@@ -699,8 +699,16 @@ static void test_ckpt_keeps_two(void **state)
     assert_int_equal(kvs__snapshot_meta(s)->step, 120);
     assert_int_equal(r.n, 0);
     kvs__snapshot_free(s);
+    /* A lower number than those there: kept, beside the two newest. */
+    OKE(kvs__ckpt_save(dir, src, 3, &err));
+    snprintf(want, sizeof want, "%s/snap-00000000000000000003.kvs", dir);
+    assert_int_equal(access(want, F_OK), 0);
+    assert_int_equal(count_in(dir, "snap-"), 3);
+    OKE(kvs__ckpt_save(dir, src, 13, &err));
+    assert_int_equal(count_in(dir, "snap-"), 2);
+    assert_int_equal(access(want, F_OK), -1);
     /* A missing source: -ENOENT, nothing new in dir. */
-    assert_int_equal(kvs__ckpt_save(dir, "/nonexistent-kvs.snap", 13, &err), -ENOENT);
+    assert_int_equal(kvs__ckpt_save(dir, "/nonexistent-kvs.snap", 14, &err), -ENOENT);
     assert_int_equal(count_in(dir, "snap-"), 2);
     assert_int_equal(count_in(dir, ".tmp."), 0);
     unlink(src);

@@ -925,13 +925,17 @@ int kvs__ckpt_save(const char *dir, const char *src, uint64_t seq, struct kvs__e
     renamed = 1;
     if ((rc = fsync_dir(dir, e)) != 0)
         goto out;
-    /* Only the two newest stay. A failure to list or remove the older ones
-     * loses nothing: the new one is in place. */
+    /* Only the two newest stay, and the one just written, whatever its
+     * number (a job that numbers its commits afresh must not lose its
+     * newest). A failure to list or remove the older ones loses nothing:
+     * the new one is in place. */
     if ((rc = ck_list(dir, &names, &n, e)) != 0)
         goto out;
     for (size_t i = 2; i < n; i++) {
         char old[PATH_MAX];
 
+        if (strcmp(names[i], strrchr(path, '/') + 1) == 0)
+            continue;
         if (snprintf(old, sizeof old, "%s/%s", dir, names[i]) < (int)sizeof old
             && unlink(old) != 0 && errno != ENOENT) {
             rc = -errno;
