@@ -61,7 +61,7 @@ unit_tests = tests/test_array tests/test_pool tests/test_optim tests/test_statef
 	tests/test_compress tests/test_ring tests/test_shm tests/test_proto tests/test_slots \
 	tests/test_raw tests/test_api tests/test_api_pushpull tests/test_api_update \
 	tests/test_mxnet tests/test_threads tests/test_buffers tests/test_spec tests/test_sum \
-	tests/test_wire tests/test_shard tests/test_rows
+	tests/test_wire tests/test_shard tests/test_rows tests/test_snapshot
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 test_cflags = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
@@ -77,6 +77,8 @@ tests_test_optim_LDADD = $(test_core_ldadd)
 tests_test_statefile_SOURCES = tests/test_statefile.c tests/optimutil.h
 tests_test_statefile_CFLAGS = $(test_cflags)
 tests_test_statefile_LDADD = $(test_core_ldadd)
+tests_test_snapshot_CFLAGS = $(test_cflags)
+tests_test_snapshot_LDADD = $(test_core_ldadd)
 tests_test_compress_CFLAGS = $(test_cflags)
 tests_test_compress_LDADD = $(test_core_ldadd)
 tests_test_ring_CFLAGS = $(test_cflags)
@@ -225,6 +227,9 @@ tests_test_device_rows_CPPFLAGS = $(AM_CPPFLAGS) $(standin_paths)
 tests_test_device_rows_CFLAGS = $(test_cflags)
 tests_test_device_rows_LDADD = $(test_api_ldadd) -ldl
 EXTRA_tests_test_device_rows_DEPENDENCIES = tests/standin/libkvs_standin.la tests/standin/libkvs-cuda.la
+# test_snapshot's commit of a key on a (stand-in) GPU.
+tests_test_snapshot_CPPFLAGS = $(AM_CPPFLAGS) $(standin_paths)
+EXTRA_tests_test_snapshot_DEPENDENCIES = tests/standin/libkvs_standin.la tests/standin/libkvs-cuda.la
 # The GPU benchmark's own code, run against the stand-in (its numbers mean
 # nothing there), and its skip without a runtime.
 TESTS += tests/test_bench_gpu.sh
