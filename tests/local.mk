@@ -272,3 +272,11 @@ installcheck-local:
 	PKG_CONFIG_PATH='$(DESTDIR)$(libdir)/pkgconfig' CC='$(CC)' \
 	  PYTHON='$(PYTHON)' KVS_PYTHON_PKGDIR='$(DESTDIR)$(KVS_PYTHONDIR)' \
 	  $(SHELL) $(top_srcdir)/tests/test_install.sh '$(DESTDIR)$(prefix)'
+
+# Commits, a worker's death rolling kvsd back, and its restart from the
+# snapshot, with kvsd started by hand (kvsrun's restarts have their own).
+TESTS += tests/test_recover_kvsd.sh
+EXTRA_DIST += tests/test_recover_kvsd.sh
+check_PROGRAMS += tests/dist_commit
+tests_dist_commit_SOURCES = tests/dist_commit.c tests/distutil.h
+tests_dist_commit_LDADD = src/libkvs.la -lm

@@ -248,6 +248,7 @@ static int client_connect(kvs_t *kv, struct kvs__client *c, struct kvs__err *e)
         else
             rc = client_map(c, &w, fds, e);
         c->remote = rc == 0 && (w.flags & KVS__WELCOME_REMOTE);
+        c->resume_step = w.resume_step < 0 ? -1 : w.resume_step;
     }
     for (int i = 0; i < nfds; i++)
         close(fds[i]);

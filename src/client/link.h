@@ -93,6 +93,8 @@ struct kvs__client {
     } *cb_opts;
     size_t cb_nopt;
     uint64_t next_seq;
+    int64_t resume_step;               /* the welcome's step of kvsd's snapshot, then
+                                        * each kvs_commit's step (-1: none) */
     uint64_t row_hint[64];             /* rows.c: per key hash, the bytes of a row of
                                         * the key last seen so hashed (0: none) */
     int broken;                        /* 0, or the error every call now returns */
