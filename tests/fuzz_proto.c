@@ -180,7 +180,7 @@ static void sqe_one(const unsigned char *slot, uint64_t staging)
         CHECK(e.code == KVS_EPROTO);
         return;
     }
-    CHECK(s.op >= KVS__OP_INIT && s.op <= KVS__OP_REGISTER);
+    CHECK(s.op >= KVS__OP_INIT && s.op <= KVS__OP_COMMIT);
     CHECK((s.flags & ~KVS__SQE_FLAGS) == 0);
     CHECK(!(s.flags & KVS__SQE_VALUE) || s.op == KVS__OP_PUSH);
     CHECK(s.key_len == 0 || (s.flags & KVS__SQE_STRKEY));
@@ -618,7 +618,7 @@ static size_t make_seeds(struct seed *out)
     out[n].len = KVS__CQE_BYTES;
     n++;
 
-    for (int k = KVS__CTL_STATUS; k <= KVS__CTL_STATS_SHORT; k++) {
+    for (int k = KVS__CTL_STATUS; k <= KVS__CTL_CHECKPOINT; k++) {
         memset(&q, 0, sizeof q);
         q.version = KVS__PROTO_VERSION;
         q.command = (uint8_t)k;

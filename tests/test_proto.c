@@ -482,7 +482,7 @@ static void test_ctl_request_roundtrip(void **state)
     struct kvs__ctl_request q;
 
     (void)state;
-    for (int c = KVS__CTL_STATUS; c <= KVS__CTL_STATS_SHORT; c++) {
+    for (int c = KVS__CTL_STATUS; c <= KVS__CTL_CHECKPOINT; c++) {
         q = ctlq_ok(c);
         ctlq_good(&q);
         assert_non_null(kvs__ctl_command_name(c));
@@ -493,8 +493,9 @@ static void test_ctl_request_roundtrip(void **state)
     assert_string_equal(kvs__ctl_command_name(KVS__CTL_STOP), "stop");
     assert_string_equal(kvs__ctl_command_name(KVS__CTL_SAMPLE), "sample");
     assert_string_equal(kvs__ctl_command_name(KVS__CTL_STATS_SHORT), "stats-short");
+    assert_string_equal(kvs__ctl_command_name(KVS__CTL_CHECKPOINT), "checkpoint");
     assert_null(kvs__ctl_command_name(0));
-    assert_null(kvs__ctl_command_name(KVS__CTL_STATS_SHORT + 1));
+    assert_null(kvs__ctl_command_name(KVS__CTL_CHECKPOINT + 1));
 
     /* Job names at their edges. */
     q = ctlq_ok(KVS__CTL_KEYS);
@@ -513,7 +514,7 @@ static void test_ctl_request_fields(void **state)
     q = ctlq_ok(KVS__CTL_STATUS); q.version = NEXT;     ctlq_bad(&q, NEXT_TEXT);
     q = ctlq_ok(KVS__CTL_STATUS); q.version = 0;        ctlq_bad(&q, "version 0");
     q = ctlq_ok(0);                                     ctlq_bad(&q, "command 0");
-    q = ctlq_ok(KVS__CTL_STATS_SHORT + 1);              ctlq_bad(&q, "command 7");
+    q = ctlq_ok(KVS__CTL_CHECKPOINT + 1);               ctlq_bad(&q, "command 8");
     q = ctlq_ok(255);                                   ctlq_bad(&q, "command 255");
     q = ctlq_ok(KVS__CTL_STATUS); strcpy(q.job, "");    ctlq_bad(&q, "job");
     q = ctlq_ok(KVS__CTL_STATUS); strcpy(q.job, ".x");  ctlq_bad(&q, "job");

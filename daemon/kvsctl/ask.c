@@ -117,7 +117,8 @@ int ctl_ask_at(const char *job, int command, struct kvs__ctl_reply *reply,
     char dir[PATH_MAX];
     struct kvs__ctl_request q = { .version = KVS__PROTO_VERSION };
     struct kvs__err e = { 0, "" };
-    int64_t deadline = kvs__now_ns() + DEADLINE_NS;
+    int64_t wait = command == KVS__CTL_CHECKPOINT ? CHECKPOINT_NS : DEADLINE_NS;
+    int64_t deadline = kvs__now_ns() + wait;
     int fd = -1, nfds = 0, rc, status = ASK_FAILED;
     size_t len;
     uid_t uid;
@@ -153,7 +154,7 @@ int ctl_ask_at(const char *job, int command, struct kvs__ctl_reply *reply,
     }
     if (rc == -ETIMEDOUT) {
         put_msg(msg, size, 0, "no answer from the kvsd of job '%s' within %lld s", job,
-                DEADLINE_NS / SEC_NS);
+                (long long)(wait / SEC_NS));
         goto out;
     }
     if (rc != 0) {

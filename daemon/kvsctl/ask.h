@@ -16,6 +16,7 @@
 
 #define SEC_NS      1000000000ll
 #define DEADLINE_NS (5 * SEC_NS)       /* for everything one question waits on */
+#define CHECKPOINT_NS (600 * SEC_NS)   /* but checkpoint, which waits for a disk */
 
 enum { ASK_OK = 0, ASK_FAILED = 1, ASK_GONE = 2 };
 

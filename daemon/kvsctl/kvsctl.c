@@ -68,6 +68,8 @@ static void usage(FILE *f)
             "            --once prints one frame (after one interval) as plain text;\n"
             "            -d SECONDS sets the interval (0.1 to 60)\n"
             "  stop      kvsd ends the job, as on SIGTERM; kvsctl waits until it is gone\n"
+            "  checkpoint  kvsd writes the job's last commit into its checkpoint directory\n"
+            "            (kvsrun --checkpoint DIR) now; answers once it is on disk\n"
             "  plan      models a job across H hosts: bytes per host per round, imbalance,\n"
             "            round time on given links (no kvsd asked; 'kvsctl plan --help')\n"
             "  timeline  reads a job's KVS_TIMELINE file (no kvsd asked; 'kvsctl timeline\n"
@@ -190,7 +192,8 @@ static int parse_options(int argc, char **argv, struct cmd *c)
         { "version", no_argument, NULL, OPT_VERSION },
         { NULL, 0, NULL, 0 },
     };
-    static const char *const commands = "status, keys, stats, top, stop, plan or timeline";
+    static const char *const commands = "status, keys, stats, top, stop, checkpoint, plan "
+                                        "or timeline";
     struct kvs__err e = { 0, "" };
     const char *name = NULL, *from = "-j", *cjob = NULL;
     int opt, rc;
@@ -230,6 +233,8 @@ static int parse_options(int argc, char **argv, struct cmd *c)
     for (int k = KVS__CTL_STATUS; k <= KVS__CTL_STOP; k++)
         if (strcmp(argv[optind], kvs__ctl_command_name(k)) == 0)
             c->command = k;
+    if (strcmp(argv[optind], kvs__ctl_command_name(KVS__CTL_CHECKPOINT)) == 0)
+        c->command = KVS__CTL_CHECKPOINT;
     if (c->command == 0)
         return usage_error("unknown command '%s' (%s)", argv[optind], commands);
     if ((rc = command_args(argc, argv, optind + 1, c, &cjob)) != 0)

@@ -29,6 +29,7 @@
 #include "answers.h"
 #include "arena.h"
 #include "combined.h"
+#include "commits.h"
 #include "devbufs.h"
 #include "hosts.h"
 #include "job.h"
@@ -285,6 +286,100 @@ static void coll_finish(struct daemon *d, struct coll *c)
     coll_free(c);
 }
 
+/* 1 when a push kvsd took is not applied yet: in a round not closed, or
+ * waiting for one (dist_sync; dist_async applies each on arrival). */
+static int pushes_unapplied(const struct daemon *d)
+{
+    if (!d->sync)
+        return 0;
+    if (d->open)
+        return 1;
+    for (const struct req *r = d->pending; r; r = r->next)
+        if (r->s.op == KVS__OP_PUSH)
+            return 1;
+    return 0;
+}
+
+/* A commit whose workers have all come: steps that differ fail it for
+ * all; else, once every push taken before it is applied, the snapshot is
+ * made (commits.c) and every worker answered. */
+static void commit_check(struct daemon *d, struct coll *c)
+{
+    struct kvs__err e = { 0, "" };
+    const struct req *f = c->reqs;
+    int rc;
+
+    for (const struct req *r = c->reqs; r; r = r->next)   /* the lowest rank's, to name */
+        if (d->workers[r->w].rank < d->workers[f->w].rank)
+            f = r;
+    for (const struct req *r = c->reqs; r; r = r->next)
+        if (r->s.arg != f->s.arg) {
+            kvs__fail(&e, KVS_EBADARG, "kvs_commit: rank %d committed step %lld, rank %d "
+                      "step %lld: the workers must commit the same step; nothing committed",
+                      d->workers[f->w].rank, (long long)f->s.arg, d->workers[r->w].rank,
+                      (long long)r->s.arg);
+            break;
+        }
+    if (e.code == 0 && f && pushes_unapplied(d)) {
+        d->commit_waits = 1;           /* colls_commit_check, each serve pass */
+        return;
+    }
+    d->commit_waits = 0;
+    coll_unlink(d, c);
+    if (e.code == 0 && f)
+        rc = commits_make(d, (int64_t)f->s.arg, &e);
+    else
+        rc = e.code;
+    if (rc == 0)
+        d->st.collectives++;
+    answer_complete_list(d, c->reqs, rc, rc ? e.msg : NULL);
+    coll_free(c);
+}
+
+void colls_commit_check(struct daemon *d)
+{
+    kvs_key_t none = { 0 };
+    struct coll *c = coll_find(d, KVS__OP_COMMIT, none);
+
+    if (c && c->narrived >= job_expected(d))
+        commit_check(d, c);
+    else
+        d->commit_waits = 0;
+}
+
+/* An init of a key restored from a snapshot (--restore): the restored
+ * value stays, and the init answers at once, with no collective (a
+ * restarted worker may init what the others, reconnected, do not). Of
+ * another dtype or shape, it fails as an init of an existing key would.
+ * 1 when r was such an init (answered), else 0. */
+static int init_restored(struct daemon *d, struct req *r)
+{
+    struct kvs__entry_info info;
+    struct kvs__err e = { 0, "" };
+    char ks[KVS_MAX_KEY_LEN + 8], s1[96], s2[96];
+    const struct round *rd;
+
+    if (!d->o.restore || kvs__engine_lookup(d->eng, req_key(&r->s), &info, &e) != 0)
+        return 0;
+    if (!(rd = *info.front) || !rd->restored)
+        return 0;
+    if (r->s.dtype == info.dtype && r->s.ndim == info.ndim
+        && memcmp(r->s.shape, info.shape, sizeof r->s.shape[0] * (size_t)r->s.ndim) == 0) {
+        answer_complete(d, r, 0, NULL);
+        return 1;
+    }
+    kvs__key_str(ks, sizeof ks, req_key(&r->s));
+    kvs__shape_str(s1, sizeof s1, r->s.ndim, r->s.shape);
+    kvs__shape_str(s2, sizeof s2, info.ndim, info.shape);
+    kvs__fail(&e, r->s.dtype != info.dtype ? KVS_EDTYPE : KVS_ESHAPE,
+              "key %s: rank %d's init value is %s %s, but the store was restored from the "
+              "snapshot of step %lld, where the key is %s %s: nothing stored", ks,
+              d->workers[r->w].rank, kvs_dtype_name(r->s.dtype), s1,
+              (long long)d->resume_step, kvs_dtype_name(info.dtype), s2);
+    answer_complete(d, r, e.code, e.msg);
+    return 1;
+}
+
 /* Host 0 tells the others that c is complete: an init with its value (or
  * why it fails), checked here first as colls_finish_inits will check it. */
 static void tell_done(struct daemon *d, const struct coll *c)
@@ -326,6 +421,10 @@ static void coll_check(struct daemon *d, struct coll *c)
 {
     if (c->narrived < job_expected(d))
         return;
+    if (c->op == KVS__OP_COMMIT) {
+        commit_check(d, c);
+        return;
+    }
     if (d->hx && d->me != 0) {
         struct kvs__wire_msg m = { .op = c->op };
         struct frame *f;
@@ -400,7 +499,16 @@ static int init_take(struct daemon *d, struct coll *c, const struct req *r, stru
 
 void colls_arrive(struct daemon *d, struct req *r)
 {
-    struct coll *c = coll_find(d, r->s.op, req_key(&r->s));
+    struct coll *c;
+
+    if (r->s.op == KVS__OP_COMMIT && d->hx) {
+        answer_complete(d, r, KVS_ENOTSUP, "kvs_commit: commits of a job across hosts are "
+                        "not supported yet");
+        return;
+    }
+    if (r->s.op == KVS__OP_INIT && init_restored(d, r))
+        return;
+    c = coll_find(d, r->s.op, req_key(&r->s));
 
     if (c && c->arrived[r->w]) {
         answer_complete(d, r, KVS_EBADARG, "this worker already waits in the same collective");

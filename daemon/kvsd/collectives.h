@@ -7,13 +7,17 @@
 
 #include "daemon.h"
 
-/* A worker's init or barrier arrives; the collective completes when every
+/* A worker's init, barrier or commit arrives; the collective completes when every
  * worker still in the job has come. */
 void colls_arrive(struct daemon *d, struct req *r);
 
 /* Completes the collectives that a worker's (or a host's) leaving leaves
  * complete. */
 void colls_check(struct daemon *d);
+
+/* A commit whose workers have all come waits for their pushes
+ * (d->commit_waits): made once they are applied. Each serve pass. */
+void colls_commit_check(struct daemon *d);
 
 /* Across hosts: host h's workers all made collective m->op (host 0 hears
  * it), or host 0 says every host did (the others hear it, with an init's

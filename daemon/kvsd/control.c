@@ -25,10 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "control.h"
 #include "combined.h"
+#include "commits.h"
 #include "hosts.h"
 #include "waits.h"
 
@@ -127,6 +129,42 @@ static void worker_counts(struct daemon *d, int *nworkers, int *sync, int *live,
     }
 }
 
+/* The job's restarts and last commit, for status. */
+static void commit_lines(struct daemon *d, struct text *t)
+{
+    char msg[KVS__MSG_MAX];
+    uint64_t disk, failures;
+    struct timespec now;
+
+    text_add(t, "generation: %d (restarts so far)\n", d->o.generation);
+    if (d->resume_step < 0) {
+        text_add(t, "last commit: none\n");
+    } else {
+        clock_gettime(CLOCK_REALTIME, &now);
+        text_add(t, "last commit: step %lld, commit %llu, %.1f s ago, %llu bytes, %s %s\n",
+                 (long long)d->resume_step, (unsigned long long)d->commit_seq,
+                 (double)(now.tv_sec * 1000000000ll + now.tv_nsec - d->commit_ns) / 1e9,
+                 (unsigned long long)d->commit_bytes,
+                 d->restored_from[0] ? "restored from" : "in", d->restored_from[0]
+                     ? d->restored_from : d->snap_path);
+    }
+    if (!d->o.checkpoint) {
+        text_add(t, "checkpoint: none (no --checkpoint)\n");
+        return;
+    }
+    commits_disk(d, &disk, &failures, msg, sizeof msg);
+    text_add(t, "checkpoint: %s%s, last on disk: ", d->o.checkpoint,
+             d->o.checkpoint_sync ? " (sync)" : "");
+    if (disk)
+        text_add(t, "commit %llu%s\n", (unsigned long long)disk,
+                 disk == d->commit_seq ? ", the last" : ", not the last yet");
+    else
+        text_add(t, "none\n");
+    if (failures)
+        text_add(t, "checkpoint failures: %llu, the last: %s\n",
+                 (unsigned long long)failures, msg);
+}
+
 static void ctl_status(struct daemon *d, struct text *t)
 {
     const char *spec = kvs__engine_optimizer(d->eng);
@@ -148,6 +186,7 @@ static void ctl_status(struct daemon *d, struct text *t)
         text_add(t, "failed: yes: %s\n", d->fail_msg);
     else
         text_add(t, "failed: no\n");
+    commit_lines(d, t);
     waits_list(d, wait_line, t);
 }
 
@@ -849,6 +888,12 @@ int control_serve(struct daemon *d)
             break;
         case KVS__CTL_SAMPLE:
             rc = ctl_sample(d, &t, &e);
+            break;
+        case KVS__CTL_CHECKPOINT:
+            if ((rc = commits_force(d, &e)) == 0)
+                text_add(&t, "commit %llu (step %lld) is on disk in %s\n",
+                         (unsigned long long)d->commit_seq, (long long)d->resume_step,
+                         d->o.checkpoint);
             break;
         case KVS__CTL_STOP:
             text_add(&t, "stopping\n");

@@ -57,6 +57,11 @@ struct options {
     int quiet;
     int recover;                       /* --recover: a worker's death ends kvsd (exit
                                         * KVS__KVSD_EXIT_ROLLBACK); no combined keys */
+    int restore;                       /* --restore: start from the last snapshot */
+    const char *checkpoint;            /* --checkpoint DIR: each commit copied there, or NULL */
+    int checkpoint_sync;               /* a commit answers once on disk (--checkpoint-sync,
+                                        * KVS_CHECKPOINT_SYNC=1) */
+    int generation;                    /* --generation: the job's restarts so far */
 };
 
 /* ---- state ------------------------------------------------------------ */
@@ -218,6 +223,7 @@ struct round {
     struct round *next, **pprev;       /* in the daemon's open list while ncontrib > 0,
                                         * or while other hosts' sums wait here */
     int ready;                         /* every push is in: in the daemon's ready[] */
+    int restored;                      /* the key came from a snapshot (--restore) */
     int cb;                            /* the workers combine its rounds (combined.c):
                                         * kvsd takes no push or pull of it; its slot
                                         * in d->cb_keys, plus 1 (0: not combined) */
@@ -261,7 +267,7 @@ struct round {
     /* contrib, last, queued, lat and pgot point here, in the same allocation */
 };
 
-/* A collective (init of a key, barrier): completes when every worker
+/* A collective (init of a key, barrier, commit): completes when every worker
  * still in the job has arrived. */
 struct coll {
     uint8_t op;
@@ -359,6 +365,7 @@ struct hosts;                          /* hosts.c */
 struct xround;                         /* xrounds.c */
 struct xrows;                          /* xrows.c */
 struct stq;                            /* states.c */
+struct ckpt;                           /* commits.c */
 
 struct daemon {
     struct options o;
@@ -402,6 +409,16 @@ struct daemon {
     int left;                          /* workers that left cleanly */
     int64_t resume_step;               /* the step of the snapshot this kvsd holds, -1:
                                         * none; told to each worker in its welcome */
+    /* commits (commits.c); serve thread, but the checkpoint thread's own */
+    char snap_path[PATH_MAX + 80];     /* <dir>/<job>.snap, the last commit's snapshot */
+    uint64_t commit_seq;               /* commits made, a restored snapshot's counted */
+    int64_t commit_ns;                 /* when the last was made (CLOCK_REALTIME); 0: none */
+    uint64_t commit_bytes;             /* its snapshot's bytes */
+    int64_t commit_took_ns;            /* how long writing it took */
+    int commit_waits;                  /* a commit's workers have all come: it waits
+                                        * for their pushes (colls_commit_check) */
+    char restored_from[PATH_MAX + 80]; /* the snapshot file restored at start, or "" */
+    struct ckpt *ck;                   /* the checkpoint thread (--checkpoint), or NULL */
     int failed;                        /* 0, or why every request now fails: a worker
                                         * died or was evicted (KVS_EPEERDEAD), one gave
                                         * up waiting (KVS_ETIMEDOUT) */

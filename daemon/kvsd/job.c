@@ -24,6 +24,7 @@
 #include "remote.h"
 #include "tracing.h"
 
+#include "proto/hello.h"
 #include "shm/shm.h"
 
 int job_expected(const struct daemon *d)
@@ -51,12 +52,41 @@ void job_fail_waiting(struct daemon *d, int status, const char *msg)
             d->fail_hooks[i]->waiting(d, status, msg);
 }
 
+/* kvsd --recover: a worker died or was evicted (why), and the job rolls
+ * back to its last commit. kvsd answers nothing more and leaves at once
+ * with KVS__KVSD_EXIT_ROLLBACK, for kvsrun to start its successor with
+ * --restore; the survivors see the kvsd gone (KVS_ERESTART) and reconnect
+ * to the new one. The snapshot file stays for that kvsd; the socket goes
+ * now, the lock with the process (flock), so that the successor starts at
+ * once. Nothing is freed: the process ends. */
+static _Noreturn void rollback(struct daemon *d, const char *why)
+{
+    if (d->resume_step >= 0)
+        say(d, "worker %s: rolling back to the last commit, step %lld", why,
+            (long long)d->resume_step);
+    else
+        say(d, "worker %s: rolling back to the start: no commit yet", why);
+    kvs__tr_instant(KVS__TR_JOB_FAILED, NULL, KVS_EPEERDEAD, why);
+    if (d->listen_fd >= 0)
+        unlink(d->sock_path);
+    _exit(KVS__KVSD_EXIT_ROLLBACK);
+}
+
 /* The job cannot go on: every waiting request and every later one fails
- * with the first failure's status and message. */
+ * with the first failure's status and message. A worker gone with
+ * --recover rolls the job back instead (rollback). */
 void job_fail(struct daemon *d, int status, const char *fmt, ...)
 {
     va_list ap;
 
+    if (!d->failed && status == KVS_EPEERDEAD && d->o.recover) {
+        char why[KVS__MSG_MAX];
+
+        va_start(ap, fmt);
+        vsnprintf(why, sizeof why, fmt, ap);
+        va_end(ap);
+        rollback(d, why);
+    }
     if (!d->failed) {
         va_start(ap, fmt);
         vsnprintf(d->fail_msg, sizeof d->fail_msg, fmt, ap);

@@ -58,6 +58,7 @@
 #include "bridge.h"
 #include "collectives.h"
 #include "combined.h"
+#include "commits.h"
 #include "hosts.h"
 #include "job.h"
 #include "req.h"
@@ -210,6 +211,12 @@ static void usage(FILE *f)
             "      --recover        a worker's death ends this kvsd at once (exit status\n"
             "                       75), for kvsrun to restart it from the last commit;\n"
             "                       the workers' handles reconnect to the new one\n"
+            "      --restore        start from the job's last snapshot: <runtime dir>/\n"
+            "                       JOB.snap, else the newest valid one in --checkpoint\n"
+            "      --checkpoint DIR copy each commit's snapshot into DIR (two kept)\n"
+            "      --checkpoint-sync  a commit answers once its copy is on disk (also\n"
+            "                       KVS_CHECKPOINT_SYNC=1)\n"
+            "      --generation N   the job's restarts so far, for kvsctl status\n"
             "  -q, --quiet          no messages on stderr\n"
             "  -h, --help           this text\n"
             "      --version        the version\n"
@@ -233,6 +240,10 @@ static const struct option longs[] = {
     { "join-timeout", required_argument, NULL, 'J' },
     { "ready-fd", required_argument, NULL, 'F' },
     { "recover", no_argument, NULL, 'r' },
+    { "restore", no_argument, NULL, 'O' },
+    { "checkpoint", required_argument, NULL, 'K' },
+    { "checkpoint-sync", no_argument, NULL, 'Y' },
+    { "generation", required_argument, NULL, 'G' },
     { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },
     { NULL, 0, NULL, 0 },
@@ -271,6 +282,13 @@ static int number_option(struct options *o, int c, const char *arg)
             return 2;
         }
         *(c == 'n' ? &o->nworkers : &o->threads) = (int)v;
+        return -1;
+    case 'G':
+        if (*end || end == arg || v < 0 || v > INT_MAX) {
+            fprintf(stderr, "kvsd: bad --generation '%s'\n", arg);
+            return 2;
+        }
+        o->generation = (int)v;
         return -1;
     default:                           /* 'H', 'R', 'F' */
         if (*end || end == arg || v < (c == 'H') || v > (c == 'F' ? INT_MAX : KVS__HOSTS_MAX)) {
@@ -345,6 +363,22 @@ static int parse_options(struct daemon *d, int argc, char **argv)
         case 'r':
             d->o.recover = 1;
             break;
+        case 'O':
+            d->o.restore = 1;
+            break;
+        case 'K':
+            if (optarg[0] != '/') {
+                fprintf(stderr, "kvsd: --checkpoint '%s' is not an absolute path\n", optarg);
+                return 2;
+            }
+            d->o.checkpoint = optarg;
+            break;
+        case 'Y':
+            d->o.checkpoint_sync = 1;
+            break;
+        case 'G':
+            rc = number_option(&d->o, c, optarg);
+            break;
         case 'C':
             d->o.coord = optarg;
             break;
@@ -383,6 +417,11 @@ static int check_options(struct options *o, int extra_args)
     if (o->nhosts > 1 && (!o->coord || !o->nworkers || o->host >= o->nhosts)) {
         fprintf(stderr, "kvsd: a job of %d hosts needs --coord, --workers and a --node-rank "
                 "below %d\n", o->nhosts, o->nhosts);
+        return 2;
+    }
+    if (o->nhosts > 1 && (o->recover || o->restore || o->checkpoint)) {
+        fprintf(stderr, "kvsd: recovery (--recover, --restore, --checkpoint) of a job across "
+                "hosts is not supported yet\n");
         return 2;
     }
     snprintf(o->net_job, sizeof o->net_job, "%s", o->job);
@@ -493,9 +532,17 @@ int main(int argc, char **argv)
         teardown(&d);
         return rc == -EBUSY ? 3 : 1;
     }
+    if ((rc = commits_start(&d, &e)) != 0) {
+        fprintf(stderr, "kvsd: %s\n", e.msg);
+        commits_stop(&d, 0);
+        teardown(&d);
+        return 1;
+    }
     if (join_hosts(&d) != 0)
         return 1;
     rc = run(&d);
+    /* Every worker left (not a signal, not a failure): the job is over. */
+    commits_stop(&d, !d.failed && d.nworkers > 0 && d.left == d.nworkers);
     teardown(&d);
     return rc;
 }

@@ -257,6 +257,7 @@ static void start(struct daemon *d, struct req *r, struct rounds_place *at, stru
         break;
     case KVS__OP_INIT:
     case KVS__OP_BARRIER:
+    case KVS__OP_COMMIT:
         colls_arrive(d, r);
         break;
     case KVS__OP_SET_OPTIMIZER:

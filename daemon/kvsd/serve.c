@@ -11,6 +11,7 @@
 #include "serve.h"
 #include "answers.h"
 #include "bridge.h"
+#include "collectives.h"
 #include "combined.h"
 #include "control.h"
 #include "job.h"
@@ -67,6 +68,8 @@ void serve_run(struct daemon *d)
             progress |= bridge_serve(d);
         while (rounds_serve_pending(d))
             progress = 1;
+        if (d->commit_waits)
+            colls_commit_check(d);
         answer_wake_workers(d);
         if (d->nworkers > 0 && connected >= d->nworkers && live == 0) {
             /* Across hosts a host owns keys that the others still push

@@ -270,6 +270,18 @@ int states_set_optimizer(struct daemon *d, const char *spec, const char *who, st
 
     if (cur && strcmp(cur, spec) == 0)
         return 0;
+    /* The same optimizer written otherwise (a restarted worker setting the
+     * one a snapshot restored) keeps its states too. */
+    if (cur) {
+        struct kvs__optim *o = NULL;
+        int same = kvs__optim_parse(spec, &o, e) == 0 && strcmp(kvs__optim_spec(o), cur) == 0;
+
+        kvs__optim_free(o);
+        e->code = 0;
+        e->msg[0] = '\0';
+        if (same)
+            return 0;
+    }
     if (cur && !(was = strdup(cur)))
         return kvs__fail(e, -ENOMEM, "kvsd: out of memory");
     if ((rc = kvs__engine_set_optimizer(d->eng, spec, e)) == 0) {

@@ -456,21 +456,37 @@ static void dist_close(kvs_t *kv)
     kvs__client_free(c);
     kv->client = NULL;
 }
+/* A collective like the barrier: kvsd answers once every worker asked
+ * with the same step and the snapshot is made; the step is then the one
+ * a restart resumes from. */
 static int dist_commit(kvs_t *kv, int64_t step, struct kvs__err *e)
 {
-    (void)kv;
-    (void)step;
-    return kvs__fail(e, KVS_ENOTSUP, "kvs_commit: not yet");
+    struct kvs__client *c = kv->client;
+    struct kvs__sqe req = { .op = KVS__OP_COMMIT, .arg = (uint64_t)step };
+    KVS__ONE_ANSWER(ans);
+    int rc;
+
+    if (step < 0)
+        return kvs__fail(e, KVS_EBADARG, "kvs_commit: step %lld is negative", (long long)step);
+    rc = kvs__client_run(kv, kvs__client_fill_from, &req, 1, 0, &ans, NULL, "kvs_commit", e);
+    if (rc == 0) {
+        pthread_mutex_lock(&c->lock);
+        c->resume_step = step;
+        pthread_mutex_unlock(&c->lock);
+    }
+    return rc;
 }
 
 static int dist_resume_step(kvs_t *kv, int64_t *step, struct kvs__err *e)
 {
-    (void)kv;
+    struct kvs__client *c = kv->client;
+
     (void)e;
-    *step = -1;
+    pthread_mutex_lock(&c->lock);
+    *step = c->resume_step;
+    pthread_mutex_unlock(&c->lock);
     return 0;
 }
-
 
 const struct kvs__store_ops kvs__dist_ops = {
     .concurrent = 1,

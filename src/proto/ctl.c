@@ -53,6 +53,7 @@ const char *kvs__ctl_command_name(int command)
     case KVS__CTL_STOP: return "stop";
     case KVS__CTL_SAMPLE: return "sample";
     case KVS__CTL_STATS_SHORT: return "stats-short";
+    case KVS__CTL_CHECKPOINT: return "checkpoint";
     default: return NULL;
     }
 }

@@ -21,6 +21,9 @@ enum kvs__ctl_command {
     KVS__CTL_SAMPLE = 5,    /* counters for programs (kvsctl top, stats --json), below */
     KVS__CTL_STATS_SHORT = 6,  /* stats without its listings per key (kvsctl stats
                                 * --short); a kvsd older than it refuses it as unknown */
+    KVS__CTL_CHECKPOINT = 7,   /* the last commit's snapshot written into kvsd's
+                                * --checkpoint DIR now; answered once it is on disk.
+                                * A kvsd older than it refuses it as unknown */
 };
 
 /* The text of a sample: lines of words split by single spaces, in this
@@ -74,7 +77,7 @@ struct kvs__ctl_reply {                /* kvsd -> kvsctl */
 #define KVS__CTL_REPLY_MAX     (KVS__CTL_REPLY_HEAD + KVS__CTL_TEXT_MAX)
 
 /* The command's name ("status", "keys", "stats", "stop", "sample",
- * "stats-short"), or NULL. */
+ * "stats-short", "checkpoint"), or NULL. */
 const char *kvs__ctl_command_name(int command);
 
 /* The bytes (1 to 4) of the character at s, of the n bytes there, when a

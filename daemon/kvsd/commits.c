@@ -1,0 +1,468 @@
+/*
+ * commits.c - the job's commits. When a commit's workers have all come
+ * and their pushes are applied (collectives.c decides), the engine's
+ * snapshot (store/snapshot.h) is written to <dir>/<job>.snap in kvsd's
+ * runtime dir, which outlives kvsd: the kvsd that kvsrun starts after a
+ * death (--restore) loads it, or, when it is gone, the newest valid one
+ * of the checkpoint directory. With --checkpoint DIR one thread of its
+ * own copies each commit's snapshot there durably, the two newest kept,
+ * so that the serve thread never waits on a disk unless told to
+ * (KVS_CHECKPOINT_SYNC=1, kvsctl checkpoint).
+ *
+ * The thread copies a hard link of the snapshot made at the commit
+ * (<dir>/<job>.snap.SEQ), never <job>.snap itself, which the next commit
+ * may replace while the copy runs; a link not copied yet when a newer
+ * commit comes is dropped (the newer one is what a restart needs).
+ *
+ * The serve thread makes commits and restores; the checkpoint thread
+ * touches only struct ckpt, under its mutex, and the files. It must never
+ * touch the engine, the rounds or the workers. A failed copy is said and
+ * counted, never fails the job: the snapshot in memory holds.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commits.h"
+#include "rounds.h"
+
+#include "store/snapshot.h"
+
+/* How long a commit with KVS_CHECKPOINT_SYNC, or kvsctl checkpoint, waits
+ * for the copy on disk, and the end of kvsd for the last one. */
+#define CKPT_WAIT_NS (600 * 1000000000ll)
+
+struct ckpt {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;                 /* CLOCK_MONOTONIC */
+    uint64_t want;                     /* the newest commit to copy, its link made; 0: none */
+    uint64_t tried;                    /* the newest commit whose copy ended, */
+    int tried_rc;                      /* and how */
+    uint64_t disk;                     /* the newest commit on disk */
+    uint64_t failures;
+    char msg[KVS__MSG_MAX];            /* the newest failure's */
+    int stop;
+    const struct daemon *d;            /* for say(), d->o and d->dir only */
+};
+
+static void link_path(const struct daemon *d, uint64_t seq, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s.%" PRIu64, d->snap_path, seq);
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static int64_t real_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static void *ckpt_thread(void *arg)
+{
+    struct ckpt *ck = arg;
+    const struct daemon *d = ck->d;
+
+    pthread_mutex_lock(&ck->mu);
+    for (;;) {
+        struct kvs__err e = { 0, "" };
+        char src[sizeof d->snap_path + 24];
+        uint64_t seq;
+        int rc;
+
+        while (!ck->stop && ck->want <= ck->tried)
+            pthread_cond_wait(&ck->cv, &ck->mu);
+        if (ck->want <= ck->tried)     /* stopping, nothing left to copy */
+            break;
+        seq = ck->want;
+        pthread_mutex_unlock(&ck->mu);
+        link_path(d, seq, src, sizeof src);
+        rc = kvs__ckpt_save(d->o.checkpoint, src, seq, &e);
+        unlink(src);
+        if (rc != 0)
+            say(d, "checkpoint of commit %" PRIu64 " into %s failed: %s (the commit holds in "
+                "memory; the job goes on)", seq, d->o.checkpoint, e.msg);
+        pthread_mutex_lock(&ck->mu);
+        ck->tried = seq;
+        ck->tried_rc = rc;
+        if (rc == 0) {
+            ck->disk = seq;
+        } else {
+            ck->failures++;
+            snprintf(ck->msg, sizeof ck->msg, "commit %" PRIu64 ": %s", seq, e.msg);
+        }
+        pthread_cond_broadcast(&ck->cv);
+    }
+    pthread_mutex_unlock(&ck->mu);
+    return NULL;
+}
+
+/* Hands commit seq's snapshot to the thread: a link of it made for the
+ * copy, the link of a commit not copied yet dropped. */
+static void ckpt_post(struct daemon *d, uint64_t seq)
+{
+    struct ckpt *ck = d->ck;
+    char path[sizeof d->snap_path + 24];
+
+    link_path(d, seq, path, sizeof path);
+    unlink(path);
+    if (link(d->snap_path, path) != 0) {
+        pthread_mutex_lock(&ck->mu);
+        ck->failures++;
+        snprintf(ck->msg, sizeof ck->msg, "commit %" PRIu64 ": no link for its copy: %s", seq,
+                 strerror(errno));
+        pthread_mutex_unlock(&ck->mu);
+        say(d, "checkpoint of commit %" PRIu64 " not made: %s: %s", seq, path, strerror(errno));
+        return;
+    }
+    pthread_mutex_lock(&ck->mu);
+    if (ck->want > ck->tried) {        /* not taken yet: the newer one replaces it */
+        char old[sizeof d->snap_path + 24];
+
+        link_path(d, ck->want, old, sizeof old);
+        unlink(old);
+    }
+    ck->want = seq;
+    pthread_cond_broadcast(&ck->cv);
+    pthread_mutex_unlock(&ck->mu);
+}
+
+/* Waits until the thread has ended commit seq's copy (or a newer one's):
+ * 0 when seq or newer is on disk, else the error. */
+static int ckpt_wait(struct daemon *d, uint64_t seq, struct kvs__err *e)
+{
+    struct ckpt *ck = d->ck;
+    int64_t end = mono_ns() + CKPT_WAIT_NS;
+    struct timespec ts = { end / 1000000000ll, end % 1000000000ll };
+    int rc = 0;
+
+    pthread_mutex_lock(&ck->mu);
+    while (ck->tried < seq && ck->want >= seq && rc == 0)
+        rc = pthread_cond_timedwait(&ck->cv, &ck->mu, &ts);
+    if (ck->disk >= seq)
+        rc = 0;
+    else if (rc == ETIMEDOUT)
+        rc = kvs__fail(e, KVS_ETIMEDOUT, "the checkpoint of commit %" PRIu64 " into %s is "
+                       "not done after %lld s", seq, d->o.checkpoint,
+                       CKPT_WAIT_NS / 1000000000ll);
+    else
+        rc = kvs__fail(e, ck->tried_rc ? ck->tried_rc : -EIO, "the checkpoint of commit "
+                       "%" PRIu64 " into %s failed: %s", seq, d->o.checkpoint,
+                       ck->msg[0] ? ck->msg : "no link for its copy");
+    pthread_mutex_unlock(&ck->mu);
+    return rc;
+}
+
+void commits_disk(const struct daemon *d, uint64_t *seq, uint64_t *failures, char *msg,
+                  size_t msg_len)
+{
+    struct ckpt *ck = d->ck;
+
+    *seq = *failures = 0;
+    if (msg_len)
+        msg[0] = '\0';
+    if (!ck)
+        return;
+    pthread_mutex_lock(&ck->mu);
+    *seq = ck->disk;
+    *failures = ck->failures;
+    if (msg_len)
+        snprintf(msg, msg_len, "%s", ck->msg);
+    pthread_mutex_unlock(&ck->mu);
+}
+
+/* ---- making a commit ---------------------------------------------------- */
+
+/* A key's rounds applied, for the snapshot (0: the key has no rounds yet). */
+static uint64_t key_rounds(void *ctx, const struct kvs__entry_info *info)
+{
+    const struct round *r = *info->front;
+
+    (void)ctx;
+    return r ? r->done : 0;
+}
+
+/* Keys kept on a GPU are not in a snapshot yet. */
+static int on_host(void *ctx, kvs_key_t key, const struct kvs__entry_info *info)
+{
+    struct kvs__err *e = ctx;
+    char ks[KVS_MAX_KEY_LEN + 8];
+
+    if (info->device == KVS_HOST)
+        return 0;
+    kvs__key_str(ks, sizeof ks, key);
+    return kvs__fail(e, KVS_ENOTSUP, "kvs_commit: key %s is kept on a GPU: commits of such "
+                     "keys are not supported yet", ks);
+}
+
+int commits_make(struct daemon *d, int64_t step, struct kvs__err *e)
+{
+    struct kvs__snap_meta m = { .step = step, .nworkers = d->total, .sync = d->sync,
+                                .seq = d->commit_seq + 1, .made_ns = real_ns() };
+    int64_t t0 = mono_ns();
+    uint64_t bytes = 0;
+    int rc;
+
+    if (d->nhosts > 1 || d->o.nhosts > 1)
+        return kvs__fail(e, KVS_ENOTSUP, "kvs_commit: commits of a job across hosts are not "
+                         "supported yet");
+    /* The rounds of keys the workers combine are in the combine area, not
+     * in the engine (a job with --recover combines none). */
+    if (d->cb_n > 0)
+        return kvs__fail(e, KVS_ENOTSUP, "kvs_commit: the workers combine the rounds of %zu "
+                         "keys, which a snapshot does not hold yet: run the job with "
+                         "KVS_COMBINE=0, or with kvsrun --restarts or --checkpoint", d->cb_n);
+    if ((rc = kvs__engine_foreach(d->eng, on_host, e, e)) != 0)
+        return rc;
+    snprintf(m.job, sizeof m.job, "%s", d->o.job);
+    if ((rc = kvs__snapshot_write(d->eng, &m, key_rounds, d, d->snap_path, 0, &bytes, e)) != 0)
+        return rc;
+    d->commit_seq = m.seq;
+    d->commit_ns = m.made_ns;
+    d->commit_bytes = bytes;
+    d->commit_took_ns = mono_ns() - t0;
+    d->resume_step = step;
+    d->restored_from[0] = '\0';
+    if (!d->ck)
+        return 0;
+    ckpt_post(d, m.seq);
+    if (d->o.checkpoint_sync && (rc = ckpt_wait(d, m.seq, e)) != 0) {
+        /* The commit holds in memory: said, counted, not failed. */
+        say(d, "%s", e->msg);
+        e->code = 0;
+        e->msg[0] = '\0';
+    }
+    return 0;
+}
+
+int commits_force(struct daemon *d, struct kvs__err *e)
+{
+    if (!d->ck)
+        return kvs__fail(e, KVS_EBADARG, "kvsd has no checkpoint directory (--checkpoint DIR)");
+    if (d->commit_seq == 0 || access(d->snap_path, R_OK) != 0)
+        return kvs__fail(e, KVS_ENOKEY, "no commit to write: the job has made none%s",
+                         d->restored_from[0] ? " since it was restored" : "");
+    pthread_mutex_lock(&d->ck->mu);
+    if (d->ck->disk >= d->commit_seq) {
+        pthread_mutex_unlock(&d->ck->mu);
+        return 0;                      /* on disk already */
+    }
+    /* A failed copy is tried again: the thread copies what is newer than
+     * what it tried. */
+    if (d->ck->tried >= d->commit_seq)
+        d->ck->tried = d->commit_seq - 1;
+    pthread_mutex_unlock(&d->ck->mu);
+    ckpt_post(d, d->commit_seq);
+    return ckpt_wait(d, d->commit_seq, e);
+}
+
+/* ---- a start from a snapshot -------------------------------------------- */
+
+/* A restored key: its rounds made as a first push or pull makes them,
+ * with the rounds the snapshot counted as applied. */
+static int key_made(void *ctx, const struct kvs__entry_info *info, uint64_t rounds,
+                    struct kvs__err *e)
+{
+    struct daemon *d = ctx;
+    kvs_key_t none = { 0 };
+    struct round *r = rounds_of(d, info, none);
+
+    if (!r)
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a restored key's rounds");
+    r->done = rounds;
+    r->restored = 1;
+    return 0;
+}
+
+static void passed_over(void *ctx, const char *path, const char *why)
+{
+    say(ctx, "restore: passing over %s: %s", path, why);
+}
+
+/* The snapshot to start from, or *s NULL: none. */
+static int find_snapshot(struct daemon *d, struct kvs__snapshot **s, char *from, size_t len,
+                         struct kvs__err *e)
+{
+    int rc = kvs__snapshot_open(d->snap_path, s, e);
+
+    if (rc == 0) {
+        snprintf(from, len, "%s", d->snap_path);
+        return 0;
+    }
+    if (rc != -ENOENT)
+        say(d, "restore: passing over %s: %s", d->snap_path, e->msg);
+    *s = NULL;
+    if (!d->o.checkpoint)
+        return 0;
+    e->code = 0;
+    e->msg[0] = '\0';
+    rc = kvs__ckpt_newest(d->o.checkpoint, s, from, len, passed_over, d, e);
+    if (rc == -ENOENT) {
+        *s = NULL;
+        return 0;
+    }
+    return rc;
+}
+
+/* A snapshot of another job is refused: what differs, in e. */
+static int same_job(const struct daemon *d, const struct kvs__snap_meta *m, const char *from,
+                    struct kvs__err *e)
+{
+    if (strcmp(m->job, d->o.job) != 0)
+        return kvs__fail(e, KVS_EBADARG, "restore: %s is a snapshot of job '%s', not '%s'",
+                         from, m->job, d->o.job);
+    if (d->o.nworkers && m->nworkers != d->o.nworkers)
+        return kvs__fail(e, KVS_EBADARG, "restore: %s is a snapshot of a job of %d workers, "
+                         "not %d (--workers)", from, (int)m->nworkers, d->o.nworkers);
+    if (m->nworkers < 1 || m->nworkers > MAX_WORKERS || (m->sync != 0 && m->sync != 1))
+        return kvs__fail(e, KVS_EBADARG, "restore: %s is a snapshot of %d workers in mode "
+                         "%d, which no kvsd job is", from, (int)m->nworkers, (int)m->sync);
+    return 0;
+}
+
+static int restore(struct daemon *d, struct kvs__err *e)
+{
+    struct kvs__snapshot *s = NULL;
+    const struct kvs__snap_meta *m;
+    char from[sizeof d->restored_from];
+    int rc;
+
+    if ((rc = find_snapshot(d, &s, from, sizeof from, e)) != 0)
+        return rc;
+    if (!s) {
+        say(d, "restore: no snapshot of job '%s' (%s%s%s): starting with an empty store",
+            d->o.job, d->snap_path, d->o.checkpoint ? ", " : "",
+            d->o.checkpoint ? d->o.checkpoint : "");
+        return 0;
+    }
+    m = kvs__snapshot_meta(s);
+    if ((rc = same_job(d, m, from, e)) != 0) {
+        kvs__snapshot_free(s);
+        return rc;
+    }
+    /* The job's size and mode are the snapshot's: workers of another are
+     * refused at their hello (accept.c), and the rounds need the size. */
+    d->nworkers = d->total = m->nworkers;
+    d->sync = m->sync;
+    if ((rc = kvs__snapshot_restore(d->eng, s, key_made, d, e)) != 0) {
+        kvs__snapshot_free(s);
+        say(d, "restore from %s failed", from);
+        return rc;
+    }
+    d->resume_step = m->step;
+    d->commit_seq = m->seq;
+    d->commit_ns = m->made_ns;
+    d->commit_bytes = kvs__snapshot_bytes(s);
+    snprintf(d->restored_from, sizeof d->restored_from, "%s", from);
+    say(d, "restored %zu keys from %s: step %lld, commit %" PRIu64 " of a %s job of %d "
+        "workers", kvs__snapshot_nkeys(s), from, (long long)m->step, m->seq,
+        m->sync ? "dist_sync" : "dist_async", (int)m->nworkers);
+    kvs__snapshot_free(s);
+    return 0;
+}
+
+/* Links of commits a kvsd that rolled back left uncopied, and a snapshot
+ * half written by a kvsd killed meanwhile (<job>.snap.tmp.PID): each holds
+ * up to a whole snapshot's memory. */
+static void drop_links(struct daemon *d)
+{
+    char prefix[KVS__JOB_MAX + 8], path[sizeof d->snap_path + 300];
+    DIR *dir = opendir(d->dir);
+    struct dirent *de;
+    size_t n;
+
+    if (!dir)
+        return;
+    n = (size_t)snprintf(prefix, sizeof prefix, "%s.snap.", d->o.job);
+    while ((de = readdir(dir)) != NULL) {
+        const char *tail = de->d_name + n;
+
+        if (strncmp(de->d_name, prefix, n) != 0)
+            continue;
+        if (strncmp(tail, "tmp.", 4) == 0)
+            tail += 4;
+        if (!*tail || strspn(tail, "0123456789") != strlen(tail))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", d->dir, de->d_name);
+        unlink(path);
+    }
+    closedir(dir);
+}
+
+int commits_start(struct daemon *d, struct kvs__err *e)
+{
+    const char *env = getenv("KVS_CHECKPOINT_SYNC");
+    int rc;
+
+    snprintf(d->snap_path, sizeof d->snap_path, "%s/%s.snap", d->dir, d->o.job);
+    if (env && strcmp(env, "1") == 0)
+        d->o.checkpoint_sync = 1;
+    drop_links(d);
+    if (d->o.restore && (rc = restore(d, e)) != 0)
+        return rc;
+    if (!d->o.checkpoint)
+        return 0;
+    if (!(d->ck = calloc(1, sizeof *d->ck)))
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory");
+    d->ck->d = d;
+    {
+        pthread_condattr_t ca;
+
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&d->ck->cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+    pthread_mutex_init(&d->ck->mu, NULL);
+    if ((rc = pthread_create(&d->ck->th, NULL, ckpt_thread, d->ck)) != 0) {
+        free(d->ck);
+        d->ck = NULL;
+        return kvs__fail(e, -rc, "cannot start the checkpoint thread: %s", strerror(rc));
+    }
+    return 0;
+}
+
+void commits_stop(struct daemon *d, int done)
+{
+    struct kvs__err e = { 0, "" };
+
+    if (d->ck) {
+        if (done && d->commit_seq && !d->restored_from[0] && ckpt_wait(d, d->commit_seq, &e))
+            say(d, "at exit: %s", e.msg);
+        pthread_mutex_lock(&d->ck->mu);
+        d->ck->stop = 1;
+        if (d->ck->want > d->ck->tried) {  /* not copied: dropped */
+            char old[sizeof d->snap_path + 24];
+
+            link_path(d, d->ck->want, old, sizeof old);
+            unlink(old);
+            d->ck->want = d->ck->tried;
+        }
+        pthread_cond_broadcast(&d->ck->cv);
+        pthread_mutex_unlock(&d->ck->mu);
+        pthread_join(d->ck->th, NULL);
+        pthread_mutex_destroy(&d->ck->mu);
+        pthread_cond_destroy(&d->ck->cv);
+        free(d->ck);
+        d->ck = NULL;
+    }
+    /* The job is over: its snapshot would only hold memory. */
+    if (done && d->snap_path[0])
+        unlink(d->snap_path);
+}

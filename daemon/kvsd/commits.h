@@ -1,0 +1,43 @@
+/*
+ * commits.h - the job's commits: the snapshot kvsd writes at each
+ * KVS__OP_COMMIT (in its runtime dir, <dir>/<job>.snap), the start from
+ * one (--restore), and the copies into a checkpoint directory that a
+ * thread of its own makes (--checkpoint DIR).
+ */
+#ifndef KVSD_COMMITS_H
+#define KVSD_COMMITS_H
+
+#include "daemon.h"
+
+/* At start-up, once the engine is made and before any worker comes: the
+ * snapshot's path; with --restore the last snapshot loaded into the
+ * engine (<dir>/<job>.snap, else the newest valid one of the checkpoint
+ * directory), its keys' rounds made; with --checkpoint the thread
+ * started. 0, or the error (said in e: a snapshot of another job, a
+ * snapshot that does not load). */
+int commits_start(struct daemon *d, struct kvs__err *e);
+
+/* The commit at step, every worker's pushes before it applied: the
+ * snapshot written, d->resume_step set, the copy into the checkpoint
+ * directory handed to the thread (and waited for with checkpoint_sync).
+ * 0, or the error (KVS_ENOTSUP: a key on a GPU, a job across hosts;
+ * -errno writing the file), which changes no earlier commit. Serve thread. */
+int commits_make(struct daemon *d, int64_t step, struct kvs__err *e);
+
+/* kvsctl checkpoint: the last commit's snapshot copied into the
+ * checkpoint directory now, durably; returns once it is there. 0, or the
+ * error (no --checkpoint, no commit yet, the write's). Serve thread. */
+int commits_force(struct daemon *d, struct kvs__err *e);
+
+/* What kvsctl status shows of the copies on disk: the newest seq copied
+ * (0: none), the failed copies, and the newest failure's message (may be
+ * NULL: msg[0] then ""). Any thread. */
+void commits_disk(const struct daemon *d, uint64_t *seq, uint64_t *failures, char *msg,
+                  size_t msg_len);
+
+/* At exit: with done (every worker left), the copy of the last commit is
+ * waited for and the snapshot file removed (the job is over); the thread
+ * joined either way. */
+void commits_stop(struct daemon *d, int done);
+
+#endif

@@ -1,0 +1,170 @@
+#!/bin/sh
+# Description: kvsd's commits and roll back, kvsd started by hand: a
+# commit in dist_sync and dist_async with sgd's momentum; the snapshot in
+# the runtime dir; a worker killed makes kvsd --recover exit 75 naming it
+# and the step; kvsd --restore gives new workers the step, the committed
+# values and the same next update as a run not interrupted, bit for bit;
+# steps that differ fail the commit; --checkpoint DIR keeps two snapshots,
+# a restore reads DIR when the runtime dir has none, passing over a
+# corrupt one; a snapshot of another job is refused; kvsctl status and
+# checkpoint.
+set -u
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/distlib.sh
+. "$(dirname "$0")/distlib.sh"
+commit="$bld/tests/dist_commit"
+kvsctl="$bld/daemon/kvsctl/kvsctl"
+snaps="$XDG_RUNTIME_DIR/kvs"
+# snap N: the name of commit N's snapshot in a checkpoint directory.
+snap() { printf 'snap-%020d.kvs' "$1"; }
+
+# kvsd_bg JOB LOG KVSD-OPTIONS...: kvsd of 2 workers, its stderr in LOG.
+kvsd_bg() {
+    j=$1 log=$2
+    shift 2
+    "$kvsd" --job "$j" -n 2 "$@" 2>"$log" &
+    kvsd_pid=$!
+}
+
+# workers JOB SCENARIO TYPE: ranks 0 and 1 in the background ($w0, $w1).
+workers() {
+    KVS_TEST_DIR=$work/$1 KVS_JOB=$1 KVS_RANK=0 KVS_NUM_WORKERS=2 KVS_TIMEOUT=$((30 * slow)) \
+        timeout $((60 * slow)) "$commit" "$2" "$3" &
+    w0=$!
+    KVS_TEST_DIR=$work/$1 KVS_JOB=$1 KVS_RANK=1 KVS_NUM_WORKERS=2 KVS_TIMEOUT=$((30 * slow)) \
+        timeout $((60 * slow)) "$commit" "$2" "$3" &
+    w1=$!
+}
+
+# both_ok: 0 when both workers exit 0.
+both_ok() {
+    wait "$w0"; s0=$?
+    wait "$w1"; s1=$?
+    [ "$s0" -eq 0 ] && [ "$s1" -eq 0 ] || { echo "# workers exited $s0 $s1"; return 1; }
+}
+
+# kvsd_exit WANT: 0 when kvsd exits WANT within 30 s (times $slow).
+kvsd_exit() {
+    if ! wait_for 300 gone "$kvsd_pid"; then
+        echo "# kvsd still runs: killed"
+        kill -KILL "$kvsd_pid" 2>/dev/null
+    fi
+    wait "$kvsd_pid"
+    ks=$?
+    [ "$ks" -eq "$1" ] || { echo "# kvsd exited $ks, expected $1"; return 1; }
+}
+
+for type in dist_sync dist_async; do
+    name="kt-$$-$type"
+    ckpt="$work/ckpt-$type"
+    mkdir -p "$work/$name" "$ckpt"
+    opts=""
+    [ $type = dist_sync ] && opts="--checkpoint $ckpt --checkpoint-sync"
+
+    # A run that commits at steps 2, 4, 6; then rank 1 killed.
+    # shellcheck disable=SC2086
+    kvsd_bg "$name" "$work/$name.kvsd1" --recover $opts
+    wait_for 50 test -S "$snaps/$name.sock"
+    workers "$name" run $type
+    wait_for 300 test -f "$work/$name/ready.0" && wait_for 300 test -f "$work/$name/ready.1"
+    tap $? "$type: three commits, then both workers ready"
+    test -s "$snaps/$name.snap"
+    tap $? "$type: the snapshot is in the runtime dir"
+
+    "$kvsctl" -j "$name" status >"$work/$name.status" 2>&1
+    grep -q "^last commit: step 6, commit 3, " "$work/$name.status" \
+        && grep -q "^generation: 0 " "$work/$name.status"
+    tap $? "$type: kvsctl status shows the last commit and the generation"
+    if [ $type = dist_sync ]; then
+        [ "$(ls "$ckpt" | tr '\n' ' ')" = "$(snap 2) $(snap 3) " ]
+        tap $? "$type: --checkpoint-sync: the two newest commits on disk"
+        "$kvsctl" -j "$name" checkpoint >"$work/$name.ckpt" 2>&1 \
+            && grep -q "^commit 3 (step 6) is on disk in $ckpt" "$work/$name.ckpt"
+        tap $? "$type: kvsctl checkpoint"
+    else
+        "$kvsctl" -j "$name" checkpoint >"$work/$name.ckpt" 2>&1
+        [ $? -eq 1 ] && grep -q "no checkpoint directory" "$work/$name.ckpt"
+        tap $? "$type: kvsctl checkpoint without --checkpoint: an error"
+    fi
+
+    kill -9 "$(cat "$work/$name/ready.1")"
+    kvsd_exit 75
+    s=$?
+    grep -q "worker rank 1 (pid [0-9]*) died: rolling back to the last commit, step 6" \
+        "$work/$name.kvsd1"
+    tap $((s + $?)) "$type: a worker killed: kvsd --recover exits 75, naming it and the step"
+    kill -9 "$(cat "$work/$name/ready.0")"
+    wait "$w0" "$w1" 2>/dev/null
+    test -s "$snaps/$name.snap" && ! test -S "$snaps/$name.sock"
+    tap $? "$type: the snapshot stays, the socket goes"
+
+    # Restored: the committed values, then the same next update. Files a
+    # killed kvsd may leave (a half-written snapshot, a link for a copy)
+    # are removed.
+    echo x >"$snaps/$name.snap.tmp.99999"
+    echo x >"$snaps/$name.snap.9"
+    # shellcheck disable=SC2086
+    kvsd_bg "$name" "$work/$name.kvsd2" --recover --restore $opts
+    wait_for 50 test -S "$snaps/$name.sock"
+    ! test -e "$snaps/$name.snap.tmp.99999" && ! test -e "$snaps/$name.snap.9"
+    tap $? "$type: a killed kvsd's half-written snapshot and links are removed"
+    workers "$name" resume $type
+    both_ok
+    s=$?
+    kvsd_exit 0
+    s=$((s + $?))
+    grep -q "restored 1 keys from $snaps/$name.snap: step 6, commit 3" "$work/$name.kvsd2"
+    tap $((s + $?)) "$type: --restore: the step, the committed values, the same next update"
+    ! test -e "$snaps/$name.snap"
+    tap $? "$type: every worker left: the snapshot is removed"
+done
+
+# The runtime dir has no snapshot: the newest of DIR (the resumed run's commit, step 7).
+name="kt-$$-dist_sync"
+ckpt="$work/ckpt-dist_sync"
+[ "$(ls "$ckpt" | tr '\n' ' ')" = "$(snap 3) $(snap 4) " ]
+tap $? "dist_sync: the resumed run's commit copied too, two kept"
+kvsd_bg "$name" "$work/$name.kvsd3" --recover --restore --checkpoint "$ckpt"
+wait_for 50 test -S "$snaps/$name.sock"
+KVS_TEST_STEP=7 workers "$name" step dist_sync
+both_ok
+s=$?
+kvsd_exit 0
+grep -q "restored 1 keys from $ckpt/$(snap 4): step 7" "$work/$name.kvsd3"
+tap $((s + $? + ks)) "restore from DIR when the runtime dir has no snapshot"
+
+# A corrupt newest in DIR: the one before it, and the corrupt one named.
+printf 'garbage' | dd of="$ckpt/$(snap 4)" bs=1 seek=100 conv=notrunc 2>/dev/null
+kvsd_bg "$name" "$work/$name.kvsd4" --recover --restore --checkpoint "$ckpt"
+wait_for 50 test -S "$snaps/$name.sock"
+KVS_TEST_STEP=6 workers "$name" step dist_sync
+both_ok
+s=$?
+kvsd_exit 0
+grep -q "passing over $ckpt/$(snap 4)" "$work/$name.kvsd4" \
+    && grep -q "restored 1 keys from $ckpt/$(snap 3): step 6" "$work/$name.kvsd4"
+tap $((s + $? + ks)) "a corrupt newest snapshot in DIR: the previous one, the corrupt one said"
+
+# A snapshot of another job: refused, exit 1, what differs named.
+"$kvsd" --job "kt-$$-other" -n 2 --restore --checkpoint "$ckpt" 2>"$work/other.err"
+s=$?
+[ $s -eq 1 ] && grep -q "is a snapshot of job '$name', not 'kt-$$-other'" "$work/other.err"
+tap $? "a snapshot of another job: refused"
+"$kvsd" --job "$name" -n 3 --restore --checkpoint "$ckpt" 2>"$work/size.err"
+s=$?
+[ $s -eq 1 ] && grep -q "a snapshot of a job of 2 workers, not 3" "$work/size.err"
+tap $? "a snapshot of a job of another size: refused"
+
+# Steps that differ fail the commit for all; workers that then leave
+# with kvs_close are no deaths: kvsd --recover exits 0.
+name="kt-$$-badstep"
+mkdir -p "$work/$name"
+kvsd_bg "$name" "$work/$name.kvsd" --recover
+wait_for 50 test -S "$snaps/$name.sock"
+workers "$name" badstep dist_sync
+both_ok
+s=$?
+kvsd_exit 0
+tap $((s + $?)) "commits of differing steps: KVS_EBADARG naming the ranks; clean leaves are no deaths"
+dist_done
