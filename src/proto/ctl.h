@@ -21,6 +21,10 @@ enum kvs__ctl_command {
     KVS__CTL_SAMPLE = 5,    /* counters for programs (kvsctl top, stats --json), below */
     KVS__CTL_STATS_SHORT = 6,  /* stats without its listings per key (kvsctl stats
                                 * --short); a kvsd older than it refuses it as unknown */
+    KVS__CTL_GONE = 8,      /* kvsrun: rank `rank` of this host has ended (`code`: its exit
+                             * code as a shell gives it, 0 a success); one that never
+                             * connected counts as left (0) or failed (else) at once, one
+                             * that did is left to its socket */
 };
 
 /* The text of a sample: lines of words split by single spaces, in this
@@ -55,6 +59,8 @@ struct kvs__ctl_request {              /* kvsctl -> kvsd, first message */
     uint32_t version;                  /* KVS__PROTO_VERSION */
     uint8_t command;                   /* enum kvs__ctl_command */
     char job[KVS__JOB_MAX + 1];        /* the job kvsctl means; kvsd checks it is its own */
+    int32_t rank, code;                /* KVS__CTL_GONE's: a global rank >= 0 and an exit
+                                        * code 0..255; zero for every other command */
 };
 
 /* Text of a reply: at most KVS__CTL_TEXT_MAX bytes of UTF-8 without NUL,
@@ -74,7 +80,7 @@ struct kvs__ctl_reply {                /* kvsd -> kvsctl */
 #define KVS__CTL_REPLY_MAX     (KVS__CTL_REPLY_HEAD + KVS__CTL_TEXT_MAX)
 
 /* The command's name ("status", "keys", "stats", "stop", "sample",
- * "stats-short"), or NULL. */
+ * "stats-short", "gone"), or NULL. */
 const char *kvs__ctl_command_name(int command);
 
 /* The bytes (1 to 4) of the character at s, of the n bytes there, when a
