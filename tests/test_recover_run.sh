@@ -11,7 +11,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/kvsrunlib.sh
 . "$(dirname "$0")/kvsrunlib.sh"
-kvsrun_start 9
+kvsrun_start 10
 kvsctl=$top_builddir/daemon/kvsctl/kvsctl
 rworker=$top_builddir/tests/recover_worker
 log=$rt/workers.log
@@ -66,6 +66,22 @@ if ! grep -q 'kvsd (pid [0-9]*) was killed by signal 9 (Killed): restart 1 of 1'
     fail "no line for kvsd's restart"
 fi
 report "a killed kvsd is restarted, the workers are left alone, the job exits 0"
+
+next_job
+: > "$log"
+# Both ranks die on their first lives at once; their replacements must
+# find the one new kvsd ("^[^ ]*kvsd": not a pgrep of the other rank).
+kvsr 60 -n 2 --restarts 2 sh -c 'if [ "$KVS_RESTART_COUNT" = 0 ]; then touch '"$log"'.$KVS_RANK;
+        while [ ! -e '"$log"'.0 ] || [ ! -e '"$log"'.1 ]; do sleep 0.01; done; kill -KILL $$; fi;
+    echo "$KVS_RANK $(pgrep -f -- "^[^ ]*kvsd --job $KVS_JOB -n")" >> '"$log"'; sleep 0.5'
+expect_rc 0
+if [ "$(wc -l < "$log")" -ne 2 ] || [ "$(cut -d' ' -f2 "$log" | sort -u | wc -l)" -ne 1 ]; then
+    fail "the replacements saw kvsd as '$(tr '\n' ' ' < "$log")', not one same kvsd"
+fi
+if ! grep -q "kvsrun: restarts: rank 0: 1, rank 1: 1, kvsd's own: 0" "$out"; then
+    fail "no summary of one restart per rank"
+fi
+report "two workers that die at once make one kvsd restart"
 
 # ---- --stall-timeout ----------------------------------------------------
 
