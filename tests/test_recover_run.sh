@@ -11,7 +11,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/kvsrunlib.sh
 . "$(dirname "$0")/kvsrunlib.sh"
-kvsrun_start 10
+kvsrun_start 11
 kvsctl=$top_builddir/daemon/kvsctl/kvsctl
 rworker=$top_builddir/tests/recover_worker
 log=$rt/workers.log
@@ -82,6 +82,22 @@ if ! grep -q "kvsrun: restarts: rank 0: 1, rank 1: 1, kvsd's own: 0" "$out"; the
     fail "no summary of one restart per rank"
 fi
 report "two workers that die at once make one kvsd restart"
+
+next_job
+# SIGTERM to kvsrun while rank 1 keeps dying: the job ends, restarts or not.
+timeout -k 5 $((60 * slow)) "$kvsrun" -j "$j" -n 2 --restarts 100 sh -c \
+    'if [ "$KVS_RANK" = 1 ]; then kill -KILL $$; fi; sleep 30' >> "$out" 2>&1 &
+kp=$!
+bg="$bg $kp"
+kr_start=$(now_ms)
+sleep 0.5
+kill -TERM "$kp"
+wait "$kp"
+rc=$?
+took=$(($(now_ms) - kr_start))
+case $rc in 137 | 143) ;; *) fail "exit status $rc, not 137 or 143" ;; esac
+expect_within 15000
+report "a stop signal ends a job that recovers, even in the middle of a restart"
 
 # ---- --stall-timeout ----------------------------------------------------
 

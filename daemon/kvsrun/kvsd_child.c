@@ -287,6 +287,7 @@ int start_kvsd(struct run *r)
     }
     r->kvsd = pid;
     r->kvsd_done = r->kvsd_told = r->kvsd_up = 0;
+    r->kvsd_started = kvs__now_ns();
     deadline = kvs__now_ns() + wait_ns;
     for (;;) {
         if (pipefd[0] >= 0 ? (ready = read_ready(r, pipefd[0], line, &got, sizeof line)) > 0

@@ -92,6 +92,8 @@ struct run {
     int kvsd_restarts, gen;            /* kvsd's own restarts; kvsd starts after the first */
     int npending;                      /* workers whose replacement is due */
     int64_t death_at;                  /* the first death of the recovery due; 0: none */
+    int64_t last_death;                /* the last worker's death seen */
+    int64_t kvsd_started;              /* when the kvsd kvsrun started last was forked */
     int64_t longest_ns;                /* the longest recovery, death to kvsd serving */
     unsigned kvsd_has;                 /* KVSD_HAS_*: the options kvsd's --help lists */
     int gone_off;                      /* kvsd did not answer a gone: ask no more */
@@ -144,8 +146,9 @@ int exit_code(int status);
 /* The stop signals kvsrun takes over, through a signalfd. 0, or -errno. */
 int setup_signals(struct run *r);
 
-/* Reads every pending signal, passing stop signals on to the workers.
- * Returns the last stop signal read, 0 when none came. */
+/* Reads every pending signal, passing stop signals on to the workers;
+ * one starts the stop. Returns the last stop signal read, 0 when none
+ * came. */
 int take_signals(struct run *r);
 
 /* Sleeps until a signal comes or deadline_ns passes, SLICE_MS at most. */
@@ -199,7 +202,8 @@ int end_kvsd_now(struct run *r);
 /* ---- restart.c: a job that recovers ------------------------------------- */
 
 /* Does the recovery due: the kvsd ended, a new one serving, the dead
- * workers replaced; or, with restarts used up, the job's failure begun. */
+ * workers replaced; or, with restarts used up or the job stopping, the
+ * restarts due dropped (said) and the job's failure begun. */
 void recover(struct run *r);
 
 /* The restarts of the job, in one line, when any happened. */

@@ -24,28 +24,41 @@
 #include "shm/ring.h"
 #include "proto/hello.h"
 
-/* The job cannot recover: it fails as any job does, with exit code code. */
+/* The job cannot recover: it fails as any job does. Its exit code is
+ * that of the first failure before (a worker's death not restarted
+ * counts), else code when above 0. */
 static void give_up(struct run *r, int code)
 {
-    for (int i = 0; i < r->nstarted; i++)
+    char what[128];
+
+    for (int i = 0; i < r->nstarted; i++) {
+        if (!r->w[i].pending)
+            continue;
         r->w[i].pending = 0;
+        describe(what, sizeof what, r->w[i].status);
+        fprintf(stderr, "kvsrun: rank %d (pid %ld) %s; not restarted: the job ends\n", i,
+                (long)r->w[i].pid, what);
+        if (r->first_status < 0)
+            r->first_status = exit_code(r->w[i].status);
+    }
     r->npending = 0;
     r->kvsd_lost = 0;
     r->death_at = 0;
-    if (r->first_status < 0)
+    if (r->first_status < 0 && code > 0)
         r->first_status = code;
     begin_stop(r, kvs__now_ns() + r->o.grace_ns);
 }
 
 /* When kvsd ended by itself with no worker's death seen, it may be the
  * death kvsd saw first (status 75: a worker's socket closed before the
- * worker could be reaped): give the deaths OWN_EXIT_NS to show. Then 1
- * when the kvsd's end is its own fault. */
+ * worker could be reaped): give the deaths OWN_EXIT_NS to show. A death
+ * seen since this kvsd started, its worker replaced already, explains it
+ * too. Then 1 when the kvsd's end is its own fault. */
 static int kvsd_own_fault(struct run *r)
 {
     int64_t deadline = kvs__now_ns() + OWN_EXIT_NS;
 
-    if (r->npending)
+    if (r->npending || r->last_death >= r->kvsd_started)
         return 0;
     if (WIFEXITED(r->kvsd_status) && WEXITSTATUS(r->kvsd_status) == KVS__KVSD_EXIT_ROLLBACK) {
         while (!r->npending && kvs__now_ns() < deadline) {
@@ -63,6 +76,10 @@ void recover(struct run *r)
     pid_t old_kvsd = r->kvsd;
     int64_t served;
 
+    if (r->stopping) {                 /* the job ends: no restart */
+        give_up(r, 0);
+        return;
+    }
     if (end_kvsd_now(r) != 0) {
         give_up(r, 1);
         return;
@@ -70,7 +87,7 @@ void recover(struct run *r)
     kvsd_status = r->kvsd_status;
     own = r->kvsd_lost && kvsd_own_fault(r);
     if (r->stopping) {                 /* a failure or a signal came meanwhile */
-        give_up(r, 1);
+        give_up(r, 0);
         return;
     }
     if (own && r->kvsd_restarts >= r->o.restarts) {

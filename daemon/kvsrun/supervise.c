@@ -94,6 +94,7 @@ int restart_worker_due(struct run *r, int i)
     r->w[i].pending = 1;
     r->npending++;
     note_death(r);
+    r->last_death = kvs__now_ns();
     return 1;
 }
 
@@ -182,7 +183,7 @@ void reap(struct run *r)
 
 /* Reads every pending signal. A stop signal goes on to the workers' groups
  * at once (the workers are not in kvsrun's group, so a terminal's ^C
- * reaches them only this way). Returns the last stop signal read, 0 when
+ * reaches them only this way), and starts the stop. Returns the last stop signal read, 0 when
  * none came. */
 int take_signals(struct run *r)
 {
@@ -197,6 +198,9 @@ int take_signals(struct run *r)
         signal_workers(r, sig);
         last = sig;
     }
+    /* Whichever wait it came in (a recovery's too), the job ends. */
+    if (last && !r->stopping)
+        begin_stop(r, kvs__now_ns() + r->o.grace_ns);
     return last;
 }
 

@@ -40,7 +40,7 @@ int supervise(struct run *r)
         if (take_signals(r) && !r->stopping)
             begin_stop(r, kvs__now_ns() + r->o.grace_ns);
         reap(r);
-        if ((r->npending || r->kvsd_lost) && !r->stopping)
+        if (r->npending || r->kvsd_lost)
             recover(r);
         tell_ended(r);
         if (r->nlive == 0 && (r->npending == 0 || r->stopping))
