@@ -286,7 +286,7 @@ int start_kvsd(struct run *r)
         return 1;
     }
     r->kvsd = pid;
-    r->kvsd_done = r->kvsd_told = r->kvsd_up = 0;
+    r->kvsd_done = r->kvsd_told = r->kvsd_up = r->gone_off = 0;
     r->kvsd_started = kvs__now_ns();
     deadline = kvs__now_ns() + wait_ns;
     for (;;) {

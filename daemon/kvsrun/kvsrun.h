@@ -96,7 +96,7 @@ struct run {
     int64_t kvsd_started;              /* when the kvsd kvsrun started last was forked */
     int64_t longest_ns;                /* the longest recovery, death to kvsd serving */
     unsigned kvsd_has;                 /* KVSD_HAS_*: the options kvsd's --help lists */
-    int gone_off;                      /* kvsd did not answer a gone: ask no more */
+    int gone_off;                      /* this kvsd did not answer a gone: ask no more */
     int64_t next_poll;                 /* --stall-timeout's next look at kvsd's waits */
 };
 
