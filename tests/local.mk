@@ -27,8 +27,7 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_kvsrun.sh tests/test_dist_remote.sh tests/test_hosts_netns.sh \
 	tests/test_dist_device.sh tests/test_top.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
 	tests/test_timeline.sh tests/test_kvsctl.sh tests/test_kvsctl_plan.sh tests/test_dist_kvsd.sh tests/test_quickstart.sh \
-	tests/test_dist_rows.sh tests/test_hosts_rows.sh tests/test_hosts_bytes.sh \
-	tests/test_recover_run.sh
+	tests/test_dist_rows.sh tests/test_hosts_rows.sh tests/test_hosts_bytes.sh
 # MXNet's nightly dist_sync_kvstore.py, ported.
 TESTS += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh
 EXTRA_DIST += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh
@@ -228,6 +227,9 @@ endif
 endif
 tests_dist_worker_SOURCES = tests/dist_worker.c tests/distutil.h
 tests_dist_worker_LDADD = src/libkvs.la -lm
+# kvsrun --restarts, --stall-timeout, workers that never connect.
+TESTS += tests/test_recover_run.sh
+EXTRA_DIST += tests/test_recover_run.sh
 check_PROGRAMS += tests/recover_worker
 tests_recover_worker_SOURCES = tests/recover_worker.c
 tests_recover_worker_LDADD = src/libkvs.la
@@ -247,7 +249,6 @@ tests_dist_training_LDADD = src/libkvs.la -lm -lpthread
 # (scripts/test also runs it under libFuzzer when clang has it).
 tests_fuzz_proto_CFLAGS = $(AM_CFLAGS) -DKVS_FUZZ_MAIN
 tests_fuzz_proto_LDADD = src/libkvs_core.la
-EXTRA_DIST += tests/test_recover_run.sh
 EXTRA_DIST += tests/test_quickstart.sh tests/cmocka-tap.sh tests/test_dist.sh tests/test_hosts.sh \
 	tests/test_kvsrun.sh tests/test_kvsctl.sh tests/test_top.sh tests/test_fuzz.sh tests/test_python.sh \
 	tests/test_python_rows.sh tests/test_python_torch.sh \
