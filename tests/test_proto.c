@@ -495,7 +495,7 @@ static void test_ctl_request_roundtrip(void **state)
     assert_string_equal(kvs__ctl_command_name(KVS__CTL_STATS_SHORT), "stats-short");
     assert_string_equal(kvs__ctl_command_name(KVS__CTL_CHECKPOINT), "checkpoint");
     assert_null(kvs__ctl_command_name(0));
-    assert_null(kvs__ctl_command_name(KVS__CTL_CHECKPOINT + 1));
+    assert_null(kvs__ctl_command_name(KVS__CTL_GONE + 1));
 
     /* gone carries a rank and an exit code; no other command does. */
     assert_string_equal(kvs__ctl_command_name(KVS__CTL_GONE), "gone");
