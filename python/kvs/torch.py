@@ -127,6 +127,8 @@ class Trainer:
         else:
             self._init_keys()
         self._restarts = kv._restarts   # the store's roll backs when its keys were set up
+        self._stepped = False         # a step() since the keys were set up
+        self._initial = None          # the initial weights, while a roll back may need them
         # Dense gradients accumulate in store buffers; sparse ones where
         # autograd puts them. A parameter with no gradient yet gets its
         # buffer with its first dense gradient (_gradients): until then its
@@ -280,6 +282,7 @@ class Trainer:
                 raise TypeError('step() needs batch_size when the store runs the optimizer')
             if batch_size <= 0:
                 raise ValueError('batch_size must be positive, not %r' % (batch_size,))
+        self._stepped = True
         dense, sparse = self._kinds()
         rows, self._rows = self._rows, {}
         try:
@@ -423,27 +426,37 @@ class Trainer:
         raises ValueError."""
         self._need_store_updates('commit')
         self.kv.commit(step)
+        self._initial = None          # a roll back now goes to a commit
 
     def resume(self):
         """Brings the parameters to the store's last commit and returns its
         step; the loop continues from that step + 1. Call it at start (a
         replacement worker that kvsrun started after a death resumes too)
-        and after kvs.Restart from any call. Step -1: nothing committed;
-        in a store that rolled back, which is then empty, the keys are
-        initialised again as at creation (rank 0's parameters as they are
-        then win) and the optimizer set; else nothing changes. Step >= 0:
-        every parameter's value is pulled from the store. Either way every
-        gradient is zeroed, so that a step that a roll back cut short starts
-        clean. Without the store's optimizer only step -1 can be resumed
-        (ValueError otherwise)."""
+        and after kvs.Restart from any call. Step >= 0: every parameter's
+        value is pulled from the store. Step -1, nothing committed: in a
+        store that rolled back, which is then empty, the keys are set up
+        again as at creation (rank 0's values win) and the optimizer set;
+        else nothing changes. Either way every gradient is zeroed, so that
+        a step that a roll back cut short starts clean. Called before the
+        first step, it keeps a copy of the initial weights until the first
+        commit, so that a roll back before that starts over from them, as
+        a run without faults did. Without the store's optimizer only step
+        -1 can be resumed (ValueError otherwise)."""
         step = self.kv.resume_step()
         if step >= 0:
             self._need_store_updates('resume')
         self._rows = {}
         if step >= 0:
             self.kv.pull(self.keys, out=self._data)
+            self._initial = None
         elif self.kv._restarts != self._restarts:
+            if self._initial is not None:
+                for d, v in zip(self._data, self._initial):
+                    d.copy_(v)
             self._init_keys()
+            self._stepped = False
+        elif not self._stepped and self._initial is None and self._store_updates:
+            self._initial = [d.clone() for d in self._data]
         self._restarts = self.kv._restarts
         self.zero_grad()
         return step

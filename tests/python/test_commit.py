@@ -139,6 +139,37 @@ def test_trainer_made_on_a_committed_store_resumes(kv):
 
 
 @needs_torch
+def test_trainer_starts_over_after_a_roll_back_before_any_commit(kv):
+    """A roll back before the first commit empties the store: resume() sets
+    it up again from the initial weights it kept (resumed before the first
+    step), and the steps redone give the weights of a run without it."""
+    ref_net = _net(0)
+    with kvs.create('local') as ref_kv:
+        ref = kvs.torch.Trainer(ref_net.parameters(), ref_kv, kvs.optimizer.SGD(0.1, momentum=0.9))
+        for i in range(4):
+            _step(ref_net, ref, i)
+    net = _net(0)
+    tr = kvs.torch.Trainer(net.parameters(), kv, kvs.optimizer.SGD(0.1, momentum=0.9))
+    assert tr.resume() == -1
+    for i in range(2):
+        _step(net, tr, i)
+    # What a dist store's handle is after kvsd rolled back to no commit: a
+    # store without keys, and a roll back counted (the Restart raised).
+    emptied = kvs.create('local')
+    emptied._restarts = kv._restarts + 1
+    tr.kv = emptied
+    assert tr.resume() == -1
+    step = -1
+    for i in range(step + 1, 4):
+        _step(net, tr, i)
+    for a, b in zip(_values(net), _values(ref_net)):
+        assert torch.equal(a, b)
+    tr.commit(3)                               # from now a roll back goes to a commit
+    assert tr._initial is None
+    emptied.close()
+
+
+@needs_torch
 def test_trainer_without_optimizer_does_not_commit(kv):
     net = _net(0)
     tr = kvs.torch.Trainer(net.parameters(), kv)
