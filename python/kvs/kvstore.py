@@ -200,8 +200,9 @@ class KVStore:
     torch tensors, CPU or CUDA (a CUDA tensor is read and written on its
     GPU); inputs that are not C-contiguous are copied, outputs
     must be writable and C-contiguous. Failures of the C library raise
-    KVSError; wrong Python types raise TypeError and wrong values
-    ValueError, before anything changes.
+    KVSError (kvs.Restart when the job rolled back to its last commit:
+    see commit and resume_step); wrong Python types raise TypeError and
+    wrong values ValueError, before anything changes.
     """
 
     def __init__(self, name='local'):

@@ -22,6 +22,7 @@ STEPS, EVERY = 30, 5                      # a commit after steps 4, 9, 14, ...
 KILL_AT = {'after_commit': 14, 'before_commit': 2}
 SPEC = 'sgd lr=0.1 momentum=0.9'
 N = 8
+SLOW = int(os.environ.get('KVS_TEST_SLOW', '1'))
 
 
 def gradient(step, rank):
@@ -43,9 +44,9 @@ def kvsrun_with_restarts():
 def run(kvsrun, marker, api, kill_at):
     cmd = [kvsrun, '-n', '2', '--restarts', '2', sys.executable, os.path.abspath(__file__),
            marker, api, str(kill_at)]
-    env = dict(os.environ, KVS_TIMEOUT='60')
+    env = dict(os.environ, KVS_TIMEOUT=str(60 * SLOW))
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          timeout=180, env=env)
+                          timeout=180 * SLOW, env=env)
     out = proc.stdout.decode(errors='replace')
     assert proc.returncode == 0, 'kvsrun exited %d:\n%s' % (proc.returncode, out)
     finals = dict((int(r), json.loads(v)) for r, v in
