@@ -25,3 +25,7 @@ EXTRA_DIST += bench/peers/mpi_allreduce.c bench/peers/tcp_floor.c bench/peers/to
 noinst_PROGRAMS += bench/bench_rows
 bench_bench_rows_SOURCES = bench/bench_rows.c bench/bench.h bench/kvsd_pid.h
 bench_bench_rows_LDADD = src/libkvs.la -lm
+# scripts/bench's recover step: commits, and recovery from a worker's and kvsd's death.
+noinst_PROGRAMS += bench/bench_recover
+bench_bench_recover_SOURCES = bench/bench_recover.c bench/bench.h bench/kvsd_pid.h
+bench_bench_recover_LDADD = src/libkvs.la -lm

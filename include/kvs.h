@@ -584,8 +584,11 @@ KVS_API int kvs_barrier(kvs_t *kv);
  * its pushes and pulls of that step; it returns when kvsd holds the snapshot
  * (in shared memory, so that it outlives kvsd; with kvsrun --checkpoint DIR
  * also written to disk, see doc/recovery.md). In-process stores keep the
- * snapshot in the process. Errors: KVS_EBADARG (NULL kv, step < 0, steps
- * that differ), KVS_ERESTART, and those of every wait. */
+ * last snapshot in the process (nothing rolls them back; kvs_resume_step
+ * then reports its step); a failed commit keeps the one before. Errors:
+ * KVS_EBADARG (NULL kv, step < 0, steps that differ), KVS_ENOTSUP (a key
+ * whose value the store keeps on a GPU, named in the detail), -ENOMEM,
+ * KVS_ERESTART, and those of every wait. */
 KVS_API int kvs_commit(kvs_t *kv, int64_t step);
 
 /* The step of the snapshot this handle's store holds: that of the last

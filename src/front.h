@@ -80,6 +80,10 @@ struct kvs {
     uint64_t *placed;                  /* device, nccl: bytes of values placed on each GPU */
     struct kvs__nccl *nccl;            /* nccl: its communicators */
     struct kvs__bufs bufs;             /* local types: kvs_array_alloc's (addresses) */
+    uint8_t *snap;                     /* local types: the last commit's snapshot image */
+    size_t snap_len;
+    int64_t committed;                 /* local types: its step, -1 before any */
+    uint64_t commits;                  /* local types: commits made, the snapshot's seq */
     struct kvs__client *client;        /* dist types */
 };
 

@@ -35,7 +35,7 @@ src_libkvs_core_la_SOURCES = \
 	src/store/statefile_codec.c src/store/statefile_codec.h \
 	src/store/statefile_rec.c src/store/statefile_rec.h \
 	src/store/statefile.c src/store/statefile.h \
-	src/store/snapshot.h \
+	src/store/snapshot.c src/store/snapshot.h \
 	src/store/nccl_reduce.c src/store/nccl_reduce.h \
 	src/proto/head.c src/proto/head.h \
 	src/proto/hello.c src/proto/hello.h \

@@ -28,6 +28,11 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_dist_device.sh tests/test_top.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
 	tests/test_timeline.sh tests/test_kvsctl.sh tests/test_kvsctl_plan.sh tests/test_dist_kvsd.sh tests/test_quickstart.sh \
 	tests/test_dist_rows.sh tests/test_hosts_rows.sh tests/test_hosts_bytes.sh
+# Recovery: the kill loop (scripts/chaos, short) over tests/recover_train.
+EXTRA_DIST += tests/test_recover_loop.sh
+check_PROGRAMS += tests/recover_train
+tests_recover_train_SOURCES = tests/recover_train.c
+tests_recover_train_LDADD = src/libkvs.la
 # MXNet's nightly dist_sync_kvstore.py, ported.
 TESTS += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh
 EXTRA_DIST += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh
@@ -56,7 +61,7 @@ unit_tests = tests/test_array tests/test_pool tests/test_optim tests/test_statef
 	tests/test_compress tests/test_ring tests/test_shm tests/test_proto tests/test_slots \
 	tests/test_raw tests/test_api tests/test_api_pushpull tests/test_api_update \
 	tests/test_mxnet tests/test_threads tests/test_buffers tests/test_spec tests/test_sum \
-	tests/test_wire tests/test_shard tests/test_rows
+	tests/test_wire tests/test_shard tests/test_rows tests/test_snapshot
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 test_cflags = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
@@ -72,6 +77,8 @@ tests_test_optim_LDADD = $(test_core_ldadd)
 tests_test_statefile_SOURCES = tests/test_statefile.c tests/optimutil.h
 tests_test_statefile_CFLAGS = $(test_cflags)
 tests_test_statefile_LDADD = $(test_core_ldadd)
+tests_test_snapshot_CFLAGS = $(test_cflags)
+tests_test_snapshot_LDADD = $(test_core_ldadd)
 tests_test_compress_CFLAGS = $(test_cflags)
 tests_test_compress_LDADD = $(test_core_ldadd)
 tests_test_ring_CFLAGS = $(test_cflags)
@@ -220,6 +227,9 @@ tests_test_device_rows_CPPFLAGS = $(AM_CPPFLAGS) $(standin_paths)
 tests_test_device_rows_CFLAGS = $(test_cflags)
 tests_test_device_rows_LDADD = $(test_api_ldadd) -ldl
 EXTRA_tests_test_device_rows_DEPENDENCIES = tests/standin/libkvs_standin.la tests/standin/libkvs-cuda.la
+# test_snapshot's commit of a key on a (stand-in) GPU.
+tests_test_snapshot_CPPFLAGS = $(AM_CPPFLAGS) $(standin_paths)
+EXTRA_tests_test_snapshot_DEPENDENCIES = tests/standin/libkvs_standin.la tests/standin/libkvs-cuda.la
 # The GPU benchmark's own code, run against the stand-in (its numbers mean
 # nothing there), and its skip without a runtime.
 TESTS += tests/test_bench_gpu.sh

@@ -56,10 +56,11 @@ int kvs__snapshot_encode(struct kvs__engine *eng, const struct kvs__snap_meta *m
  * an opaque image, mapped or in memory. */
 struct kvs__snapshot;
 
-/* Reads path, or takes len bytes at img (copied), and checks them; what
- * names the image in messages. Nothing of the caller changes. Errors:
- * KVS_ECORRUPT (truncated, a bad checksum, another format or version, a bad
- * record), -errno, -ENOMEM. */
+/* Maps path read-only (the mapping stays in the snapshot: a big store's
+ * file is not copied into memory), or takes len bytes at img (copied), and
+ * checks them; what names the image in messages. Nothing of the caller
+ * changes. Errors: KVS_ECORRUPT (truncated, a bad checksum, another format
+ * or version, a bad record), -errno, -ENOMEM. */
 int kvs__snapshot_open(const char *path, struct kvs__snapshot **out, struct kvs__err *e);
 int kvs__snapshot_from(const uint8_t *img, size_t len, const char *what,
                        struct kvs__snapshot **out, struct kvs__err *e);
@@ -79,8 +80,10 @@ int kvs__snapshot_restore(struct kvs__engine *eng, const struct kvs__snapshot *s
 
 /* Copies the snapshot file src (a checked one, e.g. kvsd's in shared
  * memory) into dir as snap-SEQ.kvs, durably (new file, fsync, rename, fsync
- * of dir), then removes every snap-*.kvs of dir but the two newest.
- * Errors: -errno (-ENOSPC: nothing of dir changes but a removed temp file). */
+ * of dir), then removes every snap-*.kvs of dir but the two newest and
+ * the one written (SEQ should grow across restarts: the newest is the
+ * highest). Errors: -errno (-ENOSPC: nothing of dir changes but a removed
+ * temp file). */
 int kvs__ckpt_save(const char *dir, const char *src, uint64_t seq, struct kvs__err *e);
 
 /* Opens the newest snapshot of dir that checks whole. A newer one that does

@@ -2,8 +2,9 @@
  * statefile_codec.h - the bytes of a state file (statefile_codec.c): its
  * little-endian fields, its CRC-32C, a writer that checksums what it puts
  * into a file or into memory, and a reader that never reads past the end.
- * For statefile.c (the file) and statefile_rec.c (a record); nothing else
- * includes it.
+ * For statefile.c (the file), statefile_rec.c (a record) and snapshot.c
+ * (a store's snapshot, which holds a state file's bytes); the tests of
+ * those aside, nothing else includes it.
  */
 #ifndef KVS_STATEFILE_CODEC_H
 #define KVS_STATEFILE_CODEC_H

@@ -1,0 +1,994 @@
+/*
+ * snapshot.c - a store's snapshot (snapshot.h): every key of an engine
+ * with its value and round count, the optimizer's spec and states, and the
+ * job's step, as one checksummed image; written to a file (a new file
+ * renamed over the old), or to memory; read back (a file is mapped, not
+ * copied) and checked whole; restored into an empty engine; and copied
+ * into a checkpoint directory that keeps the two newest.
+ *
+ * It owns the snapshot format (below); the optimizer states inside are a
+ * state file's bytes, engine_states.c's and statefile.c's to make and to
+ * check. It must never trust a byte it reads: every length is checked
+ * against the bytes left before it is used, nothing is allocated by a size
+ * read before that size is known to fit, and a file failing a check is
+ * KVS_ECORRUPT, never a crash. It must never leave a half-written file at
+ * the path it was asked to write, nor a temporary file beside it. It never
+ * holds a whole image in memory to write a file: values go from the
+ * engine's memory into the file.
+ *
+ * Format 1. Integers are little-endian, written byte by byte; values are
+ * their elements' bytes, little-endian (the only hosts kvs builds on).
+ *
+ *   8   magic "KVSSNAPS"
+ *   4   format version (1)
+ *   4   flags (0)
+ *   8   step (>= 0)
+ *   4   length of the job's name (0..64), then its bytes
+ *   4   nworkers (>= 1)
+ *   4   sync (-1, 0, 1)
+ *   8   seq
+ *   8   made_ns
+ *   4   length of the optimizer's spec (0: none; up to 64 KiB), then its bytes
+ *   8   number of keys; then each key, in kvs__engine_foreach's order:
+ *       1   kind: 0 int, 1 string
+ *       8   int key: its id; string key: 4 length (0..KVS_MAX_KEY_LEN), bytes
+ *       4   dtype
+ *       4   ndim (0..KVS_MAX_NDIM), then ndim extents of 8 bytes each
+ *       8   round count
+ *       8   value bytes (the shape's elements times the dtype's size),
+ *           then the value
+ *   8   length of the optimizer states (0: none), then a state file's bytes
+ *   4   CRC-32C of every byte before it
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE                    /* copy_file_range */
+#endif
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store/snapshot.h"
+#include "store/statefile_codec.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "snapshot.c writes values as they lie in memory: little-endian hosts only"
+#endif
+
+#define SN_MAGIC "KVSSNAPS"
+#define SN_MAGIC_LEN 8
+#define SN_VERSION 1u
+#define SN_JOB_MAX 64
+#define SN_SPEC_MAX 65536u
+/* magic, version, flags, step, job, nworkers, sync, seq, made_ns, spec,
+ * key count, states length, CRC */
+#define SN_FILE_MIN (SN_MAGIC_LEN + 4 + 4 + 8 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 4)
+/* The smallest key record: a string key of no bytes, a scalar of none. */
+#define SN_KEY_MIN (1 + 4 + 4 + 4 + 8 + 8)
+#define SN_COPY_BUF ((size_t)1 << 20)
+
+struct kvs__snapshot {
+    struct kvs__snap_meta meta;
+    const uint8_t *img;                /* the whole image, len bytes */
+    size_t len;
+    int mapped;                        /* munmap img, else free it */
+    char *what;                        /* names the image in messages */
+    char *spec;                        /* NULL: none */
+    size_t nkeys;
+    size_t keys_off;                   /* where the first key record starts */
+    const uint8_t *states;             /* a state file's bytes; NULL: none */
+    size_t states_len;
+};
+
+/* One key record, as read: name and value point into the image. */
+struct rec {
+    kvs_key_t key;                     /* name: NULL for an int key, else below */
+    char name[KVS_MAX_KEY_LEN + 1];
+    kvs_dtype_t dtype;
+    int ndim;
+    int64_t shape[KVS_MAX_NDIM];
+    uint64_t rounds;
+    const uint8_t *value;
+    size_t bytes;
+};
+
+/* ---- Writing --------------------------------------------------------- */
+
+struct put_ctx {
+    struct kvs__sf_writer *w;
+    kvs__snap_rounds_fn rounds;
+    void *ctx;
+    uint64_t size;                     /* the survey's: bytes of the key records */
+    struct kvs__err *e;
+};
+
+static int key_fail(struct kvs__err *e, int code, kvs_key_t key, const char *why)
+{
+    char ks[KVS_MAX_KEY_LEN + 8];
+
+    kvs__key_str(ks, sizeof ks, key);
+    return kvs__fail(e, code, "snapshot: key %s %s", ks, why);
+}
+
+static uint64_t rec_size(kvs_key_t key, const struct kvs__entry_info *info)
+{
+    uint64_t n = 1 + (key.name ? 4 + strlen(key.name) : 8) + 4 + 4 + 8 * (uint64_t)info->ndim
+                 + 8 + 8;
+    return n + info->bytes;
+}
+
+/* Before anything is written: every value must be in host memory. */
+static int survey_key(void *arg, kvs_key_t key, const struct kvs__entry_info *info)
+{
+    struct put_ctx *c = arg;
+
+    if (info->device != KVS_HOST)
+        return key_fail(c->e, KVS_ENOTSUP, key,
+                        "has its value on a GPU; snapshots take host values only");
+    c->size += rec_size(key, info);
+    return 0;
+}
+
+static int put_key(void *arg, kvs_key_t key, const struct kvs__entry_info *info)
+{
+    struct put_ctx *c = arg;
+    struct kvs__sf_writer *w = c->w;
+
+    if (info->device != KVS_HOST)      /* the survey saw none; the engine did not change */
+        return key_fail(c->e, KVS_ENOTSUP, key, "has its value on a GPU");
+    if (key.name) {
+        size_t n = strlen(key.name);
+        kvs__sf_u8(w, 1);
+        kvs__sf_u32(w, (uint32_t)n);
+        kvs__sf_put(w, key.name, n);
+    } else {
+        kvs__sf_u8(w, 0);
+        kvs__sf_u64(w, (uint64_t)key.id);
+    }
+    kvs__sf_u32(w, (uint32_t)info->dtype);
+    kvs__sf_u32(w, (uint32_t)info->ndim);
+    for (int d = 0; d < info->ndim; d++)
+        kvs__sf_u64(w, (uint64_t)info->shape[d]);
+    kvs__sf_u64(w, c->rounds ? c->rounds(c->ctx, info) : 0);
+    kvs__sf_u64(w, info->bytes);
+    if (info->bytes)
+        kvs__sf_put(w, info->value, info->bytes);
+    /* A failed write stops the walk at once: the rest would be wasted. */
+    return w->err;
+}
+
+/* What an image needs besides its keys, gathered before a byte is
+ * written: the spec and the states image (*states malloc'd), and the key
+ * records' size. */
+struct prep {
+    const char *spec;
+    uint8_t *states;
+    size_t states_len;
+    uint64_t keys_size;
+    size_t nkeys;
+};
+
+static int prepare(struct kvs__engine *eng, const struct kvs__snap_meta *meta, struct prep *p,
+                   struct kvs__err *e)
+{
+    struct put_ctx c = { .e = e };
+    int rc;
+
+    memset(p, 0, sizeof *p);
+    if (!eng || !meta)
+        return kvs__fail(e, KVS_EBADARG, "snapshot: %s is NULL", eng ? "meta" : "engine");
+    if (meta->step < 0)
+        return kvs__fail(e, KVS_EBADARG, "snapshot: step %" PRId64 " < 0", meta->step);
+    if (strnlen(meta->job, sizeof meta->job) > SN_JOB_MAX)
+        return kvs__fail(e, KVS_EBADARG, "snapshot: job name longer than %d bytes",
+                         SN_JOB_MAX);
+    if (meta->nworkers < 1 || meta->sync < -1 || meta->sync > 1)
+        return kvs__fail(e, KVS_EBADARG, "snapshot: nworkers %" PRId32 ", sync %" PRId32,
+                         meta->nworkers, meta->sync);
+    p->spec = kvs__engine_optimizer(eng);
+    if (p->spec && strlen(p->spec) > SN_SPEC_MAX)
+        return kvs__fail(e, KVS_EBADARG, "snapshot: optimizer spec longer than %u bytes",
+                         SN_SPEC_MAX);
+    if ((rc = kvs__engine_foreach(eng, survey_key, &c, e)) != 0)
+        return rc;
+    p->keys_size = c.size;
+    p->nkeys = kvs__engine_nkeys(eng);
+    if (p->spec && (rc = kvs__engine_encode_states(eng, NULL, NULL, &p->states,
+                                                   &p->states_len, e)) != 0)
+        return rc;
+    return 0;
+}
+
+static uint64_t image_size(const struct prep *p, const struct kvs__snap_meta *meta)
+{
+    return SN_FILE_MIN + strnlen(meta->job, sizeof meta->job)
+           + (p->spec ? strlen(p->spec) : 0) + p->keys_size + p->states_len;
+}
+
+/* The whole image into w, its CRC last; a write failure is in w->err, a
+ * walk's other failure returned. */
+static int put_image(struct kvs__sf_writer *w, struct kvs__engine *eng,
+                     const struct kvs__snap_meta *meta, const struct prep *p,
+                     kvs__snap_rounds_fn rounds, void *ctx, struct kvs__err *e)
+{
+    struct put_ctx c = { .w = w, .rounds = rounds, .ctx = ctx, .e = e };
+    size_t jlen = strnlen(meta->job, sizeof meta->job);
+    uint8_t trailer[4];
+    int rc;
+
+    kvs__sf_put(w, SN_MAGIC, SN_MAGIC_LEN);
+    kvs__sf_u32(w, SN_VERSION);
+    kvs__sf_u32(w, 0);
+    kvs__sf_u64(w, (uint64_t)meta->step);
+    kvs__sf_u32(w, (uint32_t)jlen);
+    kvs__sf_put(w, meta->job, jlen);
+    kvs__sf_u32(w, (uint32_t)meta->nworkers);
+    kvs__sf_u32(w, (uint32_t)meta->sync);
+    kvs__sf_u64(w, meta->seq);
+    kvs__sf_u64(w, (uint64_t)meta->made_ns);
+    kvs__sf_u32(w, p->spec ? (uint32_t)strlen(p->spec) : 0);
+    if (p->spec)
+        kvs__sf_put(w, p->spec, strlen(p->spec));
+    kvs__sf_u64(w, p->nkeys);
+    rc = kvs__engine_foreach(eng, put_key, &c, e);
+    if (rc != 0 && rc != w->err)
+        return rc;
+    kvs__sf_u64(w, p->states_len);
+    if (p->states_len)
+        kvs__sf_put(w, p->states, p->states_len);
+    kvs__le32_put(trailer, w->crc);
+    kvs__sf_put(w, trailer, sizeof trailer);
+    kvs__sf_flush(w);
+    return 0;
+}
+
+int kvs__snapshot_encode(struct kvs__engine *eng, const struct kvs__snap_meta *meta,
+                         kvs__snap_rounds_fn rounds, void *ctx, uint8_t **out, size_t *len,
+                         struct kvs__err *e)
+{
+    struct kvs__sf_writer w = { .fd = -1 };
+    struct prep p;
+    uint64_t size;
+    int rc;
+
+    if (!out || !len)
+        return kvs__fail(e, KVS_EBADARG, "snapshot: output is NULL");
+    if ((rc = prepare(eng, meta, &p, e)) != 0)
+        goto out;
+    size = image_size(&p, meta);
+    /* The exact size at once: no doubling of a big store's image. */
+    if (size > SIZE_MAX || !(w.mem = malloc((size_t)size))
+        || !(w.buf = malloc(KVS__SF_WRITE_BUF))) {
+        rc = kvs__fail(e, -ENOMEM, "snapshot: out of memory for %" PRIu64 " bytes", size);
+        goto out;
+    }
+    w.mem_cap = (size_t)size;
+    if ((rc = put_image(&w, eng, meta, &p, rounds, ctx, e)) != 0)
+        goto out;
+    if (w.err) {
+        rc = kvs__fail(e, w.err, "snapshot: out of memory for %" PRIu64 " bytes", size);
+        goto out;
+    }
+    *out = w.mem;
+    *len = w.mem_len;
+    w.mem = NULL;
+out:
+    free(w.mem);
+    free(w.buf);
+    free(p.states);
+    return rc;
+}
+
+static int fsync_retry(int fd)
+{
+    while (fsync(fd) != 0)
+        if (errno != EINTR)
+            return -errno;
+    return 0;
+}
+
+/* Makes a rename in dir durable. */
+static int fsync_dir(const char *dir, struct kvs__err *e)
+{
+    int fd, rc;
+
+    do
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        rc = -errno;
+        return kvs__fail(e, rc, "cannot open directory '%s' to sync it: %s", dir,
+                         kvs_strerror(rc));
+    }
+    rc = fsync_retry(fd);
+    close(fd);
+    /* Some file systems cannot sync a directory and say so; the file
+     * itself is synced, which is all they offer. */
+    if (rc == -EINVAL || rc == -ENOTSUP)
+        rc = 0;
+    if (rc != 0)
+        kvs__fail(e, rc, "cannot sync directory '%s': %s", dir, kvs_strerror(rc));
+    return rc;
+}
+
+static int fsync_dir_of(const char *path, struct kvs__err *e)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir;
+    int rc;
+
+    if (!slash)
+        return fsync_dir(".", e);
+    if (slash == path)
+        return fsync_dir("/", e);
+    if (!(dir = strndup(path, (size_t)(slash - path))))
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    rc = fsync_dir(dir, e);
+    free(dir);
+    return rc;
+}
+
+/* A new file named tmp, exclusively (a stale one of an earlier process of
+ * this pid is removed first). */
+static int create_tmp(const char *tmp, struct kvs__err *e)
+{
+    int fd, rc;
+
+    unlink(tmp);
+    do
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        rc = -errno;
+        return kvs__fail(e, rc, "cannot create '%s': %s", tmp, kvs_strerror(rc));
+    }
+    return fd;
+}
+
+/* Syncs (durable) and closes fd, the file tmp, renames it to path and
+ * syncs the directory (durable). On failure fd is closed, tmp is the
+ * caller's to remove. */
+static int finish_file(int fd, const char *tmp, const char *path, int durable,
+                       struct kvs__err *e)
+{
+    int rc;
+
+    if (durable && (rc = fsync_retry(fd)) != 0) {
+        close(fd);
+        return kvs__fail(e, rc, "cannot sync '%s': %s", tmp, kvs_strerror(rc));
+    }
+    /* Not retried on EINTR: Linux has closed the descriptor by then. */
+    rc = close(fd) != 0 ? -errno : 0;
+    if (rc != 0 && rc != -EINTR)
+        return kvs__fail(e, rc, "cannot close '%s': %s", tmp, kvs_strerror(rc));
+    if (rename(tmp, path) != 0) {
+        rc = -errno;
+        return kvs__fail(e, rc, "cannot rename '%s' to '%s': %s", tmp, path,
+                         kvs_strerror(rc));
+    }
+    return 0;
+}
+
+static char *tmp_name(const char *path)
+{
+    size_t n = strlen(path) + 32;
+    char *tmp = malloc(n);
+
+    if (tmp)
+        snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    return tmp;
+}
+
+int kvs__snapshot_write(struct kvs__engine *eng, const struct kvs__snap_meta *meta,
+                        kvs__snap_rounds_fn rounds, void *ctx, const char *path,
+                        int durable, uint64_t *bytes, struct kvs__err *e)
+{
+    struct kvs__sf_writer w = { .fd = -1 };
+    struct prep p;
+    char *tmp = NULL;
+    int rc, renamed = 0;
+
+    if (!path || !path[0])
+        return kvs__fail(e, KVS_EBADARG, "snapshot: %s path", path ? "empty" : "NULL");
+    if ((rc = prepare(eng, meta, &p, e)) != 0)
+        goto out;
+    if (!(tmp = tmp_name(path)) || !(w.buf = malloc(KVS__SF_WRITE_BUF))) {
+        rc = kvs__fail(e, -ENOMEM, "snapshot: out of memory");
+        goto out;
+    }
+    if ((w.fd = create_tmp(tmp, e)) < 0) {
+        rc = w.fd;
+        w.fd = -1;
+        goto out;
+    }
+    if ((rc = put_image(&w, eng, meta, &p, rounds, ctx, e)) != 0)
+        goto out;
+    if (w.err) {
+        rc = kvs__fail(e, w.err, "cannot write '%s': %s", tmp, kvs_strerror(w.err));
+        goto out;
+    }
+    rc = finish_file(w.fd, tmp, path, durable, e);
+    w.fd = -1;
+    if (rc != 0)
+        goto out;
+    renamed = 1;
+    if (bytes)
+        *bytes = image_size(&p, meta);
+    /* The new file is in place; a failure here only means the rename might
+     * not survive a power cut, which the caller still hears of. */
+    if (durable)
+        rc = fsync_dir_of(path, e);
+out:
+    if (w.fd >= 0)
+        close(w.fd);
+    if (tmp && !renamed)
+        unlink(tmp);
+    free(tmp);
+    free(w.buf);
+    free(p.states);
+    return rc;
+}
+
+/* ---- Reading --------------------------------------------------------- */
+
+static int corrupt(struct kvs__err *e, const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int corrupt(struct kvs__err *e, const char *what, const char *fmt, ...)
+{
+    char msg[KVS__ERR_MSG_MAX];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return kvs__fail(e, KVS_ECORRUPT, "%s (snapshot '%s')", msg, what);
+}
+
+/* The next key record of r into *k; prev_kind: that of the records
+ * before (-1: none). */
+static int read_key(struct kvs__sf_reader *r, size_t i, int prev_kind, struct rec *k,
+                    const char *what, struct kvs__err *e)
+{
+    uint8_t kind;
+    uint32_t u, ndim;
+    uint64_t v, count = 1, bytes;
+    const uint8_t *p;
+
+    if (kvs__sf_get_u8(r, &kind) != 0)
+        return corrupt(e, what, "key record %zu truncated", i);
+    if (kind > 1 || (prev_kind >= 0 && kind != prev_kind))
+        return corrupt(e, what, "key record %zu: bad key kind %u", i, kind);
+    if (kind == 0) {
+        if (kvs__sf_get_u64(r, &v) != 0)
+            return corrupt(e, what, "key record %zu truncated", i);
+        k->key = KVS_INT_KEY((int64_t)v);
+    } else {
+        if (kvs__sf_get_u32(r, &u) != 0 || u > KVS_MAX_KEY_LEN || !(p = kvs__sf_take(r, u))
+            || memchr(p, 0, u))
+            return corrupt(e, what, "key record %zu: bad or truncated key name", i);
+        memcpy(k->name, p, u);
+        k->name[u] = '\0';
+        k->key = KVS_STR_KEY(k->name);
+    }
+    if (kvs__sf_get_u32(r, &u) != 0 || kvs__sf_get_u32(r, &ndim) != 0)
+        return corrupt(e, what, "key record %zu truncated", i);
+    if (u > KVS_UINT8 || ndim > KVS_MAX_NDIM)
+        return corrupt(e, what, "key record %zu: dtype %" PRIu32 ", ndim %" PRIu32, i, u,
+                       ndim);
+    k->dtype = (kvs_dtype_t)u;
+    k->ndim = (int)ndim;
+    for (uint32_t d = 0; d < ndim; d++) {
+        if (kvs__sf_get_u64(r, &v) != 0)
+            return corrupt(e, what, "key record %zu truncated", i);
+        if (v > INT64_MAX || __builtin_mul_overflow(count, v, &count))
+            return corrupt(e, what, "key record %zu: extent %" PRIu64, i, v);
+        k->shape[d] = (int64_t)v;
+    }
+    if (kvs__sf_get_u64(r, &k->rounds) != 0 || kvs__sf_get_u64(r, &bytes) != 0)
+        return corrupt(e, what, "key record %zu truncated", i);
+    if (__builtin_mul_overflow(count, (uint64_t)kvs_dtype_size(k->dtype), &v) || v != bytes)
+        return corrupt(e, what, "key record %zu: %" PRIu64 " value bytes for its shape", i,
+                       bytes);
+    if (bytes > r->left || !(k->value = kvs__sf_take(r, (size_t)bytes)))
+        return corrupt(e, what, "key record %zu: value truncated", i);
+    k->bytes = (size_t)bytes;
+    return 0;
+}
+
+/* Checks the image of s (img, len set) whole and fills in the rest. */
+static int parse(struct kvs__snapshot *s, struct kvs__err *e)
+{
+    const uint8_t *img = s->img;
+    const char *what = s->what;
+    struct kvs__sf_reader r;
+    struct kvs__snap_meta *m = &s->meta;
+    uint32_t u, flags, stored, computed;
+    uint64_t v;
+    const uint8_t *p;
+    int kind = -1;
+    struct rec *k;
+    int rc = 0;
+
+    if (s->len < SN_FILE_MIN)
+        return corrupt(e, what, "%zu bytes, too short for a snapshot", s->len);
+    if (memcmp(img, SN_MAGIC, SN_MAGIC_LEN) != 0)
+        return corrupt(e, what, "not a snapshot (bad magic)");
+    if ((u = kvs__le32_get(img + SN_MAGIC_LEN)) != SN_VERSION)
+        return corrupt(e, what, "format version %" PRIu32 ", this build reads version %u", u,
+                       SN_VERSION);
+    stored = kvs__le32_get(img + s->len - 4);
+    computed = kvs__crc32c(0, img, s->len - 4);
+    if (stored != computed)
+        return corrupt(e, what, "checksum mismatch (stored %08" PRIx32 ", computed %08" PRIx32
+                       "): damaged or truncated", stored, computed);
+    r.p = img + SN_MAGIC_LEN + 4;
+    r.left = s->len - SN_MAGIC_LEN - 4 - 4;
+    memset(m, 0, sizeof *m);
+    if (kvs__sf_get_u32(&r, &flags) != 0 || kvs__sf_get_u64(&r, &v) != 0)
+        return corrupt(e, what, "truncated in the header");
+    if (flags != 0)
+        return corrupt(e, what, "unknown flags %08" PRIx32, flags);
+    if (v > INT64_MAX)
+        return corrupt(e, what, "step %" PRIu64, v);
+    m->step = (int64_t)v;
+    if (kvs__sf_get_u32(&r, &u) != 0 || u > SN_JOB_MAX || !(p = kvs__sf_take(&r, u))
+        || memchr(p, 0, u))
+        return corrupt(e, what, "bad or truncated job name");
+    memcpy(m->job, p, u);
+    m->job[u] = '\0';
+    if (kvs__sf_get_u32(&r, &u) != 0)
+        return corrupt(e, what, "truncated in the header");
+    m->nworkers = (int32_t)u;
+    if (kvs__sf_get_u32(&r, &u) != 0)
+        return corrupt(e, what, "truncated in the header");
+    m->sync = (int32_t)u;
+    if (m->nworkers < 1 || m->sync < -1 || m->sync > 1)
+        return corrupt(e, what, "nworkers %" PRId32 ", sync %" PRId32, m->nworkers, m->sync);
+    if (kvs__sf_get_u64(&r, &m->seq) != 0 || kvs__sf_get_u64(&r, &v) != 0)
+        return corrupt(e, what, "truncated in the header");
+    m->made_ns = (int64_t)v;
+    if (kvs__sf_get_u32(&r, &u) != 0 || u > SN_SPEC_MAX || !(p = kvs__sf_take(&r, u))
+        || memchr(p, 0, u))
+        return corrupt(e, what, "bad or truncated optimizer spec");
+    if (u > 0) {
+        if (!(s->spec = malloc((size_t)u + 1)))
+            return kvs__fail(e, -ENOMEM, "out of memory");
+        memcpy(s->spec, p, u);
+        s->spec[u] = '\0';
+    }
+    if (kvs__sf_get_u64(&r, &v) != 0)
+        return corrupt(e, what, "truncated before the key count");
+    if (v > r.left / SN_KEY_MIN)
+        return corrupt(e, what, "%" PRIu64 " keys cannot fit in the file", v);
+    s->nkeys = (size_t)v;
+    s->keys_off = (size_t)(r.p - img);
+    if (!(k = malloc(sizeof *k)))
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < s->nkeys && rc == 0; i++) {
+        rc = read_key(&r, i, kind, k, what, e);
+        kind = k->key.name ? 1 : 0;
+    }
+    free(k);
+    if (rc != 0)
+        return rc;
+    if (kvs__sf_get_u64(&r, &v) != 0 || v != r.left)
+        return corrupt(e, what, "optimizer states' length does not match the file's");
+    if (v > 0 && !s->spec)
+        return corrupt(e, what, "optimizer states without an optimizer");
+    s->states_len = (size_t)v;
+    s->states = v ? kvs__sf_take(&r, (size_t)v) : NULL;
+    return 0;
+}
+
+static int snapshot_new(const char *what, struct kvs__snapshot **out, struct kvs__err *e)
+{
+    struct kvs__snapshot *s = calloc(1, sizeof *s);
+
+    if (!s || !(s->what = strdup(what ? what : "(memory)"))) {
+        free(s);
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    }
+    *out = s;
+    return 0;
+}
+
+int kvs__snapshot_open(const char *path, struct kvs__snapshot **out, struct kvs__err *e)
+{
+    struct kvs__snapshot *s;
+    struct stat st;
+    void *m;
+    int fd, rc;
+
+    if (!path || !out)
+        return kvs__fail(e, KVS_EBADARG, "snapshot: %s is NULL", path ? "output" : "path");
+    *out = NULL;
+    /* O_NONBLOCK: a FIFO at the path must not hang the caller in open(). */
+    do
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        rc = -errno;
+        return kvs__fail(e, rc, "cannot open '%s': %s", path, kvs_strerror(rc));
+    }
+    if (fstat(fd, &st) != 0) {
+        rc = -errno;
+        kvs__fail(e, rc, "cannot stat '%s': %s", path, kvs_strerror(rc));
+        goto fail_fd;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = kvs__fail(e, -EINVAL, "cannot read snapshot '%s': not a regular file", path);
+        goto fail_fd;
+    }
+    if (st.st_size < (off_t)SN_FILE_MIN || (uint64_t)st.st_size > SIZE_MAX) {
+        rc = corrupt(e, path, "%jd bytes, not the size of a snapshot", (intmax_t)st.st_size);
+        goto fail_fd;
+    }
+    if ((rc = snapshot_new(path, &s, e)) != 0)
+        goto fail_fd;
+    /* Mapped, not read: a big store's snapshot is not copied into memory.
+     * The file is renamed into place whole and never written again. */
+    m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+        rc = -errno;
+        kvs__fail(e, rc, "cannot map '%s': %s", path, kvs_strerror(rc));
+        kvs__snapshot_free(s);
+        goto fail_fd;
+    }
+    close(fd);
+    s->img = m;
+    s->len = (size_t)st.st_size;
+    s->mapped = 1;
+    if ((rc = parse(s, e)) != 0) {
+        kvs__snapshot_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+fail_fd:
+    close(fd);
+    return rc;
+}
+
+int kvs__snapshot_from(const uint8_t *img, size_t len, const char *what,
+                       struct kvs__snapshot **out, struct kvs__err *e)
+{
+    struct kvs__snapshot *s;
+    uint8_t *copy;
+    int rc;
+
+    if (!out || (!img && len))
+        return kvs__fail(e, KVS_EBADARG, "snapshot: %s is NULL", out ? "image" : "output");
+    *out = NULL;
+    if ((rc = snapshot_new(what, &s, e)) != 0)
+        return rc;
+    if (!(copy = malloc(len ? len : 1))) {
+        kvs__snapshot_free(s);
+        return kvs__fail(e, -ENOMEM, "out of memory for a %zu-byte snapshot", len);
+    }
+    if (len)
+        memcpy(copy, img, len);
+    s->img = copy;
+    s->len = len;
+    if ((rc = parse(s, e)) != 0) {
+        kvs__snapshot_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+const struct kvs__snap_meta *kvs__snapshot_meta(const struct kvs__snapshot *s)
+{
+    return &s->meta;
+}
+
+size_t kvs__snapshot_nkeys(const struct kvs__snapshot *s)
+{
+    return s->nkeys;
+}
+
+uint64_t kvs__snapshot_bytes(const struct kvs__snapshot *s)
+{
+    return s->len;
+}
+
+void kvs__snapshot_free(struct kvs__snapshot *s)
+{
+    if (!s)
+        return;
+    if (s->mapped)
+        munmap((void *)s->img, s->len);
+    else
+        free((void *)s->img);
+    free(s->spec);
+    free(s->what);
+    free(s);
+}
+
+int kvs__snapshot_restore(struct kvs__engine *eng, const struct kvs__snapshot *s,
+                          kvs__snap_made_fn made, void *ctx, struct kvs__err *e)
+{
+    struct kvs__sf_reader r;
+    struct kvs__entry_info info;
+    struct rec *k;
+    int rc = 0;
+
+    if (!eng || !s)
+        return kvs__fail(e, KVS_EBADARG, "snapshot restore: %s is NULL",
+                         eng ? "snapshot" : "engine");
+    if (kvs__engine_nkeys(eng) != 0)
+        return kvs__fail(e, KVS_EKEYEXISTS, "snapshot restore: the store holds %zu keys "
+                         "already", kvs__engine_nkeys(eng));
+    if (!(k = malloc(sizeof *k)))
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    r.p = s->img + s->keys_off;
+    r.left = s->len - s->keys_off;
+    for (size_t i = 0; i < s->nkeys && rc == 0; i++) {
+        kvs_array_t a = { 0 };
+
+        if ((rc = read_key(&r, i, -1, k, s->what, e)) != 0)
+            break;
+        a.data = (void *)k->value;
+        a.dtype = k->dtype;
+        a.ndim = k->ndim;
+        memcpy(a.shape, k->shape, sizeof a.shape);
+        a.device = KVS_HOST;
+        rc = kvs__engine_init(eng, 1, &k->key, &a, 0, e);
+        if (rc == KVS_EKEYEXISTS)      /* the engine was empty: the image names it twice */
+            rc = corrupt(e, s->what, "key record %zu repeats a key", i);
+        if (rc == 0 && made && (rc = kvs__engine_lookup(eng, k->key, &info, e)) == 0)
+            rc = made(ctx, &info, k->rounds, e);
+    }
+    free(k);
+    if (rc != 0)
+        return rc;
+    if (s->spec && (rc = kvs__engine_set_optimizer(eng, s->spec, e)) != 0)
+        return rc;
+    if (s->states_len)
+        rc = kvs__engine_load_image(eng, s->states, s->states_len, s->what, NULL, NULL, e);
+    return rc;
+}
+
+/* ---- Checkpoint directory ---------------------------------------------- */
+
+#define CK_DIGITS 20                   /* UINT64_MAX's; names sort as numbers */
+
+/* A snapshot's name in a checkpoint directory: snap-<20 digits>.kvs. */
+static int ck_name_ok(const char *n)
+{
+    if (strncmp(n, "snap-", 5) != 0 || strlen(n) != 5 + CK_DIGITS + 4
+        || strcmp(n + 5 + CK_DIGITS, ".kvs") != 0)
+        return 0;
+    for (int i = 0; i < CK_DIGITS; i++)
+        if (n[5 + i] < '0' || n[5 + i] > '9')
+            return 0;
+    return 1;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)b, *(char *const *)a);
+}
+
+static void names_free(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* The snapshot names of dir, newest first (*names malloc'd, n of them). */
+static int ck_list(const char *dir, char ***names, size_t *n, struct kvs__err *e)
+{
+    size_t cap = 0;
+    struct dirent *de;
+    DIR *d;
+    int rc = 0;
+
+    *names = NULL;
+    *n = 0;
+    if (!(d = opendir(dir))) {
+        rc = -errno;
+        return kvs__fail(e, rc, "cannot read directory '%s': %s", dir, kvs_strerror(rc));
+    }
+    while ((errno = 0, de = readdir(d))) {
+        if (!ck_name_ok(de->d_name))
+            continue;
+        if (*n == cap) {
+            char **m = realloc(*names, sizeof *m * (cap = cap ? 2 * cap : 8));
+            if (!m) {
+                rc = -ENOMEM;
+                break;
+            }
+            *names = m;
+        }
+        if (!((*names)[*n] = strdup(de->d_name))) {
+            rc = -ENOMEM;
+            break;
+        }
+        (*n)++;
+    }
+    if (rc == 0 && errno != 0)
+        rc = -errno;
+    closedir(d);
+    if (rc != 0) {
+        names_free(*names, *n);
+        *names = NULL;
+        *n = 0;
+        return kvs__fail(e, rc, "cannot read directory '%s': %s", dir, kvs_strerror(rc));
+    }
+    if (*n > 1)
+        qsort(*names, *n, sizeof **names, cmp_desc);
+    return 0;
+}
+
+/* Copies every byte of in to out: copy_file_range where the file systems
+ * allow it, else through a big buffer. */
+static int copy_fd(int in, int out, const char *src, const char *dst, struct kvs__err *e)
+{
+    uint8_t *buf = NULL;
+    int rc = 0;
+
+    for (;;) {
+        ssize_t k = copy_file_range(in, NULL, out, NULL, SN_COPY_BUF * 64, 0);
+        if (k > 0)
+            continue;
+        if (k == 0)
+            return 0;
+        if (errno == EINTR)
+            continue;
+        if (errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP
+            && errno != EPERM) {
+            rc = -errno;
+            return kvs__fail(e, rc, "cannot copy '%s' to '%s': %s", src, dst,
+                             kvs_strerror(rc));
+        }
+        break;                         /* what was copied stays; the loop goes on */
+    }
+    if (!(buf = malloc(SN_COPY_BUF)))
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    for (;;) {
+        ssize_t k = read(in, buf, SN_COPY_BUF), off = 0;
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            rc = -errno;
+            kvs__fail(e, rc, "cannot read '%s': %s", src, kvs_strerror(rc));
+            break;
+        }
+        if (k == 0)
+            break;
+        while (off < k) {
+            ssize_t w = write(out, buf + off, (size_t)(k - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                rc = w < 0 ? -errno : -EIO;
+                kvs__fail(e, rc, "cannot write '%s': %s", dst, kvs_strerror(rc));
+                break;
+            }
+            off += w;
+        }
+        if (rc != 0)
+            break;
+    }
+    free(buf);
+    return rc;
+}
+
+int kvs__ckpt_save(const char *dir, const char *src, uint64_t seq, struct kvs__err *e)
+{
+    char *path = NULL, *tmp = NULL, **names = NULL;
+    size_t plen, n = 0;
+    int in = -1, out = -1, rc, renamed = 0;
+
+    if (!dir || !src)
+        return kvs__fail(e, KVS_EBADARG, "checkpoint: %s is NULL", dir ? "source" : "directory");
+    plen = strlen(dir) + 1 + 5 + CK_DIGITS + 4 + 1;
+    if (!(path = malloc(plen)) || !(tmp = malloc(plen + 32))) {
+        rc = kvs__fail(e, -ENOMEM, "out of memory");
+        goto out;
+    }
+    snprintf(path, plen, "%s/snap-%0*" PRIu64 ".kvs", dir, CK_DIGITS, seq);
+    /* A leading dot: not a snapshot's name while it is being written. */
+    snprintf(tmp, plen + 32, "%s/.snap-%0*" PRIu64 ".kvs.tmp.%ld", dir, CK_DIGITS, seq,
+             (long)getpid());
+    do
+        in = open(src, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    while (in < 0 && errno == EINTR);
+    if (in < 0) {
+        rc = -errno;
+        kvs__fail(e, rc, "cannot open '%s': %s", src, kvs_strerror(rc));
+        goto out;
+    }
+    if ((out = create_tmp(tmp, e)) < 0) {
+        rc = out;
+        goto out;
+    }
+    if ((rc = copy_fd(in, out, src, tmp, e)) != 0)
+        goto out;
+    rc = finish_file(out, tmp, path, 1, e);
+    out = -1;
+    if (rc != 0)
+        goto out;
+    renamed = 1;
+    if ((rc = fsync_dir(dir, e)) != 0)
+        goto out;
+    /* Only the two newest stay, and the one just written, whatever its
+     * number (a job that numbers its commits afresh must not lose its
+     * newest). A failure to list or remove the older ones loses nothing:
+     * the new one is in place. */
+    if ((rc = ck_list(dir, &names, &n, e)) != 0)
+        goto out;
+    for (size_t i = 2; i < n; i++) {
+        char old[PATH_MAX];
+
+        if (strcmp(names[i], strrchr(path, '/') + 1) == 0)
+            continue;
+        if (snprintf(old, sizeof old, "%s/%s", dir, names[i]) < (int)sizeof old
+            && unlink(old) != 0 && errno != ENOENT) {
+            rc = -errno;
+            kvs__fail(e, rc, "cannot remove '%s': %s", old, kvs_strerror(rc));
+        }
+    }
+out:
+    if (in >= 0)
+        close(in);
+    if (out >= 0)
+        close(out);
+    if (tmp && !renamed)
+        unlink(tmp);
+    names_free(names, n);
+    free(path);
+    free(tmp);
+    return rc;
+}
+
+int kvs__ckpt_newest(const char *dir, struct kvs__snapshot **out, char *path, size_t path_len,
+                     void (*report)(void *ctx, const char *path, const char *why),
+                     void *ctx, struct kvs__err *e)
+{
+    char **names;
+    size_t n;
+    int rc;
+
+    if (!dir || !out)
+        return kvs__fail(e, KVS_EBADARG, "checkpoint: %s is NULL", dir ? "output" : "directory");
+    *out = NULL;
+    if ((rc = ck_list(dir, &names, &n, e)) != 0)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        struct kvs__err pe = { 0 };
+        char p[PATH_MAX];
+
+        if (snprintf(p, sizeof p, "%s/%s", dir, names[i]) >= (int)sizeof p)
+            continue;
+        rc = kvs__snapshot_open(p, out, &pe);
+        if (rc == 0) {
+            if (path && path_len)
+                snprintf(path, path_len, "%s", p);
+            break;
+        }
+        if (rc == -ENOMEM) {
+            kvs__fail(e, rc, "%s", pe.msg);
+            break;
+        }
+        /* Damaged, or gone since the listing: the one before it may do. */
+        if (report)
+            report(ctx, p, pe.msg);
+        rc = 0;
+    }
+    names_free(names, n);
+    return rc;
+}
