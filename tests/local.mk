@@ -244,6 +244,12 @@ endif
 endif
 tests_dist_worker_SOURCES = tests/dist_worker.c tests/distutil.h
 tests_dist_worker_LDADD = src/libkvs.la -lm
+# kvsrun --restarts, --stall-timeout, workers that never connect.
+TESTS += tests/test_recover_run.sh
+EXTRA_DIST += tests/test_recover_run.sh
+check_PROGRAMS += tests/recover_worker
+tests_recover_worker_SOURCES = tests/recover_worker.c
+tests_recover_worker_LDADD = src/libkvs.la
 tests_dist_rows_SOURCES = tests/dist_rows.c tests/distutil.h
 tests_dist_rows_LDADD = src/libkvs.la -lm
 tests_hosts_bytes_SOURCES = tests/hosts_bytes.c tests/distutil.h

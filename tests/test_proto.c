@@ -495,7 +495,33 @@ static void test_ctl_request_roundtrip(void **state)
     assert_string_equal(kvs__ctl_command_name(KVS__CTL_STATS_SHORT), "stats-short");
     assert_string_equal(kvs__ctl_command_name(KVS__CTL_CHECKPOINT), "checkpoint");
     assert_null(kvs__ctl_command_name(0));
-    assert_null(kvs__ctl_command_name(KVS__CTL_CHECKPOINT + 1));
+    assert_null(kvs__ctl_command_name(KVS__CTL_GONE + 1));
+
+    /* gone carries a rank and an exit code; no other command does. */
+    assert_string_equal(kvs__ctl_command_name(KVS__CTL_GONE), "gone");
+    {
+        struct kvs__ctl_request out;
+        struct kvs__err e = { 0 };
+
+        q = ctlq_ok(KVS__CTL_GONE);
+        q.rank = 1023;
+        q.code = 137;
+        assert_int_equal(ctlq_rt(&q, &out, &e), 0);
+        assert_int_equal(out.command, KVS__CTL_GONE);
+        assert_int_equal(out.rank, 1023);
+        assert_int_equal(out.code, 137);
+        q.rank = -1;
+        ctlq_bad(&q, "gone of rank -1");
+        q.rank = 0;
+        q.code = 256;
+        ctlq_bad(&q, "a code 0..255");
+        q = ctlq_ok(KVS__CTL_STATUS);
+        q.rank = 2;
+        ctlq_bad(&q, "reserved bytes");
+        q = ctlq_ok(KVS__CTL_STATUS);
+        q.code = 1;
+        ctlq_bad(&q, "reserved bytes");
+    }
 
     /* Job names at their edges. */
     q = ctlq_ok(KVS__CTL_KEYS);
@@ -514,7 +540,7 @@ static void test_ctl_request_fields(void **state)
     q = ctlq_ok(KVS__CTL_STATUS); q.version = NEXT;     ctlq_bad(&q, NEXT_TEXT);
     q = ctlq_ok(KVS__CTL_STATUS); q.version = 0;        ctlq_bad(&q, "version 0");
     q = ctlq_ok(0);                                     ctlq_bad(&q, "command 0");
-    q = ctlq_ok(KVS__CTL_CHECKPOINT + 1);               ctlq_bad(&q, "command 8");
+    q = ctlq_ok(KVS__CTL_GONE + 1);                     ctlq_bad(&q, "command 9");
     q = ctlq_ok(255);                                   ctlq_bad(&q, "command 255");
     q = ctlq_ok(KVS__CTL_STATUS); strcpy(q.job, "");    ctlq_bad(&q, "job");
     q = ctlq_ok(KVS__CTL_STATUS); strcpy(q.job, ".x");  ctlq_bad(&q, "job");

@@ -29,9 +29,13 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "bridge.h"
+#include "collectives.h"
 #include "combined.h"
 #include "commits.h"
 #include "hosts.h"
+#include "job.h"
+#include "rounds.h"
 #include "waits.h"
 
 #include "shm/shm.h"
@@ -843,6 +847,48 @@ static int ctl_keys(struct daemon *d, struct text *t, struct kvs__err *e)
     return 0;
 }
 
+/* kvsrun's word that rank `rank` of this host ended, with exit code
+ * `code`. A worker that connected is its socket's business. One that
+ * never did would be waited for until the job's timeout, here and on the
+ * other hosts: it counts at once as left when it succeeded (as a worker
+ * that joined and closed at once), and as dead, failing the job, when it
+ * did not. The slot goes from FREE under d->lock, as admit() takes it, so
+ * a hello of that rank is refused after this. */
+static int ctl_gone(struct daemon *d, int rank, int code, struct text *t, struct kvs__err *e)
+{
+    int wi = rank - d->rank0, st;
+
+    if (d->nworkers <= 0 || wi < 0 || wi >= d->nworkers)
+        return kvs__fail(e, KVS_EBADARG, "rank %d is not one of this host's ranks", rank);
+    pthread_mutex_lock(&d->lock);
+    st = atomic_load(&d->workers[wi].state);
+    if (st == W_FREE)
+        atomic_store(&d->workers[wi].state, code ? W_DEAD : W_LEFT);
+    pthread_mutex_unlock(&d->lock);
+    if (st != W_FREE) {
+        text_add(t, "rank %d connected: its socket tells\n", rank);
+        return 0;
+    }
+    atomic_fetch_add(&d->connected, 1);
+    text_add(t, "rank %d never connected: counted as %s\n", rank, code ? "dead" : "left");
+    if (code) {
+        job_fail(d, KVS_EPEERDEAD, "rank %d ended (exit code %d) before it connected", rank,
+                 code);
+        return 0;
+    }
+    d->left++;
+    say(d, "rank %d ended before it connected: counted as left", rank);
+    cb_leave(d, wi);
+    rounds_after_leave(d, wi);
+    colls_check(d);
+    if (d->hx && d->left == d->nworkers && !d->left_told) {
+        d->left_told = 1;
+        bridge_left(d);
+        bridge_recheck(d);
+    }
+    return 0;
+}
+
 /* Sends one reply and waits at most until deadline_ns; the connection is
  * the caller's to close. Errors only cost kvsctl its answer. */
 static void ctl_send(int fd, const struct kvs__ctl_reply *r, int64_t deadline_ns)
@@ -900,6 +946,9 @@ int control_serve(struct daemon *d)
             stop = 1;
             say(d, "told to stop by kvsctl (pid %d)", (int)q[i].pid);
             break;
+        case KVS__CTL_GONE:
+            rc = ctl_gone(d, q[i].rank, q[i].code, &t, &e);
+            break;
         default:                       /* the decoder let no other through */
             rc = kvs__fail(&e, KVS_EPROTO, "unknown command");
         }
@@ -956,7 +1005,8 @@ void control_accept(struct daemon *d, int fd, const void *msg, size_t len, pid_t
     } else {
         pthread_mutex_lock(&d->ctl_lock);
         if (d->nctl < CTL_QUEUE_MAX) {
-            d->ctlq[d->nctl++] = (struct ctl_conn){ .fd = fd, .command = q.command, .pid = pid };
+            d->ctlq[d->nctl++] = (struct ctl_conn){ .fd = fd, .command = q.command, .pid = pid,
+                                                    .rank = q.rank, .code = q.code };
             queued = 1;
         }
         pthread_mutex_unlock(&d->ctl_lock);

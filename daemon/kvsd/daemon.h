@@ -292,6 +292,7 @@ struct ctl_conn {
     int fd;
     uint8_t command;                   /* enum kvs__ctl_command */
     pid_t pid;                         /* kvsctl's, for messages */
+    int rank, code;                    /* KVS__CTL_GONE's */
 };
 
 /* What kvsd has done, for kvsctl stats. Serve thread only. */

@@ -6,13 +6,19 @@
  * own exit first when the job succeeded, else SIGTERM, then SIGKILL; a
  * kvsd already in the kernel's exit is waited for, not signalled.
  *
- * It never speaks kvsd's protocol (the probe connects and closes), and
- * never stops a kvsd it did not start.
+ * In a job that recovers, kvsd is started with --recover, and with
+ * --restore (--generation G on the G-th restart) to resume from the last
+ * snapshot; the options a kvsd lists in its --help are the ones passed.
+ *
+ * It never speaks kvsd's protocol (the probe connects and closes;
+ * kvsd_ctl.c has what kvsrun tells and asks kvsd), and never stops a kvsd
+ * it did not start.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +32,7 @@
 #include "kvsrun.h"
 #include "shm/ring.h"
 #include "base/sys.h"
+#include "proto/hello.h"
 
 /* 1 when a kvsd listens at the socket: the connection was queued, or its
  * backlog is full (EAGAIN, which only a live listener gives); 0 when
@@ -117,14 +124,114 @@ static int wait_kvsd(struct run *r, int64_t deadline_ns, int cut_short)
     }
 }
 
+/* Which of the recovery options kvsd has, from its --help (read once,
+ * within EXEC_NS): a kvsd of an older build is started without those it
+ * lacks, rather than failing on them. The child is waited for by its pid
+ * alone, so that no worker's end is collected here. */
+static void kvsd_options(struct run *r, const char *path)
+{
+    static char text[32768];
+    char *const argv[] = { (char *)path, "--help", NULL };
+    int64_t deadline = kvs__now_ns() + EXEC_NS;
+    size_t got = 0;
+    int pfd[2], st;
+    pid_t pid;
+
+    r->kvsd_has = KVSD_HAS_KNOWN;
+    if (pipe2(pfd, O_CLOEXEC) != 0)
+        return;
+    pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+
+        setpgid(0, 0);
+        dup2(pfd[1], 1);
+        if (null >= 0) {
+            dup2(null, 0);
+            dup2(null, 2);
+        }
+        sigprocmask(SIG_SETMASK, &r->old_mask, NULL);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    if (pid < 0) {
+        close(pfd[0]);
+        return;
+    }
+    for (;;) {
+        struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+        int64_t left = deadline - kvs__now_ns();
+        ssize_t n;
+
+        if (left <= 0 || poll(&p, 1, (int)(left / 1000000 + 1)) == 0)
+            break;
+        n = EINTR_RETRY(read(pfd[0], text + got, sizeof text - 1 - got));
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        if (got == sizeof text - 1)
+            break;
+    }
+    close(pfd[0]);
+    text[got] = '\0';
+    if (waitpid(pid, &st, WNOHANG) == 0) {
+        kill(-pid, SIGKILL);           /* its own group: kvsrun's child alone */
+        waitpid(pid, &st, 0);
+    }
+    if (strstr(text, "--restore"))
+        r->kvsd_has |= KVSD_HAS_RESTORE;
+    if (strstr(text, "--generation"))
+        r->kvsd_has |= KVSD_HAS_GENERATION;
+    if (strstr(text, "--checkpoint"))
+        r->kvsd_has |= KVSD_HAS_CHECKPOINT;
+    if (strstr(text, "--recover"))
+        r->kvsd_has |= KVSD_HAS_RECOVER;
+}
+
+/* The recovery options of this start of kvsd, into argv from *argc.
+ * 0, else kvsrun's exit status (said). */
+static int recovery_args(struct run *r, const char *path, char **argv, int *argc, char *gen,
+                         size_t gen_size)
+{
+    if (!r->recover)
+        return 0;
+    if (!(r->kvsd_has & KVSD_HAS_KNOWN)) {
+        kvsd_options(r, path);
+        if (r->o.checkpoint && !(r->kvsd_has & KVSD_HAS_CHECKPOINT)) {
+            fprintf(stderr, "kvsrun: kvsd '%s' has no --checkpoint (an older build?)\n", path);
+            return 1;
+        }
+        if (!(r->kvsd_has & KVSD_HAS_RESTORE))
+            fprintf(stderr, "kvsrun: kvsd '%s' has no --restore (an older build?): a "
+                    "restarted kvsd starts with an empty store\n", path);
+    }
+    if (r->kvsd_has & KVSD_HAS_RECOVER)
+        argv[(*argc)++] = "--recover";
+    if (r->o.checkpoint) {
+        argv[(*argc)++] = "--checkpoint";
+        argv[(*argc)++] = (char *)r->o.checkpoint;
+    }
+    /* A first start resumes from DIR's snapshot, when it holds one. */
+    if ((r->gen > 0 || r->o.checkpoint) && (r->kvsd_has & KVSD_HAS_RESTORE))
+        argv[(*argc)++] = "--restore";
+    if (r->gen > 0 && (r->kvsd_has & KVSD_HAS_GENERATION)) {
+        snprintf(gen, gen_size, "%d", r->gen);
+        argv[(*argc)++] = "--generation";
+        argv[(*argc)++] = gen;
+    }
+    return 0;
+}
+
 /* Starts kvsd for the job and waits until its socket accepts, or, across
  * hosts, until it says every host has joined. Returns 0, else kvsrun's
  * exit status (the message written). */
 int start_kvsd(struct run *r)
 {
     char buf[PATH_MAX + 16], num[16], what[128], nodes[16], rank[16], rfd[16], line[64];
+    char gen[16];
     const char *path = find_kvsd(r, buf, sizeof buf);
-    char *argv[24] = { (char *)path, "--job", r->o.net_job, "-n", num, "-q" };
+    char *argv[32] = { (char *)path, "--job", r->o.net_job, "-n", num, "-q" };
     int argc = 6, pipefd[2] = { -1, -1 }, ready = 0;
     size_t got = 0;
     int64_t wait_ns = KVSD_START_NS + (r->o.nodes > 1 ? JOIN_NS : 0), deadline;
@@ -140,6 +247,8 @@ int start_kvsd(struct run *r)
         argv[argc++] = "--arena";
         argv[argc++] = (char *)r->o.arena;
     }
+    if ((rc = recovery_args(r, path, argv, &argc, gen, sizeof gen)) != 0)
+        return rc;
     if (r->o.nodes > 1) {
         /* The pipe's write end goes to kvsd; kvsrun keeps the read end. */
         if (pipe(pipefd) != 0 || fcntl(pipefd[0], F_SETFD, FD_CLOEXEC) != 0
@@ -177,12 +286,15 @@ int start_kvsd(struct run *r)
         return 1;
     }
     r->kvsd = pid;
+    r->kvsd_done = r->kvsd_told = r->kvsd_up = r->gone_off = 0;
+    r->kvsd_started = kvs__now_ns();
     deadline = kvs__now_ns() + wait_ns;
     for (;;) {
         if (pipefd[0] >= 0 ? (ready = read_ready(r, pipefd[0], line, &got, sizeof line)) > 0
                            : probe(r->sock_path, NULL)) {
             if (pipefd[0] >= 0)
                 close(pipefd[0]);
+            r->kvsd_up = 1;
             return 0;
         }
         reap(r);
@@ -251,6 +363,27 @@ static void wait_exiting(struct run *r)
         wait_kvsd(r, kvs__now_ns() + EXITING_NS, 1);
 }
 
+int end_kvsd_now(struct run *r)
+{
+    r->kvsd_up = 0;
+    if (!r->kvsd || r->kvsd_done)
+        return 0;
+    /* kvsd --recover leaves by itself once it sees a worker's death. */
+    wait_kvsd(r, kvs__now_ns() + OWN_EXIT_NS, 0);
+    wait_exiting(r);
+    if (!r->kvsd_done) {
+        kill(-r->kvsd, SIGKILL);
+        wait_kvsd(r, kvs__now_ns() + GONE_NS, 0);
+        wait_exiting(r);
+    }
+    if (!r->kvsd_done) {
+        fprintf(stderr, "kvsrun: kvsd (pid %ld) did not end after SIGKILL; cannot restart it\n",
+                (long)r->kvsd);
+        return 1;
+    }
+    return 0;
+}
+
 /* Ends the kvsd kvsrun started: its own exit first when the job succeeded
  * (it leaves once every worker has), else SIGTERM at once, SIGKILL 2 s
  * later; one already in the kernel's exit is given the time it takes.
@@ -283,7 +416,9 @@ int stop_kvsd(struct run *r, int wait_first)
     }
     /* A SIGKILL of kvsrun's own has been reported above. */
     if (!r->kvsd_told && exit_code(r->kvsd_status) != 0
-        && !(WIFSIGNALED(r->kvsd_status) && WTERMSIG(r->kvsd_status) == SIGKILL)) {
+        && !(WIFSIGNALED(r->kvsd_status) && WTERMSIG(r->kvsd_status) == SIGKILL)
+        && !(r->recover && WIFEXITED(r->kvsd_status)
+             && WEXITSTATUS(r->kvsd_status) == KVS__KVSD_EXIT_ROLLBACK)) {
         describe(what, sizeof what, r->kvsd_status);
         fprintf(stderr, "kvsrun: kvsd (pid %ld) %s\n", (long)r->kvsd, what);
     }

@@ -31,6 +31,9 @@
 #define HOSTS_LEAVE_NS (3600 * SEC_NS) /* kvsd's exit after this host's workers, across
                                         * hosts: it stays while the others still push */
 #define COORD_PORT     "47470"         /* the coordinator's port when none is named */
+#define OWN_EXIT_NS    (1 * SEC_NS)    /* a kvsd --recover's own exit after a death */
+#define CTL_NS         (2 * SEC_NS)    /* one control request to kvsd, answer included */
+#define MAX_RESTARTS   1000000
 
 struct options {
     int nworkers;
@@ -47,11 +50,21 @@ struct options {
     char coord[300];
     const char *bind, *secret_file;
     char net_job[KVS__JOB_MAX + 1];    /* the job's name; job is then net_job.hR */
+    /* recovery */
+    int restarts;                      /* per worker rank, and for kvsd; 0: none */
+    const char *checkpoint;            /* kvsd's --checkpoint DIR, or NULL */
+    int64_t stall_ns;                  /* --stall-timeout; 0: off */
 };
 
 struct worker {
     pid_t pid;                         /* also its process group; 0: not started */
     int done;                          /* reaped */
+    int restarts;                      /* replacements started so far */
+    int pending;                       /* died, a replacement is due */
+    int status;                        /* its wait status, once reaped */
+    int tell;                          /* reaped: kvsd is still to hear it ended */
+    int64_t waited_since;              /* the others wait on it since (--stall-timeout) */
+    uint32_t waited_on;                /* a hash of what they wait for */
 };
 
 struct run {
@@ -72,7 +85,26 @@ struct run {
     int64_t term_at, kill_at, give_up_at; /* 0: not (yet) due */
     int rank0, total;                  /* this host's first global rank, the job's workers */
     time_t started;                    /* kvsrun's start: a timeline older is not this job's */
+    /* recovery (restart.c) */
+    int recover;                       /* --restarts > 0 or --checkpoint */
+    int kvsd_up;                       /* the kvsd kvsrun started serves the job */
+    int kvsd_lost;                     /* it ended unasked: a restart is due */
+    int kvsd_restarts, gen;            /* kvsd's own restarts; kvsd starts after the first */
+    int npending;                      /* workers whose replacement is due */
+    int64_t death_at;                  /* the first death of the recovery due; 0: none */
+    int64_t last_death;                /* the last worker's death seen */
+    int64_t kvsd_started;              /* when the kvsd kvsrun started last was forked */
+    int64_t longest_ns;                /* the longest recovery, death to kvsd serving */
+    unsigned kvsd_has;                 /* KVSD_HAS_*: the options kvsd's --help lists */
+    int gone_off;                      /* this kvsd did not answer a gone: ask no more */
+    int64_t next_poll;                 /* --stall-timeout's next look at kvsd's waits */
 };
+
+#define KVSD_HAS_KNOWN      1u         /* kvsd_has was read */
+#define KVSD_HAS_RESTORE    2u
+#define KVSD_HAS_GENERATION 4u
+#define KVSD_HAS_CHECKPOINT 8u
+#define KVSD_HAS_RECOVER    16u
 
 /* ---- options.c: the command line --------------------------------------- */
 
@@ -114,8 +146,9 @@ int exit_code(int status);
 /* The stop signals kvsrun takes over, through a signalfd. 0, or -errno. */
 int setup_signals(struct run *r);
 
-/* Reads every pending signal, passing stop signals on to the workers.
- * Returns the last stop signal read, 0 when none came. */
+/* Reads every pending signal, passing stop signals on to the workers;
+ * one starts the stop. Returns the last stop signal read, 0 when none
+ * came. */
 int take_signals(struct run *r);
 
 /* Sleeps until a signal comes or deadline_ns passes, SLICE_MS at most. */
@@ -123,6 +156,9 @@ void wait_slice(struct run *r, int64_t deadline_ns);
 
 /* Collects every child that has ended: workers, the kvsd, orphans. */
 void reap(struct run *r);
+
+/* Child p ended with wait status st (reap's step, for one child). */
+void child_ended(struct run *r, pid_t p, int st);
 
 /* Forks a child in a process group of its own that runs argv: a worker
  * (rank >= 0) or the kvsd (rank < 0). 0 and *pid, or -errno. */
@@ -134,9 +170,17 @@ void begin_stop(struct run *r, int64_t term_at);
 /* Starts the workers: 0, else kvsrun's exit status (said). */
 int start_workers(struct run *r);
 
-/* Runs until every started worker is reaped. 0, or 1 when some worker
- * outlived SIGKILL. */
-int supervise(struct run *r);
+/* Starts rank i's worker (again): 0, else kvsrun's exit status (said). */
+int start_worker(struct run *r, int i);
+
+/* Sends sig to the process group of every worker not yet reaped. */
+void signal_workers(struct run *r, int sig);
+
+/* A worker reaped: 1 when it is to be replaced (restart.c), its death
+ * noted. The kvsd reaped while the job runs: 1 when it is to be
+ * restarted. */
+int restart_worker_due(struct run *r, int i);
+int restart_kvsd_due(struct run *r);
 
 /* ---- kvsd_child.c: the kvsd kvsrun starts ------------------------------- */
 
@@ -150,6 +194,36 @@ int start_kvsd(struct run *r);
 
 /* Ends the kvsd kvsrun started. 0, or 1 when it could not be ended. */
 int stop_kvsd(struct run *r, int wait_first);
+
+/* A recovery's first step: the kvsd gone, by its own exit (OWN_EXIT_NS)
+ * or else SIGKILL. 0, or 1 when it outlived SIGKILL (said). */
+int end_kvsd_now(struct run *r);
+
+/* ---- restart.c: a job that recovers ------------------------------------- */
+
+/* Does the recovery due: the kvsd ended, a new one serving, the dead
+ * workers replaced; or, with restarts used up or the job stopping, the
+ * restarts due dropped (said) and the job's failure begun. */
+void recover(struct run *r);
+
+/* The restarts of the job, in one line, when any happened. */
+void restart_summary(const struct run *r);
+
+/* ---- kvsd_ctl.c: what kvsrun tells and asks the kvsd ------------------- */
+
+/* Tells kvsd that rank i of this host ended, with exit code code, so that
+ * one that never connected is not waited for. */
+void tell_gone(struct run *r, int i, int code);
+
+/* --stall-timeout: looks at what kvsd's requests wait for, and kills a
+ * worker the others have waited on for longer. */
+void stall_check(struct run *r);
+
+/* ---- watch.c: the job's run --------------------------------------------- */
+
+/* Runs until every started worker is reaped. 0, or 1 when some worker
+ * outlived SIGKILL. */
+int supervise(struct run *r);
 
 /* ---- cleanup.c: what kvsrun holds of the job, given back ---------------- */
 

@@ -7,5 +7,6 @@
 bin_PROGRAMS += daemon/kvsrun/kvsrun
 daemon_kvsrun_kvsrun_SOURCES = daemon/kvsrun/main.c daemon/kvsrun/kvsrun.h \
 	daemon/kvsrun/options.c daemon/kvsrun/placement.c daemon/kvsrun/supervise.c \
-	daemon/kvsrun/kvsd_child.c daemon/kvsrun/cleanup.c
+	daemon/kvsrun/kvsd_child.c daemon/kvsrun/cleanup.c daemon/kvsrun/restart.c \
+	daemon/kvsrun/kvsd_ctl.c daemon/kvsrun/watch.c
 daemon_kvsrun_kvsrun_LDADD = src/libkvs_core.la

@@ -8,9 +8,10 @@
  * worker left running in its process group, and, when kvsrun started the
  * kvsd, no kvsd, socket or lock file.
  *
- * kvsrun never speaks kvsd's protocol (its probe connects and closes),
- * never runs a job whose name another kvsrun holds (the job's .run file,
- * locked while kvsrun runs), never stops or cleans up after a kvsd it did
+ * kvsrun speaks to kvsd only through its control requests (kvsd_ctl.c:
+ * a worker gone, the waits for --stall-timeout); it never runs a job
+ * whose name another kvsrun holds (the job's .run file, locked while
+ * kvsrun runs), never stops or cleans up after a kvsd it did
  * not start, and never signals a process outside the job: only the
  * process groups of its own workers and of the kvsd it started. Nothing
  * here waits without a deadline; signals arrive through a signalfd, so no
@@ -24,11 +25,17 @@
  * KVS_COORD, else Slurm's or Open MPI's variables, so that srun or mpirun
  * can start one kvsrun per host.
  *
+ * With --restarts or --checkpoint the job recovers (restart.c): a worker
+ * that dies, or a kvsd that ends by itself, restarts the kvsd from the
+ * last snapshot and the dead workers under their ranks.
+ *
  * This file is main, a short sequence of named steps; the steps are
  * options.c (the command line), placement.c (hosts, ranks, names, the
- * workers' variables), supervise.c (children, signals, the workers' run),
- * kvsd_child.c (the kvsd kvsrun starts) and cleanup.c (what kvsrun holds
- * of the job, given back); kvsrun.h is what they share.
+ * workers' variables), supervise.c (children and signals), watch.c (the
+ * workers' run), kvsd_child.c (the kvsd kvsrun starts), restart.c (a job
+ * that recovers), kvsd_ctl.c (what kvsrun tells and asks kvsd) and cleanup.c
+ * (what kvsrun holds of the job, given back); kvsrun.h is what they
+ * share.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -80,6 +87,11 @@ static int serve_job(struct run *r)
     }
     if (r->o.nodes > 1 || !probe(r->sock_path, NULL))
         return start_kvsd(r);
+    if (r->recover) {
+        fprintf(stderr, "kvsrun: a kvsd already serves %s: a job that recovers needs the kvsd "
+                "kvsrun starts (it restarts it)\n", r->o.job);
+        return 1;
+    }
     return 0;
 }
 
@@ -109,6 +121,7 @@ static int run_job(struct run *r, int *failed)
     }
     rc = supervise(r);
     sweep(r);
+    restart_summary(r);
     *failed = r->stopping || rc != 0;
     return r->first_status >= 0 ? r->first_status : rc;
 }
@@ -140,6 +153,7 @@ int main(int argc, char **argv)
     r.run_fd = -1;
     if ((rc = parse_options(&r.o, argc, argv)) >= 0)
         return rc;
+    r.recover = r.o.restarts > 0 || r.o.checkpoint != NULL;
     if ((rc = prepare(&r)) != 0)
         return rc;
     status = run_job(&r, &failed);

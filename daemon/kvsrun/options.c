@@ -2,8 +2,9 @@
  * options.c - kvsrun's command line: its usage, each option read and
  * checked as the library and kvsd would check it (so that a typo is a
  * usage error of kvsrun, not a worker or a kvsd that fails later), then
- * the hosts and the job's name placed (placement.c). It starts nothing
- * and touches no file; --timeline only sets KVS_TIMELINE.
+ * the hosts and the job's name placed (placement.c). It starts nothing;
+ * the one file it touches is --checkpoint's folder, made when missing
+ * and checked writable; --timeline only sets KVS_TIMELINE.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -12,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "kvs.h"
 #include "kvsrun.h"
@@ -20,7 +23,8 @@
 #include "base/spec.h"
 
 enum { OPT_GRACE = 256, OPT_KVSD, OPT_TIMEOUT, OPT_STAGING, OPT_ARENA, OPT_VERSION,
-       OPT_NODES, OPT_NODE_RANK, OPT_COORD, OPT_BIND, OPT_SECRET, OPT_TIMELINE };
+       OPT_NODES, OPT_NODE_RANK, OPT_COORD, OPT_BIND, OPT_SECRET, OPT_TIMELINE,
+       OPT_RESTARTS, OPT_CHECKPOINT, OPT_STALL };
 
 static void usage(FILE *f)
 {
@@ -42,6 +46,18 @@ static void usage(FILE *f)
             "      --timeline FILE      records every operation of the job into FILE, a\n"
             "                           trace for Perfetto (sets KVS_TIMELINE; across\n"
             "                           hosts, host H writes FILE.hostH)\n"
+            "Recovery (one host; see doc/recovery.md):\n"
+            "      --restarts N         a worker that fails (a signal, a non-zero status)\n"
+            "                           is restarted, up to N times per rank, with the same\n"
+            "                           rank and environment (KVS_RESTART_COUNT says which\n"
+            "                           restart); the kvsd restarts from the last commit\n"
+            "                           with it, and a kvsd that ends by itself is\n"
+            "                           restarted too, up to N times (default 0: none)\n"
+            "      --checkpoint DIR     kvsd copies each commit's snapshot into DIR (made\n"
+            "                           when missing); a job started on a DIR that holds\n"
+            "                           one resumes from it\n"
+            "      --stall-timeout S    a worker the others have waited on for S seconds is\n"
+            "                           killed (SIGKILL) and counts as failed (default: off)\n"
             "Across hosts (one kvsrun per host, each with its own N):\n"
             "      --nodes H            the job's hosts (default: $KVS_NODES, Slurm's\n"
             "                           SLURM_NNODES, Open MPI's OMPI_COMM_WORLD_SIZE, or 1)\n"
@@ -178,6 +194,31 @@ static int take_option(struct options *o, int c, const char *arg)
     case OPT_COORD:
         snprintf(o->coord, sizeof o->coord, "%s", arg);
         break;
+    case OPT_RESTARTS:
+        if (number_arg(arg, 0, MAX_RESTARTS, &v) != 0) {
+            fprintf(stderr, "kvsrun: --restarts '%s' is not a number in 0..%d\n", arg,
+                    MAX_RESTARTS);
+            return 2;
+        }
+        o->restarts = (int)v;
+        break;
+    case OPT_CHECKPOINT:
+        if (!*arg) {
+            fprintf(stderr, "kvsrun: --checkpoint needs a folder\n");
+            return 2;
+        }
+        o->checkpoint = arg;
+        break;
+    case OPT_STALL:
+        if (seconds_arg(arg, 0, 86400.0 * 365, &secs) != 0 || !(secs > 0)) {
+            fprintf(stderr, "kvsrun: --stall-timeout '%s' is not a number of seconds above 0 "
+                    "(at most a year)\n", arg);
+            return 2;
+        }
+        o->stall_ns = (int64_t)(secs * (double)SEC_NS);
+        if (o->stall_ns < 1000000)
+            o->stall_ns = 1000000;
+        break;
     case OPT_BIND:
         o->bind = arg;
         break;
@@ -207,6 +248,9 @@ static int read_options(struct options *o, int argc, char **argv)
         { "coord", required_argument, NULL, OPT_COORD },
         { "bind", required_argument, NULL, OPT_BIND },
         { "secret-file", required_argument, NULL, OPT_SECRET },
+        { "restarts", required_argument, NULL, OPT_RESTARTS },
+        { "checkpoint", required_argument, NULL, OPT_CHECKPOINT },
+        { "stall-timeout", required_argument, NULL, OPT_STALL },
         { NULL, 0, NULL, 0 },
     };
     int c, rc;
@@ -256,6 +300,51 @@ static int check_required(struct options *o, int argc, char **argv)
     return -1;
 }
 
+/* --checkpoint's folder, made when missing (its parents too), and
+ * writable: kvsd, started later, would otherwise fail at the first
+ * commit. *dirp becomes its absolute path, which kvsd takes. -1 to go on,
+ * else 1 (said). */
+static int checkpoint_dir(const char **dirp)
+{
+    static char abs[PATH_MAX];
+    const char *dir = *dirp;
+    char path[PATH_MAX];
+    struct stat st;
+    size_t n = strlen(dir);
+
+    if (n >= sizeof path) {
+        fprintf(stderr, "kvsrun: --checkpoint '%s' is too long a path\n", dir);
+        return 1;
+    }
+    memcpy(path, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (path[i] != '/' && path[i] != '\0')
+            continue;
+        path[i] = '\0';
+        if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+            fprintf(stderr, "kvsrun: cannot make the checkpoint folder %s: %s\n", path,
+                    strerror(errno));
+            return 1;
+        }
+        path[i] = dir[i];
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "kvsrun: --checkpoint %s is not a folder\n", dir);
+        return 1;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "kvsrun: cannot write into the checkpoint folder %s: %s\n", dir,
+                strerror(errno));
+        return 1;
+    }
+    if (!realpath(dir, abs)) {
+        fprintf(stderr, "kvsrun: --checkpoint %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    *dirp = abs;
+    return -1;
+}
+
 int parse_options(struct options *o, int argc, char **argv)
 {
     int rc;
@@ -267,6 +356,13 @@ int parse_options(struct options *o, int argc, char **argv)
     if ((rc = check_required(o, argc, argv)) >= 0)
         return rc;
     if ((rc = hosts_options(o)) >= 0)
+        return rc;
+    if (o->nodes > 1 && (o->restarts > 0 || o->checkpoint)) {
+        fprintf(stderr, "kvsrun: --%s: recovery across hosts is not yet supported (a job of "
+                "%d hosts)\n", o->restarts > 0 ? "restarts" : "checkpoint", o->nodes);
+        return 2;
+    }
+    if (o->checkpoint && (rc = checkpoint_dir(&o->checkpoint)) >= 0)
         return rc;
     return name_job(o);
 }

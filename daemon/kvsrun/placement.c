@@ -160,6 +160,9 @@ int worker_env(const struct run *r, int rank)
         return -1;
     if (r->o.timeout && setenv("KVS_TIMEOUT", r->o.timeout, 1) != 0)
         return -1;
+    snprintf(num, sizeof num, "%d", r->w[rank].restarts);
+    if (r->recover && setenv("KVS_RESTART_COUNT", num, 1) != 0)
+        return -1;
     return 0;
 }
 

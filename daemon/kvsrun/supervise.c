@@ -3,8 +3,9 @@
  * each child forked into a process group of its own (a worker, or the
  * kvsd), every ended child reaped (kvsrun is the workers' subreaper, so
  * their orphans come here too), stop signals read from a signalfd and
- * passed on to the workers' groups, and the workers' run: a failure or a
- * signal starts the stop (grace, SIGTERM, SIGKILL 2 s later).
+ * passed on to the workers' groups; a failure or a signal starts the stop
+ * (grace, SIGTERM, SIGKILL 2 s later), while in a job that recovers a
+ * death with restarts left marks a restart due (restart.c does it).
  *
  * It signals only the process groups of its own workers, never a process
  * outside the job, and nothing here waits without a deadline; signals
@@ -27,6 +28,7 @@
 #include "shm/ring.h"
 #include "base/spec.h"
 #include "base/sys.h"
+#include "proto/hello.h"
 
 static int64_t ms_to(int64_t deadline_ns)
 {
@@ -60,7 +62,7 @@ int exit_code(int status)
 
 /* Sends sig to every started worker's process group that may still have
  * members; reaped leaders' groups are the sweep's business. */
-static void signal_workers(struct run *r, int sig)
+void signal_workers(struct run *r, int sig)
 {
     for (int i = 0; i < r->nstarted; i++)
         if (!r->w[i].done)
@@ -77,55 +79,111 @@ void begin_stop(struct run *r, int64_t term_at)
     r->term_at = term_at;
 }
 
-/* Collects every child that has ended: workers, the kvsd, and orphans of
- * the workers, which come to kvsrun because it is their subreaper. */
-void reap(struct run *r)
+/* A recovery is due since now, or since an earlier death. */
+static void note_death(struct run *r)
+{
+    if (!r->death_at)
+        r->death_at = kvs__now_ns();
+}
+
+/* A worker that failed is replaced while its rank has restarts left. */
+int restart_worker_due(struct run *r, int i)
+{
+    if (!r->recover || r->stopping || r->w[i].restarts >= r->o.restarts)
+        return 0;
+    r->w[i].pending = 1;
+    r->npending++;
+    note_death(r);
+    r->last_death = kvs__now_ns();
+    return 1;
+}
+
+/* A kvsd that ended unasked while the job runs is restarted; its own
+ * restarts are counted when it is (restart.c). */
+int restart_kvsd_due(struct run *r)
+{
+    /* Its exit 0 is its leaving once every worker has: not a fault. */
+    if (!r->recover || r->stopping || !r->kvsd_up || exit_code(r->kvsd_status) == 0
+        || (r->nlive == 0 && r->npending == 0))
+        return 0;
+    r->kvsd_up = 0;
+    r->kvsd_lost = 1;
+    note_death(r);
+    return 1;
+}
+
+/* Child p ended with wait status st: a worker, the kvsd, or an orphan of
+ * a worker (which comes to kvsrun because it is their subreaper). */
+void child_ended(struct run *r, pid_t p, int st)
 {
     char what[128];
+    int was_up;
+
+    if (r->kvsd && p == r->kvsd) {
+        r->kvsd_done = 1;
+        r->kvsd_status = st;
+        if (restart_kvsd_due(r))
+            return;                    /* said when it is restarted */
+        was_up = r->kvsd_up;
+        r->kvsd_up = 0;
+        /* Its normal end is the workers' leaving; anything else, while
+         * workers still run, is the reason they are about to fail. A
+         * kvsd --recover's exit after a death is its part in the
+         * recovery, or in the failure already said; one kvsrun ended
+         * to restart it is said with the restart. */
+        if (r->nlive > 0 && (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            && !(r->recover && (!was_up || (WIFEXITED(st)
+                 && WEXITSTATUS(st) == KVS__KVSD_EXIT_ROLLBACK)))) {
+            describe(what, sizeof what, st);
+            fprintf(stderr, "kvsrun: kvsd (pid %ld) %s while the job ran\n", (long)p,
+                    what);
+            r->kvsd_told = 1;
+        }
+        return;
+    }
+    for (int i = 0; i < r->nstarted; i++) {
+        if (r->w[i].pid != p || r->w[i].done)
+            continue;
+        r->w[i].done = 1;
+        r->w[i].status = st;
+        r->w[i].tell = 1;
+        r->nlive--;
+        if (exit_code(st) != 0 && restart_worker_due(r, i))
+            break;
+        if (exit_code(st) != 0 && r->first_status < 0) {
+            char grace[32], used[64] = "";
+
+            r->first_status = exit_code(st);
+            describe(what, sizeof what, st);
+            /* The grace as given: 1000, not %.3g's 1e+03. */
+            kvs__spec_format_double(grace, sizeof grace, (double)r->o.grace_ns / SEC_NS);
+            if (r->o.restarts > 0 && r->w[i].restarts >= r->o.restarts)
+                snprintf(used, sizeof used, "; its %d restart%s used up", r->o.restarts,
+                         r->o.restarts == 1 ? " is" : "s are");
+            if (r->nlive > 0 && !r->stopping)
+                fprintf(stderr, "kvsrun: rank %d (pid %ld) %s%s; the other workers get "
+                        "%s s to exit\n", i, (long)p, what, used, grace);
+            else
+                fprintf(stderr, "kvsrun: rank %d (pid %ld) %s%s\n", i, (long)p, what, used);
+            begin_stop(r, kvs__now_ns() + r->o.grace_ns);
+        }
+        break;
+    }
+}
+
+/* Collects every child that has ended. */
+void reap(struct run *r)
+{
     pid_t p;
     int st;
 
-    while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
-        if (r->kvsd && p == r->kvsd) {
-            r->kvsd_done = 1;
-            r->kvsd_status = st;
-            /* Its normal end is the workers' leaving; anything else, while
-             * workers still run, is the reason they are about to fail. */
-            if (r->nlive > 0 && (!WIFEXITED(st) || WEXITSTATUS(st) != 0)) {
-                describe(what, sizeof what, st);
-                fprintf(stderr, "kvsrun: kvsd (pid %ld) %s while the job ran\n", (long)p,
-                        what);
-                r->kvsd_told = 1;
-            }
-            continue;
-        }
-        for (int i = 0; i < r->nstarted; i++) {
-            if (r->w[i].pid != p || r->w[i].done)
-                continue;
-            r->w[i].done = 1;
-            r->nlive--;
-            if (exit_code(st) != 0 && r->first_status < 0) {
-                char grace[32];
-
-                r->first_status = exit_code(st);
-                describe(what, sizeof what, st);
-                /* The grace as given: 1000, not %.3g's 1e+03. */
-                kvs__spec_format_double(grace, sizeof grace, (double)r->o.grace_ns / SEC_NS);
-                if (r->nlive > 0 && !r->stopping)
-                    fprintf(stderr, "kvsrun: rank %d (pid %ld) %s; the other workers get "
-                            "%s s to exit\n", i, (long)p, what, grace);
-                else
-                    fprintf(stderr, "kvsrun: rank %d (pid %ld) %s\n", i, (long)p, what);
-                begin_stop(r, kvs__now_ns() + r->o.grace_ns);
-            }
-            break;
-        }
-    }
+    while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+        child_ended(r, p, st);
 }
 
 /* Reads every pending signal. A stop signal goes on to the workers' groups
  * at once (the workers are not in kvsrun's group, so a terminal's ^C
- * reaches them only this way). Returns the last stop signal read, 0 when
+ * reaches them only this way), and starts the stop. Returns the last stop signal read, 0 when
  * none came. */
 int take_signals(struct run *r)
 {
@@ -140,6 +198,9 @@ int take_signals(struct run *r)
         signal_workers(r, sig);
         last = sig;
     }
+    /* Whichever wait it came in (a recovery's too), the job ends. */
+    if (last && !r->stopping)
+        begin_stop(r, kvs__now_ns() + r->o.grace_ns);
     return last;
 }
 
@@ -231,64 +292,39 @@ out_pipe:
  * message written): 126/127 when the program cannot be run, as a shell
  * says, 1 when fork failed. Workers already started are then stopped by
  * the caller. */
-int start_workers(struct run *r)
+int start_worker(struct run *r, int i)
 {
-    for (int i = 0; i < r->o.nworkers; i++) {
-        pid_t pid = 0;
-        int rc = spawn(r, r->o.argv, i, &pid);
+    pid_t pid = 0;
+    int rc = spawn(r, r->o.argv, i, &pid);
 
-        if (rc != 0 && pid == 0) {
-            fprintf(stderr, "kvsrun: cannot start rank %d: %s\n", i, strerror(-rc));
-            return 1;
-        }
-        if (rc != 0) {
-            /* Every rank runs the same program: one failed exec is all. */
-            fprintf(stderr, "kvsrun: cannot run '%s': %s\n", r->o.argv[0], strerror(-rc));
-            return rc == -ENOENT ? 127 : 126;
-        }
-        r->w[i].pid = pid;
-        r->nstarted++;
-        r->nlive++;
+    if (rc != 0 && pid == 0) {
+        fprintf(stderr, "kvsrun: cannot start rank %d: %s\n", i, strerror(-rc));
+        return 1;
     }
+    if (rc != 0) {
+        /* Every rank runs the same program: one failed exec is all. */
+        fprintf(stderr, "kvsrun: cannot run '%s': %s\n", r->o.argv[0], strerror(-rc));
+        return rc == -ENOENT ? 127 : 126;
+    }
+    r->w[i].pid = pid;
+    r->w[i].done = 0;
+    r->w[i].tell = 0;
+    r->w[i].waited_since = 0;
+    if (i >= r->nstarted)
+        r->nstarted = i + 1;
+    r->nlive++;
     return 0;
 }
 
-/* Runs until every started worker is reaped: stop signals are passed on,
- * a failure or a signal starts the stop (grace, SIGTERM, SIGKILL 2 s
- * later). Returns 0, or 1 when some worker outlived SIGKILL. */
-int supervise(struct run *r)
+int start_workers(struct run *r)
 {
-    for (;;) {
-        int64_t now, next;
+    for (int i = 0; i < r->o.nworkers; i++) {
+        int rc = start_worker(r, i);
 
-        if (take_signals(r) && !r->stopping)
-            begin_stop(r, kvs__now_ns() + r->o.grace_ns);
-        reap(r);
-        if (r->nlive == 0)
-            return 0;
-        now = kvs__now_ns();
-        if (r->term_at && now >= r->term_at) {
-            signal_workers(r, SIGTERM);
-            r->term_at = 0;
-            r->kill_at = now + KILL_AFTER_NS;
-        }
-        if (r->kill_at && now >= r->kill_at) {
-            signal_workers(r, SIGKILL);
-            r->kill_at = 0;
-            r->give_up_at = now + GONE_NS;
-        }
-        if (r->give_up_at && now >= r->give_up_at) {
-            fprintf(stderr, "kvsrun: %d worker(s) did not end after SIGKILL; leaving them\n",
-                    r->nlive);
-            return 1;
-        }
-        next = now + SLICE_MS * 1000000ll;
-        if (r->term_at && r->term_at < next)
-            next = r->term_at;
-        if (r->kill_at && r->kill_at < next)
-            next = r->kill_at;
-        wait_slice(r, next);
+        if (rc != 0)
+            return rc;
     }
+    return 0;
 }
 
 /* The stop signals kvsrun takes over; one ignored when kvsrun started (a

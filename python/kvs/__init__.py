@@ -10,7 +10,9 @@ kvs.create and KVStore follow mxnet.kvstore; kvs.RowSparse is a
 row-sparse value (some rows of a table; torch sparse COO tensors are
 taken as well); kvs.optimizer has SGD and Adam; kvs.torch has a Trainer
 for PyTorch models. C failures raise KVSError,
-which carries the code (kvs.ESHAPE, ...), its name and the detail.
+which carries the code (kvs.ESHAPE, ...), its name and the detail;
+kvs.Restart, a KVSError, says that the job rolled back to its last commit
+(kv.commit(step), kv.resume_step(): see doc/python.md).
 kvs.timeline(path) records this process's calls for a trace viewer.
 """
 
@@ -19,11 +21,12 @@ import os
 
 from . import optimizer
 from ._lib import ERRORS as _ERRORS
-from ._lib import KVSError, fail, lib, version
+from ._lib import KVSError, Restart, fail, lib, version
 from ._rows import RowSparse
 from .kvstore import KVStore
 
-__all__ = ['create', 'KVStore', 'KVSError', 'RowSparse', 'optimizer', 'timeline', 'version']
+__all__ = ['create', 'KVStore', 'KVSError', 'Restart', 'RowSparse', 'optimizer', 'timeline',
+           'version']
 
 # The error codes of kvs.h: kvs.EBADARG, kvs.ESHAPE, ...
 globals().update({_name[4:]: _code for _code, _name in _ERRORS.items()})

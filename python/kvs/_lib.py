@@ -117,6 +117,8 @@ _SIGS = {
     'kvs_save_optimizer_states': (_I, [_P, _S, _I]),
     'kvs_load_optimizer_states': (_I, [_P, _S]),
     'kvs_barrier': (_I, [_P]),
+    'kvs_commit': (_I, [_P, ctypes.c_int64]),
+    'kvs_resume_step': (_I, [_P, ctypes.POINTER(ctypes.c_int64)]),
     'kvs_init_row_sparse': (_I, [_P, _I, _P, _P]),
     'kvs_push_row_sparse': (_I, [_P, _I, _P, _P, _I]),
     'kvs_pull_rows': (_I, [_P, _I, _P, _P, _P, _I]),
@@ -127,7 +129,7 @@ _SIGS = {
 # Calls a library older than this package lacks: they fail when called,
 # with a reason, instead of the import.
 _NEWER = ('kvs_init_row_sparse', 'kvs_push_row_sparse', 'kvs_pull_rows',
-          'kvs_pushpull_row_sparse')
+          'kvs_pushpull_row_sparse', 'kvs_commit', 'kvs_resume_step')
 
 
 class _Missing:
@@ -158,6 +160,8 @@ ERRORS = {code: name for code, name in
           ((c, lib.kvs_err_name(c).decode()) for c in range(-30001, -31000, -1))
           if name.startswith('KVS_E')}
 EUPDATER = next(code for code, name in ERRORS.items() if name == 'KVS_EUPDATER')
+# KVS_ERESTART, which a library older than this package does not know.
+ERESTART = next((code for code, name in ERRORS.items() if name == 'KVS_ERESTART'), -30019)
 
 
 def version():
@@ -183,7 +187,23 @@ class KVSError(RuntimeError):
         super().__init__(text)
 
 
+class Restart(KVSError):
+    """The job rolled back to its last commit (KVS_ERESTART): a worker or
+    kvsd died and kvsrun restarted it; the store now holds the last
+    commit's snapshot (or nothing, before the first commit). Any call of a
+    dist store may raise it. The handle stays valid: call
+    KVStore.resume_step() (or kvs.torch.Trainer.resume()), pull the weights
+    (init them at -1), and continue from the step it gives + 1."""
+
+
+def error(code, detail=''):
+    """The exception of a failed call's code: Restart for KVS_ERESTART,
+    else KVSError."""
+    return (Restart if code == ERESTART else KVSError)(code, detail)
+
+
 def fail(handle, code):
-    """Raises the KVSError of code, with the detail of the handle's last error."""
+    """Raises the KVSError (Restart for KVS_ERESTART) of code, with the
+    detail of the handle's last error."""
     detail = lib.kvs_last_error(handle)
-    raise KVSError(code, detail.decode('utf-8', 'replace') if detail else '')
+    raise error(code, detail.decode('utf-8', 'replace') if detail else '')

@@ -200,8 +200,9 @@ class KVStore:
     torch tensors, CPU or CUDA (a CUDA tensor is read and written on its
     GPU); inputs that are not C-contiguous are copied, outputs
     must be writable and C-contiguous. Failures of the C library raise
-    KVSError; wrong Python types raise TypeError and wrong values
-    ValueError, before anything changes.
+    KVSError (kvs.Restart when the job rolled back to its last commit:
+    see commit and resume_step); wrong Python types raise TypeError and
+    wrong values ValueError, before anything changes.
     """
 
     def __init__(self, name='local'):
@@ -218,6 +219,7 @@ class KVStore:
         self._updater_c = None        # its C callback, kept alive while set
         self._local = threading.local()   # in_updater, updater_error: per calling thread
         self._unfreed = []            # buffers collected while an updater ran
+        self._restarts = 0            # roll backs seen: calls that raised kvs.Restart
 
     # ---- the handle ---------------------------------------------------------
 
@@ -276,6 +278,8 @@ class KVStore:
             self._local.updater_error = None
             if rc == _lib.EUPDATER:
                 raise exc
+        if rc == _lib.ERESTART:
+            self._restarts += 1
         _lib.fail(self._handle, rc)
 
     def _one(self, key, arr, writable, what):
@@ -739,6 +743,31 @@ class KVStore:
         self._check(_lib.lib.kvs_barrier(self.handle))
 
     _barrier = barrier
+
+    # ---- commits and recovery -----------------------------------------------
+
+    def commit(self, step):
+        """Records a snapshot of the whole store at the end of step (an int
+        >= 0): every key's value, the optimizer and its state. In dist types
+        every worker calls it with the same step after that step's pushes
+        and pulls, and it returns when kvsd holds the snapshot; should a
+        worker or kvsd die later, the job rolls back to it (kvs.Restart).
+        In-process stores keep it in the process. step < 0, or steps that
+        differ between workers, raise KVSError (EBADARG)."""
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+            raise TypeError('step must be an int, not %s' % type(step).__name__)
+        self._check(_lib.lib.kvs_commit(self.handle, int(step)))
+
+    def resume_step(self):
+        """The step of the snapshot the store holds, as an int: that of the
+        last commit, or after a roll back (kvs.Restart) the step the job
+        rolled back to; -1 when there is none (a fresh job, or a roll back
+        before the first commit, which leaves the store empty). Call it
+        after create() and after kvs.Restart, then pull the weights (init
+        them at -1) and continue from the step it gives + 1."""
+        step = ctypes.c_int64()
+        self._check(_lib.lib.kvs_resume_step(self.handle, ctypes.byref(step)))
+        return step.value
 
 
 class _BufferToken:

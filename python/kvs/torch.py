@@ -33,6 +33,13 @@ is made gets no buffer until its first gradient arrives, so that a sparse
 one comes as it is and its first step already pushes rows. A dense one is
 copied into its buffer once, at its first step, and accumulates there in
 place from then on.
+
+Commits and recovery: trainer.commit(step) commits the store, which holds
+the weights and the optimizer's state; trainer.resume() brings the
+parameters to the last commit and returns its step (-1: none), at start
+and after kvs.Restart; the loop goes on from that step + 1 (doc/python.md,
+"Commits and recovery"). Training with optimizer=None keeps its weights
+and optimizer in the workers and is not recoverable.
 """
 
 import torch
@@ -108,12 +115,20 @@ class Trainer:
         self.keys = list(range(len(params)))
         self._data = [p.data for p in params]
         self._sparse = [id(p) in sparse for p in params]   # gradients are sparse
-        # A table known to be sparse is initialised as rows (all of them), so
-        # that dist types keep it out of the small keys the workers combine:
-        # those take rows too, but make every round a copy of the table.
-        kv.init(self.keys, [_rows.RowSparse(d, torch.arange(d.shape[0]), tuple(d.shape))
-                            if s else d for d, s in zip(self._data, self._sparse)])
-        kv.pull(self.keys, out=self._data)
+        self._store_updates = optimizer is not None
+        self._optimizer = optimizer
+        self._lazy = _lazy_spec(optimizer) if optimizer is not None else False
+        # A store that holds a commit (a replacement worker, or a program
+        # started again on a kept store) has the keys and the optimizer:
+        # the parameters take its values, and nothing is initialised.
+        if kv.resume_step() >= 0:
+            self._need_store_updates('resume')
+            kv.pull(self.keys, out=self._data)
+        else:
+            self._init_keys()
+        self._restarts = kv._restarts   # the store's roll backs when its keys were set up
+        self._stepped = False         # a step() since the keys were set up
+        self._initial = None          # the initial weights, while a roll back may need them
         # Dense gradients accumulate in store buffers; sparse ones where
         # autograd puts them. A parameter with no gradient yet gets its
         # buffer with its first dense gradient (_gradients): until then its
@@ -137,11 +152,25 @@ class Trainer:
                        if self._grads[i] is not None and p.requires_grad]
         self._rows = {}               # key -> the row ids the next forward reads
         self._every_row = {}          # dense parameter -> the ids of all its rows
-        self._store_updates = optimizer is not None
-        self._lazy = False
-        if optimizer is not None:
-            kv.set_optimizer(optimizer)
-            self._lazy = _lazy_spec(optimizer)
+
+    def _init_keys(self):
+        """Initialises the keys with the parameters (rank 0's win), pulls
+        them, and sets the optimizer: a fresh store's set-up."""
+        # A table known to be sparse is initialised as rows (all of them), so
+        # that dist types keep it out of the small keys the workers combine:
+        # those take rows too, but make every round a copy of the table.
+        self.kv.init(self.keys, [_rows.RowSparse(d, torch.arange(d.shape[0]), tuple(d.shape))
+                                 if s else d for d, s in zip(self._data, self._sparse)])
+        self.kv.pull(self.keys, out=self._data)
+        if self._optimizer is not None:
+            self.kv.set_optimizer(self._optimizer)
+
+    def _need_store_updates(self, what):
+        if not self._store_updates:
+            raise ValueError(
+                'Trainer without an optimizer cannot %s: the store holds gradients, while the '
+                'weights and the optimizer\'s state live in the workers; give the Trainer an '
+                'optimizer (the store\'s) to make training recoverable' % what)
 
     def _watch(self, i):
         def hook(grad):
@@ -253,6 +282,7 @@ class Trainer:
                 raise TypeError('step() needs batch_size when the store runs the optimizer')
             if batch_size <= 0:
                 raise ValueError('batch_size must be positive, not %r' % (batch_size,))
+        self._stepped = True
         dense, sparse = self._kinds()
         rows, self._rows = self._rows, {}
         try:
@@ -383,6 +413,53 @@ class Trainer:
     def load_states(self, fname):
         """Restores what save_states wrote."""
         self.kv.load_optimizer_states(fname)
+
+    # ---- commits and recovery -----------------------------------------------
+
+    def commit(self, step):
+        """Commits the store at the end of step (kv.commit): the weights and
+        the optimizer's state, which the store holds; the Trainer keeps
+        nothing else a resume needs (its gradient buffers are refilled by
+        the next backward). Every worker calls it with the same step, after
+        that step's step(). Needs the store's optimizer: without one the
+        weights and the optimizer's state live in the workers, and commit
+        raises ValueError."""
+        self._need_store_updates('commit')
+        self.kv.commit(step)
+        self._initial = None          # a roll back now goes to a commit
+
+    def resume(self):
+        """Brings the parameters to the store's last commit and returns its
+        step; the loop continues from that step + 1. Call it at start (a
+        replacement worker that kvsrun started after a death resumes too)
+        and after kvs.Restart from any call. Step >= 0: every parameter's
+        value is pulled from the store. Step -1, nothing committed: in a
+        store that rolled back, which is then empty, the keys are set up
+        again as at creation (rank 0's values win) and the optimizer set;
+        else nothing changes. Either way every gradient is zeroed, so that
+        a step that a roll back cut short starts clean. Called before the
+        first step, it keeps a copy of the initial weights until the first
+        commit, so that a roll back before that starts over from them, as
+        a run without faults did. Without the store's optimizer only step
+        -1 can be resumed (ValueError otherwise)."""
+        step = self.kv.resume_step()
+        if step >= 0:
+            self._need_store_updates('resume')
+        self._rows = {}
+        if step >= 0:
+            self.kv.pull(self.keys, out=self._data)
+            self._initial = None
+        elif self.kv._restarts != self._restarts:
+            if self._initial is not None:
+                for d, v in zip(self._data, self._initial):
+                    d.copy_(v)
+            self._init_keys()
+            self._stepped = False
+        elif not self._stepped and self._initial is None and self._store_updates:
+            self._initial = [d.clone() for d in self._data]
+        self._restarts = self.kv._restarts
+        self.zero_grad()
+        return step
 
 
 def _torch_of(arr):

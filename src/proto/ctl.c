@@ -24,7 +24,10 @@ enum {
     Q_RSV0 = 6,        /* u16, zero */
     Q_VERSION = 8,     /* u32 */
     Q_JOB = 12,        /* KVS__JOB_MAX + 1 bytes, NUL-terminated, zero after the NUL */
-    Q_RSV1 = Q_JOB + KVS__JOB_MAX + 1,  /* zero up to the end */
+    Q_PAD = Q_JOB + KVS__JOB_MAX + 1,   /* zero up to Q_RANK */
+    Q_RANK = 80,       /* i32, gone's; zero for the other commands */
+    Q_CODE = 84,       /* i32, gone's; zero for the other commands */
+    Q_RSV1 = 88,       /* zero up to the end */
 };
 
 /* control reply: 24 bytes, then the text (no NUL; its length is in the head
@@ -40,6 +43,7 @@ enum {
     R_TEXT = 24,
 };
 
+_Static_assert(Q_PAD <= Q_RANK, "control request: the job name runs into the rank");
 _Static_assert(Q_RSV1 <= KVS__CTL_REQUEST_BYTES, "control request layout overflows its size");
 _Static_assert(R_TEXT == KVS__CTL_REPLY_HEAD, "control reply head has another size");
 _Static_assert(KVS__CTL_TEXT_MAX <= UINT32_MAX, "a reply's length is a u32");
@@ -54,6 +58,7 @@ const char *kvs__ctl_command_name(int command)
     case KVS__CTL_SAMPLE: return "sample";
     case KVS__CTL_STATS_SHORT: return "stats-short";
     case KVS__CTL_CHECKPOINT: return "checkpoint";
+    case KVS__CTL_GONE: return "gone";
     default: return NULL;
     }
 }
@@ -138,6 +143,8 @@ size_t kvs__ctl_request_encode(const struct kvs__ctl_request *q, void *buf)
     put_u8(p, Q_COMMAND, q->command);
     put_u32(p, Q_VERSION, q->version);
     put_text(p, Q_JOB, KVS__JOB_MAX + 1, q->job);
+    put_i32(p, Q_RANK, q->rank);
+    put_i32(p, Q_CODE, q->code);
     return KVS__CTL_REQUEST_BYTES;
 }
 
@@ -155,7 +162,8 @@ int kvs__ctl_request_decode(const void *buf, size_t len, struct kvs__ctl_request
     if ((rc = kvs__msg_head_check(m, len, KVS__CTL_REQUEST_BYTES, KVS__MSG_CTL_REQUEST, "control request",
                          e)) != 0)
         return rc;
-    if (get_u16(m, Q_RSV0) != 0 || !zeros(m, Q_RSV1, KVS__CTL_REQUEST_BYTES - Q_RSV1))
+    if (get_u16(m, Q_RSV0) != 0 || !zeros(m, Q_PAD, Q_RANK - Q_PAD)
+        || !zeros(m, Q_RSV1, KVS__CTL_REQUEST_BYTES - Q_RSV1))
         return kvs__fail(e, KVS_EPROTO, "control request: reserved bytes are not zero");
 
     memset(&t, 0, sizeof t);
@@ -168,6 +176,13 @@ int kvs__ctl_request_decode(const void *buf, size_t len, struct kvs__ctl_request
         return kvs__fail(e, KVS_EPROTO, "control request: job name not NUL-terminated");
     if (kvs__job_name_check(t.job, &je) != 0)
         return kvs__fail(e, KVS_EPROTO, "control request: %s", je.msg);
+    t.rank = get_i32(m, Q_RANK);
+    t.code = get_i32(m, Q_CODE);
+    if (t.command != KVS__CTL_GONE && (t.rank != 0 || t.code != 0))
+        return kvs__fail(e, KVS_EPROTO, "control request: reserved bytes are not zero");
+    if (t.command == KVS__CTL_GONE && (t.rank < 0 || t.code < 0 || t.code > 255))
+        return kvs__fail(e, KVS_EPROTO, "control request: gone of rank %" PRId32 " with exit "
+                         "code %" PRId32 " (a rank >= 0 and a code 0..255)", t.rank, t.code);
     *q = t;
     return 0;
 }

@@ -24,6 +24,10 @@ enum kvs__ctl_command {
     KVS__CTL_CHECKPOINT = 7,   /* the last commit's snapshot written into kvsd's
                                 * --checkpoint DIR now; answered once it is on disk.
                                 * A kvsd older than it refuses it as unknown */
+    KVS__CTL_GONE = 8,      /* kvsrun: rank `rank` of this host has ended (`code`: its exit
+                             * code as a shell gives it, 0 a success); one that never
+                             * connected counts as left (0) or failed (else) at once, one
+                             * that did is left to its socket */
 };
 
 /* The text of a sample: lines of words split by single spaces, in this
@@ -58,6 +62,8 @@ struct kvs__ctl_request {              /* kvsctl -> kvsd, first message */
     uint32_t version;                  /* KVS__PROTO_VERSION */
     uint8_t command;                   /* enum kvs__ctl_command */
     char job[KVS__JOB_MAX + 1];        /* the job kvsctl means; kvsd checks it is its own */
+    int32_t rank, code;                /* KVS__CTL_GONE's: a global rank >= 0 and an exit
+                                        * code 0..255; zero for every other command */
 };
 
 /* Text of a reply: at most KVS__CTL_TEXT_MAX bytes of UTF-8 without NUL,
@@ -77,7 +83,7 @@ struct kvs__ctl_reply {                /* kvsd -> kvsctl */
 #define KVS__CTL_REPLY_MAX     (KVS__CTL_REPLY_HEAD + KVS__CTL_TEXT_MAX)
 
 /* The command's name ("status", "keys", "stats", "stop", "sample",
- * "stats-short", "checkpoint"), or NULL. */
+ * "stats-short", "checkpoint", "gone"), or NULL. */
 const char *kvs__ctl_command_name(int command);
 
 /* The bytes (1 to 4) of the character at s, of the n bytes there, when a
