@@ -28,6 +28,13 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_dist_device.sh tests/test_top.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
 	tests/test_timeline.sh tests/test_kvsctl.sh tests/test_kvsctl_plan.sh tests/test_dist_kvsd.sh tests/test_quickstart.sh \
 	tests/test_dist_rows.sh tests/test_hosts_rows.sh tests/test_hosts_bytes.sh
+# A worker's handle when kvsd --recover is killed and replaced.
+TESTS += tests/test_recover_client.sh
+EXTRA_DIST += tests/test_recover_client.sh
+check_PROGRAMS += tests/dist_restart
+tests_dist_restart_SOURCES = tests/dist_restart.c tests/distutil.h
+tests_dist_restart_CFLAGS = $(AM_CFLAGS) -pthread
+tests_dist_restart_LDADD = src/libkvs.la -lm -lpthread
 # Recovery: the kill loop (scripts/chaos, short) over tests/recover_train.
 EXTRA_DIST += tests/test_recover_loop.sh
 check_PROGRAMS += tests/recover_train

@@ -65,6 +65,7 @@ int kvs__client_send(kvs_t *kv, uint8_t op, const void *data, size_t len, uint64
         free(h);
         return kvs__fail(e, -ENOMEM, "out of memory");
     }
+    h->gen = kvs__client_gen(c);
     if ((rc = kvs__client_xfer_take(kv, len, &req.data_off, what, e)) != 0) {
         free(h->returned);
         free(h);
@@ -106,6 +107,7 @@ struct call {
     int64_t timeout_ms, deadline;
     int own_timeout;                   /* the caller's, not the handle's: no asking */
     int quiet, woke;                   /* kvs__client_sleep's; kvs__client_reap's */
+    uint64_t gen;                      /* the link's generation it was posted in */
     const char *what;
 };
 
@@ -147,6 +149,7 @@ static void call_enlist(struct call *k, struct kvs__hold *h)
 {
     struct kvs__client *c = k->c;
 
+    k->gen = c->gen;
     k->w.base = c->next_seq;
     c->next_seq += (uint64_t)k->w.n;
     k->ans->failed = -1;
@@ -207,7 +210,7 @@ static int call_post(struct call *k, struct kvs__err *e)
         kvs__bell_ring(c->dbell);
         seen = kvs__bell_seq(c->wbell);
         if ((rc = kvs__client_reap(c, &k->w, &k->woke, e)) == 0)
-            rc = kvs__client_sleep(c, seen, k->deadline, &k->quiet, k->what, e);
+            rc = kvs__client_sleep(c, k->gen, seen, k->deadline, &k->quiet, k->what, e);
     }
     return rc;
 }
@@ -246,18 +249,20 @@ static int call_wait(struct call *k, struct kvs__err *e)
             return rc;
         if (!k->own_timeout && kvs__now_ns() >= k->deadline)
             return call_give_up(k, e);
-        if ((rc = kvs__client_sleep(c, seen, k->deadline, &k->quiet, k->what, e)) != 0)
+        if ((rc = kvs__client_sleep(c, k->gen, seen, k->deadline, &k->quiet, k->what, e)) != 0)
             return rc;
     }
 }
 
 /* Posts the n requests fill makes as one list call (the last flagged as
  * its end) and waits for their completions, kept in ans in order (its
- * array has room for n). h: the staging the call lends kvsd, tracked until returned (the call's requests' seqs
- * are filled in here). timeout_ms: 0 for the handle's deadline, after
- * which kvsd is asked what the call waited for; else this one, without
- * asking. Returns 0 when every request got a completion (each with its own
- * status), else the error that broke the handle. */
+ * array has room for n). h: the staging the call lends kvsd, tracked
+ * until returned (the call's requests' seqs are filled in here).
+ * timeout_ms: 0 for the handle's deadline, after which kvsd is asked what
+ * the call waited for; else this one, without asking. Returns 0 when
+ * every request got a completion (each with its own status), else the
+ * error that broke the handle, or KVS_ERESTART: kvsd went meanwhile, or
+ * before h's call began, and the link connected to the next one. */
 int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, int tables,
                           struct kvs__answers *ans, struct kvs__hold *h, int64_t timeout_ms,
                           const char *what, struct kvs__err *e)
@@ -284,7 +289,10 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
     }
     pthread_mutex_lock(&c->post);
     pthread_mutex_lock(&c->lock);
-    if ((rc = kvs__client_usable_locked(c, e)) != 0) {
+    /* A hold whose range was taken before kvsd went has its bytes in the
+     * staging of the kvsd gone: the call began before the roll back. */
+    if ((rc = kvs__client_usable_locked(c, e)) != 0
+        || (h && (rc = kvs__client_stale(c, h->gen, e)) != 0)) {
         call_drop(&k, h);
         pthread_mutex_unlock(&c->post);
         goto out;
@@ -305,9 +313,10 @@ int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, 
         kvs__tr_put(KVS__TR_WAIT_KVSD, waiting, 0, &ta, 0, NULL);
     }
     call_unlist(&k);
-    /* kvsd is done with the tables once every slot is answered; a handle
-     * that broke keeps them lent. */
-    if (rc == 0 && k.w.tables)
+    /* kvsd is done with the tables once every slot is answered, or gone
+     * (the link is at a later generation); a handle that broke keeps them
+     * lent. */
+    if ((rc == 0 || (!c->broken && c->gen != k.gen)) && k.w.tables)
         kvs__bufs_remove(&c->xfer, k.toff, NULL);
 out:
     pthread_mutex_unlock(&c->lock);
@@ -367,16 +376,19 @@ int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *
     struct kvs__opts o;
     int64_t deadline;
     int rc, quiet = 0, spilled = 0;
+    uint64_t g;
 
     kvs__opts_get(kv, &o);
     deadline = kvs__now_ns() + o.timeout_ms * 1000000ll;
     pthread_mutex_lock(&c->lock);
+    g = c->gen;
     for (;;) {
         uint64_t room = kvs__client_transient(c);
         uint32_t seen = kvs__bell_seq(c->wbell);
         int woke = 0;
 
-        if ((rc = kvs__client_usable_locked(c, e)) != 0)
+        if ((rc = kvs__client_usable_locked(c, e)) != 0
+            || (rc = kvs__client_stale(c, g, e)) != 0)
             break;
         if (bytes > room) {
             rc = kvs__fail(e, -ENOSPC, "%s: %llu bytes do not fit the %llu bytes below the "
@@ -402,7 +414,7 @@ int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *
         }
         spilled = 0;
         if ((rc = kvs__client_reap(c, NULL, &woke, e)) != 0
-            || (rc = kvs__client_sleep(c, seen, deadline, &quiet, what, e)) != 0)
+            || (rc = kvs__client_sleep(c, g, seen, deadline, &quiet, what, e)) != 0)
             break;
         if (woke) {
             pthread_mutex_unlock(&c->lock);

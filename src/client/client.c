@@ -162,6 +162,7 @@ static int pushpull_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_
     kvs_array_t *dst = outs ? outs : (kvs_array_t *)values;
     struct kvs__answers ans = { .a = NULL, .failed = -1 };
     struct kvs__groups g;
+    uint64_t gen = kvs__client_gen(kv->client);
     int64_t t;
     int rc;
 
@@ -182,6 +183,8 @@ static int pushpull_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_
         rc = kvs__client_deliver(kv, &ans.a[g.gid[i]], &dst[i], view, e);
     if (!view)
         kvs__tr_list(KVS__TR_COPY_OUT, t, n, keys, dst);
+    if (rc == 0)                       /* kvsd went meanwhile: this may be the next one's */
+        rc = kvs__client_since(kv->client, gen, e);
 out:
     free(ans.a);
     kvs__groups_free(&g);
@@ -442,6 +445,9 @@ static void dist_close(kvs_t *kv)
      * keeps copies of our pushes still in open rounds). A short deadline:
      * kvsd may be gone. */
     kvs__tr_flush();                   /* before leaving: kvsd merges once all left */
+    pthread_mutex_lock(&c->lock);
+    c->closing = 1;                    /* no reconnecting now */
+    pthread_mutex_unlock(&c->lock);
     if (!c->broken)
         kvs__client_run_batch(kv, kvs__client_fill_from, &req, 1, 0, &ans, NULL, CLOSE_MS,
                               "kvs_close", &e);

@@ -4,7 +4,9 @@
  * says hello on kvsd's socket, checks the welcome, maps the segments whose
  * descriptors come with it and checks their heads; offers kvsd this
  * process's memory for pushes it reads in place; and undoes all of it
- * when the handle closes.
+ * when the handle closes. When kvsd of a job that recovers went, connects
+ * again to the kvsd that replaces it and maps its segments where the old
+ * ones were (kvs__client_reconnect).
  *
  * It never posts a request or reads a completion (call.c and wait.c do),
  * and trusts nothing kvsd sent: the welcome is decoded and checked
@@ -19,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -32,6 +36,7 @@
 #include "shm/shm.h"
 
 #define CONNECT_WAIT_NS (10 * 1000000000ll) /* handshake deadline */
+#define RETRY_NS        (50 * 1000000ll)     /* between tries to reach a kvsd coming back */
 
 /* ---- environment ------------------------------------------------------ */
 
@@ -127,9 +132,25 @@ void kvs__client_free(struct kvs__client *c)
     free(c);
 }
 
-/* Maps what the welcome describes; fds are closed by the caller. */
+/* Maps fd where *out points already (MAP_FIXED, replacing what is there)
+ * when fixed, else where the kernel likes. */
+static int map_at(int fd, size_t size, int writable, int fixed, void **out, struct kvs__err *e)
+{
+    void *p;
+
+    if (!fixed)
+        return kvs__map(fd, size, writable, out, e);
+    p = mmap(*out, size, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED | MAP_FIXED, fd, 0);
+    if (p == MAP_FAILED)
+        return kvs__fail(e, -errno, "mmap at %p: %s", *out, strerror(errno));
+    return 0;
+}
+
+/* Maps what the welcome describes; fds are closed by the caller. fixed:
+ * at the addresses of the mappings c has (of the same sizes: the caller
+ * checked), which they replace. */
 static int client_map(struct kvs__client *c, const struct kvs__welcome *w, const int *fds,
-                      struct kvs__err *e)
+                      int fixed, struct kvs__err *e)
 {
     struct kvs__worker_layout l;
     int rc;
@@ -145,13 +166,13 @@ static int client_map(struct kvs__client *c, const struct kvs__welcome *w, const
         || (rc = kvs__memfd_check(fds[1], w->seg_size, 1, e)) != 0
         || (rc = kvs__memfd_check(fds[2], w->arena_size, 1, e)) != 0)
         return rc;
-    if ((rc = kvs__map(fds[0], w->control_size, 1, &c->ctl, e)) != 0)
+    if ((rc = map_at(fds[0], w->control_size, 1, fixed, &c->ctl, e)) != 0)
         return rc;
     c->ctl_size = w->control_size;
-    if ((rc = kvs__map(fds[1], w->seg_size, 1, &c->seg, e)) != 0)
+    if ((rc = map_at(fds[1], w->seg_size, 1, fixed, &c->seg, e)) != 0)
         return rc;
     c->seg_size = w->seg_size;
-    if ((rc = kvs__map(fds[2], w->arena_size, 0, (void **)&c->arena, e)) != 0)
+    if ((rc = map_at(fds[2], w->arena_size, 0, fixed, (void **)&c->arena, e)) != 0)
         return rc;
     c->arena_size = w->arena_size;
     if ((rc = check_head(c->ctl, c->ctl_size, KVS__SEG_CONTROL, "control", e)) != 0
@@ -203,17 +224,22 @@ static int offer_memory(struct kvs__client *c, struct kvs__hello *h, struct kvs_
     return 0;
 }
 
-static int client_connect(kvs_t *kv, struct kvs__client *c, struct kvs__err *e)
+/* Says hello on the job's socket (c->sock from then on) and takes the
+ * welcome, checked, in *w and its descriptors in fds (*nfds of them, the
+ * caller closes them), by deadline at the latest. */
+static int client_hello(kvs_t *kv, struct kvs__client *c, struct kvs__welcome *w, int *fds,
+                        int *nfds, int64_t deadline, struct kvs__err *e)
 {
     char dir[PATH_MAX], path[PATH_MAX + 80];
     unsigned char buf[KVS__WELCOME_BYTES + 1];
     struct kvs__hello h = { .version = KVS__PROTO_VERSION, .rank = kv->rank,
                             .nworkers = kv->nworkers };
-    struct kvs__welcome w;
-    int64_t deadline = kvs__now_ns() + CONNECT_WAIT_NS;
-    int fds[4], nfds = 0, rc;
+    int rc;
     size_t len;
 
+    *nfds = 0;
+    if (deadline > kvs__now_ns() + CONNECT_WAIT_NS)
+        deadline = kvs__now_ns() + CONNECT_WAIT_NS;
     c->sync = strcmp(kv->type, "dist_async") != 0;
     h.mode = c->sync ? KVS__MODE_SYNC : KVS__MODE_ASYNC;
     snprintf(h.job, sizeof h.job, "%s", c->job);
@@ -232,24 +258,170 @@ static int client_connect(kvs_t *kv, struct kvs__client *c, struct kvs__err *e)
     len = kvs__hello_encode(&h, buf);
     if ((rc = kvs__sock_send(c->sock, buf, len, NULL, 0, deadline, e)) != 0)
         return rc;
-    rc = kvs__sock_recv(c->sock, buf, sizeof buf, &len, fds, 4, &nfds, deadline, e);
+    rc = kvs__sock_recv(c->sock, buf, sizeof buf, &len, fds, 4, nfds, deadline, e);
     if (rc == -ECONNRESET)
         return kvs__fail(e, KVS_ECLOSED, "kvsd of job '%s' closed the connection", c->job);
     if (rc != 0)
         return rc;
-    if ((rc = kvs__welcome_decode(buf, len, &w, e)) == 0) {
-        if (w.status != 0)
-            rc = kvs__fail(e, w.status, "kvsd refused: %s", w.msg);
-        else if (nfds != 3 + !!(w.flags & KVS__WELCOME_COMBINE))
-            rc = kvs__fail(e, KVS_EPROTO, "kvsd sent %d descriptors, not %d", nfds,
-                           3 + !!(w.flags & KVS__WELCOME_COMBINE));
-        else if ((w.flags & KVS__WELCOME_REMOTE) && !h.probe)
-            rc = kvs__fail(e, KVS_EPROTO, "kvsd reads memory it was not offered");
-        else
-            rc = client_map(c, &w, fds, e);
-        c->remote = rc == 0 && (w.flags & KVS__WELCOME_REMOTE);
-        c->resume_step = w.resume_step < 0 ? -1 : w.resume_step;
+    if ((rc = kvs__welcome_decode(buf, len, w, e)) != 0)
+        return rc;
+    if (w->status != 0)
+        return kvs__fail(e, w->status, "kvsd refused: %s", w->msg);
+    if (*nfds != 3 + !!(w->flags & KVS__WELCOME_COMBINE))
+        return kvs__fail(e, KVS_EPROTO, "kvsd sent %d descriptors, not %d", *nfds,
+                         3 + !!(w->flags & KVS__WELCOME_COMBINE));
+    if ((w->flags & KVS__WELCOME_REMOTE) && !h.probe)
+        return kvs__fail(e, KVS_EPROTO, "kvsd reads memory it was not offered");
+    return 0;
+}
+
+/* What the link keeps from a welcome besides its mappings. */
+static void client_welcomed(struct kvs__client *c, const struct kvs__welcome *w)
+{
+    c->remote = (w->flags & KVS__WELCOME_REMOTE) != 0;
+    c->recover = (w->flags & KVS__WELCOME_RECOVER) != 0;
+    c->resume_step = w->resume_step < 0 ? -1 : w->resume_step;
+}
+
+static int client_connect(kvs_t *kv, struct kvs__client *c, struct kvs__err *e)
+{
+    struct kvs__welcome w;
+    int fds[4], nfds = 0, rc;
+
+    if ((rc = client_hello(kv, c, &w, fds, &nfds, INT64_MAX, e)) == 0
+        && (rc = client_map(c, &w, fds, 0, e)) == 0)
+        client_welcomed(c, &w);
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+    return rc;
+}
+
+/* ---- reconnecting ----------------------------------------------------- */
+
+/* The new kvsd's segments are the sizes of the old ones, in the same
+ * layout: they can take the old ones' places. */
+static int same_geometry(const struct kvs__client *c, const struct kvs__welcome *w)
+{
+    return w->control_size == c->ctl_size && w->seg_size == c->seg_size
+           && w->arena_size == c->arena_size && w->sq_entries == c->sq.entries
+           && w->cq_entries == c->cq.entries
+           && w->staging_off == (uint64_t)(c->staging - (unsigned char *)c->seg)
+           && w->staging_size == c->staging_size;
+}
+
+/* Hands the addresses of the old mappings to nothing that can be read or
+ * written (PROT_NONE, reserved so that no later mapping lands there): a
+ * pointer kept into them faults at once instead of reading another
+ * allocation. Then maps fresh: the buffers of kvs_array_alloc are gone. */
+static int remap_fresh(struct kvs__client *c, const struct kvs__welcome *w, const int *fds,
+                       struct kvs__err *e)
+{
+    void *old[3] = { c->ctl, c->seg, (void *)c->arena };
+    size_t size[3] = { c->ctl_size, c->seg_size, c->arena_size };
+
+    for (int i = 0; i < 3; i++)
+        if (mmap(old[i], size[i], PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED
+                 | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+            munmap(old[i], size[i]);
+    c->ctl = c->seg = NULL;
+    c->arena = NULL;
+    kvs__bufs_fini(&c->bufs);
+    memset(&c->bufs, 0, sizeof c->bufs);
+    return client_map(c, w, fds, 0, e);
+}
+
+/* Maps the new kvsd's segments where the old ones were, keeping the bytes
+ * of the buffers in use: a program's pointers into them stay good. */
+static int remap_fixed(struct kvs__client *c, const struct kvs__welcome *w, const int *fds,
+                       struct kvs__err *e)
+{
+    unsigned char **keep = calloc(c->bufs.n ? c->bufs.n : 1, sizeof *keep);
+    int rc;
+
+    if (!keep)
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < c->bufs.n; i++) {
+        const struct kvs__range *r = &c->bufs.r[i];
+
+        if (!(keep[i] = malloc(r->len))) {
+            rc = kvs__fail(e, -ENOMEM, "out of memory keeping the buffers of kvs_array_alloc");
+            goto out;
+        }
+        memcpy(keep[i], c->staging + r->off, r->len);
     }
+    if ((rc = client_map(c, w, fds, 1, e)) == 0)
+        for (size_t i = 0; i < c->bufs.n; i++)
+            memcpy(c->staging + c->bufs.r[i].off, keep[i], c->bufs.r[i].len);
+out:
+    for (size_t i = 0; i < c->bufs.n; i++)
+        free(keep[i]);
+    free(keep);
+    return rc;
+}
+
+/* Forgets everything kept for the kvsd gone: the calls waiting (theirs
+ * return KVS_ERESTART, by the link's generation), the staging it still
+ * held, request numbers, residuals of 2bit pushes (the pushes they were
+ * left from are rolled back), the rows' size hints. The transient ranges
+ * of calls not posted yet stay theirs to give back. */
+static void client_forget(struct kvs__client *c)
+{
+    kvs__residuals_zero(c->residuals);
+    c->waiters = NULL;
+    while (c->holds) {
+        struct kvs__hold *h = c->holds;
+
+        c->holds = h->next;
+        kvs__client_hold_free(c, h);
+    }
+    c->next_seq = 0;
+    memset(c->row_hint, 0, sizeof c->row_hint);
+}
+
+static void nap(int64_t ns)
+{
+    struct timespec t = { ns / 1000000000, ns % 1000000000 };
+
+    nanosleep(&t, NULL);
+}
+
+int kvs__client_reconnect(struct kvs__client *c, struct kvs__err *e)
+{
+    struct kvs__err last = { 0, "" };
+    struct kvs__welcome w;
+    struct kvs__opts o;
+    char secs[32];
+    int64_t deadline;
+    int fds[4], nfds = 0, rc;
+
+    kvs__opts_get(c->kv, &o);
+    deadline = kvs__now_ns() + o.timeout_ms * 1000000ll;
+    kvs__spec_format_double(secs, sizeof secs, (double)o.timeout_ms / 1000);
+    if (c->cb)
+        return kvs__fail(e, KVS_ECLOSED, "kvsd of job '%s' went away, and a handle whose "
+                         "workers combine keys does not reconnect", c->job);
+    for (;;) {
+        if (c->sock >= 0)
+            close(c->sock);
+        c->sock = -1;
+        if ((rc = client_hello(c->kv, c, &w, fds, &nfds, deadline, &last)) == 0)
+            break;
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        if (kvs__now_ns() + RETRY_NS >= deadline)
+            return kvs__fail(e, KVS_ECLOSED, "kvsd of job '%s' went away and no kvsd took "
+                             "its place within %s s (KVS_TIMEOUT): %s", c->job, secs, last.msg);
+        nap(RETRY_NS);
+    }
+    if (w.flags & KVS__WELCOME_COMBINE)
+        rc = kvs__fail(e, KVS_ECLOSED, "the kvsd that took the place of job '%s''s has its "
+                       "workers combine keys: a handle does not reconnect to it", c->job);
+    else {
+        client_forget(c);
+        rc = same_geometry(c, &w) ? remap_fixed(c, &w, fds, e) : remap_fresh(c, &w, fds, e);
+    }
+    if (rc == 0)
+        client_welcomed(c, &w);
     for (int i = 0; i < nfds; i++)
         close(fds[i]);
     return rc;
@@ -263,6 +435,8 @@ int kvs__client_open(kvs_t *kv, struct kvs__err *e)
     if (!c)
         return kvs__fail(e, -ENOMEM, "out of memory");
     c->sock = -1;
+    c->kv = kv;
+    c->resume_step = -1;
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->post, NULL);
     pthread_mutex_init(&c->cb_lock, NULL);

@@ -18,6 +18,10 @@
  * driver gives no handle for the base any more, or another one) are
  * unregistered, so that kvsd holds little more than the live ones.
  *
+ * A kvsd that took the place of one gone (a job that recovers) knows no
+ * buffer: the table notices the link's new generation at its next use and
+ * registers every buffer again as it comes.
+ *
  * Where sharing cannot work, pushes go through staging as before: memory
  * the driver gives no handle for, no free number (every one pinned), or a
  * kvsd that cannot open handles (started without a CUDA runtime), which a
@@ -51,6 +55,7 @@ struct kvs__devbufs {
     uint64_t clock;
     int fresh;                         /* registrations since the last sweep */
     int refused;                       /* kvsd opens no handle: staging from now on */
+    uint64_t gen;                      /* the link's generation it was made for */
 };
 
 void kvs__devbufs_free(struct kvs__devbufs *t)
@@ -135,6 +140,14 @@ int kvs__client_devbuf(kvs_t *kv, const void *p, int device, uint64_t bytes, int
         return 0;                      /* not shareable: the caller copies it */
     base = (uintptr_t)p - ipc.offset;
     pthread_mutex_lock(&t->lock);
+    pthread_mutex_lock(&kv->client->lock);
+    if (t->gen != kv->client->gen) {  /* another kvsd: it knows none of them */
+        for (i = 0; i < t->n; i++)
+            t->b[i].base = 0;
+        t->refused = t->fresh = 0;
+        t->gen = kv->client->gen;
+    }
+    pthread_mutex_unlock(&kv->client->lock);
     if (t->refused) {
         pthread_mutex_unlock(&t->lock);
         return 0;

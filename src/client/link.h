@@ -55,6 +55,9 @@ struct kvs__hold {
     unsigned char *returned;           /* per request */
     uint64_t off, len;
     int zc;                            /* some data lies in zero-copy buffers */
+    uint64_t gen;                      /* the link's generation its call began in:
+                                        * what was meant for a kvsd gone is not posted
+                                        * to the next */
     struct kvs__hold *next;
 };
 
@@ -99,6 +102,14 @@ struct kvs__client {
                                         * the key last seen so hashed (0: none) */
     int broken;                        /* 0, or the error every call now returns */
     char broken_msg[KVS__ERR_MSG_MAX];
+    kvs_t *kv;                         /* the handle: its rank, type and timeout, to reconnect */
+    int recover;                       /* the welcome had KVS__WELCOME_RECOVER: when kvsd
+                                        * goes, calls return KVS_ERESTART and the link
+                                        * connects to the kvsd that replaces it */
+    int closing;                       /* kvs_close runs: kvsd gone is only KVS_ECLOSED */
+    uint64_t gen;                      /* the link's generation: one more each time kvsd
+                                        * went (wait.c); a call of an older one returns
+                                        * KVS_ERESTART */
 };
 
 /* One answer, for calls of one request. */
@@ -113,6 +124,15 @@ struct kvs__client {
 int kvs__client_open(kvs_t *kv, struct kvs__err *e);
 void kvs__client_free(struct kvs__client *c);
 
+/* Connects again to the job's socket after kvsd went (c->lock held, for
+ * as long as it takes), retrying until the handle's timeout passes, and
+ * maps the new kvsd's segments at the old addresses, keeping the bytes of
+ * kvs_array_alloc's buffers; resets every piece of state kept for the
+ * kvsd gone (rings, seqs, calls waiting, holds, residuals, row hints).
+ * 0, or the error (KVS_ECLOSED with why) the caller breaks the handle
+ * with. */
+int kvs__client_reconnect(struct kvs__client *c, struct kvs__err *e);
+
 /* ---- call.c ---- */
 
 /* Posts the n requests fill makes as one list call and waits for their
@@ -123,7 +143,8 @@ void kvs__client_free(struct kvs__client *c);
  * timeout_ms: 0 for the handle's deadline, after which kvsd is asked what
  * the call waited for; else this one, without asking. Returns 0 when every
  * request got a completion (each with its own status), else the error that
- * broke the handle. kvs__client_run: the same with the handle's deadline,
+ * broke the handle, or KVS_ERESTART (kvsd went: kvs__client_gone; h's call
+ * began before). kvs__client_run: the same with the handle's deadline,
  * and the first failed completion as the call's error. */
 int kvs__client_run_batch(kvs_t *kv, kvs__fill_fn fill, const void *ctx, int n, int tables,
                           struct kvs__answers *ans, struct kvs__hold *h, int64_t timeout_ms,
@@ -155,6 +176,24 @@ int kvs__client_xfer_take(kvs_t *kv, uint64_t bytes, uint64_t *off, const char *
 
 /* 1 when kvsd has closed this worker's socket (it died, or stopped). */
 int kvs__client_daemon_gone(struct kvs__client *c);
+
+/* kvsd's socket hung up (c->lock held): without KVS__WELCOME_RECOVER,
+ * breaks the handle with KVS_ECLOSED. With it, starts the link's next
+ * generation (every call of the older one returns KVS_ERESTART) and
+ * reconnects (kvs__client_reconnect): KVS_ERESTART when it did, else
+ * the handle breaks with KVS_ECLOSED. */
+int kvs__client_gone(struct kvs__client *c, const char *what, struct kvs__err *e);
+
+/* The error a call of the link's generation gen returns when the link is
+ * at another: KVS_ERESTART, else 0 (c->lock held). */
+int kvs__client_stale(struct kvs__client *c, uint64_t gen, struct kvs__err *e);
+
+/* The link's generation now; KVS_ERESTART when it is no longer gen, else
+ * 0: what a call read out of staging or the arena since it began may be
+ * the next kvsd's, or it posted what it wrote into the old one's. Both
+ * take c->lock. */
+uint64_t kvs__client_gen(struct kvs__client *c);
+int kvs__client_since(struct kvs__client *c, uint64_t gen, struct kvs__err *e);
 
 /* 0, or the error of a broken handle; _locked: c->lock held. */
 int kvs__client_usable(struct kvs__client *c, struct kvs__err *e);

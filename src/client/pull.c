@@ -152,6 +152,7 @@ int kvs__client_pull_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array
     uint64_t *at = NULL;
     int *dev = NULL, copied = 0;
     struct kvs__groups g;
+    uint64_t gen = kvs__client_gen(kv->client);
     int64_t t;
     int rc;
 
@@ -200,6 +201,9 @@ int kvs__client_pull_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array
         rc = kvs__mem_finish(e);
     else if (copied)
         kvs__mem_finish(NULL);
+    /* kvsd went meanwhile: what was read may be the next one's. */
+    if (rc == 0)
+        rc = kvs__client_since(kv->client, gen, e);
     if (!view)
         kvs__tr_list(KVS__TR_COPY_OUT, t, n, keys, outs);
 out:

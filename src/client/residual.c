@@ -59,6 +59,17 @@ void kvs__residuals_free(struct kvs__residuals *t)
     free(t);
 }
 
+void kvs__residuals_zero(struct kvs__residuals *t)
+{
+    if (!t)
+        return;
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < t->cap; i++)
+        for (struct resid *x = t->b[i]; x; x = x->next)
+            memset(x->r, 0, x->n * sizeof *x->r);
+    pthread_mutex_unlock(&t->lock);
+}
+
 static int key_is(const struct resid *x, uint64_t hash, kvs_key_t key)
 {
     if (x->hash != hash || !x->key.name != !key.name)

@@ -17,6 +17,10 @@ struct kvs__residuals;
 int kvs__residuals_new(struct kvs__residuals **out);
 void kvs__residuals_free(struct kvs__residuals *t);
 
+/* Every key's residual back to zero, as before its first push (the pushes
+ * it was left from were rolled back). NULL is a no-op. */
+void kvs__residuals_zero(struct kvs__residuals *t);
+
 /* Quantizes grad (n values) of key into out (kvs__gc_2bit_words(n) words)
  * from the key's residual (zero at its first push), leaving the residual
  * as it was: the one this push makes is in *next, for _commit once kvsd

@@ -247,6 +247,7 @@ static int push_batch(kvs_t *kv, struct rows_push *p, const int64_t *row, int st
         free(a);
         return kvs__fail(e, -ENOMEM, "out of memory");
     }
+    h->gen = kvs__client_gen(c);
     if (total && (rc = kvs__client_xfer_take(kv, total, &off, p->what, e)) != 0) {
         free(h->returned);
         free(h);
@@ -670,13 +671,14 @@ int kvs__client_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arr
     int64_t **ids = NULL, *kd_cnt = NULL, **kd_ids = NULL;
     struct kvs__cb_slot **slot = NULL;
     kvs_key_t *kd_keys = NULL;
-    uint64_t bytes = 0, base = 0, lent = 0, *off = NULL, *len = NULL;
+    uint64_t bytes = 0, base = 0, lent = 0, gen = 0, *off = NULL, *len = NULL;
     size_t nn = (size_t)(n > 0 ? n : 1);
     int rc, short_of = 0, *kd = NULL, nkd = 0;
 
     if ((rc = kvs__client_usable(c, e)) != 0
         || (rc = kvs__check_list(NULL, n, keys, row_ids, "row_ids", e)) != 0)
         return rc;
+    gen = kvs__client_gen(c);
     if (n > 0 && !outs)
         return kvs__fail(e, KVS_EBADARG, "out list is NULL with count %d", n);
     for (int i = 0; i < n; i++)
@@ -748,8 +750,10 @@ int kvs__client_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arr
         sub.cnt = kd_cnt + start;
         sub.off = off + start;
         sub.len = len + start;
-        rc = kvs__client_run(kv, fill_pull_rows, &sub, k, 0, &part, NULL,
-                             "kvs_pull_rows", e);
+        /* The ids it lends kvsd went into the staging of a kvsd gone. */
+        if ((rc = kvs__client_since(c, gen, e)) == 0)
+            rc = kvs__client_run(kv, fill_pull_rows, &sub, k, 0, &part, NULL,
+                                 "kvs_pull_rows", e);
     }
     /* Every out is checked before any is written. */
     for (int j = 0; j < nkd && rc == 0; j++) {
@@ -802,6 +806,8 @@ int kvs__client_pull_rows(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_arr
             pthread_mutex_unlock(&c->lock);
         }
     }
+    if (rc == 0)                       /* what was read may be the next kvsd's */
+        rc = kvs__client_since(c, gen, e);
     if (rc == 0)
         kvs__client_count(c, 0, bytes);
 out:

@@ -200,6 +200,7 @@ struct send {
     void **held;                       /* per member: its host copy, or NULL */
     unsigned char *remote;             /* per group: kvsd reads it out of this process */
     uint64_t room;                     /* the transient part of staging */
+    uint64_t gen;                      /* the link's generation the call began in */
     struct groups_src src;
 };
 
@@ -213,7 +214,7 @@ static int send_open(struct send *sd, kvs_t *kv, uint8_t op, uint8_t flags,
 
     kvs__opts_get(kv, &o);
     *sd = (struct send){ .kv = kv, .g = g, .keys = keys, .arrs = arrs, .what = what,
-                         .threads = (int)o.threads };
+                         .threads = (int)o.threads, .gen = kvs__client_gen(kv->client) };
     sd->own = out ? NULL : malloc(ng * sizeof *sd->own);
     sd->ans = (struct kvs__answers){ .a = out ? out->a : sd->own, .failed = -1 };
     sd->at = malloc(ng * sizeof *sd->at);
@@ -399,6 +400,7 @@ static int send_batch(struct send *sd, int start, int end, uint64_t total,
         free(h);
         return kvs__fail(e, -ENOMEM, "out of memory");
     }
+    h->gen = sd->gen;
     if (total && (rc = kvs__client_xfer_take(sd->kv, total, &off, sd->what, e)) != 0) {
         free(h->returned);
         free(h);

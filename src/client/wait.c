@@ -7,6 +7,10 @@
  * slices, and notices kvsd's death within one. A wait that fails for a
  * reason that leaves requests in flight (timeout, kvsd gone, a protocol
  * error) breaks the handle: every later call returns the same error.
+ * When kvsd of a job that recovers goes (its socket hangs up), the link
+ * starts a new generation and connects to the kvsd that replaces it
+ * (connect.c): every call of the older generation returns KVS_ERESTART,
+ * once; a ring kvsd stops answering is a timeout as ever, never that.
  *
  * It never posts a request (call.c does), and trusts nothing it reads
  * from shared memory: completions are decoded and checked
@@ -68,6 +72,51 @@ int kvs__client_daemon_gone(struct kvs__client *c)
     if (p.revents & (POLLHUP | POLLERR))
         return 1;
     return recv(c->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+int kvs__client_stale(struct kvs__client *c, uint64_t gen, struct kvs__err *e)
+{
+    if (c->gen == gen)
+        return 0;
+    return kvs__fail(e, KVS_ERESTART, "kvsd of job '%s' went away: the job rolls back to "
+                     "its last commit", c->job);
+}
+
+uint64_t kvs__client_gen(struct kvs__client *c)
+{
+    uint64_t gen;
+
+    pthread_mutex_lock(&c->lock);
+    gen = c->gen;
+    pthread_mutex_unlock(&c->lock);
+    return gen;
+}
+
+int kvs__client_since(struct kvs__client *c, uint64_t gen, struct kvs__err *e)
+{
+    int rc;
+
+    pthread_mutex_lock(&c->lock);
+    rc = kvs__client_stale(c, gen, e);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+/* The reconnection happens here, once, under c->lock: the calls of other
+ * threads wake (this worker's bell), wait for the lock, and find their
+ * generation gone. */
+int kvs__client_gone(struct kvs__client *c, const char *what, struct kvs__err *e)
+{
+    struct kvs__err re = { 0, "" };
+
+    if (!c->recover || c->closing || c->broken)
+        return kvs__client_broken(c, e, KVS_ECLOSED, "%s: kvsd of job '%s' is gone", what,
+                                  c->job);
+    c->gen++;
+    kvs__bell_ring(c->wbell);
+    if (kvs__client_reconnect(c, &re) != 0)
+        return kvs__client_broken(c, e, re.code, "%s", re.msg);
+    return kvs__client_stale(c, c->gen - 1, e);
 }
 
 /* kvsd has returned the data of request seq, if a hold lent it. */
@@ -156,18 +205,23 @@ int kvs__client_reap(struct kvs__client *c, const struct kvs__waiter *self, int 
  * whether the last sleep ended without a ring: only then is kvsd's socket
  * checked, since a dead kvsd rings no more and the check costs a system
  * call or two. */
-int kvs__client_sleep(struct kvs__client *c, uint32_t seen, int64_t deadline, int *quiet,
-                      const char *what, struct kvs__err *e)
+int kvs__client_sleep(struct kvs__client *c, uint64_t gen, uint32_t seen, int64_t deadline,
+                      int *quiet, const char *what, struct kvs__err *e)
 {
     int64_t now = kvs__now_ns(), slice = now + WAIT_SLICE_NS;
+    int rc;
 
+    if ((rc = kvs__client_usable_locked(c, e)) != 0 || (rc = kvs__client_stale(c, gen, e)) != 0)
+        return rc;
     if (now >= deadline)
         return kvs__client_broken(c, e, KVS_ETIMEDOUT, "%s: no answer within the deadline "
                                   "(KVS_TIMEOUT, KVS_OPT_TIMEOUT_MS)", what);
     if (*quiet && kvs__client_daemon_gone(c))
-        return kvs__client_broken(c, e, KVS_ECLOSED, "%s: kvsd of job '%s' is gone", what, c->job);
+        return kvs__client_gone(c, what, e);
     pthread_mutex_unlock(&c->lock);
     *quiet = kvs__bell_wait(c->wbell, seen, slice < deadline ? slice : deadline, SPIN_NS) != 0;
     pthread_mutex_lock(&c->lock);
-    return kvs__client_usable_locked(c, e);
+    if ((rc = kvs__client_usable_locked(c, e)) != 0)
+        return rc;
+    return kvs__client_stale(c, gen, e);
 }

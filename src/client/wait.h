@@ -35,9 +35,11 @@ int kvs__client_reap(struct kvs__client *c, const struct kvs__waiter *self, int 
 /* Sleeps until this worker's doorbell rings past seen, a wait slice
  * passes or the deadline does (c->lock held, released while asleep).
  * *quiet: whether the last sleep ended without a ring, kept between
- * calls. 0, or the error that broke the handle (the deadline passed, kvsd
- * is gone, or another thread broke it). */
-int kvs__client_sleep(struct kvs__client *c, uint32_t seen, int64_t deadline, int *quiet,
-                      const char *what, struct kvs__err *e);
+ * calls. gen: the link's generation the caller's call belongs to. 0, or
+ * the error that broke the handle (the deadline passed, kvsd is gone, or
+ * another thread broke it), or KVS_ERESTART: kvsd went and the link
+ * connected to the next one (kvs__client_gone), or another thread did. */
+int kvs__client_sleep(struct kvs__client *c, uint64_t gen, uint32_t seen, int64_t deadline,
+                      int *quiet, const char *what, struct kvs__err *e);
 
 #endif
