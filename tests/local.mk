@@ -28,14 +28,27 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_dist_device.sh tests/test_top.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
 	tests/test_timeline.sh tests/test_kvsctl.sh tests/test_kvsctl_plan.sh tests/test_dist_kvsd.sh tests/test_quickstart.sh \
 	tests/test_dist_rows.sh tests/test_hosts_rows.sh tests/test_hosts_bytes.sh
-# A worker's handle when kvsd --recover is killed and replaced.
+# Recovery (doc/recovery.md), test by test: commits, a worker's death
+# rolling kvsd back and its restart from the snapshot, with kvsd started by
+# hand; kvsrun's restarts; a worker's handle when kvsd is replaced; the kill
+# loop (scripts/chaos, short).
+TESTS += tests/test_recover_kvsd.sh
+EXTRA_DIST += tests/test_recover_kvsd.sh
+check_PROGRAMS += tests/dist_commit
+tests_dist_commit_SOURCES = tests/dist_commit.c tests/distutil.h
+tests_dist_commit_LDADD = src/libkvs.la -lm
+TESTS += tests/test_recover_run.sh
+EXTRA_DIST += tests/test_recover_run.sh
+check_PROGRAMS += tests/recover_worker
+tests_recover_worker_SOURCES = tests/recover_worker.c
+tests_recover_worker_LDADD = src/libkvs.la
 TESTS += tests/test_recover_client.sh
 EXTRA_DIST += tests/test_recover_client.sh
 check_PROGRAMS += tests/dist_restart
 tests_dist_restart_SOURCES = tests/dist_restart.c tests/distutil.h
 tests_dist_restart_CFLAGS = $(AM_CFLAGS) -pthread
 tests_dist_restart_LDADD = src/libkvs.la -lm -lpthread
-# Recovery: the kill loop (scripts/chaos, short) over tests/recover_train.
+TESTS += tests/test_recover_loop.sh
 EXTRA_DIST += tests/test_recover_loop.sh
 check_PROGRAMS += tests/recover_train
 tests_recover_train_SOURCES = tests/recover_train.c
@@ -244,12 +257,6 @@ endif
 endif
 tests_dist_worker_SOURCES = tests/dist_worker.c tests/distutil.h
 tests_dist_worker_LDADD = src/libkvs.la -lm
-# kvsrun --restarts, --stall-timeout, workers that never connect.
-TESTS += tests/test_recover_run.sh
-EXTRA_DIST += tests/test_recover_run.sh
-check_PROGRAMS += tests/recover_worker
-tests_recover_worker_SOURCES = tests/recover_worker.c
-tests_recover_worker_LDADD = src/libkvs.la
 tests_dist_rows_SOURCES = tests/dist_rows.c tests/distutil.h
 tests_dist_rows_LDADD = src/libkvs.la -lm
 tests_hosts_bytes_SOURCES = tests/hosts_bytes.c tests/distutil.h
@@ -285,11 +292,3 @@ installcheck-local:
 	PKG_CONFIG_PATH='$(DESTDIR)$(libdir)/pkgconfig' CC='$(CC)' \
 	  PYTHON='$(PYTHON)' KVS_PYTHON_PKGDIR='$(DESTDIR)$(KVS_PYTHONDIR)' \
 	  $(SHELL) $(top_srcdir)/tests/test_install.sh '$(DESTDIR)$(prefix)'
-
-# Commits, a worker's death rolling kvsd back, and its restart from the
-# snapshot, with kvsd started by hand (kvsrun's restarts have their own).
-TESTS += tests/test_recover_kvsd.sh
-EXTRA_DIST += tests/test_recover_kvsd.sh
-check_PROGRAMS += tests/dist_commit
-tests_dist_commit_SOURCES = tests/dist_commit.c tests/distutil.h
-tests_dist_commit_LDADD = src/libkvs.la -lm

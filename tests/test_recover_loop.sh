@@ -9,6 +9,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 
 echo "1..1"
+n_test=0
 top_builddir=${top_builddir:-.}
 private_runtime
 out=$rt/chaos

@@ -219,15 +219,20 @@ int commits_make(struct daemon *d, int64_t step, struct kvs__err *e)
     uint64_t bytes = 0;
     int rc;
 
+    /* A job that does not recover has no use for a snapshot: nothing
+     * would ever restore it. Its commit is the collective and the step, so
+     * that a program that commits runs the same under a plain kvsrun. */
+    if (!d->o.recover) {
+        d->commit_seq = m.seq;
+        d->commit_ns = m.made_ns;
+        d->commit_bytes = 0;
+        d->commit_took_ns = 0;
+        d->resume_step = step;
+        return 0;
+    }
     if (d->nhosts > 1 || d->o.nhosts > 1)
         return kvs__fail(e, KVS_ENOTSUP, "kvs_commit: commits of a job across hosts are not "
                          "supported yet");
-    /* The rounds of keys the workers combine are in the combine area, not
-     * in the engine (a job with --recover combines none). */
-    if (d->cb_n > 0)
-        return kvs__fail(e, KVS_ENOTSUP, "kvs_commit: the workers combine the rounds of %zu "
-                         "keys, which a snapshot does not hold yet: run the job with "
-                         "KVS_COMBINE=0, or with kvsrun --restarts or --checkpoint", d->cb_n);
     if ((rc = kvs__engine_foreach(d->eng, on_host, e, e)) != 0)
         return rc;
     snprintf(m.job, sizeof m.job, "%s", d->o.job);

@@ -143,6 +143,12 @@ static void commit_lines(struct daemon *d, struct text *t)
     text_add(t, "generation: %d (restarts so far)\n", d->o.generation);
     if (d->resume_step < 0) {
         text_add(t, "last commit: none\n");
+    } else if (!d->o.recover) {
+        clock_gettime(CLOCK_REALTIME, &now);
+        text_add(t, "last commit: step %lld, commit %llu, %.1f s ago, no snapshot (the job "
+                 "does not recover: no --restarts or --checkpoint)\n",
+                 (long long)d->resume_step, (unsigned long long)d->commit_seq,
+                 (double)(now.tv_sec * 1000000000ll + now.tv_nsec - d->commit_ns) / 1e9);
     } else {
         clock_gettime(CLOCK_REALTIME, &now);
         text_add(t, "last commit: step %lld, commit %llu, %.1f s ago, %llu bytes, %s %s\n",
