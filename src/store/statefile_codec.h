@@ -58,6 +58,10 @@ static inline size_t kvs__sf_state_esize(kvs_dtype_t dtype)
  * is the CRC of a followed by b. Thread-safe. */
 uint32_t kvs__crc32c(uint32_t crc, const void *data, size_t n);
 
+/* The same CRC by the portable table alone, whatever the CPU offers: for
+ * the tests that hold the instruction-based one against it. */
+uint32_t kvs__crc32c_table(uint32_t crc, const void *data, size_t n);
+
 /* ---- Writer ------------------------------------------------------------ */
 
 /* Writes to fd through buf, or (fd < 0) into mem, grown as needed. */
