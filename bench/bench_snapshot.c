@@ -5,7 +5,8 @@
  * empty engine, for a store of float32 keys of 64 MiB each, with and
  * without sgd momentum states; beside them the machine's memcpy bandwidth
  * and a plain sequential write of as many bytes, the floors they are held
- * against (bench/NOTES.md §21).
+ * against (bench/NOTES.md §21); and the states image that kvsd's hosts
+ * exchange (kvs__engine_encode_states), which a snapshot no longer makes.
  *
  *   bench_snapshot [--mib N] [--key-mib K] [--runs R] [--shm DIR] [--disk DIR]
  *                  [--no-disk] [--only plain|momentum]
@@ -190,7 +191,7 @@ static void one_store(int nkeys, size_t key_bytes, const char *spec, int runs, c
             free(img);
             bytes = len;
         }
-        row("  of which: states image", t, runs, bytes);
+        row("states image (encode_states)", t, runs, bytes);
     }
     if (disk) {
         for (int r = 0; r < runs; r++) {

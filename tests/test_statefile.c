@@ -340,7 +340,8 @@ static void test_file_checksum(void **state)
 /* The library's CRC (the CPU's crc32 instruction where it has one), its
  * portable table and the bitwise reference agree on every length up to
  * 1 KiB at every alignment, on buffers long enough for the three-stream
- * loop and its joins, and on a CRC continued over pieces. */
+ * loop and its joins, on a CRC continued over pieces, and on one joined
+ * from two parts' CRCs. */
 static void test_crc32c_paths(void **state)
 {
     size_t big = ((size_t)3 << 20) + 24 * 1024 * 3 + 13;
@@ -386,6 +387,12 @@ static void test_crc32c_paths(void **state)
             step = step * 3 + 1;
         }
         assert_int_equal(c, whole);
+        /* Joined from two halves' CRCs, split anywhere. */
+        for (size_t cut = 0; cut <= big; cut += cut < 64 ? 1 : cut * 7 + 1) {
+            uint32_t a = kvs__crc32c(0, buf, cut), b = kvs__crc32c(0, buf + cut, big - cut);
+            assert_int_equal(kvs__crc32c_combine(a, b, big - cut), whole);
+        }
+        assert_int_equal(kvs__crc32c_combine(kvs__crc32c(0, buf, big), 0, 0), whole);
         /* One flipped bit anywhere changes it. */
         buf[big / 2] ^= 0x10;
         assert_int_not_equal(kvs__crc32c(0, buf, big), whole);

@@ -80,6 +80,35 @@ uint32_t kvs__crc32c_table(uint32_t crc, const void *data, size_t n)
     return ~crc;
 }
 
+/* Shifting a CRC over len2 bytes is multiplying it by x^(8 len2) modulo
+ * the polynomial; the powers x^(2^k) come by squaring, so a shift of any
+ * length takes at most 64 products. Bit-reflected, as the CRC is: x^0 is
+ * the top bit. */
+static uint32_t gf_mul(uint32_t a, uint32_t b)
+{
+    uint32_t p = 0;
+
+    for (uint32_t m = 1u << 31; m != 0; m >>= 1) {
+        if (a & m)
+            p ^= b;
+        b = (b & 1) ? (b >> 1) ^ CRC32C_POLY : b >> 1;
+    }
+    return p;
+}
+
+uint32_t kvs__crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2)
+{
+    uint32_t sq = 1u << 23;            /* x^8: one byte */
+    uint32_t x = 1u << 31;             /* x^0 */
+
+    for (; len2 != 0; len2 >>= 1) {
+        if (len2 & 1)
+            x = gf_mul(x, sq);
+        sq = gf_mul(sq, sq);
+    }
+    return gf_mul(x, crc1) ^ crc2;
+}
+
 /* ---- Writer ---------------------------------------------------------- */
 
 static int mem_append(struct kvs__sf_writer *w, const uint8_t *p, size_t n)
@@ -137,6 +166,9 @@ void kvs__sf_put(struct kvs__sf_writer *w, const void *data, size_t n)
     const uint8_t *p = data;
 
     if (w->err != 0)
+        return;
+    w->total += n;
+    if (w->count_only)
         return;
     if (n > KVS__SF_WRITE_BUF - w->used) {
         kvs__sf_flush(w);
