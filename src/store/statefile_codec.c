@@ -197,7 +197,8 @@ void kvs__sf_put_values(struct kvs__sf_writer *w, kvs_dtype_t dtype, const void 
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     /* The file's byte order is the host's: the values go as they lie. */
-    kvs__sf_put(w, buf, count * kvs__sf_state_esize(dtype));
+    if (count)
+        kvs__sf_put(w, buf, count * kvs__sf_state_esize(dtype));
 #else
     uint8_t chunk[SF_CHUNK];
     size_t esize = kvs__sf_state_esize(dtype);
