@@ -29,3 +29,8 @@ bench_bench_rows_LDADD = src/libkvs.la -lm
 noinst_PROGRAMS += bench/bench_recover
 bench_bench_recover_SOURCES = bench/bench_recover.c bench/bench.h bench/kvsd_pid.h
 bench_bench_recover_LDADD = src/libkvs.la -lm
+# bench/NOTES.md §21: a store's snapshot written, opened and restored; it
+# calls the snapshot code below the API, so it links the library's core.
+noinst_PROGRAMS += bench/bench_snapshot
+bench_bench_snapshot_SOURCES = bench/bench_snapshot.c
+bench_bench_snapshot_LDADD = src/libkvs_core.la

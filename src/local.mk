@@ -33,6 +33,7 @@ src_libkvs_core_la_SOURCES = \
 	src/store/rows.c \
 	src/store/optim_state.c src/store/optim_state.h \
 	src/store/statefile_codec.c src/store/statefile_codec.h \
+	src/store/crc32c_x86.c src/store/crc32c_x86.h \
 	src/store/statefile_rec.c src/store/statefile_rec.h \
 	src/store/statefile.c src/store/statefile.h \
 	src/store/snapshot.c src/store/snapshot.h \

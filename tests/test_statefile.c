@@ -24,6 +24,7 @@
 #include "kernels/optim.h"
 #include "store/optim_state.h"
 #include "store/statefile.h"
+#include "store/statefile_codec.h"
 #include "optimutil.h"
 
 /* ---- Helpers --------------------------------------------------------- */
@@ -334,6 +335,70 @@ static void test_file_checksum(void **state)
         uint8_t le[4] = { (uint8_t)c, (uint8_t)(c >> 8), (uint8_t)(c >> 16), (uint8_t)(c >> 24) };
         assert_memory_equal(buf + n - 4, le, 4);
     }
+}
+
+/* The library's CRC (the CPU's crc32 instruction where it has one), its
+ * portable table and the bitwise reference agree on every length up to
+ * 1 KiB at every alignment, on buffers long enough for the three-stream
+ * loop and its joins, on a CRC continued over pieces, and on one joined
+ * from two parts' CRCs. */
+static void test_crc32c_paths(void **state)
+{
+    size_t big = ((size_t)3 << 20) + 24 * 1024 * 3 + 13;
+    uint8_t *buf = malloc(big + 8);
+    uint32_t seed = 12345;
+    static const size_t bigs[] = { 24575, 24576, 24577, 49152 + 7, 3 * 8192 * 5 + 1,
+                                   ((size_t)1 << 20) + 3 };
+    (void)state;
+
+    assert_non_null(buf);
+    for (size_t i = 0; i < big + 8; i++) {
+        seed = seed * 1103515245u + 12345u;
+        buf[i] = (uint8_t)(seed >> 16);
+    }
+    assert_int_equal(kvs__crc32c(0, "123456789", 9), 0xe3069283u);
+    assert_int_equal(kvs__crc32c_table(0, "123456789", 9), 0xe3069283u);
+    assert_int_equal(kvs__crc32c(0, "", 0), 0u);
+    for (size_t n = 0; n <= 1024; n++) {
+        size_t off = n % 8;
+        uint32_t want = ref_crc32c(buf + off, n);
+
+        if (kvs__crc32c(0, buf + off, n) != want || kvs__crc32c_table(0, buf + off, n) != want)
+            fail_msg("length %zu at offset %zu: %08x, table %08x, reference %08x", n, off,
+                     kvs__crc32c(0, buf + off, n), kvs__crc32c_table(0, buf + off, n), want);
+    }
+    for (size_t i = 0; i < sizeof bigs / sizeof bigs[0]; i++) {
+        for (size_t off = 0; off < 8; off += 3) {
+            uint32_t want = ref_crc32c(buf + off, bigs[i]);
+
+            assert_int_equal(kvs__crc32c(0, buf + off, bigs[i]), want);
+            assert_int_equal(kvs__crc32c_table(0, buf + off, bigs[i]), want);
+        }
+    }
+    {
+        uint32_t whole = kvs__crc32c_table(0, buf, big), c = 0;
+        size_t at = 0, step = 1;
+
+        assert_int_equal(kvs__crc32c(0, buf, big), whole);
+        while (at < big) {                         /* pieces of every size class */
+            size_t n = step < big - at ? step : big - at;
+            c = kvs__crc32c(c, buf + at, n);
+            at += n;
+            step = step * 3 + 1;
+        }
+        assert_int_equal(c, whole);
+        /* Joined from two halves' CRCs, split anywhere. */
+        for (size_t cut = 0; cut <= big; cut += cut < 64 ? 1 : cut * 7 + 1) {
+            uint32_t a = kvs__crc32c(0, buf, cut), b = kvs__crc32c(0, buf + cut, big - cut);
+            assert_int_equal(kvs__crc32c_combine(a, b, big - cut), whole);
+        }
+        assert_int_equal(kvs__crc32c_combine(kvs__crc32c(0, buf, big), 0, 0), whole);
+        /* One flipped bit anywhere changes it. */
+        buf[big / 2] ^= 0x10;
+        assert_int_not_equal(kvs__crc32c(0, buf, big), whole);
+        assert_int_equal(kvs__crc32c(0, buf, big), kvs__crc32c_table(0, buf, big));
+    }
+    free(buf);
 }
 
 static void test_file_every_byte_flipped(void **state)
@@ -769,6 +834,7 @@ int main(void)
         cmocka_unit_test(test_file_truncated),
         cmocka_unit_test(test_file_magic_and_version),
         cmocka_unit_test(test_file_hand_made),
+        cmocka_unit_test(test_crc32c_paths),
         cmocka_unit_test(test_save_missing_directory),
         cmocka_unit_test(test_save_overwrite),
         cmocka_unit_test(test_save_failure_cleans_up),

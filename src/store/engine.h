@@ -235,6 +235,11 @@ typedef int (*kvs__key_filter)(void *ctx, kvs_key_t key);
 /* The states of the kept keys as a state file's bytes, *out malloc'd. */
 int  kvs__engine_encode_states(struct kvs__engine *eng, kvs__key_filter keep, void *ctx,
                                uint8_t **out, size_t *len, struct kvs__err *e);
+/* The same bytes put into w (kvs__optim_encode_to: w->crc is theirs
+ * after), for a snapshot that streams them into its file. */
+struct kvs__sf_writer;
+int  kvs__engine_put_states(struct kvs__engine *eng, struct kvs__sf_writer *w,
+                            struct kvs__err *e);
 /* Keys whose states several engines keep in parts (kvsd's big keys, each
  * host updating a range): this engine is `me`, image i's engine who[i];
  * part says which elements [*first, *first + *n) of key's state engine

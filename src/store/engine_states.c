@@ -82,6 +82,22 @@ int kvs__engine_encode_states(struct kvs__engine *eng, kvs__key_filter keep, voi
     return rc;
 }
 
+int kvs__engine_put_states(struct kvs__engine *eng, struct kvs__sf_writer *w,
+                           struct kvs__err *e)
+{
+    struct kvs__optim_state **copies;
+    struct kvs__state_rec *recs;
+    size_t n;
+    int rc;
+
+    if ((rc = states_of(eng, NULL, NULL, &recs, &n, &copies, e)) != 0)
+        return rc;
+    rc = kvs__optim_encode_to(eng->optim, 0, recs, n, w, e);
+    copies_free(copies, n);
+    free(recs);
+    return rc;
+}
+
 /* A copy of state s into *out, the buffers of every record but the first
  * of its key in recs (n, whose sources are who[]) spliced into it where
  * part says they hold the key's state. 0, or an error (-ENOMEM, or

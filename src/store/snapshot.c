@@ -13,8 +13,10 @@
  * read before that size is known to fit, and a file failing a check is
  * KVS_ECORRUPT, never a crash. It must never leave a half-written file at
  * the path it was asked to write, nor a temporary file beside it. It never
- * holds a whole image in memory to write a file: values go from the
- * engine's memory into the file.
+ * holds a whole image in memory to write a file: values and optimizer
+ * states go from the engine's memory into the file, each byte read once
+ * (checksummed a piece at a time just before the piece is written); the
+ * states' own checksum is joined into the image's, not computed twice.
  *
  * Format 1. Integers are little-endian, written byte by byte; values are
  * their elements' bytes, little-endian (the only hosts kvs builds on).
@@ -168,12 +170,11 @@ static int put_key(void *arg, kvs_key_t key, const struct kvs__entry_info *info)
 }
 
 /* What an image needs besides its keys, gathered before a byte is
- * written: the spec and the states image (*states malloc'd), and the key
- * records' size. */
+ * written: the spec, the states' length (counted by putting them into a
+ * writer that only counts), and the key records' size. */
 struct prep {
     const char *spec;
-    uint8_t *states;
-    size_t states_len;
+    uint64_t states_len;
     uint64_t keys_size;
     size_t nkeys;
 };
@@ -203,9 +204,13 @@ static int prepare(struct kvs__engine *eng, const struct kvs__snap_meta *meta, s
         return rc;
     p->keys_size = c.size;
     p->nkeys = kvs__engine_nkeys(eng);
-    if (p->spec && (rc = kvs__engine_encode_states(eng, NULL, NULL, &p->states,
-                                                   &p->states_len, e)) != 0)
-        return rc;
+    if (p->spec) {
+        struct kvs__sf_writer cw = { .fd = -1, .count_only = 1 };
+
+        if ((rc = kvs__engine_put_states(eng, &cw, e)) != 0)
+            return rc;
+        p->states_len = cw.total;
+    }
     return 0;
 }
 
@@ -244,8 +249,17 @@ static int put_image(struct kvs__sf_writer *w, struct kvs__engine *eng,
     if (rc != 0 && rc != w->err)
         return rc;
     kvs__sf_u64(w, p->states_len);
-    if (p->states_len)
-        kvs__sf_put(w, p->states, p->states_len);
+    if (p->spec) {
+        uint32_t crc = w->crc;
+        uint64_t at = w->total;
+
+        if ((rc = kvs__engine_put_states(eng, w, e)) != 0)
+            return rc;
+        if (w->err == 0 && w->total - at != p->states_len)
+            return kvs__fail(e, -EIO, "snapshot: optimizer states of %" PRIu64
+                             " bytes, counted %" PRIu64, w->total - at, p->states_len);
+        w->crc = kvs__crc32c_combine(crc, w->crc, p->states_len);
+    }
     kvs__le32_put(trailer, w->crc);
     kvs__sf_put(w, trailer, sizeof trailer);
     kvs__sf_flush(w);
@@ -285,7 +299,6 @@ int kvs__snapshot_encode(struct kvs__engine *eng, const struct kvs__snap_meta *m
 out:
     free(w.mem);
     free(w.buf);
-    free(p.states);
     return rc;
 }
 
@@ -435,7 +448,6 @@ out:
         unlink(tmp);
     free(tmp);
     free(w.buf);
-    free(p.states);
     return rc;
 }
 

@@ -269,6 +269,19 @@ int kvs__optim_encode(const struct kvs__optim *o, int dump_optimizer,
     return 0;
 }
 
+int kvs__optim_encode_to(const struct kvs__optim *o, int dump_optimizer,
+                         const struct kvs__state_rec *recs, size_t n,
+                         struct kvs__sf_writer *w, struct kvs__err *e)
+{
+    int rc;
+
+    if ((rc = check_save_args("(stream)", o, recs, n, e)) != 0)
+        return rc;
+    w->crc = 0;
+    write_contents(w, o, dump_optimizer, recs, n);
+    return 0;
+}
+
 /* ---- Load ------------------------------------------------------------ */
 
 int kvs__optim_read(const char *path, uint8_t **out, size_t *out_size, struct kvs__err *e)

@@ -42,6 +42,14 @@ void kvs__state_file_free(struct kvs__state_file *f);        /* NULL is a no-op 
 int kvs__optim_encode(const struct kvs__optim *o, int dump_optimizer,
                       const struct kvs__state_rec *recs, size_t n, uint8_t **out, size_t *len,
                       struct kvs__err *e);
+/* The same bytes put into w after what it holds (a snapshot streams them
+ * into its file, no image in memory); w->crc is reset first and is the
+ * state file's own CRC after, w->total grows by their length; a write
+ * failure is in w->err. Errors: KVS_EBADARG. */
+struct kvs__sf_writer;
+int kvs__optim_encode_to(const struct kvs__optim *o, int dump_optimizer,
+                         const struct kvs__state_rec *recs, size_t n,
+                         struct kvs__sf_writer *w, struct kvs__err *e);
 int kvs__optim_decode(const uint8_t *data, size_t size, const char *what,
                       struct kvs__state_file **out, struct kvs__err *e);
 /* A state file's bytes as they are (*out malloc'd), for _decode elsewhere:

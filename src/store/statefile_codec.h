@@ -58,13 +58,26 @@ static inline size_t kvs__sf_state_esize(kvs_dtype_t dtype)
  * is the CRC of a followed by b. Thread-safe. */
 uint32_t kvs__crc32c(uint32_t crc, const void *data, size_t n);
 
+/* The same CRC by the portable table alone, whatever the CPU offers: for
+ * the tests that hold the instruction-based one against it. */
+uint32_t kvs__crc32c_table(uint32_t crc, const void *data, size_t n);
+
+/* The CRC of a followed by b, from crc1 = kvs__crc32c(0, a, ...) and crc2 =
+ * kvs__crc32c(0, b, len2): for a checksum over bytes that carry a checksum
+ * of their own, each computed once. */
+uint32_t kvs__crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
+
 /* ---- Writer ------------------------------------------------------------ */
 
-/* Writes to fd through buf, or (fd < 0) into mem, grown as needed. */
+/* Writes to fd through buf, or (fd < 0) into mem, grown as needed; or,
+ * with count_only, writes nothing and only counts (a size known before
+ * the bytes are written: no buf, no checksum). */
 struct kvs__sf_writer {
     int fd;
     int err;                           /* the first -errno; later puts do nothing */
-    uint32_t crc;                      /* of everything put so far */
+    int count_only;
+    uint32_t crc;                      /* of everything put so far (since the caller reset it) */
+    uint64_t total;                    /* bytes put so far */
     size_t used;
     uint8_t *buf;                      /* KVS__SF_WRITE_BUF bytes */
     uint8_t *mem;                      /* fd < 0: what was written, mem_len of mem_cap */
