@@ -776,6 +776,13 @@ def r_recover(r):
     label = '?'
     if size:
         label = '%.2f GiB' % (size / 2 ** 30) if size >= 2 ** 30 else '%.0f MiB' % (size / 2 ** 20)
+    # The same rounds of the job without a checkpoint: what of the ratio
+    # the copy to disk does not explain (the rounds after a commit are the
+    # job's first ones).
+    control = ''
+    if v('memory.round') and v('memory.round_after_commit') is not None:
+        control = ' (without `--checkpoint`: %s against %s)' % (
+            secs('memory.round_after_commit'), secs('memory.round'))
     cached = v('dd.read_cached')
     read = 'from the page cache: the disk was not measured' if cached else 'from the disk'
     out = ['From %s, on a %s-core machine: 2 workers of `bench/bench_recover`, a snapshot of %s, '
@@ -788,8 +795,8 @@ def r_recover(r):
            'bytes, %s (%s) | %s × dd\'s time | %s |' % (
                secs('copy.s'), rate('copy.s'), secs('dd.write_s'), rate('dd.write_s'),
                val('recover.disk'), goal('recover.disk')),
-           '| with `--checkpoint`: a round right after a commit, %s, against the others, %s | %s '
-           '| %s |' % (secs('checkpoint.round_after_commit'), secs('checkpoint.round'),
+           '| with `--checkpoint`: a round right after a commit, %s, against the others, %s%s | %s '
+           '| %s |' % (secs('checkpoint.round_after_commit'), secs('checkpoint.round'), control,
                        val('recover.stall', ' ×'), goal('recover.stall')),
            '| a worker killed: to the survivor\'s next successful round | %s | %s |'
            % (val('recover.worker'), goal('recover.worker')),
