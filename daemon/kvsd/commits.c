@@ -440,6 +440,12 @@ int commits_start(struct daemon *d, struct kvs__err *e)
         d->ck = NULL;
         return kvs__fail(e, -rc, "cannot start the checkpoint thread: %s", strerror(rc));
     }
+    /* A commit restored from memory that the kvsd before was killed while
+     * copying (or before): copied now, else the folder's newest would stay
+     * older than the job's last commit, even after the job ended. */
+    if (d->commit_seq && strcmp(d->restored_from, d->snap_path) == 0
+        && !kvs__ckpt_has(d->o.checkpoint, d->commit_seq))
+        ckpt_post(d, d->commit_seq);
     return 0;
 }
 
@@ -448,7 +454,13 @@ void commits_stop(struct daemon *d, int done)
     struct kvs__err e = { 0, "" };
 
     if (d->ck) {
-        if (done && d->commit_seq && !d->restored_from[0] && ckpt_wait(d, d->commit_seq, &e))
+        int posted;
+
+        pthread_mutex_lock(&d->ck->mu);
+        posted = d->ck->want >= d->commit_seq;     /* the restored commit's copy too */
+        pthread_mutex_unlock(&d->ck->mu);
+        if (done && d->commit_seq && (!d->restored_from[0] || posted)
+            && ckpt_wait(d, d->commit_seq, &e))
             say(d, "at exit: %s", e.msg);
         pthread_mutex_lock(&d->ck->mu);
         d->ck->stop = 1;
