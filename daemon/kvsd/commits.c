@@ -295,9 +295,13 @@ static int key_made(void *ctx, const struct kvs__entry_info *info, uint64_t roun
     return 0;
 }
 
+/* Said even under --quiet (kvsrun runs kvsd so): the job goes back further
+ * than its last commit, which its user must learn. */
 static void passed_over(void *ctx, const char *path, const char *why)
 {
-    say(ctx, "restore: passing over %s: %s", path, why);
+    const struct daemon *d = ctx;
+
+    fprintf(stderr, "kvsd[%s]: restore: passing over %s: %s\n", d->o.job, path, why);
 }
 
 /* The snapshot to start from, or *s NULL: none. */
@@ -311,7 +315,7 @@ static int find_snapshot(struct daemon *d, struct kvs__snapshot **s, char *from,
         return 0;
     }
     if (rc != -ENOENT)
-        say(d, "restore: passing over %s: %s", d->snap_path, e->msg);
+        passed_over(d, d->snap_path, e->msg);
     *s = NULL;
     if (!d->o.checkpoint)
         return 0;
