@@ -8,7 +8,8 @@
 # during a round and during a commit; kvsd killed while it writes a
 # checkpoint (the folder keeps whole snapshots only; the restarted kvsd
 # copies the commit it restored; a new job from the folder resumes at the
-# last commit); a full disk (the job goes on, kvsctl status says it, the
+# last commit; a corrupt newest is passed over; another job's is
+# refused); a full disk (the job goes on, kvsctl status says it, the
 # older file stays); restarts used up (a clear message, no hang); a
 # stalled worker replaced. Every job ends with every key's value checked
 # by rank 0.
@@ -18,7 +19,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/kvsrunlib.sh
 . "$(dirname "$0")/kvsrunlib.sh"
-kvsrun_start 18
+kvsrun_start 20
 rf=$top_builddir/tests/recover_faults
 kvsctl=$top_builddir/daemon/kvsctl/kvsctl
 full=$rt/full
@@ -72,7 +73,7 @@ kvsr_wait() {
 }
 
 if [ ! -x "$rf" ]; then
-    for _ in $(seq 18); do skip "$rf not built"; done
+    for _ in $(seq 20); do skip "$rf not built"; done
     exit 0
 fi
 
@@ -209,6 +210,32 @@ from=$(grep '^rank [01] life 0: resume' "$out" | awk '{ print $6 }' | tr '\n' ' 
 if [ "$from" != "10 10 " ]; then fail "the job from the folder resumed at '$from', not at 10"; fi
 if grep -q 'passing over' "$out"; then fail "a snapshot in the folder did not check"; fi
 report "kvsd killed while it writes a checkpoint: the folder ends with whole snapshots only, the last commit's too"
+
+# The same folder (commits 1 and 2, steps 5 and 10), its newest made
+# corrupt: a new job of that name resumes at the one before, saying so.
+next_job
+j=$(printf 'kvsrun-test-%d-case%02d' $$ $((case_no - 1)))
+printf 'garbage' | dd of="$ck/$(printf 'snap-%020d.kvs' 2)" bs=1 seek=100 conv=notrunc 2>/dev/null
+kvsr 90 -n 2 --checkpoint "$ck" "$rf" dist_sync 10 5 "$w" none 16777216
+expect_rc 0
+expect_right
+if [ "$(grep -c '^rank [01] life 0: resume 5$' "$out")" -ne 2 ]; then
+    fail "the job did not resume at 5"
+fi
+if ! grep -q "passing over $ck/$(printf 'snap-%020d.kvs' 2)" "$out"; then
+    fail "the corrupt snapshot was not named"
+fi
+report "a corrupt newest snapshot in the folder: the job resumes from the one before, naming it"
+
+# A job of another name given that folder: refused at once, clearly.
+next_job
+kvsr 30 -n 2 --checkpoint "$ck" "$rf" dist_sync 10 5 "$w" none 16777216
+if [ "$rc" -eq 0 ]; then fail "exit status 0"; fi
+expect_within 15000
+if ! grep -q "is a snapshot of job 'kvsrun-test-$$-case[0-9]*', not '$j'" "$out"; then
+    fail "no line naming the other job"
+fi
+report "a snapshot of another job in the folder: the job fails at once, naming it"
 
 # ---- a full disk --------------------------------------------------------
 
