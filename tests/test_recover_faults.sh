@@ -5,12 +5,13 @@
 # before the first commit (the job starts again from an empty store), while
 # the others wait in a commit, during its own commit (the commit made for
 # all or for none), after a commit; two workers killed at once; kvsd killed
-# during a round and during a commit; kvsd killed while it writes a
-# checkpoint (the folder keeps whole snapshots only; the restarted kvsd
-# copies the commit it restored; a new job from the folder resumes at the
-# last commit; a corrupt newest is passed over; another job's is
-# refused); a full disk (the job goes on, kvsctl status says it, the
-# older file stays); restarts used up (a clear message, no hang); a
+# during a round, during a commit and while it writes the commit's
+# snapshot (made for all or none, no half file left); kvsd killed while it
+# writes a checkpoint (the folder keeps whole snapshots only; the
+# restarted kvsd copies the commit it restored; a new job from the folder
+# resumes at the last commit; a corrupt newest is passed over; another
+# job's is refused); a full disk (the job goes on, kvsctl status says it,
+# the older file stays); restarts used up (a clear message, no hang); a
 # stalled worker replaced. Every job ends with every key's value checked
 # by rank 0.
 # shellcheck disable=SC2016
@@ -19,7 +20,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/kvsrunlib.sh
 . "$(dirname "$0")/kvsrunlib.sh"
-kvsrun_start 20
+kvsrun_start 21
 rf=$top_builddir/tests/recover_faults
 kvsctl=$top_builddir/daemon/kvsctl/kvsctl
 full=$rt/full
@@ -73,7 +74,7 @@ kvsr_wait() {
 }
 
 if [ ! -x "$rf" ]; then
-    for _ in $(seq 20); do skip "$rf not built"; done
+    for _ in $(seq 21); do skip "$rf not built"; done
     exit 0
 fi
 
@@ -157,6 +158,42 @@ for type in dist_sync dist_async; do
         report "$type: kvsd killed while a worker waits in ${at%:*} ${at#*:}: restarted, both resume at 5"
     done
 done
+
+# ---- kvsd killed while it writes a commit's snapshot --------------------
+
+# A 128 MiB key makes the snapshot's write into memory take a while; kvsd
+# is killed as soon as commit 2's temp file shows. Commit 2 is made for
+# both workers or for neither; the restarted kvsd removes the half-written
+# file.
+next_job
+case_dir
+kvsr_bg 90 -n 2 --restarts 1 "$rf" dist_sync 10 5 "$w" none 33554432
+caught=""
+if wait_for 600 test -e "$dir/$j.snap"; then
+    limit=$(($(now_ms) + 30000 * slow))
+    while [ "$(now_ms)" -lt "$limit" ] && kill -0 "$kp" 2>/dev/null; do
+        if ls "$dir/$j.snap.tmp."* >/dev/null 2>&1; then
+            kill -KILL "$(kvsd_pid)" 2>/dev/null
+            caught=yes
+            break
+        fi
+    done
+else
+    fail "commit 1 made no snapshot"
+fi
+kvsr_wait
+expect_rc 0
+expect_right
+got=$(later_resumes)
+case $got in
+    "5 5 " | "10 10 ") echo "# killed ${caught:+in the write; }both resumed at ${got%% *}" ;;
+    *) fail "resumed at '$got', not both at 5 or both at 10" ;;
+esac
+if [ -z "$caught" ]; then echo "# the write was over before the kill"; fi
+if ls "$dir/$j.snap"* >/dev/null 2>&1; then
+    fail "left in $dir: $(ls "$dir" | tr '\n' ' ')"
+fi
+report "kvsd killed while it writes a commit's snapshot: the commit is made for all or none, no half file left"
 
 # ---- kvsd killed during a checkpoint's disk write -----------------------
 
