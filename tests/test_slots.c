@@ -316,7 +316,7 @@ static void test_sqe_fields(void **state)
 
     (void)state;
     s = sqe_ok(KVS__OP_PUSH); s.op = 0;          sqe_bad(&s, STAGING, "unknown op 0");
-    s = sqe_ok(KVS__OP_PUSH); s.op = 12;         sqe_bad(&s, STAGING, "unknown op 12");
+    s = sqe_ok(KVS__OP_PUSH); s.op = 13;         sqe_bad(&s, STAGING, "unknown op 13");
     s = sqe_ok(KVS__OP_PUSH); s.op = 255;        sqe_bad(&s, STAGING, "unknown op 255");
     s = sqe_ok(KVS__OP_PULL); s.flags = 0x02;    sqe_bad(&s, STAGING, "flags");
     s = sqe_ok(KVS__OP_PUSH); s.flags = 0x40;    sqe_bad(&s, STAGING, "flags");
