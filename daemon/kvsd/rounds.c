@@ -29,6 +29,7 @@
 #include "rounds.h"
 #include "answers.h"
 #include "arena.h"
+#include "commits.h"
 #include "devbufs.h"
 #include "job.h"
 #include "owners.h"
@@ -256,8 +257,10 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
             if (remote_sources(d, rds[i], src + at, (char *)(src + total) + cs * at) > 0)
                 items[i].src = src + at;
     }
-    for (size_t i = 0; i < nr; i++)
+    for (size_t i = 0; i < nr; i++) {
+        commits_keep(d, rds[i]);
         arena_seq_begin(rds[i]->value);
+    }
     t = kvs__tr_begin();
     rc = kvs__engine_push_entries(d->eng, (int)nr, items, e);
     if (t) {
@@ -284,6 +287,7 @@ int rounds_apply_part(struct daemon *d, struct round *rd, int p, int k, const vo
     int64_t t = kvs__tr_begin();
     int rc;
 
+    commits_keep(d, rd);
     arena_seq_begin(rd->value);
     if (p < 0) {
         rc = kvs__engine_push_entries(d->eng, 1, &it, e);
