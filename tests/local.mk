@@ -53,6 +53,13 @@ EXTRA_DIST += tests/test_recover_loop.sh
 check_PROGRAMS += tests/recover_train
 tests_recover_train_SOURCES = tests/recover_train.c
 tests_recover_train_LDADD = src/libkvs.la
+# A commit's snapshot written while rounds change its keys, and a kvsd
+# killed during the write.
+TESTS += tests/test_recover_cow.sh
+EXTRA_DIST += tests/test_recover_cow.sh
+check_PROGRAMS += tests/dist_cow
+tests_dist_cow_SOURCES = tests/dist_cow.c tests/distutil.h
+tests_dist_cow_LDADD = src/libkvs.la -lm
 # MXNet's nightly dist_sync_kvstore.py, ported.
 TESTS += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh
 EXTRA_DIST += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh

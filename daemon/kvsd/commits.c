@@ -363,8 +363,7 @@ void commits_poll(struct daemon *d)
 }
 
 /* Waits until the snapshot being written (if any) is whole or failed,
- * and claims it: 0, or KVS_ETIMEDOUT. Any thread before kvsd leaves
- * (nothing claimed then), else the serve thread. */
+ * and with claim claims it: 0, or KVS_ETIMEDOUT. Serve thread. */
 static int snap_wait(struct daemon *d, int claim, struct kvs__err *e)
 {
     struct snapw *sw = d->sw;
@@ -391,7 +390,7 @@ void commits_settle(struct daemon *d)
 {
     struct kvs__err e = { 0, "" };
 
-    if (d->sw && snap_wait(d, 0, &e) != 0)
+    if (d->sw && snap_wait(d, 1, &e) != 0)
         say(d, "%s: leaving without it", e.msg);
 }
 

@@ -43,7 +43,7 @@ static inline void commits_keep(struct daemon *d, struct round *rd)
 
 /* Before kvsd leaves to be replaced (a worker died): the snapshot being
  * written is finished first, so that the commit the workers were answered
- * is the one restored. Any thread. */
+ * is the one restored (and said as the last). Serve thread. */
 void commits_settle(struct daemon *d);
 
 /* kvsctl checkpoint: the last commit's snapshot copied into the
