@@ -64,12 +64,20 @@
 
 /* A key held by the snapshot being written: the bytes from off on are
  * not in the file yet; aside, once the serve thread had to change the
- * value, holds them as they were (at the same offsets). */
+ * value, holds them as they were (at the same offsets). aside is spare,
+ * a buffer kept from one commit to the next for the key at this place:
+ * memory touched before copies at memcpy's speed, where new memory costs
+ * a page fault per page, several times the copy. Spares the last commit
+ * did not need are freed: a job whose rounds leave the writer time keeps
+ * none. */
 struct held {
     const uint8_t *live;
     uint64_t bytes;
     uint64_t off;
     uint8_t *aside;
+    uint8_t *spare;
+    uint64_t spare_len;
+    int used;                          /* spare was needed for this commit */
 };
 
 struct snapw {
@@ -88,8 +96,6 @@ struct snapw {
     char msg[KVS__MSG_MAX];
     uint64_t bytes;
     int64_t took_ns;                   /* from the capture to the file whole */
-    uint64_t aside_bytes;              /* copied aside meanwhile */
-    uint64_t failures;                 /* writes that failed */
     unsigned pause_us;                 /* tests: a pause after each piece written
                                         * (KVS_TEST_SNAPSHOT_PAUSE_US), so that rounds
                                         * surely change values while the file is written */
@@ -278,7 +284,6 @@ static void held_end(void *ctx, size_t i, uint64_t off, size_t n)
 
     h->off = off + n;
     if (h->off >= h->bytes) {
-        free(h->aside);
         h->aside = NULL;
         pthread_cond_broadcast(&sw->cv);   /* a change that waits for this key */
     }
@@ -314,15 +319,12 @@ static void *snap_thread(void *arg)
         else if (d->ck)
             ckpt_post(d, seq);         /* before the next commit may replace the file */
         pthread_mutex_lock(&sw->mu);
-        for (size_t i = 0; i < sw->ncaptured; i++) {
-            free(sw->keys[i].aside);
+        for (size_t i = 0; i < sw->ncaptured; i++)
             sw->keys[i].aside = NULL;
-        }
         sw->rc = rc;
         snprintf(sw->msg, sizeof sw->msg, "%s", e.msg);
         sw->bytes = bytes;
         sw->took_ns = mono_ns() - sw->t_made;
-        sw->failures += rc != 0;
         atomic_store(&sw->written, 1);
         pthread_cond_broadcast(&sw->cv);
         kvs__bell_ring(d->bell);       /* the serve thread claims it at once */
@@ -346,6 +348,16 @@ static void snap_claim(struct daemon *d)
             d->commit_took_ns = sw->took_ns;
             d->resume_step = sw->m.step;
             d->restored_from[0] = '\0';
+        }
+        for (size_t i = 0; i < sw->nkeys; i++) {
+            struct held *h = &sw->keys[i];
+
+            if (!h->used || i >= sw->ncaptured) {
+                free(h->spare);
+                h->spare = NULL;
+                h->spare_len = 0;
+            }
+            h->used = 0;
         }
         kvs__capture_free(sw->cap);
         sw->cap = NULL;
@@ -405,9 +417,13 @@ void commits_keep_slow(struct daemon *d, struct round *rd)
         && rd->snap_i < sw->ncaptured) {
         h = &sw->keys[rd->snap_i];
         if (h->off < h->bytes && !h->aside) {
-            if ((h->aside = malloc(h->bytes)) != NULL) {
+            if (h->spare_len != h->bytes) {
+                free(h->spare);
+                h->spare_len = (h->spare = malloc(h->bytes)) ? h->bytes : 0;
+            }
+            if ((h->aside = h->spare) != NULL) {
+                h->used = 1;
                 memcpy(h->aside + h->off, h->live + h->off, h->bytes - h->off);
-                sw->aside_bytes += h->bytes - h->off;
             } else {
                 /* No memory for a copy: the writer goes on past this key
                  * (want dropped meanwhile), and the change waits for it. */
@@ -447,7 +463,13 @@ static uint64_t key_held(void *ctx, const struct kvs__entry_info *info)
     struct round *r = *info->front;
 
     if (sw->ncaptured < sw->nkeys) {
-        sw->keys[sw->ncaptured] = (struct held){ info->value, info->bytes, 0, NULL };
+        struct held *h = &sw->keys[sw->ncaptured];
+
+        h->live = info->value;
+        h->bytes = info->bytes;
+        h->off = 0;
+        h->aside = NULL;
+        h->used = 0;
         r->snap_seq = sw->m.seq;
         r->snap_i = sw->ncaptured++;
     }
@@ -490,6 +512,7 @@ static int snap_start(struct daemon *d, const struct kvs__snap_meta *m, struct k
 
         if (!k)
             return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a commit of %zu keys", n);
+        memset(k + sw->nkeys, 0, sizeof *k * (n - sw->nkeys));
         sw->keys = k;
         sw->nkeys = n;
     }
@@ -497,7 +520,6 @@ static int snap_start(struct daemon *d, const struct kvs__snap_meta *m, struct k
      * until cap is handed over under mu. */
     sw->m = *m;
     sw->ncaptured = 0;
-    sw->aside_bytes = 0;
     sw->t_made = mono_ns();
     if ((rc = kvs__snapshot_capture(d->eng, m, key_held, d, &cap, e)) != 0) {
         for (size_t i = 0; i < sw->ncaptured; i++)
@@ -774,6 +796,8 @@ static void snap_thread_stop(struct daemon *d)
     pthread_mutex_unlock(&sw->mu);
     pthread_join(sw->th, NULL);
     kvs__capture_free(sw->cap);
+    for (size_t i = 0; i < sw->nkeys; i++)
+        free(sw->keys[i].spare);
     free(sw->keys);
     pthread_mutex_destroy(&sw->mu);
     pthread_cond_destroy(&sw->cv);
