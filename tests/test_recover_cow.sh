@@ -4,9 +4,9 @@
 # written, so that they surely do): the file is the commit point's, bit
 # for bit (values, optimizer states, round counts: the next step after a
 # restore equals the uninterrupted run's); a worker killed during the
-# write makes kvsd finish it before it exits 75, so the commit the
-# workers were answered is restored; a kvsd killed during the write
-# leaves the previous commit's snapshot, which a restart restores.
+# write makes kvsd exit 75 at once, naming the previous commit, and a
+# kvsd killed during the write leaves the previous commit's snapshot:
+# either way a restart restores that one.
 set -u
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -71,8 +71,7 @@ restored() {
     return $rs
 }
 
-# A commit at step 2, three steps pushed while its file is written; a
-# worker killed: kvsd finishes the file, then leaves.
+# A commit at step 2, three steps pushed while its file is written.
 name="kc-$$-rounds"
 mkdir -p "$work/$name"
 kvsd_bg "$name" "$work/$name.kvsd1" --recover
@@ -82,16 +81,38 @@ ready "$name"
 s=$?
 test -e "$snaps/$name.snap.tmp.$kvsd_pid" && ! test -e "$snaps/$name.snap"
 tap $((s + $?)) "three steps after a commit ran while its snapshot was written"
+wait_for 300 test -s "$snaps/$name.snap" && ! test -e "$snaps/$name.snap.tmp.$kvsd_pid"
+tap $? "the snapshot is whole in its place once written"
 kill -9 "$(cat "$work/$name/ready.1")"
 kvsd_exit 75
 s=$?
-grep -q "rolling back to the last commit, step 2" "$work/$name.kvsd1" \
-    && test -s "$snaps/$name.snap" && ! test -e "$snaps/$name.snap.tmp.$kvsd_pid"
-tap $((s + $?)) "a worker killed during the write: kvsd finishes the snapshot, then exits 75"
+grep -q "rolling back to the last commit, step 2" "$work/$name.kvsd1"
+tap $((s + $?)) "a worker killed after the write: kvsd exits 75, naming the commit"
 kill -9 "$(cat "$work/$name/ready.0")"
 wait "$w0" "$w1" 2>/dev/null
 restored "$name" 2 "$work/$name.kvsd2"
 tap $? "the snapshot is the commit's, bit for bit: values, then the next step"
+
+# Commits at steps 1 and 2; a worker killed while the second is written:
+# kvsd leaves at once, the first commit is the last.
+name="kc-$$-worker"
+mkdir -p "$work/$name"
+kvsd_bg "$name" "$work/$name.kvsd1" --recover
+wait_for 50 test -S "$snaps/$name.sock"
+workers "$name" two
+ready "$name"
+s=$?
+test -e "$snaps/$name.snap.tmp.$kvsd_pid" && test -s "$snaps/$name.snap"
+s=$((s + $?))
+kill -9 "$(cat "$work/$name/ready.1")"
+kvsd_exit 75
+s=$((s + $?))
+grep -q "rolling back to the last commit, step 1" "$work/$name.kvsd1"
+tap $((s + $?)) "a worker killed during the second commit's write: kvsd exits 75 at once, naming the first"
+kill -9 "$(cat "$work/$name/ready.0")"
+wait "$w0" "$w1" 2>/dev/null
+restored "$name" 1 "$work/$name.kvsd2"
+tap $? "its restart restores the first commit, bit for bit"
 
 # Commits at steps 1 and 2; kvsd killed while the second is written.
 name="kc-$$-kill"

@@ -25,11 +25,12 @@
  * The writer reads values the serve thread never changes meanwhile, a
  * piece (1 MiB) at a time under struct snapw's mutex. The commit is
  * claimed (d->commit_seq, d->resume_step, the copy into the checkpoint
- * directory) once its file is whole: a kvsd killed before that restarts
- * from the commit before; a worker's death meanwhile waits for the file
- * (commits_settle) before kvsd leaves to be replaced, so the survivors
- * resume from the commit they were answered. With KVS_CHECKPOINT_SYNC the
- * commit writes and copies before it answers, as it always did.
+ * directory) once its file is whole: a kvsd that dies before that, or
+ * leaves at once at a worker's death (job.c's rollback, which does not
+ * wait for the write: a recovery costs no write of the store), is
+ * replaced by one that restores the commit before, and tells the
+ * workers so (resume_step). With KVS_CHECKPOINT_SYNC the commit writes
+ * and copies before it answers, as it always did.
  *
  * The serve thread makes commits and restores; the checkpoint thread
  * touches only struct ckpt, under its mutex, and the files; the writer
@@ -396,14 +397,6 @@ static int snap_wait(struct daemon *d, int claim, struct kvs__err *e)
     if (rc == 0 && claim)
         snap_claim(d);
     return rc;
-}
-
-void commits_settle(struct daemon *d)
-{
-    struct kvs__err e = { 0, "" };
-
-    if (d->sw && snap_wait(d, 1, &e) != 0)
-        say(d, "%s: leaving without it", e.msg);
 }
 
 void commits_keep_slow(struct daemon *d, struct round *rd)

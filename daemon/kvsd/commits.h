@@ -41,11 +41,6 @@ static inline void commits_keep(struct daemon *d, struct round *rd)
         commits_keep_slow(d, rd);
 }
 
-/* Before kvsd leaves to be replaced (a worker died): the snapshot being
- * written is finished first, so that the commit the workers were answered
- * is the one restored (and said as the last). Serve thread. */
-void commits_settle(struct daemon *d);
-
 /* kvsctl checkpoint: the last commit's snapshot copied into the
  * checkpoint directory now, durably; returns once it is there. 0, or the
  * error (no --checkpoint, no commit yet, the write's). Serve thread. */

@@ -20,7 +20,6 @@
 
 #include "job.h"
 #include "answers.h"
-#include "commits.h"
 #include "devbufs.h"
 #include "remote.h"
 #include "tracing.h"
@@ -57,13 +56,11 @@ void job_fail_waiting(struct daemon *d, int status, const char *msg)
  * back to its last commit. kvsd answers nothing more and leaves at once
  * with KVS__KVSD_EXIT_ROLLBACK, for kvsrun to start its successor with
  * --restore; the survivors see the kvsd gone (KVS_ERESTART) and reconnect
- * to the new one. A snapshot being written is finished first (the
- * survivors were answered its commit). The snapshot file stays for that
- * kvsd; the socket goes now, the lock with the process (flock), so that
- * the successor starts at once. Nothing is freed: the process ends. */
+ * to the new one. The snapshot file stays for that kvsd; the socket goes
+ * now, the lock with the process (flock), so that the successor starts at
+ * once. Nothing is freed: the process ends. */
 static _Noreturn void rollback(struct daemon *d, const char *why)
 {
-    commits_settle(d);
     if (d->resume_step >= 0)
         say(d, "worker %s: rolling back to the last commit, step %lld", why,
             (long long)d->resume_step);
