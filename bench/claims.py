@@ -37,7 +37,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = ['README.md', 'doc/speed.md', 'doc/status.md', 'doc/python.md', 'doc/timeline.md',
         'doc/scaling.md', 'doc/zero-copy.md', 'doc/hosts.md', 'doc/dist.md', 'doc/gpu.md',
-        'doc/api.md', 'doc/install.md', 'doc/hacking.md']
+        'doc/api.md', 'doc/install.md', 'doc/hacking.md', 'doc/recovery.md']
 SIZES = [('4K', 4096, '4 KiB'), ('256K', 262144, '256 KiB'), ('4M', 4194304, '4 MiB'),
          ('64M', 67108864, '64 MiB')]
 LABEL = {tag: label for tag, _, label in SIZES}
@@ -250,6 +250,18 @@ def goal_defs():
     d['rows.ddp'] = ('CTR model of examples/train_ctr.py, 4 processes, a training step: '
                      'kvs.torch.Trainer (set_rows) / DDP on gloo with nn.Embedding(sparse=True)',
                      0.3, 'x')
+    d['recover.commit'] = ('a commit of a 1 GiB store, in memory: the workers\' wait in kvs_commit',
+                           0.1, 's')
+    d['recover.disk'] = ('with --checkpoint: the snapshot\'s copy to disk / dd conv=fsync of as '
+                         'many bytes in the same directory (1.25: 80% of dd\'s speed)', 1.25, 'x')
+    d['recover.stall'] = ('with --checkpoint: a round right after a commit / the other rounds',
+                          1.1, 'x')
+    d['recover.worker'] = ('a worker killed, 1 GiB store: to the survivor\'s next successful round, '
+                           'its replacement started', 2.0, 's')
+    d['recover.kvsd'] = ('kvsd killed, 1 GiB snapshot: to the next successful round, less the time '
+                         'to read the snapshot at disk speed', 2.0, 's')
+    d['recover.chaos'] = ('the kill loop (scripts/chaos): its slowest recovery, a death to the new '
+                          'kvsd serving', 2.0, 's')
     return d
 
 
@@ -270,6 +282,7 @@ class Results:
         self.commit = m.group(1) if m else 'unknown'
         self.one, self.hosts, self.veth, self.scale, self.rows = [], [], [], [], []
         self.ctr = {}
+        self.recover = {}
         self.goals = {}
         defs = goal_defs()
         for _, head, rows in tables(lines):
@@ -283,6 +296,8 @@ class Results:
                 self.scale = rows
             elif head[:1] == ['rows case']:
                 self.rows = rows
+            elif head[:1] == ['recover id']:
+                self.recover = {x['recover id']: x for x in rows}
             elif head[:1] == ['ctr impl']:
                 self.ctr = {x['ctr impl']: x for x in rows}
             elif head[:2] == ['id', 'goal']:
@@ -467,7 +482,7 @@ def r_goals(r):
     met = judged = 0
     for gid in defs:
         g = r.goal(gid)
-        if g.value is None and gid.startswith(('hosts.ucx', 'hosts.idle.ucx')):
+        if g.value is None and gid.startswith(('hosts.ucx', 'hosts.idle.ucx', 'recover.')):
             continue
         judged += g.verdict in ('met', 'missed')
         met += g.verdict == 'met'
@@ -730,6 +745,87 @@ def r_rows(r):
     return out
 
 
+def r_recover(r):
+    """The recovery benchmarks' table, from RESULTS.md's "Recovery"."""
+    if not r.recover:
+        return ['Not measured: the last full run (%s) has no recover step; `scripts/bench --only '
+                'recover` runs it alone (into `_bench/RESULTS.md`), and a full run puts it here.'
+                % source(r)]
+
+    def v(rid):
+        x = r.recover.get(rid)
+        return num(x['median']) if x else None
+
+    def goal(gid):
+        g = r.goal(gid)
+        return '%s: %s' % (limit_md(g), g.verdict_md()) if g.value is not None else \
+            '%s: not measured' % limit_md(g)
+
+    def val(gid, extra=''):
+        g = r.goal(gid)
+        return g.show() + extra if g.value is not None else '-'
+
+    def rate(rid):
+        b, t = v('store.bytes'), v(rid)
+        return '%.2f GB/s' % (b / t / 1e9) if b and t and t > 0 else '-'
+
+    def secs(rid):
+        t = v(rid)
+        return t_us(t * 1e6) if t is not None else '-'
+    size = v('store.bytes')
+    label = '?'
+    if size:
+        label = '%.2f GiB' % (size / 2 ** 30) if size >= 2 ** 30 else '%.0f MiB' % (size / 2 ** 20)
+    # The same rounds of the job without a checkpoint: what of the ratio
+    # the copy to disk does not explain (the rounds after a commit are the
+    # job's first ones).
+    control = ''
+    if v('memory.round') and v('memory.round_after_commit') is not None:
+        control = ' (without `--checkpoint`: %s against %s)' % (
+            secs('memory.round_after_commit'), secs('memory.round'))
+    cached = v('dd.read_cached')
+    read = 'from the page cache: the disk was not measured' if cached else 'from the disk'
+    out = ['From %s, on a %s-core machine: 2 workers of `bench/bench_recover`, a snapshot of %s, '
+           'medians of the passes; each goal is judged on the median of its per-pass values, '
+           'unrounded.' % (source(r), r.cpus or '?', label), '',
+           '| measure | value | goal |', '|---|---|---|',
+           '| a commit, in memory: the workers\' wait (the snapshot written to tmpfs) | %s | %s |'
+           % (val('recover.commit'), goal('recover.commit')),
+           '| with `--checkpoint`: the copy to disk, %s (%s), against `dd conv=fsync` of as many '
+           'bytes, %s (%s) | %s × dd\'s time | %s |' % (
+               secs('copy.s'), rate('copy.s'), secs('dd.write_s'), rate('dd.write_s'),
+               val('recover.disk'), goal('recover.disk')),
+           '| with `--checkpoint`: a round right after a commit, %s, against the others, %s%s | %s '
+           '| %s |' % (secs('checkpoint.round_after_commit'), secs('checkpoint.round'), control,
+                       val('recover.stall', ' ×'), goal('recover.stall')),
+           '| a worker killed: to the survivor\'s next successful round | %s | %s |'
+           % (val('recover.worker'), goal('recover.worker')),
+           '| kvsd killed: to the next successful round, %s, less the snapshot\'s read, %s (%s, '
+           '%s) | %s | %s |' % (secs('checkpoint.recover_kvsd'), secs('dd.read_s'),
+                                rate('dd.read_s'), read, val('recover.kvsd'), goal('recover.kvsd'))]
+    if v('chaos.kills') is not None:
+        same = v('chaos.identical')
+        out.append('| the kill loop (`scripts/chaos`: %d workers, %d steps, a commit every %d): %d '
+                   'kills (%d of kvsd), %d restarts, %d steps redone, %s; final values %s | '
+                   'slowest recovery %s | %s |' % (
+                       v('chaos.workers') or 0, v('chaos.steps') or 0, v('chaos.every') or 0,
+                       v('chaos.kills'), v('chaos.kvsd_kills') or 0, v('chaos.restarts') or 0,
+                       v('chaos.redone') or 0, secs('chaos.seconds'),
+                       'bit for bit the fault-free run\'s' if same else 'not compared',
+                       val('recover.chaos'), goal('recover.chaos')))
+    return out
+
+
+def r_status_recover(r):
+    gs = [r.goal(k) for k in goal_defs() if k.startswith('recover.')]
+    gs = [x for x in gs if x.value is not None]
+    if not gs:
+        return ['not benchmarked in the latest full run (%s)' % r.date]
+    met = sum(x.verdict == 'met' for x in gs)
+    return ['benchmarked: %d of its %d goals met in the latest full run (%s)'
+            % (met, len(gs), r.date)]
+
+
 REGIONS = {
     'rows': r_rows,
     'speed-one-host': r_speed_one_host,
@@ -744,6 +840,8 @@ REGIONS = {
     'status-one-host': r_status_one_host,
     'status-hosts': r_status_hosts,
     'status-scale': r_status_scale,
+    'recover': r_recover,
+    'status-recover': r_status_recover,
 }
 
 

@@ -5,6 +5,6 @@
 man_MANS += doc/man/kvs.7 doc/man/kvsd.8 doc/man/kvsrun.1 doc/man/kvsctl.1
 doc_guides = doc/api.md doc/dist.md doc/hosts.md doc/scaling.md doc/python.md \
 	doc/zero-copy.md doc/gpu.md doc/timeline.md doc/speed.md doc/install.md \
-	doc/status.md doc/hacking.md
+	doc/status.md doc/hacking.md doc/recovery.md
 # The timeline guide shows this plot.
 EXTRA_DIST += $(doc_guides) bench/timeline-wait.png

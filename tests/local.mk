@@ -31,7 +31,7 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 # Recovery (doc/recovery.md), test by test: commits, a worker's death
 # rolling kvsd back and its restart from the snapshot, with kvsd started by
 # hand; kvsrun's restarts; a worker's handle when kvsd is replaced; the kill
-# loop (scripts/chaos, short).
+# loop (scripts/chaos, short); each fault under kvsrun with C workers.
 TESTS += tests/test_recover_kvsd.sh
 EXTRA_DIST += tests/test_recover_kvsd.sh
 check_PROGRAMS += tests/dist_commit
@@ -53,6 +53,12 @@ EXTRA_DIST += tests/test_recover_loop.sh
 check_PROGRAMS += tests/recover_train
 tests_recover_train_SOURCES = tests/recover_train.c
 tests_recover_train_LDADD = src/libkvs.la
+TESTS += tests/test_recover_faults.sh
+EXTRA_DIST += tests/test_recover_faults.sh
+check_PROGRAMS += tests/recover_faults
+tests_recover_faults_SOURCES = tests/recover_faults.c
+tests_recover_faults_CFLAGS = $(AM_CFLAGS) -pthread
+tests_recover_faults_LDADD = src/libkvs.la -lpthread
 # A commit's snapshot written while rounds change its keys, and a kvsd
 # killed during the write.
 TESTS += tests/test_recover_cow.sh

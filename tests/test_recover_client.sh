@@ -13,7 +13,8 @@ set -u
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/distlib.sh
 . "$(dirname "$0")/distlib.sh"
-restart_worker="$bld/tests/dist_restart"
+# KVS_TEST_RESTART_WORKER: another build of it (scripts/test's TSan stage).
+restart_worker=${KVS_TEST_RESTART_WORKER:-$bld/tests/dist_restart}
 
 # restart_case SCENARIO REPLACE [NEW KVSD OPTIONS]: a job of 2 workers
 # running SCENARIO under kvsd --recover, which is killed once both wrote

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -909,6 +910,45 @@ static void test_ckpt_empty_missing(void **state)
     assert_int_equal(kvs__ckpt_save(dir, dir, 1, &err), -ENOENT);
 }
 
+/* Temp files of a copy whose writer is gone are removed by the next save;
+ * a live writer's, and files of other names, stay. */
+static void test_ckpt_drops_stale_tmp(void **state)
+{
+    struct kvs__engine *eng = make_store(0, "sgd", 1);
+    struct kvs__snap_meta m = meta0;
+    char dir[PATH_MAX / 2], src[PATH_MAX], dead[PATH_MAX], live[PATH_MAX], other[PATH_MAX];
+    pid_t child;
+    int st;
+
+    (void)state;
+    make_ckdir(dir, sizeof dir, "cks");
+    tmp_path(src, sizeof src, "cks.snap");
+    OKE(kvs__snapshot_write(eng, &m, NULL, NULL, src, 0, NULL, &err));
+    /* A pid that is gone: a child's, waited for. */
+    if ((child = fork()) == 0)
+        _exit(0);
+    assert_true(child > 0);
+    assert_int_equal(waitpid(child, &st, 0), child);
+    snprintf(dead, sizeof dead, "%s/.snap-00000000000000000002.kvs.tmp.%ld", dir, (long)child);
+    snprintf(live, sizeof live, "%s/.snap-00000000000000000002.kvs.tmp.%ld", dir,
+             (long)getppid());
+    snprintf(other, sizeof other, "%s/.snap-x.kvs.tmp.%ld", dir, (long)child);
+    fclose(fopen(dead, "w"));
+    fclose(fopen(live, "w"));
+    fclose(fopen(other, "w"));
+    assert_int_equal(kvs__ckpt_has(dir, 1), 0);
+    OKE(kvs__ckpt_save(dir, src, 1, &err));
+    assert_int_equal(kvs__ckpt_has(dir, 1), 1);
+    assert_int_equal(kvs__ckpt_has(dir, 2), 0);
+    assert_int_equal(access(dead, F_OK), -1);
+    assert_int_equal(access(live, F_OK), 0);
+    assert_int_equal(access(other, F_OK), 0);
+    unlink(live);
+    unlink(other);
+    unlink(src);
+    kvs__engine_free(eng);
+}
+
 /* ---- The in-process stores' commits ------------------------------------ */
 
 static void local_commits(const char *type)
@@ -1016,6 +1056,7 @@ int main(void)
         CASE(test_ckpt_keeps_two),
         CASE(test_ckpt_newest_skips_damaged),
         CASE(test_ckpt_empty_missing),
+        CASE(test_ckpt_drops_stale_tmp),
         CASE(test_local_commit),
         CASE(test_device_commit),
     };

@@ -51,6 +51,7 @@
 
 #include "bridge.h"
 #include "collectives.h"
+#include "combined.h"
 #include "forwards.h"
 #include "hostmsg.h"
 #include "hosts.h"
@@ -197,6 +198,18 @@ void bridge_left(struct daemon *d)
      * their values may come before the others hear of this LEFT. */
     hosts_expect_any(d);
     tell_all(d, KVS__FRAME_LEFT, &m);
+}
+
+void bridge_worker_left(struct daemon *d, int wi)
+{
+    cb_leave(d, wi);
+    rounds_after_leave(d, wi);
+    colls_check(d);
+    if (d->hx && d->left == d->nworkers && !d->left_told) {
+        d->left_told = 1;
+        bridge_left(d);
+        bridge_recheck(d);
+    }
 }
 
 /* The job failed here (status, msg): the others fail too, unless the

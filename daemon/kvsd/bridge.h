@@ -35,6 +35,11 @@ void bridge_optimizer(struct daemon *d, const char *spec);
 /* Every worker of this host has left: the others stop waiting for it. */
 void bridge_left(struct daemon *d);
 
+/* Worker wi of this host has left (d->left counts it already), or ended
+ * before it connected: the rounds and collectives stop waiting for it,
+ * and when it was the host's last, the other hosts are told. */
+void bridge_worker_left(struct daemon *d, int wi);
+
 /* 1 when every other host has left or ended. */
 int bridge_all_left(const struct daemon *d);
 

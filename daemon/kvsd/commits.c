@@ -625,9 +625,13 @@ static int key_made(void *ctx, const struct kvs__entry_info *info, uint64_t roun
     return 0;
 }
 
+/* Said even under --quiet (kvsrun runs kvsd so): the job goes back further
+ * than its last commit, which its user must learn. */
 static void passed_over(void *ctx, const char *path, const char *why)
 {
-    say(ctx, "restore: passing over %s: %s", path, why);
+    const struct daemon *d = ctx;
+
+    fprintf(stderr, "kvsd[%s]: restore: passing over %s: %s\n", d->o.job, path, why);
 }
 
 /* The snapshot to start from, or *s NULL: none. */
@@ -641,7 +645,7 @@ static int find_snapshot(struct daemon *d, struct kvs__snapshot **s, char *from,
         return 0;
     }
     if (rc != -ENOENT)
-        say(d, "restore: passing over %s: %s", d->snap_path, e->msg);
+        passed_over(d, d->snap_path, e->msg);
     *s = NULL;
     if (!d->o.checkpoint)
         return 0;
@@ -824,6 +828,12 @@ int commits_start(struct daemon *d, struct kvs__err *e)
         d->ck = NULL;
         return kvs__fail(e, -rc, "cannot start the checkpoint thread: %s", strerror(rc));
     }
+    /* A commit restored from memory that the kvsd before was killed while
+     * copying (or before): copied now, else the folder's newest would stay
+     * older than the job's last commit, even after the job ended. */
+    if (d->commit_seq && strcmp(d->restored_from, d->snap_path) == 0
+        && !kvs__ckpt_has(d->o.checkpoint, d->commit_seq))
+        ckpt_post(d, d->commit_seq);
     return 0;
 }
 
@@ -833,7 +843,13 @@ void commits_stop(struct daemon *d, int done)
 
     snap_thread_stop(d);
     if (d->ck) {
-        if (done && d->commit_seq && !d->restored_from[0] && ckpt_wait(d, d->commit_seq, &e))
+        int posted;
+
+        pthread_mutex_lock(&d->ck->mu);
+        posted = d->ck->want >= d->commit_seq;     /* the restored commit's copy too */
+        pthread_mutex_unlock(&d->ck->mu);
+        if (done && d->commit_seq && (!d->restored_from[0] || posted)
+            && ckpt_wait(d, d->commit_seq, &e))
             say(d, "at exit: %s", e.msg);
         pthread_mutex_lock(&d->ck->mu);
         d->ck->stop = 1;

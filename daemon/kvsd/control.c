@@ -884,14 +884,7 @@ static int ctl_gone(struct daemon *d, int rank, int code, struct text *t, struct
     }
     d->left++;
     say(d, "rank %d ended before it connected: counted as left", rank);
-    cb_leave(d, wi);
-    rounds_after_leave(d, wi);
-    colls_check(d);
-    if (d->hx && d->left == d->nworkers && !d->left_told) {
-        d->left_told = 1;
-        bridge_left(d);
-        bridge_recheck(d);
-    }
+    bridge_worker_left(d, wi);
     return 0;
 }
 

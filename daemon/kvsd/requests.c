@@ -232,14 +232,7 @@ static void close_worker(struct daemon *d, struct req *r)
     d->left++;
     say(d, "rank %d left the job", w->rank);
     trace_worker(w, KVS__TR_LEFT, NULL);
-    cb_leave(d, wi);
-    rounds_after_leave(d, wi);
-    colls_check(d);
-    if (d->hx && d->left == d->nworkers && !d->left_told) {
-        d->left_told = 1;
-        bridge_left(d);
-        bridge_recheck(d);
-    }
+    bridge_worker_left(d, wi);
 }
 
 /* Starts request r of a checked list, its worker still in the job; at:

@@ -51,6 +51,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -934,6 +935,39 @@ static int ck_name_ok(const char *n)
     return 1;
 }
 
+/* Temp files of copies whose writer is gone (a kvsd killed while it
+ * copied): .snap-<digits>.kvs.tmp.<pid>, each as big as a snapshot, that
+ * nothing would ever remove. A live writer's (another pid still running)
+ * is left alone. */
+static void ck_drop_stale(const char *dir)
+{
+    const size_t name_len = 5 + CK_DIGITS + 4;    /* snap-<digits>.kvs */
+    struct dirent *de;
+    DIR *d = opendir(dir);
+
+    if (!d)
+        return;
+    while ((de = readdir(d))) {
+        const char *n = de->d_name, *pid = n + 1 + name_len + 5;
+        char name[5 + CK_DIGITS + 4 + 1], path[PATH_MAX];
+        long p;
+
+        if (n[0] != '.' || strlen(n) <= 1 + name_len + 5
+            || strncmp(n + 1 + name_len, ".tmp.", 5) != 0)
+            continue;
+        memcpy(name, n + 1, name_len);
+        name[name_len] = '\0';
+        if (!ck_name_ok(name) || strspn(pid, "0123456789") != strlen(pid)
+            || (p = atol(pid)) <= 0)
+            continue;
+        if (p != (long)getpid() && (kill((pid_t)p, 0) == 0 || errno == EPERM))
+            continue;
+        if (snprintf(path, sizeof path, "%s/%s", dir, n) < (int)sizeof path)
+            unlink(path);
+    }
+    closedir(d);
+}
+
 static int cmp_desc(const void *a, const void *b)
 {
     return strcmp(*(char *const *)b, *(char *const *)a);
@@ -1070,6 +1104,7 @@ int kvs__ckpt_save(const char *dir, const char *src, uint64_t seq, struct kvs__e
         kvs__fail(e, rc, "cannot open '%s': %s", src, kvs_strerror(rc));
         goto out;
     }
+    ck_drop_stale(dir);
     if ((out = create_tmp(tmp, e)) < 0) {
         rc = out;
         goto out;
@@ -1111,6 +1146,17 @@ out:
     free(path);
     free(tmp);
     return rc;
+}
+
+int kvs__ckpt_has(const char *dir, uint64_t seq)
+{
+    char path[PATH_MAX];
+    struct stat st;
+
+    if (!dir || snprintf(path, sizeof path, "%s/snap-%0*" PRIu64 ".kvs", dir, CK_DIGITS, seq)
+                    >= (int)sizeof path)
+        return 0;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 int kvs__ckpt_newest(const char *dir, struct kvs__snapshot **out, char *path, size_t path_len,

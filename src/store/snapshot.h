@@ -116,9 +116,14 @@ int kvs__snapshot_restore(struct kvs__engine *eng, const struct kvs__snapshot *s
  * memory) into dir as snap-SEQ.kvs, durably (new file, fsync, rename, fsync
  * of dir), then removes every snap-*.kvs of dir but the two newest and
  * the one written (SEQ should grow across restarts: the newest is the
- * highest). Errors: -errno (-ENOSPC: nothing of dir changes but a removed
- * temp file). */
+ * highest). Temp files of earlier copies whose writer is gone (a kvsd
+ * killed while it copied) are removed first. Errors: -errno (-ENOSPC:
+ * nothing of dir changes but a removed temp file). */
 int kvs__ckpt_save(const char *dir, const char *src, uint64_t seq, struct kvs__err *e);
+
+/* 1 when dir holds a file of commit seq's name (snap-SEQ.kvs), else 0; its
+ * content is not checked. */
+int kvs__ckpt_has(const char *dir, uint64_t seq);
 
 /* Opens the newest snapshot of dir that checks whole. A newer one that does
  * not is reported through report(ctx, path, why) (may be NULL) and passed
