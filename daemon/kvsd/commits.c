@@ -19,7 +19,7 @@
  * optimizer's spec and states copied), marks every key's value as held by
  * that snapshot, answers the workers, and a writer thread of its own
  * writes the file while rounds go on. Before the serve thread changes a
- * held value (commits_keep, called where a round writes a value), the
+ * held value (daemon_keep_value, where a round writes one), the
  * part of it not written yet is copied aside, and the writer takes it
  * from there: the file is the one a write at the commit would have made.
  * The writer reads values the serve thread never changes meanwhile, a
@@ -399,7 +399,8 @@ static int snap_wait(struct daemon *d, int claim, struct kvs__err *e)
     return rc;
 }
 
-void commits_keep_slow(struct daemon *d, struct round *rd)
+/* d->snap_keep (daemon_keep_value): a held value about to change. */
+static void keep_value(struct daemon *d, struct round *rd)
 {
     struct snapw *sw = d->sw;
     struct held *h;
@@ -774,6 +775,7 @@ static int snap_thread_start(struct daemon *d, struct kvs__err *e)
         return kvs__fail(e, -rc, "cannot start the snapshot thread: %s", strerror(rc));
     }
     d->sw = sw;
+    d->snap_keep = keep_value;
     return 0;
 }
 

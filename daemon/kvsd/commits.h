@@ -31,16 +31,6 @@ int commits_make(struct daemon *d, int64_t step, struct kvs__err *e);
  * last commit. Serve thread. */
 void commits_poll(struct daemon *d);
 
-/* Before the serve thread changes a key's value in the arena: when the
- * snapshot being written holds it and has not written all of it yet, the
- * rest is copied aside first (the file must be the commit's). */
-void commits_keep_slow(struct daemon *d, struct round *rd);
-static inline void commits_keep(struct daemon *d, struct round *rd)
-{
-    if (rd->snap_seq && rd->snap_seq == d->snap_writing)
-        commits_keep_slow(d, rd);
-}
-
 /* kvsctl checkpoint: the last commit's snapshot copied into the
  * checkpoint directory now, durably; returns once it is there. 0, or the
  * error (no --checkpoint, no commit yet, the write's). Serve thread. */

@@ -29,7 +29,6 @@
 #include "rounds.h"
 #include "answers.h"
 #include "arena.h"
-#include "commits.h"
 #include "devbufs.h"
 #include "job.h"
 #include "owners.h"
@@ -258,7 +257,7 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
                 items[i].src = src + at;
     }
     for (size_t i = 0; i < nr; i++) {
-        commits_keep(d, rds[i]);
+        daemon_keep_value(d, rds[i]);
         arena_seq_begin(rds[i]->value);
     }
     t = kvs__tr_begin();
@@ -287,7 +286,7 @@ int rounds_apply_part(struct daemon *d, struct round *rd, int p, int k, const vo
     int64_t t = kvs__tr_begin();
     int rc;
 
-    commits_keep(d, rd);
+    daemon_keep_value(d, rd);
     arena_seq_begin(rd->value);
     if (p < 0) {
         rc = kvs__engine_push_entries(d->eng, 1, &it, e);

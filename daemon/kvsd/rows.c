@@ -39,7 +39,6 @@
 
 #include "rows.h"
 #include "arena.h"
-#include "commits.h"
 #include "remote.h"
 #include "req.h"
 
@@ -233,7 +232,7 @@ int rows_apply(struct daemon *d, struct round *rd, struct req *const *reqs, int 
     if (rc == 0) {
         int64_t t = kvs__tr_begin();
 
-        commits_keep(d, rd);
+        daemon_keep_value(d, rd);
         arena_seq_begin(rd->value);
         rc = kvs__engine_push_rows(d->eng, rd->entry, k, in, e);
         arena_seq_end(rd->value);
