@@ -9,10 +9,13 @@
  * after every worker has pulled its weights back, as a program resuming
  * does: the time is the roll back's, not that of a round of the store.
  *
- * usage: bench_recover --mark FILE [--bytes SIZE] [--commits N]
+ * usage: bench_recover --mark FILE [--bytes SIZE] [--commits N] [--compute S]
  *   --mark FILE   where rank 1 leaves the time of its death for rank 0
  *   --bytes SIZE  the store's values, in keys of 64 MiB at most (default 1G)
  *   --commits N   commits timed (default 5)
+ *   --compute S   seconds each worker spends after each timed commit
+ *                 before the next step's push, as a training step's
+ *                 compute would (default 0: none)
  * Rank 0 prints "name seconds" lines: commit_wait (median), round (median
  * of the rounds not after a commit), round_after_commit (median),
  * recover_worker, recover_kvsd.
@@ -97,6 +100,7 @@ int main(int argc, char **argv)
 {
     size_t bytes = (size_t)1 << 30;
     long commits = 5;
+    double compute = 0;
     const char *mark = NULL, *v;
     double *wait, *round, *after, fault = 0, rec_worker = -1, rec_kvsd = -1;
     long nwait = 0, nround = 0, nafter = 0;
@@ -120,8 +124,15 @@ int main(int argc, char **argv)
                 fprintf(stderr, "%s: bad --commits '%s'\n", bench_who, v);
                 return 2;
             }
+        } else if ((v = opt_value(argc, argv, &i, "--compute", rank == 0)) != NULL) {
+            compute = atof(v);
+            if (!(compute >= 0 && compute <= 60)) {
+                fprintf(stderr, "%s: bad --compute '%s'\n", bench_who, v);
+                return 2;
+            }
         } else {
-            fprintf(stderr, "usage: bench_recover --mark FILE [--bytes SIZE] [--commits N]\n");
+            fprintf(stderr, "usage: bench_recover --mark FILE [--bytes SIZE] [--commits N] "
+                    "[--compute S]\n");
             return 2;
         }
     }
@@ -211,6 +222,11 @@ int main(int argc, char **argv)
                 kvsd_killed = 1;
                 fault = wall_s();
                 kill(p, SIGKILL);
+            }
+            if (compute > 0 && step <= commits) {  /* after the timed commits only */
+                struct timespec ts = { (time_t)compute,
+                                       (long)((compute - (double)(time_t)compute) * 1e9) };
+                nanosleep(&ts, NULL);
             }
         }
         if (!again)

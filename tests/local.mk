@@ -59,6 +59,13 @@ check_PROGRAMS += tests/recover_faults
 tests_recover_faults_SOURCES = tests/recover_faults.c
 tests_recover_faults_CFLAGS = $(AM_CFLAGS) -pthread
 tests_recover_faults_LDADD = src/libkvs.la -lpthread
+# A commit's snapshot written while rounds change its keys, and a kvsd
+# killed during the write.
+TESTS += tests/test_recover_cow.sh
+EXTRA_DIST += tests/test_recover_cow.sh
+check_PROGRAMS += tests/dist_cow
+tests_dist_cow_SOURCES = tests/dist_cow.c tests/distutil.h
+tests_dist_cow_LDADD = src/libkvs.la -lm
 # MXNet's nightly dist_sync_kvstore.py, ported.
 TESTS += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh
 EXTRA_DIST += tests/test_dist_mxnet.sh tests/test_hosts_mxnet.sh

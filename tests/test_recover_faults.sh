@@ -162,12 +162,14 @@ done
 # ---- kvsd killed while it writes a commit's snapshot --------------------
 
 # A 128 MiB key makes the snapshot's write into memory take a while; kvsd
-# is killed as soon as commit 2's temp file shows. Commit 2 is made for
-# both workers or for neither; the restarted kvsd removes the half-written
-# file.
+# is killed as soon as commit 2's temp file shows. kvsd answers a commit
+# before its file is written, so the workers go on to step 15, whose
+# commit waits for commit 2's file: the kill finds them there. Commit 2 is
+# made for both workers or for neither; the restarted kvsd removes the
+# half-written file.
 next_job
 case_dir
-kvsr_bg 90 -n 2 --restarts 1 "$rf" dist_sync 10 5 "$w" none 33554432
+kvsr_bg 90 -n 2 --restarts 1 "$rf" dist_sync 15 5 "$w" none 33554432
 caught=""
 if wait_for 600 test -e "$dir/$j.snap"; then
     limit=$(($(now_ms) + 30000 * slow))

@@ -8,8 +8,10 @@
  * checksum refused or harmless; a failed write leaving the old file whole
  * and no temporary file; the checkpoint directory (two newest kept, a
  * damaged newest one reported and passed over, an empty or missing
- * directory); and the commits of the in-process store types, a GPU's key
- * refused (on the CUDA stand-in where the build has it).
+ * directory); a capture written after the engine changed, its values
+ * read through a source that copied them aside: the commit point's bytes;
+ * and the commits of the in-process store types, a GPU's key refused (on
+ * the CUDA stand-in where the build has it).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -364,6 +366,134 @@ static void test_round_trip_plain(void **state)
     (void)state;
     round_trip(0, NULL, 0);              /* no optimizer: values only */
     round_trip(1, "sgd lr=0.5", 0);      /* an optimizer without state buffers */
+}
+
+/* ---- A capture written later, the engine changed meanwhile ------------ */
+
+#define BIG_N ((size_t)3 << 18)        /* floats: 3 MiB, several pieces */
+
+/* The front of a capture: a value copied aside (before the engine
+ * changes it) is read from the copy; the pieces are checked to come in
+ * order, each begun before it ends. */
+struct aside {
+    uint8_t **copy;                    /* [nkeys]: NULL, read live */
+    size_t i, calls;
+    uint64_t off;
+    int open, bad;
+};
+
+static const void *aside_begin(void *ctx, size_t i, const void *live, uint64_t off, size_t n)
+{
+    struct aside *a = ctx;
+
+    a->bad |= a->open || n == 0 || n > ((size_t)1 << 20) || i < a->i
+              || (i == a->i && a->calls && off != a->off);
+    a->open = 1;
+    a->i = i;
+    a->calls++;
+    return a->copy[i] ? a->copy[i] + off : (const uint8_t *)live + off;
+}
+
+static void aside_end(void *ctx, size_t i, uint64_t off, size_t n)
+{
+    struct aside *a = ctx;
+
+    a->bad |= !a->open || i != a->i;
+    a->open = 0;
+    a->off = off + n;
+}
+
+struct copier {
+    struct aside *a;
+    size_t i;
+};
+
+static int copy_value(void *ctx, kvs_key_t key, const struct kvs__entry_info *info)
+{
+    struct copier *c = ctx;
+
+    (void)key;
+    if (info->bytes) {
+        c->a->copy[c->i] = malloc(info->bytes);
+        assert_non_null(c->a->copy[c->i]);
+        memcpy(c->a->copy[c->i], info->value, info->bytes);
+    }
+    c->i++;
+    return 0;
+}
+
+static void capture_case(int str)
+{
+    struct kvs__engine *eng = make_store(str, "sgd lr=0.1 momentum=0.9", 2);
+    kvs_key_t big = str ? KVS_STR_KEY("zz big") : KVS_INT_KEY(1000);
+    float *v = malloc(BIG_N * sizeof *v);
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { (int64_t)BIG_N } };
+    struct aside as = { 0 };
+    struct kvs__snap_source src = { aside_begin, aside_end, &as };
+    struct kvs__snap_capture *cap;
+    struct copier cp = { &as, 0 };
+    char path[PATH_MAX];
+    uint8_t *img, *file;
+    size_t len, flen, n;
+    uint64_t bytes = 0;
+
+    assert_non_null(v);
+    for (size_t i = 0; i < BIG_N; i++)
+        v[i] = (float)(i % 1009) * 0.25f;
+    OKE(kvs__engine_init(eng, 1, &big, &a, 0, &err));
+    OKE(kvs__engine_push(eng, 1, &big, &a, &err));
+    /* The commit point's image, then its capture. */
+    OKE(kvs__snapshot_encode(eng, &meta0, rounds_of, NULL, &img, &len, &err));
+    OKE(kvs__snapshot_capture(eng, &meta0, rounds_of, NULL, &cap, &err));
+    n = kvs__capture_nkeys(cap);
+    assert_int_equal(n, kvs__engine_nkeys(eng));
+    tmp_path(path, sizeof path, "cap.snap");
+    /* Nothing changed: read live, the same bytes. */
+    as.copy = calloc(n, sizeof *as.copy);
+    assert_non_null(as.copy);
+    OKE(kvs__snapshot_write_capture(cap, &src, path, 0, &bytes, &err));
+    assert_int_equal(bytes, len);
+    file = read_all(path, &flen);
+    assert_int_equal(flen, len);
+    assert_memory_equal(file, img, len);
+    free(file);
+    assert_false(as.bad);
+    assert_true(as.calls >= n);          /* the big key in 3 pieces, one key empty */
+    /* Every value copied aside, then every key and state changed (a new
+     * optimizer too): the file is still the commit point's. */
+    OKE(kvs__engine_foreach(eng, copy_value, &cp, &err));
+    push_all(eng, str, 90);
+    OKE(kvs__engine_push(eng, 1, &big, &a, &err));
+    OKE(kvs__engine_set_optimizer(eng, "adam lr=0.01", &err));
+    push_all(eng, str, 91);
+    as.i = as.calls = 0;
+    as.off = 0;
+    OKE(kvs__snapshot_write_capture(cap, &src, path, 1, NULL, &err));
+    file = read_all(path, &flen);
+    assert_int_equal(flen, len);
+    assert_memory_equal(file, img, len);
+    free(file);
+    assert_false(as.bad);
+    /* A capture's write refuses what it cannot use. */
+    assert_int_equal(kvs__snapshot_write_capture(NULL, NULL, path, 0, NULL, &err),
+                     KVS_EBADARG);
+    assert_int_equal(kvs__snapshot_write_capture(cap, NULL, "", 0, NULL, &err), KVS_EBADARG);
+    assert_int_equal(count_in(tmpdir, ".tmp."), 0);
+    for (size_t i = 0; i < n; i++)
+        free(as.copy[i]);
+    free(as.copy);
+    kvs__capture_free(cap);
+    unlink(path);
+    free(img);
+    free(v);
+    kvs__engine_free(eng);
+}
+
+static void test_capture(void **state)
+{
+    (void)state;
+    capture_case(0);
+    capture_case(1);
 }
 
 static void test_empty_store(void **state)
@@ -914,6 +1044,7 @@ int main(void)
         CASE(test_round_trip_int_adam),
         CASE(test_round_trip_str_sgd),
         CASE(test_round_trip_plain),
+        CASE(test_capture),
         CASE(test_empty_store),
         CASE(test_restore_into_full),
         CASE(test_bad_args),

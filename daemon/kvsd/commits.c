@@ -14,13 +14,34 @@
  * may replace while the copy runs; a link not copied yet when a newer
  * commit comes is dropped (the newer one is what a restart needs).
  *
+ * A commit does not write the snapshot in the serve thread: it captures
+ * it (store/snapshot.h: every key's record and where its value lies, the
+ * optimizer's spec and states copied), marks every key's value as held by
+ * that snapshot, answers the workers, and a writer thread of its own
+ * writes the file while rounds go on. Before the serve thread changes a
+ * held value (daemon_keep_value, where a round writes one), the
+ * part of it not written yet is copied aside, and the writer takes it
+ * from there: the file is the one a write at the commit would have made.
+ * The writer reads values the serve thread never changes meanwhile, a
+ * piece (1 MiB) at a time under struct snapw's mutex. The commit is
+ * claimed (d->commit_seq, d->resume_step, the copy into the checkpoint
+ * directory) once its file is whole: a kvsd that dies before that, or
+ * leaves at once at a worker's death (job.c's rollback, which does not
+ * wait for the write: a recovery costs no write of the store), is
+ * replaced by one that restores the commit before, and tells the
+ * workers so (resume_step). With KVS_CHECKPOINT_SYNC the commit writes
+ * and copies before it answers, as it always did.
+ *
  * The serve thread makes commits and restores; the checkpoint thread
- * touches only struct ckpt, under its mutex, and the files. It must never
- * touch the engine, the rounds or the workers. A failed copy is said and
- * counted, never fails the job: the snapshot in memory holds.
+ * touches only struct ckpt, under its mutex, and the files; the writer
+ * only struct snapw, under its mutex, the capture and the values it
+ * holds. Neither must ever touch the engine, the rounds or the workers. A
+ * failed copy is said and counted, never fails the job: the snapshot in
+ * memory holds.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -38,6 +59,50 @@
 /* How long a commit with KVS_CHECKPOINT_SYNC, or kvsctl checkpoint, waits
  * for the copy on disk, and the end of kvsd for the last one. */
 #define CKPT_WAIT_NS (600 * 1000000000ll)
+/* How long a commit, kvsctl checkpoint or kvsd's end waits for the
+ * snapshot before it to be written (a store of many GiB, a slow machine). */
+#define SNAP_WAIT_NS (600 * 1000000000ll)
+
+/* A key held by the snapshot being written: the bytes from off on are
+ * not in the file yet; aside, once the serve thread had to change the
+ * value, holds them as they were (at the same offsets). aside is spare,
+ * a buffer kept from one commit to the next for the key at this place:
+ * memory touched before copies at memcpy's speed, where new memory costs
+ * a page fault per page, several times the copy. Spares the last commit
+ * did not need are freed: a job whose rounds leave the writer time keeps
+ * none. */
+struct held {
+    const uint8_t *live;
+    uint64_t bytes;
+    uint64_t off;
+    uint8_t *aside;
+    uint8_t *spare;
+    uint64_t spare_len;
+    int used;                          /* spare was needed for this commit */
+};
+
+struct snapw {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;                 /* CLOCK_MONOTONIC */
+    atomic_int want;                   /* the serve thread waits for mu: the writer
+                                        * lets it in before its next piece */
+    struct kvs__snap_capture *cap;     /* the commit being written, or NULL */
+    struct kvs__snap_meta m;           /* its meta */
+    struct held *keys;                 /* [nkeys], in the capture's order */
+    size_t nkeys, ncaptured;
+    int64_t t_made;                    /* when captured (CLOCK_MONOTONIC) */
+    atomic_int written;                /* the write of cap ended: for commits_poll */
+    int rc;                            /* and how */
+    char msg[KVS__MSG_MAX];
+    uint64_t bytes;
+    int64_t took_ns;                   /* from the capture to the file whole */
+    unsigned pause_us;                 /* tests: a pause after each piece written
+                                        * (KVS_TEST_SNAPSHOT_PAUSE_US), so that rounds
+                                        * surely change values while the file is written */
+    int stop;
+    struct daemon *d;                  /* d->snap_path, d->ck, say() only */
+};
 
 struct ckpt {
     pthread_t th;
@@ -187,6 +252,192 @@ void commits_disk(const struct daemon *d, uint64_t *seq, uint64_t *failures, cha
     pthread_mutex_unlock(&ck->mu);
 }
 
+/* ---- the snapshot writer ------------------------------------------------ */
+
+static struct timespec deadline(int64_t ns)
+{
+    int64_t end = mono_ns() + ns;
+
+    return (struct timespec){ end / 1000000000ll, end % 1000000000ll };
+}
+
+/* The writer's source: a piece of a held value, from the live value while
+ * the serve thread has not changed it, else from the copy it made. mu is
+ * held from begin to end, so the serve thread never changes a value the
+ * writer is reading; it is let in between pieces when it asks (want). */
+static const void *held_begin(void *ctx, size_t i, const void *live, uint64_t off, size_t n)
+{
+    struct snapw *sw = ctx;
+    const struct held *h;
+
+    (void)n;
+    pthread_mutex_lock(&sw->mu);
+    while (atomic_load_explicit(&sw->want, memory_order_acquire))
+        pthread_cond_wait(&sw->cv, &sw->mu);
+    h = &sw->keys[i];
+    return h->aside ? h->aside + off : (const uint8_t *)live + off;
+}
+
+static void held_end(void *ctx, size_t i, uint64_t off, size_t n)
+{
+    struct snapw *sw = ctx;
+    struct held *h = &sw->keys[i];
+
+    h->off = off + n;
+    if (h->off >= h->bytes) {
+        h->aside = NULL;
+        pthread_cond_broadcast(&sw->cv);   /* a change that waits for this key */
+    }
+    pthread_mutex_unlock(&sw->mu);
+    if (sw->pause_us)
+        usleep(sw->pause_us);
+}
+
+static void *snap_thread(void *arg)
+{
+    struct snapw *sw = arg;
+    struct daemon *d = sw->d;
+    const struct kvs__snap_source src = { held_begin, held_end, sw };
+
+    pthread_mutex_lock(&sw->mu);
+    for (;;) {
+        struct kvs__err e = { 0, "" };
+        struct kvs__snap_capture *cap;
+        uint64_t bytes = 0, seq;
+        int rc;
+
+        while (!sw->stop && (!sw->cap || atomic_load(&sw->written)))
+            pthread_cond_wait(&sw->cv, &sw->mu);
+        if (!sw->cap || atomic_load(&sw->written))
+            break;                     /* stopping, nothing left to write */
+        cap = sw->cap;
+        seq = sw->m.seq;
+        pthread_mutex_unlock(&sw->mu);
+        rc = kvs__snapshot_write_capture(cap, &src, d->snap_path, 0, &bytes, &e);
+        if (rc != 0)
+            say(d, "the snapshot of commit %" PRIu64 " was not written: %s (a restart "
+                "resumes from the commit before)", seq, e.msg);
+        else if (d->ck)
+            ckpt_post(d, seq);         /* before the next commit may replace the file */
+        pthread_mutex_lock(&sw->mu);
+        for (size_t i = 0; i < sw->ncaptured; i++)
+            sw->keys[i].aside = NULL;
+        sw->rc = rc;
+        snprintf(sw->msg, sizeof sw->msg, "%s", e.msg);
+        sw->bytes = bytes;
+        sw->took_ns = mono_ns() - sw->t_made;
+        atomic_store(&sw->written, 1);
+        pthread_cond_broadcast(&sw->cv);
+        kvs__bell_ring(d->bell);       /* the serve thread claims it at once */
+    }
+    pthread_mutex_unlock(&sw->mu);
+    return NULL;
+}
+
+/* Serve thread: a written snapshot claimed as the last commit (or its
+ * failure said), and the capture freed. */
+static void snap_claim(struct daemon *d)
+{
+    struct snapw *sw = d->sw;
+
+    pthread_mutex_lock(&sw->mu);
+    if (sw->cap && atomic_load(&sw->written)) {
+        if (sw->rc == 0) {
+            d->commit_seq = sw->m.seq;
+            d->commit_ns = sw->m.made_ns;
+            d->commit_bytes = sw->bytes;
+            d->commit_took_ns = sw->took_ns;
+            d->resume_step = sw->m.step;
+            d->restored_from[0] = '\0';
+        }
+        for (size_t i = 0; i < sw->nkeys; i++) {
+            struct held *h = &sw->keys[i];
+
+            if (!h->used || i >= sw->ncaptured) {
+                free(h->spare);
+                h->spare = NULL;
+                h->spare_len = 0;
+            }
+            h->used = 0;
+        }
+        kvs__capture_free(sw->cap);
+        sw->cap = NULL;
+        sw->ncaptured = 0;
+        atomic_store(&sw->written, 0);
+        d->snap_writing = 0;
+    }
+    pthread_mutex_unlock(&sw->mu);
+}
+
+void commits_poll(struct daemon *d)
+{
+    if (d->snap_writing && atomic_load_explicit(&d->sw->written, memory_order_acquire))
+        snap_claim(d);
+}
+
+/* Waits until the snapshot being written (if any) is whole or failed,
+ * and with claim claims it: 0, or KVS_ETIMEDOUT. Serve thread. */
+static int snap_wait(struct daemon *d, int claim, struct kvs__err *e)
+{
+    struct snapw *sw = d->sw;
+    struct timespec ts = deadline(SNAP_WAIT_NS);
+    int rc = 0;
+
+    if (!sw)
+        return 0;
+    pthread_mutex_lock(&sw->mu);
+    while (sw->cap && !atomic_load(&sw->written) && rc == 0)
+        rc = pthread_cond_timedwait(&sw->cv, &sw->mu, &ts);
+    if (sw->cap && !atomic_load(&sw->written))
+        rc = kvs__fail(e, KVS_ETIMEDOUT, "the snapshot of commit %" PRIu64 " is not "
+                       "written after %lld s", sw->m.seq, SNAP_WAIT_NS / 1000000000ll);
+    else
+        rc = 0;
+    pthread_mutex_unlock(&sw->mu);
+    if (rc == 0 && claim)
+        snap_claim(d);
+    return rc;
+}
+
+/* d->snap_keep (daemon_keep_value): a held value about to change. */
+static void keep_value(struct daemon *d, struct round *rd)
+{
+    struct snapw *sw = d->sw;
+    struct held *h;
+
+    atomic_fetch_add_explicit(&sw->want, 1, memory_order_acq_rel);
+    pthread_mutex_lock(&sw->mu);
+    if (sw->cap && !atomic_load(&sw->written) && sw->m.seq == rd->snap_seq
+        && rd->snap_i < sw->ncaptured) {
+        h = &sw->keys[rd->snap_i];
+        if (h->off < h->bytes && !h->aside) {
+            if (h->spare_len != h->bytes) {
+                free(h->spare);
+                h->spare_len = (h->spare = malloc(h->bytes)) ? h->bytes : 0;
+            }
+            if ((h->aside = h->spare) != NULL) {
+                h->used = 1;
+                memcpy(h->aside + h->off, h->live + h->off, h->bytes - h->off);
+            } else {
+                /* No memory for a copy: the writer goes on past this key
+                 * (want dropped meanwhile), and the change waits for it. */
+                struct timespec ts = deadline(SNAP_WAIT_NS);
+
+                atomic_fetch_sub_explicit(&sw->want, 1, memory_order_acq_rel);
+                pthread_cond_broadcast(&sw->cv);
+                while (h->off < h->bytes && !atomic_load(&sw->written)
+                       && pthread_cond_timedwait(&sw->cv, &sw->mu, &ts) == 0)
+                    ;
+                atomic_fetch_add_explicit(&sw->want, 1, memory_order_acq_rel);
+            }
+        }
+    }
+    atomic_fetch_sub_explicit(&sw->want, 1, memory_order_acq_rel);
+    pthread_cond_broadcast(&sw->cv);
+    pthread_mutex_unlock(&sw->mu);
+    rd->snap_seq = 0;
+}
+
 /* ---- making a commit ---------------------------------------------------- */
 
 /* A key's rounds applied, for the snapshot (0: the key has no rounds yet). */
@@ -198,23 +449,92 @@ static uint64_t key_rounds(void *ctx, const struct kvs__entry_info *info)
     return r ? r->done : 0;
 }
 
-/* Keys kept on a GPU are not in a snapshot yet. */
+/* A key captured for the writer: its value held until written. */
+static uint64_t key_held(void *ctx, const struct kvs__entry_info *info)
+{
+    struct daemon *d = ctx;
+    struct snapw *sw = d->sw;
+    struct round *r = *info->front;
+
+    if (sw->ncaptured < sw->nkeys) {
+        struct held *h = &sw->keys[sw->ncaptured];
+
+        h->live = info->value;
+        h->bytes = info->bytes;
+        h->off = 0;
+        h->aside = NULL;
+        h->used = 0;
+        r->snap_seq = sw->m.seq;
+        r->snap_i = sw->ncaptured++;
+    }
+    return r->done;
+}
+
+struct walk {
+    struct daemon *d;
+    struct kvs__err *e;
+};
+
+/* Keys kept on a GPU are not in a snapshot yet. A key with no rounds yet
+ * gets them, so that a push to it after the commit sees its value held. */
 static int on_host(void *ctx, kvs_key_t key, const struct kvs__entry_info *info)
 {
-    struct kvs__err *e = ctx;
+    struct walk *w = ctx;
     char ks[KVS_MAX_KEY_LEN + 8];
 
-    if (info->device == KVS_HOST)
-        return 0;
-    kvs__key_str(ks, sizeof ks, key);
-    return kvs__fail(e, KVS_ENOTSUP, "kvs_commit: key %s is kept on a GPU: commits of such "
-                     "keys are not supported yet", ks);
+    if (info->device != KVS_HOST) {
+        kvs__key_str(ks, sizeof ks, key);
+        return kvs__fail(w->e, KVS_ENOTSUP, "kvs_commit: key %s is kept on a GPU: commits "
+                         "of such keys are not supported yet", ks);
+    }
+    if (w->d->sw && !*info->front && !rounds_of(w->d, info, key))
+        return kvs__fail(w->e, -ENOMEM, "kvsd: out of memory for a key's rounds");
+    return 0;
+}
+
+/* The snapshot captured and handed to the writer: 0, or the error (the
+ * commit then changes nothing). */
+static int snap_start(struct daemon *d, const struct kvs__snap_meta *m, struct kvs__err *e)
+{
+    struct snapw *sw = d->sw;
+    size_t n = kvs__engine_nkeys(d->eng);
+    struct kvs__snap_capture *cap;
+    int rc;
+
+    if (n > sw->nkeys) {
+        struct held *k = realloc(sw->keys, sizeof *k * n);
+
+        if (!k)
+            return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a commit of %zu keys", n);
+        memset(k + sw->nkeys, 0, sizeof *k * (n - sw->nkeys));
+        sw->keys = k;
+        sw->nkeys = n;
+    }
+    /* The writer is idle (snap_wait): its fields are the serve thread's
+     * until cap is handed over under mu. */
+    sw->m = *m;
+    sw->ncaptured = 0;
+    sw->t_made = mono_ns();
+    if ((rc = kvs__snapshot_capture(d->eng, m, key_held, d, &cap, e)) != 0) {
+        for (size_t i = 0; i < sw->ncaptured; i++)
+            sw->keys[i].off = sw->keys[i].bytes;
+        sw->ncaptured = 0;
+        return rc;
+    }
+    pthread_mutex_lock(&sw->mu);
+    sw->cap = cap;
+    atomic_store(&sw->written, 0);
+    pthread_cond_broadcast(&sw->cv);
+    pthread_mutex_unlock(&sw->mu);
+    d->snap_writing = m->seq;
+    return 0;
 }
 
 int commits_make(struct daemon *d, int64_t step, struct kvs__err *e)
 {
     struct kvs__snap_meta m = { .step = step, .nworkers = d->total, .sync = d->sync,
                                 .seq = d->commit_seq + 1, .made_ns = real_ns() };
+    struct walk w = { d, e };
     int64_t t0 = mono_ns();
     uint64_t bytes = 0;
     int rc;
@@ -233,9 +553,16 @@ int commits_make(struct daemon *d, int64_t step, struct kvs__err *e)
     if (d->nhosts > 1 || d->o.nhosts > 1)
         return kvs__fail(e, KVS_ENOTSUP, "kvs_commit: commits of a job across hosts are not "
                          "supported yet");
-    if ((rc = kvs__engine_foreach(d->eng, on_host, e, e)) != 0)
+    /* The commit before is written first: one capture at a time, and the
+     * new one's seq follows the last one claimed. */
+    if ((rc = snap_wait(d, 1, e)) != 0)
+        return rc;
+    m.seq = d->commit_seq + 1;
+    if ((rc = kvs__engine_foreach(d->eng, on_host, &w, e)) != 0)
         return rc;
     snprintf(m.job, sizeof m.job, "%s", d->o.job);
+    if (d->sw && !d->o.checkpoint_sync)
+        return snap_start(d, &m, e);
     if ((rc = kvs__snapshot_write(d->eng, &m, key_rounds, d, d->snap_path, 0, &bytes, e)) != 0)
         return rc;
     d->commit_seq = m.seq;
@@ -258,8 +585,12 @@ int commits_make(struct daemon *d, int64_t step, struct kvs__err *e)
 
 int commits_force(struct daemon *d, struct kvs__err *e)
 {
+    int rc;
+
     if (!d->ck)
         return kvs__fail(e, KVS_EBADARG, "kvsd has no checkpoint directory (--checkpoint DIR)");
+    if ((rc = snap_wait(d, 1, e)) != 0)
+        return rc;
     if (d->commit_seq == 0 || access(d->snap_path, R_OK) != 0)
         return kvs__fail(e, KVS_ENOKEY, "no commit to write: the job has made none%s",
                          d->restored_from[0] ? " since it was restored" : "");
@@ -414,6 +745,66 @@ static void drop_links(struct daemon *d)
     closedir(dir);
 }
 
+static void mono_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+static int snap_thread_start(struct daemon *d, struct kvs__err *e)
+{
+    struct snapw *sw = calloc(1, sizeof *sw);
+    const char *env;
+    int rc;
+
+    if (!sw)
+        return kvs__fail(e, -ENOMEM, "kvsd: out of memory");
+    sw->d = d;
+    if ((env = getenv("KVS_TEST_SNAPSHOT_PAUSE_US")) != NULL)
+        sw->pause_us = (unsigned)strtoul(env, NULL, 10) % 1000000u;
+    mono_cond_init(&sw->cv);
+    pthread_mutex_init(&sw->mu, NULL);
+    if ((rc = pthread_create(&sw->th, NULL, snap_thread, sw)) != 0) {
+        pthread_mutex_destroy(&sw->mu);
+        pthread_cond_destroy(&sw->cv);
+        free(sw);
+        return kvs__fail(e, -rc, "cannot start the snapshot thread: %s", strerror(rc));
+    }
+    d->sw = sw;
+    d->snap_keep = keep_value;
+    return 0;
+}
+
+static void snap_thread_stop(struct daemon *d)
+{
+    struct snapw *sw = d->sw;
+    struct kvs__err e = { 0, "" };
+
+    if (!sw)
+        return;
+    /* A commit answered is written before kvsd goes, whatever ends it. */
+    if (snap_wait(d, 1, &e) != 0)
+        say(d, "at exit: %s", e.msg);
+    pthread_mutex_lock(&sw->mu);
+    sw->stop = 1;
+    pthread_cond_broadcast(&sw->cv);
+    pthread_mutex_unlock(&sw->mu);
+    pthread_join(sw->th, NULL);
+    kvs__capture_free(sw->cap);
+    for (size_t i = 0; i < sw->nkeys; i++)
+        free(sw->keys[i].spare);
+    free(sw->keys);
+    pthread_mutex_destroy(&sw->mu);
+    pthread_cond_destroy(&sw->cv);
+    free(sw);
+    d->sw = NULL;
+    d->snap_writing = 0;
+}
+
 int commits_start(struct daemon *d, struct kvs__err *e)
 {
     const char *env = getenv("KVS_CHECKPOINT_SYNC");
@@ -425,19 +816,14 @@ int commits_start(struct daemon *d, struct kvs__err *e)
     drop_links(d);
     if (d->o.restore && (rc = restore(d, e)) != 0)
         return rc;
+    if (d->o.recover && (rc = snap_thread_start(d, e)) != 0)
+        return rc;
     if (!d->o.checkpoint)
         return 0;
     if (!(d->ck = calloc(1, sizeof *d->ck)))
         return kvs__fail(e, -ENOMEM, "kvsd: out of memory");
     d->ck->d = d;
-    {
-        pthread_condattr_t ca;
-
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&d->ck->cv, &ca);
-        pthread_condattr_destroy(&ca);
-    }
+    mono_cond_init(&d->ck->cv);
     pthread_mutex_init(&d->ck->mu, NULL);
     if ((rc = pthread_create(&d->ck->th, NULL, ckpt_thread, d->ck)) != 0) {
         free(d->ck);
@@ -457,6 +843,7 @@ void commits_stop(struct daemon *d, int done)
 {
     struct kvs__err e = { 0, "" };
 
+    snap_thread_stop(d);
     if (d->ck) {
         int posted;
 

@@ -18,11 +18,18 @@
 int commits_start(struct daemon *d, struct kvs__err *e);
 
 /* The commit at step, every worker's pushes before it applied: the
- * snapshot written, d->resume_step set, the copy into the checkpoint
- * directory handed to the thread (and waited for with checkpoint_sync).
- * 0, or the error (KVS_ENOTSUP: a key on a GPU, a job across hosts;
- * -errno writing the file), which changes no earlier commit. Serve thread. */
+ * snapshot captured and handed to the writer thread, which writes it,
+ * then claims it (d->resume_step, d->commit_seq: commits_poll) and hands
+ * the copy into the checkpoint directory to its thread. With
+ * checkpoint_sync, written and copied before it returns, as without a
+ * writer. 0, or the error (KVS_ENOTSUP: a key on a GPU, a job across
+ * hosts; -errno writing the file in sync), which changes no earlier
+ * commit. Serve thread. */
 int commits_make(struct daemon *d, int64_t step, struct kvs__err *e);
+
+/* Each serve pass: a snapshot the writer has finished is claimed as the
+ * last commit. Serve thread. */
+void commits_poll(struct daemon *d);
 
 /* kvsctl checkpoint: the last commit's snapshot copied into the
  * checkpoint directory now, durably; returns once it is there. 0, or the

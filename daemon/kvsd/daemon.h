@@ -224,6 +224,9 @@ struct round {
                                         * or while other hosts' sums wait here */
     int ready;                         /* every push is in: in the daemon's ready[] */
     int restored;                      /* the key came from a snapshot (--restore) */
+    uint64_t snap_seq;                 /* the commit whose snapshot, being written, holds
+                                        * this value as it was (daemon_keep_value); 0: none */
+    size_t snap_i;                     /* the key's place in that snapshot */
     int cb;                            /* the workers combine its rounds (combined.c):
                                         * kvsd takes no push or pull of it; its slot
                                         * in d->cb_keys, plus 1 (0: not combined) */
@@ -367,6 +370,7 @@ struct xround;                         /* xrounds.c */
 struct xrows;                          /* xrows.c */
 struct stq;                            /* states.c */
 struct ckpt;                           /* commits.c */
+struct snapw;                          /* commits.c */
 
 struct daemon {
     struct options o;
@@ -420,6 +424,10 @@ struct daemon {
                                         * for their pushes (colls_commit_check) */
     char restored_from[PATH_MAX + 80]; /* the snapshot file restored at start, or "" */
     struct ckpt *ck;                   /* the checkpoint thread (--checkpoint), or NULL */
+    struct snapw *sw;                  /* the snapshot writer thread (--recover), or NULL */
+    uint64_t snap_writing;             /* the commit it writes now; 0: none */
+    void (*snap_keep)(struct daemon *d, struct round *rd);  /* commits.c's, for
+                                        * daemon_keep_value */
     int failed;                        /* 0, or why every request now fails: a worker
                                         * died or was evicted (KVS_EPEERDEAD), one gave
                                         * up waiting (KVS_ETIMEDOUT) */
@@ -465,6 +473,17 @@ struct cb_key {
     kvs_key_t key;                     /* name malloc'd */
     void *entry;                       /* its engine entry: its state after a load */
 };
+
+/* Before the serve thread changes a key's value in the arena (rounds.c,
+ * rows.c): when the snapshot being written holds it and has not written
+ * all of it yet, commits.c copies the rest aside first (the file must be
+ * the commit's). A hook, so that the rounds do not call the commits that
+ * call them. */
+static inline void daemon_keep_value(struct daemon *d, struct round *rd)
+{
+    if (rd->snap_seq && rd->snap_seq == d->snap_writing)
+        d->snap_keep(d, rd);
+}
 
 /* Set by SIGINT/SIGTERM, and by main when the serve loop ends: both threads
  * stop at their next turn. */

@@ -256,8 +256,10 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
             if (remote_sources(d, rds[i], src + at, (char *)(src + total) + cs * at) > 0)
                 items[i].src = src + at;
     }
-    for (size_t i = 0; i < nr; i++)
+    for (size_t i = 0; i < nr; i++) {
+        daemon_keep_value(d, rds[i]);
         arena_seq_begin(rds[i]->value);
+    }
     t = kvs__tr_begin();
     rc = kvs__engine_push_entries(d->eng, (int)nr, items, e);
     if (t) {
@@ -284,6 +286,7 @@ int rounds_apply_part(struct daemon *d, struct round *rd, int p, int k, const vo
     int64_t t = kvs__tr_begin();
     int rc;
 
+    daemon_keep_value(d, rd);
     arena_seq_begin(rd->value);
     if (p < 0) {
         rc = kvs__engine_push_entries(d->eng, 1, &it, e);

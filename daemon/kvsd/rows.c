@@ -232,6 +232,7 @@ int rows_apply(struct daemon *d, struct round *rd, struct req *const *reqs, int 
     if (rc == 0) {
         int64_t t = kvs__tr_begin();
 
+        daemon_keep_value(d, rd);
         arena_seq_begin(rd->value);
         rc = kvs__engine_push_rows(d->eng, rd->entry, k, in, e);
         arena_seq_end(rd->value);

@@ -12,6 +12,7 @@
 #include "answers.h"
 #include "bridge.h"
 #include "collectives.h"
+#include "commits.h"
 #include "combined.h"
 #include "control.h"
 #include "job.h"
@@ -35,6 +36,7 @@ void serve_run(struct daemon *d)
          * touched a cache line each and was most of a pass's time. */
         int progress = 0, live = 0, nslots = atomic_load(&d->nslots);
 
+        commits_poll(d);               /* before kvsctl status tells of commits */
         if (control_serve(d))
             return;
         /* Before deaths: a worker that gave up in the combine area may

@@ -105,13 +105,37 @@ struct rec {
     size_t bytes;
 };
 
-/* ---- Writing --------------------------------------------------------- */
+/* ---- Capturing ------------------------------------------------------- */
 
-struct put_ctx {
-    struct kvs__sf_writer *w;
+/* A key as captured: its record's fields, and where its value lies. */
+struct cap_key {
+    size_t name_off;                   /* in the capture's names; SIZE_MAX: an int key */
+    int64_t id;
+    kvs_dtype_t dtype;
+    int ndim;
+    int64_t shape[KVS_MAX_NDIM];
+    uint64_t rounds;
+    const uint8_t *value;              /* the engine's value, live */
+    size_t bytes;
+};
+
+struct kvs__snap_capture {
+    struct kvs__snap_meta meta;
+    char *spec;                        /* NULL: none */
+    struct cap_key *keys;
+    size_t nkeys;
+    char *names;                       /* string keys' names, each NUL-terminated */
+    size_t names_len, names_cap;
+    uint64_t keys_size;                /* bytes of the key records */
+    struct kvs__engine *eng;           /* live states: put from here at the write */
+    uint8_t *states;                   /* else the states' bytes as captured (NULL: none) */
+    uint64_t states_len;
+};
+
+struct cap_ctx {
+    struct kvs__snap_capture *c;
     kvs__snap_rounds_fn rounds;
     void *ctx;
-    uint64_t size;                     /* the survey's: bytes of the key records */
     struct kvs__err *e;
 };
 
@@ -130,63 +154,80 @@ static uint64_t rec_size(kvs_key_t key, const struct kvs__entry_info *info)
     return n + info->bytes;
 }
 
-/* Before anything is written: every value must be in host memory. */
-static int survey_key(void *arg, kvs_key_t key, const struct kvs__entry_info *info)
+/* One key into the capture: every value must be in host memory. */
+static int capture_key(void *arg, kvs_key_t key, const struct kvs__entry_info *info)
 {
-    struct put_ctx *c = arg;
+    struct cap_ctx *x = arg;
+    struct kvs__snap_capture *c = x->c;
+    struct cap_key *k;
 
     if (info->device != KVS_HOST)
-        return key_fail(c->e, KVS_ENOTSUP, key,
+        return key_fail(x->e, KVS_ENOTSUP, key,
                         "has its value on a GPU; snapshots take host values only");
-    c->size += rec_size(key, info);
+    if (c->nkeys == kvs__engine_nkeys(c->eng))  /* the engine did not change: never */
+        return kvs__fail(x->e, -EIO, "snapshot: more keys than the engine counts");
+    k = &c->keys[c->nkeys];
+    k->name_off = SIZE_MAX;
+    if (key.name) {
+        size_t n = strlen(key.name) + 1;
+
+        if (n > c->names_cap - c->names_len) {
+            size_t cap = c->names_cap ? c->names_cap * 2 : 4096;
+            char *p;
+
+            while (cap - c->names_len < n)
+                cap *= 2;
+            if (!(p = realloc(c->names, cap)))
+                return kvs__fail(x->e, -ENOMEM, "snapshot: out of memory for key names");
+            c->names = p;
+            c->names_cap = cap;
+        }
+        memcpy(c->names + c->names_len, key.name, n);
+        k->name_off = c->names_len;
+        c->names_len += n;
+    }
+    k->id = key.id;
+    k->dtype = info->dtype;
+    k->ndim = info->ndim;
+    for (int d = 0; d < info->ndim; d++)
+        k->shape[d] = info->shape[d];
+    k->rounds = x->rounds ? x->rounds(x->ctx, info) : 0;
+    k->value = info->value;
+    k->bytes = info->bytes;
+    c->keys_size += rec_size(key, info);
+    c->nkeys++;
     return 0;
 }
 
-static int put_key(void *arg, kvs_key_t key, const struct kvs__entry_info *info)
+void kvs__capture_free(struct kvs__snap_capture *c)
 {
-    struct put_ctx *c = arg;
-    struct kvs__sf_writer *w = c->w;
-
-    if (info->device != KVS_HOST)      /* the survey saw none; the engine did not change */
-        return key_fail(c->e, KVS_ENOTSUP, key, "has its value on a GPU");
-    if (key.name) {
-        size_t n = strlen(key.name);
-        kvs__sf_u8(w, 1);
-        kvs__sf_u32(w, (uint32_t)n);
-        kvs__sf_put(w, key.name, n);
-    } else {
-        kvs__sf_u8(w, 0);
-        kvs__sf_u64(w, (uint64_t)key.id);
-    }
-    kvs__sf_u32(w, (uint32_t)info->dtype);
-    kvs__sf_u32(w, (uint32_t)info->ndim);
-    for (int d = 0; d < info->ndim; d++)
-        kvs__sf_u64(w, (uint64_t)info->shape[d]);
-    kvs__sf_u64(w, c->rounds ? c->rounds(c->ctx, info) : 0);
-    kvs__sf_u64(w, info->bytes);
-    if (info->bytes)
-        kvs__sf_put(w, info->value, info->bytes);
-    /* A failed write stops the walk at once: the rest would be wasted. */
-    return w->err;
+    if (!c)
+        return;
+    free(c->spec);
+    free(c->keys);
+    free(c->names);
+    free(c->states);
+    free(c);
 }
 
-/* What an image needs besides its keys, gathered before a byte is
- * written: the spec, the states' length (counted by putting them into a
- * writer that only counts), and the key records' size. */
-struct prep {
-    const char *spec;
-    uint64_t states_len;
-    uint64_t keys_size;
-    size_t nkeys;
-};
-
-static int prepare(struct kvs__engine *eng, const struct kvs__snap_meta *meta, struct prep *p,
-                   struct kvs__err *e)
+size_t kvs__capture_nkeys(const struct kvs__snap_capture *c)
 {
-    struct put_ctx c = { .e = e };
+    return c->nkeys;
+}
+
+/* live_states: the states are put from eng when the image is written
+ * (the caller keeps eng unchanged until then), not copied now. */
+static int capture(struct kvs__engine *eng, const struct kvs__snap_meta *meta,
+                   kvs__snap_rounds_fn rounds, void *ctx, int live_states,
+                   struct kvs__snap_capture **out, struct kvs__err *e)
+{
+    struct kvs__snap_capture *c;
+    struct cap_ctx x = { .rounds = rounds, .ctx = ctx, .e = e };
+    const char *spec;
+    size_t n;
     int rc;
 
-    memset(p, 0, sizeof *p);
+    *out = NULL;
     if (!eng || !meta)
         return kvs__fail(e, KVS_EBADARG, "snapshot: %s is NULL", eng ? "meta" : "engine");
     if (meta->step < 0)
@@ -197,37 +238,115 @@ static int prepare(struct kvs__engine *eng, const struct kvs__snap_meta *meta, s
     if (meta->nworkers < 1 || meta->sync < -1 || meta->sync > 1)
         return kvs__fail(e, KVS_EBADARG, "snapshot: nworkers %" PRId32 ", sync %" PRId32,
                          meta->nworkers, meta->sync);
-    p->spec = kvs__engine_optimizer(eng);
-    if (p->spec && strlen(p->spec) > SN_SPEC_MAX)
+    spec = kvs__engine_optimizer(eng);
+    if (spec && strlen(spec) > SN_SPEC_MAX)
         return kvs__fail(e, KVS_EBADARG, "snapshot: optimizer spec longer than %u bytes",
                          SN_SPEC_MAX);
-    if ((rc = kvs__engine_foreach(eng, survey_key, &c, e)) != 0)
-        return rc;
-    p->keys_size = c.size;
-    p->nkeys = kvs__engine_nkeys(eng);
-    if (p->spec) {
-        struct kvs__sf_writer cw = { .fd = -1, .count_only = 1 };
-
-        if ((rc = kvs__engine_put_states(eng, &cw, e)) != 0)
-            return rc;
-        p->states_len = cw.total;
+    n = kvs__engine_nkeys(eng);
+    if (!(c = calloc(1, sizeof *c)) || !(c->keys = malloc(sizeof *c->keys * (n ? n : 1)))
+        || (spec && !(c->spec = strdup(spec)))) {
+        kvs__capture_free(c);
+        return kvs__fail(e, -ENOMEM, "snapshot: out of memory for %zu keys", n);
     }
+    c->meta = *meta;
+    c->meta.job[sizeof c->meta.job - 1] = '\0';
+    c->eng = eng;
+    x.c = c;
+    if ((rc = kvs__engine_foreach(eng, capture_key, &x, e)) != 0)
+        goto fail;
+    if (c->spec) {
+        struct kvs__sf_writer cw = { .fd = -1, .count_only = 1 };
+        size_t len;
+
+        if (live_states) {
+            if ((rc = kvs__engine_put_states(eng, &cw, e)) != 0)
+                goto fail;
+            c->states_len = cw.total;
+        } else {
+            if ((rc = kvs__engine_encode_states(eng, NULL, NULL, &c->states, &len, e)) != 0)
+                goto fail;
+            c->states_len = len;
+        }
+    }
+    if (!live_states)
+        c->eng = NULL;                 /* never touched again */
+    *out = c;
     return 0;
+fail:
+    kvs__capture_free(c);
+    return rc;
 }
 
-static uint64_t image_size(const struct prep *p, const struct kvs__snap_meta *meta)
+int kvs__snapshot_capture(struct kvs__engine *eng, const struct kvs__snap_meta *meta,
+                          kvs__snap_rounds_fn rounds, void *ctx,
+                          struct kvs__snap_capture **out, struct kvs__err *e)
 {
-    return SN_FILE_MIN + strnlen(meta->job, sizeof meta->job)
-           + (p->spec ? strlen(p->spec) : 0) + p->keys_size + p->states_len;
+    if (!out)
+        return kvs__fail(e, KVS_EBADARG, "snapshot: output is NULL");
+    return capture(eng, meta, rounds, ctx, 0, out, e);
+}
+
+static uint64_t image_size(const struct kvs__snap_capture *c)
+{
+    return SN_FILE_MIN + strnlen(c->meta.job, sizeof c->meta.job)
+           + (c->spec ? strlen(c->spec) : 0) + c->keys_size + c->states_len;
+}
+
+/* ---- Writing --------------------------------------------------------- */
+
+/* A value's bytes read a piece at a time through a source, so that the
+ * front's lock is held for a piece's write only. */
+#define SN_SOURCE_PIECE ((size_t)1 << 20)
+
+static void put_value(struct kvs__sf_writer *w, const struct cap_key *k, size_t i,
+                      const struct kvs__snap_source *src)
+{
+    if (!src) {
+        if (k->bytes)
+            kvs__sf_put(w, k->value, k->bytes);
+        return;
+    }
+    for (uint64_t off = 0; off < k->bytes && w->err == 0;) {
+        size_t n = k->bytes - off < SN_SOURCE_PIECE ? (size_t)(k->bytes - off)
+                                                    : SN_SOURCE_PIECE;
+
+        kvs__sf_put(w, src->begin(src->ctx, i, k->value, off, n), n);
+        src->end(src->ctx, i, off, n);
+        off += n;
+    }
+}
+
+static void put_key(struct kvs__sf_writer *w, const struct kvs__snap_capture *c, size_t i,
+                    const struct kvs__snap_source *src)
+{
+    const struct cap_key *k = &c->keys[i];
+
+    if (k->name_off != SIZE_MAX) {
+        const char *name = c->names + k->name_off;
+        size_t n = strlen(name);
+
+        kvs__sf_u8(w, 1);
+        kvs__sf_u32(w, (uint32_t)n);
+        kvs__sf_put(w, name, n);
+    } else {
+        kvs__sf_u8(w, 0);
+        kvs__sf_u64(w, (uint64_t)k->id);
+    }
+    kvs__sf_u32(w, (uint32_t)k->dtype);
+    kvs__sf_u32(w, (uint32_t)k->ndim);
+    for (int d = 0; d < k->ndim; d++)
+        kvs__sf_u64(w, (uint64_t)k->shape[d]);
+    kvs__sf_u64(w, k->rounds);
+    kvs__sf_u64(w, k->bytes);
+    put_value(w, k, i, src);
 }
 
 /* The whole image into w, its CRC last; a write failure is in w->err, a
- * walk's other failure returned. */
-static int put_image(struct kvs__sf_writer *w, struct kvs__engine *eng,
-                     const struct kvs__snap_meta *meta, const struct prep *p,
-                     kvs__snap_rounds_fn rounds, void *ctx, struct kvs__err *e)
+ * failure of the live states returned. */
+static int put_image(struct kvs__sf_writer *w, const struct kvs__snap_capture *c,
+                     const struct kvs__snap_source *src, struct kvs__err *e)
 {
-    struct put_ctx c = { .w = w, .rounds = rounds, .ctx = ctx, .e = e };
+    const struct kvs__snap_meta *meta = &c->meta;
     size_t jlen = strnlen(meta->job, sizeof meta->job);
     uint8_t trailer[4];
     int rc;
@@ -242,24 +361,26 @@ static int put_image(struct kvs__sf_writer *w, struct kvs__engine *eng,
     kvs__sf_u32(w, (uint32_t)meta->sync);
     kvs__sf_u64(w, meta->seq);
     kvs__sf_u64(w, (uint64_t)meta->made_ns);
-    kvs__sf_u32(w, p->spec ? (uint32_t)strlen(p->spec) : 0);
-    if (p->spec)
-        kvs__sf_put(w, p->spec, strlen(p->spec));
-    kvs__sf_u64(w, p->nkeys);
-    rc = kvs__engine_foreach(eng, put_key, &c, e);
-    if (rc != 0 && rc != w->err)
-        return rc;
-    kvs__sf_u64(w, p->states_len);
-    if (p->spec) {
+    kvs__sf_u32(w, c->spec ? (uint32_t)strlen(c->spec) : 0);
+    if (c->spec)
+        kvs__sf_put(w, c->spec, strlen(c->spec));
+    kvs__sf_u64(w, c->nkeys);
+    /* A failed write stops the walk at once: the rest would be wasted. */
+    for (size_t i = 0; i < c->nkeys && w->err == 0; i++)
+        put_key(w, c, i, src);
+    kvs__sf_u64(w, c->states_len);
+    if (c->states) {
+        kvs__sf_put(w, c->states, c->states_len);
+    } else if (c->spec && c->eng) {
         uint32_t crc = w->crc;
         uint64_t at = w->total;
 
-        if ((rc = kvs__engine_put_states(eng, w, e)) != 0)
+        if ((rc = kvs__engine_put_states(c->eng, w, e)) != 0)
             return rc;
-        if (w->err == 0 && w->total - at != p->states_len)
+        if (w->err == 0 && w->total - at != c->states_len)
             return kvs__fail(e, -EIO, "snapshot: optimizer states of %" PRIu64
-                             " bytes, counted %" PRIu64, w->total - at, p->states_len);
-        w->crc = kvs__crc32c_combine(crc, w->crc, p->states_len);
+                             " bytes, counted %" PRIu64, w->total - at, c->states_len);
+        w->crc = kvs__crc32c_combine(crc, w->crc, c->states_len);
     }
     kvs__le32_put(trailer, w->crc);
     kvs__sf_put(w, trailer, sizeof trailer);
@@ -272,15 +393,15 @@ int kvs__snapshot_encode(struct kvs__engine *eng, const struct kvs__snap_meta *m
                          struct kvs__err *e)
 {
     struct kvs__sf_writer w = { .fd = -1 };
-    struct prep p;
+    struct kvs__snap_capture *c = NULL;
     uint64_t size;
     int rc;
 
     if (!out || !len)
         return kvs__fail(e, KVS_EBADARG, "snapshot: output is NULL");
-    if ((rc = prepare(eng, meta, &p, e)) != 0)
+    if ((rc = capture(eng, meta, rounds, ctx, 1, &c, e)) != 0)
         goto out;
-    size = image_size(&p, meta);
+    size = image_size(c);
     /* The exact size at once: no doubling of a big store's image. */
     if (size > SIZE_MAX || !(w.mem = malloc((size_t)size))
         || !(w.buf = malloc(KVS__SF_WRITE_BUF))) {
@@ -288,7 +409,7 @@ int kvs__snapshot_encode(struct kvs__engine *eng, const struct kvs__snap_meta *m
         goto out;
     }
     w.mem_cap = (size_t)size;
-    if ((rc = put_image(&w, eng, meta, &p, rounds, ctx, e)) != 0)
+    if ((rc = put_image(&w, c, NULL, e)) != 0)
         goto out;
     if (w.err) {
         rc = kvs__fail(e, w.err, "snapshot: out of memory for %" PRIu64 " bytes", size);
@@ -298,6 +419,7 @@ int kvs__snapshot_encode(struct kvs__engine *eng, const struct kvs__snap_meta *m
     *len = w.mem_len;
     w.mem = NULL;
 out:
+    kvs__capture_free(c);
     free(w.mem);
     free(w.buf);
     return rc;
@@ -403,19 +525,15 @@ static char *tmp_name(const char *path)
     return tmp;
 }
 
-int kvs__snapshot_write(struct kvs__engine *eng, const struct kvs__snap_meta *meta,
-                        kvs__snap_rounds_fn rounds, void *ctx, const char *path,
-                        int durable, uint64_t *bytes, struct kvs__err *e)
+/* The image of c written to path, its values read through src (NULL:
+ * as they lie now). */
+static int write_capture(const struct kvs__snap_capture *c, const struct kvs__snap_source *src,
+                         const char *path, int durable, uint64_t *bytes, struct kvs__err *e)
 {
     struct kvs__sf_writer w = { .fd = -1 };
-    struct prep p;
     char *tmp = NULL;
     int rc, renamed = 0;
 
-    if (!path || !path[0])
-        return kvs__fail(e, KVS_EBADARG, "snapshot: %s path", path ? "empty" : "NULL");
-    if ((rc = prepare(eng, meta, &p, e)) != 0)
-        goto out;
     if (!(tmp = tmp_name(path)) || !(w.buf = malloc(KVS__SF_WRITE_BUF))) {
         rc = kvs__fail(e, -ENOMEM, "snapshot: out of memory");
         goto out;
@@ -425,7 +543,7 @@ int kvs__snapshot_write(struct kvs__engine *eng, const struct kvs__snap_meta *me
         w.fd = -1;
         goto out;
     }
-    if ((rc = put_image(&w, eng, meta, &p, rounds, ctx, e)) != 0)
+    if ((rc = put_image(&w, c, src, e)) != 0)
         goto out;
     if (w.err) {
         rc = kvs__fail(e, w.err, "cannot write '%s': %s", tmp, kvs_strerror(w.err));
@@ -437,7 +555,7 @@ int kvs__snapshot_write(struct kvs__engine *eng, const struct kvs__snap_meta *me
         goto out;
     renamed = 1;
     if (bytes)
-        *bytes = image_size(&p, meta);
+        *bytes = image_size(c);
     /* The new file is in place; a failure here only means the rename might
      * not survive a power cut, which the caller still hears of. */
     if (durable)
@@ -450,6 +568,34 @@ out:
     free(tmp);
     free(w.buf);
     return rc;
+}
+
+int kvs__snapshot_write(struct kvs__engine *eng, const struct kvs__snap_meta *meta,
+                        kvs__snap_rounds_fn rounds, void *ctx, const char *path,
+                        int durable, uint64_t *bytes, struct kvs__err *e)
+{
+    struct kvs__snap_capture *c = NULL;
+    int rc;
+
+    if (!path || !path[0])
+        return kvs__fail(e, KVS_EBADARG, "snapshot: %s path", path ? "empty" : "NULL");
+    if ((rc = capture(eng, meta, rounds, ctx, 1, &c, e)) != 0)
+        return rc;
+    rc = write_capture(c, NULL, path, durable, bytes, e);
+    kvs__capture_free(c);
+    return rc;
+}
+
+int kvs__snapshot_write_capture(const struct kvs__snap_capture *c,
+                                const struct kvs__snap_source *src, const char *path,
+                                int durable, uint64_t *bytes, struct kvs__err *e)
+{
+    if (!c || !path || !path[0])
+        return kvs__fail(e, KVS_EBADARG, "snapshot: %s", !c ? "no capture"
+                         : path ? "empty path" : "NULL path");
+    if (src && (!src->begin || !src->end))
+        return kvs__fail(e, KVS_EBADARG, "snapshot: a source without its calls");
+    return write_capture(c, src, path, durable, bytes, e);
 }
 
 /* ---- Reading --------------------------------------------------------- */

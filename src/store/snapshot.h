@@ -47,6 +47,40 @@ int kvs__snapshot_write(struct kvs__engine *eng, const struct kvs__snap_meta *me
                         kvs__snap_rounds_fn rounds, void *ctx, const char *path,
                         int durable, uint64_t *bytes, struct kvs__err *e);
 
+/* A snapshot taken now and written later, while the engine goes on
+ * changing (kvsd answers a commit once it has one, and a thread writes
+ * it): the records of every key (name, shape, round count) and where
+ * its value lies, the optimizer's spec, and its states' bytes, copied.
+ * Values are not copied: the front keeps each captured value as it was
+ * until its bytes are written, or hands a copy to the source below.
+ * rounds is called once per key, in the records' order, here. Errors:
+ * those of kvs__snapshot_write before it writes (KVS_ENOTSUP for a value
+ * on a GPU, KVS_EBADARG), -ENOMEM. */
+struct kvs__snap_capture;
+int kvs__snapshot_capture(struct kvs__engine *eng, const struct kvs__snap_meta *meta,
+                          kvs__snap_rounds_fn rounds, void *ctx,
+                          struct kvs__snap_capture **out, struct kvs__err *e);
+size_t kvs__capture_nkeys(const struct kvs__snap_capture *c);
+void kvs__capture_free(struct kvs__snap_capture *c);          /* NULL is a no-op */
+
+/* Where the bytes [off, off + n) of captured key i's value lie when they
+ * are written: begin returns them (live + off while the front has not
+ * changed the value, else from its copy); end follows once they are put
+ * into the file. Pieces are small (1 MiB at most) and come in order, key
+ * by key, so that a front's lock held from begin to end is held briefly. */
+struct kvs__snap_source {
+    const void *(*begin)(void *ctx, size_t i, const void *live, uint64_t off, size_t n);
+    void (*end)(void *ctx, size_t i, uint64_t off, size_t n);
+    void *ctx;
+};
+
+/* Writes the image of c to path as kvs__snapshot_write does (the same
+ * bytes it would have written when c was taken), each value read through
+ * src (NULL: the values as they lie now). Any thread; c is not changed. */
+int kvs__snapshot_write_capture(const struct kvs__snap_capture *c,
+                                const struct kvs__snap_source *src, const char *path,
+                                int durable, uint64_t *bytes, struct kvs__err *e);
+
 /* The same image in memory (*out malloc'd, *len its bytes). */
 int kvs__snapshot_encode(struct kvs__engine *eng, const struct kvs__snap_meta *meta,
                          kvs__snap_rounds_fn rounds, void *ctx, uint8_t **out, size_t *len,
