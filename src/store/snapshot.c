@@ -772,19 +772,8 @@ int kvs__snapshot_open(const char *path, struct kvs__snapshot **out, struct kvs_
     if (!path || !out)
         return kvs__fail(e, KVS_EBADARG, "snapshot: %s is NULL", path ? "output" : "path");
     *out = NULL;
-    /* O_NONBLOCK: a FIFO at the path must not hang the caller in open(). */
-    do
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
-        rc = -errno;
-        return kvs__fail(e, rc, "cannot open '%s': %s", path, kvs_strerror(rc));
-    }
-    if (fstat(fd, &st) != 0) {
-        rc = -errno;
-        kvs__fail(e, rc, "cannot stat '%s': %s", path, kvs_strerror(rc));
-        goto fail_fd;
-    }
+    if ((rc = kvs__sf_open_read(path, &fd, &st, e)) != 0)
+        return rc;
     if (!S_ISREG(st.st_mode)) {
         rc = kvs__fail(e, -EINVAL, "cannot read snapshot '%s': not a regular file", path);
         goto fail_fd;
@@ -1082,6 +1071,7 @@ static int copy_fd(int in, int out, const char *src, const char *dst, struct kvs
 int kvs__ckpt_save(const char *dir, const char *src, uint64_t seq, struct kvs__err *e)
 {
     char *path = NULL, *tmp = NULL, **names = NULL;
+    struct stat st;
     size_t plen, n = 0;
     int in = -1, out = -1, rc, renamed = 0;
 
@@ -1096,14 +1086,8 @@ int kvs__ckpt_save(const char *dir, const char *src, uint64_t seq, struct kvs__e
     /* A leading dot: not a snapshot's name while it is being written. */
     snprintf(tmp, plen + 32, "%s/.snap-%0*" PRIu64 ".kvs.tmp.%ld", dir, CK_DIGITS, seq,
              (long)getpid());
-    do
-        in = open(src, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    while (in < 0 && errno == EINTR);
-    if (in < 0) {
-        rc = -errno;
-        kvs__fail(e, rc, "cannot open '%s': %s", src, kvs_strerror(rc));
+    if ((rc = kvs__sf_open_read(src, &in, &st, e)) != 0)
         goto out;
-    }
     ck_drop_stale(dir);
     if ((out = create_tmp(tmp, e)) < 0) {
         rc = out;

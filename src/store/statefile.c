@@ -291,19 +291,8 @@ int kvs__optim_read(const char *path, uint8_t **out, size_t *out_size, struct kv
     size_t size, got = 0;
     int fd, rc;
 
-    /* O_NONBLOCK: a FIFO at the path must not hang the caller in open(). */
-    do
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
-        rc = -errno;
-        return kvs__fail(e, rc, "cannot open '%s': %s", path, kvs_strerror(rc));
-    }
-    if (fstat(fd, &st) != 0) {
-        rc = -errno;
-        kvs__fail(e, rc, "cannot stat '%s': %s", path, kvs_strerror(rc));
-        goto fail_fd;
-    }
+    if ((rc = kvs__sf_open_read(path, &fd, &st, e)) != 0)
+        return rc;
     if (S_ISDIR(st.st_mode)) {
         rc = kvs__fail(e, -EISDIR, "cannot load '%s': %s", path, kvs_strerror(-EISDIR));
         goto fail_fd;

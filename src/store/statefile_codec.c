@@ -8,6 +8,7 @@
  * statefile.c's and a record's is statefile_rec.c's.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -107,6 +108,27 @@ uint32_t kvs__crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2)
         sq = gf_mul(sq, sq);
     }
     return gf_mul(x, crc1) ^ crc2;
+}
+
+int kvs__sf_open_read(const char *path, int *fd, struct stat *st, struct kvs__err *e)
+{
+    int rc;
+
+    /* O_NONBLOCK: a FIFO at the path must not hang the caller in open(). */
+    do
+        *fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    while (*fd < 0 && errno == EINTR);
+    if (*fd < 0) {
+        rc = -errno;
+        return kvs__fail(e, rc, "cannot open '%s': %s", path, kvs_strerror(rc));
+    }
+    if (fstat(*fd, st) != 0) {
+        rc = -errno;
+        close(*fd);
+        *fd = -1;
+        return kvs__fail(e, rc, "cannot stat '%s': %s", path, kvs_strerror(rc));
+    }
+    return 0;
 }
 
 /* ---- Writer ---------------------------------------------------------- */

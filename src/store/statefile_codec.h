@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "kvs.h"
 #include "base/error.h"
@@ -66,6 +67,11 @@ uint32_t kvs__crc32c_table(uint32_t crc, const void *data, size_t n);
  * kvs__crc32c(0, b, len2): for a checksum over bytes that carry a checksum
  * of their own, each computed once. */
 uint32_t kvs__crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
+
+/* Opens path to read, never hanging on a FIFO there, and stats it: 0 with
+ * *fd (close it) and *st, or -errno with the detail in e ("cannot open
+ * 'P': ..."), nothing left open. The caller judges the file's type. */
+int kvs__sf_open_read(const char *path, int *fd, struct stat *st, struct kvs__err *e);
 
 /* ---- Writer ------------------------------------------------------------ */
 
