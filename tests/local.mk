@@ -33,7 +33,7 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 # hand; kvsrun's restarts; a worker's handle when kvsd is replaced; the kill
 # loop (scripts/chaos, short); each fault under kvsrun with C workers.
 TESTS += tests/test_recover_kvsd.sh
-EXTRA_DIST += tests/test_recover_kvsd.sh
+EXTRA_DIST += tests/test_recover_kvsd.sh tests/recoverlib.sh
 check_PROGRAMS += tests/dist_commit
 tests_dist_commit_SOURCES = tests/dist_commit.c tests/distutil.h
 tests_dist_commit_LDADD = src/libkvs.la -lm

@@ -13,47 +13,13 @@ set -u
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/distlib.sh
 . "$(dirname "$0")/distlib.sh"
-commit="$bld/tests/dist_commit"
+# shellcheck source=tests/recoverlib.sh
+. "$(dirname "$0")/recoverlib.sh"
+worker="$bld/tests/dist_commit"
 kvsctl="$bld/daemon/kvsctl/kvsctl"
 snaps="$XDG_RUNTIME_DIR/kvs"
 # snap N: the name of commit N's snapshot in a checkpoint directory.
 snap() { printf 'snap-%020d.kvs' "$1"; }
-
-# kvsd_bg JOB LOG KVSD-OPTIONS...: kvsd of 2 workers, its stderr in LOG.
-kvsd_bg() {
-    j=$1 log=$2
-    shift 2
-    "$kvsd" --job "$j" -n 2 "$@" 2>"$log" &
-    kvsd_pid=$!
-}
-
-# workers JOB SCENARIO TYPE: ranks 0 and 1 in the background ($w0, $w1).
-workers() {
-    KVS_TEST_DIR=$work/$1 KVS_JOB=$1 KVS_RANK=0 KVS_NUM_WORKERS=2 KVS_TIMEOUT=$((30 * slow)) \
-        timeout $((60 * slow)) "$commit" "$2" "$3" &
-    w0=$!
-    KVS_TEST_DIR=$work/$1 KVS_JOB=$1 KVS_RANK=1 KVS_NUM_WORKERS=2 KVS_TIMEOUT=$((30 * slow)) \
-        timeout $((60 * slow)) "$commit" "$2" "$3" &
-    w1=$!
-}
-
-# both_ok: 0 when both workers exit 0.
-both_ok() {
-    wait "$w0"; s0=$?
-    wait "$w1"; s1=$?
-    [ "$s0" -eq 0 ] && [ "$s1" -eq 0 ] || { echo "# workers exited $s0 $s1"; return 1; }
-}
-
-# kvsd_exit WANT: 0 when kvsd exits WANT within 30 s (times $slow).
-kvsd_exit() {
-    if ! wait_for 300 gone "$kvsd_pid"; then
-        echo "# kvsd still runs: killed"
-        kill -KILL "$kvsd_pid" 2>/dev/null
-    fi
-    wait "$kvsd_pid"
-    ks=$?
-    [ "$ks" -eq "$1" ] || { echo "# kvsd exited $ks, expected $1"; return 1; }
-}
 
 for type in dist_sync dist_async; do
     name="kt-$$-$type"
