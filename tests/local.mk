@@ -51,12 +51,12 @@ tests_dist_restart_LDADD = src/libkvs.la -lm -lpthread
 TESTS += tests/test_recover_loop.sh
 EXTRA_DIST += tests/test_recover_loop.sh
 check_PROGRAMS += tests/recover_train
-tests_recover_train_SOURCES = tests/recover_train.c
+tests_recover_train_SOURCES = tests/recover_train.c tests/recoverutil.h
 tests_recover_train_LDADD = src/libkvs.la
 TESTS += tests/test_recover_faults.sh
 EXTRA_DIST += tests/test_recover_faults.sh
 check_PROGRAMS += tests/recover_faults
-tests_recover_faults_SOURCES = tests/recover_faults.c
+tests_recover_faults_SOURCES = tests/recover_faults.c tests/recoverutil.h
 tests_recover_faults_CFLAGS = $(AM_CFLAGS) -pthread
 tests_recover_faults_LDADD = src/libkvs.la -lpthread
 # A commit's snapshot written while rounds change its keys, and a kvsd
