@@ -7,12 +7,13 @@
 # kvsd_exit, all scaled by $slow.
 
 # kvsd_bg JOB LOG KVSD-OPTIONS...: kvsd of 2 workers (under the command
-# $kvsd_env, when set), its stderr in LOG.
+# $kvsd_env, when set), its stderr in LOG; waits for its socket.
 kvsd_bg() {
     j=$1 log=$2
     shift 2
     ${kvsd_env:-} "$kvsd" --job "$j" -n 2 "$@" 2>"$log" &
     kvsd_pid=$!
+    wait_for 50 test -S "$XDG_RUNTIME_DIR/kvs/$j.sock"
 }
 
 # workers JOB ARGS...: ranks 0 and 1 of $worker ARGS in the background
@@ -45,4 +46,12 @@ kvsd_exit() {
     wait "$kvsd_pid"
     ks=$?
     [ "$ks" -eq "$1" ] || { echo "# kvsd exited $ks, expected $1"; return 1; }
+}
+
+# all_ok: 0 when both workers exit 0 and then kvsd exits 0.
+all_ok() {
+    both_ok
+    ao=$?
+    kvsd_exit 0
+    return $((ao + $?))
 }
