@@ -1,10 +1,14 @@
 # shellcheck shell=sh
-# tests/recoverlib.sh - what the tests of kvsd's commits and roll back with
-# kvsd started by hand share (test_recover_kvsd.sh, test_recover_cow.sh):
-# a kvsd of 2 workers in the background, the two workers ($worker) and the
-# checks of how each ended. Sourced after lib.sh and distlib.sh; it starts
-# nothing itself. Every wait is bounded: the workers by `timeout`, kvsd by
+# tests/recoverlib.sh - what the recovery tests share: a snapshot's name in
+# a checkpoint folder, and for those with kvsd started by hand
+# (test_recover_kvsd.sh, test_recover_cow.sh) a kvsd of 2 workers in the
+# background, the two workers ($worker) and the checks of how each ended.
+# Sourced after lib.sh (and distlib.sh for kvsd by hand); it defines
+# functions only and starts nothing itself. Every wait is bounded: the workers by `timeout`, kvsd by
 # kvsd_exit, all scaled by $slow.
+
+# snap N: the name of commit N's snapshot in a checkpoint folder.
+snap() { printf 'snap-%020d.kvs' "$1"; }
 
 # kvsd_bg JOB LOG KVSD-OPTIONS...: kvsd of 2 workers (under the command
 # $kvsd_env, when set), its stderr in LOG; waits for its socket.

@@ -18,8 +18,6 @@ set -u
 worker="$bld/tests/dist_commit"
 kvsctl="$bld/daemon/kvsctl/kvsctl"
 snaps="$XDG_RUNTIME_DIR/kvs"
-# snap N: the name of commit N's snapshot in a checkpoint directory.
-snap() { printf 'snap-%020d.kvs' "$1"; }
 
 for type in dist_sync dist_async; do
     name="kt-$$-$type"
