@@ -166,13 +166,70 @@ static void floors(size_t n, int runs, const char *shm, const char *disk)
     free(b);
 }
 
+/* RUNS writes of ENG's snapshot to PATH, fsynced when DURABLE; the
+ * median is the row "WHAT, LABEL". Each file is removed but a shm one's
+ * last. */
+static void time_writes(struct kvs__engine *eng, const struct kvs__snap_meta *meta,
+                        const char *path, int durable, int runs, const char *what,
+                        const char *label, uint64_t *bytes)
+{
+    double t[RUNS_MAX];
+    char name[96];
+
+    for (int r = 0; r < runs; r++) {
+        double t0 = now();
+        check(kvs__snapshot_write(eng, meta, NULL, NULL, path, durable, bytes, &err),
+              durable ? "write (disk)" : "write");
+        t[r] = now() - t0;
+        if (durable || r + 1 < runs)
+            unlink(path);
+    }
+    snprintf(name, sizeof name, "%s, %s", what, label);
+    row(name, t, runs, *bytes);
+}
+
+/* Which steps of reading a snapshot back a run of time_reads times. */
+enum { T_OPEN = 1, T_RESTORE = 2 };
+
+/* RUNS reads of the snapshot at PATH, each timing the steps in TIMED
+ * (opening it: map and CRC; restoring it into a new store); the median is
+ * the row "WHAT, LABEL". */
+static void time_reads(const char *path, int timed, int runs, const char *what,
+                       const char *label, uint64_t bytes)
+{
+    double t[RUNS_MAX];
+    char name[96];
+
+    for (int r = 0; r < runs; r++) {
+        struct kvs__snapshot *s;
+        struct kvs__engine *back = NULL;
+        double t0;
+
+        if (timed & T_RESTORE)
+            check(kvs__engine_new(NULL, &back, &err), "engine");
+        if (!(timed & T_OPEN))
+            check(kvs__snapshot_open(path, &s, &err), "open");
+        t0 = now();
+        if (timed & T_OPEN)
+            check(kvs__snapshot_open(path, &s, &err), "open");
+        if (timed & T_RESTORE)
+            check(kvs__snapshot_restore(back, s, NULL, NULL, &err), "restore");
+        t[r] = now() - t0;
+        kvs__snapshot_free(s);
+        if (back)
+            kvs__engine_free(back);
+    }
+    snprintf(name, sizeof name, "%s, %s", what, label);
+    row(name, t, runs, bytes);
+}
+
 static void one_store(int nkeys, size_t key_bytes, const char *spec, int runs, const char *shm,
                       const char *disk)
 {
     struct kvs__snap_meta meta = { .step = 1, .nworkers = 1, .sync = -1, .seq = 1 };
     struct kvs__engine *eng = make_store(nkeys, key_bytes, spec);
     const char *label = spec ? "momentum" : "plain";
-    char path[4096], dpath[4096], what[96];
+    char path[4096], dpath[4096];
     double t[RUNS_MAX];
     uint64_t bytes = 0;
 
@@ -193,68 +250,16 @@ static void one_store(int nkeys, size_t key_bytes, const char *spec, int runs, c
         }
         row("states image (encode_states)", t, runs, bytes);
     }
-    if (disk) {
-        for (int r = 0; r < runs; r++) {
-            double t0 = now();
-            check(kvs__snapshot_write(eng, &meta, NULL, NULL, dpath, 1, &bytes, &err),
-                  "write (disk)");
-            t[r] = now() - t0;
-            unlink(dpath);
-        }
-        snprintf(what, sizeof what, "write durable (disk), %s", label);
-        row(what, t, runs, bytes);
-    }
-    for (int r = 0; r < runs; r++) {
-        double t0 = now();
-        check(kvs__snapshot_write(eng, &meta, NULL, NULL, path, 0, &bytes, &err), "write");
-        t[r] = now() - t0;
-        if (r + 1 < runs)
-            unlink(path);
-    }
-    snprintf(what, sizeof what, "write (shm), %s", label);
-    row(what, t, runs, bytes);
+    if (disk)
+        time_writes(eng, &meta, dpath, 1, runs, "write durable (disk)", label, &bytes);
+    /* The last one stays, for the reads. */
+    time_writes(eng, &meta, path, 0, runs, "write (shm)", label, &bytes);
     /* The store's memory back before the restores make another. */
     kvs__engine_free(eng);
-    for (int r = 0; r < runs; r++) {
-        struct kvs__snapshot *s;
-        double t0 = now();
-        check(kvs__snapshot_open(path, &s, &err), "open");
-        t[r] = now() - t0;
-        kvs__snapshot_free(s);
-    }
-    snprintf(what, sizeof what, "open (map + CRC), %s", label);
-    row(what, t, runs, bytes);
-    for (int r = 0; r < runs; r++) {
-        struct kvs__snapshot *s;
-        struct kvs__engine *back;
-        double t0;
-
-        check(kvs__snapshot_open(path, &s, &err), "open");
-        check(kvs__engine_new(NULL, &back, &err), "engine");
-        t0 = now();
-        check(kvs__snapshot_restore(back, s, NULL, NULL, &err), "restore");
-        t[r] = now() - t0;
-        kvs__snapshot_free(s);
-        kvs__engine_free(back);
-    }
-    snprintf(what, sizeof what, "restore, %s", label);
-    row(what, t, runs, bytes);
+    time_reads(path, T_OPEN, runs, "open (map + CRC)", label, bytes);
+    time_reads(path, T_RESTORE, runs, "restore", label, bytes);
     /* What kvsd's --restore pays: both, on one mapping. */
-    for (int r = 0; r < runs; r++) {
-        struct kvs__snapshot *s;
-        struct kvs__engine *back;
-        double t0;
-
-        check(kvs__engine_new(NULL, &back, &err), "engine");
-        t0 = now();
-        check(kvs__snapshot_open(path, &s, &err), "open");
-        check(kvs__snapshot_restore(back, s, NULL, NULL, &err), "restore");
-        t[r] = now() - t0;
-        kvs__snapshot_free(s);
-        kvs__engine_free(back);
-    }
-    snprintf(what, sizeof what, "open + restore, %s", label);
-    row(what, t, runs, bytes);
+    time_reads(path, T_OPEN | T_RESTORE, runs, "open + restore", label, bytes);
     unlink(path);
 }
 

@@ -121,6 +121,29 @@ static void alloc_buf(kvs_array_t *buf)
     ok(kvs_array_alloc(kv, KVS_FLOAT32, 2, (int64_t[]){ 2, 3 }, buf), "array_alloc");
 }
 
+/* The keys inited, a buffer of kvsd's, one round of key 1 from it. */
+static void first_round(kvs_array_t *buf)
+{
+    init_keys();
+    alloc_buf(buf);
+    round_from(buf, (float)(rank + 1));
+}
+
+/* Tells the test this rank is ready, waits for kvsd's restart, and sees
+ * it: KVS_ERESTART at the next call, then the resume step WANT. */
+static void restarted(int64_t want)
+{
+    int64_t step = 0;
+
+    touch(rank ? "ready.1" : "ready.0");
+    await("restarted");
+    check_restart(kvs_barrier(kv), "the next call (a barrier)");
+    ok(kvs_resume_step(kv, &step), "resume_step");
+    if (step != want)
+        die("resume step %lld after the restart, expected %lld", (long long)step,
+            (long long)want);
+}
+
 static void blocked(void)
 {
     kvs_key_t mine = KVS_INT_KEY(10 + rank);
@@ -129,9 +152,7 @@ static void blocked(void)
     void *addr;
     int rc;
 
-    init_keys();
-    alloc_buf(&buf);
-    round_from(&buf, (float)(rank + 1));
+    first_round(&buf);
     addr = buf.data;
     fill(buf.data, N, 40.0f + rank);
     fill(v, N, 1);
@@ -149,9 +170,7 @@ static void idle(void)
     void *addr;
     int rc;
 
-    init_keys();
-    alloc_buf(&buf);
-    round_from(&buf, (float)(rank + 1));
+    first_round(&buf);
     addr = buf.data;
     fill(buf.data, N, 50.0f + rank);
     touch(rank ? "ready.1" : "ready.0");
@@ -180,9 +199,7 @@ static void threads(void)
     kvs_array_t buf;
     void *addr, *rc;
 
-    init_keys();
-    alloc_buf(&buf);
-    round_from(&buf, (float)(rank + 1));
+    first_round(&buf);
     addr = buf.data;
     fill(buf.data, N, 60.0f + rank);
     for (int i = 0; i < 2; i++)
@@ -202,24 +219,14 @@ static void threads(void)
 static void geometry(void)
 {
     kvs_array_t buf, old;
-    int64_t step = 0;
     int rc;
 
-    init_keys();
-    alloc_buf(&old);
-    round_from(&old, (float)(rank + 1));
-    touch(rank ? "ready.1" : "ready.0");
-    await("restarted");
-    check_restart(kvs_barrier(kv), "the next call (a barrier)");
-    ok(kvs_resume_step(kv, &step), "resume_step");
-    if (step != -1)
-        die("resume step %lld, expected -1", (long long)step);
+    first_round(&old);
+    restarted(-1);
     if ((rc = kvs_array_free(kv, &old)) != KVS_EBADARG)
         die("kvs_array_free of a buffer of the kvsd gone: %s, expected KVS_EBADARG",
             kvs_err_name(rc));
-    init_keys();
-    alloc_buf(&buf);
-    round_from(&buf, (float)(rank + 1));
+    first_round(&buf);
     ok(kvs_array_free(kv, &buf), "array_free");
 }
 
@@ -228,24 +235,16 @@ static void committed(void)
     kvs_key_t k = KVS_INT_KEY(1);
     float o[N];
     kvs_array_t out = f32(o, 2, 3), buf;
-    int64_t step = 0;
     void *addr;
 
-    init_keys();
-    alloc_buf(&buf);
-    round_from(&buf, (float)(rank + 1));
+    first_round(&buf);
     ok(kvs_commit(kv, 5), "commit");
     fill(buf.data, N, 10.0f * (rank + 1));
     ok(kvs_pushpull(kv, 1, &k, &buf, &out, 0), "pushpull after the commit");
     expect(o, N, 10.0f * nw * (nw + 1) / 2, "key 1 after the commit");
     addr = buf.data;
     fill(buf.data, N, 70.0f + rank);
-    touch(rank ? "ready.1" : "ready.0");
-    await("restarted");
-    check_restart(kvs_barrier(kv), "the next call (a barrier)");
-    ok(kvs_resume_step(kv, &step), "resume_step");
-    if (step != 5)
-        die("resume step %lld after a restore, expected 5", (long long)step);
+    restarted(5);
     if (buf.data != addr)
         die("the buffer moved");
     expect(buf.data, N, 70.0f + rank, "the buffer's bytes after the restart");
@@ -264,9 +263,7 @@ static void none(void)
     int rc;
 
     ok(kvs_set_option(kv, KVS_OPT_TIMEOUT_MS, 2000), "set_option");
-    init_keys();
-    alloc_buf(&buf);
-    round_from(&buf, (float)(rank + 1));
+    first_round(&buf);
     touch(rank ? "ready.1" : "ready.0");
     await("killed");
     t0 = now_s();

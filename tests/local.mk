@@ -31,39 +31,28 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 # Recovery (doc/recovery.md), test by test: commits, a worker's death
 # rolling kvsd back and its restart from the snapshot, with kvsd started by
 # hand; kvsrun's restarts; a worker's handle when kvsd is replaced; the kill
-# loop (scripts/chaos, short); each fault under kvsrun with C workers.
-TESTS += tests/test_recover_kvsd.sh
-EXTRA_DIST += tests/test_recover_kvsd.sh
-check_PROGRAMS += tests/dist_commit
+# loop (scripts/chaos, short); each fault under kvsrun with C workers; a
+# commit's snapshot written while rounds change its keys, and a kvsd killed
+# during the write.
+TESTS += tests/test_recover_kvsd.sh tests/test_recover_run.sh tests/test_recover_client.sh \
+	tests/test_recover_loop.sh tests/test_recover_faults.sh tests/test_recover_cow.sh
+EXTRA_DIST += tests/test_recover_kvsd.sh tests/test_recover_run.sh tests/test_recover_client.sh \
+	tests/test_recover_loop.sh tests/test_recover_faults.sh tests/test_recover_cow.sh \
+	tests/recoverlib.sh
+check_PROGRAMS += tests/dist_commit tests/recover_worker tests/dist_restart tests/recover_train \
+	tests/recover_faults tests/dist_cow
 tests_dist_commit_SOURCES = tests/dist_commit.c tests/distutil.h
 tests_dist_commit_LDADD = src/libkvs.la -lm
-TESTS += tests/test_recover_run.sh
-EXTRA_DIST += tests/test_recover_run.sh
-check_PROGRAMS += tests/recover_worker
 tests_recover_worker_SOURCES = tests/recover_worker.c
 tests_recover_worker_LDADD = src/libkvs.la
-TESTS += tests/test_recover_client.sh
-EXTRA_DIST += tests/test_recover_client.sh
-check_PROGRAMS += tests/dist_restart
 tests_dist_restart_SOURCES = tests/dist_restart.c tests/distutil.h
 tests_dist_restart_CFLAGS = $(AM_CFLAGS) -pthread
 tests_dist_restart_LDADD = src/libkvs.la -lm -lpthread
-TESTS += tests/test_recover_loop.sh
-EXTRA_DIST += tests/test_recover_loop.sh
-check_PROGRAMS += tests/recover_train
-tests_recover_train_SOURCES = tests/recover_train.c
+tests_recover_train_SOURCES = tests/recover_train.c tests/recoverutil.h
 tests_recover_train_LDADD = src/libkvs.la
-TESTS += tests/test_recover_faults.sh
-EXTRA_DIST += tests/test_recover_faults.sh
-check_PROGRAMS += tests/recover_faults
-tests_recover_faults_SOURCES = tests/recover_faults.c
+tests_recover_faults_SOURCES = tests/recover_faults.c tests/recoverutil.h
 tests_recover_faults_CFLAGS = $(AM_CFLAGS) -pthread
 tests_recover_faults_LDADD = src/libkvs.la -lpthread
-# A commit's snapshot written while rounds change its keys, and a kvsd
-# killed during the write.
-TESTS += tests/test_recover_cow.sh
-EXTRA_DIST += tests/test_recover_cow.sh
-check_PROGRAMS += tests/dist_cow
 tests_dist_cow_SOURCES = tests/dist_cow.c tests/distutil.h
 tests_dist_cow_LDADD = src/libkvs.la -lm
 # MXNet's nightly dist_sync_kvstore.py, ported.
@@ -75,7 +64,7 @@ tests_dist_mxnet_LDADD = src/libkvs.la -lm
 # tests/test_python.sh runs these with pytest (skipped without the package).
 python_tests = tests/python/conftest.py tests/python/test_kvstore.py tests/python/test_api.py \
 	tests/python/test_dist.py tests/python/test_rows.py tests/python/test_torch.py tests/python/workers.py \
-	tests/python/test_bench_ctr.py
+	tests/python/test_bench_ctr.py tests/python/test_commit.py tests/python/test_recover.py
 # kvsctl timeline plot and merge, on timelines the test writes.
 TESTS += tests/test_timeline_tool.sh
 EXTRA_DIST += tests/test_timeline_tool.sh

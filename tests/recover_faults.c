@@ -44,12 +44,19 @@ static int64_t rows[NKEYS] = { 1, 64, 1 };
 static int64_t cols[NKEYS] = { 1000, 64, 0 };
 static const char *spec = "sgd lr=1";
 
-static kvs_t *kv;
-static int rank, life, nworkers, sync_mode;
+static int life, nworkers, sync_mode;
 static float *grad[NKEYS], *val[NKEYS];
 static kvs_key_t keys[NKEYS];
 static int nkeys = 2;
 static const char *dir;
+
+#include "recoverutil.h"
+
+static void on_restart(void)
+{
+    printf("rank %d life %d: restart\n", rank, life);
+    fflush(stdout);
+}
 
 static struct {
     char kind[8], point[12];
@@ -57,25 +64,6 @@ static struct {
     int64_t step;
     int ms, all, done;
 } fault;
-
-static void die(const char *what, int rc) __attribute__((noreturn));
-static void die(const char *what, int rc)
-{
-    fprintf(stderr, "recover_faults rank %d: %s: %s (%s)\n", rank, what, kvs_err_name(rc),
-            kvs_last_error(kv));
-    _exit(1);
-}
-
-static kvs_array_t arr(float *p, int k)
-{
-    return (kvs_array_t){ .data = p, .dtype = KVS_FLOAT32, .ndim = 2,
-                          .shape = { rows[k], cols[k] } };
-}
-
-static size_t count(int k)
-{
-    return (size_t)(rows[k] * cols[k]);
-}
 
 static float first(int k, size_t i)
 {
@@ -90,19 +78,6 @@ static float gradient(int64_t step, int r, int k, size_t i)
 static void msleep(int ms)
 {
     nanosleep(&(struct timespec){ ms / 1000, (long)(ms % 1000) * 1000000 }, NULL);
-}
-
-/* 0, 1 for KVS_ERESTART (the caller resumes), else the worker ends. */
-static int check(int rc, const char *what)
-{
-    if (rc == KVS_ERESTART) {
-        printf("rank %d life %d: restart\n", rank, life);
-        fflush(stdout);
-        return 1;
-    }
-    if (rc != 0)
-        die(what, rc);
-    return 0;
 }
 
 static void *killer(void *arg)

@@ -34,41 +34,15 @@ static const int64_t rows[NKEYS] = { 1, 256, 300 };
 static const int64_t cols[NKEYS] = { 1000, 256, 100 };
 static const char *spec = "sgd lr=0.0625 momentum=0.5 wd=0.001";
 
-static kvs_t *kv;
-static int rank;
 static float *grad[NKEYS], *val[NKEYS];
 static kvs_key_t keys[NKEYS];
 static int restarts;
 
-static void die(const char *what, int rc) __attribute__((noreturn));
-static void die(const char *what, int rc)
-{
-    fprintf(stderr, "recover_train rank %d: %s: %s (%s)\n", rank, what, kvs_err_name(rc),
-            kvs_last_error(kv));
-    _exit(1);
-}
+#include "recoverutil.h"
 
-static kvs_array_t arr(float *p, int k)
+static void on_restart(void)
 {
-    return (kvs_array_t){ .data = p, .dtype = KVS_FLOAT32, .ndim = 2,
-                          .shape = { rows[k], cols[k] } };
-}
-
-static size_t count(int k)
-{
-    return (size_t)(rows[k] * cols[k]);
-}
-
-/* 0, 1 for KVS_ERESTART (the caller resumes), else the worker ends. */
-static int check(int rc, const char *what)
-{
-    if (rc == KVS_ERESTART) {
-        restarts++;
-        return 1;
-    }
-    if (rc != 0)
-        die(what, rc);
-    return 0;
+    restarts++;
 }
 
 /* A fresh job (or a roll back before the first commit): the keys' first

@@ -20,6 +20,8 @@ set -u
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/kvsrunlib.sh
 . "$(dirname "$0")/kvsrunlib.sh"
+# shellcheck source=tests/recoverlib.sh
+. "$(dirname "$0")/recoverlib.sh"
 kvsrun_start 21
 rf=$top_builddir/tests/recover_faults
 kvsctl=$top_builddir/daemon/kvsctl/kvsctl
@@ -52,6 +54,22 @@ expect_resumes() {
 
 expect_right() {
     if ! grep -q '^values right$' "$out"; then fail "rank 0 did not find the values right"; fi
+}
+
+# both_resumed_at STEP: 0 when both ranks' first lives resumed at STEP.
+both_resumed_at() {
+    [ "$(grep -c "^rank [01] life 0: resume $1\$" "$out")" -eq 2 ]
+}
+
+# from_folder SECONDS DIR STEPS BIG: a new job of the same name on the
+# checkpoint folder DIR, without faults (its output alone in $out, the
+# last one's kept in $out.1): it exits 0 with the values right.
+from_folder() {
+    cp "$out" "$out.1"
+    : > "$out"
+    kvsr "$1" -n 2 --checkpoint "$2" "$rf" dist_sync "$3" 5 "$w" none "$4"
+    expect_rc 0
+    expect_right
 }
 
 # kvsd_pid: the job's kvsd (not a worker naming the job).
@@ -207,7 +225,7 @@ ck=$rt/ck
 KVS_CHECKPOINT_SYNC=1 kvsr_bg 90 -n 2 --restarts 1 --checkpoint "$ck" "$rf" dist_sync 10 5 "$w" \
     none 16777216
 caught=""
-if wait_for 600 test -e "$ck/$(printf 'snap-%020d.kvs' 1)"; then
+if wait_for 600 test -e "$ck/$(snap 1)"; then
     limit=$(($(now_ms) + 30000 * slow))
     while [ "$(now_ms)" -lt "$limit" ] && kill -0 "$kp" 2>/dev/null; do
         if ls "$ck"/.snap-*2.kvs.tmp.* >/dev/null 2>&1; then
@@ -234,17 +252,13 @@ fi
 # The restarted kvsd copies the commit it restored from memory, which its
 # killed one had not finished copying, and drops the killed one's temp
 # file: the folder ends with both commits, whole, and nothing else.
-want="$(printf 'snap-%020d.kvs' 1) $(printf 'snap-%020d.kvs' 2) "
+want="$(snap 1) $(snap 2) "
 if [ "$(ls -A "$ck" | tr '\n' ' ')" != "$want" ]; then
     fail "the folder holds '$(ls -A "$ck" | tr '\n' ' ')', not '$want'"
 fi
 # Every worker left: kvsd's snapshot in memory is gone, so a new job of
 # the same name restores from the folder's newest.
-cp "$out" "$out.1"
-: > "$out"
-kvsr 90 -n 2 --checkpoint "$ck" "$rf" dist_sync 10 5 "$w" none 16777216
-expect_rc 0
-expect_right
+from_folder 90 "$ck" 10 16777216
 from=$(grep '^rank [01] life 0: resume' "$out" | awk '{ print $6 }' | tr '\n' ' ')
 if [ "$from" != "10 10 " ]; then fail "the job from the folder resumed at '$from', not at 10"; fi
 if grep -q 'passing over' "$out"; then fail "a snapshot in the folder did not check"; fi
@@ -254,14 +268,14 @@ report "kvsd killed while it writes a checkpoint: the folder ends with whole sna
 # corrupt: a new job of that name resumes at the one before, saying so.
 next_job
 j=$(printf 'kvsrun-test-%d-case%02d' $$ $((case_no - 1)))
-printf 'garbage' | dd of="$ck/$(printf 'snap-%020d.kvs' 2)" bs=1 seek=100 conv=notrunc 2>/dev/null
+printf 'garbage' | dd of="$ck/$(snap 2)" bs=1 seek=100 conv=notrunc 2>/dev/null
 kvsr 90 -n 2 --checkpoint "$ck" "$rf" dist_sync 10 5 "$w" none 16777216
 expect_rc 0
 expect_right
-if [ "$(grep -c '^rank [01] life 0: resume 5$' "$out")" -ne 2 ]; then
+if ! both_resumed_at 5; then
     fail "the job did not resume at 5"
 fi
-if ! grep -q "passing over $ck/$(printf 'snap-%020d.kvs' 2)" "$out"; then
+if ! grep -q "passing over $ck/$(snap 2)" "$out"; then
     fail "the corrupt snapshot was not named"
 fi
 report "a corrupt newest snapshot in the folder: the job resumes from the one before, naming it"
@@ -296,16 +310,12 @@ else
     kvsr_wait
     expect_rc 0
     expect_right
-    if [ "$(ls -A "$full" | tr '\n' ' ')" != "$(printf 'snap-%020d.kvs' 1) " ]; then
+    if [ "$(ls -A "$full" | tr '\n' ' ')" != "$(snap 1) " ]; then
         fail "the full folder holds '$(ls -A "$full" | tr '\n' ' ')', not commit 1 alone"
     fi
     # The one left is whole: a new job of the same name resumes from it.
-    cp "$out" "$out.1"
-    : > "$out"
-    kvsr 60 -n 2 --checkpoint "$full" "$rf" dist_sync 15 5 "$w" none 300000
-    expect_rc 0
-    expect_right
-    if [ "$(grep -c '^rank [01] life 0: resume 5$' "$out")" -ne 2 ]; then
+    from_folder 60 "$full" 15 300000
+    if ! both_resumed_at 5; then
         fail "the job from the full folder did not resume at 5"
     fi
     report "a full disk: the commits succeed, kvsctl status says the failed copies, the older file stays whole"

@@ -13,47 +13,11 @@ set -u
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/distlib.sh
 . "$(dirname "$0")/distlib.sh"
-commit="$bld/tests/dist_commit"
+# shellcheck source=tests/recoverlib.sh
+. "$(dirname "$0")/recoverlib.sh"
+worker="$bld/tests/dist_commit"
 kvsctl="$bld/daemon/kvsctl/kvsctl"
 snaps="$XDG_RUNTIME_DIR/kvs"
-# snap N: the name of commit N's snapshot in a checkpoint directory.
-snap() { printf 'snap-%020d.kvs' "$1"; }
-
-# kvsd_bg JOB LOG KVSD-OPTIONS...: kvsd of 2 workers, its stderr in LOG.
-kvsd_bg() {
-    j=$1 log=$2
-    shift 2
-    "$kvsd" --job "$j" -n 2 "$@" 2>"$log" &
-    kvsd_pid=$!
-}
-
-# workers JOB SCENARIO TYPE: ranks 0 and 1 in the background ($w0, $w1).
-workers() {
-    KVS_TEST_DIR=$work/$1 KVS_JOB=$1 KVS_RANK=0 KVS_NUM_WORKERS=2 KVS_TIMEOUT=$((30 * slow)) \
-        timeout $((60 * slow)) "$commit" "$2" "$3" &
-    w0=$!
-    KVS_TEST_DIR=$work/$1 KVS_JOB=$1 KVS_RANK=1 KVS_NUM_WORKERS=2 KVS_TIMEOUT=$((30 * slow)) \
-        timeout $((60 * slow)) "$commit" "$2" "$3" &
-    w1=$!
-}
-
-# both_ok: 0 when both workers exit 0.
-both_ok() {
-    wait "$w0"; s0=$?
-    wait "$w1"; s1=$?
-    [ "$s0" -eq 0 ] && [ "$s1" -eq 0 ] || { echo "# workers exited $s0 $s1"; return 1; }
-}
-
-# kvsd_exit WANT: 0 when kvsd exits WANT within 30 s (times $slow).
-kvsd_exit() {
-    if ! wait_for 300 gone "$kvsd_pid"; then
-        echo "# kvsd still runs: killed"
-        kill -KILL "$kvsd_pid" 2>/dev/null
-    fi
-    wait "$kvsd_pid"
-    ks=$?
-    [ "$ks" -eq "$1" ] || { echo "# kvsd exited $ks, expected $1"; return 1; }
-}
 
 for type in dist_sync dist_async; do
     name="kt-$$-$type"
@@ -65,7 +29,6 @@ for type in dist_sync dist_async; do
     # A run that commits at steps 2, 4, 6; then rank 1 killed.
     # shellcheck disable=SC2086
     kvsd_bg "$name" "$work/$name.kvsd1" --recover $opts
-    wait_for 50 test -S "$snaps/$name.sock"
     workers "$name" run $type
     wait_for 300 test -f "$work/$name/ready.0" && wait_for 300 test -f "$work/$name/ready.1"
     tap $? "$type: three commits, then both workers ready"
@@ -106,14 +69,11 @@ for type in dist_sync dist_async; do
     echo x >"$snaps/$name.snap.9"
     # shellcheck disable=SC2086
     kvsd_bg "$name" "$work/$name.kvsd2" --recover --restore $opts
-    wait_for 50 test -S "$snaps/$name.sock"
     ! test -e "$snaps/$name.snap.tmp.99999" && ! test -e "$snaps/$name.snap.9"
     tap $? "$type: a killed kvsd's half-written snapshot and links are removed"
     workers "$name" resume $type
-    both_ok
+    all_ok
     s=$?
-    kvsd_exit 0
-    s=$((s + $?))
     grep -q "restored 1 keys from $snaps/$name.snap: step 6, commit 3" "$work/$name.kvsd2"
     tap $((s + $?)) "$type: --restore: the step, the committed values, the same next update"
     ! test -e "$snaps/$name.snap"
@@ -126,25 +86,21 @@ ckpt="$work/ckpt-dist_sync"
 [ "$(ls "$ckpt" | tr '\n' ' ')" = "$(snap 3) $(snap 4) " ]
 tap $? "dist_sync: the resumed run's commit copied too, two kept"
 kvsd_bg "$name" "$work/$name.kvsd3" --recover --restore --checkpoint "$ckpt"
-wait_for 50 test -S "$snaps/$name.sock"
 KVS_TEST_STEP=7 workers "$name" step dist_sync
-both_ok
+all_ok
 s=$?
-kvsd_exit 0
 grep -q "restored 1 keys from $ckpt/$(snap 4): step 7" "$work/$name.kvsd3"
-tap $((s + $? + ks)) "restore from DIR when the runtime dir has no snapshot"
+tap $((s + $?)) "restore from DIR when the runtime dir has no snapshot"
 
 # A corrupt newest in DIR: the one before it, and the corrupt one named.
 printf 'garbage' | dd of="$ckpt/$(snap 4)" bs=1 seek=100 conv=notrunc 2>/dev/null
 kvsd_bg "$name" "$work/$name.kvsd4" --recover --restore --checkpoint "$ckpt"
-wait_for 50 test -S "$snaps/$name.sock"
 KVS_TEST_STEP=6 workers "$name" step dist_sync
-both_ok
+all_ok
 s=$?
-kvsd_exit 0
 grep -q "passing over $ckpt/$(snap 4)" "$work/$name.kvsd4" \
     && grep -q "restored 1 keys from $ckpt/$(snap 3): step 6" "$work/$name.kvsd4"
-tap $((s + $? + ks)) "a corrupt newest snapshot in DIR: the previous one, the corrupt one said"
+tap $((s + $?)) "a corrupt newest snapshot in DIR: the previous one, the corrupt one said"
 
 # A snapshot of another job: refused, exit 1, what differs named.
 "$kvsd" --job "kt-$$-other" -n 2 --restore --checkpoint "$ckpt" 2>"$work/other.err"
@@ -161,10 +117,7 @@ tap $? "a snapshot of a job of another size: refused"
 name="kt-$$-badstep"
 mkdir -p "$work/$name"
 kvsd_bg "$name" "$work/$name.kvsd" --recover
-wait_for 50 test -S "$snaps/$name.sock"
 workers "$name" badstep dist_sync
-both_ok
-s=$?
-kvsd_exit 0
-tap $((s + $?)) "commits of differing steps: KVS_EBADARG naming the ranks; clean leaves are no deaths"
+all_ok
+tap $? "commits of differing steps: KVS_EBADARG naming the ranks; clean leaves are no deaths"
 dist_done

@@ -579,6 +579,17 @@ static void small_image(uint8_t **img, size_t *len)
     kvs__engine_free(eng);
 }
 
+/* The LEN bytes of IMG as the file PATH: opening it is refused as
+ * corrupt. What the open left in the snapshot pointer is returned. */
+static struct kvs__snapshot *corrupt_file(const char *path, const uint8_t *img, size_t len)
+{
+    struct kvs__snapshot *s = NULL;
+
+    write_all(path, img, len);
+    assert_int_equal(kvs__snapshot_open(path, &s, &err), KVS_ECORRUPT);
+    return s;
+}
+
 static void test_truncated(void **state)
 {
     struct kvs__snapshot *s = NULL;
@@ -597,15 +608,12 @@ static void test_truncated(void **state)
     /* Files: a sample of cuts, and one byte more. */
     tmp_path(path, sizeof path, "cut.snap");
     for (size_t cut = 0; cut < len; cut += 1 + cut / 3) {
-        write_all(path, img, cut);
-        assert_int_equal(kvs__snapshot_open(path, &s, &err), KVS_ECORRUPT);
-        assert_null(s);
+        assert_null(corrupt_file(path, img, cut));
     }
     img = realloc(img, len + 1);
     assert_non_null(img);
     img[len] = 0;
-    write_all(path, img, len + 1);
-    assert_int_equal(kvs__snapshot_open(path, &s, &err), KVS_ECORRUPT);
+    corrupt_file(path, img, len + 1);
     write_all(path, img, len);
     OKE(kvs__snapshot_open(path, &s, &err));
     kvs__snapshot_free(s);
@@ -637,9 +645,8 @@ static void test_flipped(void **state)
     tmp_path(path, sizeof path, "flip.snap");
     for (size_t i = 0; i < len; i += 1 + i / 4) {
         img[i] ^= 0x40;
-        write_all(path, img, len);
+        corrupt_file(path, img, len);
         img[i] ^= 0x40;
-        assert_int_equal(kvs__snapshot_open(path, &s, &err), KVS_ECORRUPT);
     }
     unlink(path);
     free(img);

@@ -92,10 +92,24 @@ def _values(net):
     return [p.detach().clone() for p in net.parameters()]
 
 
+def _trainer(net, store):
+    return kvs.torch.Trainer(net.parameters(), store, kvs.optimizer.SGD(0.1, momentum=0.9))
+
+
+def _reference(steps):
+    """The net after STEPS steps of a run that never stops (a local store)."""
+    net = _net(0)
+    with kvs.create('local') as store:
+        tr = _trainer(net, store)
+        for i in range(steps):
+            _step(net, tr, i)
+    return net
+
+
 @needs_torch
 def test_trainer_commit_then_resume(kv):
     net = _net(0)
-    tr = kvs.torch.Trainer(net.parameters(), kv, kvs.optimizer.SGD(0.1, momentum=0.9))
+    tr = _trainer(net, kv)
     assert tr.resume() == -1                   # fresh: the keys the Trainer set up stay
     for i in range(3):
         _step(net, tr, i)
@@ -117,25 +131,21 @@ def test_trainer_made_on_a_committed_store_resumes(kv):
     """A new Trainer (as a replacement worker makes) takes the committed
     weights and keeps the optimizer's state: its next step is that of a run
     that never stopped, bit for bit."""
-    ref_net = _net(0)
-    with kvs.create('local') as ref_kv:
-        ref = kvs.torch.Trainer(ref_net.parameters(), ref_kv, kvs.optimizer.SGD(0.1, momentum=0.9))
-        for i in range(5):
-            _step(ref_net, ref, i)
-        net = _net(0)
-        tr = kvs.torch.Trainer(net.parameters(), kv, kvs.optimizer.SGD(0.1, momentum=0.9))
-        for i in range(3):
-            _step(net, tr, i)
-        tr.commit(2)
-        again = _net(1)                        # other initial weights: the store's win
-        tr2 = kvs.torch.Trainer(again.parameters(), kv, kvs.optimizer.SGD(0.1, momentum=0.9))
-        assert [torch.equal(a, b) for a, b in zip(_values(again), _values(net))] == [True] * 4
-        step = tr2.resume()
-        assert step == 2
-        for i in range(step + 1, 5):
-            _step(again, tr2, i)
-        for a, b in zip(_values(again), _values(ref_net)):
-            assert torch.equal(a, b)
+    ref_net = _reference(5)
+    net = _net(0)
+    tr = _trainer(net, kv)
+    for i in range(3):
+        _step(net, tr, i)
+    tr.commit(2)
+    again = _net(1)                            # other initial weights: the store's win
+    tr2 = _trainer(again, kv)
+    assert [torch.equal(a, b) for a, b in zip(_values(again), _values(net))] == [True] * 4
+    step = tr2.resume()
+    assert step == 2
+    for i in range(step + 1, 5):
+        _step(again, tr2, i)
+    for a, b in zip(_values(again), _values(ref_net)):
+        assert torch.equal(a, b)
 
 
 @needs_torch
@@ -143,13 +153,9 @@ def test_trainer_starts_over_after_a_roll_back_before_any_commit(kv):
     """A roll back before the first commit empties the store: resume() sets
     it up again from the initial weights it kept (resumed before the first
     step), and the steps redone give the weights of a run without it."""
-    ref_net = _net(0)
-    with kvs.create('local') as ref_kv:
-        ref = kvs.torch.Trainer(ref_net.parameters(), ref_kv, kvs.optimizer.SGD(0.1, momentum=0.9))
-        for i in range(4):
-            _step(ref_net, ref, i)
+    ref_net = _reference(4)
     net = _net(0)
-    tr = kvs.torch.Trainer(net.parameters(), kv, kvs.optimizer.SGD(0.1, momentum=0.9))
+    tr = _trainer(net, kv)
     assert tr.resume() == -1
     for i in range(2):
         _step(net, tr, i)
