@@ -4,9 +4,9 @@
 # written, so that they surely do): the file is the commit point's, bit
 # for bit (values, optimizer states, round counts: the next step after a
 # restore equals the uninterrupted run's); a worker killed during the
-# write makes kvsd exit 75 at once, naming the previous commit, and a
-# kvsd killed during the write leaves the previous commit's snapshot:
-# either way a restart restores that one.
+# write makes kvsd finish it, then exit 75 naming that commit (the
+# workers were answered: it is theirs), and a kvsd killed during the write
+# leaves the previous commit's snapshot; a restart restores the one named.
 set -u
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -73,19 +73,23 @@ restored "$name" 2 "$work/$name.kvsd2"
 tap $? "the snapshot is the commit's, bit for bit: values, then the next step"
 
 # Commits at steps 1 and 2; a worker killed while the second is written:
-# kvsd leaves at once, the first commit is the last.
+# the workers were answered, so kvsd finishes the file, then leaves; the
+# second commit is the last.
 name="kc-$$-worker"
 second_written "$name"
 s=$?
 kill -9 "$(cat "$work/$name/ready.1")"
 kvsd_exit 75
 s=$((s + $?))
-grep -q "rolling back to the last commit, step 1" "$work/$name.kvsd1"
-tap $((s + $?)) "a worker killed during the second commit's write: kvsd exits 75 at once, naming the first"
+grep -q "rolling back to the last commit, step 2" "$work/$name.kvsd1"
+tap $((s + $?)) "a worker killed during the second commit's write: kvsd finishes it, exits 75, naming it"
 kill -9 "$(cat "$work/$name/ready.0")"
 wait "$w0" "$w1" 2>/dev/null
-restored "$name" 1 "$work/$name.kvsd2"
-tap $? "its restart restores the first commit, bit for bit"
+KVS_TEST_AFTER=1
+export KVS_TEST_AFTER
+restored "$name" 2 "$work/$name.kvsd2"
+tap $? "its restart restores the second commit, bit for bit"
+unset KVS_TEST_AFTER
 
 # Commits at steps 1 and 2; kvsd killed while the second is written.
 name="kc-$$-kill"

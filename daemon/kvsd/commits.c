@@ -399,6 +399,19 @@ static int snap_wait(struct daemon *d, int claim, struct kvs__err *e)
     return rc;
 }
 
+/* d->snap_finish: a worker died while a commit's snapshot was being
+ * written. The workers were answered: the commit is theirs, so the roll
+ * back goes to it, once the file is whole (its write is already under
+ * way: at most the rest of one store's bytes). A write that fails or
+ * takes longer than SNAP_WAIT_NS leaves the commit before. */
+static void finish_before_rollback(struct daemon *d)
+{
+    struct kvs__err e = { 0, "" };
+
+    if (d->snap_writing && snap_wait(d, 1, &e) != 0)
+        say(d, "%s", e.msg);
+}
+
 /* d->snap_keep (daemon_keep_value): a held value about to change. */
 static void keep_value(struct daemon *d, struct round *rd)
 {
@@ -776,6 +789,7 @@ static int snap_thread_start(struct daemon *d, struct kvs__err *e)
     }
     d->sw = sw;
     d->snap_keep = keep_value;
+    d->snap_finish = finish_before_rollback;
     return 0;
 }
 

@@ -428,6 +428,8 @@ struct daemon {
     uint64_t snap_writing;             /* the commit it writes now; 0: none */
     void (*snap_keep)(struct daemon *d, struct round *rd);  /* commits.c's, for
                                         * daemon_keep_value */
+    void (*snap_finish)(struct daemon *d);  /* commits.c's: the snapshot being
+                                        * written made whole, before a roll back */
     int failed;                        /* 0, or why every request now fails: a worker
                                         * died or was evicted (KVS_EPEERDEAD), one gave
                                         * up waiting (KVS_ETIMEDOUT) */

@@ -56,11 +56,15 @@ void job_fail_waiting(struct daemon *d, int status, const char *msg)
  * back to its last commit. kvsd answers nothing more and leaves at once
  * with KVS__KVSD_EXIT_ROLLBACK, for kvsrun to start its successor with
  * --restore; the survivors see the kvsd gone (KVS_ERESTART) and reconnect
- * to the new one. The snapshot file stays for that kvsd; the socket goes
+ * to the new one. A commit whose snapshot is being written is finished
+ * first (the workers were answered: it is theirs). The snapshot file
+ * stays for that kvsd; the socket goes
  * now, the lock with the process (flock), so that the successor starts at
  * once. Nothing is freed: the process ends. */
 static _Noreturn void rollback(struct daemon *d, const char *why)
 {
+    if (d->snap_finish)
+        d->snap_finish(d);
     if (d->resume_step >= 0)
         say(d, "worker %s: rolling back to the last commit, step %lld", why,
             (long long)d->resume_step);
