@@ -160,10 +160,19 @@ static void *ckpt_thread(void *arg)
         link_path(d, seq, src, sizeof src);
         rc = kvs__ckpt_save(d->o.checkpoint, src, seq, &e);
         unlink(src);
-        if (rc != 0)
-            say(d, "checkpoint of commit %" PRIu64 " into %s failed: %s (the commit holds in "
-                "memory; the job goes on)", seq, d->o.checkpoint, e.msg);
         pthread_mutex_lock(&ck->mu);
+        /* The first failure of a run is said even under kvsrun; the next
+         * ones as every message is, and the failures count in status. */
+        if (rc != 0 && ck->tried_rc == 0)
+            warn(d, "checkpoint of commit %" PRIu64 " into %s failed: %s (the commit holds in "
+                 "memory; the job goes on; kvsctl status counts the failures)", seq,
+                 d->o.checkpoint, e.msg);
+        else if (rc != 0)
+            say(d, "checkpoint of commit %" PRIu64 " into %s failed: %s", seq,
+                d->o.checkpoint, e.msg);
+        else if (ck->tried_rc != 0)
+            warn(d, "checkpoint of commit %" PRIu64 " into %s made: copies succeed again", seq,
+                 d->o.checkpoint);
         ck->tried = seq;
         ck->tried_rc = rc;
         if (rc == 0) {
@@ -645,7 +654,7 @@ static void passed_over(void *ctx, const char *path, const char *why)
 {
     const struct daemon *d = ctx;
 
-    fprintf(stderr, "kvsd[%s]: restore: passing over %s: %s\n", d->o.job, path, why);
+    warn(d, "restore: passing over %s: %s", path, why);
 }
 
 /* The snapshot to start from, or *s NULL: none. */

@@ -1,6 +1,6 @@
 /*
  * daemon.c - what every module of kvsd may use beside the state model:
- * say(), and the flag that stops both threads.
+ * say() and warn(), and the flag that stops both threads.
  */
 #include <signal.h>
 #include <stdarg.h>
@@ -10,15 +10,29 @@
 
 volatile sig_atomic_t stop_signal;
 
+static void vsay(const struct daemon *d, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "kvsd[%s]: ", d->o.job);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 void say(const struct daemon *d, const char *fmt, ...)
 {
     va_list ap;
 
     if (d->o.quiet)
         return;
-    fprintf(stderr, "kvsd[%s]: ", d->o.job);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsay(d, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+}
+
+void warn(const struct daemon *d, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsay(d, fmt, ap);
+    va_end(ap);
 }

@@ -496,6 +496,11 @@ extern volatile sig_atomic_t stop_signal;
 /* A message on stderr, prefixed with the job, unless --quiet. Any thread. */
 void say(const struct daemon *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The same even under --quiet (kvsrun runs kvsd so): what a user must
+ * hear, such as a snapshot passed over or a checkpoint folder that takes
+ * no more copies. Any thread. */
+void warn(const struct daemon *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 
 #endif
