@@ -124,8 +124,11 @@ for type in dist_sync dist_async; do
     expect_rc 0
     expect_right
     got=$(later_resumes)
+    # At 15, the last commit, the others may have ended before the kill:
+    # then only who was still in the job resumes.
     case $got in
         "5 5 5 " | "10 10 10 " | "15 15 15 ") echo "# $type: all resumed at ${got%% *}" ;;
+        "15 " | "15 15 ") echo "# $type: resumed at the last commit, the others had ended" ;;
         *) fail "resumed at '$got', not all at 5, 10 or 15" ;;
     esac
     report "$type: a worker killed during its commit: the commit is made for all or for none"
