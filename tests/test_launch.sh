@@ -6,8 +6,10 @@
 # local worker starts the host's kvsd, which is gone after the job with
 # its socket and lock; a killed worker fails the others within 2 s, a
 # worker that never comes fails the job by its deadline; two hosts on
-# this machine meet at MASTER_ADDR:MASTER_PORT+1 with a secret; a
-# launcher's environment that contradicts itself is KVS_EBADARG.
+# this machine meet at MASTER_ADDR:MASTER_PORT+1 (torchrun) or KVS_COORD
+# (Slurm, nodes of different counts) with a secret, and are refused
+# without one; a launcher's environment that contradicts itself is
+# KVS_EBADARG.
 set -u
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -102,20 +104,29 @@ ompi_like() {
     done
 }
 
-# slurm_like NTASKS JOB STEP CMD...: what srun -n NTASKS on one node gives
-# each task. Sets $pids.
+# slurm_like "N0 N1 ..." JOB STEP CMD...: what srun gives each task of a
+# step with N_h tasks on node h (block distribution: ranks node-major),
+# every node on this machine. Sets $pids.
 slurm_like() {
-    sl_n=$1 sl_job=$2 sl_step=$3
+    read -r -a sl_counts <<<"$1"
+    sl_job=$2 sl_step=$3
     shift 3
+    sl_nodes=${#sl_counts[@]} sl_n=0 sl_list=
+    for c in "${sl_counts[@]}"; do sl_n=$((sl_n + c)); sl_list=$sl_list${sl_list:+,}$c; done
     pids=""
-    for r in $(seq 0 $((sl_n - 1))); do
-        SLURM_PROCID=$r SLURM_NTASKS=$sl_n SLURM_LOCALID=$r SLURM_NODEID=0 SLURM_NNODES=1 \
-            SLURM_STEP_NUM_NODES=1 SLURM_STEP_NUM_TASKS=$sl_n SLURM_STEP_TASKS_PER_NODE=$sl_n \
-            SLURM_TASKS_PER_NODE=$sl_n SLURM_JOB_ID=$sl_job SLURM_STEP_ID=$sl_step \
-            SLURM_STEPID=$sl_step SLURM_JOB_NODELIST=localhost SLURMD_NODENAME=localhost \
-            KVS_TEST_RANK=$r KVS_TEST_NW=$sl_n KVS_TIMEOUT=$((30 * slow)) \
-            timeout $((60 * slow)) "$@" 2>>"$work/err" &
-        pids="$pids $!"
+    r=0
+    for h in $(seq 0 $((sl_nodes - 1))); do
+        for l in $(seq 0 $((sl_counts[h] - 1))); do
+            SLURM_PROCID=$r SLURM_NTASKS=$sl_n SLURM_LOCALID=$l SLURM_NODEID=$h \
+                SLURM_NNODES=$sl_nodes SLURM_STEP_NUM_NODES=$sl_nodes SLURM_STEP_NUM_TASKS=$sl_n \
+                SLURM_STEP_TASKS_PER_NODE=$sl_list SLURM_TASKS_PER_NODE=$sl_list \
+                SLURM_JOB_ID=$sl_job SLURM_STEP_ID=$sl_step SLURM_STEPID=$sl_step \
+                SLURM_JOB_NODELIST=localhost SLURMD_NODENAME=localhost \
+                KVS_TEST_RANK=$r KVS_TEST_NW=$sl_n KVS_TIMEOUT=$((30 * slow)) \
+                timeout $((60 * slow)) "$@" 2>>"$work/err" &
+            pids="$pids $!"
+            r=$((r + 1))
+        done
     done
 }
 
@@ -287,6 +298,14 @@ if [ ! -e "$kvs/torch-$tag-hosts.h0.log" ] || [ ! -e "$kvs/torch-$tag-hosts.h1.l
     echo "# no log of each host's kvsd"; st=1
 fi
 tap $st "two hosts by torchrun's environment, 2 workers each, over MASTER_PORT+1 with a secret"
+
+# Two Slurm nodes of different counts (tasks per node "2,1"), host 0 at
+# KVS_COORD.
+cport=$(free_port) || exit 1
+KVS_COORD=127.0.0.1:$cport KVS_SECRET_FILE=$work/secret slurm_like "2 1" "$$" 5 "$worker" sums
+wait_workers
+job_ended "slurm-$$.5" "0 0 0"
+tap $? "two Slurm nodes of 2 and 1 tasks, host 0 at KVS_COORD, with a secret"
 
 # Across hosts without a secret: refused before anything starts.
 KVS_TEST_MSG=KVS_SECRET_FILE torchrun_like 2 1 "$tag-nosecret" "$worker" refused
