@@ -2,12 +2,12 @@
  * connect.c - a dist handle's connection to the job's kvsd: finds the job
  * in the environment (launch.c: kvsrun's variables, else torchrun's,
  * MPI's, PMI's, Slurm's; spawn.c starts or waits for the host's kvsd of
- * a job no kvsrun started), says hello on kvsd's socket, checks the welcome, maps the segments whose
- * descriptors come with it and checks their heads; offers kvsd this
- * process's memory for pushes it reads in place; and undoes all of it
- * when the handle closes. When kvsd of a job that recovers went, connects
- * again to the kvsd that replaces it and maps its segments where the old
- * ones were (kvs__client_reconnect).
+ * a job no kvsrun started), says hello on kvsd's socket, checks the
+ * welcome, maps the segments whose descriptors come with it and checks
+ * their heads; offers kvsd this process's memory for pushes it reads in
+ * place; and undoes all of it when the handle closes. When kvsd of a job
+ * that recovers went, connects again to the kvsd that replaces it and
+ * maps its segments where the old ones were (kvs__client_reconnect).
  *
  * It never posts a request or reads a completion (call.c and wait.c do),
  * and trusts nothing kvsd sent: the welcome is decoded and checked

@@ -115,7 +115,13 @@ static void child(const char *exe, char *const *argv, int null_fd, int log_fd, i
     pid_t p;
 
     setsid();
+    /* In the child of a process with threads, a fork that ran the
+     * program's atfork handlers could block on a lock no thread holds. */
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    p = _Fork();
+#else
     p = fork();
+#endif
     if (p != 0)
         _exit(p < 0 ? 1 : 0);
     for (int s = 1; s < NSIG; s++)
