@@ -246,7 +246,8 @@ static int place(struct kvs__launch *l, const struct launcher *lr, struct kvs__e
 
 /* The job's name from a launcher's id: prefix and id, each byte that a
  * job name cannot hold made '_'; one too long keeps its head and a hash
- * of the whole, so that two ids never share a name by being cut. */
+ * of the whole, so that two ids cut alike still differ (but for a hash
+ * collision). */
 static void name_from_id(const char *prefix, const char *id, char *out, size_t size)
 {
     char full[512];
