@@ -27,7 +27,7 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_kvsrun.sh tests/test_dist_remote.sh tests/test_hosts_netns.sh \
 	tests/test_dist_device.sh tests/test_top.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
 	tests/test_timeline.sh tests/test_kvsctl.sh tests/test_kvsctl_plan.sh tests/test_dist_kvsd.sh tests/test_quickstart.sh \
-	tests/test_dist_rows.sh tests/test_hosts_rows.sh tests/test_hosts_bytes.sh
+	tests/test_dist_rows.sh tests/test_hosts_rows.sh tests/test_hosts_bytes.sh tests/test_launch.sh
 # Recovery (doc/recovery.md), test by test: commits, a worker's death
 # rolling kvsd back and its restart from the snapshot, with kvsd started by
 # hand; kvsrun's restarts; a worker's handle when kvsd is replaced; the kill
@@ -259,6 +259,11 @@ endif
 endif
 tests_dist_worker_SOURCES = tests/dist_worker.c tests/distutil.h
 tests_dist_worker_LDADD = src/libkvs.la -lm
+# Jobs that no kvsrun started (test_launch.sh).
+check_PROGRAMS += tests/launch_worker
+tests_launch_worker_SOURCES = tests/launch_worker.c
+tests_launch_worker_LDADD = src/libkvs.la
+EXTRA_DIST += tests/test_launch.sh
 tests_dist_rows_SOURCES = tests/dist_rows.c tests/distutil.h
 tests_dist_rows_LDADD = src/libkvs.la -lm
 tests_hosts_bytes_SOURCES = tests/hosts_bytes.c tests/distutil.h
