@@ -59,12 +59,14 @@ extern "C" {
 #define KVS_API
 #endif
 
-#define KVS_VERSION_MAJOR 0
-#define KVS_VERSION_MINOR 1
-#define KVS_VERSION_PATCH 0
+/* KVS_VERSION_MAJOR, _MINOR, _PATCH and KVS_VERSION_STRING
+ * ("MAJOR.MINOR.PATCH"): the version of this header, which configure
+ * writes from the one version of kvs (AC_INIT in configure.ac). */
+#include "kvs-version.h"
 
-/* The library's version at run time. Each out-pointer may be NULL.
- * Returns a static string "kvs MAJOR.MINOR.PATCH". Thread-safe. */
+/* The library's version at run time: the same version, from the library
+ * loaded. Each out-pointer may be NULL. Returns a static string
+ * "kvs MAJOR.MINOR.PATCH" ("kvs " KVS_VERSION_STRING). Thread-safe. */
 KVS_API const char *kvs_version(int *major, int *minor, int *patch);
 
 /* ---- Errors ---------------------------------------------------------- */

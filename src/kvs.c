@@ -24,9 +24,6 @@
 #include "base/spec.h"
 #include "proto/trace.h"
 
-#define KVS__STR_(x) #x
-#define KVS__STR(x) KVS__STR_(x)
-
 /* ---- the local store: the engine in this process ---------------------- */
 
 /* MXNet's CommDevice: a new key goes to the GPU with the fewest bytes of
@@ -322,8 +319,7 @@ KVS_API const char *kvs_version(int *major, int *minor, int *patch)
         *minor = KVS_VERSION_MINOR;
     if (patch)
         *patch = KVS_VERSION_PATCH;
-    return "kvs " KVS__STR(KVS_VERSION_MAJOR) "." KVS__STR(KVS_VERSION_MINOR) "."
-           KVS__STR(KVS_VERSION_PATCH);
+    return "kvs " KVS_VERSION_STRING;
 }
 
 /* ---- life ------------------------------------------------------------- */

@@ -290,7 +290,7 @@ EXTRA_DIST += tests/test_quickstart.sh tests/cmocka-tap.sh tests/test_dist.sh te
 	tests/test_hosts_forged.sh \
 	tests/test_hosts_faults.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
 	tests/test_hosts_netns.sh tests/kvsrunlib.sh tests/test_kvsrun_jobs.sh tests/test_kvsctl_plan.sh
-EXTRA_DIST += tests/test_install.sh tests/quickstart.expected tests/kvstore_chapter.expected \
+EXTRA_DIST += tests/test_install.sh tests/test_pip.sh tests/quickstart.expected tests/kvstore_chapter.expected \
 	$(python_tests)
 
 # The install test builds a program against the installed header and

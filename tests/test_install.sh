@@ -2,8 +2,9 @@
 # Description: programs written only against the installed kvs.h, compiled
 # and linked through pkg-config, get every semantic right: the API tests,
 # the MXNet ports and the quickstart, built from the installed files alone;
-# the installed Python package runs the chapter; the installed library
-# starts the installed kvsd for a job that no kvsrun started.
+# the installed Python package runs the chapter, and its version is the
+# library's and pkg-config's; the installed library starts the installed
+# kvsd for a job that no kvsrun started.
 # Usage: test_install.sh PREFIX (with PKG_CONFIG_PATH pointing into it).
 set -eu
 prefix=$1
@@ -167,6 +168,13 @@ if [ -n "${KVS_PYTHON_PKGDIR:-}" ] && [ -n "${PYTHON:-}" ]; then
     env -u LD_LIBRARY_PATH -u KVS_LIBRARY PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$KVS_PYTHON_PKGDIR" \
         "$PYTHON" -c 'import kvs, sys; sys.exit(not kvs._lib.lib._name.startswith(sys.argv[1]))' \
         "$prefix" || { echo "the installed kvs package did not load the installed libkvs" >&2; exit 1; }
+    # One version: the package's (_version.py), the library's, pkg-config's.
+    env -u LD_LIBRARY_PATH -u KVS_LIBRARY PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$KVS_PYTHON_PKGDIR" \
+        "$PYTHON" -c 'import kvs, sys
+v = sys.argv[1]
+sys.exit(not (kvs.__version__ == v and kvs.version() == "kvs " + v and kvs._version.VERSION == v))' \
+        "$(pkg-config --modversion kvs)" ||
+        { echo "the installed kvs package's __version__ is not the library's and pkg-config's" >&2; exit 1; }
     env -u LD_LIBRARY_PATH -u KVS_LIBRARY PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$KVS_PYTHON_PKGDIR" \
         "$PYTHON" "$srcdir/examples/kvstore_chapter.py" | diff "$srcdir/tests/kvstore_chapter.expected" -
 fi

@@ -407,7 +407,7 @@ static int parse_options(struct daemon *d, int argc, char **argv)
             usage(stdout);
             return 0;
         case 'V':
-            printf("kvsd (%s)\n", kvs_version(NULL, NULL, NULL));
+            printf("kvsd (kvs) %s\n", KVS_VERSION_STRING);
             return 0;
         default:
             usage(stderr);

@@ -1,7 +1,8 @@
 """libkvs through ctypes: loading the library, its structures, its errors.
 
 Everything here mirrors include/kvs.h; nothing holds store logic. The
-library is found, in order, at $KVS_LIBRARY, at the path `make install`
+library is found, in order, at $KVS_LIBRARY, in the package itself (a
+wheel's, kvs/lib/libkvs.so.0: _package.py), at the path `make install`
 recorded in _paths.py, then wherever the dynamic linker finds libkvs.so.0.
 ctypes.CDLL releases the GIL during every foreign call.
 """
@@ -10,6 +11,8 @@ import ctypes
 import ctypes.util
 import os
 import struct
+
+from . import _package
 
 MAX_NDIM = 8
 MAX_KEY_LEN = 255
@@ -63,6 +66,8 @@ def _candidates():
     if env:
         return [env]
     found = []
+    if os.path.exists(_package.LIBRARY):
+        found.append(_package.LIBRARY)
     try:
         from . import _paths
         found.append(_paths.LIBRARY)
@@ -86,6 +91,7 @@ def _load():
                       '. Install kvs (make install) or set KVS_LIBRARY to the library\'s path.')
 
 
+_package.set_environment()
 lib = _load()
 
 _P = ctypes.c_void_p
