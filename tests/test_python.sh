@@ -12,7 +12,7 @@ bld=$(cd "${top_builddir:-.}" && pwd)
 
 rows_files="test_rows.py"
 torch_files="test_torch.py test_bench_ctr.py"
-main_files="test_api.py test_kvstore.py test_dist.py test_commit.py test_recover.py"
+main_files="test_api.py test_kvstore.py test_dist.py test_commit.py test_recover.py test_memory.py"
 case "${0##*/}" in
 test_python_rows.sh) files=$rows_files ;;
 test_python_torch.sh) files=$torch_files ;;
