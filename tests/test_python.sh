@@ -11,7 +11,7 @@ src=$(cd "${top_srcdir:-.}" && pwd)
 bld=$(cd "${top_builddir:-.}" && pwd)
 
 rows_files="test_rows.py"
-torch_files="test_torch.py test_bench_ctr.py"
+torch_files="test_torch.py test_bench_ctr.py test_ddp.py"
 main_files="test_api.py test_kvstore.py test_dist.py test_commit.py test_recover.py test_memory.py"
 case "${0##*/}" in
 test_python_rows.sh) files=$rows_files ;;
