@@ -35,3 +35,65 @@ def test_ddp_hook_dead_worker_fails_the_other():
     rc, out = ddp_job('die', timeout=90)
     assert rc != 0, out                       # kvsrun reports rank 1's death
     assert 'rank 0: KVS_EPEERDEAD' in out, out
+
+
+def test_process_group_collectives_on_a_local_store():
+    import torch
+    import torch.distributed as dist
+    import kvs
+    import kvs.torch
+    kv = kvs.create('local')
+    pg = kvs.torch.ProcessGroup(kv)
+    assert (pg.rank(), pg.size()) == (0, 1)
+    t = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    opts = dist.BroadcastOptions()
+    opts.rootRank = 0
+    pg.broadcast([t], opts).wait()
+    assert t.tolist() == [[0, 1, 2], [3, 4, 5]]
+    flags = torch.tensor([True, False, True])
+    pg.allreduce([flags]).wait()                    # bool travels as uint8
+    assert flags.tolist() == [True, False, True]
+    outs = [[torch.zeros(3, dtype=torch.int64)]]
+    pg.allgather(outs, [torch.tensor([7, 8, 9])]).wait()
+    assert outs[0][0].tolist() == [7, 8, 9]
+    pg.barrier().wait()
+    mx = dist.AllreduceOptions()
+    mx.reduceOp = dist.ReduceOp.MAX
+    with pytest.raises(RuntimeError, match='SUM and AVG'):
+        pg.allreduce([t], mx)
+    with pytest.raises(TypeError, match='complex'):
+        pg.allreduce([torch.zeros(2, dtype=torch.complex64)])
+    with pytest.raises(TypeError, match='kvs.KVStore'):
+        kvs.torch.hook_state(object())
+    kv.close()
+
+
+def test_ddp_hook_in_one_process():
+    """One worker on a local store: DDP with the hook and the kvs group
+    trains as the module alone would (the hook's average is the gradient)."""
+    script = '''
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+import kvs, kvs.torch
+kv = kvs.create('local')
+kvs.torch.init_process_group(kv)
+def net():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.ReLU(), torch.nn.Linear(7, 2))
+model, ref = DDP(net()), net()
+model.register_comm_hook(kvs.torch.hook_state(kv), kvs.torch.allreduce_hook)
+for m in (model, ref):
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    for step in range(4):
+        x = torch.randn(6, 5, generator=torch.Generator().manual_seed(step))
+        opt.zero_grad()
+        m(x).square().sum().backward()
+        opt.step()
+d = max((p - q).abs().max().item() for p, q in zip(model.module.parameters(), ref.parameters()))
+assert d == 0, d
+print('ok')
+'''
+    proc = subprocess.run([sys.executable, '-c', script], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, timeout=120)
+    out = proc.stdout.decode(errors='replace')
+    assert proc.returncode == 0 and out.strip().endswith('ok'), out
