@@ -258,9 +258,9 @@ def init_process_group(kv, timeout=datetime.timedelta(minutes=30)):
     (backend 'kvs'), with rank and world size from the store: DDP then
     needs no gloo. torch's own rendezvous store, which init_process_group
     waits on once, is a file in the temporary directory whose name rank 0
-    gives the others through kv (torch removes it when the last worker's
-    store goes). The group is destroyed at exit, if the program has not
-    done it (dist.destroy_process_group()) before."""
+    gives the others through kv (removed at exit). The group is destroyed
+    at exit, if the program has not done it (dist.destroy_process_group())
+    before."""
     _check_store(kv)
     if 'KVS' not in dist.Backend._plugins:
         dist.Backend.register_backend('kvs', _create)
@@ -282,12 +282,17 @@ def init_process_group(kv, timeout=datetime.timedelta(minutes=30)):
                                 timeout=timeout)
     finally:
         _pending.pop()
-    atexit.register(_destroy)
+    atexit.register(_destroy, path)
 
 
-def _destroy():
-    """At exit, before the interpreter goes: a process group of Python
-    destroyed after that aborts the process."""
+def _destroy(path):
+    """At exit, before the interpreter goes (a process group of Python
+    destroyed after that aborts the process); then the rendezvous file
+    goes, which torch leaves when a worker died or a group kept it."""
     if dist.is_initialized() and dist.get_backend() == 'kvs':
         dist.destroy_process_group()
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
