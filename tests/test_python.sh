@@ -1,9 +1,10 @@
 #!/bin/sh
 # Description: the Python package's tests (tests/python, pytest), run on the
 # build tree's library and kvsrun with the package uninstalled: the API,
-# MXNet's kvstore tests and the dist jobs here; test_python_rows.sh and
-# test_python_torch.sh source this file for theirs, so that make runs the
-# three side by side, each under its own deadline.
+# MXNet's kvstore tests, the dist jobs and arrays that outlive the store
+# here; test_python_rows.sh and test_python_torch.sh source this file for
+# theirs, so that make runs the three side by side, each under its own
+# deadline.
 # TAP output: one test per pytest test, or all skipped with the reason.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
