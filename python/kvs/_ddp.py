@@ -11,7 +11,8 @@ number of workers, as DDP's own allreduce does) to a key of its own and
 returns a torch.futures.Future that one thread of the hook's state
 completes with the bucket's pull: the push returns at once, so backward
 goes on computing the next buckets while the rounds run, and DDP waits for
-the futures at its end. Keys are named after the bucket's index, dtype and
+the futures at its end. A CPU bucket is divided into a store buffer of its
+own (kv.alloc), which its push sends without a copy. Keys are named after the bucket's index, dtype and
 size, and initialised at their first use: DDP rebuilds its buckets after
 the first iteration (the same on every worker), and a bucket of a new size
 gets a new key.
@@ -39,6 +40,7 @@ import torch
 import torch.distributed as dist
 from torch.futures import Future
 
+from ._lib import KVSError
 from .kvstore import KVStore
 
 __all__ = ['HookState', 'ProcessGroup', 'allreduce_hook', 'hook_state', 'init_process_group']
@@ -71,16 +73,43 @@ class HookState:
         self.kv = kv
         self.prefix = prefix
         self.error = None
-        self._keys = set()
+        self._keys = {}               # key -> its buffer of kv.alloc, or None
+        self._of_index = {}           # bucket index -> its key now
+        self._staging = True          # False once a buffer found no room
         self._queue = queue.SimpleQueue()
         self._thread = None
 
     def _key(self, index, buf):
+        """The key of bucket index as buf is now, and the store buffer its
+        pushes go from (None: from buf itself)."""
         key = '%s:%d:%s:%d' % (self.prefix, index, str(buf.dtype)[6:], buf.numel())
+        old = self._of_index.get(index)
+        if old == key:
+            return key, self._keys[key]
+        if old is not None:
+            self._keys[old] = None             # a rebuilt bucket's buffer goes first
         if key not in self._keys:
             self.kv.init(key, torch.zeros(buf.numel(), dtype=buf.dtype, device=buf.device))
-            self._keys.add(key)
-        return key
+        self._keys[key] = self._stage(buf)
+        self._of_index[index] = key
+        return key, self._keys[key]
+
+    def _stage(self, buf):
+        """A store buffer (kv.alloc) for a CPU bucket: the division by the
+        number of workers writes into it, and its push copies nothing.
+        None for a bucket on a GPU. When one finds no room in the store,
+        every bucket's buffer goes (the room is left to the copies of
+        ordinary pushes), and from then on every push copies."""
+        if buf.device.type != 'cpu' or not self._staging:
+            return None
+        try:
+            arr = self.kv.alloc(buf.numel(), buf.dtype)
+        except KVSError:
+            self._staging = False
+            for key in self._keys:
+                self._keys[key] = None
+            return None
+        return arr if isinstance(arr, torch.Tensor) else torch.from_numpy(arr)
 
     def _fail(self, fut, exc):
         if self.error is None:
@@ -90,24 +119,34 @@ class HookState:
     def submit(self, bucket):
         """Pushes the bucket and returns the Future its pull completes."""
         buf = bucket.buffer()
-        fut = Future()
+        fut = Future()                # completed here; DDP gets its then()
+        done = fut.then(_value)
         try:
             if self.error is not None:
                 raise self.error
-            key = self._key(bucket.index(), buf)
+            key, stage = self._key(bucket.index(), buf)
             n = self.kv.num_workers
-            if n > 1:
-                buf.div_(n)
-            self.kv.push(key, buf)
+            if stage is None:
+                if n > 1:
+                    buf.div_(n)
+                self.kv.push(key, buf)
+            else:
+                # Written again only after the key's pull has returned: DDP
+                # waits for every bucket before the next backward.
+                if n > 1:
+                    torch.div(buf, n, out=stage)
+                else:
+                    stage.copy_(buf)
+                self.kv.push(key, stage)
         except Exception as exc:   # noqa: B902 -- handed to DDP through the future
             self._fail(fut, exc)
-            return fut
+            return done
         if self._thread is None:
             self._thread = threading.Thread(target=_complete, name='kvs-ddp-hook', daemon=True,
                                             args=(weakref.ref(self), self._queue))
             self._thread.start()
         self._queue.put((key, buf, fut))
-        return fut
+        return done
 
     def _pull(self, key, buf, fut):
         try:
@@ -129,6 +168,13 @@ class HookState:
     def __del__(self):
         if getattr(self, '_thread', None) is not None:
             self._queue.put(None)
+
+
+def _value(fut):
+    """The value of fut, or its exception raised: a then() of it carries
+    the exception as an error that DDP raises from backward as it is
+    (set_exception alone makes it a value DDP fails to read)."""
+    return fut.value()
 
 
 def _complete(state_ref, q):

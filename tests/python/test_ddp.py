@@ -68,9 +68,12 @@ def test_process_group_collectives_on_a_local_store():
     kv.close()
 
 
-def test_ddp_hook_in_one_process():
+@pytest.mark.parametrize('room', ['room', 'no_room'])
+def test_ddp_hook_in_one_process(room):
     """One worker on a local store: DDP with the hook and the kvs group
-    trains as the module alone would (the hook's average is the gradient)."""
+    trains as the module alone would (the hook's average is the gradient),
+    from store buffers or, when the store has no room for one, with
+    copies."""
     script = '''
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -81,7 +84,12 @@ def net():
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.ReLU(), torch.nn.Linear(7, 2))
 model, ref = DDP(net()), net()
-model.register_comm_hook(kvs.torch.hook_state(kv), kvs.torch.allreduce_hook)
+state = kvs.torch.hook_state(kv)
+if %r == 'no_room':
+    def alloc(*args):
+        raise kvs.KVSError(-28, 'no room')
+    kv.alloc = alloc
+model.register_comm_hook(state, kvs.torch.allreduce_hook)
 for m in (model, ref):
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
     for step in range(4):
@@ -91,8 +99,10 @@ for m in (model, ref):
         opt.step()
 d = max((p - q).abs().max().item() for p, q in zip(model.module.parameters(), ref.parameters()))
 assert d == 0, d
+assert state._staging == (%r == 'room'), state._staging
+assert all((v is not None) == state._staging for v in state._keys.values())
 print('ok')
-'''
+''' % (room, room)
     proc = subprocess.run([sys.executable, '-c', script], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, timeout=120)
     out = proc.stdout.decode(errors='replace')
