@@ -12,10 +12,10 @@ returns a torch.futures.Future that one thread of the hook's state
 completes with the bucket's pull: the push returns at once, so backward
 goes on computing the next buckets while the rounds run, and DDP waits for
 the futures at its end. A CPU bucket is divided into a store buffer of its
-own (kv.alloc), which its push sends without a copy. Keys are named after the bucket's index, dtype and
-size, and initialised at their first use: DDP rebuilds its buckets after
-the first iteration (the same on every worker), and a bucket of a new size
-gets a new key.
+own (kv.alloc), which its push sends without a copy. Keys are named after
+the bucket's index, dtype and size, and initialised at their first use:
+DDP rebuilds its buckets after the first iteration (the same on every
+worker), and a bucket of a new size gets a new key.
 
 The process group (ProcessGroup, or init_process_group to make it the
 default one) serves DDP's construction (checking the parameters' shapes
