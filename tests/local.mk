@@ -64,7 +64,8 @@ tests_dist_mxnet_LDADD = src/libkvs.la -lm
 # tests/test_python.sh runs these with pytest (skipped without the package).
 python_tests = tests/python/conftest.py tests/python/test_kvstore.py tests/python/test_api.py \
 	tests/python/test_dist.py tests/python/test_rows.py tests/python/test_torch.py tests/python/workers.py \
-	tests/python/test_bench_ctr.py tests/python/test_commit.py tests/python/test_recover.py
+	tests/python/test_bench_ctr.py tests/python/test_commit.py tests/python/test_recover.py \
+	tests/python/test_memory.py tests/python/test_ddp.py tests/python/ddp_workers.py
 # kvsctl timeline plot and merge, on timelines the test writes.
 TESTS += tests/test_timeline_tool.sh
 EXTRA_DIST += tests/test_timeline_tool.sh

@@ -117,6 +117,8 @@ _SIGS = {
     'kvs_array_alloc': (_I, [_P, _I, _I, _P, ctypes.POINTER(Array)]),
     'kvs_array_free': (_I, [_P, ctypes.POINTER(Array)]),
     'kvs_pull_view': (_I, [_P, _I, _P, _P, _I]),
+    'kvs_mem_hold': (_I, [_P, ctypes.POINTER(_P)]),
+    'kvs_mem_release': (_I, [_P]),
     'kvs_set_updater': (_I, [_P, UPDATER, _P]),
     'kvs_set_optimizer': (_I, [_P, _S]),
     'kvs_set_gradient_compression': (_I, [_P, _S]),
@@ -135,7 +137,8 @@ _SIGS = {
 # Calls a library older than this package lacks: they fail when called,
 # with a reason, instead of the import.
 _NEWER = ('kvs_init_row_sparse', 'kvs_push_row_sparse', 'kvs_pull_rows',
-          'kvs_pushpull_row_sparse', 'kvs_commit', 'kvs_resume_step')
+          'kvs_pushpull_row_sparse', 'kvs_commit', 'kvs_resume_step', 'kvs_mem_hold',
+          'kvs_mem_release')
 
 
 class _Missing:
