@@ -243,6 +243,7 @@ static void on_link_end(struct daemon *d, const struct inmsg *im)
 {
     if (d->host_out[im->host] != HOST_ENDED) {
         d->host_out[im->host] = HOST_ENDED;
+        d->rollback_host = im->type != LINK_BAD;
         job_fail(d, im->type == LINK_BAD ? KVS_EPROTO : KVS_EPEERDEAD, "%s", im->why);
     }
 }

@@ -27,7 +27,8 @@
 #define EXEC_NS        (10 * SEC_NS)   /* fork to exec, as the error pipe tells */
 #define SLICE_MS       100             /* longest sleep between looks at children */
 #define PROBE_MS       20              /* between probes of a starting kvsd */
-#define JOIN_NS        (60 * SEC_NS)   /* every host of a job must have joined by then */
+#define JOIN_NS        (60 * SEC_NS)   /* every host of a job must have joined by then
+                                        * (--join-timeout) */
 #define HOSTS_LEAVE_NS (3600 * SEC_NS) /* kvsd's exit after this host's workers, across
                                         * hosts: it stays while the others still push */
 #define COORD_PORT     "47470"         /* the coordinator's port when none is named */
@@ -54,6 +55,8 @@ struct options {
     int restarts;                      /* per worker rank, and for kvsd; 0: none */
     const char *checkpoint;            /* kvsd's --checkpoint DIR, or NULL */
     int64_t stall_ns;                  /* --stall-timeout; 0: off */
+    const char *join;                  /* --join-timeout as given, for kvsd; NULL: */
+    int64_t join_ns;                   /* kvsd's default, JOIN_NS */
 };
 
 struct worker {

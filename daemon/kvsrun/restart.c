@@ -49,6 +49,13 @@ static void give_up(struct run *r, int code)
     begin_stop(r, kvs__now_ns() + r->o.grace_ns);
 }
 
+/* 1 when kvsd ended since another host's did (across hosts every host
+ * rolls back): not this host's fault, nor counted against --restarts. */
+static int hosts_rollback(const struct run *r)
+{
+    return WIFEXITED(r->kvsd_status) && WEXITSTATUS(r->kvsd_status) == KVS__KVSD_EXIT_HOSTS;
+}
+
 /* When kvsd ended by itself with no worker's death seen, it may be the
  * death kvsd saw first (status 75: a worker's socket closed before the
  * worker could be reaped): give the deaths OWN_EXIT_NS to show. A death
@@ -58,7 +65,7 @@ static int kvsd_own_fault(struct run *r)
 {
     int64_t deadline = kvs__now_ns() + OWN_EXIT_NS;
 
-    if (r->npending || r->last_death >= r->kvsd_started)
+    if (r->npending || r->last_death >= r->kvsd_started || hosts_rollback(r))
         return 0;
     if (WIFEXITED(r->kvsd_status) && WEXITSTATUS(r->kvsd_status) == KVS__KVSD_EXIT_ROLLBACK) {
         while (!r->npending && kvs__now_ns() < deadline) {
@@ -109,6 +116,10 @@ void recover(struct run *r)
     served = kvs__now_ns();
     if (served - r->death_at > r->longest_ns)
         r->longest_ns = served - r->death_at;
+    if (r->kvsd_lost && !own && !r->npending && hosts_rollback(r))
+        fprintf(stderr, "kvsrun: kvsd (pid %ld) rolled back with another host of the job: "
+                "restarted from the newest commit every host holds (not counted against "
+                "--restarts)\n", (long)old_kvsd);
     if (own) {
         r->kvsd_restarts++;
         describe(what, sizeof what, kvsd_status);
