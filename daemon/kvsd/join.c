@@ -93,6 +93,7 @@ static void peer_addr(int fd, char *out, size_t size)
 
 /* What a join's steps share. */
 struct joining {
+    const struct daemon *d;
     const struct kvs__secret *sec;
     struct kvs__host_id me;
     int64_t deadline;
@@ -118,6 +119,20 @@ static void keep_common(struct joining *j, const struct kvs__wire_join *jn)
                 break;
             }
     j->ncommon = k;
+}
+
+/* Host 0: what a host's join offered, said (kvsd's log): its restarts, and
+ * the steps of the snapshots it holds. */
+static void say_held(const struct daemon *d, uint32_t from, const struct kvs__wire_join *jn)
+{
+    char steps[32 * KVS__WIRE_JOIN_STEPS] = "";
+    size_t o = 0;
+
+    for (uint32_t i = 0; i < jn->nsteps; i++)
+        o += (size_t)snprintf(steps + o, sizeof steps - o, "%s%lld", i ? ", " : "",
+                              (long long)jn->steps[i]);
+    say(d, "host %u joined: generation %u, holding the commits of step%s %s", (unsigned)from,
+        (unsigned)jn->generation, jn->nsteps == 1 ? "" : "s", jn->nsteps ? steps : "(none)");
 }
 
 /* Host 0: the newest step every host holds, -1 for none. */
@@ -148,6 +163,8 @@ static int take_join(struct joining *j, int fd, uint32_t from, uint32_t nw, cons
         rc = kvs__fail(why, KVS_EPROTO, "a join of host %u from host %u",
                        (unsigned)again, (unsigned)from);
     if (rc == 0) {
+        if (jn.generation || jn.nsteps)
+            say_held(j->d, from, &jn);
         keep_common(j, &jn);
         j->roster[from].nworkers = nw;
         j->roster[from].port = jn.port;
@@ -334,7 +351,7 @@ int join_mesh(struct daemon *d, const struct kvs__secret *sec, struct join_peer 
               struct kvs__err *e)
 {
     int n = d->o.nhosts, rank = d->o.host;
-    struct joining j = { sec, { d->o.net_job, (uint32_t)rank, (uint32_t)n,
+    struct joining j = { d, sec, { d->o.net_job, (uint32_t)rank, (uint32_t)n,
                                 (uint32_t)d->o.nworkers },
                          kvs__now_ns() + d->o.join_ns, -1,
                          calloc((size_t)n, sizeof *j.roster), NULL,
