@@ -5,7 +5,8 @@
 # kvsd killed, a whole host killed and started again by hand: every host
 # rolls back to the newest commit all hold, the jobs end with exit 0 and
 # every key equals, bit for bit, the same job's on one host without a
-# fault; restarts used up end both hosts with a clear message, no hang.
+# fault; restarts used up end both hosts with a clear message, no hang; a
+# checkpoint folder of another job is refused.
 # TAP output. Every case runs under its own `timeout`.
 set -u
 # shellcheck source=tests/lib.sh
@@ -19,9 +20,9 @@ steps=60
 every=10
 step_ms=25
 n_test=0
-echo "1..6"
+echo "1..7"
 if [ ! -x "$kvsrun" ] || [ ! -x "$kvsd" ] || [ ! -x "$train" ]; then
-    skip_all 6 "kvsrun, kvsd or tests/recover_train not built"
+    skip_all 7 "kvsrun, kvsd or tests/recover_train not built"
 fi
 private_runtime; [ -n "${KEEP:-}" ] && echo "# runtime $rt"
 KVSD=$kvsd
@@ -205,3 +206,22 @@ grep -q "its 1 restart is used up" "$w/$j.h1.log" || { echo "# host 1 did not sa
 grep -q "did not all join within" "$w/$j.h0.log" || { echo "# host 0 did not say why"; ok=0; }
 if [ "$ok" -eq 0 ]; then sed 's/^/# h0: /' "$w/$j.h0.log"; sed 's/^/# h1: /' "$w/$j.h1.log"; fi
 tap $((1 - ok)) "restarts used up on host 1: both hosts fail with a clear message within the join deadline (${took} ms)"
+
+# 7. A checkpoint folder whose newest snapshot is another job's (host 0's
+# of the whole-host case): host 1 refuses to start, naming it; host 0
+# fails at its join deadline.
+j=wj
+mkdir -p "$w/other"
+cp "$(ls "$w"/ck0/snap-*.kvs | tail -1)" "$w/other/"
+port=$(free_port) || exit 1
+host 0 $j 60 --restarts 1
+host 1 $j 60 --restarts 1 --checkpoint "$w/other"
+ok=1
+wait "$h0"; e0=$?
+wait "$h1"; e1=$?
+[ "$e0" -ne 0 ] && [ "$e1" -ne 0 ] || { echo "# hosts exited $e0 and $e1"; ok=0; }
+grep -q "is a snapshot of job 'wh.h0', not 'wj.h1'" "$w/$j.h1.log" \
+    || { echo "# host 1 did not name the snapshot"; ok=0; }
+grep -q "did not all join within" "$w/$j.h0.log" || { echo "# host 0 did not say why"; ok=0; }
+if [ "$ok" -eq 0 ]; then sed 's/^/# h0: /' "$w/$j.h0.log"; sed 's/^/# h1: /' "$w/$j.h1.log"; fi
+tap $((1 - ok)) "a checkpoint folder of another job: its host refuses to start, naming it; the other fails at the join deadline"

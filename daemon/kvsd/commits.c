@@ -856,9 +856,10 @@ int commits_start(struct daemon *d, struct kvs__err *e)
         d->o.checkpoint_sync = 1;
     drop_links(d);
     /* Across hosts the hosts agree on the step first (xcommits.c). */
-    if (d->o.nhosts > 1 && d->o.restore)
-        xcommits_held(d);
-    else if (d->o.restore && (rc = restore(d, e)) != 0)
+    if (d->o.nhosts > 1 && d->o.restore) {
+        if ((rc = xcommits_held(d, e)) != 0)
+            return rc;
+    } else if (d->o.restore && (rc = restore(d, e)) != 0)
         return rc;
     if (d->o.recover && (rc = snap_thread_start(d, e)) != 0)
         return rc;

@@ -50,6 +50,18 @@ static struct kvs__snapshot *open_ours(const struct daemon *d, const char *path)
     return s;
 }
 
+/* The checkpoint folder's commits after seq were rolled back past: set
+ * aside, so that a later join never offers them (a host would restore the
+ * old commit of a step the others hold anew). */
+static void set_aside(const struct daemon *d, uint64_t seq)
+{
+    int n = kvs__ckpt_set_aside(d->o.checkpoint, seq);
+
+    if (n > 0)
+        say(d, "restore: %d snapshot%s of %s after the commit restored set aside "
+            "(*.rolled-back)", n, n == 1 ? "" : "s", d->o.checkpoint);
+}
+
 static void add_step(struct daemon *d, int64_t step)
 {
     for (int i = 0; i < d->nheld; i++)
@@ -59,26 +71,41 @@ static void add_step(struct daemon *d, int64_t step)
         d->held_steps[d->nheld++] = step;
 }
 
-void xcommits_held(struct daemon *d)
+int xcommits_held(struct daemon *d, struct kvs__err *e)
 {
-    char kept[sizeof d->snap_path + 8];
+    char kept[sizeof d->snap_path + 8], newest[sizeof d->restored_from];
     const char *paths[2] = { d->snap_path, kept };
     int64_t steps[KVS__WIRE_JOIN_STEPS];
+    struct kvs__snapshot *s = NULL;
     size_t n;
+    int rc;
 
+    /* A folder whose newest snapshot is another job's is refused, as on
+     * one host: the folder was given by mistake. */
+    if (d->o.checkpoint
+        && kvs__ckpt_newest(d->o.checkpoint, &s, newest, sizeof newest, NULL, NULL, e) == 0
+        && s) {
+        rc = strcmp(kvs__snapshot_meta(s)->job, d->o.job) != 0
+                 ? kvs__fail(e, KVS_EBADARG, "restore: %s is a snapshot of job '%s', not '%s'",
+                             newest, kvs__snapshot_meta(s)->job, d->o.job)
+                 : 0;
+        kvs__snapshot_free(s);
+        if (rc != 0)
+            return rc;
+    }
+    e->code = 0;
+    e->msg[0] = '\0';
     kept_path(d, kept, sizeof kept);
     d->nheld = 0;
-    for (int i = 0; i < 2; i++) {
-        struct kvs__snapshot *s = open_ours(d, paths[i]);
-
-        if (s) {
+    for (int i = 0; i < 2; i++)
+        if ((s = open_ours(d, paths[i])) != NULL) {
             add_step(d, kvs__snapshot_meta(s)->step);
             kvs__snapshot_free(s);
         }
-    }
     n = kvs__ckpt_steps(d->o.checkpoint, d->o.job, steps, KVS__WIRE_JOIN_STEPS);
     for (size_t i = 0; i < n; i++)
         add_step(d, steps[i]);
+    return 0;
 }
 
 int xcommits_find(struct daemon *d, struct kvs__snapshot **out, char *from, size_t len,
@@ -97,6 +124,7 @@ int xcommits_find(struct daemon *d, struct kvs__snapshot **out, char *from, size
             "with an empty store", d->nheld);
         unlink(d->snap_path);
         unlink(kept);
+        set_aside(d, 0);
         return 0;
     }
     for (int i = 0; i < 2 && !s; i++)
@@ -124,6 +152,7 @@ int xcommits_find(struct daemon *d, struct kvs__snapshot **out, char *from, size
     }
     if (at == 1)
         snprintf(from, len, "%s", d->snap_path);
+    set_aside(d, kvs__snapshot_meta(s)->seq);
     say(d, "restore: the hosts' newest common commit is step %lld", (long long)step);
     *out = s;
     return 0;

@@ -10,8 +10,9 @@
 
 /* Before the join, with --restore: the steps of the snapshots this host
  * holds whole (<job>.snap, <job>.snap.prev, the checkpoint directory's),
- * newest first, into d->held_steps. */
-void xcommits_held(struct daemon *d);
+ * newest first, into d->held_steps. 0, or KVS_EBADARG (said in e) when the
+ * checkpoint directory's newest snapshot is another job's. */
+int xcommits_held(struct daemon *d, struct kvs__err *e);
 
 /* After the join, with --restore: the snapshot of d->agreed_step opened
  * into *out and its file's name into from (*out NULL for -1: an empty

@@ -1201,6 +1201,28 @@ int kvs__ckpt_find(const char *dir, int64_t step, struct kvs__snapshot **out, ch
     return ck_open(dir, step, out, path, path_len, NULL, NULL, e);
 }
 
+int kvs__ckpt_set_aside(const char *dir, uint64_t seq)
+{
+    struct kvs__err e = { 0 };
+    char **names;
+    size_t n;
+    int moved = 0;
+
+    if (!dir || ck_list(dir, &names, &n, &e) != 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char from[PATH_MAX], to[PATH_MAX];
+
+        if (strtoull(names[i] + 5, NULL, 10) <= seq
+            || snprintf(from, sizeof from, "%s/%s", dir, names[i]) >= (int)sizeof from
+            || snprintf(to, sizeof to, "%s.rolled-back", from) >= (int)sizeof to)
+            continue;
+        moved += rename(from, to) == 0;
+    }
+    names_free(names, n);
+    return moved;
+}
+
 size_t kvs__ckpt_steps(const char *dir, const char *job, int64_t *steps, size_t max)
 {
     struct kvs__err e = { 0 };

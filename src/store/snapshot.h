@@ -140,6 +140,12 @@ int kvs__ckpt_newest(const char *dir, struct kvs__snapshot **out, char *path, si
 int kvs__ckpt_find(const char *dir, int64_t step, struct kvs__snapshot **out, char *path,
                    size_t path_len, struct kvs__err *e);
 
+/* Renames dir's snapshots of commits after seq (snap-SEQ.kvs, SEQ above
+ * seq) to snap-SEQ.kvs.rolled-back, which no restore reads: commits a job
+ * rolled back past, which its next commits must not meet. Returns how many
+ * (0 for no dir). */
+int kvs__ckpt_set_aside(const char *dir, uint64_t seq);
+
 /* The steps of dir's snapshots of job that check whole, newest first, at
  * most max into steps: their count (0 for no dir). */
 size_t kvs__ckpt_steps(const char *dir, const char *job, int64_t *steps, size_t max);
