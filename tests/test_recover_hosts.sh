@@ -6,7 +6,8 @@
 # rolls back to the newest commit all hold, the jobs end with exit 0 and
 # every key equals, bit for bit, the same job's on one host without a
 # fault; restarts used up end both hosts with a clear message, no hang; a
-# checkpoint folder of another job is refused.
+# checkpoint folder of another job is refused; steps that differ between
+# hosts fail a commit for every worker.
 # TAP output. Every case runs under its own `timeout`.
 set -u
 # shellcheck source=tests/lib.sh
@@ -20,9 +21,9 @@ steps=60
 every=10
 step_ms=25
 n_test=0
-echo "1..7"
+echo "1..9"
 if [ ! -x "$kvsrun" ] || [ ! -x "$kvsd" ] || [ ! -x "$train" ]; then
-    skip_all 7 "kvsrun, kvsd or tests/recover_train not built"
+    skip_all 9 "kvsrun, kvsd or tests/recover_train not built"
 fi
 private_runtime; [ -n "${KEEP:-}" ] && echo "# runtime $rt"
 KVSD=$kvsd
@@ -225,3 +226,26 @@ grep -q "is a snapshot of job 'wh.h0', not 'wj.h1'" "$w/$j.h1.log" \
 grep -q "did not all join within" "$w/$j.h0.log" || { echo "# host 0 did not say why"; ok=0; }
 if [ "$ok" -eq 0 ]; then sed 's/^/# h0: /' "$w/$j.h0.log"; sed 's/^/# h1: /' "$w/$j.h1.log"; fi
 tap $((1 - ok)) "a checkpoint folder of another job: its host refuses to start, naming it; the other fails at the join deadline"
+
+# 8. Steps that differ between hosts: KVS_EBADARG for every worker (each
+# host's own workers agree), then a commit of one step goes through; with
+# recovery and without.
+commit=$top_builddir/tests/dist_commit
+for opts in "--restarts 1" ""; do
+    j=bs$(echo "$opts" | tr -dc 0-9)
+    port=$(free_port) || exit 1
+    # shellcheck disable=SC2086
+    for r in 0 1; do
+        timeout -k 5 $((60 * slow)) "$kvsrun" -j "$j" -n 1 --nodes 2 --node-rank $r \
+            --coord "127.0.0.1:$port" --join-timeout $((10 * slow)) $opts \
+            "$commit" hoststep >"$w/$j.h$r.log" 2>&1 &
+        eval "h$r=\$!"
+        bg="$bg $!"
+    done
+    ok=1
+    wait "$h0"; b0=$?
+    wait "$h1"; b1=$?
+    [ "$b0" -eq 0 ] && [ "$b1" -eq 0 ] || { echo "# hosts exited $b0 and $b1"; ok=0; }
+    if [ "$ok" -eq 0 ]; then sed 's/^/# h0: /' "$w/$j.h0.log"; sed 's/^/# h1: /' "$w/$j.h1.log"; fi
+    tap $((1 - ok)) "steps that differ between hosts${opts:+ ($opts)}: KVS_EBADARG for every worker, naming a host; the next commit goes through"
+done

@@ -395,6 +395,7 @@ static int xcommit_marked(const struct daemon *d, const struct coll *c)
 }
 
 static void xcommit_progress(struct daemon *d, struct coll *c);
+static void commit_check(struct daemon *d, struct coll *c);
 
 /* Once decided and marked: this host's snapshot, and host 0 told. */
 static void xcommit_capture(struct daemon *d, struct coll *c)
@@ -490,6 +491,11 @@ static void xcommit_remote_arrive(struct daemon *d, int h, const struct kvs__wir
     if (m->b == XC_ARRIVE) {
         c->harrived[h] = 1;
         xcommit_step(d, c, h, (int64_t)m->a);
+        /* Host 0's own workers may all have left: it arrives for none. */
+        if (!c->sent && c->narrived >= job_expected(d)) {
+            commit_check(d, c);
+            return;
+        }
     } else {
         c->hack[h] = 1;
         if (m->b == XC_FAILED)
