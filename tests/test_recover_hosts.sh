@@ -7,7 +7,8 @@
 # every key equals, bit for bit, the same job's on one host without a
 # fault; restarts used up end both hosts with a clear message, no hang; a
 # checkpoint folder of another job is refused; steps that differ between
-# hosts fail a commit for every worker.
+# hosts fail a commit for every worker; a short kill loop across both
+# hosts ends with the values of a run without faults.
 # TAP output. Every case runs under its own `timeout`.
 set -u
 # shellcheck source=tests/lib.sh
@@ -21,9 +22,9 @@ steps=60
 every=10
 step_ms=25
 n_test=0
-echo "1..9"
+echo "1..10"
 if [ ! -x "$kvsrun" ] || [ ! -x "$kvsd" ] || [ ! -x "$train" ]; then
-    skip_all 9 "kvsrun, kvsd or tests/recover_train not built"
+    skip_all 10 "kvsrun, kvsd or tests/recover_train not built"
 fi
 private_runtime; [ -n "${KEEP:-}" ] && echo "# runtime $rt"
 KVSD=$kvsd
@@ -249,3 +250,32 @@ for opts in "--restarts 1" ""; do
     if [ "$ok" -eq 0 ]; then sed 's/^/# h0: /' "$w/$j.h0.log"; sed 's/^/# h1: /' "$w/$j.h1.log"; fi
     tap $((1 - ok)) "steps that differ between hosts${opts:+ ($opts)}: KVS_EBADARG for every worker, naming a host; the next commit goes through"
 done
+
+# 10. A kill loop across hosts: a worker or a kvsd of either host killed
+# every 1-2 s until the job ends; each host's kvsrun with its own folder.
+steps=200
+timeout -k 5 $((120 * slow)) "$kvsrun" -j base2 -n 4 "$train" $steps $every "$w/base2" \
+    >"$w/base2.log" 2>&1 || echo "# the run without faults failed"
+j=kl
+port=$(free_port) || exit 1
+host 0 $j 240 --restarts 20 --checkpoint "$w/kl0"
+host 1 $j 240 --restarts 20 --checkpoint "$w/kl1"
+kills=0
+while ! gone "$h0" && ! gone "$h1"; do
+    sleep "1.$(($(od -An -N1 -tu1 /dev/urandom) % 10))"
+    v=$(($(od -An -N1 -tu1 /dev/urandom) % 2))
+    if [ $(($(od -An -N1 -tu1 /dev/urandom) % 3)) -eq 0 ]; then
+        p=$(kvsd_of $j $v)
+    else
+        p=$(pid_of $j $((2 * v + $(od -An -N1 -tu1 /dev/urandom) % 2)))
+    fi
+    if [ -n "$p" ] && kill -KILL "$p" 2>/dev/null; then kills=$((kills + 1)); fi
+done
+ok=1
+wait "$h0"; l0=$?
+wait "$h1"; l1=$?
+[ "$l0" -eq 0 ] && [ "$l1" -eq 0 ] || { echo "# hosts exited $l0 and $l1"; ok=0; }
+cmp -s "$w/base2" "$w/$j.out0" || { echo "# values differ from the run without faults"; ok=0; }
+[ "$kills" -ge 2 ] || { echo "# only $kills kills"; ok=0; }
+if [ "$ok" -eq 0 ]; then sed 's/^/# h0: /' "$w/$j.h0.log"; sed 's/^/# h1: /' "$w/$j.h1.log"; fi
+tap $((1 - ok)) "a kill loop across hosts ($kills kills of workers and kvsd): the values of a run without faults"
