@@ -8,7 +8,8 @@
 # fault; restarts used up end both hosts with a clear message, no hang; a
 # checkpoint folder of another job is refused; steps that differ between
 # hosts fail a commit for every worker; a short kill loop across both
-# hosts ends with the values of a run without faults.
+# hosts ends with the values of a run without faults; a fault after one
+# host's workers have all ended: that host's kvsd restarts for the others.
 # TAP output. Every case runs under its own `timeout`.
 set -u
 # shellcheck source=tests/lib.sh
@@ -22,9 +23,9 @@ steps=60
 every=10
 step_ms=25
 n_test=0
-echo "1..10"
+echo "1..11"
 if [ ! -x "$kvsrun" ] || [ ! -x "$kvsd" ] || [ ! -x "$train" ]; then
-    skip_all 10 "kvsrun, kvsd or tests/recover_train not built"
+    skip_all 11 "kvsrun, kvsd or tests/recover_train not built"
 fi
 private_runtime; [ -n "${KEEP:-}" ] && echo "# runtime $rt"
 KVSD=$kvsd
@@ -279,3 +280,25 @@ cmp -s "$w/base2" "$w/$j.out0" || { echo "# values differ from the run without f
 [ "$kills" -ge 2 ] || { echo "# only $kills kills"; ok=0; }
 if [ "$ok" -eq 0 ]; then sed 's/^/# h0: /' "$w/$j.h0.log"; sed 's/^/# h1: /' "$w/$j.h1.log"; fi
 tap $((1 - ok)) "a kill loop across hosts ($kills kills of workers and kvsd): the values of a run without faults"
+
+# 11. A fault once host 1's workers have all ended (rank 0 lingers before
+# its final pull): host 1's kvsd rolls back too and its kvsrun starts it
+# again for host 0 to join; the job ends with the values of a run without
+# faults.
+steps=60
+KVS_TEST_LINGER_MS=$((6000 * slow))
+export KVS_TEST_LINGER_MS
+j=lg
+start $j --restarts 2
+unset KVS_TEST_LINGER_MS
+ok=1
+host1_done() { [ -z "$(pid_of $j 2)" ] && [ -z "$(pid_of $j 3)" ] && steps_done $j 0 $steps; }
+if wait_for 300 host1_done && p=$(kvsd_of $j 0) && [ -n "$p" ]; then
+    kill -KILL "$p"
+else
+    echo "# host 1's workers did not end first"; ok=0
+fi
+finish $j || ok=0
+grep -q "rolled back with another host of the job after this host's workers ended" \
+    "$w/$j.h1.log" || { echo "# host 1's kvsrun did not restart its kvsd"; ok=0; }
+tap $((1 - ok)) "host 0's kvsd killed after host 1's workers ended: host 1's kvsd restarts for it; the values of a run without faults"

@@ -197,6 +197,9 @@ int start_kvsd(struct run *r);
 
 /* Ends the kvsd kvsrun started. 0, or 1 when it could not be ended. */
 int stop_kvsd(struct run *r, int wait_first);
+/* Across hosts, this host's workers all ended well: a kvsd that rolls back
+ * with another host is started again, for the others to join. */
+void rejoin_ended(struct run *r);
 
 /* A recovery's first step: the kvsd gone, by its own exit (OWN_EXIT_NS)
  * or else SIGKILL. 0, or 1 when it outlived SIGKILL (said). */
