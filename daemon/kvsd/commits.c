@@ -737,6 +737,11 @@ int commits_apply(struct daemon *d, struct kvs__snapshot *s, const char *from,
         "workers", kvs__snapshot_nkeys(s), from, (long long)m->step, m->seq,
         m->sync ? "dist_sync" : "dist_async", (int)m->nworkers);
     kvs__snapshot_free(s);
+    /* Across hosts the checkpoint thread runs already: a commit restored
+     * from memory that the folder lacks is copied, as commits_start does
+     * on one host. */
+    if (d->ck && strcmp(from, d->snap_path) == 0 && !kvs__ckpt_has(d->o.checkpoint, d->commit_seq))
+        ckpt_post(d, d->commit_seq);
     return 0;
 }
 
