@@ -55,7 +55,6 @@
 #include "hosts.h"
 #include "rounds.h"
 #include "xcommits.h"
-#include "xrounds.h"
 
 #include "store/snapshot.h"
 
@@ -647,7 +646,8 @@ static int key_made(void *ctx, kvs_key_t key, const struct kvs__entry_info *info
         return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a restored key's rounds");
     r->done = rounds;
     r->restored = 1;
-    xrounds_restored(r);
+    if (r->ops && r->ops->restored)
+        r->ops->restored(r);
     /* The other hosts may name it now (a worker's init of it answers at
      * once, and says nothing to the links). */
     hosts_expect(d, info->bytes, info->ndim > 0 ? (uint64_t)info->shape[0] : 0);

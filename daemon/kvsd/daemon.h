@@ -367,11 +367,13 @@ struct fail_hook {
  * bridge.c registers it in d->round_ops at start-up): made, a key's rounds were made
  * (its state across hosts is made too: 0, or -ENOMEM); ready, a round
  * whose every push here is in, in a job across hosts (d->hx): its sums go
- * to the owners; freed, a key's rounds go. */
+ * to the owners; freed, a key's rounds go; restored, a key restored from
+ * a snapshot had its rounds counted (commits.c). */
 struct round_ops {
     int (*made)(struct daemon *d, struct round *rd);
     void (*ready)(struct daemon *d, struct round *rd);
     void (*freed)(struct round *rd);
+    void (*restored)(struct round *rd);
 };
 
 struct hosts;                          /* hosts.c */

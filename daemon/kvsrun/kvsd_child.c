@@ -388,33 +388,6 @@ int end_kvsd_now(struct run *r)
     return 0;
 }
 
-/* Across hosts, once this host's workers have all ended well, its kvsd
- * stays up for the other hosts' (they push keys it owns). When it leaves
- * with KVS__KVSD_EXIT_HOSTS, another host rolled back: it is started again
- * (not counted against --restarts), told that its workers are gone, so
- * that the others can join it and finish; at most 1 + --restarts times. */
-void rejoin_ended(struct run *r)
-{
-    for (int n = 0; r->o.nodes > 1 && r->recover && r->kvsd && n <= r->o.restarts; n++) {
-        pid_t old = r->kvsd;
-
-        wait_kvsd(r, kvs__now_ns() + HOSTS_LEAVE_NS, 1);
-        if (!r->kvsd_done || !WIFEXITED(r->kvsd_status)
-            || WEXITSTATUS(r->kvsd_status) != KVS__KVSD_EXIT_HOSTS)
-            return;
-        fprintf(stderr, "kvsrun: kvsd (pid %ld) rolled back with another host of the job after "
-                "this host's workers ended: restarted for the others to join (not counted "
-                "against --restarts)\n", (long)old);
-        remove_job_files(r);
-        r->gen++;
-        if (start_kvsd(r) != 0)
-            return;
-        for (int i = 0; i < r->nstarted; i++)
-            if (r->w[i].done)
-                tell_gone(r, i, exit_code(r->w[i].status));
-    }
-}
-
 /* Ends the kvsd kvsrun started: its own exit first when the job succeeded
  * (it leaves once every worker has), else SIGTERM at once, SIGKILL 2 s
  * later; one already in the kernel's exit is given the time it takes.

@@ -197,9 +197,6 @@ int start_kvsd(struct run *r);
 
 /* Ends the kvsd kvsrun started. 0, or 1 when it could not be ended. */
 int stop_kvsd(struct run *r, int wait_first);
-/* Across hosts, this host's workers all ended well: a kvsd that rolls back
- * with another host is started again, for the others to join. */
-void rejoin_ended(struct run *r);
 
 /* A recovery's first step: the kvsd gone, by its own exit (OWN_EXIT_NS)
  * or else SIGKILL. 0, or 1 when it outlived SIGKILL (said). */
@@ -211,6 +208,10 @@ int end_kvsd_now(struct run *r);
  * workers replaced; or, with restarts used up or the job stopping, the
  * restarts due dropped (said) and the job's failure begun. */
 void recover(struct run *r);
+
+/* Across hosts, this host's workers all ended well: a kvsd that rolls back
+ * with another host is started again, for the others to join. */
+void rejoin_ended(struct run *r);
 
 /* The restarts of the job, in one line, when any happened. */
 void restart_summary(const struct run *r);
