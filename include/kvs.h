@@ -620,16 +620,16 @@ KVS_API int kvs_barrier(kvs_t *kv);
  * calls it with the same step (KVS_EBADARG for all of them otherwise), after
  * its pushes and pulls of that step; it returns when kvsd holds the snapshot
  * (in shared memory, so that it outlives kvsd; with kvsrun --checkpoint DIR
- * also written to disk, see doc/recovery.md). A dist job that does not
+ * also written to disk, see doc/recovery.md; across hosts, every host's kvsd
+ * holds its own, the same point of the job). A dist job that does not
  * recover (no kvsrun --restarts or --checkpoint) has no use for a snapshot
  * and makes none: its commit is the collective and the step, so that the
  * same program runs under a plain kvsrun. In-process stores keep the
  * last snapshot in the process (nothing rolls them back; kvs_resume_step
  * then reports its step); a failed commit keeps the one before. Errors:
  * KVS_EBADARG (NULL kv, step < 0, steps that differ), KVS_ENOTSUP (a key
- * whose value the store keeps on a GPU, named in the detail; a dist job
- * across hosts that recovers), -ENOMEM, -errno writing the snapshot,
- * KVS_ERESTART, and those of every wait. */
+ * whose value the store keeps on a GPU, named in the detail), -ENOMEM,
+ * -errno writing the snapshot, KVS_ERESTART, and those of every wait. */
 KVS_API int kvs_commit(kvs_t *kv, int64_t step);
 
 /* The step of the snapshot this handle's store holds: that of the last

@@ -14,6 +14,9 @@
  *            naming the snapshot's step; then a commit at step 7
  *   step     resume_step must be $KVS_TEST_STEP
  *   badstep  rank R commits step R: KVS_EBADARG naming two ranks
+ *   hoststep across hosts of one worker each, rank R commits step R:
+ *            KVS_EBADARG for every worker, naming a host; then a commit of
+ *            one step succeeds
  * In dist_async the ranks push in turn, a barrier between, so that the
  * order of the updates is fixed too.
  */
@@ -181,6 +184,17 @@ static void badstep(void)
             kvs_err_name(rc), kvs_last_error(kv));
 }
 
+static void hoststep(void)
+{
+    int rc = kvs_commit(kv, rank);
+
+    if (rc != KVS_EBADARG || !strstr(kvs_last_error(kv), "host")
+        || !strstr(kvs_last_error(kv), "the workers must commit the same step"))
+        die("commit of steps differing between hosts: %s (%s), expected KVS_EBADARG naming "
+            "a host", kvs_err_name(rc), kvs_last_error(kv));
+    ok(kvs_commit(kv, 9), "commit of one step after");
+}
+
 int main(int argc, char **argv)
 {
     const char *type = argc > 2 ? argv[2] : "dist_sync";
@@ -198,6 +212,8 @@ int main(int argc, char **argv)
         resume_at();
     else if (strcmp(scenario, "badstep") == 0)
         badstep();
+    else if (strcmp(scenario, "hoststep") == 0)
+        hoststep();
     else
         die("unknown scenario");
     kvs_close(kv);

@@ -347,6 +347,7 @@ static void wire_one(const uint8_t *msg, size_t size)
     struct kvs__wire_proof pr;
     struct kvs__wire_verdict ve;
     struct kvs__wire_join jo;
+    int64_t step;
     static struct kvs__wire_place places[KVS__HOSTS_MAX];
     static unsigned char big[8 + 64 * KVS__HOSTS_MAX];
     struct kvs__wire_msg m;
@@ -391,9 +392,10 @@ static void wire_one(const uint8_t *msg, size_t size)
         kvs__wire_join_encode(&jo, re);
         CHECK(memcmp(re, pl, plen) == 0);
     }
-    if (plen >= 8 && (plen - 8) % 64 == 0 && (plen - 8) / 64 <= KVS__HOSTS_MAX
-        && kvs__wire_roster_decode(pl, plen, (uint32_t)((plen - 8) / 64), places, &e) == 0) {
-        kvs__wire_roster_encode(places, (uint32_t)((plen - 8) / 64), big);
+    if (plen >= 16 && (plen - 16) % 64 == 0 && (plen - 16) / 64 <= KVS__HOSTS_MAX
+        && kvs__wire_roster_decode(pl, plen, (uint32_t)((plen - 16) / 64), places, &step,
+                                   &e) == 0) {
+        kvs__wire_roster_encode(places, (uint32_t)((plen - 16) / 64), step, big);
         CHECK(memcmp(big, pl, plen) == 0);
     }
     for (int type = KVS__FRAME_PARTIAL; type < KVS__FRAME_TYPES; type++) {

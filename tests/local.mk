@@ -33,11 +33,13 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 # hand; kvsrun's restarts; a worker's handle when kvsd is replaced; the kill
 # loop (scripts/chaos, short); each fault under kvsrun with C workers; a
 # commit's snapshot written while rounds change its keys, and a kvsd killed
-# during the write.
+# during the write; the same across 2 hosts.
 TESTS += tests/test_recover_kvsd.sh tests/test_recover_run.sh tests/test_recover_client.sh \
-	tests/test_recover_loop.sh tests/test_recover_faults.sh tests/test_recover_cow.sh
+	tests/test_recover_loop.sh tests/test_recover_faults.sh tests/test_recover_cow.sh \
+	tests/test_recover_hosts.sh
 EXTRA_DIST += tests/test_recover_kvsd.sh tests/test_recover_run.sh tests/test_recover_client.sh \
 	tests/test_recover_loop.sh tests/test_recover_faults.sh tests/test_recover_cow.sh \
+	tests/test_recover_hosts.sh \
 	tests/recoverlib.sh
 check_PROGRAMS += tests/dist_commit tests/recover_worker tests/dist_restart tests/recover_train \
 	tests/recover_faults tests/dist_cow

@@ -16,6 +16,8 @@
  *            then renamed); each rank appends one line per step it ran to
  *            OUT.rankR, for the count of steps redone
  *   STEP_MS  milliseconds of "compute" per step (default 0)
+ * KVS_TEST_STORE=dist_async runs the same in dist_async; KVS_TEST_LINGER_MS=N
+ * has rank 0 wait N ms before its final pull (once, not after a restart).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -95,6 +97,12 @@ static int train(int64_t steps, int64_t every, int step_ms, FILE *log)
         if ((step % every == 0 || step == steps) && check(kvs_commit(kv, step), "commit"))
             return 1;
     }
+    /* KVS_TEST_LINGER_MS: rank 0 waits before its final pull, so that a
+     * fault may come once the other workers (another host's) have ended. */
+    if (rank == 0 && getenv("KVS_TEST_LINGER_MS") && !restarts)
+        nanosleep(&(struct timespec){ atoi(getenv("KVS_TEST_LINGER_MS")) / 1000,
+                                      (long)(atoi(getenv("KVS_TEST_LINGER_MS")) % 1000) * 1000000 },
+                  NULL);
     return check(kvs_pull(kv, NKEYS, keys, out, 0), "final pull");
 }
 
@@ -141,7 +149,10 @@ int main(int argc, char **argv)
         if (!grad[k] || !val[k])
             return 1;
     }
-    if ((rc = kvs_create("dist_sync", &kv)) != 0)
+    /* KVS_TEST_STORE=dist_async: the same job's pushes applied as they
+     * come (values then depend on their order: not for bit comparisons). */
+    if ((rc = kvs_create(getenv("KVS_TEST_STORE") ? getenv("KVS_TEST_STORE") : "dist_sync",
+                         &kv)) != 0)
         die("create", rc);
     while (train(steps, every, step_ms, log))
         ;

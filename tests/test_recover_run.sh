@@ -1,5 +1,5 @@
 #!/bin/sh
-# Description: kvsrun --restarts restarts a failed worker under its rank and environment and a kvsd that ended by itself, and fails the job plainly once the restarts are used up; --restarts 0 is the old behaviour; --stall-timeout kills a worker the others wait on (kvsctl status names it meanwhile); a worker of a 2-host job that ends without connecting does not hold the job up; --nodes 2 with --restarts is refused; --checkpoint makes its folder.
+# Description: kvsrun --restarts restarts a failed worker under its rank and environment and a kvsd that ended by itself, and fails the job plainly once the restarts are used up; --restarts 0 is the old behaviour; --stall-timeout kills a worker the others wait on (kvsctl status names it meanwhile); a worker of a 2-host job that ends without connecting does not hold the job up; a --join-timeout of 0 is refused; --checkpoint makes its folder.
 # TAP output. Programs: $top_builddir/daemon/kvsrun/kvsrun, daemon/kvsd/kvsd,
 # daemon/kvsctl/kvsctl and tests/recover_worker. Every job runs in a private
 # XDG_RUNTIME_DIR. Workers that must live through a kvsd restart are shell
@@ -160,12 +160,12 @@ expect_within 15000
 report "a 2-host job whose worker fails without connecting ends at once"
 
 next_job
-kvsr 20 -n 1 --nodes 2 --node-rank 0 --coord 127.0.0.1:1 --restarts 1 true
+kvsr 20 -n 1 --nodes 2 --node-rank 0 --coord 127.0.0.1:1 --restarts 1 --join-timeout 0 true
 expect_rc 2
-if ! grep -q 'kvsrun: --restarts: recovery across hosts is not yet supported' "$out"; then
+if ! grep -q "kvsrun: --join-timeout '0' is not a number of seconds above 0" "$out"; then
     fail "no clear refusal"
 fi
-report "--nodes 2 with --restarts is refused (2)"
+report "--join-timeout 0 is refused (2)"
 
 # ---- --checkpoint -------------------------------------------------------
 

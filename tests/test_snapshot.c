@@ -220,14 +220,19 @@ static uint64_t rounds_of(void *ctx, const struct kvs__entry_info *info)
 
 struct made_log {
     int calls, bad;
+    struct kvs__engine *eng;
 };
 
-static int made_cb(void *ctx, const struct kvs__entry_info *info, uint64_t rounds,
-                   struct kvs__err *e)
+static int made_cb(void *ctx, kvs_key_t key, const struct kvs__entry_info *info,
+                   uint64_t rounds, struct kvs__err *e)
 {
     struct made_log *m = ctx;
+    struct kvs__entry_info again;
 
     (void)e;
+    /* the key named is the one stored */
+    if (kvs__engine_lookup(m->eng, key, &again, e) != 0 || again.value != info->value)
+        m->bad++;
     m->calls++;
     if (rounds != rounds_of(NULL, info))
         m->bad++;
@@ -299,6 +304,7 @@ static void restore_and_compare(struct kvs__engine *eng, const struct kvs__snaps
     check_meta(kvs__snapshot_meta(s));
     assert_int_equal(kvs__snapshot_nkeys(s), NDT);
     OKE(kvs__engine_new(NULL, &back, &err));
+    m.eng = back;
     OKE(kvs__snapshot_restore(back, s, made_cb, &m, &err));
     assert_int_equal(m.calls, NDT);
     assert_int_equal(m.bad, 0);

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -451,6 +452,48 @@ static void test_rows_msgs(void **state)
 /* The most a message may carry within what a job declared: room for the
  * longest body, and the data each type carries; saturated at the head's
  * limit. */
+/* A join with the steps a host holds, and a roster with the step agreed,
+ * go and come back whole; steps out of bounds are refused. */
+static void test_join_roster(void **state)
+{
+    struct kvs__wire_join jn = { .port = 4747, .generation = 3, .nsteps = 2,
+                                 .steps = { 30, 20 } }, back;
+    struct kvs__wire_place places[2] = { { 2, 4747, "" }, { 3, 4848, "10.0.0.2" } }, got[2];
+    unsigned char p[KVS__WIRE_JOIN_BYTES], r[256];
+    struct kvs__err e = { 0, "" };
+    int64_t step = 0;
+
+    (void)state;
+    snprintf(jn.addr, sizeof jn.addr, "10.0.0.2");
+    kvs__wire_join_encode(&jn, p);
+    assert_int_equal(kvs__wire_join_decode(p, sizeof p, &back, &e), 0);
+    assert_int_equal(back.port, 4747);
+    assert_int_equal(back.generation, 3);
+    assert_int_equal(back.nsteps, 2);
+    assert_true(back.steps[0] == 30 && back.steps[1] == 20 && back.steps[2] == 0);
+    assert_string_equal(back.addr, "10.0.0.2");
+    jn.steps[1] = -5;                  /* a negative step */
+    kvs__wire_join_encode(&jn, p);
+    assert_int_equal(kvs__wire_join_decode(p, sizeof p, &back, &e), KVS_EPROTO);
+    jn.steps[1] = 20;
+    jn.nsteps = KVS__WIRE_JOIN_STEPS + 1;   /* more steps than a join holds */
+    kvs__wire_join_encode(&jn, p);
+    assert_int_equal(kvs__wire_join_decode(p, sizeof p, &back, &e), KVS_EPROTO);
+
+    assert_true(kvs__wire_roster_bytes(2) <= sizeof r);
+    kvs__wire_roster_encode(places, 2, 20, r);
+    assert_int_equal(kvs__wire_roster_decode(r, kvs__wire_roster_bytes(2), 2, got, &step, &e),
+                     0);
+    assert_true(step == 20 && got[1].nworkers == 3 && got[1].port == 4848);
+    kvs__wire_roster_encode(places, 2, -1, r);
+    assert_int_equal(kvs__wire_roster_decode(r, kvs__wire_roster_bytes(2), 2, got, &step, &e),
+                     0);
+    assert_true(step == -1);
+    kvs__wire_roster_encode(places, 2, -2, r);
+    assert_int_equal(kvs__wire_roster_decode(r, kvs__wire_roster_bytes(2), 2, got, &step, &e),
+                     KVS_EPROTO);
+}
+
 static void test_bounds(void **state)
 {
     struct kvs__wire_bounds b = { .value = 4096, .pieces = 2, .states = 100 };
@@ -508,6 +551,7 @@ int main(void)
         cmocka_unit_test(test_states),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_rows_msgs),
+        cmocka_unit_test(test_join_roster),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -243,6 +243,7 @@ static void on_link_end(struct daemon *d, const struct inmsg *im)
 {
     if (d->host_out[im->host] != HOST_ENDED) {
         d->host_out[im->host] = HOST_ENDED;
+        d->rollback_host = im->type != LINK_BAD;
         job_fail(d, im->type == LINK_BAD ? KVS_EPROTO : KVS_EPEERDEAD, "%s", im->why);
     }
 }
@@ -390,7 +391,8 @@ void bridge_async_push(struct daemon *d, struct req *r)
 void bridge_init(struct daemon *d)
 {
     static const struct fail_hook hook = { bridge_fail, forwards_fail };
-    static const struct round_ops ops = { xrounds_new, xrounds_ready, xrounds_free };
+    static const struct round_ops ops = { xrounds_new, xrounds_ready, xrounds_free,
+                                          xrounds_restored };
 
     job_hook(d, &hook);
     d->round_ops = &ops;

@@ -127,6 +127,7 @@ static void coll_unlink(struct daemon *d, struct coll *c)
 
 static void coll_free(struct coll *c)
 {
+    free(c->why);
     free((char *)c->key.name);
     kvs__mem_free(c->value_dev, c->value);
     free(c);
@@ -137,7 +138,7 @@ static struct coll *coll_new(struct daemon *d, uint8_t op, kvs_key_t key)
 {
     int str = op == KVS__OP_INIT && key.name != NULL;
     size_t nw = (size_t)d->nworkers, nh = d->hx ? (size_t)d->nhosts : 0;
-    struct coll *c = calloc(1, sizeof *c + nw + nh);
+    struct coll *c = calloc(1, sizeof *c + nw + 3 * nh);
 
     if (!c || (str && !(c->key.name = strdup(key.name)))) {
         free(c);
@@ -146,6 +147,9 @@ static struct coll *coll_new(struct daemon *d, uint8_t op, kvs_key_t key)
     c->op = op;
     c->key.id = op == KVS__OP_INIT && !str ? key.id : 0;
     c->harrived = c->arrived + nw;
+    c->hmark = c->harrived + nh;
+    c->hack = c->hmark + nh;
+    c->step = KVS__COMMIT_ANY;
     c->value_rank = INT_MAX;
     if (coll_link(d, c) != 0) {
         coll_free(c);
@@ -300,6 +304,234 @@ static int pushes_unapplied(const struct daemon *d)
     return 0;
 }
 
+/* ---- a commit across hosts ----------------------------------------------
+ *
+ * Through host 0, as the other collectives, in three steps, so that no
+ * host's snapshot holds a round another host's does not and no worker
+ * goes on before every host has its snapshot:
+ *   arrive:   a host whose workers have all come with one step, their pushes
+ *             applied, tells host 0 (ARRIVE, a = the step, b = 0; a = -1:
+ *             its workers' steps differ);
+ *   capture:  host 0, once every host has, tells them all (DONE, b = 0; a
+ *             failure: status, and every worker gets it); each host then
+ *             tells every other one (ARRIVE, b = 2: a mark), and captures its
+ *             snapshot once it has the marks of all (every frame they sent
+ *             before, a round's value too, is in: links keep their order;
+ *             host 0's DONE is its mark) and tells host 0 (ARRIVE, b = 1;
+ *             b = 3: its capture failed);
+ *   answer:   host 0, once every host has captured, tells them all (DONE,
+ *             b = 1), and each answers its workers.
+ * A host that dies meanwhile rolls the job back everywhere, to the newest
+ * commit every host holds (xcommits.c). */
+enum { XC_ARRIVE = 0, XC_CAPTURED = 1, XC_MARK = 2, XC_FAILED = 3 };
+
+static void xcommit_tell(struct daemon *d, int type, int64_t step, uint64_t phase, int status,
+                         const char *why, int to)
+{
+    struct kvs__wire_msg m = { .op = KVS__OP_COMMIT, .a = (uint64_t)step, .b = phase,
+                               .status = status };
+    struct frame *f;
+
+    if (status) {
+        m.data = why;
+        m.len = strlen(why);
+    }
+    if (!(f = hosts_frame_new(d, type, &m, NULL))) {
+        job_fail(d, -ENOMEM, "kvsd: out of memory for a commit");
+        return;
+    }
+    hosts_post(d, f, to);
+}
+
+/* c ends here: its workers answered with status (why). */
+static void xcommit_end(struct daemon *d, struct coll *c, int status, const char *why)
+{
+    coll_unlink(d, c);
+    if (status == 0)
+        d->st.collectives++;
+    answer_complete_list(d, c->reqs, status, status ? why : NULL);
+    coll_free(c);
+}
+
+static void xcommit_note(struct coll *c, int status, const char *why)
+{
+    if (c->status == 0) {
+        c->status = status;
+        c->why = strdup(why);
+    }
+}
+
+/* Host 0: a host's arrival with step (KVS__COMMIT_ANY: it has no worker
+ * in it), kept or found to differ. */
+static void xcommit_step(struct daemon *d, struct coll *c, int h, int64_t step)
+{
+    char why[KVS__MSG_MAX];
+
+    if (step == KVS__COMMIT_ANY || c->status)
+        return;
+    if (step < 0) {
+        snprintf(why, sizeof why, "kvs_commit: the workers of %s committed different steps: "
+                 "the workers must commit the same step; nothing committed",
+                 h == 0 ? "host 0" : hosts_name(d, h));
+        xcommit_note(c, KVS_EBADARG, why);
+    } else if (c->step == KVS__COMMIT_ANY) {
+        c->step = step;
+    } else if (c->step != step) {
+        snprintf(why, sizeof why, "kvs_commit: %s committed step %lld, another host step "
+                 "%lld: the workers must commit the same step; nothing committed",
+                 h == 0 ? "host 0" : hosts_name(d, h), (long long)step, (long long)c->step);
+        xcommit_note(c, KVS_EBADARG, why);
+    }
+}
+
+/* 1 when every other host (but host 0, whose DONE marks) has marked, or
+ * left. */
+static int xcommit_marked(const struct daemon *d, const struct coll *c)
+{
+    for (int h = 1; h < d->nhosts; h++)
+        if (h != d->me && !c->hmark[h] && !d->host_out[h])
+            return 0;
+    return 1;
+}
+
+static void xcommit_progress(struct daemon *d, struct coll *c);
+static void commit_check(struct daemon *d, struct coll *c);
+
+/* Once decided and marked: this host's snapshot, and host 0 told. */
+static void xcommit_capture(struct daemon *d, struct coll *c)
+{
+    struct kvs__err e = { 0, "" };
+
+    if (c->phase != 1 || !xcommit_marked(d, c))
+        return;
+    c->phase = 2;
+    if (commits_make(d, c->step, &e) != 0)
+        xcommit_note(c, e.code, e.msg);
+    if (d->me != 0)
+        xcommit_tell(d, KVS__FRAME_ARRIVE, c->step, c->status ? XC_FAILED : XC_CAPTURED,
+                     0, NULL, 0);
+    else
+        xcommit_progress(d, c);
+}
+
+/* Host 0: what c waits for next, and the DONEs once it has it. */
+static void xcommit_progress(struct daemon *d, struct coll *c)
+{
+    for (int h = 1; h < d->nhosts; h++)
+        if (!d->host_out[h] && !(c->phase == 0 ? c->harrived[h] : c->hack[h]))
+            return;
+    if (c->phase == 0 && !c->sent)
+        return;
+    if (c->phase == 0) {
+        if (c->status) {
+            xcommit_tell(d, KVS__FRAME_DONE, c->step, XC_ARRIVE, c->status, c->why, HOSTS_IN);
+            xcommit_end(d, c, c->status, c->why);
+            return;
+        }
+        if (c->step == KVS__COMMIT_ANY) {   /* no worker anywhere: nothing to commit */
+            xcommit_end(d, c, 0, NULL);
+            return;
+        }
+        xcommit_tell(d, KVS__FRAME_DONE, c->step, XC_ARRIVE, 0, NULL, HOSTS_IN);
+        c->phase = 1;
+        xcommit_capture(d, c);
+        return;
+    }
+    if (c->phase == 2) {
+        xcommit_tell(d, KVS__FRAME_DONE, c->step, XC_CAPTURED, c->status, c->why ? c->why : "",
+                     HOSTS_IN);
+        xcommit_end(d, c, c->status, c->why);
+    }
+}
+
+/* This host's workers have all come with step (-1: steps that differ,
+ * said in e; KVS__COMMIT_ANY: none here), their pushes applied. */
+static void xcommit_arrived(struct daemon *d, struct coll *c, int64_t step,
+                            const struct kvs__err *e)
+{
+    c->sent = 1;
+    if (d->me != 0) {
+        c->step = step;
+        if (step == -1)
+            xcommit_note(c, KVS_EBADARG, e->msg);
+        xcommit_tell(d, KVS__FRAME_ARRIVE, step, XC_ARRIVE, 0, NULL, 0);
+        return;
+    }
+    if (step == -1)
+        xcommit_note(c, KVS_EBADARG, e->msg);
+    else
+        xcommit_step(d, c, 0, step);
+    xcommit_progress(d, c);
+}
+
+/* Another host's ARRIVE of a commit: at host 0 an arrival or a capture,
+ * anywhere a mark. */
+static void xcommit_remote_arrive(struct daemon *d, int h, const struct kvs__wire_msg *m)
+{
+    kvs_key_t none = { 0 };
+    struct coll *c = coll_find(d, KVS__OP_COMMIT, none);
+
+    if (m->b == XC_MARK) {
+        if (c)
+            c->hmark[h] = 1;
+        if (c)
+            xcommit_capture(d, c);
+        return;
+    }
+    if (d->me != 0 || m->b > XC_FAILED || (m->b != XC_ARRIVE && (!c || c->phase == 0))
+        || (m->b == XC_ARRIVE && c && c->harrived[h])) {
+        job_fail(d, KVS_EPROTO, "%s broke the protocol: a commit's message out of place",
+                 hosts_name(d, h));
+        return;
+    }
+    if (!c && !(c = coll_new(d, KVS__OP_COMMIT, none))) {
+        job_fail(d, -ENOMEM, "kvsd: out of memory for a collective");
+        return;
+    }
+    if (m->b == XC_ARRIVE) {
+        c->harrived[h] = 1;
+        xcommit_step(d, c, h, (int64_t)m->a);
+        /* Host 0's own workers may all have left: it arrives for none. */
+        if (!c->sent && c->narrived >= job_expected(d)) {
+            commit_check(d, c);
+            return;
+        }
+    } else {
+        c->hack[h] = 1;
+        if (m->b == XC_FAILED)
+            xcommit_note(c, -EIO, "kvs_commit: another host could not capture its "
+                         "snapshot: nothing committed there (see its kvsd's log)");
+    }
+    xcommit_progress(d, c);
+}
+
+/* Host 0's DONE of a commit: capture (b = 0), or answer (b = 1). */
+static void xcommit_remote_done(struct daemon *d, const struct kvs__wire_msg *m)
+{
+    kvs_key_t none = { 0 };
+    struct coll *c = coll_find(d, KVS__OP_COMMIT, none);
+    char text[KVS__WIRE_TEXT_MAX + 1];
+
+    if (!c || !c->sent || (m->b == XC_CAPTURED ? c->phase != 2 : c->phase != 0)) {
+        if (job_expected(d) == 0)
+            return;                    /* every worker here has left */
+        job_fail(d, KVS_EPROTO, "host 0 broke the protocol: a commit's end out of place");
+        return;
+    }
+    if (m->status != 0) {
+        xcommit_end(d, c, m->status, kvs__wire_msg_text(m, text));
+        return;
+    }
+    if (m->b == XC_CAPTURED) {
+        xcommit_end(d, c, c->status, c->why);
+        return;
+    }
+    c->step = (int64_t)m->a;
+    c->phase = 1;
+    xcommit_tell(d, KVS__FRAME_ARRIVE, c->step, XC_MARK, 0, NULL, HOSTS_IN);
+    xcommit_capture(d, c);
+}
+
 /* A commit whose workers have all come: steps that differ fail it for
  * all; else, once every push taken before it is applied, the snapshot is
  * made (commits.c) and every worker answered. */
@@ -320,11 +552,17 @@ static void commit_check(struct daemon *d, struct coll *c)
                       (long long)r->s.arg);
             break;
         }
+    if (c->sent)                       /* across hosts: this host's part is done */
+        return;
     if (e.code == 0 && f && pushes_unapplied(d)) {
         d->commit_waits = 1;           /* colls_commit_check, each serve pass */
         return;
     }
     d->commit_waits = 0;
+    if (d->hx) {
+        xcommit_arrived(d, c, e.code ? -1 : f ? (int64_t)f->s.arg : KVS__COMMIT_ANY, &e);
+        return;
+    }
     coll_unlink(d, c);
     if (e.code == 0 && f)
         rc = commits_make(d, (int64_t)f->s.arg, &e);
@@ -501,11 +739,6 @@ void colls_arrive(struct daemon *d, struct req *r)
 {
     struct coll *c;
 
-    if (r->s.op == KVS__OP_COMMIT && d->hx) {
-        answer_complete(d, r, KVS_ENOTSUP, "kvs_commit: commits of a job across hosts are "
-                        "not supported yet");
-        return;
-    }
     if (r->s.op == KVS__OP_INIT && init_restored(d, r))
         return;
     c = coll_find(d, r->s.op, req_key(&r->s));
@@ -547,7 +780,13 @@ void colls_arrive(struct daemon *d, struct req *r)
 
 void colls_remote_arrive(struct daemon *d, int h, const struct kvs__wire_msg *m)
 {
-    struct coll *c = coll_find(d, m->op, m->key);
+    struct coll *c;
+
+    if (m->op == KVS__OP_COMMIT) {
+        xcommit_remote_arrive(d, h, m);
+        return;
+    }
+    c = coll_find(d, m->op, m->key);
 
     if (d->me != 0 || (c && c->harrived[h])) {
         job_fail(d, KVS_EPROTO, "%s broke the protocol: %s", hosts_name(d, h),
@@ -570,6 +809,10 @@ void colls_remote_done(struct daemon *d, int h, const struct kvs__wire_msg *m)
     const struct req *f = NULL;
     struct kvs__err e = { 0, "" };
 
+    if (m->op == KVS__OP_COMMIT && h == 0) {
+        xcommit_remote_done(d, m);
+        return;
+    }
     if (h != 0 || !c || !c->sent) {
         if (job_expected(d) == 0)
             return;                    /* every worker here has left: nothing waits on it */

@@ -52,7 +52,9 @@
 #include <unistd.h>
 
 #include "commits.h"
+#include "hosts.h"
 #include "rounds.h"
+#include "xcommits.h"
 
 #include "store/snapshot.h"
 
@@ -572,13 +574,13 @@ int commits_make(struct daemon *d, int64_t step, struct kvs__err *e)
         d->resume_step = step;
         return 0;
     }
-    if (d->nhosts > 1 || d->o.nhosts > 1)
-        return kvs__fail(e, KVS_ENOTSUP, "kvs_commit: commits of a job across hosts are not "
-                         "supported yet");
     /* The commit before is written first: one capture at a time, and the
-     * new one's seq follows the last one claimed. */
+     * new one's seq follows the last one claimed. Across hosts it stays
+     * beside the new one (xcommits.c). */
     if ((rc = snap_wait(d, 1, e)) != 0)
         return rc;
+    if (d->o.nhosts > 1)
+        xcommits_keep_last(d);
     m.seq = d->commit_seq + 1;
     if ((rc = kvs__engine_foreach(d->eng, on_host, &w, e)) != 0)
         return rc;
@@ -634,17 +636,21 @@ int commits_force(struct daemon *d, struct kvs__err *e)
 
 /* A restored key: its rounds made as a first push or pull makes them,
  * with the rounds the snapshot counted as applied. */
-static int key_made(void *ctx, const struct kvs__entry_info *info, uint64_t rounds,
-                    struct kvs__err *e)
+static int key_made(void *ctx, kvs_key_t key, const struct kvs__entry_info *info,
+                    uint64_t rounds, struct kvs__err *e)
 {
     struct daemon *d = ctx;
-    kvs_key_t none = { 0 };
-    struct round *r = rounds_of(d, info, none);
+    struct round *r = rounds_of(d, info, key);
 
     if (!r)
         return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a restored key's rounds");
     r->done = rounds;
     r->restored = 1;
+    if (r->ops && r->ops->restored)
+        r->ops->restored(r);
+    /* The other hosts may name it now (a worker's init of it answers at
+     * once, and says nothing to the links). */
+    hosts_expect(d, info->bytes, info->ndim > 0 ? (uint64_t)info->shape[0] : 0);
     return 0;
 }
 
@@ -689,7 +695,10 @@ static int same_job(const struct daemon *d, const struct kvs__snap_meta *m, cons
     if (strcmp(m->job, d->o.job) != 0)
         return kvs__fail(e, KVS_EBADARG, "restore: %s is a snapshot of job '%s', not '%s'",
                          from, m->job, d->o.job);
-    if (d->o.nworkers && m->nworkers != d->o.nworkers)
+    if (d->o.nhosts > 1 && m->nworkers != d->total)
+        return kvs__fail(e, KVS_EBADARG, "restore: %s is a snapshot of a job of %d workers, "
+                         "not %d (the hosts' workers)", from, (int)m->nworkers, d->total);
+    if (d->o.nhosts <= 1 && d->o.nworkers && m->nworkers != d->o.nworkers)
         return kvs__fail(e, KVS_EBADARG, "restore: %s is a snapshot of a job of %d workers, "
                          "not %d (--workers)", from, (int)m->nworkers, d->o.nworkers);
     if (m->nworkers < 1 || m->nworkers > MAX_WORKERS || (m->sync != 0 && m->sync != 1))
@@ -698,29 +707,21 @@ static int same_job(const struct daemon *d, const struct kvs__snap_meta *m, cons
     return 0;
 }
 
-static int restore(struct daemon *d, struct kvs__err *e)
+int commits_apply(struct daemon *d, struct kvs__snapshot *s, const char *from,
+                  struct kvs__err *e)
 {
-    struct kvs__snapshot *s = NULL;
-    const struct kvs__snap_meta *m;
-    char from[sizeof d->restored_from];
+    const struct kvs__snap_meta *m = kvs__snapshot_meta(s);
     int rc;
 
-    if ((rc = find_snapshot(d, &s, from, sizeof from, e)) != 0)
-        return rc;
-    if (!s) {
-        say(d, "restore: no snapshot of job '%s' (%s%s%s): starting with an empty store",
-            d->o.job, d->snap_path, d->o.checkpoint ? ", " : "",
-            d->o.checkpoint ? d->o.checkpoint : "");
-        return 0;
-    }
-    m = kvs__snapshot_meta(s);
     if ((rc = same_job(d, m, from, e)) != 0) {
         kvs__snapshot_free(s);
         return rc;
     }
     /* The job's size and mode are the snapshot's: workers of another are
-     * refused at their hello (accept.c), and the rounds need the size. */
-    d->nworkers = d->total = m->nworkers;
+     * refused at their hello (accept.c), and the rounds need the size.
+     * Across hosts the size is the roster's, which same_job checked. */
+    if (d->o.nhosts <= 1)
+        d->nworkers = d->total = m->nworkers;
     d->sync = m->sync;
     if ((rc = kvs__snapshot_restore(d->eng, s, key_made, d, e)) != 0) {
         kvs__snapshot_free(s);
@@ -736,7 +737,29 @@ static int restore(struct daemon *d, struct kvs__err *e)
         "workers", kvs__snapshot_nkeys(s), from, (long long)m->step, m->seq,
         m->sync ? "dist_sync" : "dist_async", (int)m->nworkers);
     kvs__snapshot_free(s);
+    /* Across hosts the checkpoint thread runs already: a commit restored
+     * from memory that the folder lacks is copied, as commits_start does
+     * on one host. */
+    if (d->ck && strcmp(from, d->snap_path) == 0 && !kvs__ckpt_has(d->o.checkpoint, d->commit_seq))
+        ckpt_post(d, d->commit_seq);
     return 0;
+}
+
+static int restore(struct daemon *d, struct kvs__err *e)
+{
+    struct kvs__snapshot *s = NULL;
+    char from[sizeof d->restored_from];
+    int rc;
+
+    if ((rc = find_snapshot(d, &s, from, sizeof from, e)) != 0)
+        return rc;
+    if (!s) {
+        say(d, "restore: no snapshot of job '%s' (%s%s%s): starting with an empty store",
+            d->o.job, d->snap_path, d->o.checkpoint ? ", " : "",
+            d->o.checkpoint ? d->o.checkpoint : "");
+        return 0;
+    }
+    return commits_apply(d, s, from, e);
 }
 
 /* Links of commits a kvsd that rolled back left uncopied, and a snapshot
@@ -837,7 +860,11 @@ int commits_start(struct daemon *d, struct kvs__err *e)
     if (env && strcmp(env, "1") == 0)
         d->o.checkpoint_sync = 1;
     drop_links(d);
-    if (d->o.restore && (rc = restore(d, e)) != 0)
+    /* Across hosts the hosts agree on the step first (xcommits.c). */
+    if (d->o.nhosts > 1 && d->o.restore) {
+        if ((rc = xcommits_held(d, e)) != 0)
+            return rc;
+    } else if (d->o.restore && (rc = restore(d, e)) != 0)
         return rc;
     if (d->o.recover && (rc = snap_thread_start(d, e)) != 0)
         return rc;
@@ -894,6 +921,8 @@ void commits_stop(struct daemon *d, int done)
         d->ck = NULL;
     }
     /* The job is over: its snapshot would only hold memory. */
-    if (done && d->snap_path[0])
+    if (done && d->snap_path[0]) {
         unlink(d->snap_path);
+        xcommits_drop_kept(d);
+    }
 }

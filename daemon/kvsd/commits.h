@@ -17,13 +17,21 @@
  * snapshot that does not load). */
 int commits_start(struct daemon *d, struct kvs__err *e);
 
+/* Restores the snapshot s (opened from the file from), which it frees: a
+ * snapshot of another job is refused (KVS_EBADARG, naming what differs).
+ * 0, or the error (the engine may then hold some keys). Serve thread,
+ * before any worker is served. */
+struct kvs__snapshot;
+int commits_apply(struct daemon *d, struct kvs__snapshot *s, const char *from,
+                  struct kvs__err *e);
+
 /* The commit at step, every worker's pushes before it applied: the
  * snapshot captured and handed to the writer thread, which writes it,
  * then claims it (d->resume_step, d->commit_seq: commits_poll) and hands
  * the copy into the checkpoint directory to its thread. With
  * checkpoint_sync, written and copied before it returns, as without a
- * writer. 0, or the error (KVS_ENOTSUP: a key on a GPU, a job across
- * hosts; -errno writing the file in sync), which changes no earlier
+ * writer. 0, or the error (KVS_ENOTSUP: a key on a GPU; -errno
+ * writing the file in sync), which changes no earlier
  * commit. Serve thread. */
 int commits_make(struct daemon *d, int64_t step, struct kvs__err *e);
 

@@ -291,8 +291,17 @@ struct coll {
     int value_rank;                    /* a device init came from); that rank, INT_MAX:
                                         * none yet */
     unsigned char *harrived;           /* per host, in the same allocation */
+    unsigned char *hmark, *hack;       /* COMMIT across hosts, per host: its mark (every
+                                        * frame it sent before is in), its capture made */
+    int64_t step;                      /* COMMIT across hosts: the step (host 0: the
+                                        * first host's), KVS__COMMIT_ANY: none yet */
+    int phase;                         /* COMMIT across hosts: 0 arriving, 1 decided
+                                        * (capture once marked), 2 captured */
+    int status;                        /* ... a mismatch's or a capture's failure */
+    char *why;                         /* and its message (malloc'd) */
     unsigned char arrived[];           /* per worker; in the same allocation */
 };
+#define KVS__COMMIT_ANY (-2)           /* no worker of the host made the commit */
 
 /* A control connection, checked by the socket thread, waiting for its
  * answer from the serve thread. */
@@ -363,11 +372,13 @@ struct fail_hook {
  * bridge.c registers it in d->round_ops at start-up): made, a key's rounds were made
  * (its state across hosts is made too: 0, or -ENOMEM); ready, a round
  * whose every push here is in, in a job across hosts (d->hx): its sums go
- * to the owners; freed, a key's rounds go. */
+ * to the owners; freed, a key's rounds go; restored, a key restored from
+ * a snapshot had its rounds counted (commits.c). */
 struct round_ops {
     int (*made)(struct daemon *d, struct round *rd);
     void (*ready)(struct daemon *d, struct round *rd);
     void (*freed)(struct round *rd);
+    void (*restored)(struct round *rd);
 };
 
 struct hosts;                          /* hosts.c */
@@ -428,6 +439,13 @@ struct daemon {
     int commit_waits;                  /* a commit's workers have all come: it waits
                                         * for their pushes (colls_commit_check) */
     char restored_from[PATH_MAX + 80]; /* the snapshot file restored at start, or "" */
+    int64_t held_steps[KVS__WIRE_JOIN_STEPS];  /* across hosts, --restore: the steps of
+                                        * the snapshots this host holds whole, newest */
+    int nheld;                         /* first, offered in its join */
+    int64_t agreed_step;               /* the step every host restores (the roster's);
+                                        * -1: none, an empty store */
+    int rollback_host;                 /* the roll back is another host's (its link
+                                        * ended): kvsd exits KVS__KVSD_EXIT_HOSTS */
     struct ckpt *ck;                   /* the checkpoint thread (--checkpoint), or NULL */
     struct snapw *sw;                  /* the snapshot writer thread (--recover), or NULL */
     uint64_t snap_writing;             /* the commit it writes now; 0: none */

@@ -213,6 +213,9 @@ void forwards_push(struct daemon *d, struct req *r)
 void forwards_on_value(struct daemon *d, struct inmsg *im, const struct kvs__wire_msg *m,
                        struct round *rd, const char *text)
 {
+    /* A value held by the snapshot being written is copied aside first. */
+    if (m->status == 0)
+        daemon_keep_value(d, rd);
     if (m->status == 0 && m->rows)
         xrows_write(rd, m);
     else if (m->status == 0)

@@ -65,6 +65,14 @@ static _Noreturn void rollback(struct daemon *d, const char *why)
 {
     if (d->snap_finish)
         d->snap_finish(d);
+    if (d->rollback_host) {
+        /* Across hosts: that host rolls back too; every host restarts. */
+        say(d, "%s: rolling back with it to the newest commit every host holds", why);
+        kvs__tr_instant(KVS__TR_JOB_FAILED, NULL, KVS_EPEERDEAD, why);
+        if (d->listen_fd >= 0)
+            unlink(d->sock_path);
+        _exit(KVS__KVSD_EXIT_HOSTS);
+    }
     if (d->resume_step >= 0)
         say(d, "worker %s: rolling back to the last commit, step %lld", why,
             (long long)d->resume_step);

@@ -8,7 +8,13 @@
  * said) and then says where it listens itself (JOIN). Once every host has
  * joined, host 0 sends each the roster: every host's address and number of
  * workers. Then host r connects to hosts 1..r-1 and takes the connections
- * of hosts r+1..n-1, each authenticated the same way. Only one connection
+ * of hosts r+1..n-1, each authenticated the same way.
+ *
+ * In a job that recovers, a join also offers the steps of the snapshots
+ * the host holds whole (d->held_steps), and host 0's roster names the
+ * newest step every host holds (d->agreed_step, -1: none), which each
+ * host restores: a roll back anywhere ends every host's kvsd, and their
+ * successors meet here again. Only one connection
  * is in a handshake at a time and the listen backlog is short, so a port
  * scan or an idle connection costs a bounded wait and holds nothing. The
  * listener closes once the mesh is whole: no connection is taken later.
@@ -87,6 +93,7 @@ static void peer_addr(int fd, char *out, size_t size)
 
 /* What a join's steps share. */
 struct joining {
+    const struct daemon *d;
     const struct kvs__secret *sec;
     struct kvs__host_id me;
     int64_t deadline;
@@ -96,7 +103,48 @@ struct joining {
     size_t rbytes;
     int n, rank;                       /* the job's hosts, and this one's rank */
     struct join_peer *peers;           /* [n] */
+    int64_t common[KVS__WIRE_JOIN_STEPS];  /* host 0: the steps every host joined so */
+    int ncommon;                       /* far holds */
 };
+
+/* Host 0: the steps held keep those the join jn also offers. */
+static void keep_common(struct joining *j, const struct kvs__wire_join *jn)
+{
+    int k = 0;
+
+    for (int i = 0; i < j->ncommon; i++)
+        for (uint32_t t = 0; t < jn->nsteps; t++)
+            if (jn->steps[t] == j->common[i]) {
+                j->common[k++] = j->common[i];
+                break;
+            }
+    j->ncommon = k;
+}
+
+/* Host 0: what a host's join offered, said (kvsd's log): its restarts, and
+ * the steps of the snapshots it holds. */
+static void say_held(const struct daemon *d, uint32_t from, const struct kvs__wire_join *jn)
+{
+    char steps[32 * KVS__WIRE_JOIN_STEPS] = "";
+    size_t o = 0;
+
+    for (uint32_t i = 0; i < jn->nsteps; i++)
+        o += (size_t)snprintf(steps + o, sizeof steps - o, "%s%lld", i ? ", " : "",
+                              (long long)jn->steps[i]);
+    say(d, "host %u joined: generation %u, holding the commits of step%s %s", (unsigned)from,
+        (unsigned)jn->generation, jn->nsteps == 1 ? "" : "s", jn->nsteps ? steps : "(none)");
+}
+
+/* Host 0: the newest step every host holds, -1 for none. */
+static int64_t agreed(const struct joining *j)
+{
+    int64_t best = -1;
+
+    for (int i = 0; i < j->ncommon; i++)
+        if (j->common[i] > best)
+            best = j->common[i];
+    return best;
+}
 
 /* At host 0, the join frame that follows a handshake (from, of nw
  * workers, at addr), into the roster. */
@@ -115,6 +163,9 @@ static int take_join(struct joining *j, int fd, uint32_t from, uint32_t nw, cons
         rc = kvs__fail(why, KVS_EPROTO, "a join of host %u from host %u",
                        (unsigned)again, (unsigned)from);
     if (rc == 0) {
+        if (jn.generation || jn.nsteps)
+            say_held(j->d, from, &jn);
+        keep_common(j, &jn);
         j->roster[from].nworkers = nw;
         j->roster[from].port = jn.port;
         snprintf(j->roster[from].addr, sizeof j->roster[from].addr, "%s",
@@ -188,7 +239,8 @@ static int join_host0(struct daemon *d, struct joining *j, struct kvs__err *e)
     for (int i = 1; i < j->n; i++)
         if ((rc = take_one(d, j, e)) != 0)
             return join_failed(d, j, rc, e);
-    kvs__wire_roster_encode(j->roster, (uint32_t)j->n, j->rbuf);
+    d->agreed_step = agreed(j);
+    kvs__wire_roster_encode(j->roster, (uint32_t)j->n, d->agreed_step, j->rbuf);
     for (int i = 1; i < j->n; i++)
         if ((rc = kvs__frame_write(j->peers[i].fd, KVS__FRAME_ROSTER, 0, j->rbuf, j->rbytes,
                                    j->deadline, e)) != 0)
@@ -201,13 +253,15 @@ static int join_host0(struct daemon *d, struct joining *j, struct kvs__err *e)
 static int join_at_host0(struct daemon *d, struct joining *j, const char *chost,
                          uint16_t cport, uint16_t port, struct kvs__err *e)
 {
-    struct kvs__wire_join jn = { .port = port };
+    struct kvs__wire_join jn = { .port = port, .generation = (uint32_t)d->o.generation,
+                                 .nsteps = (uint32_t)d->nheld };
     char addr[KVS__ADDR_MAX];
     unsigned char p[256];
     size_t len;
     uint32_t from;
     int fd, rc;
 
+    memcpy(jn.steps, d->held_steps, sizeof jn.steps[0] * (size_t)d->nheld);
     if (d->o.bind && strcmp(d->o.bind, "0.0.0.0") != 0 && strcmp(d->o.bind, "::") != 0)
         snprintf(jn.addr, sizeof jn.addr, "%s", d->o.bind);
     if ((rc = kvs__tcp_connect(chost, cport, j->deadline, &fd, e)) != 0)
@@ -222,7 +276,8 @@ static int join_at_host0(struct daemon *d, struct joining *j, const char *chost,
                                   e)) != 0
         || (rc = kvs__frame_read(fd, (uint32_t)j->n, KVS__FRAME_ROSTER, j->rbuf, j->rbytes,
                                  &len, &from, j->deadline, e)) != 0
-        || (rc = kvs__wire_roster_decode(j->rbuf, len, (uint32_t)j->n, j->roster, e)) != 0)
+        || (rc = kvs__wire_roster_decode(j->rbuf, len, (uint32_t)j->n, j->roster,
+                                         &d->agreed_step, e)) != 0)
         return join_failed(d, j, rc, e);
     if (j->roster[j->rank].nworkers != (uint32_t)d->o.nworkers)
         return kvs__fail(e, KVS_EPROTO, "host 0's roster gives this host %u workers, not %d",
@@ -296,16 +351,19 @@ int join_mesh(struct daemon *d, const struct kvs__secret *sec, struct join_peer 
               struct kvs__err *e)
 {
     int n = d->o.nhosts, rank = d->o.host;
-    struct joining j = { sec, { d->o.net_job, (uint32_t)rank, (uint32_t)n,
+    struct joining j = { d, sec, { d->o.net_job, (uint32_t)rank, (uint32_t)n,
                                 (uint32_t)d->o.nworkers },
                          kvs__now_ns() + d->o.join_ns, -1,
                          calloc((size_t)n, sizeof *j.roster), NULL,
-                         kvs__wire_roster_bytes((uint32_t)n), n, rank, peers };
+                         kvs__wire_roster_bytes((uint32_t)n), n, rank, peers, { 0 }, 0 };
     char chost[256];
     const char *bind;
     uint16_t cport = 0, port = 0;
     int rc;
 
+    j.ncommon = d->nheld;
+    memcpy(j.common, d->held_steps, sizeof j.common[0] * (size_t)d->nheld);
+    d->agreed_step = -1;
     j.rbuf = malloc(j.rbytes);
     if (!j.roster || !j.rbuf) {
         rc = kvs__fail(e, -ENOMEM, "out of memory");

@@ -16,6 +16,7 @@ daemon_kvsd_kvsd_SOURCES = daemon/kvsd/main.c daemon/kvsd/daemon.h daemon/kvsd/d
 	daemon/kvsd/job.c daemon/kvsd/job.h daemon/kvsd/rows.c daemon/kvsd/rows.h \
 	daemon/kvsd/rounds.c daemon/kvsd/rounds.h \
 	daemon/kvsd/combined.c daemon/kvsd/combined.h daemon/kvsd/collectives.c daemon/kvsd/commits.c daemon/kvsd/commits.h \
+	daemon/kvsd/xcommits.c daemon/kvsd/xcommits.h \
 	daemon/kvsd/collectives.h daemon/kvsd/states.c daemon/kvsd/states.h \
 	daemon/kvsd/hostmsg.c daemon/kvsd/hostmsg.h daemon/kvsd/xrounds.c daemon/kvsd/xrounds.h \
 	daemon/kvsd/xrows.c daemon/kvsd/xrows.h \

@@ -59,6 +59,7 @@
 #include "collectives.h"
 #include "combined.h"
 #include "commits.h"
+#include "xcommits.h"
 #include "hosts.h"
 #include "job.h"
 #include "req.h"
@@ -209,10 +210,12 @@ static void usage(FILE *f)
             "      --ready-fd FD    where to write \"RANK0 TOTAL\" once the hosts are joined\n"
             "Recovery (kvsrun passes these; see doc/recovery.md):\n"
             "      --recover        a worker's death ends this kvsd at once (exit status\n"
-            "                       75), for kvsrun to restart it from the last commit;\n"
-            "                       the workers' handles reconnect to the new one\n"
+            "                       75; 76 when another host's kvsd went), for kvsrun to\n"
+            "                       restart it from the last commit; the workers'\n"
+            "                       handles reconnect to the new one\n"
             "      --restore        start from the job's last snapshot: <runtime dir>/\n"
-            "                       JOB.snap, else the newest valid one in --checkpoint\n"
+            "                       JOB.snap, else the newest valid one in --checkpoint;\n"
+            "                       across hosts the newest commit every host holds\n"
             "      --checkpoint DIR copy each commit's snapshot into DIR (two kept)\n"
             "      --checkpoint-sync  a commit answers once its copy is on disk (also\n"
             "                       KVS_CHECKPOINT_SYNC=1)\n"
@@ -434,11 +437,6 @@ static int check_options(struct options *o, int extra_args)
                 "below %d\n", o->nhosts, o->nhosts);
         return 2;
     }
-    if (o->nhosts > 1 && (o->recover || o->restore || o->checkpoint)) {
-        fprintf(stderr, "kvsd: recovery (--recover, --restore, --checkpoint) of a job across "
-                "hosts is not supported yet\n");
-        return 2;
-    }
     snprintf(o->net_job, sizeof o->net_job, "%s", o->job);
     if (o->nhosts == 1)
         return -1;
@@ -483,13 +481,26 @@ static void register_hooks(struct daemon *d)
     colls_init(d);
 }
 
+/* Across hosts with --restore: the commit the hosts agreed on, restored.
+ * 0, or the error (in e). */
+static int restore_agreed(struct daemon *d, struct kvs__err *e)
+{
+    struct kvs__snapshot *s;
+    char from[sizeof d->restored_from];
+    int rc;
+
+    if (!d->o.restore || (rc = xcommits_find(d, &s, from, sizeof from, e)) != 0)
+        return d->o.restore ? rc : 0;
+    return s ? commits_apply(d, s, from, e) : 0;
+}
+
 /* Joins the other hosts, if any, and tells the ready fd: 0, or 1 (said;
  * everything undone). */
 static int join_hosts(struct daemon *d)
 {
     struct kvs__err e = { 0, "" };
 
-    if (d->o.nhosts > 1 && hosts_start(d, &e) != 0) {
+    if (d->o.nhosts > 1 && (hosts_start(d, &e) != 0 || restore_agreed(d, &e) != 0)) {
         fprintf(stderr, "kvsd: host %d of job '%s': %s\n", d->o.host, d->o.job, e.msg);
         hosts_stop(d, 0);
         teardown(d);

@@ -470,6 +470,12 @@ void xrounds_ready(struct daemon *d, struct round *rd)
             owner_check(d, rd, p);
 }
 
+void xrounds_restored(struct round *rd)
+{
+    for (int p = 0; rd->x && p < rd->nparts; p++)
+        rd->x[p].done = rd->done;
+}
+
 int xrounds_on_partial(struct daemon *d, struct inmsg *im, const struct kvs__wire_msg *m,
                        struct round *rd)
 {
@@ -541,6 +547,9 @@ void xrounds_on_value(struct daemon *d, struct inmsg *im, const struct kvs__wire
                       !rd->inflight ? "not sent yet" : rd->pgot[p] ? "done there" : "open");
         return;
     }
+    /* A value held by the snapshot being written is copied aside first. */
+    if (m->status == 0)
+        daemon_keep_value(d, rd);
     if (m->status == 0 && m->rows)
         xrows_write(rd, m);
     else if (m->status == 0)

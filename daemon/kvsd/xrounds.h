@@ -32,4 +32,8 @@ void xrounds_on_value(struct daemon *d, struct inmsg *im, const struct kvs__wire
  * complete, complete. */
 void xrounds_recheck(struct daemon *d);
 
+/* A key restored from a snapshot (rd->done its rounds): the parts this
+ * host owns count them too. */
+void xrounds_restored(struct round *rd);
+
 #endif

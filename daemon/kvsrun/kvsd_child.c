@@ -231,10 +231,10 @@ int start_kvsd(struct run *r)
     char buf[PATH_MAX + 16], num[16], what[128], nodes[16], rank[16], rfd[16], line[64];
     char gen[16];
     const char *path = find_kvsd(r, buf, sizeof buf);
-    char *argv[32] = { (char *)path, "--job", r->o.net_job, "-n", num, "-q" };
+    char *argv[48] = { (char *)path, "--job", r->o.net_job, "-n", num, "-q" };
     int argc = 6, pipefd[2] = { -1, -1 }, ready = 0;
     size_t got = 0;
-    int64_t wait_ns = KVSD_START_NS + (r->o.nodes > 1 ? JOIN_NS : 0), deadline;
+    int64_t wait_ns = KVSD_START_NS + (r->o.nodes > 1 ? r->o.join_ns : 0), deadline;
     pid_t pid = 0;
     int rc, sig;
 
@@ -274,6 +274,10 @@ int start_kvsd(struct run *r)
         if (r->o.secret_file) {
             argv[argc++] = "--secret-file";
             argv[argc++] = (char *)r->o.secret_file;
+        }
+        if (r->o.join) {
+            argv[argc++] = "--join-timeout";
+            argv[argc++] = (char *)r->o.join;
         }
     }
     rc = spawn(r, argv, -1, &pid);
@@ -418,7 +422,8 @@ int stop_kvsd(struct run *r, int wait_first)
     if (!r->kvsd_told && exit_code(r->kvsd_status) != 0
         && !(WIFSIGNALED(r->kvsd_status) && WTERMSIG(r->kvsd_status) == SIGKILL)
         && !(r->recover && WIFEXITED(r->kvsd_status)
-             && WEXITSTATUS(r->kvsd_status) == KVS__KVSD_EXIT_ROLLBACK)) {
+             && (WEXITSTATUS(r->kvsd_status) == KVS__KVSD_EXIT_ROLLBACK
+                 || WEXITSTATUS(r->kvsd_status) == KVS__KVSD_EXIT_HOSTS))) {
         describe(what, sizeof what, r->kvsd_status);
         fprintf(stderr, "kvsrun: kvsd (pid %ld) %s\n", (long)r->kvsd, what);
     }

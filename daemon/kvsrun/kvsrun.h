@@ -27,7 +27,8 @@
 #define EXEC_NS        (10 * SEC_NS)   /* fork to exec, as the error pipe tells */
 #define SLICE_MS       100             /* longest sleep between looks at children */
 #define PROBE_MS       20              /* between probes of a starting kvsd */
-#define JOIN_NS        (60 * SEC_NS)   /* every host of a job must have joined by then */
+#define JOIN_NS        (60 * SEC_NS)   /* every host of a job must have joined by then
+                                        * (--join-timeout) */
 #define HOSTS_LEAVE_NS (3600 * SEC_NS) /* kvsd's exit after this host's workers, across
                                         * hosts: it stays while the others still push */
 #define COORD_PORT     "47470"         /* the coordinator's port when none is named */
@@ -54,6 +55,8 @@ struct options {
     int restarts;                      /* per worker rank, and for kvsd; 0: none */
     const char *checkpoint;            /* kvsd's --checkpoint DIR, or NULL */
     int64_t stall_ns;                  /* --stall-timeout; 0: off */
+    const char *join;                  /* --join-timeout as given, for kvsd; NULL: */
+    int64_t join_ns;                   /* kvsd's default, JOIN_NS */
 };
 
 struct worker {
@@ -205,6 +208,10 @@ int end_kvsd_now(struct run *r);
  * workers replaced; or, with restarts used up or the job stopping, the
  * restarts due dropped (said) and the job's failure begun. */
 void recover(struct run *r);
+
+/* Across hosts, this host's workers all ended well: a kvsd that rolls back
+ * with another host is started again, for the others to join. */
+void rejoin_ended(struct run *r);
 
 /* The restarts of the job, in one line, when any happened. */
 void restart_summary(const struct run *r);

@@ -131,6 +131,8 @@ static int run_job(struct run *r, int *failed)
  * Returns the exit status, 1 when kvsd could not be ended. */
 static int leave(struct run *r, int status, int job_failed)
 {
+    if (!job_failed)
+        rejoin_ended(r);
     if (stop_kvsd(r, !job_failed) != 0 && status == 0)
         status = 1;
     if (r->kvsd && r->kvsd_done)

@@ -24,7 +24,7 @@
 
 enum { OPT_GRACE = 256, OPT_KVSD, OPT_TIMEOUT, OPT_STAGING, OPT_ARENA, OPT_VERSION,
        OPT_NODES, OPT_NODE_RANK, OPT_COORD, OPT_BIND, OPT_SECRET, OPT_TIMELINE,
-       OPT_RESTARTS, OPT_CHECKPOINT, OPT_STALL };
+       OPT_RESTARTS, OPT_CHECKPOINT, OPT_STALL, OPT_JOIN };
 
 static void usage(FILE *f)
 {
@@ -46,7 +46,7 @@ static void usage(FILE *f)
             "      --timeline FILE      records every operation of the job into FILE, a\n"
             "                           trace for Perfetto (sets KVS_TIMELINE; across\n"
             "                           hosts, host H writes FILE.hostH)\n"
-            "Recovery (one host; see doc/recovery.md):\n"
+            "Recovery (see doc/recovery.md):\n"
             "      --restarts N         a worker that fails (a signal, a non-zero status)\n"
             "                           is restarted, up to N times per rank, with the same\n"
             "                           rank and environment (KVS_RESTART_COUNT says which\n"
@@ -58,6 +58,8 @@ static void usage(FILE *f)
             "                           one resumes from it\n"
             "      --stall-timeout S    a worker the others have waited on for S seconds is\n"
             "                           killed (SIGKILL) and counts as failed (default: off)\n"
+            "  Across hosts each host's kvsrun has its own --restarts and DIR; a fault on\n"
+            "  any host rolls every host back to the newest commit all of them hold.\n"
             "Across hosts (one kvsrun per host, each with its own N):\n"
             "      --nodes H            the job's hosts (default: $KVS_NODES, Slurm's\n"
             "                           SLURM_NNODES, Open MPI's OMPI_COMM_WORLD_SIZE, or 1)\n"
@@ -71,6 +73,8 @@ static void usage(FILE *f)
             "                           without one the hosts link over loopback only,\n"
             "                           with a secret made for the job that only this\n"
             "                           user can read\n"
+            "      --join-timeout S     every host must have joined within S seconds, at\n"
+            "                           the start and after each roll back (default 60)\n"
             "  -h, --help               this text\n"
             "      --version            kvsrun's version\n"
             "Exit status: that of the first worker to fail (128+S when signal S killed it),\n"
@@ -219,6 +223,15 @@ static int take_option(struct options *o, int c, const char *arg)
         if (o->stall_ns < 1000000)
             o->stall_ns = 1000000;
         break;
+    case OPT_JOIN:
+        if (seconds_arg(arg, 0, 86400.0, &secs) != 0 || !(secs > 0)) {
+            fprintf(stderr, "kvsrun: --join-timeout '%s' is not a number of seconds above 0 "
+                    "(at most a day)\n", arg);
+            return 2;
+        }
+        o->join = arg;
+        o->join_ns = (int64_t)(secs * (double)SEC_NS);
+        break;
     case OPT_BIND:
         o->bind = arg;
         break;
@@ -251,6 +264,7 @@ static int read_options(struct options *o, int argc, char **argv)
         { "restarts", required_argument, NULL, OPT_RESTARTS },
         { "checkpoint", required_argument, NULL, OPT_CHECKPOINT },
         { "stall-timeout", required_argument, NULL, OPT_STALL },
+        { "join-timeout", required_argument, NULL, OPT_JOIN },
         { NULL, 0, NULL, 0 },
     };
     int c, rc;
@@ -351,17 +365,13 @@ int parse_options(struct options *o, int argc, char **argv)
 
     o->nodes = o->node_rank = -1;
     o->grace_ns = 5 * SEC_NS;
+    o->join_ns = JOIN_NS;
     if ((rc = read_options(o, argc, argv)) >= 0)
         return rc;
     if ((rc = check_required(o, argc, argv)) >= 0)
         return rc;
     if ((rc = hosts_options(o)) >= 0)
         return rc;
-    if (o->nodes > 1 && (o->restarts > 0 || o->checkpoint)) {
-        fprintf(stderr, "kvsrun: --%s: recovery across hosts is not yet supported (a job of "
-                "%d hosts)\n", o->restarts > 0 ? "restarts" : "checkpoint", o->nodes);
-        return 2;
-    }
     if (o->checkpoint && (rc = checkpoint_dir(&o->checkpoint)) >= 0)
         return rc;
     return name_job(o);

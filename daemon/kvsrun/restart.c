@@ -49,6 +49,13 @@ static void give_up(struct run *r, int code)
     begin_stop(r, kvs__now_ns() + r->o.grace_ns);
 }
 
+/* 1 when kvsd ended since another host's did (across hosts every host
+ * rolls back): not this host's fault, nor counted against --restarts. */
+static int hosts_rollback(const struct run *r)
+{
+    return WIFEXITED(r->kvsd_status) && WEXITSTATUS(r->kvsd_status) == KVS__KVSD_EXIT_HOSTS;
+}
+
 /* When kvsd ended by itself with no worker's death seen, it may be the
  * death kvsd saw first (status 75: a worker's socket closed before the
  * worker could be reaped): give the deaths OWN_EXIT_NS to show. A death
@@ -58,7 +65,7 @@ static int kvsd_own_fault(struct run *r)
 {
     int64_t deadline = kvs__now_ns() + OWN_EXIT_NS;
 
-    if (r->npending || r->last_death >= r->kvsd_started)
+    if (r->npending || r->last_death >= r->kvsd_started || hosts_rollback(r))
         return 0;
     if (WIFEXITED(r->kvsd_status) && WEXITSTATUS(r->kvsd_status) == KVS__KVSD_EXIT_ROLLBACK) {
         while (!r->npending && kvs__now_ns() < deadline) {
@@ -109,6 +116,10 @@ void recover(struct run *r)
     served = kvs__now_ns();
     if (served - r->death_at > r->longest_ns)
         r->longest_ns = served - r->death_at;
+    if (r->kvsd_lost && !own && !r->npending && hosts_rollback(r))
+        fprintf(stderr, "kvsrun: kvsd (pid %ld) rolled back with another host of the job: "
+                "restarted from the newest commit every host holds (not counted against "
+                "--restarts)\n", (long)old_kvsd);
     if (own) {
         r->kvsd_restarts++;
         describe(what, sizeof what, kvsd_status);
@@ -141,6 +152,35 @@ void recover(struct run *r)
             give_up(r, rc);
             return;
         }
+    }
+}
+
+/* Across hosts, once this host's workers have all ended well, its kvsd
+ * stays up for the other hosts' (they push keys it owns). When it leaves
+ * with KVS__KVSD_EXIT_HOSTS, another host rolled back: it is started again
+ * (not counted against --restarts), told that its workers are gone, so
+ * that the others can join it and finish; at most 1 + --restarts times. */
+void rejoin_ended(struct run *r)
+{
+    for (int n = 0; r->o.nodes > 1 && r->recover && r->kvsd && n <= r->o.restarts; n++) {
+        int64_t deadline = kvs__now_ns() + HOSTS_LEAVE_NS;
+        pid_t old = r->kvsd;
+
+        while (reap(r), !r->kvsd_done && kvs__now_ns() < deadline && !take_signals(r))
+            wait_slice(r, deadline);
+        if (!r->kvsd_done || !WIFEXITED(r->kvsd_status)
+            || WEXITSTATUS(r->kvsd_status) != KVS__KVSD_EXIT_HOSTS)
+            return;
+        fprintf(stderr, "kvsrun: kvsd (pid %ld) rolled back with another host of the job after "
+                "this host's workers ended: restarted for the others to join (not counted "
+                "against --restarts)\n", (long)old);
+        remove_job_files(r);
+        r->gen++;
+        if (start_kvsd(r) != 0)
+            return;
+        for (int i = 0; i < r->nstarted; i++)
+            if (r->w[i].done)
+                tell_gone(r, i, exit_code(r->w[i].status));
     }
 }
 

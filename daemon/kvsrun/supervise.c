@@ -133,7 +133,8 @@ void child_ended(struct run *r, pid_t p, int st)
          * to restart it is said with the restart. */
         if (r->nlive > 0 && (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
             && !(r->recover && (!was_up || (WIFEXITED(st)
-                 && WEXITSTATUS(st) == KVS__KVSD_EXIT_ROLLBACK)))) {
+                 && (WEXITSTATUS(st) == KVS__KVSD_EXIT_ROLLBACK
+                     || WEXITSTATUS(st) == KVS__KVSD_EXIT_HOSTS))))) {
             describe(what, sizeof what, st);
             fprintf(stderr, "kvsrun: kvsd (pid %ld) %s while the job ran\n", (long)p,
                     what);

@@ -57,6 +57,10 @@ struct kvs__welcome {                  /* kvsd -> worker, with 3 fds on success:
 /* kvsd --recover's exit status when a worker died: kvsrun restarts it from
  * the last commit (and the worker, while its rank has restarts left). */
 #define KVS__KVSD_EXIT_ROLLBACK 75
+/* Its exit status when another host's kvsd went (the job across hosts rolls
+ * back everywhere): kvsrun restarts it from the last commit every host
+ * holds, without counting it against --restarts. */
+#define KVS__KVSD_EXIT_HOSTS 76
 
 #define KVS__HELLO_BYTES   128
 #define KVS__WELCOME_BYTES 288

@@ -73,8 +73,9 @@ struct kvs__frame_head {
 #define KVS__WIRE_CHALLENGE_BYTES (KVS__NONCE_BYTES + KVS__PROOF_BYTES)
 #define KVS__WIRE_PROOF_BYTES     KVS__PROOF_BYTES
 #define KVS__WIRE_VERDICT_BYTES   (8 + KVS__MSG_MAX)
-#define KVS__WIRE_JOIN_BYTES      (8 + KVS__ADDR_MAX)
-#define KVS__WIRE_ROSTER_MIN      (8 + 8 + KVS__ADDR_MAX)
+#define KVS__WIRE_JOIN_STEPS      4    /* the snapshots' steps a join offers, at most */
+#define KVS__WIRE_JOIN_BYTES      (8 + KVS__ADDR_MAX + 8 + 8 * KVS__WIRE_JOIN_STEPS)
+#define KVS__WIRE_ROSTER_MIN      (16 + 8 + KVS__ADDR_MAX)
 #define KVS__WIRE_MSG_MIN         56
 
 /* Writes the head (KVS__WIRE_HEAD bytes). */

@@ -48,7 +48,7 @@ _Static_assert(MS_SHAPE == KVS__WIRE_MSG_MIN, "a message's body has another size
 static int names_key(int type, uint8_t op)
 {
     return type >= KVS__FRAME_PARTIAL && type <= KVS__FRAME_DONE
-           && !(type >= KVS__FRAME_ARRIVE && op == KVS__OP_BARRIER);
+           && !(type >= KVS__FRAME_ARRIVE && (op == KVS__OP_BARRIER || op == KVS__OP_COMMIT));
 }
 
 /* The data starts 8-aligned: the key's name is padded with zeros. */
@@ -319,7 +319,7 @@ static inline int msg_check_op(int type, const struct kvs__wire_msg *t, const ch
                                struct kvs__err *e)
 {
     if (type == KVS__FRAME_ARRIVE || type == KVS__FRAME_DONE) {
-        if (t->op != KVS__OP_INIT && t->op != KVS__OP_BARRIER)
+        if (t->op != KVS__OP_INIT && t->op != KVS__OP_BARRIER && t->op != KVS__OP_COMMIT)
             return kvs__fail(e, KVS_EPROTO, "%s: op %u is no collective", what,
                              (unsigned)t->op);
     } else if (type == KVS__FRAME_STATES_ASK || type == KVS__FRAME_STATES) {

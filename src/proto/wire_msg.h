@@ -24,7 +24,8 @@
  * status 0 carry bytes the decoder does not read (a state file's, checked
  * where they are used); other types carry no data. Unused fields are zero. */
 struct kvs__wire_msg {
-    uint8_t op;                        /* ARRIVE, DONE: KVS__OP_INIT or KVS__OP_BARRIER;
+    uint8_t op;                        /* ARRIVE, DONE: KVS__OP_INIT, KVS__OP_BARRIER or
+                                        * KVS__OP_COMMIT (a = the step, b = its phase);
                                         * STATES_ASK, STATES: KVS__OP_SAVE_STATES or
                                         * KVS__OP_LOAD_STATES */
     int32_t status;                    /* VALUE, DONE, FAIL, STATES: 0 or a kvs/errno code */

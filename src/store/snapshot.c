@@ -896,7 +896,7 @@ int kvs__snapshot_restore(struct kvs__engine *eng, const struct kvs__snapshot *s
         if (rc == KVS_EKEYEXISTS)      /* the engine was empty: the image names it twice */
             rc = corrupt(e, s->what, "key record %zu repeats a key", i);
         if (rc == 0 && made && (rc = kvs__engine_lookup(eng, k->key, &info, e)) == 0)
-            rc = made(ctx, &info, k->rounds, e);
+            rc = made(ctx, k->key, &info, k->rounds, e);
     }
     free(k);
     if (rc != 0)
@@ -1143,9 +1143,11 @@ int kvs__ckpt_has(const char *dir, uint64_t seq)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-int kvs__ckpt_newest(const char *dir, struct kvs__snapshot **out, char *path, size_t path_len,
-                     void (*report)(void *ctx, const char *path, const char *why),
-                     void *ctx, struct kvs__err *e)
+/* Opens the newest snapshot of dir that checks whole and, for a step of 0
+ * or more, is of that step (kvs__ckpt_newest, kvs__ckpt_find). */
+static int ck_open(const char *dir, int64_t step, struct kvs__snapshot **out, char *path,
+                   size_t path_len, void (*report)(void *ctx, const char *path, const char *why),
+                   void *ctx, struct kvs__err *e)
 {
     char **names;
     size_t n;
@@ -1163,6 +1165,11 @@ int kvs__ckpt_newest(const char *dir, struct kvs__snapshot **out, char *path, si
         if (snprintf(p, sizeof p, "%s/%s", dir, names[i]) >= (int)sizeof p)
             continue;
         rc = kvs__snapshot_open(p, out, &pe);
+        if (rc == 0 && step >= 0 && kvs__snapshot_meta(*out)->step != step) {
+            kvs__snapshot_free(*out);
+            *out = NULL;
+            continue;
+        }
         if (rc == 0) {
             if (path && path_len)
                 snprintf(path, path_len, "%s", p);
@@ -1179,4 +1186,62 @@ int kvs__ckpt_newest(const char *dir, struct kvs__snapshot **out, char *path, si
     }
     names_free(names, n);
     return rc;
+}
+
+int kvs__ckpt_newest(const char *dir, struct kvs__snapshot **out, char *path, size_t path_len,
+                     void (*report)(void *ctx, const char *path, const char *why),
+                     void *ctx, struct kvs__err *e)
+{
+    return ck_open(dir, -1, out, path, path_len, report, ctx, e);
+}
+
+int kvs__ckpt_find(const char *dir, int64_t step, struct kvs__snapshot **out, char *path,
+                   size_t path_len, struct kvs__err *e)
+{
+    return ck_open(dir, step, out, path, path_len, NULL, NULL, e);
+}
+
+int kvs__ckpt_set_aside(const char *dir, uint64_t seq)
+{
+    struct kvs__err e = { 0 };
+    char **names;
+    size_t n;
+    int moved = 0;
+
+    if (!dir || ck_list(dir, &names, &n, &e) != 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char from[PATH_MAX], to[PATH_MAX];
+
+        if (strtoull(names[i] + 5, NULL, 10) <= seq
+            || snprintf(from, sizeof from, "%s/%s", dir, names[i]) >= (int)sizeof from
+            || snprintf(to, sizeof to, "%s.rolled-back", from) >= (int)sizeof to)
+            continue;
+        moved += rename(from, to) == 0;
+    }
+    names_free(names, n);
+    return moved;
+}
+
+size_t kvs__ckpt_steps(const char *dir, const char *job, int64_t *steps, size_t max)
+{
+    struct kvs__err e = { 0 };
+    char **names;
+    size_t n, got = 0;
+
+    if (!dir || ck_list(dir, &names, &n, &e) != 0)
+        return 0;
+    for (size_t i = 0; i < n && got < max; i++) {
+        struct kvs__snapshot *s;
+        char p[PATH_MAX];
+
+        if (snprintf(p, sizeof p, "%s/%s", dir, names[i]) >= (int)sizeof p
+            || kvs__snapshot_open(p, &s, &e) != 0)
+            continue;
+        if (strcmp(kvs__snapshot_meta(s)->job, job) == 0)
+            steps[got++] = kvs__snapshot_meta(s)->step;
+        kvs__snapshot_free(s);
+    }
+    names_free(names, n);
+    return got;
 }

@@ -30,10 +30,11 @@ struct kvs__snap_meta {
 };
 
 /* Per key, the front's round count (kvsd's rounds applied; 0 in process):
- * rounds(ctx, info) when writing; made(ctx, info, rounds) when restoring,
- * after the key is stored again, 0 or an error that stops the restore. */
+ * rounds(ctx, info) when writing; made(ctx, key, info, rounds) when
+ * restoring, after the key is stored again, 0 or an error that stops the
+ * restore. */
 typedef uint64_t (*kvs__snap_rounds_fn)(void *ctx, const struct kvs__entry_info *info);
-typedef int (*kvs__snap_made_fn)(void *ctx, const struct kvs__entry_info *info,
+typedef int (*kvs__snap_made_fn)(void *ctx, kvs_key_t key, const struct kvs__entry_info *info,
                                  uint64_t rounds, struct kvs__err *e);
 
 /* Writes eng's snapshot to path: a new file beside it (path.tmp.PID), the
@@ -132,5 +133,21 @@ int kvs__ckpt_has(const char *dir, uint64_t seq);
 int kvs__ckpt_newest(const char *dir, struct kvs__snapshot **out, char *path, size_t path_len,
                      void (*report)(void *ctx, const char *path, const char *why),
                      void *ctx, struct kvs__err *e);
+
+/* The same for the newest of commit step's (of a job across hosts, whose
+ * hosts restore a step they agree on), passing over those that do not
+ * check, unsaid. */
+int kvs__ckpt_find(const char *dir, int64_t step, struct kvs__snapshot **out, char *path,
+                   size_t path_len, struct kvs__err *e);
+
+/* Renames dir's snapshots of commits after seq (snap-SEQ.kvs, SEQ above
+ * seq) to snap-SEQ.kvs.rolled-back, which no restore reads: commits a job
+ * rolled back past, which its next commits must not meet. Returns how many
+ * (0 for no dir). */
+int kvs__ckpt_set_aside(const char *dir, uint64_t seq);
+
+/* The steps of dir's snapshots of job that check whole, newest first, at
+ * most max into steps: their count (0 for no dir). */
+size_t kvs__ckpt_steps(const char *dir, const char *job, int64_t *steps, size_t max);
 
 #endif
