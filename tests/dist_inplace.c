@@ -7,8 +7,9 @@
  *
  *   values   float32 and float64 keys of sizes around the bound
  *            (KVS_TEST_BOUND bytes, the job's KVS_REMOTE_MIN), alone and
- *            in a list of three, into outs and in place, two rounds each:
- *            every element equal, bit for bit, to the sum in rank order;
+ *            in a list of three, into outs and in place, and a list whose
+ *            first out is its second array, two rounds each: every
+ *            element equal, bit for bit, to the sum in rank order;
  *            rank 0 then checks that `kvsctl stats` counts KVS_TEST_WRITES
  *            outs written in place (-1: any number). KVS_TEST_RO=1: each
  *            out is read-only while lent, made writable by a SIGSEGV
@@ -201,6 +202,36 @@ static int one_call(kvs_dtype_t dt, int k0, int m, int64_t n, int t, int in_plac
     return bytes * (size_t)m >= bound && bytes >= ((size_t)64 << 10) ? m : 0;
 }
 
+/* Keys k0 and k0 + 1 in one call, key k0's out the array of key k0 + 1:
+ * kvsd writes no out of such a call (key k0's round may close before key
+ * k0 + 1's reads its array), and both values come out right. */
+static void alias_call(kvs_dtype_t dt, int k0, int64_t n, int t)
+{
+    size_t bytes = (size_t)n * kvs_dtype_size(dt);
+    struct guarded gv[2], go;
+    kvs_array_t v[2], o[2];
+    kvs_key_t keys[2] = { KVS_INT_KEY(k0), KVS_INT_KEY(k0 + 1) };
+    const char *what = "an out that is another key's array";
+
+    for (int j = 0; j < 2; j++) {
+        guarded_new(&gv[j], bytes);
+        v[j] = arr(dt, gv[j].p, n);
+        fill_input(&v[j], k0 + j, t);
+    }
+    guarded_new(&go, bytes);
+    o[0] = v[1];
+    o[1] = arr(dt, go.p, n);
+    ok(kvs_pushpull(kv, 2, keys, v, o, 0), what);
+    check_sum(&o[0], k0, t, what);
+    check_sum(&o[1], k0 + 1, t, what);
+    guarded_check(&gv[0], what);
+    guarded_check(&gv[1], what);
+    guarded_check(&go, what);
+    guarded_free(&gv[0]);
+    guarded_free(&gv[1]);
+    guarded_free(&go);
+}
+
 /* kvsctl stats' count of outs written in place. */
 static long long outs_written(void)
 {
@@ -248,6 +279,7 @@ static void values(void)
                 lent += one_call(dts[d], k0, 1, n, t, 0, bound);
                 lent += one_call(dts[d], k0, 1, n, t, 1, bound);
                 lent += one_call(dts[d], k0 + 1, 3, n, t, 0, bound);
+                alias_call(dts[d], k0 + 2, n, t);
             }
         }
     }

@@ -161,11 +161,55 @@ static int lendable(const struct kvs__client *c, const struct kvs__groups *g, in
            && (p < s || p - s >= c->staging_size);
 }
 
+/* A range of memory a call lends kvsd: an array it reads, or an out it
+ * may write. */
+struct span {
+    uintptr_t lo, hi;
+};
+
+static int span_cmp(const void *x, const void *y)
+{
+    const struct span *a = x, *b = y;
+
+    return a->lo != b->lo ? (a->lo > b->lo) - (a->lo < b->lo) : (a->hi > b->hi) - (a->hi < b->hi);
+}
+
+/* 1 when no two of the call's lent ranges (the remote groups' arrays and
+ * outs) overlap, but for an out that is its own group's array (in place):
+ * kvsd writes a key's out as that key's round closes, which may come
+ * before another key's round reads an array there (the copies out, after
+ * every answer, never could). 0 as well without memory to check. */
+static int apart(const struct kvs__groups *g, const kvs_array_t *arrs, const kvs_array_t *outs,
+                 const unsigned char *remote, const uint64_t *out)
+{
+    struct span *sp = malloc(sizeof *sp * 2 * (size_t)(g->ng ? g->ng : 1));
+    size_t n = 0;
+    int ok = sp != NULL;
+
+    for (int j = 0; ok && j < g->ng; j++) {
+        uintptr_t a = (uintptr_t)arrs[g->first[j]].data;
+        size_t bytes = kvs__client_array_bytes(&arrs[g->first[j]]);
+
+        if (!remote[j])
+            continue;
+        sp[n++] = (struct span){ a, a + bytes };
+        if (out[j] && out[j] != a)
+            sp[n++] = (struct span){ out[j], out[j] + kvs__client_array_bytes(&outs[g->first[j]]) };
+    }
+    if (ok)
+        qsort(sp, n, sizeof *sp, span_cmp);
+    for (size_t i = 1; ok && i < n; i++)
+        ok = sp[i].lo >= sp[i - 1].hi;
+    free(sp);
+    return ok;
+}
+
 /* Marks in remote[] the groups whose arrays kvsd reads out of this
  * process's memory (their at[] their addresses), when the call lends
  * enough of them; with outs, out[] gets the address of each such group's
  * out, when kvsd may write it: ordinary host memory outside staging, as
- * its array is. Returns how many outs it lends. */
+ * its array is, and no lent range overlapping another (apart). Returns
+ * how many outs it lends. */
 static int lend_memory(const struct kvs__client *c, const struct kvs__groups *g,
                        const kvs_array_t *arrs, const kvs_array_t *outs, uint8_t flags,
                        uint32_t *const *coded, unsigned char *remote, uint64_t *at,
@@ -188,6 +232,10 @@ static int lend_memory(const struct kvs__client *c, const struct kvs__groups *g,
             out[j] = (uint64_t)(uintptr_t)outs[g->first[j]].data;
             n++;
         }
+    }
+    if (n && !apart(g, arrs, outs, remote, out)) {
+        memset(out, 0, sizeof *out * (size_t)g->ng);
+        n = 0;
     }
     return n;
 }
