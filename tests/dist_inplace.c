@@ -7,8 +7,9 @@
  *
  *   values   float32 and float64 keys of sizes around the bound
  *            (KVS_TEST_BOUND bytes, the job's KVS_REMOTE_MIN), alone and
- *            in a list of three, into outs and in place, and a list whose
- *            first out is its second array, two rounds each: every
+ *            in a list of three, into outs and in place, a list whose
+ *            first out is its second array, and (the smallest size) a
+ *            list of 16 sent as tables, two rounds each: every
  *            element equal, bit for bit, to the sum in rank order;
  *            rank 0 then checks that `kvsctl stats` counts KVS_TEST_WRITES
  *            outs written in place (-1: any number). KVS_TEST_RO=1: each
@@ -164,12 +165,14 @@ static int one_call(kvs_dtype_t dt, int k0, int m, int64_t n, int t, int in_plac
                     size_t bound)
 {
     size_t bytes = (size_t)n * kvs_dtype_size(dt);
-    struct guarded gv[3], go[3];
-    kvs_array_t v[3], o[3];
-    kvs_key_t keys[3];
+    struct guarded gv[16], go[16];
+    kvs_array_t v[16], o[16];
+    kvs_key_t keys[16];
     char what[96];
     int ro = 0, faults = ro_faults;
 
+    if (m > 16)
+        die("at most 16 keys");
     snprintf(what, sizeof what, "%s %s of %d key(s) of %zu bytes",
              dt == KVS_FLOAT64 ? "float64" : "float32", in_place ? "in place" : "into outs",
              m, bytes);
@@ -199,7 +202,8 @@ static int one_call(kvs_dtype_t dt, int k0, int m, int64_t n, int t, int in_plac
     ro_out = NULL;
     if (ro && ro_faults == faults)
         die("%s: the out was read-only, yet the worker never wrote it", what);
-    return bytes * (size_t)m >= bound && bytes >= ((size_t)64 << 10) ? m : 0;
+    /* A list of 16 keys and more goes as tables, whose outs are copied. */
+    return bytes * (size_t)m >= bound && bytes >= ((size_t)64 << 10) && m < 16 ? m : 0;
 }
 
 /* Keys k0 and k0 + 1 in one call, key k0's out the array of key k0 + 1:
@@ -263,23 +267,25 @@ static void values(void)
         for (int s = 0; s < 4; s++) {
             int64_t n = (int64_t)(sizes[s] / kvs_dtype_size(dts[d]));
             int k0 = 100 * (d * 4 + s + 1);
-            kvs_key_t keys[4];
-            kvs_array_t z[4];
+            kvs_key_t keys[20];
+            kvs_array_t z[20];
             void *zero = calloc((size_t)n, kvs_dtype_size(dts[d]));
 
             if (!zero)
                 die("out of memory");
-            for (int j = 0; j < 4; j++) {
+            for (int j = 0; j < 20; j++) {
                 keys[j] = KVS_INT_KEY(k0 + j);
                 z[j] = arr(dts[d], zero, n);
             }
-            ok(kvs_init(kv, 4, keys, z), "init");
+            ok(kvs_init(kv, 20, keys, z), "init");
             free(zero);
             for (int t = 0; t < 2; t++) {
                 lent += one_call(dts[d], k0, 1, n, t, 0, bound);
                 lent += one_call(dts[d], k0, 1, n, t, 1, bound);
                 lent += one_call(dts[d], k0 + 1, 3, n, t, 0, bound);
                 alias_call(dts[d], k0 + 2, n, t);
+                if (s == 0)            /* a list sent as tables: copied */
+                    lent += one_call(dts[d], k0 + 4, 16, n, t, 0, bound);
             }
         }
     }

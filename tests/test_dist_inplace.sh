@@ -18,6 +18,9 @@ prog=$bld/tests/dist_inplace
 KVS_TEST_KVSCTL=$(cd "$bld" && pwd)/daemon/kvsctl/kvsctl
 KVS_REMOTE_MIN=1M KVS_TEST_BOUND=1048576 KVS_TEST_WRITES=1
 export KVS_TEST_KVSCTL KVS_REMOTE_MIN KVS_TEST_BOUND KVS_TEST_WRITES
+# Fresh allocations full of junk: a flag read from memory never set shows.
+MALLOC_PERTURB_=165
+export MALLOC_PERTURB_
 
 # kvsd's messages (even under -q) into $log, through kvsd_env.
 log=$work/kvsd.log

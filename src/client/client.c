@@ -171,7 +171,7 @@ static int pushpull_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_
         return rc;
     if ((rc = kvs__groups_match(&g, keys, values, "value", e)) != 0)
         goto out;
-    if (!(ans.a = malloc((size_t)(g.ng ? g.ng : 1) * sizeof *ans.a))) {
+    if (!(ans.a = calloc((size_t)(g.ng ? g.ng : 1), sizeof *ans.a))) {
         rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
