@@ -21,6 +21,15 @@
         times the bare backward (no exchange, no update); the step's cost
         is the step's median less that one. Prints
         "pytrainer,IMPL,WORKERS,STEP_S,BARE_S" lines (medians, slowest rank).
+    bench_python.py hook --kvsrun _bench/daemon/kvsrun/kvsrun [--steps 10]
+        A DDP step (backward, torch's SGD) of the same model with 2 workers
+        under kvsrun, three ways side by side in each worker, interleaved
+        step by step: DDP's own hook on gloo; kvs.torch.allreduce_hook;
+        and a hook that exchanges nothing (the future completes at once
+        with the bucket), whose step is DDP's cost without communication.
+        Gloo's communication time is its step less that one; the kvs hook's
+        added time is its step less gloo's. Prints
+        "pyhook,WORKERS,GLOO_S,KVS_S,NONE_S" lines (medians, rank 0's).
 
     bench_python.py report FILE
         The medians of each pass, in words, from the lines of the two above
@@ -28,7 +37,8 @@
     bench_python.py values FILE
         The goals' per-pass values, "ID V1 V2 ..." lines for
         bench/claims.py judge: the time Python adds at 4 KiB (µs), Python
-        over C at 64 MiB, the Trainer step over DDP's.
+        over C at 64 MiB, the Trainer step over DDP's, the kvs hook's added
+        time over gloo's communication time.
 
 A benchmark, not a test: it exits 0 whatever the speed, 1 when something
 fails or a value is wrong. The package is used as configured in the
@@ -209,6 +219,64 @@ def trainer_worker(impl, steps):
         print('pytrainer,%s,%d,%.9g,%.9g' % (impl, nw, slowest[0], slowest[1]), flush=True)
 
 
+def hook_worker(steps):
+    """One worker of the hook job; rank 0 prints the medians."""
+    import torch
+    import torch.distributed as dist
+    from torch.futures import Future
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    import kvs
+    import kvs.torch
+    torch.set_num_threads(1)
+    kv = kvs.create('dist_sync')
+    rank, nw = kv.rank, kv.num_workers
+    kvs.torch.init_process_group(kv)          # construction and broadcasts: kvs
+    os.environ.setdefault('GLOO_SOCKET_IFNAME', 'lo')
+    gloo = dist.new_group(backend='gloo')
+    x = torch.tensor(float(rank + 1))
+
+    def nothing(_state, bucket):
+        fut = Future()
+        fut.set_result(bucket.buffer())
+        return fut
+
+    ways = {}
+    for impl in ('gloo', 'kvs', 'none'):
+        ddp = DDP(model(torch), process_group=gloo)
+        if impl == 'kvs':
+            ddp.register_comm_hook(kvs.torch.hook_state(kv), kvs.torch.allreduce_hook)
+        elif impl == 'none':
+            ddp.register_comm_hook(None, nothing)
+        ways[impl] = (ddp, torch.optim.SGD(ddp.parameters(), lr=0.5))
+    times = {impl: [] for impl in ways}
+    for i in range(steps + 2):
+        for impl, (ddp, opt) in ways.items():
+            kv.barrier()
+            t0 = time.perf_counter()
+            opt.zero_grad()
+            ddp(x).backward()
+            opt.step()
+            if i >= 2:
+                times[impl].append(time.perf_counter() - t0)
+    # Gradients averaged over the workers: (1 + ... + nw) / nw, lr 0.5 a step.
+    want = -0.5 * (steps + 2) * (nw + 1) / 2
+    for impl in ('gloo', 'kvs'):
+        got = [p.data[0].item() for p in ways[impl][0].parameters()]
+        if any(abs(g - want) > 1e-3 * abs(want) for g in got):
+            raise SystemExit('bench_python: DDP with %s trained to %r, not %r'
+                             % (impl, got[0], want))
+    med = {impl: statistics.median(t) for impl, t in times.items()}
+    if rank == 0:
+        print('pyhook,%d,%.9g,%.9g,%.9g' % (nw, med['gloo'], med['kvs'], med['none']), flush=True)
+    dist.destroy_process_group()
+
+
+def hook(args):
+    env = dict(os.environ, KVS_TIMEOUT='120')
+    subprocess.run([args.kvsrun, '-n', '2', sys.executable, os.path.abspath(__file__),
+                    'hook-worker', str(args.steps)], check=True, env=env)
+
+
 def trainer(args):
     env = dict(os.environ, KVS_TIMEOUT='120')
     me = os.path.abspath(__file__)
@@ -234,7 +302,9 @@ def read_lines(path):
     with open(path) as f:
         for line in f:
             row = line.strip().split(',')
-            if row[0] == 'pycall':
+            if row[0] == 'pyhook':
+                trainers.setdefault('hook', []).append(tuple(float(v) for v in row[2:5]))
+            elif row[0] == 'pycall':
                 calls_.setdefault(int(row[1]), []).append((float(row[2]), float(row[3])))
             elif row[0] == 'pytrainer':
                 trainers.setdefault(row[1], []).append((float(row[3]), float(row[4])))
@@ -256,6 +326,16 @@ def report(path):
         print('Trainer step, ResNet-50, 2 workers, pass %d: kvs %.1f ms, DDP %.1f ms: %.3f x; '
               'less bare backward: %.1f / %.1f ms' % (p, ks * 1e3, ds * 1e3, ks / ds,
                                                       (ks - kb) * 1e3, (ds - db) * 1e3))
+    for p, (gloo, kv, none) in enumerate(trainers.get('hook', []), 1):
+        print('DDP step, ResNet-50, 2 workers, pass %d: gloo hook %.1f ms, kvs hook %.1f ms, no '
+              'exchange %.1f ms: kvs adds %.1f ms over gloo, whose communication takes %.1f ms: '
+              '%.3f x' % (p, gloo * 1e3, kv * 1e3, none * 1e3, (kv - gloo) * 1e3,
+                          (gloo - none) * 1e3, _hook_ratio(gloo, kv, none)))
+
+
+def _hook_ratio(gloo, kv, none):
+    """The kvs hook's added time over gloo's communication time."""
+    return (kv - gloo) / max(gloo - none, 1e-9)
 
 
 def values(path):
@@ -267,11 +347,14 @@ def values(path):
     pairs = list(zip(trainers.get('kvs', []), trainers.get('ddp', [])))
     if pairs:
         print('py.trainer ' + ' '.join('%.6f' % (k[0] / d[0]) for k, d in pairs))
+    if trainers.get('hook'):
+        print('py.hook ' + ' '.join('%.6f' % _hook_ratio(*h) for h in trainers['hook']))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('what', choices=['calls', 'trainer', 'trainer-worker', 'report', 'values'])
+    ap.add_argument('what', choices=['calls', 'trainer', 'trainer-worker', 'hook', 'hook-worker',
+                                     'report', 'values'])
     ap.add_argument('rest', nargs='*')
     ap.add_argument('--suite')
     ap.add_argument('--kvsrun')
@@ -288,6 +371,12 @@ def main():
         if not args.kvsrun:
             ap.error('trainer needs --kvsrun')
         trainer(args)
+    elif args.what == 'hook':
+        if not args.kvsrun:
+            ap.error('hook needs --kvsrun')
+        hook(args)
+    elif args.what == 'hook-worker':
+        hook_worker(int(args.rest[0]))
     elif args.what == 'report':
         report(args.rest[0])
     elif args.what == 'values':

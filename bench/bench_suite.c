@@ -125,7 +125,7 @@ static void op_pushpull_view(void *ctx)
         p->b->res[i] = p->views[i].data;
 }
 
-static void *kvs_mem_alloc(void *ctx, size_t bytes)
+static void *store_mem_alloc(void *ctx, size_t bytes)
 {
     int64_t n = (int64_t)bytes;
     kvs_array_t a;
@@ -135,7 +135,7 @@ static void *kvs_mem_alloc(void *ctx, size_t bytes)
     return a.data;
 }
 
-static void kvs_mem_release(void *ctx, void *p)
+static void store_mem_release(void *ctx, void *p)
 {
     kvs_array_t a = { .data = p };
 
@@ -143,7 +143,7 @@ static void kvs_mem_release(void *ctx, void *p)
     check(kvs_array_free(kv, &a), "kvs_array_free");
 }
 
-static const struct rh_mem kvs_mem = { kvs_mem_alloc, kvs_mem_release, NULL };
+static const struct rh_mem store_mem = { store_mem_alloc, store_mem_release, NULL };
 
 /* n list entries over the keys of b: entry i is key first_key + i % nkeys
  * on buffer i / nkeys. */
@@ -183,7 +183,7 @@ static void run_case(const struct rh_comm *c, int nkeys, const long *counts, int
     struct rh_bufs b, one;
 
     rh_bufs_init(&b, nkeys, counts, nbuf, nbuf > 1 ? 0 : c->rank, nworkers,
-                 zero_copy ? &kvs_mem : NULL);
+                 zero_copy ? &store_mem : NULL);
     one = b;
     one.nbuf = 1;
     pp_init(&init, &one, first_key);

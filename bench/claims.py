@@ -249,6 +249,8 @@ def goal_defs():
     d['py.call.64M'] = ('Python call, 64 MiB: Python / C', 1.02, 'x')
     d['py.trainer'] = ('Trainer step, ResNet-50, 2 workers: kvs.torch.Trainer / DDP on gloo',
                        0.5, 'x')
+    d['py.hook'] = ('DDP step, ResNet-50, 2 workers: time kvs.torch.allreduce_hook adds over '
+                    'DDP\'s gloo hook / gloo\'s communication time', 0.5, 'x')
     d['rows.small'] = ('row-sparse step (4,000,000 x 64 table, 4,096 Zipf(1.1) ids per worker, '
                        'adam, 4 workers) / dense pushpull of 4,096 x 64', 2.0, 'x')
     d['rows.table'] = ('the same step / dense pushpull of the whole 4,000,000 x 64 table',
@@ -610,6 +612,12 @@ def r_python(r):
         out.append('- a `kvs.torch.Trainer` step of ResNet-50\'s 161 tensors with 2 workers and the '
                    'store\'s SGD takes %s × the time of torch\'s DistributedDataParallel on gloo; '
                    'goal: at most %g ×: %s.' % (c.show(), c.limit, c.verdict_md()))
+    h = r.goal('py.hook')
+    if h.value is not None:
+        out.append('- a DDP step of the same model with `kvs.torch.allreduce_hook` takes longer '
+                   'than with DDP\'s own hook on gloo by %s × gloo\'s communication time (gloo\'s '
+                   'step less that of a hook that exchanges nothing; negative: faster); goal: at '
+                   'most %g ×: %s.' % (h.show(), h.limit, h.verdict_md()))
     return out
 
 

@@ -59,12 +59,14 @@ extern "C" {
 #define KVS_API
 #endif
 
-#define KVS_VERSION_MAJOR 0
-#define KVS_VERSION_MINOR 1
-#define KVS_VERSION_PATCH 0
+/* KVS_VERSION_MAJOR, _MINOR, _PATCH and KVS_VERSION_STRING
+ * ("MAJOR.MINOR.PATCH"): the version of this header, which configure
+ * writes from the one version of kvs (AC_INIT in configure.ac). */
+#include "kvs-version.h"
 
-/* The library's version at run time. Each out-pointer may be NULL.
- * Returns a static string "kvs MAJOR.MINOR.PATCH". Thread-safe. */
+/* The library's version at run time: the same version, from the library
+ * loaded. Each out-pointer may be NULL. Returns a static string
+ * "kvs MAJOR.MINOR.PATCH" ("kvs " KVS_VERSION_STRING). Thread-safe. */
 KVS_API const char *kvs_version(int *major, int *minor, int *patch);
 
 /* ---- Errors ---------------------------------------------------------- */
@@ -428,7 +430,8 @@ KVS_API int kvs_pushpull_row_sparse(kvs_t *kv, int n, const kvs_key_t *keys,
  * pushed, pulled into, pushed in place. A push whose value lies wholly in
  * one buffer takes it without a copy (values of a repeated key are still
  * summed into a copy first). The buffer is the caller's until
- * kvs_array_free or kvs_close, which frees every buffer of the handle.
+ * kvs_array_free or kvs_close, which frees every buffer of the handle
+ * (unless a hold of kvs_mem_hold keeps them past it).
  * The store reads a pushed buffer until the push has taken effect: in
  * dist_sync, until the push's round closes, which needs the other workers,
  * so the push returns before that. Rule: do not write a buffer you pushed
@@ -460,11 +463,12 @@ KVS_API int kvs_array_free(kvs_t *kv, kvs_array_t *arr);
  * types it is mapped read-only: a write faults) and stays valid and
  * unchanged:
  *   local      until the next call on this handle that changes the key
- *              (push, pushpull, reinit) or kvs_close;
+ *              (push, pushpull, reinit) or kvs_close (but see
+ *              kvs_mem_hold);
  *   dist_sync  until this worker pushes the key again (the next round
  *              cannot close without that push; once it is made, the round
  *              may close, and the value change, at any time), or calls
- *              kvs_close.
+ *              kvs_close (but see kvs_mem_hold).
  * Errors: those of kvs_pull; KVS_ENOTSUP for dist_async, where other
  * workers' pushes rewrite a value at any time (use kvs_pull there). */
 KVS_API int kvs_pull_view(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *views,
@@ -475,6 +479,39 @@ KVS_API int kvs_pull_view(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *
  * shape. Errors: those of kvs_pushpull and kvs_pull_view. */
 KVS_API int kvs_pushpull_view(kvs_t *kv, int n, const kvs_key_t *keys,
                               const kvs_array_t *values, kvs_array_t *views, int priority);
+
+/* ---- Memory past kvs_close ------------------------------------------- */
+/* Buffers and views belong to their handle, and kvs_close frees them: a
+ * pointer kept into one then faults, or reads memory handed out again. A
+ * program whose arrays may outlive the handle (a language binding whose
+ * arrays are freed when the last reference goes) takes a hold on the
+ * handle's memory: while a hold remains, kvs_close leaves in place the
+ * memory of the handle's buffers (those not given to kvs_array_free) and
+ * of its views, and the last kvs_mem_release frees it. The handle itself
+ * goes as always. After kvs_close that memory serves nobody but the
+ * holder: a buffer keeps its bytes and may still be written (the writes
+ * go nowhere: there is no handle to push them with); a view of an
+ * in-process store keeps the key's last value; a view of a dist store
+ * keeps reading kvsd's memory of the key, which still holds the last
+ * value this worker saw, unless workers still in the job complete later
+ * rounds of the key (the memory stays mapped; it is not copied). While the
+ * handle is open a hold changes nothing: buffers are still freed by
+ * kvs_array_free and views still follow the rules of kvs_pull_view.
+ * A dist handle's buffers and views from before a roll back (KVS_ERESTART)
+ * to a kvsd whose memory could not take the old one's place are gone
+ * whatever the holds. */
+typedef struct kvs_mem kvs_mem_t;
+
+/* Takes a hold on kv's memory in *mem (several holds share it). Errors:
+ * KVS_EBADARG (NULL kv or mem), -ENOMEM. Thread-safe, but not beside
+ * kvs_close of the same handle. */
+KVS_API int kvs_mem_hold(kvs_t *kv, kvs_mem_t **mem);
+
+/* Releases a hold of kvs_mem_hold (NULL: nothing). Returns 1 when this
+ * was the last reference, the handle closed, and the memory freed; 0
+ * otherwise. Thread-safe; any thread may release, before or after
+ * kvs_close. */
+KVS_API int kvs_mem_release(kvs_mem_t *mem);
 
 /* ---- Update rules ---------------------------------------------------- */
 

@@ -14,6 +14,16 @@
 #include "store/engine.h"
 #include "base/error.h"
 
+/* What a closed handle leaves to the holds of kvs_mem_hold (kvs.h): the
+ * memory its buffers and views point into, which the store type's close
+ * moves here instead of freeing it; the last kvs_mem_release frees it. */
+struct kvs__leftover {
+    void *map[3];                      /* dist types: mappings, unmapped */
+    size_t map_len[3];
+    struct kvs__engine *eng;           /* local types: the engine and its values */
+    struct kvs__bufs bufs;             /* local types: heap buffers not freed */
+};
+
 /* What one store type does; chosen by kvs_create. Every call reports a
  * failure's detail in e, which the front copies to the handle. */
 struct kvs__store_ops {
@@ -65,7 +75,9 @@ struct kvs__store_ops {
     int (*resume_step)(kvs_t *kv, int64_t *step, struct kvs__err *e);
     /* After an option changed; a failure makes the front restore it. */
     int (*apply_options)(kvs_t *kv, struct kvs__err *e);
-    void (*close)(kvs_t *kv);
+    /* keep NULL: frees everything. Else moves into *keep the memory the
+     * handle's buffers and views point into, and frees the rest. */
+    void (*close)(kvs_t *kv, struct kvs__leftover *keep);
 };
 
 struct kvs {
@@ -85,6 +97,7 @@ struct kvs {
     int64_t committed;                 /* local types: its step, -1 before any */
     uint64_t commits;                  /* local types: commits made, the snapshot's seq */
     struct kvs__client *client;        /* dist types */
+    struct kvs_mem *mem;               /* made by the first kvs_mem_hold */
 };
 
 extern const struct kvs__store_ops kvs__dist_ops;

@@ -7,6 +7,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +25,7 @@
 #include "store/snapshot.h"
 #include "base/spec.h"
 #include "proto/trace.h"
-
-#define KVS__STR_(x) #x
-#define KVS__STR(x) KVS__STR_(x)
+#include "shm/shm.h"
 
 /* ---- the local store: the engine in this process ---------------------- */
 
@@ -211,8 +211,14 @@ static int local_apply_options(kvs_t *kv, struct kvs__err *e)
     return 0;
 }
 
-static void local_close(kvs_t *kv)
+static void local_close(kvs_t *kv, struct kvs__leftover *keep)
 {
+    if (keep) {                        /* views point into the engine's values */
+        keep->eng = kv->eng;
+        keep->bufs = kv->bufs;
+        kv->eng = NULL;
+        kv->bufs = (struct kvs__bufs){ 0 };
+    }
     kvs__engine_free(kv->eng);
     free(kv->snap);
     kvs__nccl_free(kv->nccl);
@@ -322,8 +328,7 @@ KVS_API const char *kvs_version(int *major, int *minor, int *patch)
         *minor = KVS_VERSION_MINOR;
     if (patch)
         *patch = KVS_VERSION_PATCH;
-    return "kvs " KVS__STR(KVS_VERSION_MAJOR) "." KVS__STR(KVS_VERSION_MINOR) "."
-           KVS__STR(KVS_VERSION_PATCH);
+    return "kvs " KVS_VERSION_STRING;
 }
 
 /* ---- life ------------------------------------------------------------- */
@@ -402,11 +407,65 @@ KVS_API int kvs_timeline_stop(void)
     return rc;
 }
 
+/* ---- memory past kvs_close -------------------------------------------- */
+
+/* A handle's memory, shared by the handle while it is open and by the
+ * holds of kvs_mem_hold; the last of them frees it. */
+struct kvs_mem {
+    atomic_long refs;                  /* holds, + 1 while the handle is open */
+    struct kvs__leftover left;         /* what kvs_close left behind */
+};
+
+/* Makes kv->mem: no two threads race to it (kvs.h: holds are thread-safe). */
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int mem_hold(kvs_t *kv, kvs_mem_t **out, struct kvs__err *e)
+{
+    struct kvs_mem *m;
+
+    if (!out)
+        return kvs__fail(e, KVS_EBADARG, "kvs_mem_hold: out is NULL");
+    pthread_mutex_lock(&mem_lock);
+    if (!kv->mem && (kv->mem = calloc(1, sizeof *kv->mem)) != NULL)
+        atomic_init(&kv->mem->refs, 1);
+    if ((m = kv->mem) != NULL)
+        atomic_fetch_add(&m->refs, 1);
+    pthread_mutex_unlock(&mem_lock);
+    if (!m)
+        return kvs__fail(e, -ENOMEM, "out of memory");
+    *out = m;
+    return 0;
+}
+
+KVS_API int kvs_mem_release(kvs_mem_t *mem)
+{
+    struct kvs__leftover *l;
+
+    if (!mem || atomic_fetch_sub(&mem->refs, 1) != 1)
+        return 0;
+    l = &mem->left;
+    for (int i = 0; i < 3; i++)
+        if (l->map[i])
+            kvs__unmap(l->map[i], l->map_len[i]);
+    kvs__engine_free(l->eng);
+    for (size_t i = 0; i < l->bufs.n; i++)
+        free((void *)(uintptr_t)l->bufs.r[i].off);
+    kvs__bufs_fini(&l->bufs);
+    free(mem);
+    return 1;
+}
+
 KVS_API void kvs_close(kvs_t *kv)
 {
+    struct kvs_mem *m;
+
     if (!kv)
         return;
-    kv->ops->close(kv);
+    /* With no hold left, no other can come: kvs_mem_hold must not run
+     * beside kvs_close. */
+    m = kv->mem;
+    kv->ops->close(kv, m && atomic_load(&m->refs) > 1 ? &m->left : NULL);
+    kvs_mem_release(m);
     pthread_mutex_destroy(&kv->lock);
     free(kv->type);
     free(kv);
@@ -843,6 +902,11 @@ KVS_API int kvs_array_alloc(kvs_t *kv, kvs_dtype_t dtype, int ndim, const int64_
 KVS_API int kvs_array_free(kvs_t *kv, kvs_array_t *arr)
 {
     CALL(kv, array_free(kv, arr, e));
+}
+
+KVS_API int kvs_mem_hold(kvs_t *kv, kvs_mem_t **out)
+{
+    CALL(kv, mem_hold(kv, out, e));
 }
 
 KVS_API int kvs_pull_view(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *views,

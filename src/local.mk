@@ -57,6 +57,7 @@ src_libkvs_core_la_SOURCES = \
 	src/client/residual.c src/client/residual.h \
 	src/client/groups.c src/client/groups.h \
 	src/client/link.h \
+	src/client/launch.c src/client/launch.h src/client/spawn.c \
 	src/client/connect.c \
 	src/client/staging.c \
 	src/client/tables.c src/client/tables.h \
@@ -69,8 +70,10 @@ src_libkvs_core_la_SOURCES = \
 	src/client/client.c \
 	src/front.h src/kvs.c
 src_libkvs_core_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden -DKVS_BUILDING_LIBRARY
-# Where libkvs finds the kernel module once installed.
-src_libkvs_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DKVS__KERNELS_PATH='"$(pkglibdir)/libkvs-cuda.so"'
+# Where libkvs finds the kernel module, and the kvsd a worker starts on demand, once
+# installed.
+src_libkvs_core_la_CPPFLAGS = $(AM_CPPFLAGS) -DKVS__KERNELS_PATH='"$(pkglibdir)/libkvs-cuda.so"' \
+	-DKVS__BINDIR='"$(bindir)"'
 
 lib_LTLIBRARIES = src/libkvs.la
 src_libkvs_la_SOURCES =

@@ -7,7 +7,8 @@
  * 100,000 keys, lets one worker set the optimizer, pulls rows by empty row
  * id lists, pushes zero-copy buffers in any order, crowds threads into
  * a small staging area, and sends lists long enough to go in tables (with
- * errors deep in them, and beside others in a staging area they crowd).
+ * errors deep in them, and beside others in a staging area they crowd),
+ * and keeps a buffer and a view past its close (kvs_mem_hold).
  * argv[1] names the
  * scenario, argv[2] the store type (dist_sync by default); every value
  * pulled is checked. Exit 0 when all is right, 1 with a message when not.
@@ -15,6 +16,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -536,6 +538,53 @@ static void tables_spill(void)
     }
 }
 
+/* The mappings of kvsd's segments in this process (memfd:kvs-...). */
+static int kvs_maps(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int n = 0;
+
+    if (!f)
+        die("cannot read /proc/self/maps");
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, "/memfd:kvs-") != NULL;
+    fclose(f);
+    return n;
+}
+
+/* A hold keeps a buffer and a view past kvs_close (with KVS_COMBINE=1 the
+ * view lies in the combine area): both read their last values, the
+ * buffer takes writes, and the last release unmaps every segment. */
+static void held_close(void)
+{
+    int64_t n = 1000;
+    kvs_array_t b, view;
+    kvs_key_t k = KVS_INT_KEY(5);
+    kvs_mem_t *mem;
+
+    ok(kvs_mem_hold(kv, &mem), "hold");
+    ok(kvs_array_alloc(kv, KVS_FLOAT32, 1, &n, &b), "alloc");
+    ok(kvs_init(kv, 1, &k, &b), "init");
+    view = b;
+    fill(b.data, 1000, (float)(rank + 1));
+    ok(kvs_pushpull_view(kv, 1, &k, &b, &view, 0), "pushpull_view");
+    expect(view.data, 1000, tri(nw), "the view");
+    ok(kvs_barrier(kv), "barrier");
+    kvs_close(kv);
+    kv = NULL;
+    if (kvs_maps() < 2)
+        die("the segments went with kvs_close under a hold");
+    expect(view.data, 1000, tri(nw), "the view after kvs_close");
+    expect(b.data, 1000, (float)(rank + 1), "the buffer after kvs_close");
+    fill(b.data, 1000, 9);
+    expect(b.data, 1000, 9, "the buffer written after kvs_close");
+    if (kvs_mem_release(mem) != 1)
+        die("the last release did not free the memory");
+    if (kvs_maps() != 0)
+        die("%d mappings of kvsd's segments are left after the last release", kvs_maps());
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -547,6 +596,7 @@ int main(int argc, char **argv)
         { "many_keys", many_keys }, { "lone_optimizer", lone_optimizer },
         { "row_sparse_empty", row_sparse_empty }, { "buffers_order", buffers_order },
         { "crowded", crowded }, { "tables", tables }, { "tables_spill", tables_spill },
+        { "held_close", held_close },
     };
     const char *type = argc > 2 ? argv[2] : "dist_sync";
     size_t i;

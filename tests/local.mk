@@ -27,7 +27,7 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_kvsrun.sh tests/test_dist_remote.sh tests/test_dist_inplace.sh \
 	tests/test_hosts_netns.sh tests/test_dist_device.sh tests/test_top.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
 	tests/test_timeline.sh tests/test_kvsctl.sh tests/test_kvsctl_plan.sh tests/test_dist_kvsd.sh tests/test_quickstart.sh \
-	tests/test_dist_rows.sh tests/test_hosts_rows.sh tests/test_hosts_bytes.sh
+	tests/test_dist_rows.sh tests/test_hosts_rows.sh tests/test_hosts_bytes.sh tests/test_launch.sh
 # Recovery (doc/recovery.md), test by test: commits, a worker's death
 # rolling kvsd back and its restart from the snapshot, with kvsd started by
 # hand; kvsrun's restarts; a worker's handle when kvsd is replaced; the kill
@@ -64,7 +64,8 @@ tests_dist_mxnet_LDADD = src/libkvs.la -lm
 # tests/test_python.sh runs these with pytest (skipped without the package).
 python_tests = tests/python/conftest.py tests/python/test_kvstore.py tests/python/test_api.py \
 	tests/python/test_dist.py tests/python/test_rows.py tests/python/test_torch.py tests/python/workers.py \
-	tests/python/test_bench_ctr.py tests/python/test_commit.py tests/python/test_recover.py
+	tests/python/test_bench_ctr.py tests/python/test_commit.py tests/python/test_recover.py \
+	tests/python/test_memory.py tests/python/test_ddp.py tests/python/ddp_workers.py
 # kvsctl timeline plot and merge, on timelines the test writes.
 TESTS += tests/test_timeline_tool.sh
 EXTRA_DIST += tests/test_timeline_tool.sh
@@ -259,6 +260,11 @@ endif
 endif
 tests_dist_worker_SOURCES = tests/dist_worker.c tests/distutil.h
 tests_dist_worker_LDADD = src/libkvs.la -lm
+# Jobs that no kvsrun started (test_launch.sh).
+check_PROGRAMS += tests/launch_worker
+tests_launch_worker_SOURCES = tests/launch_worker.c
+tests_launch_worker_LDADD = src/libkvs.la
+EXTRA_DIST += tests/test_launch.sh
 tests_dist_rows_SOURCES = tests/dist_rows.c tests/distutil.h
 tests_dist_rows_LDADD = src/libkvs.la -lm
 tests_hosts_bytes_SOURCES = tests/hosts_bytes.c tests/distutil.h
@@ -287,7 +293,7 @@ EXTRA_DIST += tests/test_quickstart.sh tests/cmocka-tap.sh tests/test_dist.sh te
 	tests/test_hosts_forged.sh \
 	tests/test_hosts_faults.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
 	tests/test_hosts_netns.sh tests/kvsrunlib.sh tests/test_kvsrun_jobs.sh tests/test_kvsctl_plan.sh
-EXTRA_DIST += tests/test_install.sh tests/quickstart.expected tests/kvstore_chapter.expected \
+EXTRA_DIST += tests/test_install.sh tests/test_pip.sh tests/quickstart.expected tests/kvstore_chapter.expected \
 	$(python_tests)
 
 # The install test builds a program against the installed header and

@@ -42,6 +42,12 @@ static void test_version(void **state)
              KVS_VERSION_PATCH);
     assert_non_null(s);
     assert_string_equal(s, want);
+    snprintf(want, sizeof want, "kvs %s", KVS_VERSION_STRING);
+    assert_string_equal(s, want);
+#ifdef PACKAGE_VERSION
+    /* In the build tree: the header's version is configure's (AC_INIT). */
+    assert_string_equal(KVS_VERSION_STRING, PACKAGE_VERSION);
+#endif
     /* Each out-pointer may be NULL. */
     assert_string_equal(kvs_version(NULL, NULL, NULL), want);
     assert_string_equal(kvs_version(&ma, NULL, NULL), want);

@@ -3,7 +3,8 @@
  * store: kvs_array_alloc/kvs_array_free (shapes, zero fill, alignment, bad
  * arguments, double and foreign frees) and views (kvs_pull_view,
  * kvs_pushpull_view: they are the stored value, follow later pushes, and a
- * failing call changes neither the store nor the caller's views). The dist
+ * failing call changes neither the store nor the caller's views), and
+ * holds on their memory past kvs_close (kvs_mem_hold). The dist
  * types' buffers and views run in real jobs (tests/dist_worker.c,
  * scenario "buffers"). Uses only kvs.h.
  */
@@ -202,6 +203,48 @@ static void view_errors_change_nothing(void **state)
     kvs_close(kv);
 }
 
+/* A hold keeps the memory of buffers and views past kvs_close: they read
+ * their last values (ASan would report a read of freed memory), a buffer
+ * takes writes, and the last release frees it all (ASan would report a
+ * leak otherwise); a hold released while the handle is open changes
+ * nothing, and kvs_close then frees as without one. */
+static void holds_keep_memory_past_close(void **state)
+{
+    kvs_t *kv = new_store("local");
+    int64_t n = 1000;
+    kvs_array_t g, freed, view = ARR(NULL, KVS_FLOAT32, 1, 1000);
+    kvs_key_t k = IK(3);
+    kvs_mem_t *m1 = NULL, *m2 = NULL, *early = NULL;
+
+    (void)state;
+    EXPECT_RC(kvs_mem_hold(NULL, &m1), KVS_EBADARG);
+    EXPECT_RC(kvs_mem_hold(kv, NULL), KVS_EBADARG);
+    EXPECT_DETAIL(kv, "NULL");
+    assert_int_equal(kvs_mem_release(NULL), 0);
+    OK(kvs_mem_hold(kv, &early));
+    assert_int_equal(kvs_mem_release(early), 0);          /* the handle still has it */
+    OK(kvs_mem_hold(kv, &m1));
+    OK(kvs_mem_hold(kv, &m2));
+    assert_ptr_equal(m1, m2);
+    OK(kvs_array_alloc(kv, KVS_FLOAT32, 1, &n, &g));
+    OK(kvs_array_alloc(kv, KVS_FLOAT32, 1, &n, &freed));
+    OK(kvs_array_free(kv, &freed));                       /* freed now, not kept */
+    fill_f32(g.data, 1000, 2.5f);
+    OK(kvs_init(kv, 1, &k, &g));
+    OK(kvs_set_optimizer(kv, "sgd lr=1"));
+    fill_f32(g.data, 1000, 1.0f);
+    OK(kvs_pushpull_view(kv, 1, &k, &g, &view, 0));
+    EXPECT_ALL_F32((float *)view.data, 1000, 1.5f);
+    kvs_close(kv);
+    EXPECT_ALL_F32((float *)view.data, 1000, 1.5f);
+    EXPECT_ALL_F32((float *)g.data, 1000, 1.0f);
+    fill_f32(g.data, 1000, 7.0f);
+    EXPECT_ALL_F32((float *)g.data, 1000, 7.0f);
+    assert_int_equal(kvs_mem_release(m1), 0);
+    EXPECT_ALL_F32((float *)view.data, 1000, 1.5f);
+    assert_int_equal(kvs_mem_release(m2), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -212,6 +255,7 @@ int main(void)
         cmocka_unit_test(pull_view_is_the_stored_value),
         cmocka_unit_test(pushpull_view),
         cmocka_unit_test(view_errors_change_nothing),
+        cmocka_unit_test(holds_keep_memory_past_close),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

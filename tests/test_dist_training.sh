@@ -4,7 +4,8 @@
 # last push, an init after rank 0 left, the empty string key, 100,000 keys
 # in a call, a lone optimizer, empty row ids, zero-copy buffers in any
 # order, threads crowding a small staging area, lists in tables (errors
-# deep in them; a staging area they crowd). Through kvsd, and with the
+# deep in them; a staging area they crowd), a buffer and a view kept past
+# the close. Through kvsd, and with the
 # workers combining the small keys' rounds.
 set -u
 # shellcheck source=tests/lib.sh
@@ -28,6 +29,7 @@ for KVS_COMBINE in 0 1; do
     job 3 crowded 0 --staging 20K
     for n in 2 3; do job $n tables; done
     job 2 tables_spill 0 --staging 1M
+    job 2 held_close
 done
 unset KVS_COMBINE
 prog=

@@ -2,7 +2,9 @@
 # Description: programs written only against the installed kvs.h, compiled
 # and linked through pkg-config, get every semantic right: the API tests,
 # the MXNet ports and the quickstart, built from the installed files alone;
-# the installed Python package runs the chapter.
+# the installed Python package runs the chapter, and its version is the
+# library's and pkg-config's; the installed library starts the installed
+# kvsd for a job that no kvsrun started.
 # Usage: test_install.sh PREFIX (with PKG_CONFIG_PATH pointing into it).
 set -eu
 prefix=$1
@@ -114,6 +116,51 @@ EOF2
     fi
 fi
 
+# A job no kvsrun started: two workers under torchrun's environment, and
+# the installed library starts the installed kvsd (no KVS_KVSD, and no
+# kvsd in PATH), which is gone with its socket after them.
+cat >twice.c <<'EOF2'
+#include <stdio.h>
+#include <kvs.h>
+
+int main(void)
+{
+    float v[4] = { 1, 1, 1, 1 }, w[4] = { 0 };
+    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } }, o = a;
+    kvs_key_t k = KVS_INT_KEY(3);
+    kvs_t *kv;
+
+    o.data = w;
+    if (kvs_create("dist_sync", &kv))
+        return fprintf(stderr, "twice: %s\n", kvs_last_error(NULL)), 1;
+    if (kvs_init(kv, 1, &k, &a) || kvs_push(kv, 1, &k, &a, 0) || kvs_pull(kv, 1, &k, &o, 0)
+        || w[0] != 2 || w[3] != 2)
+        return fprintf(stderr, "twice: %s (pulled %g)\n", kvs_last_error(kv), w[0]), 1;
+    kvs_close(kv);
+    return 0;
+}
+EOF2
+# shellcheck disable=SC2086
+$cc -std=c11 -Wall -Wextra -Werror -o twice twice.c $flags
+for r in 0 1; do
+    env -u KVS_KVSD -u KVS_JOB PATH=/usr/bin:/bin RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r \
+        LOCAL_WORLD_SIZE=2 GROUP_RANK=0 GROUP_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 \
+        MASTER_PORT=29400 TORCHELASTIC_RUN_ID=inst KVS_TIMEOUT=30 timeout 60 ./twice \
+        >twice.$r.log 2>&1 &
+    eval "tw$r=\$!"
+done
+# shellcheck disable=SC2154
+if ! wait "$tw0" || ! wait "$tw1" || ! grep -q "every worker has left" "$work/rt/kvs/torch-inst.log"; then
+    echo "a job under torchrun's environment did not run on the installed kvsd:" >&2
+    cat twice.0.log twice.1.log "$work/rt/kvs/torch-inst.log" >&2
+    exit 1
+fi
+for _ in $(seq 50); do [ -e "$work/rt/kvs/torch-inst.sock" ] || break; sleep 0.1; done
+if [ -e "$work/rt/kvs/torch-inst.sock" ]; then
+    echo "the installed kvsd started on demand left its socket" >&2
+    exit 1
+fi
+
 # The Python package as installed: found through the prefix's package
 # directory alone, it loads the installed library by the path make install
 # recorded (no KVS_LIBRARY, no LD_LIBRARY_PATH), and runs the chapter.
@@ -121,6 +168,13 @@ if [ -n "${KVS_PYTHON_PKGDIR:-}" ] && [ -n "${PYTHON:-}" ]; then
     env -u LD_LIBRARY_PATH -u KVS_LIBRARY PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$KVS_PYTHON_PKGDIR" \
         "$PYTHON" -c 'import kvs, sys; sys.exit(not kvs._lib.lib._name.startswith(sys.argv[1]))' \
         "$prefix" || { echo "the installed kvs package did not load the installed libkvs" >&2; exit 1; }
+    # One version: the package's (_version.py), the library's, pkg-config's.
+    env -u LD_LIBRARY_PATH -u KVS_LIBRARY PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$KVS_PYTHON_PKGDIR" \
+        "$PYTHON" -c 'import kvs, sys
+v = sys.argv[1]
+sys.exit(not (kvs.__version__ == v and kvs.version() == "kvs " + v and kvs._version.VERSION == v))' \
+        "$(pkg-config --modversion kvs)" ||
+        { echo "the installed kvs package's __version__ is not the library's and pkg-config's" >&2; exit 1; }
     env -u LD_LIBRARY_PATH -u KVS_LIBRARY PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$KVS_PYTHON_PKGDIR" \
         "$PYTHON" "$srcdir/examples/kvstore_chapter.py" | diff "$srcdir/tests/kvstore_chapter.expected" -
 fi

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Description: kvsctl reads a held 2-worker dist_sync job right (status, keys, stats with exact counts, its per-key rounds and latencies, stats --short, stats --json), stops a kvsd cleanly (workers then get KVS_ECLOSED, nothing is left), fails plainly for a job nobody serves or a bad command, and its usage errors; kvsctl plan: test_kvsctl_plan.sh.
+# Description: kvsctl reads a held 2-worker dist_sync job right (status, keys, stats with exact counts, its per-key rounds and latencies, stats --short, stats --json), stops a kvsd cleanly (workers then get KVS_ECLOSED, nothing is left), fails plainly for a job nobody serves or a bad command, and its usage errors; --version of kvsctl, kvsd and kvsrun gives configure's version; kvsctl plan: test_kvsctl_plan.sh.
 # TAP output. Programs: $top_builddir/daemon/kvsd/kvsd, daemon/kvsctl/kvsctl and
 # tests/dist_worker (scenario "hold": int keys 1, float32 (2,3), and 2,
 # int32 (4,); three sync rounds pushed to key 1, one pull; a barrier; then
@@ -330,7 +330,14 @@ tap $st "stats --json and top --once of a job nobody serves: exit 1; top without
 st=0
 ctl help --help
 [ $ctl_rc -eq 0 ] && grep -q "usage: kvsctl" "$rt/help.out" || st=1
+# --version of the three programs: configure's version (kvs.pc has it).
+version=$(sed -n 's/^Version: //p' "$bld/kvs.pc")
+[ -n "$version" ] || st=1
 ctl version --version
-[ $ctl_rc -eq 0 ] && grep -q "^kvsctl (kvs " "$rt/version.out" || st=1
-tap $st "--help and --version"
+[ $ctl_rc -eq 0 ] && [ "$(cat "$rt/version.out")" = "kvsctl (kvs) $version" ] || st=1
+for prog in kvsd:"$kvsd" kvsrun:"$bld/daemon/kvsrun/kvsrun"; do
+    said=$(timeout $((10 * slow)) "${prog#*:}" --version 2>&1) &&
+        [ "$said" = "${prog%%:*} (kvs) $version" ] || { st=1; echo "# ${prog%%:*}: $said"; }
+done
+tap $st "--help and --version (kvsctl, kvsd, kvsrun: \"NAME (kvs) $version\")"
 exit 0

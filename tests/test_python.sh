@@ -1,9 +1,10 @@
 #!/bin/sh
 # Description: the Python package's tests (tests/python, pytest), run on the
 # build tree's library and kvsrun with the package uninstalled: the API,
-# MXNet's kvstore tests and the dist jobs here; test_python_rows.sh and
-# test_python_torch.sh source this file for theirs, so that make runs the
-# three side by side, each under its own deadline.
+# MXNet's kvstore tests, the dist jobs and arrays that outlive the store
+# here; test_python_rows.sh and test_python_torch.sh source this file for
+# theirs, so that make runs the three side by side, each under its own
+# deadline.
 # TAP output: one test per pytest test, or all skipped with the reason.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -11,8 +12,8 @@ src=$(cd "${top_srcdir:-.}" && pwd)
 bld=$(cd "${top_builddir:-.}" && pwd)
 
 rows_files="test_rows.py"
-torch_files="test_torch.py test_bench_ctr.py"
-main_files="test_api.py test_kvstore.py test_dist.py test_commit.py test_recover.py"
+torch_files="test_torch.py test_bench_ctr.py test_ddp.py"
+main_files="test_api.py test_kvstore.py test_dist.py test_commit.py test_recover.py test_memory.py"
 case "${0##*/}" in
 test_python_rows.sh) files=$rows_files ;;
 test_python_torch.sh) files=$torch_files ;;

@@ -208,7 +208,7 @@ static int parse_options(int argc, char **argv, struct cmd *c)
             usage(stdout);
             return 0;
         case OPT_VERSION:
-            printf("kvsctl (%s)\n", kvs_version(NULL, NULL, NULL));
+            printf("kvsctl (kvs) %s\n", KVS_VERSION_STRING);
             return 0;
         case ':':
             return usage_error("option '%s' needs a value", argv[optind - 1]);

@@ -62,6 +62,11 @@ struct options {
     int checkpoint_sync;               /* a commit answers once on disk (--checkpoint-sync,
                                         * KVS_CHECKPOINT_SYNC=1) */
     int generation;                    /* --generation: the job's restarts so far */
+    int exit_when_done;                /* --exit-when-done: kvsd started by a worker on
+                                        * demand leaves once no worker is live after a
+                                        * failure, and fails a job whose workers do not
+                                        * all connect within connect_ns */
+    int64_t connect_ns;                /* --connect-timeout */
 };
 
 /* ---- state ------------------------------------------------------------ */

@@ -217,6 +217,12 @@ static void usage(FILE *f)
             "      --checkpoint-sync  a commit answers once its copy is on disk (also\n"
             "                       KVS_CHECKPOINT_SYNC=1)\n"
             "      --generation N   the job's restarts so far, for kvsctl status\n"
+            "Started on demand (by a job's first worker on the host, without kvsrun):\n"
+            "      --exit-when-done exit once the last worker has left, closed or dead,\n"
+            "                       even when others never came after the job failed;\n"
+            "                       fail the job when its workers have not all\n"
+            "                       connected within --connect-timeout\n"
+            "      --connect-timeout SECONDS  for --exit-when-done (default 120)\n"
             "  -q, --quiet          no messages on stderr\n"
             "  -h, --help           this text\n"
             "      --version        the version\n"
@@ -244,6 +250,8 @@ static const struct option longs[] = {
     { "checkpoint", required_argument, NULL, 'K' },
     { "checkpoint-sync", no_argument, NULL, 'Y' },
     { "generation", required_argument, NULL, 'G' },
+    { "exit-when-done", no_argument, NULL, 'X' },
+    { "connect-timeout", required_argument, NULL, 'W' },
     { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },
     { NULL, 0, NULL, 0 },
@@ -260,6 +268,7 @@ static void defaults(struct daemon *d)
     d->o.nhosts = 1;
     d->o.heartbeat_ns = 5 * 1000000000ll;
     d->o.join_ns = 60 * 1000000000ll;
+    d->o.connect_ns = 120 * 1000000000ll;
     d->o.ready_fd = -1;
     d->nhosts = 1;
     d->lock_fd = d->listen_fd = d->ctl_fd = d->arena_fd = d->arena_ro_fd = d->cb_fd = -1;
@@ -301,7 +310,7 @@ static int number_option(struct options *o, int c, const char *arg)
     }
 }
 
-/* A size (c 's', 'a') or a time (c 'T', 'J') option into o: -1 when read,
+/* A size (c 's', 'a') or a time (c 'T', 'J', 'W') option into o: -1 when read,
  * else the exit status 2 (said). */
 static int measure_option(struct options *o, int c, const char *arg)
 {
@@ -321,10 +330,12 @@ static int measure_option(struct options *o, int c, const char *arg)
     }
     if (kvs__spec_double(arg, strlen(arg), &secs) != 0 || !(secs > 0) || secs > 86400) {
         fprintf(stderr, "kvsd: --%s '%s' is not a number of seconds in (0, 86400]\n",
-                c == 'T' ? "heartbeat-timeout" : "join-timeout", arg);
+                c == 'T' ? "heartbeat-timeout" : c == 'J' ? "join-timeout" : "connect-timeout",
+                arg);
         return 2;
     }
-    *(c == 'T' ? &o->heartbeat_ns : &o->join_ns) = (int64_t)(secs * 1e9);
+    *(c == 'T' ? &o->heartbeat_ns : c == 'J' ? &o->join_ns : &o->connect_ns) =
+        (int64_t)(secs * 1e9);
     return -1;
 }
 
@@ -355,6 +366,7 @@ static int parse_options(struct daemon *d, int argc, char **argv)
         case 'a':
         case 'T':
         case 'J':
+        case 'W':
             rc = measure_option(&d->o, c, optarg);
             break;
         case 'q':
@@ -376,6 +388,9 @@ static int parse_options(struct daemon *d, int argc, char **argv)
         case 'Y':
             d->o.checkpoint_sync = 1;
             break;
+        case 'X':
+            d->o.exit_when_done = 1;
+            break;
         case 'G':
             rc = number_option(&d->o, c, optarg);
             break;
@@ -392,7 +407,7 @@ static int parse_options(struct daemon *d, int argc, char **argv)
             usage(stdout);
             return 0;
         case 'V':
-            printf("kvsd (%s)\n", kvs_version(NULL, NULL, NULL));
+            printf("kvsd (kvs) %s\n", KVS_VERSION_STRING);
             return 0;
         default:
             usage(stderr);

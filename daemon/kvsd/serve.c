@@ -23,8 +23,31 @@
 #define SERVE_SLICE_NS  (100 * 1000000ll)
 #define SPIN_NS         (20 * 1000ll)
 
+/* kvsd --exit-when-done, which nobody stops but its workers: a job whose
+ * workers have not all come by connect_by fails (the others' calls end
+ * with that cause, the other hosts learn of it), and a failed job is over
+ * once no worker is live, whether or not the missing ones ever come.
+ * 1 when kvsd should leave. */
+static int over_early(struct daemon *d, int connected, int live, int64_t connect_by)
+{
+    if (!d->o.exit_when_done)
+        return 0;
+    if ((d->nworkers == 0 || connected < d->nworkers) && kvs__now_ns() >= connect_by
+        && !d->failed)
+        job_fail(d, KVS_ETIMEDOUT, "%d of %d workers of job '%s' connected within %.3g s "
+                 "(kvsd --connect-timeout)", connected, d->nworkers, d->o.job,
+                 (double)d->o.connect_ns / 1e9);
+    if (d->failed && live == 0) {
+        say(d, "the job failed and no worker is left: exiting");
+        return 1;
+    }
+    return 0;
+}
+
 void serve_run(struct daemon *d)
 {
+    int64_t connect_by = kvs__now_ns() + d->o.connect_ns;
+
     while (!stop_signal) {
         uint32_t seen = kvs__bell_seq(d->bell);
         /* connected before the slots: the socket thread raises nslots,
@@ -85,6 +108,8 @@ void serve_run(struct daemon *d)
                 return;
             }
         }
+        if (over_early(d, connected, live, connect_by))
+            return;
         if (!progress) {
             d->st.waits++;
             kvs__bell_wait(d->bell, seen, kvs__now_ns() + SERVE_SLICE_NS, SPIN_NS);

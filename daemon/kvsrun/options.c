@@ -264,7 +264,7 @@ static int read_options(struct options *o, int argc, char **argv)
             usage(stdout);
             return 0;
         case OPT_VERSION:
-            printf("kvsrun (%s)\n", kvs_version(NULL, NULL, NULL));
+            printf("kvsrun (kvs) %s\n", KVS_VERSION_STRING);
             return 0;
         case ':':
             fprintf(stderr, "kvsrun: option '%s' needs a value\n", argv[optind - 1]);

@@ -14,12 +14,13 @@ which carries the code (kvs.ESHAPE, ...), its name and the detail;
 kvs.Restart, a KVSError, says that the job rolled back to its last commit
 (kv.commit(step), kv.resume_step(): see doc/python.md).
 kvs.timeline(path) records this process's calls for a trace viewer.
+kvs.__version__ is the package's version, kvs.version() the library's.
 """
 
 import contextlib
 import os
 
-from . import optimizer
+from . import _package, optimizer
 from ._lib import ERRORS as _ERRORS
 from ._lib import KVSError, Restart, fail, lib, version
 from ._rows import RowSparse
@@ -27,6 +28,8 @@ from .kvstore import KVStore
 
 __all__ = ['create', 'KVStore', 'KVSError', 'Restart', 'RowSparse', 'optimizer', 'timeline',
            'version']
+
+__version__ = _package.version()
 
 # The error codes of kvs.h: kvs.EBADARG, kvs.ESHAPE, ...
 globals().update({_name[4:]: _code for _code, _name in _ERRORS.items()})

@@ -152,7 +152,8 @@ def dtype_code(dtype):
 def from_memory(ptr, code, shape, readonly, owner=None):
     """A numpy array (or, for bfloat16, a torch tensor) over memory at ptr.
 
-    owner, when given, is kept alive as long as the array is."""
+    owner, when given, is kept alive as long as the array is (and any
+    array or tensor made from it): it is the base's."""
     size = 1
     for extent in shape:
         size *= extent
@@ -160,19 +161,22 @@ def from_memory(ptr, code, shape, readonly, owner=None):
         t = _torch_module()
         if t is None:
             raise TypeError('bfloat16 values need torch')
+        dt, torch_dtype = np.dtype(np.uint8), t.bfloat16
         nbytes = size * 2
-        raw = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr)) if nbytes \
-            else np.empty(0, np.uint8)
-        return t.from_numpy(raw).view(t.bfloat16).reshape(shape)
-    dt = numpy_dtype(code)
-    nbytes = size * dt.itemsize
+    else:
+        dt, torch_dtype = numpy_dtype(code), None
+        nbytes = size * dt.itemsize
     if nbytes == 0:
-        out = np.empty(shape, dt)
+        out = np.empty(shape if torch_dtype is None else (0,), dt)
     else:
         mem = (ctypes.c_char * nbytes).from_address(ptr)
         if owner is not None:
             mem._kvs_owner = owner
-        out = np.frombuffer(mem, dt).reshape(shape)
+        out = np.frombuffer(mem, dt)
+        if torch_dtype is None:
+            out = out.reshape(shape)
+    if torch_dtype is not None:
+        return _torch.from_numpy(out).view(torch_dtype).reshape(shape)
     if readonly:
         out.flags.writeable = False
     return out

@@ -1,7 +1,8 @@
 """libkvs through ctypes: loading the library, its structures, its errors.
 
 Everything here mirrors include/kvs.h; nothing holds store logic. The
-library is found, in order, at $KVS_LIBRARY, at the path `make install`
+library is found, in order, at $KVS_LIBRARY, in the package itself (a
+wheel's, kvs/lib/libkvs.so.0: _package.py), at the path `make install`
 recorded in _paths.py, then wherever the dynamic linker finds libkvs.so.0.
 ctypes.CDLL releases the GIL during every foreign call.
 """
@@ -10,6 +11,8 @@ import ctypes
 import ctypes.util
 import os
 import struct
+
+from . import _package
 
 MAX_NDIM = 8
 MAX_KEY_LEN = 255
@@ -63,6 +66,8 @@ def _candidates():
     if env:
         return [env]
     found = []
+    if os.path.exists(_package.LIBRARY):
+        found.append(_package.LIBRARY)
     try:
         from . import _paths
         found.append(_paths.LIBRARY)
@@ -86,6 +91,7 @@ def _load():
                       '. Install kvs (make install) or set KVS_LIBRARY to the library\'s path.')
 
 
+_package.set_environment()
 lib = _load()
 
 _P = ctypes.c_void_p
@@ -111,6 +117,8 @@ _SIGS = {
     'kvs_array_alloc': (_I, [_P, _I, _I, _P, ctypes.POINTER(Array)]),
     'kvs_array_free': (_I, [_P, ctypes.POINTER(Array)]),
     'kvs_pull_view': (_I, [_P, _I, _P, _P, _I]),
+    'kvs_mem_hold': (_I, [_P, ctypes.POINTER(_P)]),
+    'kvs_mem_release': (_I, [_P]),
     'kvs_set_updater': (_I, [_P, UPDATER, _P]),
     'kvs_set_optimizer': (_I, [_P, _S]),
     'kvs_set_gradient_compression': (_I, [_P, _S]),
@@ -129,7 +137,8 @@ _SIGS = {
 # Calls a library older than this package lacks: they fail when called,
 # with a reason, instead of the import.
 _NEWER = ('kvs_init_row_sparse', 'kvs_push_row_sparse', 'kvs_pull_rows',
-          'kvs_pushpull_row_sparse', 'kvs_commit', 'kvs_resume_step')
+          'kvs_pushpull_row_sparse', 'kvs_commit', 'kvs_resume_step', 'kvs_mem_hold',
+          'kvs_mem_release')
 
 
 class _Missing:

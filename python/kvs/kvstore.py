@@ -219,6 +219,7 @@ class KVStore:
         self._updater_c = None        # its C callback, kept alive while set
         self._local = threading.local()   # in_updater, updater_error: per calling thread
         self._unfreed = []            # buffers collected while an updater ran
+        self._memory = None           # the _Memory arrays over buffers and views keep
         self._restarts = 0            # roll backs seen: calls that raised kvs.Restart
 
     # ---- the handle ---------------------------------------------------------
@@ -227,18 +228,22 @@ class KVStore:
     def handle(self):
         """The C handle (a kvs_t *) as an int; ValueError once closed."""
         if self._handle is None:
-            raise ValueError('the store is closed')
+            raise ValueError('the store is closed: its arrays of alloc() and pull_view() '
+                             'keep their last values, but nothing reaches the store now')
         if self._updater is not None and getattr(self._local, 'in_updater', False):
             raise RuntimeError('an updater must not call the store it runs in')
         return self._handle
 
     def close(self):
         """Closes the store; a dist worker leaves its job. Arrays from
-        alloc() and pull_view() must not be used afterwards. A second close
-        is a no-op."""
+        alloc() and pull_view() (and tensors over them) stay valid: they
+        keep the store's memory until the last of them is gone (see
+        doc/python.md, "Arrays outlive the store"). A second close is a
+        no-op."""
         handle, self._handle = getattr(self, '_handle', None), None
         if handle is not None:
             _lib.lib.kvs_close(handle)
+        self._memory = None
 
     def __del__(self):
         self.close()
@@ -597,8 +602,9 @@ class KVStore:
         """A zero-filled array living in the store's buffer memory: pushing
         it copies nothing (in dist types kvsd reads it in place). Do not
         write it after a push until a pull, pushpull or view of that key
-        has returned (kvs.h, kvs_array_alloc). It is freed when collected,
-        and must not be used after close(). bfloat16 gives a torch tensor."""
+        has returned (kvs.h, kvs_array_alloc). It is freed when collected;
+        it outlives close() and the store, keeping its values (writes after
+        close reach nothing). bfloat16 gives a torch tensor."""
         shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
         for extent in shape:
             if isinstance(extent, bool) or not isinstance(extent, numbers.Integral):
@@ -609,18 +615,24 @@ class KVStore:
             raise ValueError('shape %s has more than %d dimensions' % (shape, _lib.MAX_NDIM))
         code = _arrays.dtype_code(dtype)
         self._free_unfreed()
+        self._held()
         arr = _lib.Array()
         extents = (ctypes.c_int64 * max(1, len(shape)))(*shape)
         self._check(_lib.lib.kvs_array_alloc(self.handle, code, len(shape), extents,
                                              ctypes.byref(arr)))
-        ptr = arr.data
-        token = _BufferToken()
-        weakref.finalize(token, self._free_buffer, ptr)
-        return _arrays.from_memory(ptr, code, shape, False, owner=token)
+        owner = _Buffer(self, arr.data)
+        return _arrays.from_memory(arr.data, code, shape, False, owner=owner)
+
+    def _held(self):
+        """The _Memory that arrays over buffers and views keep (made once;
+        None with a libkvs older than this package, which has no holds)."""
+        if self._memory is None and not isinstance(_lib.lib.kvs_mem_hold, _lib._Missing):
+            self._memory = _Memory(self.handle)
+        return self._memory
 
     def _free_buffer(self, ptr):
         if self._handle is None:
-            return                    # close() freed every buffer
+            return                    # closed: the buffer goes with the _Memory
         if getattr(self._local, 'in_updater', False):
             self._unfreed.append(ptr)     # the handle is locked: free at the next alloc
             return
@@ -636,7 +648,9 @@ class KVStore:
         """The stored values of keys as read-only numpy arrays, without a
         copy (a list for a list of keys). Valid as kvs.h says of
         kvs_pull_view: in local stores until the key changes, in dist_sync
-        until this worker pushes the key again; dist_async refuses it."""
+        until this worker pushes the key again; dist_async refuses it. A
+        view outlives close() and the store, keeping the memory it reads
+        (doc/python.md, "Arrays outlive the store")."""
         keys = _keys_of(key)
         lists = _Lists(len(_one_kind([(k, None) for k in keys])))
         kinds = []
@@ -654,7 +668,7 @@ class KVStore:
                 raise ValueError('key %r lives on %s: pull_view gives host memory only; '
                                  'pull it into a tensor there instead'
                                  % (keys[i], _arrays.device_name(fields[-1])))
-            views.append(_arrays.from_memory(fields[0], code, shape, True))
+            views.append(_arrays.from_memory(fields[0], code, shape, True, owner=self._held()))
         return views if isinstance(key, (list, tuple)) else views[0]
 
     # ---- update rules -------------------------------------------------------
@@ -770,10 +784,39 @@ class KVStore:
         return step.value
 
 
-class _BufferToken:
-    """Lives as long as an array of alloc(); its end frees the buffer."""
+class _Memory:
+    """A hold on a store's buffer and view memory (kvs_mem_hold): arrays of
+    alloc() and pull_view() keep it, so that the memory goes when the last
+    of them and the store have gone (kvs_mem_release), never under them."""
 
     __slots__ = ('__weakref__',)
+
+    def __init__(self, handle):
+        mem = ctypes.c_void_p()
+        rc = _lib.lib.kvs_mem_hold(handle, ctypes.byref(mem))
+        if rc != 0:
+            _lib.fail(handle, rc)
+        # Not at exit: other objects' finalizers may still read the arrays.
+        weakref.finalize(self, _lib.lib.kvs_mem_release, mem.value).atexit = False
+
+
+class _Buffer:
+    """Lives as long as an array of alloc() (and what is made of it): its
+    end frees the buffer while the store is open; after close() the buffer
+    goes with the store's memory, which it keeps. It does not keep the
+    store (a weak reference), so that the store may be collected."""
+
+    __slots__ = ('store', 'ptr', 'memory')
+
+    def __init__(self, store, ptr):
+        self.store = weakref.ref(store)
+        self.ptr = ptr
+        self.memory = store._held()
+
+    def __del__(self):
+        store = self.store()
+        if store is not None:
+            store._free_buffer(self.ptr)
 
 
 def _number(value, name):

@@ -433,7 +433,7 @@ static int dist_apply_options(kvs_t *kv, struct kvs__err *e)
     return 0;
 }
 
-static void dist_close(kvs_t *kv)
+static void dist_close(kvs_t *kv, struct kvs__leftover *keep)
 {
     struct kvs__client *c = kv->client;
     struct kvs__sqe req = { .op = KVS__OP_CLOSE };
@@ -454,6 +454,15 @@ static void dist_close(kvs_t *kv)
                               "kvs_close", &e);
     kvs__devbufs_free(c->devbufs);
     c->devbufs = NULL;
+    if (keep) {                        /* buffers live in staging, views in arena or cb */
+        void *maps[3] = { c->seg, (void *)c->arena, c->cb };
+        size_t lens[3] = { c->seg_size, c->arena_size, c->cb_size };
+
+        memcpy(keep->map, maps, sizeof maps);
+        memcpy(keep->map_len, lens, sizeof lens);
+        c->seg = c->cb = NULL;
+        c->arena = NULL;
+    }
     kvs__client_free(c);
     kv->client = NULL;
 }

@@ -1,12 +1,13 @@
 /*
  * connect.c - a dist handle's connection to the job's kvsd: finds the job
- * in the environment (kvsrun's variables, else MPI's, PMI's, Slurm's),
- * says hello on kvsd's socket, checks the welcome, maps the segments whose
- * descriptors come with it and checks their heads; offers kvsd this
- * process's memory for pushes it reads in place; and undoes all of it
- * when the handle closes. When kvsd of a job that recovers went, connects
- * again to the kvsd that replaces it and maps its segments where the old
- * ones were (kvs__client_reconnect).
+ * in the environment (launch.c: kvsrun's variables, else torchrun's,
+ * MPI's, PMI's, Slurm's; spawn.c starts or waits for the host's kvsd of
+ * a job no kvsrun started), says hello on kvsd's socket, checks the
+ * welcome, maps the segments whose descriptors come with it and checks
+ * their heads; offers kvsd this process's memory for pushes it reads in
+ * place; and undoes all of it when the handle closes. When kvsd of a job
+ * that recovers went, connects again to the kvsd that replaces it and
+ * maps its segments where the old ones were (kvs__client_reconnect).
  *
  * It never posts a request or reads a completion (call.c and wait.c do),
  * and trusts nothing kvsd sent: the welcome is decoded and checked
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include "base/spec.h"
+#include "client/launch.h"
 #include "client/link.h"
 #include "kernels/optim.h"
 #include "proto/combine.h"
@@ -37,49 +39,6 @@
 
 #define CONNECT_WAIT_NS (10 * 1000000000ll) /* handshake deadline */
 #define RETRY_NS        (50 * 1000000ll)     /* between tries to reach a kvsd coming back */
-
-/* ---- environment ------------------------------------------------------ */
-
-/* Rank and size from kvsrun's variables, else Open MPI's, PMI's, Slurm's. */
-static int job_env(kvs_t *kv, char *job, struct kvs__err *e)
-{
-    static const char *const vars[][2] = {
-        { "KVS_RANK", "KVS_NUM_WORKERS" },
-        { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
-        { "PMI_RANK", "PMI_SIZE" },
-        { "SLURM_PROCID", "SLURM_NTASKS" },
-    };
-    const char *j = getenv("KVS_JOB");
-    int rank = 0, size = 1, rc;
-
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        int r = 0, s = 1, hr, hs;
-
-        if ((hr = kvs__env_int(vars[i][0], 0, 1023, &r, e)) < 0)
-            return hr;
-        if ((hs = kvs__env_int(vars[i][1], 1, 1024, &s, e)) < 0)
-            return hs;
-        if (!hr && !hs)
-            continue;
-        if (!hr || !hs)
-            return kvs__fail(e, KVS_EBADARG, "%s and %s must be set together", vars[i][0],
-                             vars[i][1]);
-        rank = r;
-        size = s;
-        break;
-    }
-    if (rank >= size)
-        return kvs__fail(e, KVS_EBADARG, "rank %d is not below the number of workers %d",
-                         rank, size);
-    if (!j || !*j)
-        j = "default";
-    if ((rc = kvs__job_name_check(j, e)) != 0)
-        return rc;
-    snprintf(job, KVS__JOB_MAX + 1, "%s", j);
-    kv->rank = rank;
-    kv->nworkers = size;
-    return 0;
-}
 
 /* ---- connecting ------------------------------------------------------- */
 
@@ -234,10 +193,15 @@ static int offer_memory(struct kvs__client *c, struct kvs__hello *h, struct kvs_
 
 /* Says hello on the job's socket (c->sock from then on) and takes the
  * welcome, checked, in *w and its descriptors in fds (*nfds of them, the
- * caller closes them), by deadline at the latest. */
-static int client_hello(kvs_t *kv, struct kvs__client *c, struct kvs__welcome *w, int *fds,
-                        int *nfds, int64_t deadline, struct kvs__err *e)
+ * caller closes them), by deadline at the latest. l: how the job was
+ * launched, on the first connection (NULL: a kvsd that takes the place of
+ * one gone). A kvsd started on demand is waited for, and its welcome too:
+ * across hosts it comes once every host has joined. */
+static int client_hello(kvs_t *kv, struct kvs__client *c, const struct kvs__launch *l,
+                        struct kvs__welcome *w, int *fds, int *nfds, int64_t deadline,
+                        struct kvs__err *e)
 {
+    struct kvs__opts o;
     char dir[PATH_MAX], path[PATH_MAX + 80];
     unsigned char buf[KVS__WELCOME_BYTES + 1];
     struct kvs__hello h = { .version = KVS__PROTO_VERSION, .rank = kv->rank,
@@ -246,7 +210,10 @@ static int client_hello(kvs_t *kv, struct kvs__client *c, struct kvs__welcome *w
     size_t len;
 
     *nfds = 0;
-    if (deadline > kvs__now_ns() + CONNECT_WAIT_NS)
+    kvs__opts_get(kv, &o);
+    if (l && l->on_demand)
+        deadline = kvs__now_ns() + o.timeout_ms * 1000000ll;
+    else if (deadline > kvs__now_ns() + CONNECT_WAIT_NS)
         deadline = kvs__now_ns() + CONNECT_WAIT_NS;
     c->sync = strcmp(kv->type, "dist_async") != 0;
     h.mode = c->sync ? KVS__MODE_SYNC : KVS__MODE_ASYNC;
@@ -254,11 +221,13 @@ static int client_hello(kvs_t *kv, struct kvs__client *c, struct kvs__welcome *w
     if ((rc = kvs__runtime_dir(dir, sizeof dir, e)) != 0)
         return rc;
     snprintf(path, sizeof path, "%s/%s.sock", dir, c->job);
-    if ((rc = kvs__sock_connect(path, &c->sock, e)) != 0) {
+    rc = l ? kvs__launch_connect(l, path, o.timeout_ms, deadline, &c->sock, e)
+           : kvs__sock_connect(path, &c->sock, e);
+    if (rc != 0) {
         if (rc == -ENOENT || rc == -ECONNREFUSED)
             return kvs__fail(e, KVS_ECLOSED, "no kvsd serves job '%s' (%s): start workers "
-                             "with kvsrun -n N PROGRAM, or set KVS_JOB to a running job's "
-                             "name", c->job, path);
+                             "with kvsrun -n N PROGRAM or under torchrun, mpirun or srun, or "
+                             "set KVS_JOB to a running job's name", c->job, path);
         return rc;
     }
     if ((rc = offer_memory(c, &h, e)) != 0)
@@ -291,12 +260,13 @@ static void client_welcomed(struct kvs__client *c, const struct kvs__welcome *w)
     c->resume_step = w->resume_step < 0 ? -1 : w->resume_step;
 }
 
-static int client_connect(kvs_t *kv, struct kvs__client *c, struct kvs__err *e)
+static int client_connect(kvs_t *kv, struct kvs__client *c, const struct kvs__launch *l,
+                          struct kvs__err *e)
 {
     struct kvs__welcome w;
     int fds[4], nfds = 0, rc;
 
-    if ((rc = client_hello(kv, c, &w, fds, &nfds, INT64_MAX, e)) == 0
+    if ((rc = client_hello(kv, c, l, &w, fds, &nfds, INT64_MAX, e)) == 0
         && (rc = client_map(c, &w, fds, 0, e)) == 0)
         client_welcomed(c, &w);
     for (int i = 0; i < nfds; i++)
@@ -412,7 +382,7 @@ int kvs__client_reconnect(struct kvs__client *c, struct kvs__err *e)
         if (c->sock >= 0)
             close(c->sock);
         c->sock = -1;
-        if ((rc = client_hello(c->kv, c, &w, fds, &nfds, deadline, &last)) == 0)
+        if ((rc = client_hello(c->kv, c, NULL, &w, fds, &nfds, deadline, &last)) == 0)
             break;
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
@@ -438,6 +408,7 @@ int kvs__client_reconnect(struct kvs__client *c, struct kvs__err *e)
 int kvs__client_open(kvs_t *kv, struct kvs__err *e)
 {
     struct kvs__client *c = calloc(1, sizeof *c);
+    struct kvs__launch l;
     int rc;
 
     if (!c)
@@ -448,7 +419,13 @@ int kvs__client_open(kvs_t *kv, struct kvs__err *e)
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->post, NULL);
     pthread_mutex_init(&c->cb_lock, NULL);
-    if ((rc = job_env(kv, c->job, e)) != 0 || (rc = client_connect(kv, c, e)) != 0) {
+    if ((rc = kvs__launch_env(&l, e)) == 0) {
+        memcpy(c->job, l.job, sizeof c->job);
+        kv->rank = l.rank;
+        kv->nworkers = l.size;
+        rc = client_connect(kv, c, &l, e);
+    }
+    if (rc != 0) {
         kvs__client_free(c);
         return rc;
     }
