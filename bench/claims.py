@@ -221,6 +221,16 @@ def goal_defs():
                                                       % (label, n, how), lim, 'x')
         d['one.%s.2.resnet50' % impl] = ('ResNet-50 step (161 keys), 2 workers%s: kvs / 161 '
                                          'MPI_Allreduce' % how, 0.5, 'x')
+    # By copy, with kvsd writing the outs in place: against Open MPI, and
+    # against the one-copy floor measured in the same run (bench/onecopy).
+    for n in (2, 4):
+        for tag, _, label in SIZES:
+            if tag == '4K':
+                continue
+            d['one.copy1.%d.%s' % (n, tag)] = ('%s round, %d workers, by copy: kvs / Open MPI '
+                                               '(the one-copy goal)' % (label, n), 0.8, 'x')
+            d['one.floor.%d.%s' % (n, tag)] = ('%s round, %d workers, by copy: kvs / the one-copy '
+                                               'floor (bench/onecopy)' % (label, n), 1.2, 'x')
     d['one.idle'] = ('idle job: CPU of the waiting worker and kvsd, % of the wait', 1.0, '%')
     d['tl.4K'] = ('timeline on (KVS_TIMELINE), 4 KiB round, 2 workers: on / off', 1.05, 'x')
     d['tl.64M'] = ('timeline on, 64 MiB round, 2 workers: on / off', 1.01, 'x')

@@ -18,6 +18,10 @@ bench_bench_suite_SOURCES = bench/bench_suite.c bench/round.h bench/resnet50_siz
 bench_bench_suite_LDADD = src/libkvs.la -lm
 bench_calib_SOURCES = bench/calib.c bench/round.h
 bench_calib_LDADD = -lm
+# scripts/bench: the one-copy floor (each array read once and written once).
+noinst_PROGRAMS += bench/onecopy
+bench_onecopy_SOURCES = bench/onecopy.c bench/round.h
+bench_onecopy_LDADD = -lm
 EXTRA_DIST += bench/peers/mpi_allreduce.c bench/peers/tcp_floor.c bench/peers/torch_gloo.py \
 	bench/bench_python.py bench/bench_ctr.py bench/claims.py bench/compare.sh bench/RESULTS.md bench/NOTES.md \
 	bench/shapes/resnet50.txt bench/shapes/transformer-1.3b.txt

@@ -314,7 +314,15 @@ KVS_API int kvs_pull(kvs_t *kv, int n, const kvs_key_t *keys, kvs_array_t *outs,
 
 /* kvs_push then kvs_pull of the same keys, as one call. outs NULL: the
  * pulled values overwrite values[i].data (in place). Outs may alias the
- * values. Errors: those of push and pull, checked before anything changes. */
+ * values. Errors: those of push and pull, checked before anything changes.
+ * In dist_sync, kvsd may read big values out of the caller's memory and
+ * write the sum straight into its outs (doc/zero-copy.md), at any time
+ * until the call returns and never after, even when the call fails (a
+ * timeout returns once kvsd has said it writes no more, or once kvsd is
+ * gone; only a kvsd silent for another whole timeout is not waited for
+ * longer): values and outs belong to the call while it runs, and after a
+ * failed call an out (or a value summed in place) may hold part of the
+ * sum. */
 KVS_API int kvs_pushpull(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t *values,
                          kvs_array_t *outs, int priority);
 

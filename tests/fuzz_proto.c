@@ -194,6 +194,7 @@ static void sqe_one(const unsigned char *slot, uint64_t staging)
         /* A pushpull's array in the worker's own memory. */
         CHECK(s.op == KVS__OP_PUSH && (s.flags & KVS__SQE_VALUE));
         CHECK(!(s.flags & KVS__SQE_2BIT) && s.data_len <= UINT64_MAX - s.data_off);
+        CHECK(s.data_len <= UINT64_MAX - s.arg);   /* its out, when arg names one */
     } else {
         CHECK(s.data_off <= staging && s.data_len <= staging - s.data_off);
     }
@@ -267,7 +268,9 @@ static void cqe_one(const unsigned char *slot, uint64_t arena)
     }
     CHECK(kvs__status_ok(c.status));
     CHECK((c.flags & ~(uint32_t)KVS__CQE_FLAGS) == 0);
-    CHECK(!(c.flags & (KVS__CQE_HELD | KVS__CQE_ROWS)) || c.status == 0);
+    CHECK(!(c.flags & (KVS__CQE_HELD | KVS__CQE_ROWS | KVS__CQE_WRITTEN)) || c.status == 0);
+    CHECK(!(c.flags & KVS__CQE_WRITTEN)
+          || !(c.flags & (KVS__CQE_HELD | KVS__CQE_RELEASE | KVS__CQE_ROWS)));
     CHECK(!(c.flags & KVS__CQE_ROWS) || !(c.flags & (KVS__CQE_HELD | KVS__CQE_RELEASE)));
     CHECK(strlen(c.msg) < KVS__MSG_MAX);
     CHECK(c.value_off <= arena && c.value_len <= arena - c.value_off);

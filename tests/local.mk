@@ -24,8 +24,8 @@ TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_dist_combined.sh tests/test_dist.sh tests/test_python.sh tests/test_python_rows.sh \
 	tests/test_python_torch.sh tests/test_fuzz.sh \
 	tests/test_kvsrun_jobs.sh tests/test_dist_training.sh tests/test_hosts_faults.sh \
-	tests/test_kvsrun.sh tests/test_dist_remote.sh tests/test_hosts_netns.sh \
-	tests/test_dist_device.sh tests/test_top.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
+	tests/test_kvsrun.sh tests/test_dist_remote.sh tests/test_dist_inplace.sh \
+	tests/test_hosts_netns.sh tests/test_dist_device.sh tests/test_top.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
 	tests/test_timeline.sh tests/test_kvsctl.sh tests/test_kvsctl_plan.sh tests/test_dist_kvsd.sh tests/test_quickstart.sh \
 	tests/test_dist_rows.sh tests/test_hosts_rows.sh tests/test_hosts_bytes.sh tests/test_launch.sh
 # Recovery (doc/recovery.md), test by test: commits, a worker's death
@@ -79,7 +79,7 @@ EXTRA_DIST += tests/test_docs.sh tests/test_layers.sh
 # from bench/RESULTS.md (no benchmark runs).
 TESTS += tests/test_claims.sh
 EXTRA_DIST += tests/test_claims.sh
-check_PROGRAMS += tests/dist_worker tests/dist_remote tests/dist_training tests/dist_device tests/fuzz_proto \
+check_PROGRAMS += tests/dist_worker tests/dist_remote tests/dist_inplace tests/dist_training tests/dist_device tests/fuzz_proto \
 	tests/dist_rows tests/hosts_bytes
 if HAVE_CMOCKA
 unit_tests = tests/test_array tests/test_pool tests/test_optim tests/test_statefile \
@@ -273,6 +273,8 @@ tests_hosts_bytes_SOURCES = tests/hosts_bytes.c tests/distutil.h
 tests_hosts_bytes_LDADD = src/libkvs.la -lm
 tests_dist_remote_SOURCES = tests/dist_remote.c tests/distutil.h
 tests_dist_remote_LDADD = src/libkvs.la -lpthread
+tests_dist_inplace_SOURCES = tests/dist_inplace.c tests/distutil.h
+tests_dist_inplace_LDADD = src/libkvs.la -lpthread -lm
 tests_dist_device_SOURCES = tests/dist_device.c tests/distutil.h
 tests_dist_device_LDADD = src/libkvs.la -lm -ldl
 EXTRA_tests_dist_device_DEPENDENCIES = tests/standin/libkvs_standin.la tests/standin/libkvs-cuda.la
@@ -287,7 +289,7 @@ EXTRA_DIST += tests/test_quickstart.sh tests/cmocka-tap.sh tests/test_dist.sh te
 	tests/test_kvsrun.sh tests/test_kvsctl.sh tests/test_top.sh tests/test_fuzz.sh tests/test_python.sh \
 	tests/test_python_rows.sh tests/test_python_torch.sh \
 	tests/lib.sh tests/test_bench_gpu.sh tests/test_timeline.sh tests/timeline_check.py \
-	tests/distlib.sh tests/test_dist_combined.sh tests/test_dist_remote.sh \
+	tests/distlib.sh tests/test_dist_combined.sh tests/test_dist_remote.sh tests/test_dist_inplace.sh \
 	tests/test_dist_training.sh tests/test_dist_device.sh tests/test_dist_kvsd.sh tests/test_dist_rows.sh tests/test_hosts_rows.sh tests/test_hosts_bytes.sh \
 	tests/hostslib.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_hosts_forged.sh \

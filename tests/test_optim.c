@@ -793,11 +793,11 @@ static void test_engine_range_push(void **state)
     for (int step = 0; step < 3; step++) {
         const void *in[1] = { g };
         const void *lo[1] = { g }, *hi[1] = { g + CUT };
-        struct kvs__push_item whole = { info[0].entry, 1, in, NULL, NULL };
-        struct kvs__push_item first = { info[1].entry, 1, lo, NULL, NULL };
-        struct kvs__push_item second = { info[2].entry, 1, hi, NULL, NULL };
-        struct kvs__push_item both_lo = { info[3].entry, 1, lo, NULL, NULL };
-        struct kvs__push_item both_hi = { info[3].entry, 1, hi, NULL, NULL };
+        struct kvs__push_item whole = { info[0].entry, 1, in, NULL, NULL, NULL };
+        struct kvs__push_item first = { info[1].entry, 1, lo, NULL, NULL, NULL };
+        struct kvs__push_item second = { info[2].entry, 1, hi, NULL, NULL, NULL };
+        struct kvs__push_item both_lo = { info[3].entry, 1, lo, NULL, NULL, NULL };
+        struct kvs__push_item both_hi = { info[3].entry, 1, hi, NULL, NULL, NULL };
         uint64_t next = kvs__engine_steps(eng[3], info[3].entry) + 1;
 
         for (int i = 0; i < N; i++)
@@ -827,7 +827,7 @@ static void test_engine_range_push(void **state)
     assert_memory_equal(out[3], out[0], N * sizeof w[0]);
     {
         const void *in[1] = { g };
-        struct kvs__push_item it = { info[1].entry, 1, in, NULL, NULL };
+        struct kvs__push_item it = { info[1].entry, 1, in, NULL, NULL, NULL };
 
         assert_int_equal(kvs__engine_push_range(eng[1], &it, CUT, N - CUT + 1, 0, &e),
                          KVS_EBADARG);

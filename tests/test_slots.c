@@ -435,6 +435,11 @@ static void test_sqe_fields(void **state)
     s = sqe_ok(KVS__OP_PUSH); s.flags = KVS__SQE_VALUE | KVS__SQE_REMOTE;
     s.data_off = (uint64_t)1 << 46;              sqe_good(&s, STAGING);
     s.data_off = UINT64_MAX - 1;                 sqe_bad(&s, STAGING, "staging");
+    /* Its out (arg): an address of the worker's memory too, data_len
+     * bytes that must not overflow; in a table, arg is the count. */
+    s = sqe_ok(KVS__OP_PUSH); s.flags = KVS__SQE_VALUE | KVS__SQE_REMOTE;
+    s.arg = (uint64_t)1 << 46;                   sqe_good(&s, STAGING);
+    s.arg = UINT64_MAX - 1;                      sqe_bad(&s, STAGING, "out");
     s = sqe_ok(KVS__OP_PUSH); s.flags = KVS__SQE_REMOTE;  sqe_bad(&s, STAGING, "flags");
     s = sqe_2bit(); s.flags |= KVS__SQE_VALUE | KVS__SQE_REMOTE;  sqe_bad(&s, STAGING, "flags");
     s = sqe_device(); s.flags |= KVS__SQE_VALUE | KVS__SQE_REMOTE;  sqe_bad(&s, STAGING, "flags");
@@ -542,7 +547,20 @@ static void test_cqe_fields(void **state)
     c = cqe_ok();                           cqe_bad(&c, 4096 + 47, "arena");
     c = cqe_ok(); c.value_off = UINT64_MAX; cqe_bad(&c, UINT64_MAX, "arena");
     c = cqe_ok(); c.value_len = UINT64_MAX; cqe_bad(&c, UINT64_MAX, "arena");
-    c = cqe_ok(); c.flags = 0x8;            cqe_bad(&c, 1 << 20, "flags");
+    c = cqe_ok(); c.flags = 0x10;           cqe_bad(&c, 1 << 20, "flags");
+    /* WRITTEN: a value's answer only, with status 0. */
+    c = cqe_ok(); c.flags = KVS__CQE_WRITTEN;
+    kvs__cqe_encode(&c, b);
+    assert_int_equal(kvs__cqe_decode(b, 1 << 20, &out, &e), 0);
+    assert_int_equal(out.flags, KVS__CQE_WRITTEN);
+    c = cqe_ok(); c.flags = KVS__CQE_WRITTEN; c.status = KVS_ETIMEDOUT;
+    cqe_bad(&c, 1 << 20, "flags");
+    c = cqe_ok(); c.flags = KVS__CQE_WRITTEN | KVS__CQE_HELD;
+    cqe_bad(&c, 1 << 20, "flags");
+    c = cqe_ok(); c.flags = KVS__CQE_WRITTEN | KVS__CQE_RELEASE;
+    cqe_bad(&c, 1 << 20, "flags");
+    c = cqe_ok(); c.flags = KVS__CQE_WRITTEN | KVS__CQE_ROWS;
+    cqe_bad(&c, 1 << 20, "flags");
     c = cqe_ok(); c.flags = KVS__CQE_ROWS | KVS__CQE_HELD;
     cqe_bad(&c, 1 << 20, "flags");
     c = cqe_ok(); c.flags = KVS__CQE_ROWS | KVS__CQE_RELEASE;

@@ -7,6 +7,7 @@
  * give the same bytes, and a source that fails fails the batch.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -70,7 +71,7 @@ static void test_many_matches_one_by_one(void **state)
             assert_non_null(want[i]);
             /* Odd items sum into their first input, in place. */
             items[i] = (struct kvs__sum_item){ dt, i % 2 ? ins[i][0] : malloc(n * es + 1),
-                                               inp[i], k, n, NULL };
+                                               inp[i], k, n, NULL, NULL };
             assert_non_null(items[i].out);
             kvs__sum(dt, want[i], inp[i], k, n, 1);
         }
@@ -112,8 +113,8 @@ static void test_many_output_read_by_later_item(void **state)
     in0[0] = a;
     in0[1] = b;
     in1[0] = a;                        /* item 1 copies item 0's output */
-    items[0] = (struct kvs__sum_item){ KVS_FLOAT32, a, in0, 2, n, NULL };
-    items[1] = (struct kvs__sum_item){ KVS_FLOAT32, c, in1, 1, n, NULL };
+    items[0] = (struct kvs__sum_item){ KVS_FLOAT32, a, in0, 2, n, NULL, NULL };
+    items[1] = (struct kvs__sum_item){ KVS_FLOAT32, c, in1, 1, n, NULL, NULL };
     kvs__sum_many(items, 2, 4);
     for (size_t i = 0; i < n; i++) {
         if (a[i] != 3.0f || c[i] != 3.0f)
@@ -127,7 +128,7 @@ static void test_many_output_read_by_later_item(void **state)
 static void test_many_empty(void **state)
 {
     float out = 5.0f;
-    struct kvs__sum_item item = { KVS_FLOAT32, &out, NULL, 0, 1, NULL };
+    struct kvs__sum_item item = { KVS_FLOAT32, &out, NULL, 0, 1, NULL, NULL };
 
     (void)state;
     kvs__sum_many(NULL, 0, 2);         /* nothing to do */
@@ -152,9 +153,25 @@ static int mem_read(const void *ctx, size_t off, void *buf, size_t len)
     return 0;
 }
 
-/* Items of every dtype, some inputs in memory and some through sources:
- * byte for byte what kvs__sum makes, on one thread and several, sizes
- * below and above a block and the split threshold. */
+/* A sink that copies each block it gets into a mirror of the output and
+ * counts the bytes. */
+struct mirror {
+    unsigned char *p;
+    _Atomic size_t bytes;
+};
+
+static void mirror_write(const void *ctx, size_t off, const void *buf, size_t len)
+{
+    struct mirror *m = (struct mirror *)ctx;
+
+    memcpy(m->p + off, buf, len);
+    atomic_fetch_add(&m->bytes, len);
+}
+
+/* Items of every dtype, some inputs in memory and some through sources,
+ * every third with a sink: byte for byte what kvs__sum makes, on one
+ * thread and several, sizes below and above a block and the split
+ * threshold; each sink gets every byte of its output once. */
 static void test_many_sources(void **state)
 {
     static const kvs_dtype_t dts[] = { KVS_FLOAT32, KVS_FLOAT64, KVS_FLOAT16, KVS_BFLOAT16,
@@ -163,6 +180,8 @@ static void test_many_sources(void **state)
     struct kvs__sum_item items[M];
     struct kvs__source src[M][K];
     struct mem_src ms[M][K];
+    struct mirror mir[M];
+    struct kvs__sink sinks[M];
     void *want[M], *ins[M][K];
     const void *inp[M][K];
 
@@ -190,13 +209,42 @@ static void test_many_sources(void **state)
                     inp[i][j] = NULL;
             }
             assert_non_null(items[i].out = malloc(n * es));
-            items[i] = (struct kvs__sum_item){ dt, items[i].out, inp[i], K, n, src[i] };
+            items[i] = (struct kvs__sum_item){ dt, items[i].out, inp[i], K, n, src[i], NULL };
+            assert_non_null(mir[i].p = calloc(n ? n : 1, es));
+            mir[i].bytes = 0;
+            sinks[i] = (struct kvs__sink){ mirror_write, &mir[i] };
+            if (i % 3 == 0)
+                items[i].sink = &sinks[i];
         }
         assert_int_equal(kvs__sum_many(items, M, threads), 0);
         for (int i = 0; i < M; i++) {
-            if (memcmp(items[i].out, want[i], items[i].n * kvs_dtype_size(items[i].dtype)) != 0)
+            size_t bytes = items[i].n * kvs_dtype_size(items[i].dtype);
+
+            if (memcmp(items[i].out, want[i], bytes) != 0)
                 fail_msg("threads %d, item %d (dtype %d, n %zu) differs", threads, i,
                          (int)items[i].dtype, items[i].n);
+            if (i % 3 == 0 && (mir[i].bytes != bytes || memcmp(mir[i].p, want[i], bytes) != 0))
+                fail_msg("threads %d, item %d: its sink got %zu of %zu bytes, or others",
+                         threads, i, (size_t)mir[i].bytes, bytes);
+            if (i % 3 != 0 && mir[i].bytes != 0)
+                fail_msg("item %d has no sink, yet wrote", i);
+        }
+        /* A sink on sums of inputs all in memory: the same. */
+        for (int i = 0; i < M; i += 3) {
+            size_t bytes = items[i].n * kvs_dtype_size(items[i].dtype);
+            struct kvs__sum_item it = items[i];
+
+            for (int j = 0; j < K; j++)
+                inp[i][j] = ins[i][j];
+            it.src = NULL;
+            mir[i].bytes = 0;
+            memset(mir[i].p, 0, bytes);
+            memset(it.out, 0, bytes);
+            assert_int_equal(kvs__sum_many(&it, 1, threads), 0);
+            if (memcmp(it.out, want[i], bytes) != 0 || mir[i].bytes != bytes
+                || memcmp(mir[i].p, want[i], bytes) != 0)
+                fail_msg("threads %d, item %d without sources: sink or output differs",
+                         threads, i);
         }
         /* A source that fails part-way fails the whole batch with its error. */
         ms[M - 1][1].fail_at = items[M - 1].n * kvs_dtype_size(items[M - 1].dtype) / 2;
@@ -207,6 +255,7 @@ static void test_many_sources(void **state)
                 free(ins[i][j]);
             free(want[i]);
             free(items[i].out);
+            free(mir[i].p);
         }
     }
 }

@@ -206,7 +206,7 @@ static void handshake(struct daemon *d, int fd)
     }
     w->rank = h.rank;
     w->pid = pid;
-    if (remote_probe(w, pid, h.probe, h.cookie))
+    if (remote_probe(d, w, pid, h.probe, h.cookie))
         flags |= KVS__WELCOME_REMOTE;
     if (welcome(d, fd, wi, seg_fd, flags, &e) != 0) {
         kvs__unmap(w->seg, w->seg_size);

@@ -165,6 +165,8 @@ static int value_cqe(struct daemon *d, struct round *rd, const struct req *r,
             return rc;
         c->value_off = (uint64_t)((unsigned char *)rd->value - d->arena);
         c->value_len = rd->bytes;
+        if (r->written)                /* its out holds it already (remote.c) */
+            c->flags |= KVS__CQE_WRITTEN;
     }
     c->round = rd->done;
     d->st.pulls++;

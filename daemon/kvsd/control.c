@@ -596,6 +596,7 @@ static void ctl_stats(struct daemon *d, struct text *t, int brief, struct kvs__e
     text_add(t, "values on GPUs: %zu\n", values_on_gpus(d));
     text_add(t, "remote pushes: %" PRIu64 " (workers whose memory kvsd reads: %d)\n",
              s->remote_pushes, remote_readers(d));
+    text_add(t, "outs written in place: %" PRIu64 "\n", s->outs_written);
     text_add(t, "combined rounds: %" PRIu64 " (keys the workers combine: %zu)\n", cb_rounds(d),
              d->cb_n);
     stats_links(d, t);
@@ -758,6 +759,7 @@ static int ctl_sample(struct daemon *d, struct text *t, struct kvs__err *e)
         { "devbufs_registered", s->devbufs_opened }, { "device_pushes", s->device_pushes },
         { "device_pulls", s->device_pulls }, { "values_on_gpus", values_on_gpus(d) },
         { "remote_pushes", s->remote_pushes }, { "remote_readers", (uint64_t)remote_readers(d) },
+        { "outs_written", s->outs_written },
         { "combined_rounds", cb_rounds(d) }, { "combined_keys", d->cb_n },
         { "keys", kvs__engine_nkeys(d->eng) },
         { "rows_sent", rk.sent }, { "rows_received", rk.received },

@@ -129,6 +129,9 @@ struct req {
                                         * copy of its row ids, checked; its rows stay
                                         * at s.arg * 8 into its data */
     struct round *rd;                  /* PUSH, PULL: its key's rounds */
+    uint64_t out;                      /* a remote push: its out in the worker's memory
+                                        * (s.arg), which kvsd may write; else 0 */
+    int written;                       /* out holds the value the push made */
     struct req *next;
     struct req_block *blk;             /* the block it was cut from */
     struct tab *tab;                   /* its table, or NULL: a slot of its own */
@@ -189,6 +192,11 @@ struct worker {
                                         * (remote.c): its pidfd; else -1 */
     int remote_used;                   /* a push of it was read in this close */
     _Atomic int remote_bad;            /* the first read of it that failed (-errno) */
+    int may_write;                     /* kvsd may write outs into its memory (remote.c) */
+    _Atomic int nowrite;               /* set by the serve thread once kvsd has answered
+                                        * the worker's EXPLAIN or CLOSE: kvsd writes
+                                        * nothing into it from then on */
+    int write_noted;                   /* a failed write was said in the log */
 };
 
 /* Per key, what kvsd keeps beside the engine (the entry's front pointer),
@@ -325,6 +333,7 @@ struct stats {
     uint64_t device_pushes;            /* pushes read from them */
     uint64_t device_pulls;             /* pulls written into them */
     uint64_t remote_pushes;            /* pushes read out of a worker's memory */
+    uint64_t outs_written;             /* their values written into the workers' outs */
     uint64_t rows_pushed;              /* rows of the row-sparse pushes among them */
     uint64_t rows_pulled;              /* rows the row-sparse pulls were answered for */
 };

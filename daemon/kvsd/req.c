@@ -78,6 +78,8 @@ struct req *req_new(struct daemon *d, int wi)
     r->ridx = NULL;
     r->copy_dev = KVS_HOST;
     r->rd = NULL;
+    r->out = 0;
+    r->written = 0;
     r->next = NULL;
     r->s.key_name = NULL;
     r->tab = NULL;

@@ -70,6 +70,9 @@ static void gave_up(struct daemon *d, struct req *r)
     const struct worker *w = &d->workers[r->w];
     char why[KVS__MSG_MAX];
 
+    /* From its answer on, kvsd writes nothing into the worker: the call
+     * that gave up returns once it has it (remote.c). */
+    atomic_store(&d->workers[r->w].nowrite, 1);
     waits_explain(d, r->w, r->s.arg, why, sizeof why);
     if (!why[0])
         snprintf(why, sizeof why, "kvsd holds nothing of it waiting");
@@ -108,8 +111,10 @@ static int remote_take(struct daemon *d, struct req *r, struct kvs__err *e)
     if (d->workers[r->w].pidfd < 0)
         return kvs__fail(e, KVS_EPROTO, "a push from the worker's memory, which kvsd was "
                          "not given to read");
-    if (d->sync && !d->hx && r->rd->device == KVS_HOST)
+    if (d->sync && !d->hx && r->rd->device == KVS_HOST) {
+        r->out = r->tab ? 0 : r->s.arg;    /* its out, which kvsd may write */
         return 0;
+    }
     if ((rc = remote_copy(d, r)) == -ENOMEM)
         return kvs__fail(e, -ENOMEM, "kvsd: out of memory for a push");
     if (rc != 0)
@@ -222,6 +227,7 @@ static void close_worker(struct daemon *d, struct req *r)
     int wi = r->w;
     struct worker *w = &d->workers[wi];
 
+    atomic_store(&w->nowrite, 1);      /* its outs are copied, if it reads them at all */
     /* Its pushes still waiting count in their rounds, as they would have
      * had it stayed: kvsd keeps copies, since the worker's segment goes. */
     if (rounds_spill(d, wi, 1) != 0)

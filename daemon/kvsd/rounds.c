@@ -209,6 +209,8 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
 {
     struct kvs__push_item *items;
     struct kvs__source *src = NULL;
+    struct remote_writes *wr = NULL;
+    const struct kvs__sink **sinks = NULL;
     const void **in;
     int *dev, remote = 0;
     size_t total = 0, n = 0;
@@ -234,7 +236,8 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
          * device push onto its key's device): no devices to say, and the
          * engine's host path stays as it was. */
         items[i] = (struct kvs__push_item){ rd->entry, rd->ncontrib, in + n,
-                                            rd->device != KVS_HOST ? dev + n : NULL, NULL };
+                                            rd->device != KVS_HOST ? dev + n : NULL, NULL,
+                                            NULL };
         for (int w = 0; w < d->nworkers; w++) {
             if (rd->contrib[w]) {
                 in[n] = req_data(d, rd->contrib[w]);   /* NULL: still in w's memory */
@@ -255,6 +258,11 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
         for (size_t i = 0, at = 0; i < nr; at += (size_t)rds[i]->ncontrib, i++)
             if (remote_sources(d, rds[i], src + at, (char *)(src + total) + cs * at) > 0)
                 items[i].src = src + at;
+        /* Outs they named get each block of the sum as it is made. */
+        if ((sinks = malloc(sizeof *sinks * nr))
+            && (wr = remote_writes_make(d, rds, nr, sinks)) != NULL)
+            for (size_t i = 0; i < nr; i++)
+                items[i].sink = sinks[i];
     }
     for (size_t i = 0; i < nr; i++) {
         daemon_keep_value(d, rds[i]);
@@ -274,6 +282,8 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
         arena_seq_end(rds[i]->value);
         rds[i]->stale |= rds[i]->device != KVS_HOST;
     }
+    remote_writes_end(d, wr, rc);
+    free(sinks);
     free(items);
     free(src);
     return rc;
@@ -282,7 +292,8 @@ static int apply_rounds(struct daemon *d, struct round *const *rds, size_t nr,
 int rounds_apply_part(struct daemon *d, struct round *rd, int p, int k, const void **in, const int *dev,
                uint64_t step, struct kvs__err *e)
 {
-    struct kvs__push_item it = { rd->entry, k, in, rd->device != KVS_HOST ? dev : NULL, NULL };
+    struct kvs__push_item it = { rd->entry, k, in, rd->device != KVS_HOST ? dev : NULL, NULL,
+                                  NULL };
     int64_t t = kvs__tr_begin();
     int rc;
 

@@ -79,14 +79,21 @@ int kvs__client_send(kvs_t *kv, uint8_t op, const void *data, size_t len, uint64
 
 /* This worker gives up waiting for request seq: kvsd says what it waits
  * for (which ranks have not come), into why, and fails the job with that
- * cause so that the other workers learn it too. */
-static void explain(kvs_t *kv, uint64_t seq, char *why, size_t size)
+ * cause so that the other workers learn it too. kvsd writes nothing into
+ * this process once it has answered: while a call lends kvsd an out
+ * (outs), the answer is waited for as long as the handle's deadline
+ * (kvsd's death ends the wait at once), so that no out is written after
+ * its call returned. */
+static void explain(kvs_t *kv, uint64_t seq, int outs, char *why, size_t size)
 {
     struct kvs__sqe req = { .op = KVS__OP_EXPLAIN, .arg = seq };
     struct kvs__err e = { 0, "" };
     KVS__ONE_ANSWER(ans);
+    struct kvs__opts o;
 
-    if (kvs__client_run_batch(kv, kvs__client_fill_from, &req, 1, 0, &ans, NULL, EXPLAIN_MS,
+    kvs__opts_get(kv, &o);
+    if (kvs__client_run_batch(kv, kvs__client_fill_from, &req, 1, 0, &ans, NULL,
+                              outs && o.timeout_ms > EXPLAIN_MS ? o.timeout_ms : EXPLAIN_MS,
                               "asking kvsd", &e) == 0
         && ans.failed == 0 && ans.msg[0])
         snprintf(why, size, "%s", ans.msg);
@@ -221,12 +228,12 @@ static int call_give_up(struct call *k, struct kvs__err *e)
 {
     struct kvs__client *c = k->c;
     char why[KVS__MSG_MAX], secs[32];
-    int i = 0;
+    int i = 0, outs = c->outs_lent > 0;
 
     while (k->w.got[i])
         i++;
     pthread_mutex_unlock(&c->lock);
-    explain(k->kv, k->w.base + (uint64_t)i, why, sizeof why);
+    explain(k->kv, k->w.base + (uint64_t)i, outs, why, sizeof why);
     pthread_mutex_lock(&c->lock);
     /* Over what asking may have said: this is why the handle broke. */
     c->broken = KVS_ETIMEDOUT;

@@ -59,7 +59,7 @@ static int dist_init(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_t 
             }
         }
     } else {
-        rc = kvs__client_send_groups(kv, KVS__OP_INIT, 0, &g, keys, values, 0, NULL,
+        rc = kvs__client_send_groups(kv, KVS__OP_INIT, 0, &g, keys, values, NULL, 0, NULL,
                                      "kvs_init", e);
     }
     kvs__groups_free(&g);
@@ -78,7 +78,7 @@ static int dist_push_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array
     if ((rc = kvs__groups_make(n, keys, &g, e)) != 0)
         return rc;
     if ((rc = kvs__groups_match(&g, keys, values, "value", e)) == 0)
-        rc = kvs__client_send_groups(kv, KVS__OP_PUSH, 0, &g, keys, values, priority, NULL,
+        rc = kvs__client_send_groups(kv, KVS__OP_PUSH, 0, &g, keys, values, NULL, priority, NULL,
                                      "kvs_push", e);
     kvs__groups_free(&g);
     return rc;
@@ -171,16 +171,17 @@ static int pushpull_kd(kvs_t *kv, int n, const kvs_key_t *keys, const kvs_array_
         return rc;
     if ((rc = kvs__groups_match(&g, keys, values, "value", e)) != 0)
         goto out;
-    if (!(ans.a = malloc((size_t)(g.ng ? g.ng : 1) * sizeof *ans.a))) {
+    if (!(ans.a = calloc((size_t)(g.ng ? g.ng : 1), sizeof *ans.a))) {
         rc = kvs__fail(e, -ENOMEM, "out of memory");
         goto out;
     }
     if ((rc = kvs__client_send_groups(kv, KVS__OP_PUSH, KVS__SQE_VALUE, &g, keys, values,
-                                      priority, &ans, what_call, e)) != 0)
+                                      view ? NULL : dst, priority, &ans, what_call, e)) != 0)
         goto out;
     t = kvs__tr_begin();
     for (int i = 0; i < n && rc == 0; i++)
-        rc = kvs__client_deliver(kv, &ans.a[g.gid[i]], &dst[i], view, e);
+        if (!(ans.a[g.gid[i]].flags & KVS__CQE_WRITTEN))   /* else kvsd wrote it there */
+            rc = kvs__client_deliver(kv, &ans.a[g.gid[i]], &dst[i], view, e);
     if (!view)
         kvs__tr_list(KVS__TR_COPY_OUT, t, n, keys, dst);
     if (rc == 0)                       /* kvsd went meanwhile: this may be the next one's */

@@ -163,16 +163,24 @@ static int client_map(struct kvs__client *c, const struct kvs__welcome *w, const
 /* Lets kvsd (the socket's peer) read this process's memory, unless
  * KVS_REMOTE=0: names it the tracer Yama asks for, and puts a random
  * cookie in the hello for kvsd to read back. A failure here only leaves
- * pushes on staging; a bad KVS_REMOTE is the caller's error. */
+ * pushes on staging; a bad KVS_REMOTE or KVS_REMOTE_MIN is the caller's
+ * error. The least bytes a call lends kvsd so: 4 MiB unless
+ * KVS_REMOTE_MIN says (bench/NOTES.md: below that the copies into
+ * staging, on every worker's core at once, were faster). */
 static int offer_memory(struct kvs__client *c, struct kvs__hello *h, struct kvs__err *e)
 {
     struct kvs__err ig = { 0, "" };
+    const char *min = getenv("KVS_REMOTE_MIN");
     int on = 1, rc;
     uid_t uid;
     pid_t pid;
 
     if ((rc = kvs__env_int("KVS_REMOTE", 0, 1, &on, e)) < 0)
         return rc;
+    c->remote_min = (uint64_t)4 << 20;
+    if (min && *min && kvs__parse_bytes(min, &c->remote_min) != 0)
+        return kvs__fail(e, KVS_EBADARG, "KVS_REMOTE_MIN='%.64s': not a size in bytes (a "
+                         "number with an optional K, M or G, at most 1T)", min);
     if (!on || kvs__sock_peer(c->sock, &uid, &pid, &ig) != 0
         || getrandom(c->cookie, sizeof c->cookie, 0) != (ssize_t)sizeof c->cookie)
         return 0;

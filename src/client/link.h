@@ -30,7 +30,7 @@ struct kvs__answer {
     int32_t status;
     uint64_t value_off, value_len;     /* PULL, PUSH with KVS__SQE_VALUE */
     uint64_t round;                    /* a row-sparse PULL: its key's shape record */
-    uint32_t flags;                    /* the completion's KVS__CQE_ROWS */
+    uint32_t flags;                    /* the completion's KVS__CQE_ROWS, _WRITTEN */
 };
 
 /* A call's answers: one per request, and the message of the first request
@@ -81,6 +81,9 @@ struct kvs__client {
     int sync;                          /* dist_sync (views allowed) */
     int remote;                        /* kvsd reads pushpulls' arrays out of this
                                         * process's memory (KVS__SQE_REMOTE) */
+    uint64_t remote_min;               /* ... when a call lends this many bytes so
+                                        * (KVS_REMOTE_MIN), and may write their outs */
+    int outs_lent;                     /* calls in flight whose outs kvsd may write */
     uint8_t cookie[KVS__COOKIE_BYTES]; /* what kvsd read to know it may */
     struct kvs__gc gc;                 /* kvs_set_gradient_compression's */
     struct kvs__residuals *residuals;  /* 2bit: per key, made at the first such push */

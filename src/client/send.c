@@ -46,6 +46,8 @@ struct groups_src {
                                         * buffer (dev.c), or -1 */
     const unsigned char *remote;       /* per group: kvsd reads it out of this
                                         * process's memory, at[] its address */
+    const uint64_t *out;               /* per group: the address of its out kvsd may
+                                        * write (a remote push's), or 0 */
     const uint32_t *const *coded;      /* per group: its 2bit words, or NULL */
     uint64_t threshold;                /* theirs, as a slot's arg */
 };
@@ -66,6 +68,7 @@ static void fill_group(const void *ctx, int i, struct kvs__sqe *s)
         s->arg = (uint64_t)src->dev[j];
     } else if (src->remote[j]) {
         s->flags |= KVS__SQE_REMOTE;
+        s->arg = src->out[j];          /* dropped if the call goes in tables */
     }
     kvs__client_sqe_key(s, src->keys[src->g->first[j]]);
     kvs__client_sqe_array(s, a);
@@ -137,12 +140,12 @@ static int hold_device(const struct kvs__groups *g, const kvs_array_t *arrs, int
 }
 
 /* kvsd reads arrays out of this process's memory only when a call lends
- * it at least REMOTE_CALL_MIN bytes so, in arrays of REMOTE_MIN or more.
- * Measured (bench/NOTES.md): below that kvsd reads on one thread, a system
- * call per block, while the workers' copies into staging run on all cores
- * at once; the round then took longer than with copies. */
+ * it at least c->remote_min bytes so (KVS_REMOTE_MIN, 4 MiB by default),
+ * in arrays of REMOTE_MIN or more. Measured (bench/NOTES.md): below that
+ * kvsd reads on one thread, a system call per block, while the workers'
+ * copies into staging run on all cores at once; the round then took
+ * longer than with copies. */
 #define REMOTE_MIN ((size_t)64 << 10)
-#define REMOTE_CALL_MIN ((size_t)4 << 20)
 
 /* 1 when kvsd may read group j's array (a, as sent: not coded) out of
  * this process's memory: a pushpull's (its call waits until kvsd has read
@@ -158,26 +161,83 @@ static int lendable(const struct kvs__client *c, const struct kvs__groups *g, in
            && (p < s || p - s >= c->staging_size);
 }
 
+/* A range of memory a call lends kvsd: an array it reads, or an out it
+ * may write. */
+struct span {
+    uintptr_t lo, hi;
+};
+
+static int span_cmp(const void *x, const void *y)
+{
+    const struct span *a = x, *b = y;
+
+    return a->lo != b->lo ? (a->lo > b->lo) - (a->lo < b->lo) : (a->hi > b->hi) - (a->hi < b->hi);
+}
+
+/* 1 when no two of the call's lent ranges (the remote groups' arrays and
+ * outs) overlap, but for an out that is its own group's array (in place):
+ * kvsd writes a key's out as that key's round closes, which may come
+ * before another key's round reads an array there (the copies out, after
+ * every answer, never could). 0 as well without memory to check. */
+static int apart(const struct kvs__groups *g, const kvs_array_t *arrs, const kvs_array_t *outs,
+                 const unsigned char *remote, const uint64_t *out)
+{
+    struct span *sp = malloc(sizeof *sp * 2 * (size_t)(g->ng ? g->ng : 1));
+    size_t n = 0;
+    int ok = sp != NULL;
+
+    for (int j = 0; ok && j < g->ng; j++) {
+        uintptr_t a = (uintptr_t)arrs[g->first[j]].data;
+        size_t bytes = kvs__client_array_bytes(&arrs[g->first[j]]);
+
+        if (!remote[j])
+            continue;
+        sp[n++] = (struct span){ a, a + bytes };
+        if (out[j] && out[j] != a)
+            sp[n++] = (struct span){ out[j], out[j] + kvs__client_array_bytes(&outs[g->first[j]]) };
+    }
+    if (ok)
+        qsort(sp, n, sizeof *sp, span_cmp);
+    for (size_t i = 1; ok && i < n; i++)
+        ok = sp[i].lo >= sp[i - 1].hi;
+    free(sp);
+    return ok;
+}
+
 /* Marks in remote[] the groups whose arrays kvsd reads out of this
  * process's memory (their at[] their addresses), when the call lends
- * enough of them. */
-static void lend_memory(const struct kvs__client *c, const struct kvs__groups *g,
-                        const kvs_array_t *arrs, uint8_t flags, uint32_t *const *coded,
-                        unsigned char *remote, uint64_t *at)
+ * enough of them; with outs, out[] gets the address of each such group's
+ * out, when kvsd may write it: ordinary host memory outside staging, as
+ * its array is, and no lent range overlapping another (apart). Returns
+ * how many outs it lends. */
+static int lend_memory(const struct kvs__client *c, const struct kvs__groups *g,
+                       const kvs_array_t *arrs, const kvs_array_t *outs, uint8_t flags,
+                       uint32_t *const *coded, unsigned char *remote, uint64_t *at,
+                       uint64_t *out)
 {
     size_t total = 0;
+    int n = 0;
 
     for (int j = 0; j < g->ng; j++)
         if (lendable(c, g, j, &arrs[g->first[j]], flags, coded[j] != NULL))
             total += kvs__client_array_bytes(&arrs[g->first[j]]);
-    if (total < REMOTE_CALL_MIN)
-        return;
+    if (total < c->remote_min)
+        return 0;
     for (int j = 0; j < g->ng; j++) {
         const kvs_array_t *a = &arrs[g->first[j]];
 
         if ((remote[j] = (unsigned char)lendable(c, g, j, a, flags, coded[j] != NULL)))
             at[j] = (uint64_t)(uintptr_t)a->data;
+        if (remote[j] && outs && lendable(c, g, j, &outs[g->first[j]], flags, 0)) {
+            out[j] = (uint64_t)(uintptr_t)outs[g->first[j]].data;
+            n++;
+        }
     }
+    if (n && !apart(g, arrs, outs, remote, out)) {
+        memset(out, 0, sizeof *out * (size_t)g->ng);
+        n = 0;
+    }
+    return n;
 }
 
 /* One kvs__client_send_groups as it goes: per group where its data lies
@@ -187,6 +247,7 @@ struct send {
     const struct kvs__groups *g;
     const kvs_key_t *keys;
     const kvs_array_t *arrs;
+    const kvs_array_t *outs;           /* the call's outs kvsd may write, or NULL */
     const char *what;
     int threads;
     struct kvs__answer *own;           /* the answers, when the caller keeps none */
@@ -199,6 +260,8 @@ struct send {
     float **next;                      /* per group: the residual its push makes */
     void **held;                       /* per member: its host copy, or NULL */
     unsigned char *remote;             /* per group: kvsd reads it out of this process */
+    uint64_t *out;                     /* per group: its out kvsd may write, or 0 */
+    int outs_lent;                     /* how many; counted in c->outs_lent */
     uint64_t room;                     /* the transient part of staging */
     uint64_t gen;                      /* the link's generation the call began in */
     struct groups_src src;
@@ -206,15 +269,16 @@ struct send {
 
 static int send_open(struct send *sd, kvs_t *kv, uint8_t op, uint8_t flags,
                      const struct kvs__groups *g, const kvs_key_t *keys,
-                     const kvs_array_t *arrs, int priority, struct kvs__answers *out,
-                     const char *what, struct kvs__err *e)
+                     const kvs_array_t *arrs, const kvs_array_t *outs, int priority,
+                     struct kvs__answers *out, const char *what, struct kvs__err *e)
 {
     size_t ng = (size_t)(g->ng ? g->ng : 1), n = (size_t)(g->n ? g->n : 1);
     struct kvs__opts o;
 
     kvs__opts_get(kv, &o);
-    *sd = (struct send){ .kv = kv, .g = g, .keys = keys, .arrs = arrs, .what = what,
-                         .threads = (int)o.threads, .gen = kvs__client_gen(kv->client) };
+    *sd = (struct send){ .kv = kv, .g = g, .keys = keys, .arrs = arrs, .outs = outs,
+                         .what = what, .threads = (int)o.threads,
+                         .gen = kvs__client_gen(kv->client) };
     sd->own = out ? NULL : malloc(ng * sizeof *sd->own);
     sd->ans = (struct kvs__answers){ .a = out ? out->a : sd->own, .failed = -1 };
     sd->at = malloc(ng * sizeof *sd->at);
@@ -225,14 +289,15 @@ static int send_open(struct send *sd, kvs_t *kv, uint8_t op, uint8_t flags,
     sd->next = calloc(ng, sizeof *sd->next);
     sd->held = calloc(n, sizeof *sd->held);
     sd->remote = calloc(ng, 1);
+    sd->out = calloc(ng, sizeof *sd->out);
     sd->src = (struct groups_src){ .op = op, .flags = flags, .priority = priority, .g = g,
                                    .keys = keys, .arrs = arrs, .at = sd->at, .dev = sd->dev,
-                                   .remote = sd->remote,
+                                   .remote = sd->remote, .out = sd->out,
                                    .coded = (const uint32_t *const *)sd->coded };
     for (size_t j = 0; sd->dev && j < ng; j++)
         sd->dev[j] = -1;
     if (!sd->ans.a || !sd->at || !sd->dev || !sd->in || !sd->items || !sd->coded || !sd->next
-        || !sd->held || !sd->remote)
+        || !sd->held || !sd->remote || !sd->out)
         return kvs__fail(e, -ENOMEM, "out of memory");
     for (int i = 0; i < g->n; i++)
         sd->in[i] = arrs[g->member[i]].data;
@@ -254,6 +319,7 @@ static void send_close(struct send *sd)
             kvs__client_devbuf_unpin(sd->kv->client, sd->dev[j]);
     free(sd->dev);
     free(sd->remote);
+    free(sd->out);
     free(sd->held);
     free(sd->next);
     free(sd->coded);
@@ -299,7 +365,9 @@ static int send_place(struct send *sd, struct kvs__err *e)
     for (int j = 0; j < g->ng; j++)
         if (sd->dev[j] < 0)
             sd->at[j] = ~(uint64_t)0;
-    lend_memory(c, g, sd->arrs, sd->src.flags, sd->coded, sd->remote, sd->at);
+    sd->outs_lent = lend_memory(c, g, sd->arrs, sd->outs, sd->src.flags, sd->coded, sd->remote,
+                                sd->at, sd->out);
+    c->outs_lent += sd->outs_lent;
     for (int j = 0; j < g->ng && rc == 0; j++) {
         const kvs_array_t *a = &sd->arrs[g->first[j]];
         uint64_t bytes = sent_bytes(a, sd->coded[j] != NULL);
@@ -434,22 +502,26 @@ static int send_batch(struct send *sd, int start, int end, uint64_t total,
                                                          start, end),
                               &part, h, sd->what, e)) != 0)
         return rc;
-    for (int j = start; j < end; j++)
+    for (int j = start; j < end; j++) {
+        if (!sd->out[j])               /* only an out it named was written */
+            part.a[j - start].flags &= ~(uint32_t)KVS__CQE_WRITTEN;
         if (sd->next[j]) {
             kvs__residual_commit(c->residuals, sd->keys[g->first[j]], sd->next[j]);
             sd->next[j] = NULL;
         }
+    }
     return 0;
 }
 
 int kvs__client_send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct kvs__groups *g,
-                            const kvs_key_t *keys, const kvs_array_t *arrs, int priority,
-                            struct kvs__answers *out, const char *what, struct kvs__err *e)
+                            const kvs_key_t *keys, const kvs_array_t *arrs,
+                            const kvs_array_t *outs, int priority, struct kvs__answers *out,
+                            const char *what, struct kvs__err *e)
 {
     struct send sd;
     int rc;
 
-    if ((rc = send_open(&sd, kv, op, flags, g, keys, arrs, priority, out, what, e)) == 0
+    if ((rc = send_open(&sd, kv, op, flags, g, keys, arrs, outs, priority, out, what, e)) == 0
         && (rc = send_inputs(&sd, e)) == 0)
         rc = send_place(&sd, e);
     for (int start = 0, end; rc == 0 && start < g->ng; start = end) {
@@ -457,6 +529,11 @@ int kvs__client_send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct k
 
         end = batch_end(&sd, start, &total);
         rc = send_batch(&sd, start, end, total, e);
+    }
+    if (sd.outs_lent) {
+        pthread_mutex_lock(&kv->client->lock);
+        kv->client->outs_lent -= sd.outs_lent;
+        pthread_mutex_unlock(&kv->client->lock);
     }
     send_close(&sd);
     return rc;

@@ -20,9 +20,13 @@
  * device. Groups go in batches that fit the transient part and
  * KVS__LIST_MAX; each batch is all-or-nothing in kvsd, and the residuals
  * of its coded pushes change only when kvsd took it. out: the answers, per
- * group (may be NULL; its array has room for every group). */
+ * group (may be NULL; its array has room for every group). outs: a
+ * pushpull's outs (or NULL), which kvsd may write where it reads the
+ * group's array out of this process's memory: an answer with
+ * KVS__CQE_WRITTEN says the out holds the value. */
 int kvs__client_send_groups(kvs_t *kv, uint8_t op, uint8_t flags, const struct kvs__groups *g,
-                            const kvs_key_t *keys, const kvs_array_t *arrs, int priority,
-                            struct kvs__answers *out, const char *what, struct kvs__err *e);
+                            const kvs_key_t *keys, const kvs_array_t *arrs,
+                            const kvs_array_t *outs, int priority, struct kvs__answers *out,
+                            const char *what, struct kvs__err *e);
 
 #endif

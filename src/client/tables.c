@@ -73,6 +73,8 @@ int kvs__client_table_answers(struct kvs__client *c, struct kvs__answers *ans, i
             return rc;
         a->status = status;
         a->value_off = off;
+        a->round = 0;
+        a->flags = 0;                  /* a table's values are never written in place */
         if (status != 0 && (ans->failed < 0 || i < ans->failed)) {
             ans->failed = i;
             memcpy(ans->msg, q->msg, sizeof ans->msg);

@@ -172,7 +172,8 @@ int kvs__client_reap(struct kvs__client *c, const struct kvs__waiter *self, int 
                                           de.msg);
         } else {
             w->ans->a[i] = (struct kvs__answer){ q.status, q.value_off, q.value_len, q.round,
-                                                 q.flags & KVS__CQE_ROWS };
+                                                 q.flags & (KVS__CQE_ROWS
+                                                            | KVS__CQE_WRITTEN) };
             if (q.status != 0 && (w->ans->failed < 0 || i < w->ans->failed)) {
                 w->ans->failed = i;
                 memcpy(w->ans->msg, q.msg, sizeof w->ans->msg);

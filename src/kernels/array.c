@@ -515,9 +515,12 @@ struct many_job {
 static void sum_block(void *arg, size_t b, size_t e, const void *const *blk)
 {
     const struct kvs__sum_item *it = arg;
+    size_t es = kvs_dtype_size(it->dtype);
+    char *out = (char *)it->out + b * es;
 
-    sum_ranges[(unsigned)it->dtype]((char *)it->out + b * kvs_dtype_size(it->dtype), blk,
-                                    it->k, 0, e - b);
+    sum_ranges[(unsigned)it->dtype](out, blk, it->k, 0, e - b);
+    if (it->sink)
+        it->sink->write(it->sink->ctx, b * es, out, (e - b) * es);
 }
 
 /* Elements [e0, e1) of item it, its sources read a block at a time into
@@ -527,7 +530,7 @@ static void sum_item_part(const struct kvs__sum_item *it, size_t e0, size_t e1,
 {
     int rc, none = 0;
 
-    if (!it->src) {
+    if (!it->src && !it->sink) {
         sum_ranges[(unsigned)it->dtype](it->out, it->in, it->k, e0, e1);
         return;
     }
@@ -638,7 +641,7 @@ int kvs__sum_many(const struct kvs__sum_item *items, int m, int nthreads)
         _Atomic int err = 0;
 
         for (int i = 0; i < m && atomic_load(&err) == 0; i++) {
-            if (items[i].src && items[i].k > 0)
+            if ((items[i].src || items[i].sink) && items[i].k > 0)
                 sum_item_part(&items[i], 0, items[i].n, &f, &err);
             else
                 kvs__sum(items[i].dtype, items[i].out, items[i].in, items[i].k, items[i].n,

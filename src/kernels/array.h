@@ -74,6 +74,17 @@ struct kvs__source {
     const void *ctx;
 };
 
+/* Where a sum's result goes besides its output (kvsd's workers' outs,
+ * written with process_vm_writev): write gets each block [off, off + len)
+ * of the output's bytes right after the block is summed, while it is in
+ * the cache, and keeps its own errors (the sum goes on). Threads call
+ * write at once, with the same ctx, for disjoint blocks; blocks that are
+ * not summed this way (see kvs__sum_item) are never written. */
+struct kvs__sink {
+    void (*write)(const void *ctx, size_t off, const void *buf, size_t len);
+    const void *ctx;
+};
+
 /* Bytes of one source read at a time: k of them stay in L2 beside the
  * output block. A sum or update with sources has at most KVS__FETCH_MAX_K
  * inputs (kvsd's workers). */
@@ -100,7 +111,9 @@ int kvs__fetch_blocks(struct kvs__fetch *f, const void *const *in,
 
 /* One sum of a batch for kvs__sum_many: out[j] = in[0][j] + ... +
  * in[k-1][j] for j < n, as kvs__sum computes it. src: NULL, or per input
- * its source (read NULL: in[j] is in memory; else in[j] is not used). */
+ * its source (read NULL: in[j] is in memory; else in[j] is not used).
+ * sink: NULL, or where every block of out goes as well once summed (with
+ * k <= KVS__FETCH_MAX_K; the whole of out when the sum succeeds). */
 struct kvs__sum_item {
     kvs_dtype_t dtype;
     void *out;
@@ -108,6 +121,7 @@ struct kvs__sum_item {
     int k;
     size_t n;
     const struct kvs__source *src;
+    const struct kvs__sink *sink;
 };
 
 /* The sums of items[0..m), each exactly as kvs__sum would make it, but

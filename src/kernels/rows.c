@@ -366,7 +366,7 @@ void kvs__rows_union_sum(const struct kvs__rows_union *u, kvs_dtype_t dtype, voi
         items[m++] = (struct kvs__sum_item){ dtype, (char *)out + r * row_bytes,
                                              u->src + u->start[r],
                                              (int)(u->start[r + 1] - u->start[r]),
-                                             (r1 - r) * row_elems, NULL };
+                                             (r1 - r) * row_elems, NULL, NULL };
     }
     sum_items(items, m, nthreads);
 }
@@ -394,7 +394,7 @@ void kvs__rows_union_sum_into(const struct kvs__rows_union *u, kvs_dtype_t dtype
                                              (char *)dense + (size_t)u->idx[r] * row_bytes,
                                              u->src + u->start[r],
                                              (int)(u->start[r + 1] - u->start[r]),
-                                             (r1 - r) * row_elems, NULL };
+                                             (r1 - r) * row_elems, NULL, NULL };
     }
     sum_items(items, m, nthreads);
 }

@@ -15,7 +15,8 @@
 #include "base/error.h"
 
 #define KVS__PROTO_MAGIC   0x3150534bu  /* "KSP1" little-endian */
-#define KVS__PROTO_VERSION 11u          /* 11: COMMIT, the welcome's resume step and RECOVER;
+#define KVS__PROTO_VERSION 12u          /* 12: a remote push's out (arg), KVS__CQE_WRITTEN;
+                                         * 11: COMMIT, the welcome's resume step and RECOVER;
                                          * 10: row-sparse INITs carry rows, PULLs their ids;
                                          * 9: combine inputs carry row marks; 8: row-sparse slots */
 #define KVS__JOB_MAX       64           /* job name bytes, without NUL */

@@ -293,6 +293,10 @@ static inline int sqe_check_range(const struct kvs__sqe *t, const char *name,
         && t->arg >= KVS__DEVBUF_MAX)
         return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): device buffer %" PRIu64
                          ", at most %d", t->seq, name, t->arg, KVS__DEVBUF_MAX - 1);
+    if ((t->flags & KVS__SQE_REMOTE) && !(t->flags & KVS__SQE_TABLE)
+        && __builtin_add_overflow(t->arg, t->data_len, &end))
+        return kvs__fail(e, KVS_EPROTO, "request %" PRIu64 " (%s): out %" PRIu64 "+%" PRIu64
+                         " overflows", t->seq, name, t->arg, t->data_len);
     if (__builtin_add_overflow(t->data_off, t->data_len, &end)
         || (!(t->flags & KVS__SQE_DEVICE)
             && (!(t->flags & KVS__SQE_REMOTE) || (t->flags & KVS__SQE_TABLE))
@@ -395,7 +399,9 @@ int kvs__cqe_decode(const void *slot, uint64_t arena_size, struct kvs__cqe *c,
     if ((t.flags & ~(uint32_t)KVS__CQE_FLAGS) != 0
         || (t.flags & (KVS__CQE_HELD | KVS__CQE_RELEASE)) == (KVS__CQE_HELD | KVS__CQE_RELEASE)
         || ((t.flags & KVS__CQE_ROWS) && (t.flags & (KVS__CQE_HELD | KVS__CQE_RELEASE)))
-        || ((t.flags & (KVS__CQE_HELD | KVS__CQE_ROWS)) && t.status != 0))
+        || ((t.flags & KVS__CQE_WRITTEN)
+            && (t.flags & (KVS__CQE_HELD | KVS__CQE_RELEASE | KVS__CQE_ROWS)))
+        || ((t.flags & (KVS__CQE_HELD | KVS__CQE_ROWS | KVS__CQE_WRITTEN)) && t.status != 0))
         return kvs__fail(e, KVS_EPROTO, "completion %" PRIu64 ": flags 0x%x", t.seq,
                          (unsigned)t.flags);
     if (!kvs__status_ok(t.status))

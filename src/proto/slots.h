@@ -33,7 +33,10 @@ struct kvs__sqe {
     char key_name[KVS_MAX_KEY_LEN + 1];/* NUL-terminated, no NUL inside */
     uint64_t data_off, data_len;       /* a range of the staging area */
     uint64_t arg;                      /* SAVE: dump flag; EXPLAIN: a seq; a PUSH
-                                        * with KVS__SQE_2BIT: its threshold's bits */
+                                        * with KVS__SQE_2BIT: its threshold's bits; a
+                                        * PUSH with KVS__SQE_REMOTE (no table): the
+                                        * address of its out, data_len bytes of the
+                                        * worker's memory, or 0 (below) */
 };
 #define KVS__SQE_LAST  0x01            /* the last slot of one list call */
 #define KVS__SQE_VALUE 0x02            /* PUSH: complete with the key's value once
@@ -60,7 +63,16 @@ struct kvs__sqe {
                                         * returns the data (below); only from a worker
                                         * whose welcome had KVS__WELCOME_REMOTE. In a
                                         * table the slot has it when any entry has
-                                        * KVS__TAB_REMOTE, and entries say which */
+                                        * KVS__TAB_REMOTE, and entries say which.
+                                        * Outside a table, a non-zero arg is the
+                                        * address of the call's out for this value
+                                        * (data_len bytes, the worker's memory too):
+                                        * kvsd may write the value there as it makes
+                                        * it (process_vm_writev), and then says so
+                                        * (KVS__CQE_WRITTEN); the worker lends it
+                                        * until the completion, or until kvsd has
+                                        * answered an EXPLAIN of it (kvsd writes
+                                        * nothing into a worker after that) */
 #define KVS__SQE_ROWS  0x80           /* INIT, PUSH or PULL of a row-sparse value (no
                                         * table, no value, no 2bit, no device, no
                                         * remote). An INIT's or PUSH's dtype and shape
@@ -115,7 +127,10 @@ struct kvs__sqe {
 #define KVS__CQE_RELEASE 0x02          /* not a completion: seq's data is returned */
 #define KVS__CQE_ROWS    0x04          /* a KVS__SQE_ROWS PULL's rows are in its data
                                         * range, after its ids (only with status 0) */
-#define KVS__CQE_FLAGS   (KVS__CQE_HELD | KVS__CQE_RELEASE | KVS__CQE_ROWS)
+#define KVS__CQE_WRITTEN 0x08          /* a KVS__SQE_REMOTE push's value was written
+                                        * whole into its out (arg), as well as into
+                                        * the arena (only with status 0) */
+#define KVS__CQE_FLAGS   (KVS__CQE_HELD | KVS__CQE_RELEASE | KVS__CQE_ROWS | KVS__CQE_WRITTEN)
 
 struct kvs__cqe {
     uint64_t seq;                      /* the SQE's seq */

@@ -136,13 +136,19 @@ int kvs__engine_check_push(struct kvs__engine *eng, kvs_key_t key, const kvs_arr
  * memory; else read a block at a time beside the sum or update), for a
  * host key and host inputs only, without an updater (KVS_EBADARG
  * otherwise). A source that fails fails the push with its error, and
- * leaves the key's value (and optimizer state) written in part. */
+ * leaves the key's value (and optimizer state) written in part. sink:
+ * NULL, or where the value goes as well, a block at a time as it is
+ * summed (array.h), when the push's sum goes straight into the value (no
+ * optimizer, no updater, a host key); otherwise, and for a key's first
+ * push, it gets nothing or part: the caller learns from its sink what it
+ * got. */
 struct kvs__push_item {
     void *entry;
     int k;
     const void **in;
     const int *dev;
     const struct kvs__source *src;
+    const struct kvs__sink *sink;
 };
 /* A row-sparse input of a push to one entry found beforehand (a front that
  * gathers inputs itself: kvsd's rounds) is a struct kvs__rows_in

@@ -26,6 +26,7 @@ struct group {
     const void **in;                   /* their data, in list order */
     int *dev;                          /* their devices; NULL: all on the host */
     const struct kvs__source *src;     /* their sources (array.h), or NULL */
+    const struct kvs__sink *sink;      /* where the sum goes as well (array.h), or NULL */
     struct kvs__optim_state *ostate;   /* new state, handed to ent at commit */
     bool ranged;                       /* in[] and the update are elements [first,
                                         * first + count) of the key only */

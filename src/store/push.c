@@ -269,11 +269,11 @@ static int push_sums(struct kvs__engine *eng, struct plan *p, struct kvs__err *e
             continue;
         if (items && ent->device == KVS_HOST)
             items[m++] = (struct kvs__sum_item){ ent->dtype, out, gr->in, gr->k,
-                                                 group_count(gr), gr->src };
+                                                 group_count(gr), gr->src, gr->sink };
         else if (gr->src)              /* one by one, without memory for the batch */
             rc = source_fail(kvs__sum_many(&(struct kvs__sum_item){ ent->dtype, out, gr->in,
                                                                     gr->k, group_count(gr),
-                                                                    gr->src },
+                                                                    gr->src, gr->sink },
                                            1, eng->nthreads), e);
         else
             rc = kvs__mem_sum(ent->device, ent->dtype, out, gr->in, gr->k, group_count(gr),
@@ -424,6 +424,7 @@ int kvs__engine_push_entries(struct kvs__engine *eng, int n, const struct kvs__p
         p.groups[g].k = items[g].k;
         p.groups[g].in = items[g].in;
         p.groups[g].src = items[g].src;
+        p.groups[g].sink = items[g].sink;
         group_devs(&p.groups[g], &items[g], devs ? devs + at : NULL);
         at += item_on_host(&items[g]) ? 0 : items[g].k;
     }
