@@ -77,9 +77,8 @@ if ldd "$prefix/bin/kvsd" | grep -i ucx; then
     echo "kvsd links UCX" >&2
     exit 1
 fi
-if [ -f "$prefix/lib/kvs/kvs-transport-ucx.so" ]; then
-    # A worker of the installed library: each of 2 pushes 1s, pulls 2s.
-    cat >sum2.c <<'EOF2'
+# A dist worker of the installed library: each of 2 pushes 1s, pulls 2s.
+cat >sum2.c <<'EOF2'
 #include <stdio.h>
 #include <kvs.h>
 
@@ -100,8 +99,9 @@ int main(void)
     return 0;
 }
 EOF2
-    # shellcheck disable=SC2086
-    $cc -std=c11 -Wall -Wextra -Werror -o sum2 sum2.c $flags
+# shellcheck disable=SC2086
+$cc -std=c11 -Wall -Wextra -Werror -o sum2 sum2.c $flags
+if [ -f "$prefix/lib/kvs/kvs-transport-ucx.so" ]; then
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     for h in 0 1; do
         env -u KVS_TRANSPORT_DIR KVS_TRANSPORT=ucx UCX_TLS=tcp timeout 60 "$prefix/bin/kvsrun" \
@@ -119,40 +119,17 @@ fi
 # A job no kvsrun started: two workers under torchrun's environment, and
 # the installed library starts the installed kvsd (no KVS_KVSD, and no
 # kvsd in PATH), which is gone with its socket after them.
-cat >twice.c <<'EOF2'
-#include <stdio.h>
-#include <kvs.h>
-
-int main(void)
-{
-    float v[4] = { 1, 1, 1, 1 }, w[4] = { 0 };
-    kvs_array_t a = { .data = v, .dtype = KVS_FLOAT32, .ndim = 1, .shape = { 4 } }, o = a;
-    kvs_key_t k = KVS_INT_KEY(3);
-    kvs_t *kv;
-
-    o.data = w;
-    if (kvs_create("dist_sync", &kv))
-        return fprintf(stderr, "twice: %s\n", kvs_last_error(NULL)), 1;
-    if (kvs_init(kv, 1, &k, &a) || kvs_push(kv, 1, &k, &a, 0) || kvs_pull(kv, 1, &k, &o, 0)
-        || w[0] != 2 || w[3] != 2)
-        return fprintf(stderr, "twice: %s (pulled %g)\n", kvs_last_error(kv), w[0]), 1;
-    kvs_close(kv);
-    return 0;
-}
-EOF2
-# shellcheck disable=SC2086
-$cc -std=c11 -Wall -Wextra -Werror -o twice twice.c $flags
 for r in 0 1; do
     env -u KVS_KVSD -u KVS_JOB PATH=/usr/bin:/bin RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r \
         LOCAL_WORLD_SIZE=2 GROUP_RANK=0 GROUP_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 \
-        MASTER_PORT=29400 TORCHELASTIC_RUN_ID=inst KVS_TIMEOUT=30 timeout 60 ./twice \
-        >twice.$r.log 2>&1 &
+        MASTER_PORT=29400 TORCHELASTIC_RUN_ID=inst KVS_TIMEOUT=30 timeout 60 ./sum2 \
+        >torch.$r.log 2>&1 &
     eval "tw$r=\$!"
 done
 # shellcheck disable=SC2154
 if ! wait "$tw0" || ! wait "$tw1" || ! grep -q "every worker has left" "$work/rt/kvs/torch-inst.log"; then
     echo "a job under torchrun's environment did not run on the installed kvsd:" >&2
-    cat twice.0.log twice.1.log "$work/rt/kvs/torch-inst.log" >&2
+    cat torch.0.log torch.1.log "$work/rt/kvs/torch-inst.log" >&2
     exit 1
 fi
 for _ in $(seq 50); do [ -e "$work/rt/kvs/torch-inst.sock" ] || break; sleep 0.1; done
