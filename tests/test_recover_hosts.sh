@@ -77,6 +77,17 @@ pid_of() {
 # kvsd_of JOB HOST: the kvsd of host HOST of JOB.
 kvsd_of() { pgrep -f -- "--job $1 .*--node-rank $2" | head -1; }
 
+# kill_worker JOB RANK STEPS: SIGKILL to worker RANK of JOB once it ran
+# STEPS steps; says so and fails if it never did.
+kill_worker() {
+    if wait_for 300 steps_done "$1" "$2" "$3" && p=$(pid_of "$1" "$2") && [ -n "$p" ]; then
+        kill -KILL "$p"
+    else
+        echo "# rank $2 never ran $3 steps"
+        return 1
+    fi
+}
+
 # finish JOB: 0 when both hosts end with exit 0 and host 0's rank 0 wrote
 # the values of the run without faults; says what is wrong otherwise.
 finish() {
@@ -102,11 +113,7 @@ resumed_at() {
 # 1. A worker killed on host 1.
 start wk --restarts 2
 ok=1
-if wait_for 300 steps_done wk 3 25 && p=$(pid_of wk 3) && [ -n "$p" ]; then
-    kill -KILL "$p"
-else
-    echo "# rank 3 never ran 25 steps"; ok=0
-fi
+kill_worker wk 3 25 || ok=0
 finish wk || ok=0
 at=$(resumed_at wk 0)
 if [ $((at % every)) -ne 0 ] || [ "$at" -lt $every ]; then
@@ -125,11 +132,7 @@ KVS_TEST_STORE=dist_async
 export KVS_TEST_STORE
 start as --restarts 2
 ok=1
-if wait_for 300 steps_done as 1 25 && p=$(pid_of as 1) && [ -n "$p" ]; then
-    kill -KILL "$p"
-else
-    echo "# rank 1 never ran 25 steps"; ok=0
-fi
+kill_worker as 1 25 || ok=0
 wait "$h0"; a0=$?
 wait "$h1"; a1=$?
 [ "$a0" -eq 0 ] && [ "$a1" -eq 0 ] || { echo "# hosts exited $a0 and $a1"; ok=0; }
@@ -191,11 +194,7 @@ j=ex
 start $j --restarts 1
 ok=1
 for round in 1 2; do
-    if wait_for 300 steps_done $j 3 $((15 * round)) && p=$(pid_of $j 3) && [ -n "$p" ]; then
-        kill -KILL "$p"
-    else
-        echo "# rank 3 never ran $((15 * round)) steps"; ok=0
-    fi
+    kill_worker $j 3 $((15 * round)) || ok=0
 done
 t0=$(now_ms)
 wait "$h0"; e0=$?
