@@ -471,3 +471,6 @@ def _as_ids(ids):
     if isinstance(ids, (list, tuple, range)):
         return torch.as_tensor(list(ids), dtype=torch.int64)
     return ids
+
+
+from ._distopt import Average, DistributedOptimizer, Sum, broadcast_parameters  # noqa: E402,F401

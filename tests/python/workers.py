@@ -203,6 +203,97 @@ def trainer(mode):
     print('rank %d: trainer %s ok (%.3g)' % (r, mode, diff))
 
 
+def distopt(mode, op='average', passes='1'):
+    """kvs.torch.DistributedOptimizer over dist_sync against one process
+    training on the whole batches: torch's SGD on the gradients averaged
+    (op average) or summed, or the store's SGD (mode 'store');
+    backward_passes_per_step passes of micro-batches. A store that logs
+    the calls shows every push made inside backward (before the first
+    layer's gradient, the last backward makes, is accumulated) and the
+    values pulled first layer first, each at a higher priority than the next."""
+    import torch
+    import kvs.torch
+
+    passes = int(passes)
+
+    class Logged(kvs.KVStore):
+        def __init__(self, name):
+            super().__init__(name)
+            self.calls = []
+
+        def push(self, key, value, priority=0):
+            super().push(key, value, priority)
+            self.calls.append(('push', key, priority))
+
+        def pull(self, key, out=None, priority=0, ignore_sparse=True):
+            got = super().pull(key, out, priority)
+            self.calls.append(('pull', key, priority))
+            return got
+
+    def make():
+        return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(),
+                                   torch.nn.Linear(16, 16), torch.nn.Tanh(),
+                                   torch.nn.Linear(16, 16), torch.nn.Tanh(),
+                                   torch.nn.Linear(16, 2))
+
+    torch.manual_seed(1)
+    net, alone = make(), make()
+    alone.load_state_dict(net.state_dict())
+    kv = Logged('dist_sync')
+    r, n = kv.rank, kv.num_workers
+    if r != 0:                                # rank 0's weights must win
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(1.0)
+    lr = 0.1 if op == 'average' else 0.02
+    how = dict(backward_passes_per_step=passes, bucket_bytes=0,
+               op=kvs.torch.Average if op == 'average' else kvs.torch.Sum)
+    if mode == 'store':
+        opt = kvs.torch.DistributedOptimizer('sgd lr=%g momentum=0.9' % lr,
+                                             net.named_parameters(), kv, **how)
+    else:
+        opt = kvs.torch.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=lr,
+                                                             momentum=0.9),
+                                             net.named_parameters(), kv, **how)
+    ref = torch.optim.SGD(alone.parameters(), lr=lr, momentum=0.9)
+    names = [name for name, _ in net.named_parameters()]
+    pushes_seen = []                          # pushes made when the last gradient comes
+    net[0].weight.register_hook(
+        lambda g: pushes_seen.append(sum(c[0] == 'push' for c in kv.calls)))
+    gen = torch.Generator().manual_seed(2)
+    x, y = torch.randn(80, 6, generator=gen), torch.randn(80, 2, generator=gen)
+    for step in range(10):
+        batch = torch.arange(8 * step, 8 * step + 8)
+        part = batch[r::n]
+        opt.zero_grad()
+        kv.calls = []
+        pushes_seen.clear()
+        for micro in part.chunk(passes):
+            loss = ((net(x[micro]) - y[micro]) ** 2).sum()
+            (loss / len(part) if op == 'average' else loss).backward()
+        pushed = [c for c in kv.calls if c[0] == 'push']
+        # Every push made by backward, one per parameter, all but the first
+        # layer's before its gradient was accumulated at the end of backward.
+        assert len(pushed) == len(names), kv.calls
+        assert pushes_seen[-1] >= len(names) - 2, (pushes_seen, kv.calls)
+        assert [c[1][0] for c in pushed] == names[::-1], pushed
+        opt.step()
+        pulls = [c for c in kv.calls if c[0] == 'pull']
+        assert [c[1][0] for c in pulls] == names, pulls      # first layer first
+        prios = [c[2] for c in pulls]
+        assert all(a > b for a, b in zip(prios, prios[1:])), prios
+        assert sum(c[0] == 'push' for c in kv.calls) == len(names)    # none at step()
+        ref.zero_grad()
+        loss = ((alone(x[batch]) - y[batch]) ** 2).sum()
+        (loss / len(batch) if op == 'average' else loss).backward()
+        ref.step()
+    for (name, a), b in zip(net.named_parameters(), alone.parameters()):
+        torch.testing.assert_close(a.detach(), b.detach(), rtol=1e-5, atol=1e-6,
+                                   msg=lambda m, name=name: '%s: %s' % (name, m))
+    diff = max((a - b).abs().max().item() for a, b in zip(net.parameters(), alone.parameters()))
+    print('rank %d: distopt %s %s %d ok (%.3g)' % (r, mode, op, passes, diff))
+
+
 def _rows_taken(kv, key='probe'):
     """False, after saying why, where the store type refuses row-sparse
     values (KVS_ENOTSUP): the test then skips with that reason."""
