@@ -203,18 +203,17 @@ def trainer(mode):
     print('rank %d: trainer %s ok (%.3g)' % (r, mode, diff))
 
 
-def distopt(mode, op='average', passes='1'):
+def distopt(*configs):
     """kvs.torch.DistributedOptimizer over dist_sync against one process
-    training on the whole batches: torch's SGD on the gradients averaged
-    (op average) or summed, or the store's SGD (mode 'store');
+    training on the whole batches, for each config MODE-OP-PASSES in turn
+    (each on keys of its own): torch's SGD (mode torch) on the gradients
+    averaged (op average) or summed, or the store's SGD (mode store);
     backward_passes_per_step passes of micro-batches. A store that logs
     the calls shows every push made inside backward (before the first
     layer's gradient, the last backward makes, is accumulated) and the
     values pulled first layer first, each at a higher priority than the next."""
     import torch
     import kvs.torch
-
-    passes = int(passes)
 
     class Logged(kvs.KVStore):
         def __init__(self, name):
@@ -230,6 +229,15 @@ def distopt(mode, op='average', passes='1'):
             self.calls.append(('pull', key, priority))
             return got
 
+    kv = Logged('dist_sync')
+    for config in configs:
+        _distopt_config(torch, kvs.torch, kv, config)
+
+
+def _distopt_config(torch, kvs_torch, kv, config):
+    mode, op, passes = config.split('-')
+    passes = int(passes)
+
     def make():
         return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(),
                                    torch.nn.Linear(16, 16), torch.nn.Tanh(),
@@ -239,24 +247,22 @@ def distopt(mode, op='average', passes='1'):
     torch.manual_seed(1)
     net, alone = make(), make()
     alone.load_state_dict(net.state_dict())
-    kv = Logged('dist_sync')
     r, n = kv.rank, kv.num_workers
     if r != 0:                                # rank 0's weights must win
         with torch.no_grad():
             for p in net.parameters():
                 p.add_(1.0)
     lr = 0.1 if op == 'average' else 0.02
+    named = [(config + '.' + name, p) for name, p in net.named_parameters()]
+    names = [name for name, _ in named]
     how = dict(backward_passes_per_step=passes, bucket_bytes=0,
-               op=kvs.torch.Average if op == 'average' else kvs.torch.Sum)
+               op=kvs_torch.Average if op == 'average' else kvs_torch.Sum)
     if mode == 'store':
-        opt = kvs.torch.DistributedOptimizer('sgd lr=%g momentum=0.9' % lr,
-                                             net.named_parameters(), kv, **how)
+        opt = kvs_torch.DistributedOptimizer('sgd lr=%g momentum=0.9' % lr, named, kv, **how)
     else:
-        opt = kvs.torch.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=lr,
-                                                             momentum=0.9),
-                                             net.named_parameters(), kv, **how)
+        opt = kvs_torch.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=lr,
+                                                             momentum=0.9), named, kv, **how)
     ref = torch.optim.SGD(alone.parameters(), lr=lr, momentum=0.9)
-    names = [name for name, _ in net.named_parameters()]
     pushes_seen = []                          # pushes made when the last gradient comes
     net[0].weight.register_hook(
         lambda g: pushes_seen.append(sum(c[0] == 'push' for c in kv.calls)))
@@ -287,12 +293,11 @@ def distopt(mode, op='average', passes='1'):
         loss = ((alone(x[batch]) - y[batch]) ** 2).sum()
         (loss / len(batch) if op == 'average' else loss).backward()
         ref.step()
-    for (name, a), b in zip(net.named_parameters(), alone.parameters()):
+    for (name, a), b in zip(named, alone.parameters()):
         torch.testing.assert_close(a.detach(), b.detach(), rtol=1e-5, atol=1e-6,
                                    msg=lambda m, name=name: '%s: %s' % (name, m))
     diff = max((a - b).abs().max().item() for a, b in zip(net.parameters(), alone.parameters()))
-    print('rank %d: distopt %s %s %d ok (%.3g)' % (r, mode, op, passes, diff))
-
+    print('rank %d: distopt %s ok (%.3g)' % (r, config, diff), flush=True)
 
 def _rows_taken(kv, key='probe'):
     """False, after saying why, where the store type refuses row-sparse

@@ -1,0 +1,210 @@
+#!/usr/bin/python3
+"""A training step with kvs.torch.DistributedOptimizer against DDP and the Trainer.
+
+    bench_distopt.py run --kvsrun _bench/daemon/kvsrun/kvsrun [--steps 10] [--batch 64]
+        A training step (forward, backward, update) of an MLP of 8 layers
+        of 2048 x 2048 (with biases, ReLU between; 128 MiB of float32
+        gradients) on a batch of 64 per worker (--batch: fewer make the
+        compute smaller beside the same gradients), 2 worker processes of one
+        thread each, three ways in each pass, one after the other:
+        kvs.torch.DistributedOptimizer with the store's SGD (each layer's
+        gradients pushed during backward as soon as they are ready, the
+        weights pulled at step()), torch's DistributedDataParallel on gloo
+        (its buckets allreduced during backward) then torch's SGD, and
+        kvs.torch.Trainer with the store's SGD (every gradient pushed after
+        backward, in one pushpull). All three train the same model from the
+        same weights on the same data with the same update (the average
+        over the workers of the gradients, lr 0.01): rank 0 prints the sum
+        of the weights after the steps, which must agree. Each worker also
+        times the bare forward and backward. Prints
+        "pydistopt,IMPL,WORKERS,STEP_S,BARE_S,WEIGHT_SUM" lines (medians,
+        slowest rank).
+    bench_distopt.py worker IMPL STEPS BATCH
+        One worker of such a job (run starts them).
+    bench_distopt.py report FILE
+        Each pass's medians and ratios in words (scripts/bench appends the
+        pass to each line).
+    bench_distopt.py values FILE
+        The goals' per-pass values for bench/claims.py judge:
+        DistributedOptimizer's step over DDP's, and over the Trainer's.
+
+A benchmark, not a test: it exits 0 whatever the speed, 1 when something
+fails or the weights of the three ways differ.
+"""
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+LAYERS, WIDTH, LR = 8, 2048, 0.01
+IMPLS = ('distopt', 'ddp', 'trainer')
+
+
+def mlp(torch):
+    torch.manual_seed(0)
+    layers = []
+    for i in range(LAYERS):
+        layers.append(torch.nn.Linear(WIDTH, WIDTH))
+        if i < LAYERS - 1:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers)
+
+
+def worker(impl, steps, batch):
+    """One worker; rank 0 prints the line."""
+    import torch
+    torch.set_num_threads(1)
+    net = mlp(torch)
+    if impl == 'ddp':
+        import torch.distributed as dist
+        rank, nw = int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])
+        dist.init_process_group('gloo', rank=rank, world_size=nw)
+        sync = dist.barrier
+    else:
+        import kvs
+        import kvs.torch
+        kv = kvs.create('dist_sync')
+        rank, nw, sync = kv.rank, kv.num_workers, kv.barrier
+    gen = torch.Generator().manual_seed(rank + 1)
+    x = torch.randn(batch, WIDTH, generator=gen)
+
+    def loss_of(model):
+        return model(x).pow(2).mean()
+
+    def median_of(fn, reps):
+        times = []
+        for i in range(reps + 2):
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            if i >= 2:
+                times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    def bare():
+        net.zero_grad()
+        loss_of(net).backward()
+
+    bare_s = median_of(bare, max(3, steps // 2))
+    net.zero_grad(set_to_none=True)
+    if impl == 'distopt':
+        opt = kvs.torch.DistributedOptimizer('sgd lr=%g' % LR, net.named_parameters(), kv)
+
+        def step():
+            opt.zero_grad()
+            loss_of(net).backward()
+            opt.step()
+    elif impl == 'trainer':
+        trainer = kvs.torch.Trainer(net.parameters(), kv, 'sgd lr=%g' % LR)
+
+        def step():
+            trainer.zero_grad()
+            loss_of(net).backward()
+            trainer.step(nw)          # each gradient / nw, summed: the average
+    else:
+        ddp = torch.nn.parallel.DistributedDataParallel(net)
+        opt = torch.optim.SGD(net.parameters(), lr=LR)
+
+        def step():
+            opt.zero_grad()
+            loss_of(ddp).backward()
+            opt.step()
+    step_s = median_of(step, steps)
+    weight_sum = sum(p.detach().double().sum().item() for p in net.parameters())
+    if impl == 'ddp':
+        t = torch.tensor([step_s, bare_s], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        slowest = t.tolist()
+    else:
+        slowest = [step_s, bare_s]    # rank 0's, as bench_python.py's Trainer step
+    if rank == 0:
+        print('pydistopt,%s,%d,%.9g,%.9g,%.9g,%d' % (impl, nw, slowest[0], slowest[1],
+                                                    weight_sum, batch), flush=True)
+
+
+def run(args):
+    env = dict(os.environ, KVS_TIMEOUT='120')
+    me = os.path.abspath(__file__)
+    for impl in IMPLS:
+        if impl != 'ddp':
+            subprocess.run([args.kvsrun, '-n', '2', sys.executable, me, 'worker', impl,
+                            str(args.steps), str(args.batch)], check=True, env=env)
+            continue
+        with socket.socket() as s:
+            s.bind(('127.0.0.1', 0))
+            port = s.getsockname()[1]
+        procs = []
+        for rank in range(2):
+            e = dict(env, RANK=str(rank), WORLD_SIZE='2', MASTER_ADDR='127.0.0.1',
+                     MASTER_PORT=str(port))
+            procs.append(subprocess.Popen([sys.executable, me, 'worker', 'ddp', str(args.steps),
+                                           str(args.batch)], env=e))
+        if any(p.wait(timeout=600) != 0 for p in procs):
+            raise SystemExit('bench_distopt: the DDP job failed')
+
+
+def read_lines(path):
+    """{impl: [(step, bare, weight sum, batch), ...]} in pass order."""
+    found = {}
+    with open(path) as f:
+        for line in f:
+            row = line.strip().split(',')
+            if row[0] == 'pydistopt':
+                found.setdefault(row[1], []).append(tuple(float(v) for v in row[3:7]))
+    return found
+
+
+def passes(path):
+    found = read_lines(path)
+    runs = list(zip(*(found.get(impl, []) for impl in IMPLS)))
+    for p, run_ in enumerate(runs, 1):
+        sums = [r[2] for r in run_]
+        if max(sums) - min(sums) > 1e-4 * max(abs(s) for s in sums) + 1e-3:
+            raise SystemExit('bench_distopt: pass %d: the weights differ: %s'
+                             % (p, dict(zip(IMPLS, sums))))
+    return runs
+
+
+def report(path):
+    for p, ((ds, db, _, batch), (gs, gb, _, _), (ts, tb, _, _)) in enumerate(passes(path), 1):
+        print('MLP 8 x 2048^2 step, batch %d, 2 workers, pass %d: DistributedOptimizer %.1f ms, '
+              'DDP %.1f ms, Trainer %.1f ms: %.3f x DDP, %.3f x Trainer; bare forward and '
+              'backward %.1f / %.1f / %.1f ms'
+              % (batch, p, ds * 1e3, gs * 1e3, ts * 1e3, ds / gs, ds / ts, db * 1e3, gb * 1e3,
+                 tb * 1e3))
+
+
+def values(path):
+    runs = passes(path)
+    if runs:
+        if any(d[3] != 64 for d, _, _ in runs):
+            raise SystemExit('bench_distopt: the goals are judged at batch 64')
+        print('py.distopt.ddp ' + ' '.join('%.6f' % (d[0] / g[0]) for d, g, _ in runs))
+        print('py.distopt.trainer ' + ' '.join('%.6f' % (d[0] / t[0]) for d, _, t in runs))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('what', choices=['run', 'worker', 'report', 'values'])
+    ap.add_argument('rest', nargs='*')
+    ap.add_argument('--kvsrun')
+    ap.add_argument('--steps', type=int, default=10)
+    ap.add_argument('--batch', type=int, default=64)
+    args = ap.parse_args()
+    if args.what == 'run':
+        if not args.kvsrun:
+            ap.error('run needs --kvsrun')
+        run(args)
+    elif args.what == 'report':
+        report(args.rest[0])
+    elif args.what == 'values':
+        values(args.rest[0])
+    else:
+        worker(args.rest[0], int(args.rest[1]), int(args.rest[2]))
+
+
+if __name__ == '__main__':
+    main()
