@@ -92,11 +92,15 @@ def worker(impl, steps, batch):
     net.zero_grad(set_to_none=True)
     if impl == 'distopt':
         opt = kvs.torch.DistributedOptimizer('sgd lr=%g' % LR, net.named_parameters(), kv)
+        marks = []                    # (start, backward's end, end) of each step, in µs
 
         def step():
+            t0 = time.monotonic_ns()
             opt.zero_grad()
             loss_of(net).backward()
+            t1 = time.monotonic_ns()
             opt.step()
+            marks.append((t0 / 1e3, t1 / 1e3, time.monotonic_ns() / 1e3))
     elif impl == 'trainer':
         trainer = kvs.torch.Trainer(net.parameters(), kv, 'sgd lr=%g' % LR)
 
@@ -120,6 +124,9 @@ def worker(impl, steps, batch):
         slowest = t.tolist()
     else:
         slowest = [step_s, bare_s]    # rank 0's, as bench_python.py's Trainer step
+    if impl == 'distopt' and os.environ.get('BENCH_DISTOPT_MARKS'):
+        with open('%s.%d' % (os.environ['BENCH_DISTOPT_MARKS'], rank), 'w') as f:
+            f.write('%d %.3f %.3f %.3f\n' % ((os.getpid(),) + marks[-1]))
     if rank == 0:
         print('pydistopt,%s,%d,%.9g,%.9g,%.9g,%d' % (impl, nw, slowest[0], slowest[1],
                                                     weight_sum, batch), flush=True)

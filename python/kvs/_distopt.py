@@ -29,6 +29,9 @@ workers start equal, as after Horovod's broadcast_parameters.
 """
 
 import contextlib
+import queue
+import threading
+import weakref
 
 import torch
 
@@ -42,6 +45,10 @@ Sum = 'sum'
 # parameters first (the order backward makes them): a bias joins its
 # layer's weight in one call, and a big tensor goes alone.
 DEFAULT_BUCKET_BYTES = 1 << 20
+
+# The longest synchronize() waits for the pushes backward asked for (each
+# push has the store's own deadline too).
+_PUSH_WAIT_S = 600.0
 
 
 def _spec_of(optimizer):
@@ -109,6 +116,61 @@ def _named(named_parameters, groups):
     return named
 
 
+class _Pusher:
+    """The one thread that makes the pushes the hooks ask for, in the order
+    asked. A push returns once kvsd has taken its buffers, but kvsd takes
+    them in its serve pass, which may first be summing a round (often the
+    very round this push completes): made from the hook, that wait would
+    hold backward up. Here backward only queues the bucket and goes on."""
+
+    def __init__(self, kv):
+        self.kv = kv
+        self.jobs = queue.SimpleQueue()
+        self.cond = threading.Condition()
+        self.pending = 0              # queued and not yet returned
+        self.error = None             # the first push that failed
+        self.thread = None
+
+    def put(self, keys, grads, priority):
+        with self.cond:
+            self.pending += 1
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name='kvs pushes', daemon=True)
+            self.thread.start()
+        self.jobs.put((keys, grads, priority))
+
+    def _run(self):
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            try:
+                self.kv.push(job[0], job[1], priority=job[2])
+            except BaseException as exc:   # noqa: B902 -- raised again by wait()
+                with self.cond:
+                    if self.error is None:
+                        self.error = exc
+            with self.cond:
+                self.pending -= 1
+                self.cond.notify_all()
+
+    def wait(self):
+        """Returns when every push queued has returned; raises the first
+        that failed."""
+        with self.cond:
+            if not self.cond.wait_for(lambda: self.pending == 0, timeout=_PUSH_WAIT_S):
+                raise TimeoutError('the pushes backward queued did not return within %g s'
+                                   % _PUSH_WAIT_S)
+            error, self.error = self.error, None
+        if error is not None:
+            raise error
+
+    def stop(self):
+        if self.thread is not None:
+            self.jobs.put(None)
+            self.thread = None
+
+
 class _Distributed:
     """What DistributedOptimizer adds to an optimizer: the hooks, the pushes
     and the pulls. Its methods come first in the class made for a torch
@@ -161,6 +223,8 @@ class _Distributed:
         self._make_buckets(reversed(self._live), bucket_bytes)
         self._bucket_bytes = bucket_bytes
         self._hooks, self._accumulators = [], []
+        self._pusher = _Pusher(kv)
+        weakref.finalize(self, self._pusher.stop)
         self._register_hooks()
 
     def _set_up_keys(self, store_spec):
@@ -236,7 +300,7 @@ class _Distributed:
         b = self._bucket_of[i]
         self._left[b] -= 1
         if self._left[b] == 0 and not self._bucket_pushed[b]:
-            self._push(b)
+            self._push(b, queued=True)
 
     def _own_gradient(self, i):
         """Parameter i's gradient in its store buffer, which p.grad is again
@@ -252,13 +316,19 @@ class _Distributed:
             p.grad = g
         return g
 
-    def _push(self, b):
+    def _push(self, b, queued=False):
+        """Pushes bucket b: by the pusher thread when queued (from a hook),
+        else here."""
         members = self._buckets[b]
         grads = [self._own_gradient(i) for i in members]
-        self.kv.push([self._names[i] for i in members], grads, priority=-min(members))
+        keys = [self._names[i] for i in members]
         self._bucket_pushed[b] = True
         for i in members:
             self._pushed[i] = True
+        if queued:
+            self._pusher.put(keys, grads, -min(members))
+        else:
+            self.kv.push(keys, grads, priority=-min(members))
 
     # ---- Horovod's methods ------------------------------------------------
 
@@ -272,6 +342,7 @@ class _Distributed:
         if not any(self._passes[i] for i in self._live):
             raise ValueError('step() or synchronize() without a backward pass since the last '
                              'one: there is no gradient to exchange')
+        self._pusher.wait()
         for b in range(len(self._buckets)):
             if not self._bucket_pushed[b]:
                 self._push(b)
@@ -340,6 +411,7 @@ class _Distributed:
         for h in self._hooks:
             h.remove()
         self._hooks, self._accumulators = [], []
+        self._pusher.stop()
 
 
 class _StoreOptimizer(_Distributed):

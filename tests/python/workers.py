@@ -209,9 +209,11 @@ def distopt(*configs):
     (each on keys of its own): torch's SGD (mode torch) on the gradients
     averaged (op average) or summed, or the store's SGD (mode store);
     backward_passes_per_step passes of micro-batches. A store that logs
-    the calls shows every push made inside backward (before the first
-    layer's gradient, the last backward makes, is accumulated) and the
-    values pulled first layer first, each at a higher priority than the next."""
+    the calls shows every push made by the pusher thread while backward
+    runs (started before the first layer's gradient, the last backward
+    makes, is accumulated) and the values pulled first layer first, each
+    at a higher priority than the next."""
+    import threading
     import torch
     import kvs.torch
 
@@ -221,8 +223,8 @@ def distopt(*configs):
             self.calls = []
 
         def push(self, key, value, priority=0):
+            self.calls.append(('push', key, priority, threading.current_thread().name))
             super().push(key, value, priority)
-            self.calls.append(('push', key, priority))
 
         def pull(self, key, out=None, priority=0, ignore_sparse=True):
             got = super().pull(key, out, priority)
@@ -235,6 +237,7 @@ def distopt(*configs):
 
 
 def _distopt_config(torch, kvs_torch, kv, config):
+    import time
     mode, op, passes = config.split('-')
     passes = int(passes)
 
@@ -263,9 +266,21 @@ def _distopt_config(torch, kvs_torch, kv, config):
         opt = kvs_torch.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=lr,
                                                              momentum=0.9), named, kv, **how)
     ref = torch.optim.SGD(alone.parameters(), lr=lr, momentum=0.9)
-    pushes_seen = []                          # pushes made when the last gradient comes
-    net[0].weight.register_hook(
-        lambda g: pushes_seen.append(sum(c[0] == 'push' for c in kv.calls)))
+    pushes_seen = []                          # pushes started when the last gradient comes
+    last_pass = [False]
+
+    def pushes():
+        return sum(c[0] == 'push' for c in list(kv.calls))
+
+    def before_last_gradient(grad):
+        # Backward waits here (up to a deadline) for the pushes of every
+        # later layer to start: they do only if the hooks asked for them.
+        if last_pass[0]:
+            deadline = time.monotonic() + 20
+            while pushes() < len(names) - 2 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            pushes_seen.append(pushes())
+    net[0].weight.register_hook(before_last_gradient)
     gen = torch.Generator().manual_seed(2)
     x, y = torch.randn(80, 6, generator=gen), torch.randn(80, 2, generator=gen)
     for step in range(10):
@@ -274,21 +289,24 @@ def _distopt_config(torch, kvs_torch, kv, config):
         opt.zero_grad()
         kv.calls = []
         pushes_seen.clear()
-        for micro in part.chunk(passes):
+        micros = part.chunk(passes)
+        for k, micro in enumerate(micros):
+            last_pass[0] = k == len(micros) - 1
             loss = ((net(x[micro]) - y[micro]) ** 2).sum()
             (loss / len(part) if op == 'average' else loss).backward()
-        pushed = [c for c in kv.calls if c[0] == 'push']
-        # Every push made by backward, one per parameter, all but the first
-        # layer's before its gradient was accumulated at the end of backward.
-        assert len(pushed) == len(names), kv.calls
-        assert pushes_seen[-1] >= len(names) - 2, (pushes_seen, kv.calls)
-        assert [c[1][0] for c in pushed] == names[::-1], pushed
+        # Every later layer's push started before the first layer's gradient
+        # was accumulated at the end of backward.
+        assert len(pushes_seen) == 1 and pushes_seen[0] >= len(names) - 2, (pushes_seen, kv.calls)
         opt.step()
+        pushed = [c for c in kv.calls if c[0] == 'push']
+        # One push per parameter, the last layers first, all asked for by
+        # the hooks (made by the pusher thread), none by step().
+        assert [c[1][0] for c in pushed] == names[::-1], pushed
+        assert all(c[3] == 'kvs pushes' for c in pushed), pushed
         pulls = [c for c in kv.calls if c[0] == 'pull']
         assert [c[1][0] for c in pulls] == names, pulls      # first layer first
         prios = [c[2] for c in pulls]
         assert all(a > b for a, b in zip(prios, prios[1:])), prios
-        assert sum(c[0] == 'push' for c in kv.calls) == len(names)    # none at step()
         ref.zero_grad()
         loss = ((alone(x[batch]) - y[batch]) ** 2).sum()
         (loss / len(batch) if op == 'average' else loss).backward()
