@@ -21,6 +21,13 @@
         slowest rank).
     bench_distopt.py worker IMPL STEPS BATCH
         One worker of such a job (run starts them).
+    bench_distopt.py timeline --kvsrun K [--batch 64] [--out bench/distopt-step.png]
+        Runs the DistributedOptimizer's job once more under kvsrun
+        --timeline, each worker noting when its last step started, when
+        its backward ended and when the step ended, and draws rank 0's
+        last step from the job's timeline with gnuplot: backward, the
+        pushes (the pusher thread), kvsd's sum + SGD of each round and the
+        pulls of step(), in ms from the step's start.
     bench_distopt.py report FILE
         Each pass's medians and ratios in words (scripts/bench appends the
         pass to each line).
@@ -153,6 +160,57 @@ def run(args):
             raise SystemExit('bench_distopt: the DDP job failed')
 
 
+def timeline(args):
+    import json
+    import tempfile
+    me = os.path.abspath(__file__)
+    with tempfile.TemporaryDirectory() as tmp:
+        trace, marks = os.path.join(tmp, 't.json'), os.path.join(tmp, 'marks')
+        env = dict(os.environ, KVS_TIMEOUT='120', BENCH_DISTOPT_MARKS=marks)
+        subprocess.run([args.kvsrun, '-n', '2', '--timeline', trace, sys.executable, me,
+                        'worker', 'distopt', '1', str(args.batch)], check=True, env=env,
+                       stdout=subprocess.DEVNULL)
+        with open(marks + '.0') as f:
+            t0, t1, t2 = map(float, f.read().split()[1:])
+        with open(trace) as f:
+            events = json.load(f)['traceEvents']
+        rank0 = [e['pid'] for e in events if e.get('ph') == 'M' and e['name'] == 'process_name'
+                 and e['args']['name'] == 'rank 0']
+        rows = {'push': 2, 'sum + optimizer': 1, 'pull': 0}
+        spans = [(3, 0.0, (t1 - t0) / 1e3)]
+        for e in events:
+            if e.get('ph') == 'X' and e['pid'] in rank0 and e['name'] in rows \
+                    and t0 <= e['ts'] <= t2 and (e['name'] != 'sum + optimizer'
+                                                 or e.get('cat') == 'kvsd'):
+                spans.append((rows[e['name']], (e['ts'] - t0) / 1e3,
+                              (e['ts'] + e['dur'] - t0) / 1e3))
+        data = os.path.join(tmp, 'spans.tsv')
+        with open(data, 'w') as f:
+            for row, a, b in spans:
+                f.write('%d\t%.3f\t%.3f\n' % (row, a, b))
+        script = (
+            'set terminal pngcairo size 1000,320 font ",10"\n'
+            'set output "%s"\n'
+            'set title "kvs.torch.DistributedOptimizer: rank 0\'s last step (MLP 8 x 2048^2, '
+            'batch %d, 2 workers)"\n'
+            'set xlabel "ms from the start of the step"\n'
+            'set ytics ("step(): pulls" 0, "kvsd: sum + SGD" 1, "pushes (pusher thread)" 2, '
+            '"forward + backward" 3)\n'
+            'set yrange [-0.6:3.6]\nset xrange [0:%.3f]\nset grid x\n'
+            'set arrow from %.3f, graph 0 to %.3f, graph 1 nohead dt 2 lc rgb "red"\n'
+            'set label "backward returns" at %.3f, graph 0.04 right offset -0.5, 0 tc rgb "red"\n'
+            'unset key\n'
+            'plot "%s" using (($2+$3)/2):1:(($3-$2)/2):(0.3) with boxxyerror '
+            'fs solid 0.6 lc rgb "#3060c0"\n'
+            % (args.out, args.batch, (t2 - t0) / 1e3 * 1.02, (t1 - t0) / 1e3, (t1 - t0) / 1e3,
+               (t1 - t0) / 1e3, data))
+        subprocess.run(['gnuplot'], input=script.encode(), check=True)
+        before = sum(1 for row, a, _ in spans if row == 2 and a < (t1 - t0) / 1e3)
+        print('timeline: %s: %d of %d pushes started before backward ended (%.1f of %.1f ms)'
+              % (args.out, before, sum(1 for s_ in spans if s_[0] == 2), (t1 - t0) / 1e3,
+                 (t2 - t0) / 1e3))
+
+
 def read_lines(path):
     """{impl: [(step, bare, weight sum, batch), ...]} in pass order."""
     found = {}
@@ -195,16 +253,22 @@ def values(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('what', choices=['run', 'worker', 'report', 'values'])
+    ap.add_argument('what', choices=['run', 'worker', 'timeline', 'report', 'values'])
     ap.add_argument('rest', nargs='*')
     ap.add_argument('--kvsrun')
     ap.add_argument('--steps', type=int, default=10)
     ap.add_argument('--batch', type=int, default=64)
+    ap.add_argument('--out', default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                  'distopt-step.png'))
     args = ap.parse_args()
     if args.what == 'run':
         if not args.kvsrun:
             ap.error('run needs --kvsrun')
         run(args)
+    elif args.what == 'timeline':
+        if not args.kvsrun:
+            ap.error('timeline needs --kvsrun')
+        timeline(args)
     elif args.what == 'report':
         report(args.rest[0])
     elif args.what == 'values':

@@ -8,9 +8,10 @@ backward.
         loss_fn(model(x), y).backward()    # each gradient is pushed once ready
         opt.step()                         # pulls the averages, then SGD
 
-A hook on each parameter pushes its gradient as soon as backward has
-accumulated it (a bucket of them: see bucket_bytes), while backward goes on
-with the layers before it. The gradients live in the store's buffers
+A hook on each parameter queues its gradient for the push as soon as
+backward has accumulated it (a bucket of them: see bucket_bytes), and
+backward goes on with the layers before it; one thread makes the pushes
+(_Pusher says why). The gradients live in the store's buffers
 (KVStore.alloc), so a push copies nothing: it returns once kvsd has taken
 the buffer, and kvsd sums the round (and runs its optimizer) beside
 backward. step() pulls the values, first layer first, and applies them.
