@@ -231,14 +231,12 @@ class _Distributed:
     def _set_up_keys(self, store_spec):
         """Initialises the keys from rank 0's values and pulls them into every
         worker's parameters; sets the store's optimizer. A store holding a
-        commit (kvs_resume_step >= 0) has the keys: only the pull."""
+        commit is refused: resuming is the Trainer's."""
         datas = [p.data for p in self._params]
         if self.kv.resume_step() >= 0:
-            if not self._store_updates:
-                raise ValueError('the store holds a commit: resume it with a kvs optimizer '
-                                 '(its weights live in the store), not a torch one')
-        else:
-            self.kv.init(self._names, datas)
+            raise ValueError('the store holds a commit: DistributedOptimizer does not resume '
+                             'one (kvs.torch.Trainer does)')
+        self.kv.init(self._names, datas)
         self.kv.pull(self._names, out=datas)
         if self._store_updates:
             scale = 1.0 / self.kv.num_workers if self.op == Average else 1.0
@@ -467,7 +465,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, kv=None, backward_pas
         named = _named(named_parameters, optimizer.param_groups)
         base = type(optimizer)
         cls = type(base.__name__, (_Distributed, base),
-                   {'step': _torch_step, '__doc__': 'kvs.torch.DistributedOptimizer over ' + base.__name__})
+                   {'step': _torch_step,
+                    '__doc__': 'kvs.torch.DistributedOptimizer over ' + base.__name__})
         obj = cls.__new__(cls)
         obj.__dict__.update(optimizer.__dict__)      # its param_groups, state and defaults
         obj._kvs_setup(named, kv, None, backward_passes_per_step, op, bucket_bytes)

@@ -126,6 +126,10 @@ def test_distributed_optimizer_errors():
         kvs.torch.DistributedOptimizer('sgd lr=0.1', None, kv)
     with pytest.raises(ValueError, match='bytes'):
         kvs.torch.DistributedOptimizer('sgd lr=0.1', [('x' * 300, named[0][1])], kv)
+    committed = kvs.create('local')
+    committed.commit(0)
+    with pytest.raises(ValueError, match='commit'):
+        kvs.torch.DistributedOptimizer('sgd lr=0.1', named, committed)
     # Nothing of the refused calls reached the store or the parameters.
     assert all(p.grad is None for p in net.parameters())
     opt = kvs.torch.DistributedOptimizer(sgd, named, kv)
