@@ -32,6 +32,7 @@ workers start equal, as after Horovod's broadcast_parameters.
 import contextlib
 import queue
 import threading
+import warnings
 import weakref
 
 import torch
@@ -393,14 +394,19 @@ class _Distributed:
                              'the pushed gradients are still being read by the store')
         for i in self._live:
             self._own_gradient(i).zero_()
-        # Horovod's: passes accumulated so far are dropped with the gradients.
+        # Passes accumulated so far are dropped with their gradients.
         for i in self._live:
             self._passes[i] = 0
         self._left = [len(m) for m in self._buckets]
 
     def _kvs_step(self):
         if self._should_sync:
-            self.synchronize()
+            if self._synchronized and not any(self._passes[i] for i in self._live):
+                # Horovod warns too; its second exchange changes nothing.
+                warnings.warn('step() after synchronize() without skip_synchronize(): the '
+                              'values synchronize() pulled are used', stacklevel=3)
+            else:
+                self.synchronize()
         elif not self._synchronized:
             raise ValueError('step() under skip_synchronize() needs a synchronize() before it')
         self._synchronized = False

@@ -97,6 +97,12 @@ def test_distributed_optimizer_buckets_and_synchronize():
     with pytest.raises(ValueError, match='synchronize'):
         with opt.skip_synchronize():
             opt.step()
+    net(x).pow(2).sum().backward()
+    opt.synchronize()
+    with pytest.warns(UserWarning, match='skip_synchronize'):
+        opt.step()                    # as Horovod: a warning, and the values pulled
+    with pytest.raises(ValueError, match='without a backward'):
+        opt.step()
 
 
 def test_distributed_optimizer_errors():
@@ -144,6 +150,17 @@ def test_distributed_optimizer_errors():
         opt.step(lambda: 0)
     opt.step()
     opt.zero_grad()
+
+
+def test_failed_push_raised_by_step():
+    class Failing(kvs.KVStore):
+        def push(self, key, value, priority=0):
+            raise kvs.KVSError(kvs.ENOKEY, 'refused by the test')
+    net, _ = nets()
+    opt = distributed(net, Failing('local'), 'torch', bucket_bytes=0)
+    net(torch.randn(2, 5)).sum().backward()  # the pushes fail in the pusher thread
+    with pytest.raises(kvs.KVSError, match='refused by the test'):
+        opt.step()
 
 
 def test_broadcast_parameters_local():
