@@ -2,6 +2,7 @@
 """A training step with kvs.torch.DistributedOptimizer against DDP and the Trainer.
 
     bench_distopt.py run --kvsrun _bench/daemon/kvsrun/kvsrun [--steps 10] [--batch 64]
+            [--budget 600]
         A training step (forward, backward, update) of an MLP of 8 layers
         of 2048 x 2048 (with biases, ReLU between; 128 MiB of float32
         gradients) on a batch of 64 per worker (--batch: fewer make the
@@ -17,8 +18,11 @@
         over the workers of the gradients, lr 0.01): rank 0 prints the sum
         of the weights after the steps, which must agree. Each worker also
         times the bare forward and backward. Prints
-        "pydistopt,IMPL,WORKERS,STEP_S,BARE_S,WEIGHT_SUM" lines (medians,
-        slowest rank).
+        "pydistopt,IMPL,WORKERS,STEP_S,BARE_S,WEIGHT_SUM,BATCH" lines
+        (medians, rank 0's; DDP's slowest rank's). When one layer's forward
+        and backward, timed first, says that the run would take more than
+        --budget seconds (a torch with a generic BLAS: its matrix products
+        dwarf the exchange), it prints a "pydistopt-skipped" line instead.
     bench_distopt.py worker IMPL STEPS BATCH
         One worker of such a job (run starts them).
     bench_distopt.py timeline --kvsrun K [--batch 64] [--out bench/distopt-step.png]
@@ -139,9 +143,29 @@ def worker(impl, steps, batch):
                                                     weight_sum, batch), flush=True)
 
 
+def estimate(args):
+    """(seconds the run would take, seconds of one bare forward and
+    backward), from one layer's forward and backward timed here."""
+    import torch
+    torch.set_num_threads(1)
+    layer = torch.nn.Linear(WIDTH, WIDTH)
+    x = torch.randn(args.batch, WIDTH, requires_grad=True)
+    t0 = time.perf_counter()
+    layer(x).sum().backward()
+    bare = LAYERS * (time.perf_counter() - t0)
+    reps = (max(3, args.steps // 2) + 2) + (args.steps + 2)
+    return len(IMPLS) * reps * bare * 1.3, bare
+
+
 def run(args):
     env = dict(os.environ, KVS_TIMEOUT='120')
     me = os.path.abspath(__file__)
+    need, bare = estimate(args)
+    if need > args.budget:
+        # A torch whose matrix products are slow (a generic BLAS) makes the
+        # compute dwarf the exchange: said, not timed.
+        print('pydistopt-skipped,%d,%.3f,%.0f,%.0f' % (args.batch, bare, need, args.budget))
+        return
     for impl in IMPLS:
         if impl != 'ddp':
             subprocess.run([args.kvsrun, '-n', '2', sys.executable, me, 'worker', impl,
@@ -212,18 +236,21 @@ def timeline(args):
 
 
 def read_lines(path):
-    """{impl: [(step, bare, weight sum, batch), ...]} in pass order."""
-    found = {}
+    """({impl: [(step, bare, weight sum, batch), ...]} in pass order,
+    [(batch, bare s, run s, budget s) of each pass skipped])."""
+    found, skipped = {}, []
     with open(path) as f:
         for line in f:
             row = line.strip().split(',')
             if row[0] == 'pydistopt':
                 found.setdefault(row[1], []).append(tuple(float(v) for v in row[3:7]))
-    return found
+            elif row[0] == 'pydistopt-skipped':
+                skipped.append(tuple(float(v) for v in row[1:5]))
+    return found, skipped
 
 
 def passes(path):
-    found = read_lines(path)
+    found, _ = read_lines(path)
     runs = list(zip(*(found.get(impl, []) for impl in IMPLS)))
     for p, run_ in enumerate(runs, 1):
         sums = [r[2] for r in run_]
@@ -234,6 +261,11 @@ def passes(path):
 
 
 def report(path):
+    for batch, bare, need, budget in read_lines(path)[1]:
+        print('MLP 8 x 2048^2 step, batch %d, 2 workers: not measured: one forward and backward '
+              'alone would take about %.1f s here, the run about %.0f s, past its budget of %.0f s '
+              '(the matrix products of this torch are too slow for the compute to compare with '
+              'the exchange)' % (batch, bare, need, budget))
     for p, ((ds, db, _, batch), (gs, gb, _, _), (ts, tb, _, _)) in enumerate(passes(path), 1):
         print('MLP 8 x 2048^2 step, batch %d, 2 workers, pass %d: DistributedOptimizer %.1f ms, '
               'DDP %.1f ms, Trainer %.1f ms: %.3f x DDP, %.3f x Trainer; bare forward and '
@@ -258,6 +290,7 @@ def main():
     ap.add_argument('--kvsrun')
     ap.add_argument('--steps', type=int, default=10)
     ap.add_argument('--batch', type=int, default=64)
+    ap.add_argument('--budget', type=float, default=600.0)
     ap.add_argument('--out', default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                   'distopt-step.png'))
     args = ap.parse_args()
