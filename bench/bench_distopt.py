@@ -19,7 +19,7 @@
         of the weights after the steps, which must agree. Each worker also
         times the bare forward and backward. Prints
         "pydistopt,IMPL,WORKERS,STEP_S,BARE_S,WEIGHT_SUM,BATCH" lines
-        (medians, rank 0's; DDP's slowest rank's). When one layer's forward
+        (medians, the slowest rank's). When one layer's forward
         and backward, timed first, says that the run would take more than
         --budget seconds (a torch with a generic BLAS: its matrix products
         dwarf the exchange), it prints a "pydistopt-skipped" line instead.
@@ -129,18 +129,33 @@ def worker(impl, steps, batch):
             opt.step()
     step_s = median_of(step, steps)
     weight_sum = sum(p.detach().double().sum().item() for p in net.parameters())
-    if impl == 'ddp':
-        t = torch.tensor([step_s, bare_s], dtype=torch.float64)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        slowest = t.tolist()
-    else:
-        slowest = [step_s, bare_s]    # rank 0's, as bench_python.py's Trainer step
     if impl == 'distopt' and os.environ.get('BENCH_DISTOPT_MARKS'):
         with open('%s.%d' % (os.environ['BENCH_DISTOPT_MARKS'], rank), 'w') as f:
             f.write('%d %.3f %.3f %.3f\n' % ((os.getpid(),) + marks[-1]))
-    if rank == 0:
-        print('pydistopt,%s,%d,%.9g,%.9g,%.9g,%d' % (impl, nw, slowest[0], slowest[1],
-                                                    weight_sum, batch), flush=True)
+    print('pydistopt-rank,%s,%d,%d,%.9g,%.9g,%.9g,%d' % (impl, nw, rank, step_s, bare_s,
+                                                        weight_sum, batch), flush=True)
+
+
+def combine(impl, outputs):
+    """The job's line from its ranks' lines: the slowest rank's medians;
+    every rank must hold the same weights."""
+    rows = []
+    for out in outputs:
+        for line in out.splitlines():
+            if line.startswith('pydistopt-rank,'):
+                rows.append(line.split(',')[1:])
+            else:
+                print(line, file=sys.stderr)
+    if len(rows) != 2 or any(r[0] != impl for r in rows):
+        raise SystemExit('bench_distopt: the %s job printed %d lines of its ranks, not 2'
+                         % (impl, len(rows)))
+    sums = [float(r[5]) for r in rows]
+    if abs(sums[0] - sums[1]) > 1e-6 * max(abs(v) for v in sums) + 1e-6:
+        raise SystemExit('bench_distopt: the ranks of %s hold different weights: %r'
+                         % (impl, sums))
+    print('pydistopt,%s,%s,%.9g,%.9g,%.9g,%s' % (impl, rows[0][1], max(float(r[3]) for r in rows),
+                                                 max(float(r[4]) for r in rows), sums[0],
+                                                 rows[0][6]), flush=True)
 
 
 def estimate(args):
@@ -168,8 +183,10 @@ def run(args):
         return
     for impl in IMPLS:
         if impl != 'ddp':
-            subprocess.run([args.kvsrun, '-n', '2', sys.executable, me, 'worker', impl,
-                            str(args.steps), str(args.batch)], check=True, env=env)
+            job = subprocess.run([args.kvsrun, '-n', '2', sys.executable, me, 'worker', impl,
+                                  str(args.steps), str(args.batch)], check=True, env=env,
+                                 stdout=subprocess.PIPE, universal_newlines=True)
+            combine(impl, [job.stdout])
             continue
         with socket.socket() as s:
             s.bind(('127.0.0.1', 0))
@@ -179,9 +196,12 @@ def run(args):
             e = dict(env, RANK=str(rank), WORLD_SIZE='2', MASTER_ADDR='127.0.0.1',
                      MASTER_PORT=str(port))
             procs.append(subprocess.Popen([sys.executable, me, 'worker', 'ddp', str(args.steps),
-                                           str(args.batch)], env=e))
-        if any(p.wait(timeout=600) != 0 for p in procs):
+                                           str(args.batch)], env=e, stdout=subprocess.PIPE,
+                                          universal_newlines=True))
+        outs = [p.communicate(timeout=900)[0] for p in procs]
+        if any(p.returncode != 0 for p in procs):
             raise SystemExit('bench_distopt: the DDP job failed')
+        combine('ddp', outs)
 
 
 def timeline(args):
