@@ -251,6 +251,10 @@ def goal_defs():
                        0.5, 'x')
     d['py.hook'] = ('DDP step, ResNet-50, 2 workers: time kvs.torch.allreduce_hook adds over '
                     'DDP\'s gloo hook / gloo\'s communication time', 0.5, 'x')
+    d['py.distopt.ddp'] = ('MLP 8 x 2048^2 step, batch 64, 2 workers: '
+                           'kvs.torch.DistributedOptimizer / DDP on gloo', 0.8, 'x')
+    d['py.distopt.trainer'] = ('the same step: kvs.torch.DistributedOptimizer / kvs.torch.Trainer',
+                               0.9, 'x')
     d['rows.small'] = ('row-sparse step (4,000,000 x 64 table, 4,096 Zipf(1.1) ids per worker, '
                        'adam, 4 workers) / dense pushpull of 4,096 x 64', 2.0, 'x')
     d['rows.table'] = ('the same step / dense pushpull of the whole 4,000,000 x 64 table',
@@ -618,6 +622,14 @@ def r_python(r):
                    'than with DDP\'s own hook on gloo by %s × gloo\'s communication time (gloo\'s '
                    'step less that of a hook that exchanges nothing; negative: faster); goal: at '
                    'most %g ×: %s.' % (h.show(), h.limit, h.verdict_md()))
+    d, t = r.goal('py.distopt.ddp'), r.goal('py.distopt.trainer')
+    if d.value is not None and t.value is not None:
+        if out[-1].endswith('.'):
+            out[-1] = out[-1][:-1] + ';'
+        out.append('- a `kvs.torch.DistributedOptimizer` step of an MLP of 8 layers of 2048 x 2048 '
+                   '(batch 64, 2 workers, the store\'s SGD) takes %s × the time of DDP on gloo '
+                   '(goal: at most %g ×: %s) and %s × that of the `Trainer` (goal: at most %g ×: '
+                   '%s).' % (d.show(), d.limit, d.verdict_md(), t.show(), t.limit, t.verdict_md()))
     return out
 
 

@@ -7,4 +7,4 @@ doc_guides = doc/api.md doc/dist.md doc/hosts.md doc/scaling.md doc/python.md \
 	doc/zero-copy.md doc/gpu.md doc/timeline.md doc/speed.md doc/install.md \
 	doc/status.md doc/hacking.md doc/recovery.md
 # The timeline guide shows this plot.
-EXTRA_DIST += $(doc_guides) bench/timeline-wait.png
+EXTRA_DIST += $(doc_guides) bench/timeline-wait.png bench/distopt-step.png

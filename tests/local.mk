@@ -22,7 +22,7 @@ AM_TESTS_ENVIRONMENT = CMOCKA_MESSAGE_OUTPUT=TAP; export CMOCKA_MESSAGE_OUTPUT; 
 TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_hosts_forged.sh \
 	tests/test_dist_combined.sh tests/test_dist.sh tests/test_python.sh tests/test_python_rows.sh \
-	tests/test_python_torch.sh tests/test_fuzz.sh \
+	tests/test_python_torch.sh tests/test_python_distopt.sh tests/test_fuzz.sh \
 	tests/test_kvsrun_jobs.sh tests/test_dist_training.sh tests/test_hosts_faults.sh \
 	tests/test_kvsrun.sh tests/test_dist_remote.sh tests/test_dist_inplace.sh \
 	tests/test_hosts_netns.sh tests/test_dist_device.sh tests/test_top.sh tests/test_hosts_secrets.sh tests/test_hosts_users.sh \
@@ -67,7 +67,8 @@ tests_dist_mxnet_LDADD = src/libkvs.la -lm
 python_tests = tests/python/conftest.py tests/python/test_kvstore.py tests/python/test_api.py \
 	tests/python/test_dist.py tests/python/test_rows.py tests/python/test_torch.py tests/python/workers.py \
 	tests/python/test_bench_ctr.py tests/python/test_commit.py tests/python/test_recover.py \
-	tests/python/test_memory.py tests/python/test_ddp.py tests/python/ddp_workers.py
+	tests/python/test_memory.py tests/python/test_ddp.py tests/python/ddp_workers.py \
+	tests/python/test_distopt.py
 # kvsctl timeline plot and merge, on timelines the test writes.
 TESTS += tests/test_timeline_tool.sh
 EXTRA_DIST += tests/test_timeline_tool.sh
@@ -287,7 +288,7 @@ tests_fuzz_proto_CFLAGS = $(AM_CFLAGS) -DKVS_FUZZ_MAIN
 tests_fuzz_proto_LDADD = src/libkvs_core.la
 EXTRA_DIST += tests/test_quickstart.sh tests/cmocka-tap.sh tests/test_dist.sh tests/test_hosts.sh \
 	tests/test_kvsrun.sh tests/test_kvsctl.sh tests/test_top.sh tests/test_fuzz.sh tests/test_python.sh \
-	tests/test_python_rows.sh tests/test_python_torch.sh \
+	tests/test_python_rows.sh tests/test_python_torch.sh tests/test_python_distopt.sh \
 	tests/lib.sh tests/test_bench_gpu.sh tests/test_timeline.sh tests/timeline_check.py \
 	tests/distlib.sh tests/test_dist_combined.sh tests/test_dist_remote.sh tests/test_dist_inplace.sh \
 	tests/test_dist_training.sh tests/test_dist_device.sh tests/test_dist_kvsd.sh tests/test_dist_rows.sh tests/test_hosts_rows.sh tests/test_hosts_bytes.sh \

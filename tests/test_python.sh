@@ -2,9 +2,9 @@
 # Description: the Python package's tests (tests/python, pytest), run on the
 # build tree's library and kvsrun with the package uninstalled: the API,
 # MXNet's kvstore tests, the dist jobs and arrays that outlive the store
-# here; test_python_rows.sh and test_python_torch.sh source this file for
-# theirs, so that make runs the three side by side, each under its own
-# deadline.
+# here; test_python_rows.sh, test_python_torch.sh and
+# test_python_distopt.sh source this file for theirs, so that make runs
+# them side by side, each under its own deadline.
 # TAP output: one test per pytest test, or all skipped with the reason.
 set -u
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -13,10 +13,12 @@ bld=$(cd "${top_builddir:-.}" && pwd)
 
 rows_files="test_rows.py"
 torch_files="test_torch.py test_bench_ctr.py test_ddp.py"
+distopt_files="test_distopt.py"
 main_files="test_api.py test_kvstore.py test_dist.py test_commit.py test_recover.py test_memory.py"
 case "${0##*/}" in
 test_python_rows.sh) files=$rows_files ;;
 test_python_torch.sh) files=$torch_files ;;
+test_python_distopt.sh) files=$distopt_files ;;
 *) files=$main_files ;;
 esac
 skip() { echo "1..0 # SKIP $1"; exit 0; }
@@ -42,7 +44,7 @@ rc=$?
 # Every test file is run by one of the three.
 unclaimed=
 for f in test_*.py; do
-    case " $rows_files $torch_files $main_files " in
+    case " $rows_files $torch_files $distopt_files $main_files " in
     *" $f "*) ;;
     *) unclaimed="$unclaimed $f" ;;
     esac

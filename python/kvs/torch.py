@@ -474,3 +474,4 @@ def _as_ids(ids):
 
 
 from ._ddp import *  # noqa: E402,F401,F403  (the DDP hook and process group: _ddp.py)
+from ._distopt import Average, DistributedOptimizer, Sum, broadcast_parameters  # noqa: E402,F401

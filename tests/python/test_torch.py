@@ -102,3 +102,4 @@ def test_train_ctr_example(job):
     # The figures doc/python.md quotes: the AUC within 0.01 of the ground
     # truth's, weights within 1e-5 of one process.
     assert abs(auc - truth) <= 0.01 and diff <= 1e-5, out
+

@@ -203,6 +203,120 @@ def trainer(mode):
     print('rank %d: trainer %s ok (%.3g)' % (r, mode, diff))
 
 
+def distopt(*configs):
+    """kvs.torch.DistributedOptimizer over dist_sync against one process
+    training on the whole batches, for each config MODE-OP-PASSES in turn
+    (each on keys of its own): torch's SGD (mode torch) on the gradients
+    averaged (op average) or summed, or the store's SGD (mode store);
+    backward_passes_per_step passes of micro-batches. A store that logs
+    the calls shows every push made by the pusher thread while backward
+    runs (started before the first layer's gradient, the last backward
+    makes, is accumulated) and the values pulled first layer first, each
+    at a higher priority than the next."""
+    import threading
+    import torch
+    import kvs.torch
+
+    class Logged(kvs.KVStore):
+        def __init__(self, name):
+            super().__init__(name)
+            self.calls = []
+
+        def push(self, key, value, priority=0):
+            self.calls.append(('push', key, priority, threading.current_thread().name))
+            super().push(key, value, priority)
+
+        def pull(self, key, out=None, priority=0, ignore_sparse=True):
+            got = super().pull(key, out, priority)
+            self.calls.append(('pull', key, priority))
+            return got
+
+    kv = Logged('dist_sync')
+    for config in configs:
+        _distopt_config(torch, kvs.torch, kv, config)
+
+
+def _distopt_config(torch, kvs_torch, kv, config):
+    import time
+    mode, op, passes = config.split('-')
+    passes = int(passes)
+
+    def make():
+        return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(),
+                                   torch.nn.Linear(16, 16), torch.nn.Tanh(),
+                                   torch.nn.Linear(16, 16), torch.nn.Tanh(),
+                                   torch.nn.Linear(16, 2))
+
+    torch.manual_seed(1)
+    net, alone = make(), make()
+    alone.load_state_dict(net.state_dict())
+    r, n = kv.rank, kv.num_workers
+    if r != 0:                                # rank 0's weights must win
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(1.0)
+    lr = 0.1 if op == 'average' else 0.02
+    named = [(config + '.' + name, p) for name, p in net.named_parameters()]
+    names = [name for name, _ in named]
+    how = dict(backward_passes_per_step=passes, bucket_bytes=0,
+               op=kvs_torch.Average if op == 'average' else kvs_torch.Sum)
+    if mode == 'store':
+        opt = kvs_torch.DistributedOptimizer('sgd lr=%g momentum=0.9' % lr, named, kv, **how)
+    else:
+        opt = kvs_torch.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=lr,
+                                                             momentum=0.9), named, kv, **how)
+    ref = torch.optim.SGD(alone.parameters(), lr=lr, momentum=0.9)
+    pushes_seen = []                          # pushes started when the last gradient comes
+    last_pass = [False]
+
+    def pushes():
+        return sum(c[0] == 'push' for c in list(kv.calls))
+
+    def before_last_gradient(grad):
+        # Backward waits here (up to a deadline) for the pushes of every
+        # later layer to start: they do only if the hooks asked for them.
+        if last_pass[0]:
+            deadline = time.monotonic() + 20
+            while pushes() < len(names) - 2 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            pushes_seen.append(pushes())
+    net[0].weight.register_hook(before_last_gradient)
+    gen = torch.Generator().manual_seed(2)
+    x, y = torch.randn(80, 6, generator=gen), torch.randn(80, 2, generator=gen)
+    for step in range(10):
+        batch = torch.arange(8 * step, 8 * step + 8)
+        part = batch[r::n]
+        opt.zero_grad()
+        kv.calls = []
+        pushes_seen.clear()
+        micros = part.chunk(passes)
+        for k, micro in enumerate(micros):
+            last_pass[0] = k == len(micros) - 1
+            loss = ((net(x[micro]) - y[micro]) ** 2).sum()
+            (loss / len(part) if op == 'average' else loss).backward()
+        # Every later layer's push started before the first layer's gradient
+        # was accumulated at the end of backward.
+        assert len(pushes_seen) == 1 and pushes_seen[0] >= len(names) - 2, (pushes_seen, kv.calls)
+        opt.step()
+        pushed = [c for c in kv.calls if c[0] == 'push']
+        # One push per parameter, the last layers first, all asked for by
+        # the hooks (made by the pusher thread), none by step().
+        assert [c[1][0] for c in pushed] == names[::-1], pushed
+        assert all(c[3] == 'kvs pushes' for c in pushed), pushed
+        pulls = [c for c in kv.calls if c[0] == 'pull']
+        assert [c[1][0] for c in pulls] == names, pulls      # first layer first
+        prios = [c[2] for c in pulls]
+        assert all(a > b for a, b in zip(prios, prios[1:])), prios
+        ref.zero_grad()
+        loss = ((alone(x[batch]) - y[batch]) ** 2).sum()
+        (loss / len(batch) if op == 'average' else loss).backward()
+        ref.step()
+    for (name, a), b in zip(named, alone.parameters()):
+        torch.testing.assert_close(a.detach(), b.detach(), rtol=1e-5, atol=1e-6,
+                                   msg=lambda m, name=name: '%s: %s' % (name, m))
+    diff = max((a - b).abs().max().item() for a, b in zip(net.parameters(), alone.parameters()))
+    print('rank %d: distopt %s ok (%.3g)' % (r, config, diff), flush=True)
+
 def _rows_taken(kv, key='probe'):
     """False, after saying why, where the store type refuses row-sparse
     values (KVS_ENOTSUP): the test then skips with that reason."""
