@@ -489,8 +489,10 @@ static int restore_agreed(struct daemon *d, struct kvs__err *e)
     char from[sizeof d->restored_from];
     int rc;
 
-    if (!d->o.restore || (rc = xcommits_find(d, &s, from, sizeof from, e)) != 0)
-        return d->o.restore ? rc : 0;
+    if (!d->o.restore)
+        return 0;
+    if ((rc = xcommits_find(d, &s, from, sizeof from, e)) != 0)
+        return rc;
     return s ? commits_apply(d, s, from, e) : 0;
 }
 
