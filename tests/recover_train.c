@@ -14,7 +14,8 @@
  *   EVERY    commit after every EVERY steps
  *   OUT      rank 0 writes every key's final value there (written whole,
  *            then renamed); each rank appends one line per step it ran to
- *            OUT.rankR, for the count of steps redone
+ *            OUT.rankR, for the count of steps redone; each resume says
+ *            its step on stderr ("recover_train rank R: resumed at step S")
  *   STEP_MS  milliseconds of "compute" per step (default 0)
  * KVS_TEST_STORE=dist_async runs the same in dist_async; KVS_TEST_LINGER_MS=N
  * has rank 0 wait N ms before its final pull (once, not after a restart).
@@ -81,6 +82,8 @@ static int train(int64_t steps, int64_t every, int step_ms, FILE *log)
         return 1;
     if (from < 0 && start())
         return 1;
+    if (from >= 0)
+        fprintf(stderr, "recover_train rank %d: resumed at step %lld\n", rank, (long long)from);
     for (int k = 0; k < NKEYS; k++) {
         in[k] = arr(grad[k], k);
         out[k] = arr(val[k], k);

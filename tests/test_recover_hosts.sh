@@ -104,10 +104,13 @@ finish() {
     fi
 }
 
-# resumed_at JOB RANK: the first step rank RANK ran twice, less 1: the
-# step its job rolled back to.
+# resumed_at JOB RANK: the step rank RANK last resumed at (its job rolled
+# back to), as it said; -1 if it never did. (A roll back need not make it
+# run a step twice: it may die just after a commit.)
 resumed_at() {
-    echo $(($(sort -n "$w/$1.out$(($2 / 2)).rank$2" | uniq -d | head -1) - 1))
+    r_at=$(sed -n "s/^recover_train rank $2: resumed at step \([0-9]*\)$/\1/p" \
+        "$w/$1.h$(($2 / 2)).log" | tail -1)
+    echo "${r_at:--1}"
 }
 
 # 1. A worker killed on host 1.
