@@ -18,7 +18,8 @@
  *            its step on stderr ("recover_train rank R: resumed at step S")
  *   STEP_MS  milliseconds of "compute" per step (default 0)
  * KVS_TEST_STORE=dist_async runs the same in dist_async; KVS_TEST_LINGER_MS=N
- * has rank 0 wait N ms before its final pull (once, not after a restart).
+ * has rank 0 (or KVS_TEST_LINGER_RANK) wait N ms before its final pull (once,
+ * not after a restart).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -100,9 +101,11 @@ static int train(int64_t steps, int64_t every, int step_ms, FILE *log)
         if ((step % every == 0 || step == steps) && check(kvs_commit(kv, step), "commit"))
             return 1;
     }
-    /* KVS_TEST_LINGER_MS: rank 0 waits before its final pull, so that a
-     * fault may come once the other workers (another host's) have ended. */
-    if (rank == 0 && getenv("KVS_TEST_LINGER_MS") && !restarts)
+    /* KVS_TEST_LINGER_MS: rank KVS_TEST_LINGER_RANK (0) waits before its
+     * final pull, so that a fault may come once the other workers (another
+     * host's) have ended. */
+    if (rank == (getenv("KVS_TEST_LINGER_RANK") ? atoi(getenv("KVS_TEST_LINGER_RANK")) : 0)
+        && getenv("KVS_TEST_LINGER_MS") && !restarts)
         nanosleep(&(struct timespec){ atoi(getenv("KVS_TEST_LINGER_MS")) / 1000,
                                       (long)(atoi(getenv("KVS_TEST_LINGER_MS")) % 1000) * 1000000 },
                   NULL);

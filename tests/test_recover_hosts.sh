@@ -23,7 +23,7 @@ steps=60
 every=10
 step_ms=25
 n_test=0
-echo "1..11"
+echo "1..12"
 if [ ! -x "$kvsrun" ] || [ ! -x "$kvsd" ] || [ ! -x "$train" ]; then
     skip_all 11 "kvsrun, kvsd or tests/recover_train not built"
 fi
@@ -304,3 +304,24 @@ finish $j || ok=0
 grep -q "rolled back with another host of the job after this host's workers ended" \
     "$w/$j.h1.log" || { echo "# host 1's kvsrun did not restart its kvsd"; ok=0; }
 tap $((1 - ok)) "host 0's kvsd killed after host 1's workers ended: host 1's kvsd restarts for it; the values of a run without faults"
+
+# 12. The other way round: host 0's workers have all ended (rank 2 lingers)
+# when host 0's kvsd is killed: host 0's kvsrun starts it again (its own
+# restart), host 1 rolls back with it, and the job ends with the values of
+# a run without faults.
+KVS_TEST_LINGER_MS=$((6000 * slow)) KVS_TEST_LINGER_RANK=2
+export KVS_TEST_LINGER_MS KVS_TEST_LINGER_RANK
+j=lk
+start $j --restarts 2
+unset KVS_TEST_LINGER_MS KVS_TEST_LINGER_RANK
+ok=1
+host0_done() { [ -z "$(pid_of $j 0)" ] && [ -z "$(pid_of $j 1)" ] && steps_done $j 2 $steps; }
+if wait_for 300 host0_done && p=$(kvsd_of $j 0) && [ -n "$p" ]; then
+    kill -KILL "$p"
+else
+    echo "# host 0's workers did not end first"; ok=0
+fi
+finish $j || ok=0
+grep -q "was killed by signal 9.* after this host's workers ended: restart 1 of 2" \
+    "$w/$j.h0.log" || { echo "# host 0's kvsrun did not restart its kvsd"; ok=0; }
+tap $((1 - ok)) "host 0's kvsd killed after its own workers ended: its kvsrun starts it again for host 1 to finish; the values of a run without faults"

@@ -159,21 +159,40 @@ void recover(struct run *r)
  * stays up for the other hosts' (they push keys it owns). When it leaves
  * with KVS__KVSD_EXIT_HOSTS, another host rolled back: it is started again
  * (not counted against --restarts), told that its workers are gone, so
- * that the others can join it and finish; at most 1 + --restarts times. */
+ * that the others can join it and finish; at most 1 + --restarts times.
+ * One killed by a signal meanwhile is started again the same way, counted
+ * as its own restart. */
 void rejoin_ended(struct run *r)
 {
     for (int n = 0; r->o.nodes > 1 && r->recover && r->kvsd && n <= r->o.restarts; n++) {
         int64_t deadline = kvs__now_ns() + HOSTS_LEAVE_NS;
         pid_t old = r->kvsd;
+        char what[128];
 
         while (reap(r), !r->kvsd_done && kvs__now_ns() < deadline && !take_signals(r))
             wait_slice(r, deadline);
-        if (!r->kvsd_done || !WIFEXITED(r->kvsd_status)
-            || WEXITSTATUS(r->kvsd_status) != KVS__KVSD_EXIT_HOSTS)
+        if (!r->kvsd_done)
             return;
-        fprintf(stderr, "kvsrun: kvsd (pid %ld) rolled back with another host of the job after "
-                "this host's workers ended: restarted for the others to join (not counted "
-                "against --restarts)\n", (long)old);
+        if (WIFSIGNALED(r->kvsd_status)) {
+            describe(what, sizeof what, r->kvsd_status);
+            if (r->kvsd_restarts >= r->o.restarts) {
+                fprintf(stderr, "kvsrun: kvsd (pid %ld) %s after this host's workers ended; its "
+                        "%d restart%s used up\n", (long)old, what, r->o.restarts,
+                        r->o.restarts == 1 ? " is" : "s are");
+                return;
+            }
+            r->kvsd_restarts++;
+            fprintf(stderr, "kvsrun: kvsd (pid %ld) %s after this host's workers ended: restart "
+                    "%d of %d, for the other hosts to join and finish\n", (long)old, what,
+                    r->kvsd_restarts, r->o.restarts);
+        } else if (WIFEXITED(r->kvsd_status)
+                   && WEXITSTATUS(r->kvsd_status) == KVS__KVSD_EXIT_HOSTS) {
+            fprintf(stderr, "kvsrun: kvsd (pid %ld) rolled back with another host of the job "
+                    "after this host's workers ended: restarted for the others to join (not "
+                    "counted against --restarts)\n", (long)old);
+        } else {
+            return;
+        }
         remove_job_files(r);
         r->gen++;
         if (start_kvsd(r) != 0)
