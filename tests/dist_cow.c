@@ -4,14 +4,17 @@
  * keys (a big one between two small ones), sgd with momentum, gradients
  * of the step and rank, so that a run restored from a commit can be
  * compared bit for bit with one that was not interrupted. kvsd writes
- * each commit's snapshot while the next rounds change every key:
+ * each commit's snapshot while the next rounds change every key. Rank 0
+ * makes $KVS_TEST_DIR/hold before commit 2, which kvsd is told of
+ * (KVS_TEST_SNAPSHOT_HOLD): its write stops half done until the test
+ * removes the file.
  *   run      steps 0..2, commit 2, the values then written to
  *            $KVS_TEST_DIR/committed.RANK; steps 3..5 at once (while the
  *            file is written), the value after step 3 to after.RANK;
  *            then ready.RANK (its pid), and it waits to be killed
  *   two      steps 0..1, commit 1 (values to committed.RANK), step 2
- *            (after.RANK), commit 2 (written slowly), then ready.RANK at
- *            once and it waits to be killed (with kvsd, during the write)
+ *            (after.RANK), commit 2 (held), then ready.RANK at once and
+ *            it waits to be killed (with kvsd, during the write)
  *   resume   resume_step must be $KVS_TEST_STEP; the pull of every key
  *            must equal committed.RANK, and the next step after.RANK,
  *            byte for byte (with KVS_TEST_AFTER set: the pull must equal
@@ -76,6 +79,19 @@ static void put_all(const char *what)
         die("cannot write %s", path);
 }
 
+/* Commit 2, its write held: the hold file exists before kvsd captures
+ * (which it does once every rank asked). */
+static void commit_held(void)
+{
+    char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/hold", getenv("KVS_TEST_DIR"));
+    if (rank == 0 && (!(f = fopen(path, "w")) || fclose(f) != 0))
+        die("cannot write %s", path);
+    ok(kvs_commit(kv, 2), "commit");
+}
+
 /* The values equal the file's, byte for byte. */
 static void same_as(const char *what, const char *when)
 {
@@ -100,11 +116,14 @@ static void same_as(const char *what, const char *when)
 
 static _Noreturn void ready_and_wait(void)
 {
-    char path[512];
+    char path[512], tmp[520];
     FILE *f;
 
+    /* Renamed into place: the test reads a whole pid once it is there. */
     snprintf(path, sizeof path, "%s/ready.%d", getenv("KVS_TEST_DIR"), rank);
-    if (!(f = fopen(path, "w")) || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f) != 0)
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (!(f = fopen(tmp, "w")) || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f) != 0
+        || rename(tmp, path) != 0)
         die("cannot write %s", path);
     sleep(120);                        /* the test kills it */
     die("not killed");
@@ -127,7 +146,7 @@ static void run(void)
     for (int64_t s = 0; s <= 2; s++)
         step(s);
     put_all("committed");
-    ok(kvs_commit(kv, 2), "commit");
+    commit_held();
     step(3);
     put_all("after");
     step(4);
@@ -144,7 +163,7 @@ static void two(void)
     ok(kvs_commit(kv, 1), "commit");
     step(2);
     put_all("after");
-    ok(kvs_commit(kv, 2), "commit");
+    commit_held();
     ready_and_wait();
 }
 

@@ -65,6 +65,13 @@ gone() {
     ! kill -0 "$1" 2>/dev/null || [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)" = Z ]
 }
 
+# none_of PATH...: 0 when no PATH exists.
+none_of() {
+    for no_path; do
+        ! test -e "$no_path" || return 1
+    done
+}
+
 # free_port: a TCP port of 127.0.0.1 that nothing listens on and no other
 # test holds, for a coordinator to listen on. Ports are taken below the
 # kernel's ephemeral range (which connect and bind to port 0 draw from, so

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Description: a commit's snapshot is written by a thread of kvsd while
-# the next rounds change every key (kvsd slowed to a pause per MiB
-# written, so that they surely do): the file is the commit point's, bit
+# the next rounds change every key (the write held half done until the
+# test lets it go, so that they surely do): the file is the commit point's, bit
 # for bit (values, optimizer states, round counts: the next step after a
 # restore equals the uninterrupted run's); a worker killed during the
 # write makes kvsd finish it, then exit 75 naming that commit (the
@@ -16,20 +16,24 @@ set -u
 . "$(dirname "$0")/recoverlib.sh"
 worker="$bld/tests/dist_cow"
 snaps="$XDG_RUNTIME_DIR/kvs"
-# 17 pieces of 1 MiB: the write takes 1.7 s (times $slow) at least.
-pause=$((100000 * slow))
-[ $pause -gt 900000 ] && pause=900000
-kvsd_env="env KVS_TEST_SNAPSHOT_PAUSE_US=$pause"
 
-ready() {
-    wait_for 600 test -f "$work/$1/ready.0" && wait_for 600 test -f "$work/$1/ready.1"
+# said CMD...: CMD's status; a failure says which CMD failed.
+said() {
+    "$@" || { sd=$?; echo "# failed: $*"; return $sd; }
 }
 
-# started JOB SCENARIO: kvsd --recover (its log $work/JOB.kvsd1) and two
-# workers running SCENARIO; 0 once both are ready.
+ready() {
+    said wait_for 600 test -f "$work/$1/ready.0" && said wait_for 600 test -f "$work/$1/ready.1"
+}
+
+# started JOB SCENARIO: kvsd --recover (its log $work/JOB.kvsd1), the
+# write of commit 2 held while $work/JOB/hold exists (dist_cow makes it),
+# and two workers running SCENARIO; 0 once both are ready.
 started() {
     mkdir -p "$work/$1"
+    kvsd_env="env KVS_TEST_SNAPSHOT_HOLD=$work/$1/hold"
     kvsd_bg "$1" "$work/$1.kvsd1" --recover
+    unset kvsd_env
     workers "$1" "$2"
     ready "$1"
 }
@@ -39,7 +43,7 @@ started() {
 second_written() {
     started "$1" two
     sw=$?
-    test -e "$snaps/$1.snap.tmp.$kvsd_pid" && test -s "$snaps/$1.snap"
+    said test -e "$snaps/$1.snap.tmp.$kvsd_pid" && said test -s "$snaps/$1.snap"
     return $((sw + $?))
 }
 
@@ -58,8 +62,9 @@ restored() {
 name="kc-$$-rounds"
 started "$name" run
 s=$?
-test -e "$snaps/$name.snap.tmp.$kvsd_pid" && ! test -e "$snaps/$name.snap"
+said test -e "$snaps/$name.snap.tmp.$kvsd_pid" && said none_of "$snaps/$name.snap"
 tap $((s + $?)) "three steps after a commit ran while its snapshot was written"
+rm -f "$work/$name/hold"
 wait_for 300 test -s "$snaps/$name.snap" && ! test -e "$snaps/$name.snap.tmp.$kvsd_pid"
 tap $? "the snapshot is whole in its place once written"
 kill -9 "$(cat "$work/$name/ready.1")"
@@ -79,6 +84,7 @@ name="kc-$$-worker"
 second_written "$name"
 s=$?
 kill -9 "$(cat "$work/$name/ready.1")"
+rm -f "$work/$name/hold"
 kvsd_exit 75
 s=$((s + $?))
 grep -q "rolling back to the last commit, step 2" "$work/$name.kvsd1"
@@ -97,6 +103,7 @@ second_written "$name"
 s=$?
 kill -9 "$kvsd_pid"
 wait "$kvsd_pid" 2>/dev/null
+rm -f "$work/$name/hold"
 tap $s "kvsd killed while the second commit's snapshot is written"
 kill -9 "$(cat "$work/$name/ready.0")" "$(cat "$work/$name/ready.1")"
 wait "$w0" "$w1" 2>/dev/null

@@ -69,7 +69,8 @@ for type in dist_sync dist_async; do
     echo x >"$snaps/$name.snap.9"
     # shellcheck disable=SC2086
     kvsd_bg "$name" "$work/$name.kvsd2" --recover --restore $opts
-    ! test -e "$snaps/$name.snap.tmp.99999" && ! test -e "$snaps/$name.snap.9"
+    # kvsd removes them once its socket is made, before it accepts.
+    wait_for 50 none_of "$snaps/$name.snap.tmp.99999" "$snaps/$name.snap.9"
     tap $? "$type: a killed kvsd's half-written snapshot and links are removed"
     workers "$name" resume $type
     all_ok

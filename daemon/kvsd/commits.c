@@ -99,9 +99,8 @@ struct snapw {
     char msg[KVS__MSG_MAX];
     uint64_t bytes;
     int64_t took_ns;                   /* from the capture to the file whole */
-    unsigned pause_us;                 /* tests: a pause after each piece written
-                                        * (KVS_TEST_SNAPSHOT_PAUSE_US), so that rounds
-                                        * surely change values while the file is written */
+    const char *hold;                  /* tests: KVS_TEST_SNAPSHOT_HOLD, a path */
+    unsigned pieces;                   /* written of this file (writer thread only) */
     int stop;
     struct daemon *d;                  /* d->snap_path, d->ck, say() only */
 };
@@ -289,6 +288,21 @@ static const void *held_begin(void *ctx, size_t i, const void *live, uint64_t of
     return h->aside ? h->aside + off : (const uint8_t *)live + off;
 }
 
+/* Tests only (KVS_TEST_SNAPSHOT_HOLD=PATH): from its HOLD_FROM_PIECE-th
+ * piece of a file on, the writer waits while PATH exists (up to
+ * SNAP_WAIT_NS), so that a test knows that rounds, a worker's death or a
+ * kill meet the write half done, whatever the machine's speed. The
+ * serve thread goes on meanwhile: the lock is not held. */
+#define HOLD_FROM_PIECE 8
+
+static void hold_while(const char *path)
+{
+    int64_t end = mono_ns() + SNAP_WAIT_NS;
+
+    while (access(path, F_OK) == 0 && mono_ns() < end)
+        usleep(10000);
+}
+
 static void held_end(void *ctx, size_t i, uint64_t off, size_t n)
 {
     struct snapw *sw = ctx;
@@ -300,8 +314,8 @@ static void held_end(void *ctx, size_t i, uint64_t off, size_t n)
         pthread_cond_broadcast(&sw->cv);   /* a change that waits for this key */
     }
     pthread_mutex_unlock(&sw->mu);
-    if (sw->pause_us)
-        usleep(sw->pause_us);
+    if (sw->hold && ++sw->pieces >= HOLD_FROM_PIECE)
+        hold_while(sw->hold);
 }
 
 static void *snap_thread(void *arg)
@@ -324,6 +338,7 @@ static void *snap_thread(void *arg)
         cap = sw->cap;
         seq = sw->m.seq;
         pthread_mutex_unlock(&sw->mu);
+        sw->pieces = 0;
         rc = kvs__snapshot_write_capture(cap, &src, d->snap_path, 0, &bytes, &e);
         if (rc != 0)
             say(d, "the snapshot of commit %" PRIu64 " was not written: %s (a restart "
@@ -809,8 +824,8 @@ static int snap_thread_start(struct daemon *d, struct kvs__err *e)
     if (!sw)
         return kvs__fail(e, -ENOMEM, "kvsd: out of memory");
     sw->d = d;
-    if ((env = getenv("KVS_TEST_SNAPSHOT_PAUSE_US")) != NULL)
-        sw->pause_us = (unsigned)strtoul(env, NULL, 10) % 1000000u;
+    if ((env = getenv("KVS_TEST_SNAPSHOT_HOLD")) != NULL && *env)
+        sw->hold = env;
     mono_cond_init(&sw->cv);
     pthread_mutex_init(&sw->mu, NULL);
     if ((rc = pthread_create(&sw->th, NULL, snap_thread, sw)) != 0) {
