@@ -852,8 +852,15 @@ def r_status_recover(r):
     if not gs:
         return ['not benchmarked in the latest full run (%s)' % r.date]
     met = sum(x.verdict == 'met' for x in gs)
-    return ['benchmarked: %d of its %d goals met in the latest full run (%s)'
-            % (met, len(gs), r.date)]
+    # The numbers a reader weighs a recovery by, where they were measured.
+    said = [(what, r.goal(gid)) for what, gid in (
+        ('a commit of 1 GiB waited %s', 'recover.commit'),
+        ('a worker\'s death cost %s to the next round', 'recover.worker'),
+        ('kvsd\'s %s', 'recover.kvsd'),
+        ('the kill loop\'s slowest recovery took %s', 'recover.chaos'))]
+    said = [what % t_us(g.value * 1e6) for what, g in said if g.value is not None]
+    return ['benchmarked: %d of its %d goals met in the latest full run (%s)%s'
+            % (met, len(gs), r.date, ': ' + ', '.join(said) if said else '')]
 
 
 REGIONS = {
