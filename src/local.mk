@@ -10,6 +10,7 @@ src_libkvs_core_la_SOURCES = \
 	src/base/pool.c src/base/pool.h \
 	src/base/bufs.c src/base/bufs.h \
 	src/base/latency.c src/base/latency.h \
+	src/base/file.c src/base/file.h \
 	src/base/bytes.h src/base/sys.h \
 	src/shm/ring.c src/shm/ring.h \
 	src/shm/shm.c src/shm/shm.h \
@@ -37,6 +38,7 @@ src_libkvs_core_la_SOURCES = \
 	src/store/statefile_rec.c src/store/statefile_rec.h \
 	src/store/statefile.c src/store/statefile.h \
 	src/store/snapshot.c src/store/snapshot.h \
+	src/store/ckpt.c src/store/ckpt.h \
 	src/store/nccl_reduce.c src/store/nccl_reduce.h \
 	src/proto/head.c src/proto/head.h \
 	src/proto/hello.c src/proto/hello.h \

@@ -35,6 +35,7 @@
 #include "kvs.h"
 #include "kernels/optim.h"
 #include "store/engine.h"
+#include "store/ckpt.h"
 #include "store/snapshot.h"
 #include "store/statefile_codec.h"
 

@@ -56,6 +56,7 @@
 #include "rounds.h"
 #include "xcommits.h"
 
+#include "store/ckpt.h"
 #include "store/snapshot.h"
 
 /* How long a commit with KVS_CHECKPOINT_SYNC, or kvsctl checkpoint, waits

@@ -21,6 +21,7 @@
 
 #include "xcommits.h"
 
+#include "store/ckpt.h"
 #include "store/snapshot.h"
 
 static void kept_path(const struct daemon *d, char *buf, size_t len)

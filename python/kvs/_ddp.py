@@ -231,7 +231,8 @@ class ProcessGroup(dist.ProcessGroup):
 
     def _round(self, op, value):
         """The sum over the workers of value (a tensor), into it."""
-        flat = value.reshape(-1)
+        work = value if value.is_contiguous() else value.contiguous()
+        flat = work.view(-1)
         wire = flat.view(torch.uint8) if flat.dtype == torch.bool else flat
         if wire.dtype not in _DTYPES:
             raise TypeError('kvs process group: dtype %s has no kvs dtype' % value.dtype)
@@ -239,12 +240,9 @@ class ProcessGroup(dist.ProcessGroup):
         if key not in self._keys:
             self.kv.init(key, torch.zeros_like(wire))
             self._keys.add(key)
-        if wire.is_contiguous():
-            self.kv.pushpull(key, wire)
-        else:
-            out = wire.contiguous()
-            self.kv.pushpull(key, out)
-            wire.copy_(out)
+        self.kv.pushpull(key, wire)
+        if work is not value:         # a copy: the sum goes back into value
+            value.copy_(work)
         return value
 
     def broadcast(self, tensors, opts):

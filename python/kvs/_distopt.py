@@ -434,13 +434,18 @@ class _StoreOptimizer(_Distributed):
             % len(self._params)
 
 
-def _torch_step(self, closure=None):
-    """Synchronizes (the gradients become their average over the workers),
-    then runs the wrapped optimizer's step."""
-    if closure is not None:
-        raise ValueError('DistributedOptimizer.step() takes no closure')
-    self._kvs_step()
-    return super(self.__class__, self).step()
+def _torch_step(base):
+    """The step() of DistributedOptimizer over the torch optimizer class
+    base (named, not found through type(self), so that a class the user
+    derives from the returned one still reaches base's step)."""
+    def step(self, closure=None):
+        """Synchronizes (the gradients become their average over the
+        workers), then runs the wrapped optimizer's step."""
+        if closure is not None:
+            raise ValueError('DistributedOptimizer.step() takes no closure')
+        self._kvs_step()
+        return base.step(self)
+    return step
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, kv=None, backward_passes_per_step=1,
@@ -471,7 +476,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, kv=None, backward_pas
         named = _named(named_parameters, optimizer.param_groups)
         base = type(optimizer)
         cls = type(base.__name__, (_Distributed, base),
-                   {'step': _torch_step,
+                   {'step': _torch_step(base),
                     '__doc__': 'kvs.torch.DistributedOptimizer over ' + base.__name__})
         obj = cls.__new__(cls)
         obj.__dict__.update(optimizer.__dict__)      # its param_groups, state and defaults

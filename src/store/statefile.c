@@ -51,6 +51,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "kernels/optim.h"
 #include "store/optim_state.h"
 #include "store/statefile.h"
@@ -126,52 +127,6 @@ static int check_save_args(const char *path, const struct kvs__optim *o,
     return 0;
 }
 
-static int fsync_retry(int fd)
-{
-    while (fsync(fd) != 0) {
-        if (errno != EINTR)
-            return -errno;
-    }
-    return 0;
-}
-
-/* Makes the rename itself durable. */
-static int fsync_dir_of(const char *path, struct kvs__err *e)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir;
-    int fd, rc;
-
-    if (slash == NULL)
-        dir = strdup(".");
-    else if (slash == path)
-        dir = strdup("/");
-    else
-        dir = strndup(path, (size_t)(slash - path));
-    if (dir == NULL)
-        return kvs__fail(e, -ENOMEM, "save optimizer states to '%s': out of memory", path);
-
-    do
-        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
-        rc = -errno;
-        kvs__fail(e, rc, "cannot open directory '%s' to sync it: %s", dir, kvs_strerror(rc));
-        goto out;
-    }
-    rc = fsync_retry(fd);
-    /* Some file systems cannot sync a directory and say so; the file
-     * itself is synced, which is all they offer. */
-    if (rc == -EINVAL || rc == -ENOTSUP)
-        rc = 0;
-    if (rc != 0)
-        kvs__fail(e, rc, "cannot sync directory '%s': %s", dir, kvs_strerror(rc));
-    close(fd);
-out:
-    free(dir);
-    return rc;
-}
-
 int kvs__optim_save(const char *path, const struct kvs__optim *o, int dump_optimizer,
                     const struct kvs__state_rec *recs, size_t n, struct kvs__err *e)
 {
@@ -215,28 +170,15 @@ int kvs__optim_save(const char *path, const struct kvs__optim *o, int dump_optim
         rc = kvs__fail(e, w.err, "cannot write '%s': %s", tmp, kvs_strerror(w.err));
         goto fail_file;
     }
-    rc = fsync_retry(w.fd);
-    if (rc != 0) {
-        kvs__fail(e, rc, "cannot sync '%s': %s", tmp, kvs_strerror(rc));
-        goto fail_file;
-    }
-    /* Not retried on EINTR: Linux has closed the descriptor by then. */
-    rc = close(w.fd) != 0 ? -errno : 0;
+    rc = kvs__file_finish(w.fd, tmp, path, 1, e);
     w.fd = -1;
-    if (rc != 0 && rc != -EINTR) {
-        kvs__fail(e, rc, "cannot close '%s': %s", tmp, kvs_strerror(rc));
+    if (rc != 0)
         goto fail_file;
-    }
-    if (rename(tmp, path) != 0) {
-        rc = -errno;
-        kvs__fail(e, rc, "cannot rename '%s' to '%s': %s", tmp, path, kvs_strerror(rc));
-        goto fail_file;
-    }
     free(tmp);
 
     /* The new file is in place; a failure here only means the rename might
      * not survive a power cut, which the caller should still hear about. */
-    return fsync_dir_of(path, e);
+    return kvs__fsync_dir_of(path, e);
 
 fail_file:
     if (w.fd >= 0)

@@ -54,6 +54,18 @@ def hook():
     r, n = kv.rank, kv.num_workers
     kvs.torch.init_process_group(kv)
     assert dist.get_backend() == 'kvs' and dist.get_world_size() == n and dist.get_rank() == r
+    # Collectives on tensors that are not contiguous (a transpose) write
+    # their results into them.
+    pg = kvs.torch.ProcessGroup(kv)
+    base = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    t = (base * (r + 1)).t()
+    pg.allreduce([t]).wait()
+    assert t.tolist() == (base * (n * (n + 1) // 2)).t().tolist(), t
+    opts = dist.BroadcastOptions()
+    opts.rootRank = 1
+    t = (base + r).t()
+    pg.broadcast([t], opts).wait()
+    assert t.tolist() == (base + 1).t().tolist(), t
     model = DDP(net(), bucket_cap_mb=0.25)
     state = kvs.torch.hook_state(kv)
     model.register_comm_hook(state, kvs.torch.allreduce_hook)
