@@ -23,6 +23,7 @@ daemon_kvsd_kvsd_SOURCES = daemon/kvsd/main.c daemon/kvsd/daemon.h daemon/kvsd/d
 	daemon/kvsd/forwards.c daemon/kvsd/forwards.h \
 	daemon/kvsd/bridge.c daemon/kvsd/bridge.h daemon/kvsd/waits.c daemon/kvsd/waits.h \
 	daemon/kvsd/requests.c daemon/kvsd/requests.h daemon/kvsd/control.c daemon/kvsd/control.h \
+	daemon/kvsd/ctltext.c daemon/kvsd/ctltext.h daemon/kvsd/stats.c daemon/kvsd/stats.h \
 	daemon/kvsd/serve.c daemon/kvsd/serve.h daemon/kvsd/accept.c daemon/kvsd/accept.h
 daemon_kvsd_kvsd_CFLAGS = $(AM_CFLAGS) $(SODIUM_CFLAGS)
 # The transports (daemon/net/, linked as libkvs_net) are included as
