@@ -40,14 +40,73 @@ static void test_owners(void **state)
     assert_int_equal(kvs__shard_owner(&many, KVS_INT_KEY(1160)), 0);
 }
 
-static void test_parts(void **state)
+/* kvsd's bounds from the hosts alone: 4 MiB at 1 and 2 hosts, 8 MiB / H
+ * above (rounded down to the byte), never below 64 KiB; parts of 1 MiB. */
+static void test_bounds(void **state)
 {
-    struct kvs__shard one = KVS__SHARD(1), three = KVS__SHARD(3), four = KVS__SHARD(4),
-                      what_if = { 4, 256 << 10, 64 << 10 };
+    static const struct { int h; uint64_t split; } want[] = {
+        { 1, 4 * MIB }, { 2, 4 * MIB }, { 3, 2796202 }, { 4, 2 * MIB }, { 8, MIB },
+        { 64, 128 << 10 }, { 127, 66052 }, { 128, 64 << 10 }, { 129, 64 << 10 },
+        { 512, 64 << 10 }, { KVS__HOSTS_MAX, 64 << 10 },
+    };
 
     (void)state;
     assert_int_equal(KVS__SPLIT_BYTES, 4 * MIB);
+    assert_int_equal(KVS__SPLIT_FLOOR, 64 << 10);
     assert_int_equal(KVS__PART_BYTES, MIB);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        struct kvs__shard s = KVS__SHARD(want[i].h);
+
+        assert_int_equal(kvs__shard_split_bytes(want[i].h), want[i].split);
+        assert_int_equal(s.nhosts, want[i].h);
+        assert_int_equal(s.split_bytes, want[i].split);
+        assert_int_equal(s.part_bytes, MIB);
+    }
+}
+
+/* Part counts about kvsd's bounds at 1, 2, 3, 8 and 64 hosts. */
+static void test_parts_by_hosts(void **state)
+{
+    struct kvs__shard one = KVS__SHARD(1), two = KVS__SHARD(2), three = KVS__SHARD(3),
+                      eight = KVS__SHARD(8), many = KVS__SHARD(64);
+
+    (void)state;
+    assert_int_equal(kvs__shard_parts(&one, 1024 * MIB), 1);
+    /* 2 hosts, as before the bound followed the hosts: ceil(bytes / 2 MiB) a host */
+    assert_int_equal(kvs__shard_parts(&two, 4 * MIB), 1);
+    assert_int_equal(kvs__shard_parts(&two, 4 * MIB + 1), 6);
+    assert_int_equal(kvs__shard_parts(&two, 64 * MIB), 64);
+    /* 3 hosts: above 2,796,202 bytes; a 4 MiB key in 2 parts a host */
+    assert_int_equal(kvs__shard_parts(&three, 2796202), 1);
+    assert_int_equal(kvs__shard_parts(&three, 2796203), 3);
+    assert_int_equal(kvs__shard_parts(&three, 3 * MIB), 3);
+    assert_int_equal(kvs__shard_parts(&three, 4 * MIB), 6);
+    assert_int_equal(kvs__shard_parts(&three, 9 * MIB), 9);
+    /* 8 hosts: above 1 MiB */
+    assert_int_equal(kvs__shard_parts(&eight, MIB), 1);
+    assert_int_equal(kvs__shard_parts(&eight, MIB + 1), 8);
+    assert_int_equal(kvs__shard_parts(&eight, 8 * MIB), 8);
+    assert_int_equal(kvs__shard_parts(&eight, 8 * MIB + 1), 16);
+    /* 64 hosts: above 128 KiB; ResNet-50's 4 MiB convs in one part a host */
+    assert_int_equal(kvs__shard_parts(&many, 128 << 10), 1);
+    assert_int_equal(kvs__shard_parts(&many, (128 << 10) + 1), 64);
+    assert_int_equal(kvs__shard_parts(&many, 4 * MIB), 64);
+    assert_int_equal(kvs__shard_parts(&many, 64 * MIB), 64);
+    assert_int_equal(kvs__shard_parts(&many, 64 * MIB + 1), 128);
+    /* the wire's cap: at most KVS__PARTS_MAX, still a multiple of the hosts */
+    assert_int_equal(kvs__shard_parts(&three, 65536 * MIB), 3 * (KVS__PARTS_MAX / 3));
+    assert_int_equal(kvs__shard_parts(&eight, 65536 * MIB), KVS__PARTS_MAX);
+    assert_int_equal(kvs__shard_parts(&many, 65536 * MIB), KVS__PARTS_MAX);
+}
+
+/* The arithmetic of parts with given bounds (as kvsctl plan --split and
+ * --part ask). */
+static void test_parts(void **state)
+{
+    struct kvs__shard three = { 3, 4 * MIB, MIB }, four = { 4, 4 * MIB, MIB },
+                      what_if = { 4, 256 << 10, 64 << 10 };
+
+    (void)state;
     /* at the bound: whole; just above: ceil(bytes / (4 x 1 MiB)) parts a host */
     assert_int_equal(kvs__shard_parts(&four, 4 * MIB), 1);
     assert_int_equal(kvs__shard_parts(&four, 4 * MIB + 1), 8);
@@ -56,17 +115,12 @@ static void test_parts(void **state)
     assert_int_equal(kvs__shard_parts(&four, 10 * MIB), 12);
     assert_int_equal(kvs__shard_parts(&three, 4 * MIB + 4), 6);
     assert_int_equal(kvs__shard_parts(&three, 9 * MIB), 9);
-    assert_int_equal(kvs__shard_parts(&one, 1024 * MIB), 1);
-    /* the wire's cap: at most KVS__PARTS_MAX, still a multiple of the hosts */
-    assert_int_equal(kvs__shard_parts(&three, 65536 * MIB), 3 * (KVS__PARTS_MAX / 3));
     assert_int_equal(kvs__shard_parts(&four, 65536 * MIB), KVS__PARTS_MAX);
-    /* other bounds, as kvsctl plan --split asks */
     assert_int_equal(kvs__shard_parts(&what_if, 256 << 10), 1);
     assert_int_equal(kvs__shard_parts(&what_if, 1 * MIB), 16);
 
     assert_int_equal(kvs__shard_per_host(&four, 12), 3);
     assert_int_equal(kvs__shard_per_host(&four, 1), 1);
-    assert_int_equal(kvs__shard_per_host(&one, 1), 1);
 }
 
 static void test_part_owners(void **state)
@@ -97,9 +151,9 @@ static void test_host_range(void **state)
         assert_int_equal(f, first[h]);
         assert_int_equal(c, n[h]);
     }
-    /* a key not split: no range, nothing written */
+    /* a key not split (2 MiB, at the bound of 4 hosts): no range, nothing written */
     f = c = 99;
-    assert_int_equal(kvs__shard_host_range(&four, KVS_INT_KEY(7), MIB, 4, 1, 0, &f, &c), 0);
+    assert_int_equal(kvs__shard_host_range(&four, KVS_INT_KEY(7), MIB / 2, 4, 1, 0, &f, &c), 0);
     assert_int_equal(f, 99);
     assert_int_equal(c, 99);
 }
@@ -109,13 +163,15 @@ static void test_host_range(void **state)
  * a key of rows is cut between rows only, so each row has one owner. */
 static void test_one_owner_each(void **state)
 {
-    static const uint64_t counts[] = { 1, 1048576, 1048577, 2359296, 2621440, 2048000,
-                                       4194304 + 3, 25000000 };
+    static const uint64_t counts[] = { 1, 16384, 16385, 32768 + 1, 1048576, 1048577, 2359296,
+                                       2621440, 2048000, 4194304 + 3, 25000000 };
     static const size_t sizes[] = { 4, 8, 2 };
     static const uint64_t rows[] = { 1, 3, 32, 100, 1000 };
+    static const int hosts[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 64, 128 };
 
     (void)state;
-    for (int nh = 1; nh <= 9; nh++) {
+    for (size_t hi = 0; hi < sizeof hosts / sizeof hosts[0]; hi++) {
+        int nh = hosts[hi];
         struct kvs__shard s = KVS__SHARD(nh);
 
         for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
@@ -127,7 +183,7 @@ static void test_one_owner_each(void **state)
                 if (count % row != 0)
                     continue;
                 int np = kvs__shard_parts(&s, count * sizes[j]);
-                int owner = kvs__shard_owner(&s, key), nowned[9] = { 0 };
+                int owner = kvs__shard_owner(&s, key), nowned[128] = { 0 };
 
                 assert_true(np == 1 || np % nh == 0);
                 for (int p = 0; p < np; p++) {
@@ -163,6 +219,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_owners),
+        cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_parts_by_hosts),
         cmocka_unit_test(test_parts),
         cmocka_unit_test(test_part_owners),
         cmocka_unit_test(test_host_range),

@@ -73,7 +73,8 @@ struct plan_opts {
     double rate;                       /* bytes/s */
     int shared, per_host, json;
     int64_t first_key;
-    uint64_t split, part;
+    uint64_t split, part;              /* what if: used where split_set, part_set */
+    int split_set, part_set;
 };
 
 static void plan_usage(FILE *f)
@@ -93,7 +94,8 @@ static void plan_usage(FILE *f)
             "  --first-key K    the first tensor's key (default 0; bench_suite --resnet: 1000)\n"
             "  --per-host       each host's share, under each row\n"
             "  --json           the same as JSON, one object per number of hosts\n"
-            "  --split BYTES    split keys above this (default kvsd's, 4M): to ask what if\n"
+            "  --split BYTES    split keys above this (default kvsd's: 8M / H, from 64K to\n"
+            "                   4M): to ask what if\n"
             "  --part BYTES     in parts of at most this (default kvsd's, 1M): to ask what if\n",
             DEFAULT_LINK);
 }
@@ -217,8 +219,6 @@ static int plan_options(int argc, char **argv, struct plan_opts *o)
     int c;
 
     o->link = DEFAULT_LINK;
-    o->split = KVS__SPLIT_BYTES;
-    o->part = KVS__PART_BYTES;
     optind = 0;                        /* a fresh scan of plan's own arguments */
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
@@ -251,11 +251,13 @@ static int plan_options(int argc, char **argv, struct plan_opts *o)
             if (parse_bytes(optarg, &o->split) != 0)
                 return usage_error("--split: '%s' is not a number of bytes (4M, 256K, 4096)",
                                    optarg);
+            o->split_set = 1;
             break;
         case O_PART:
             if (parse_bytes(optarg, &o->part) != 0 || o->part == 0)
                 return usage_error("--part: '%s' is not a number of bytes above 0 (1M, 64K)",
                                    optarg);
+            o->part_set = 1;
             break;
         case 'h':
             plan_usage(stdout);
@@ -407,6 +409,7 @@ out:
 
 struct row {
     int hosts, parts;
+    uint64_t split, part;              /* the bounds the row was modelled with */
     uint64_t busiest, total_sent;
     double mean, imbalance, round_s, ring_s;
 };
@@ -415,7 +418,7 @@ struct row {
 static void plan_hosts(const struct model *m, const struct plan_opts *o, int nh,
                        struct load *load, struct row *r)
 {
-    struct kvs__shard s = { nh, o->split, o->part };
+    struct kvs__shard s = KVS__SHARD(nh);
     uint64_t all = 0, all_frames = 0, sum = 0;
     double bytes = (double)m->values * ESIZE;
 
@@ -423,7 +426,13 @@ static void plan_hosts(const struct model *m, const struct plan_opts *o, int nh,
     memset(r, 0, sizeof *r);
     for (int h = 0; h < nh; h++)
         load[h].biggest = -1;
+    if (o->split_set)
+        s.split_bytes = o->split;
+    if (o->part_set)
+        s.part_bytes = o->part;
     r->hosts = nh;
+    r->split = s.split_bytes;
+    r->part = s.part_bytes;
     for (int i = 0; i < m->n; i++) {
         const struct tensor *t = &m->t[i];
         kvs_key_t key = KVS_INT_KEY(o->first_key + i);
@@ -504,10 +513,13 @@ static void print_head(const struct model *m, const struct plan_opts *o)
     else
         printf("link: %s = %.3f GB/s for each host, full duplex; round = the busiest host's "
                "max(sent, received) / rate\n", o->link, o->rate / 1e9);
-    if (o->split != KVS__SPLIT_BYTES || o->part != KVS__PART_BYTES)
-        printf("what if: keys above %" PRIu64 " bytes split in parts of at most %" PRIu64
-               " (kvsd: %" PRIu64 ", %" PRIu64 ")\n", o->split, o->part,
-               KVS__SPLIT_BYTES, KVS__PART_BYTES);
+    if (o->split_set)
+        printf("split: keys above %" PRIu64 " bytes (what if)", o->split);
+    else
+        printf("split: keys above 2 x %" PRIu64 " / H bytes, from %" PRIu64 " to %" PRIu64
+               " (kvsd's)", KVS__SPLIT_BYTES, KVS__SPLIT_FLOOR, KVS__SPLIT_BYTES);
+    printf(" in parts of at most %" PRIu64 " bytes (%s)\n", o->part_set ? o->part : KVS__PART_BYTES,
+           o->part_set ? "what if" : "kvsd's");
     printf("%5s %6s %5s %14s %14s %9s %10s %10s %10s\n", "HOSTS", "PARTS", "CONNS",
            "BUSIEST_BYTES", "MEAN_BYTES", "IMBALANCE", "ROUND_MS", "RING_MS", "ROUND/RING");
 }
@@ -563,10 +575,11 @@ static void print_json(const struct model *m, const struct plan_opts *o, const s
     printf("{\"hosts\": %d, \"tensors\": %d, \"bytes\": %" PRIu64 ", \"parts\": %d, "
            "\"connections_per_host\": %d, \"link_bytes_per_s\": %.17g, \"shared_link\": %s, "
            "\"busiest_bytes\": %" PRIu64 ", \"mean_bytes\": %.17g, \"imbalance\": %.17g, "
-           "\"total_bytes_sent\": %" PRIu64 ", \"round_s\": %.17g, \"ring_s\": %.17g",
+           "\"total_bytes_sent\": %" PRIu64 ", \"round_s\": %.17g, \"ring_s\": %.17g, "
+           "\"split_bytes\": %" PRIu64 ", \"part_bytes\": %" PRIu64,
            r->hosts, m->n, m->values * ESIZE, r->parts, r->hosts - 1, o->rate,
            o->shared ? "true" : "false", r->busiest, r->mean, r->imbalance, r->total_sent,
-           r->round_s, r->ring_s);
+           r->round_s, r->ring_s, r->split, r->part);
     if (load) {
         printf(", \"per_host\": [");
         for (int h = 0; h < r->hosts; h++) {

@@ -8,7 +8,8 @@
  *
  * Every key has one owner host (owners_key: a hash of the key, so that
  * keys spread evenly and every host agrees without telling); a key above
- * KVS__SPLIT_BYTES is split in parts of at most KVS__PART_BYTES
+ * the split bound (8 MiB / H, from 64 KiB to 4 MiB) is split in parts of at
+ * most KVS__PART_BYTES
  * (kvs__wire_part), each host owning an equal block of them in a row from
  * the key's owner on (the rule is src/proto/shard.c's, which kvsctl plan models
  * a job's traffic by), and each part goes as a key of its own would: its

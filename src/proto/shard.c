@@ -7,6 +7,18 @@
 #include "proto/shard.h"
 #include "proto/wire.h"
 
+uint64_t kvs__shard_split_bytes(int nhosts)
+{
+    uint64_t b = nhosts > 2 ? 2 * KVS__SPLIT_BYTES / (uint64_t)nhosts : KVS__SPLIT_BYTES;
+
+    return b > KVS__SPLIT_FLOOR ? b : KVS__SPLIT_FLOOR;
+}
+
+struct kvs__shard kvs__shard_of(int nhosts)
+{
+    return (struct kvs__shard){ nhosts, kvs__shard_split_bytes(nhosts), KVS__PART_BYTES };
+}
+
 int kvs__shard_owner(const struct kvs__shard *s, kvs_key_t key)
 {
     return s->nhosts <= 1 ? 0 : (int)(kvs__key_hash(key) % (uint64_t)s->nhosts);
