@@ -12,7 +12,8 @@ taken as well); kvs.optimizer has SGD and Adam; kvs.torch has a Trainer
 for PyTorch models. C failures raise KVSError,
 which carries the code (kvs.ESHAPE, ...), its name and the detail;
 kvs.Restart, a KVSError, says that the job rolled back to its last commit
-(kv.commit(step), kv.resume_step(): see doc/python.md).
+(kv.commit(step), kv.resume_step(): see doc/python.md); kvs.PeerDead, one
+too, that a worker died and the job cannot go on.
 kvs.timeline(path) records this process's calls for a trace viewer.
 kvs.__version__ is the package's version, kvs.version() the library's.
 """
@@ -22,12 +23,12 @@ import os
 
 from . import _package, optimizer
 from ._lib import ERRORS as _ERRORS
-from ._lib import KVSError, Restart, fail, lib, version
+from ._lib import KVSError, PeerDead, Restart, fail, lib, version
 from ._rows import RowSparse
 from .kvstore import KVStore
 
-__all__ = ['create', 'KVStore', 'KVSError', 'Restart', 'RowSparse', 'optimizer', 'timeline',
-           'version']
+__all__ = ['create', 'KVStore', 'KVSError', 'PeerDead', 'Restart', 'RowSparse', 'optimizer',
+           'timeline', 'version']
 
 __version__ = _package.version()
 

@@ -171,6 +171,7 @@ ERRORS = {code: name for code, name in
 EUPDATER = next(code for code, name in ERRORS.items() if name == 'KVS_EUPDATER')
 # KVS_ERESTART, which a library older than this package does not know.
 ERESTART = next((code for code, name in ERRORS.items() if name == 'KVS_ERESTART'), -30019)
+EPEERDEAD = next(code for code, name in ERRORS.items() if name == 'KVS_EPEERDEAD')
 
 
 def version():
@@ -205,14 +206,25 @@ class Restart(KVSError):
     (init them at -1), and continue from the step it gives + 1."""
 
 
+class PeerDead(KVSError):
+    """A worker of the job died and no restart was allowed
+    (KVS_EPEERDEAD): every round that needed it failed, and every later
+    call of a dist store fails the same way. The job cannot go on; close
+    the store and exit (kvsrun --restarts N, with kv.commit, makes a death
+    a Restart instead)."""
+
+
+_CLASSES = {ERESTART: Restart, EPEERDEAD: PeerDead}
+
+
 def error(code, detail=''):
     """The exception of a failed call's code: Restart for KVS_ERESTART,
-    else KVSError."""
-    return (Restart if code == ERESTART else KVSError)(code, detail)
+    PeerDead for KVS_EPEERDEAD, else KVSError."""
+    return _CLASSES.get(code, KVSError)(code, detail)
 
 
 def fail(handle, code):
-    """Raises the KVSError (Restart for KVS_ERESTART) of code, with the
-    detail of the handle's last error."""
+    """Raises the KVSError (a Restart or PeerDead where the code says so)
+    of code, with the detail of the handle's last error."""
     detail = lib.kvs_last_error(handle)
     raise error(code, detail.decode('utf-8', 'replace') if detail else '')

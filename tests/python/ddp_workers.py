@@ -106,7 +106,7 @@ def die():
         train(model, r, n, steps=STEPS, before_step=maybe_die)
     except RuntimeError as e:
         assert 'KVS_EPEERDEAD' in str(e), e
-        assert isinstance(state.error, kvs.KVSError) and state.error.code == kvs.EPEERDEAD, \
+        assert isinstance(state.error, kvs.PeerDead) and state.error.code == kvs.EPEERDEAD, \
             state.error
         print('rank 0: %s' % state.error)
         sys.exit(0)

@@ -191,6 +191,19 @@ def test_kvs_error_carries_code_name_and_detail(kv):
     assert err.value.code == kvs.EKEYKIND
 
 
+def test_error_classes_by_code():
+    """KVS_ERESTART and KVS_EPEERDEAD raise their own subclasses, every
+    other code a plain KVSError; all carry code, name and detail."""
+    from kvs import _lib
+    for code, cls in ((kvs.ERESTART, kvs.Restart), (kvs.EPEERDEAD, kvs.PeerDead),
+                      (kvs.ESHAPE, kvs.KVSError)):
+        e = _lib.error(code, 'the detail')
+        assert type(e) is cls and isinstance(e, kvs.KVSError), (code, type(e))
+        assert e.code == code and e.name == 'KVS_' + [n for n in dir(kvs) if getattr(
+            kvs, n) == code and n.isupper() and n.startswith('E')][0]
+        assert e.detail == 'the detail' and 'the detail' in str(e)
+
+
 def test_bad_type_names():
     with pytest.raises(kvs.KVSError) as err:
         kvs.create('no_such_type')

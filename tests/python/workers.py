@@ -150,8 +150,8 @@ def die():
     try:
         kv.push(1, np.ones(8, np.float32))
         kv.pull(1)
-    except kvs.KVSError as e:
-        assert e.code == kvs.EPEERDEAD, e
+    except kvs.PeerDead as e:               # a KVSError of its own class
+        assert isinstance(e, kvs.KVSError) and e.code == kvs.EPEERDEAD, e
         print('rank 0: %s' % e)
         sys.exit(0)
     raise AssertionError('the pull returned although rank 1 died')
