@@ -44,11 +44,11 @@ fails or the weights of the three ways differ.
 """
 import argparse
 import os
-import socket
-import statistics
 import subprocess
 import sys
 import time
+
+import benchutil
 
 LAYERS, WIDTH, LR = 8, 2048, 0.01
 IMPLS = ('distopt', 'ddp', 'trainer')
@@ -69,37 +69,20 @@ def worker(impl, steps, batch):
     import torch
     torch.set_num_threads(1)
     net = mlp(torch)
-    if impl == 'ddp':
-        import torch.distributed as dist
-        rank, nw = int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])
-        dist.init_process_group('gloo', rank=rank, world_size=nw)
-        sync = dist.barrier
-    else:
-        import kvs
+    kv, rank, nw, sync = benchutil.join(impl != 'ddp')
+    if kv:
         import kvs.torch
-        kv = kvs.create('dist_sync')
-        rank, nw, sync = kv.rank, kv.num_workers, kv.barrier
     gen = torch.Generator().manual_seed(rank + 1)
     x = torch.randn(batch, WIDTH, generator=gen)
 
     def loss_of(model):
         return model(x).pow(2).mean()
 
-    def median_of(fn, reps):
-        times = []
-        for i in range(reps + 2):
-            sync()
-            t0 = time.perf_counter()
-            fn()
-            if i >= 2:
-                times.append(time.perf_counter() - t0)
-        return statistics.median(times)
-
     def bare():
         net.zero_grad()
         loss_of(net).backward()
 
-    bare_s = median_of(bare, max(3, steps // 2))
+    bare_s = benchutil.median_of(bare, max(3, steps // 2), sync)
     net.zero_grad(set_to_none=True)
     if impl == 'distopt':
         opt = kvs.torch.DistributedOptimizer('sgd lr=%g' % LR, net.named_parameters(), kv)
@@ -127,7 +110,7 @@ def worker(impl, steps, batch):
             opt.zero_grad()
             loss_of(ddp).backward()
             opt.step()
-    step_s = median_of(step, steps)
+    step_s = benchutil.median_of(step, steps, sync)
     weight_sum = sum(p.detach().double().sum().item() for p in net.parameters())
     if impl == 'distopt' and os.environ.get('BENCH_DISTOPT_MARKS'):
         with open('%s.%d' % (os.environ['BENCH_DISTOPT_MARKS'], rank), 'w') as f:
@@ -188,16 +171,8 @@ def run(args):
                                  stdout=subprocess.PIPE, universal_newlines=True)
             combine(impl, [job.stdout])
             continue
-        with socket.socket() as s:
-            s.bind(('127.0.0.1', 0))
-            port = s.getsockname()[1]
-        procs = []
-        for rank in range(2):
-            e = dict(env, RANK=str(rank), WORLD_SIZE='2', MASTER_ADDR='127.0.0.1',
-                     MASTER_PORT=str(port))
-            procs.append(subprocess.Popen([sys.executable, me, 'worker', 'ddp', str(args.steps),
-                                           str(args.batch)], env=e, stdout=subprocess.PIPE,
-                                          universal_newlines=True))
+        procs = benchutil.ddp_job(env, [me, 'worker', 'ddp', str(args.steps), str(args.batch)],
+                                  stdout=subprocess.PIPE, universal_newlines=True)
         outs = [p.communicate(timeout=900)[0] for p in procs]
         if any(p.returncode != 0 for p in procs):
             raise SystemExit('bench_distopt: the DDP job failed')

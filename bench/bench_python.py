@@ -48,13 +48,14 @@ or installed).
 import argparse
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import time
 
 import numpy as np
+
+import benchutil
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -158,33 +159,18 @@ def trainer_worker(impl, steps):
     import torch
     torch.set_num_threads(1)
     net = model(torch)
-    if impl == 'kvs':
-        import kvs
+    kv, rank, nw, sync = benchutil.join(impl == 'kvs')
+    if kv:
         import kvs.torch
-        kv = kvs.create('dist_sync')
-        rank, nw, sync = kv.rank, kv.num_workers, kv.barrier
     else:
         import torch.distributed as dist
-        rank, nw = int(os.environ['RANK']), int(os.environ['WORLD_SIZE'])
-        dist.init_process_group('gloo', rank=rank, world_size=nw)
-        sync = dist.barrier
     x = torch.tensor(float(rank + 1))
-
-    def median_of(fn, reps):
-        times = []
-        for i in range(reps + 2):
-            sync()
-            t0 = time.perf_counter()
-            fn()
-            if i >= 2:
-                times.append(time.perf_counter() - t0)
-        return statistics.median(times)
 
     def bare():
         net.zero_grad()
         net(x).backward()
 
-    bare_s = median_of(bare, steps)     # before any hook of the exchange is set
+    bare_s = benchutil.median_of(bare, steps, sync)     # before any hook of the exchange is set
     with torch.no_grad():
         for p in net.parameters():
             p.zero_()
@@ -203,7 +189,7 @@ def trainer_worker(impl, steps):
             opt.zero_grad()
             ddp(x).backward()
             opt.step()
-    step_s = median_of(step, steps)
+    step_s = benchutil.median_of(step, steps, sync)
     # Every gradient summed over workers is 1 + 2 + ... + nw, lr 0.5 each step.
     want = -0.5 * (steps + 2) * nw * (nw + 1) / 2
     got = [p.data[0].item() for p in net.parameters()]
@@ -282,15 +268,7 @@ def trainer(args):
     me = os.path.abspath(__file__)
     subprocess.run([args.kvsrun, '-n', '2', sys.executable, me, 'trainer-worker', 'kvs',
                     str(args.steps)], check=True, env=env)
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
-    procs = []
-    for rank in range(2):
-        e = dict(env, RANK=str(rank), WORLD_SIZE='2', MASTER_ADDR='127.0.0.1',
-                 MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([sys.executable, me, 'trainer-worker', 'ddp',
-                                       str(args.steps)], env=e))
+    procs = benchutil.ddp_job(env, [me, 'trainer-worker', 'ddp', str(args.steps)])
     if any(p.wait(timeout=600) != 0 for p in procs):
         raise SystemExit('bench_python: the DDP job failed')
 

@@ -236,12 +236,8 @@ int main(int argc, char **argv)
         i++;
         if (strcmp(a, "-n") == 0)
             nlocal = atoi(v);
-        else if (strcmp(a, "--sizes") == 0)
-            sizes_arg = v;
-        else if (strcmp(a, "--seconds") == 0)
-            o.seconds = atof(v);
-        else if (strcmp(a, "--min-reps") == 0)
-            o.min_reps = atol(v);
+        else if (rh_opt(&o, &sizes_arg, a, v))
+            continue;
         else if (strcmp(a, "--sleep") == 0)
             sleep_s = atof(v);
         else {
@@ -252,8 +248,7 @@ int main(int argc, char **argv)
     }
     nsizes = rh_parse_sizes(sizes_arg ? sizes_arg : resnet ? "" : DEFAULT_SIZES, sizes,
                             RH_MAX_SIZES);
-    if (nsizes < 0 || !(o.seconds > 0 && o.seconds <= 600) || o.min_reps < 1
-        || o.min_reps > RH_MAX_REPS || !(sleep_s >= 0 && sleep_s <= 600)
+    if (nsizes < 0 || !rh_opts_ok(&o) || !(sleep_s >= 0 && sleep_s <= 600)
         || (strcmp(mode, "local") == 0 && (nlocal < 1 || nlocal > 64))) {
         fprintf(stderr, "bench_suite: bad arguments (see --help)\n");
         return 2;
@@ -291,24 +286,7 @@ int main(int argc, char **argv)
         kvsd_pid = find_kvsd();
 
     if (strcmp(mode, "idle") == 0) {
-        struct rh_result r = { .reps = 1 };
-
-        job_barrier(NULL);
-        if (c.rank == 0) {
-            double c0 = rh_cpu(), k0 = kvsd_cpu(), t0 = rh_now();
-
-            job_barrier(NULL);
-            r.median_s = rh_now() - t0;
-            r.cpu_s = rh_cpu() - c0;
-            r.aux_cpu_s = kvsd_cpu() - k0;
-            rh_print("idle", "kvs-dist", c.nproc, 0, &r);
-        } else {
-            struct timespec ts = { (time_t)sleep_s,
-                                   (long)((sleep_s - (double)(time_t)sleep_s) * 1e9) };
-
-            nanosleep(&ts, NULL);
-            job_barrier(NULL);
-        }
+        rh_idle(&c, "kvs-dist", sleep_s, kvsd_cpu);
         kvs_close(kv);
         return 0;
     }

@@ -23,7 +23,7 @@ noinst_PROGRAMS += bench/onecopy
 bench_onecopy_SOURCES = bench/onecopy.c bench/round.h
 bench_onecopy_LDADD = -lm
 EXTRA_DIST += bench/peers/mpi_allreduce.c bench/peers/tcp_floor.c bench/peers/torch_gloo.py \
-	bench/bench_python.py bench/bench_distopt.py bench/bench_ctr.py bench/claims.py bench/compare.sh bench/RESULTS.md bench/NOTES.md \
+	bench/bench_python.py bench/bench_distopt.py bench/benchutil.py bench/bench_ctr.py bench/claims.py bench/compare.sh bench/RESULTS.md bench/NOTES.md \
 	bench/shapes/resnet50.txt bench/shapes/transformer-1.3b.txt
 # scripts/bench's rows step: row-sparse steps of a table against dense pushpulls.
 noinst_PROGRAMS += bench/bench_rows

@@ -217,20 +217,15 @@ int main(int argc, char **argv)
 
         if (strcmp(a, "-n") == 0 && ++i < argc)
             n = atoi(v);
-        else if (strcmp(a, "--sizes") == 0 && ++i < argc)
-            sizes_arg = v;
-        else if (strcmp(a, "--seconds") == 0 && ++i < argc)
-            o.seconds = atof(v);
-        else if (strcmp(a, "--min-reps") == 0 && ++i < argc)
-            o.min_reps = atol(v);
+        else if (i + 1 < argc && rh_opt(&o, &sizes_arg, a, v))
+            i++;
         else {
             fprintf(stderr, "usage: onecopy -n N [--sizes LIST] [--seconds S] [--min-reps M]\n");
             return 2;
         }
     }
     nsizes = rh_parse_sizes(sizes_arg, sizes, RH_MAX_SIZES);
-    if (nsizes < 0 || n < 2 || n > MAX_N || !(o.seconds > 0 && o.seconds <= 600)
-        || o.min_reps < 1 || o.min_reps > RH_MAX_REPS) {
+    if (nsizes < 0 || n < 2 || n > MAX_N || !rh_opts_ok(&o)) {
         fprintf(stderr, "onecopy: bad arguments\n");
         return 2;
     }

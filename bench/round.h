@@ -325,6 +325,56 @@ static inline void rh_print(const char *cas, const char *impl, int n, double byt
     fflush(stdout);
 }
 
+/* One of the options every program of the harness takes: --sizes LIST
+ * (into *sizes), --seconds S, --min-reps M. Returns 1 when a is one of
+ * them, with its value v; 0 otherwise. */
+static inline int rh_opt(struct rh_opts *o, const char **sizes, const char *a, const char *v)
+{
+    if (strcmp(a, "--sizes") == 0)
+        *sizes = v;
+    else if (strcmp(a, "--seconds") == 0)
+        o->seconds = atof(v);
+    else if (strcmp(a, "--min-reps") == 0)
+        o->min_reps = atol(v);
+    else
+        return 0;
+    return 1;
+}
+
+/* 1 when o's seconds and rounds are within the harness's bounds. */
+static inline int rh_opts_ok(const struct rh_opts *o)
+{
+    return o->seconds > 0 && o->seconds <= 600 && o->min_reps >= 1
+           && o->min_reps <= RH_MAX_REPS;
+}
+
+/* The idle case: rank 0 enters a barrier at once, the others sleep
+ * sleep_s seconds first; rank 0 prints the CPU seconds it (and the
+ * helper, aux_cpu, as in rh_run; may be NULL) used meanwhile. */
+static inline void rh_idle(const struct rh_comm *c, const char *impl, double sleep_s,
+                           double (*aux_cpu)(void))
+{
+    struct rh_result r = { .reps = 1, .aux_cpu_s = NAN };
+
+    c->barrier(c->ctx);
+    if (c->rank == 0) {
+        double c0 = rh_cpu(), k0 = aux_cpu ? aux_cpu() : NAN, t0 = rh_now();
+
+        c->barrier(c->ctx);
+        r.median_s = rh_now() - t0;
+        r.cpu_s = rh_cpu() - c0;
+        if (aux_cpu)
+            r.aux_cpu_s = aux_cpu() - k0;
+        rh_print("idle", impl, c->nproc, 0, &r);
+    } else {
+        struct timespec ts = { (time_t)sleep_s,
+                               (long)((sleep_s - (double)(time_t)sleep_s) * 1e9) };
+
+        nanosleep(&ts, NULL);
+        c->barrier(c->ctx);
+    }
+}
+
 /* "4K,256K,4M,64M": sizes in bytes, multiples of 64. Returns their
  * number, or -1. */
 static inline int rh_parse_sizes(const char *s, size_t *out, int max)

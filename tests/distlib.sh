@@ -72,6 +72,36 @@ job() {
     tap $st "${prog:+${prog##*/} }$sc with $n workers${type:+ ($type)}${kvsd_env:+, kvsd under $kvsd_env}${KVS_COMBINE:+, KVS_COMBINE=$KVS_COMBINE}"
 }
 
+# as_nobody PROG (as root): nobody may not reach the build tree, so kvsd,
+# kvsctl, the test program tests/PROG and the library are copied where it
+# can; kvsd, KVS_TEST_KVSCTL and prog then name those copies (prog runs
+# PROG as nobody), XDG_RUNTIME_DIR a fresh directory of nobody's, and
+# $nobody the command that runs a command as nobody (for kvsd_env).
+# as_self undoes it all.
+as_nobody() {
+    nobody="setpriv --reuid=nobody --regid=nogroup --clear-groups"
+    bld_abs=$(cd "$bld" && pwd)
+    nb=$(mktemp -d)
+    chmod 755 "$nb"
+    real_worker=$bld_abs/tests/.libs/$1
+    [ -f "$real_worker" ] || real_worker=$bld_abs/tests/$1
+    cp "$bld_abs/daemon/kvsd/kvsd" "$bld_abs/daemon/kvsctl/kvsctl" "$real_worker" "$nb/"
+    cp -P "$bld_abs"/src/.libs/libkvs.so* "$nb/" 2>/dev/null
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s %s/%s "$@"\n' "$nb" "$nobody" "$nb" "$1" \
+        > "$nb/as_nobody"
+    chmod 755 "$nb"/*
+    saved_rt=$XDG_RUNTIME_DIR saved_kvsd=$kvsd saved_ctl=${KVS_TEST_KVSCTL-} saved_prog=${prog-}
+    XDG_RUNTIME_DIR=$(mktemp -d)
+    chown nobody "$XDG_RUNTIME_DIR"
+    KVS_TEST_KVSCTL=$nb/kvsctl kvsd=$nb/kvsd prog=$nb/as_nobody
+}
+
+as_self() {
+    KVS_TEST_KVSCTL=$saved_ctl kvsd=$saved_kvsd prog=$saved_prog
+    rm -rf "$XDG_RUNTIME_DIR" "$nb"
+    XDG_RUNTIME_DIR=$saved_rt
+}
+
 # The semantics, run twice (test_dist.sh with every round through kvsd,
 # KVS_COMBINE=0; test_dist_combined.sh as a job runs by default, the small
 # keys' rounds combined by the workers: KVS_TEST_COMBINED tells the

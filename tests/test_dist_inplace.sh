@@ -64,32 +64,16 @@ job 2 exits 3
 if [ "$(id -u)" -eq 0 ]; then
     # Workers kvsd may not read or write: not dumpable, kvsd and workers
     # as nobody (root's kvsd may ptrace anyone). A worker of another user
-    # than kvsd's is refused at connect. nobody may not reach the build
-    # tree: the programs and the library are copied where it can.
-    nobody="setpriv --reuid=nobody --regid=nogroup --clear-groups"
-    bld_abs=$(cd "$bld" && pwd)
-    nb=$(mktemp -d)
-    chmod 755 "$nb"
-    real_worker=$bld_abs/tests/.libs/dist_inplace
-    [ -f "$real_worker" ] || real_worker=$bld_abs/tests/dist_inplace
-    cp "$bld_abs/daemon/kvsd/kvsd" "$bld_abs/daemon/kvsctl/kvsctl" "$real_worker" "$nb/"
-    cp -P "$bld_abs"/src/.libs/libkvs.so* "$nb/" 2>/dev/null
-    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s %s/dist_inplace "$@"\n' "$nb" "$nobody" "$nb" \
-        > "$nb/as_nobody"
-    chmod 755 "$nb"/*
-    saved_rt=$XDG_RUNTIME_DIR saved_kvsd=$kvsd
-    XDG_RUNTIME_DIR=$(mktemp -d)
-    chown nobody "$XDG_RUNTIME_DIR"
+    # than kvsd's is refused at connect.
+    as_nobody dist_inplace
     KVS_TEST_WRITES=0 KVS_TEST_NODUMP=1
     export KVS_TEST_NODUMP
     note="kvsd may not read its memory (Operation not permitted): its arrays are copied"
-    saved_ctl=$KVS_TEST_KVSCTL
-    KVS_TEST_KVSCTL=$nb/kvsctl kvsd=$nb/kvsd prog=$nb/as_nobody kvsd_env_more=$nobody
+    kvsd_env_more=$nobody
     job_logged 2 values
     unset KVS_TEST_NODUMP
-    KVS_TEST_KVSCTL=$saved_ctl kvsd=$saved_kvsd kvsd_env_more=
-    rm -rf "$XDG_RUNTIME_DIR" "$nb"
-    XDG_RUNTIME_DIR=$saved_rt
+    kvsd_env_more=
+    as_self
 fi
 prog=
 dist_done

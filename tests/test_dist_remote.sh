@@ -31,27 +31,11 @@ unset KVS_REMOTE
 KVS_TEST_NODUMP=1
 export KVS_TEST_NODUMP
 if [ "$(id -u)" -eq 0 ]; then
-    # nobody may not reach the build tree: the programs and the library
-    # are copied where it can.
-    nobody="setpriv --reuid=nobody --regid=nogroup --clear-groups"
-    bld_abs=$(cd "$bld" && pwd)
-    nb=$(mktemp -d)
-    chmod 755 "$nb"
-    real_worker=$bld_abs/tests/.libs/dist_remote
-    [ -f "$real_worker" ] || real_worker=$bld_abs/tests/dist_remote
-    cp "$bld_abs/daemon/kvsd/kvsd" "$bld_abs/daemon/kvsctl/kvsctl" "$real_worker" "$nb/"
-    cp -P "$bld_abs"/src/.libs/libkvs.so* "$nb/" 2>/dev/null
-    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s %s/dist_remote "$@"\n' "$nb" "$nobody" "$nb" \
-        > "$nb/as_nobody"
-    chmod 755 "$nb"/*
-    saved_rt=$XDG_RUNTIME_DIR saved_kvsd=$kvsd
-    XDG_RUNTIME_DIR=$(mktemp -d)
-    chown nobody "$XDG_RUNTIME_DIR"
-    KVS_TEST_KVSCTL=$nb/kvsctl kvsd=$nb/kvsd prog=$nb/as_nobody kvsd_env=$nobody
+    as_nobody dist_remote
+    kvsd_env=$nobody
     job 2 remote
-    prog=$bld/tests/dist_remote kvsd_env= kvsd=$saved_kvsd
-    rm -rf "$XDG_RUNTIME_DIR" "$nb"
-    XDG_RUNTIME_DIR=$saved_rt
+    kvsd_env=
+    as_self
 else
     job 2 remote
 fi

@@ -283,45 +283,47 @@ cmp -s "$w/base2" "$w/$j.out0" || { echo "# values differ from the run without f
 if [ "$ok" -eq 0 ]; then sed 's/^/# h0: /' "$w/$j.h0.log"; sed 's/^/# h1: /' "$w/$j.h1.log"; fi
 tap $((1 - ok)) "a kill loop across hosts ($kills kills of workers and kvsd): the values of a run without faults"
 
+# kill_after_host JOB LINGER_RANK NOTE TITLE: JOB, in which rank
+# LINGER_RANK lingers before its final pull; once the other host's
+# workers have all ended, host 0's kvsd is killed. The job must end with
+# the values of a run without faults, and the kvsrun of the host whose
+# workers ended must say NOTE (it restarts its kvsd).
+kill_after_host() {
+    k_j=$1 k_rank=$2
+    k_host=$((1 - k_rank / 2))
+    KVS_TEST_LINGER_MS=$((6000 * slow)) KVS_TEST_LINGER_RANK=$k_rank
+    export KVS_TEST_LINGER_MS KVS_TEST_LINGER_RANK
+    start "$k_j" --restarts 2
+    unset KVS_TEST_LINGER_MS KVS_TEST_LINGER_RANK
+    ok=1
+    if wait_for 300 host_done "$k_j" "$k_host" "$k_rank" && p=$(kvsd_of "$k_j" 0) && [ -n "$p" ]; then
+        kill -KILL "$p"
+    else
+        echo "# host $k_host's workers did not end first"; ok=0
+    fi
+    finish "$k_j" || ok=0
+    grep -q "$3" "$w/$k_j.h$k_host.log" || { echo "# host $k_host's kvsrun did not restart its kvsd"; ok=0; }
+    tap $((1 - ok)) "$4"
+}
+
+# host_done JOB HOST RANK: both workers of host HOST of JOB have ended,
+# and rank RANK has run every step.
+host_done() {
+    [ -z "$(pid_of "$1" $((2 * $2)))" ] && [ -z "$(pid_of "$1" $((2 * $2 + 1)))" ] \
+        && steps_done "$1" "$3" $steps
+}
+
 # 11. A fault once host 1's workers have all ended (rank 0 lingers before
 # its final pull): host 1's kvsd rolls back too and its kvsrun starts it
 # again for host 0 to join; the job ends with the values of a run without
 # faults.
 steps=60
-KVS_TEST_LINGER_MS=$((6000 * slow))
-export KVS_TEST_LINGER_MS
-j=lg
-start $j --restarts 2
-unset KVS_TEST_LINGER_MS
-ok=1
-host1_done() { [ -z "$(pid_of $j 2)" ] && [ -z "$(pid_of $j 3)" ] && steps_done $j 0 $steps; }
-if wait_for 300 host1_done && p=$(kvsd_of $j 0) && [ -n "$p" ]; then
-    kill -KILL "$p"
-else
-    echo "# host 1's workers did not end first"; ok=0
-fi
-finish $j || ok=0
-grep -q "rolled back with another host of the job after this host's workers ended" \
-    "$w/$j.h1.log" || { echo "# host 1's kvsrun did not restart its kvsd"; ok=0; }
-tap $((1 - ok)) "host 0's kvsd killed after host 1's workers ended: host 1's kvsd restarts for it; the values of a run without faults"
+kill_after_host lg 0 "rolled back with another host of the job after this host's workers ended" \
+    "host 0's kvsd killed after host 1's workers ended: host 1's kvsd restarts for it; the values of a run without faults"
 
 # 12. The other way round: host 0's workers have all ended (rank 2 lingers)
 # when host 0's kvsd is killed: host 0's kvsrun starts it again (its own
 # restart), host 1 rolls back with it, and the job ends with the values of
 # a run without faults.
-KVS_TEST_LINGER_MS=$((6000 * slow)) KVS_TEST_LINGER_RANK=2
-export KVS_TEST_LINGER_MS KVS_TEST_LINGER_RANK
-j=lk
-start $j --restarts 2
-unset KVS_TEST_LINGER_MS KVS_TEST_LINGER_RANK
-ok=1
-host0_done() { [ -z "$(pid_of $j 0)" ] && [ -z "$(pid_of $j 1)" ] && steps_done $j 2 $steps; }
-if wait_for 300 host0_done && p=$(kvsd_of $j 0) && [ -n "$p" ]; then
-    kill -KILL "$p"
-else
-    echo "# host 0's workers did not end first"; ok=0
-fi
-finish $j || ok=0
-grep -q "was killed by signal 9.* after this host's workers ended: restart 1 of 2" \
-    "$w/$j.h0.log" || { echo "# host 0's kvsrun did not restart its kvsd"; ok=0; }
-tap $((1 - ok)) "host 0's kvsd killed after its own workers ended: its kvsrun starts it again for host 1 to finish; the values of a run without faults"
+kill_after_host lk 2 "was killed by signal 9.* after this host's workers ended: restart 1 of 2" \
+    "host 0's kvsd killed after its own workers ended: its kvsrun starts it again for host 1 to finish; the values of a run without faults"

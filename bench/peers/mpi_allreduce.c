@@ -77,12 +77,8 @@ int main(int argc, char **argv)
             resnet = 1;
         else if (strcmp(a, "--idle") == 0)
             idle = 1;
-        else if (strcmp(a, "--sizes") == 0 && ++i < argc)
-            sizes_arg = v;
-        else if (strcmp(a, "--seconds") == 0 && ++i < argc)
-            o.seconds = atof(v);
-        else if (strcmp(a, "--min-reps") == 0 && ++i < argc)
-            o.min_reps = atol(v);
+        else if (i + 1 < argc && rh_opt(&o, &sizes_arg, a, v))
+            i++;
         else if (strcmp(a, "--sleep") == 0 && ++i < argc)
             sleep_s = atof(v);
         else {
@@ -95,8 +91,7 @@ int main(int argc, char **argv)
     }
     nsizes = rh_parse_sizes(sizes_arg ? sizes_arg : resnet ? "" : DEFAULT_SIZES, sizes,
                             RH_MAX_SIZES);
-    if (nsizes < 0 || !(o.seconds > 0 && o.seconds <= 600) || o.min_reps < 1
-        || o.min_reps > RH_MAX_REPS || !(sleep_s >= 0 && sleep_s <= 600)
+    if (nsizes < 0 || !rh_opts_ok(&o) || !(sleep_s >= 0 && sleep_s <= 600)
         || c.nproc > RH_MAX_PROCS) {
         if (c.rank == 0)
             fprintf(stderr, "mpi_allreduce: bad arguments\n");
@@ -105,23 +100,7 @@ int main(int argc, char **argv)
     }
 
     if (idle) {
-        struct rh_result r = { .reps = 1, .aux_cpu_s = NAN };
-
-        MPI_Barrier(MPI_COMM_WORLD);
-        if (c.rank == 0) {
-            double c0 = rh_cpu(), t0 = rh_now();
-
-            MPI_Barrier(MPI_COMM_WORLD);
-            r.median_s = rh_now() - t0;
-            r.cpu_s = rh_cpu() - c0;
-            rh_print("idle", "mpi", c.nproc, 0, &r);
-        } else {
-            struct timespec ts = { (time_t)sleep_s,
-                                   (long)((sleep_s - (double)(time_t)sleep_s) * 1e9) };
-
-            nanosleep(&ts, NULL);
-            MPI_Barrier(MPI_COMM_WORLD);
-        }
+        rh_idle(&c, "mpi", sleep_s, NULL);
         MPI_Finalize();
         return 0;
     }

@@ -447,12 +447,8 @@ int main(int argc, char **argv)
             resnet = 1;
         else if (v == NULL)
             usage();
-        else if (strcmp(a, "--sizes") == 0)
-            sizes_arg = argv[++i];
-        else if (strcmp(a, "--seconds") == 0)
-            o.seconds = atof(argv[++i]);
-        else if (strcmp(a, "--min-reps") == 0)
-            o.min_reps = atol(argv[++i]);
+        else if (rh_opt(&o, &sizes_arg, a, v))
+            i++;
         else if (strcmp(a, "--timeout") == 0)
             timeout_s = atof(argv[++i]);
         else if (strcmp(a, "--name") == 0)
@@ -465,8 +461,7 @@ int main(int argc, char **argv)
             usage();
     }
     nsizes = rh_parse_sizes(sizes_arg, sizes, RH_MAX_SIZES);
-    if (nsizes < 0 || !(o.seconds > 0 && o.seconds <= 600) || o.min_reps < 1
-        || o.min_reps > RH_MAX_REPS || !(timeout_s >= 1 && timeout_s <= 3600)
+    if (nsizes < 0 || !rh_opts_ok(&o) || !(timeout_s >= 1 && timeout_s <= 3600)
         || (listen_arg && connect_arg) || strlen(name) > 40) {
         fprintf(stderr, "tcp_floor: bad arguments\n");
         return 2;

@@ -48,50 +48,47 @@
 
 #include "remote.h"
 
-/* The most bytes one process_vm_readv moves (the kernel's own cap is
- * about 2 GiB). */
-#define READ_MAX ((size_t)1 << 30)
+/* The most bytes one process_vm_readv or process_vm_writev moves (the
+ * kernel's own cap is about 2 GiB). */
+#define MOVE_MAX ((size_t)1 << 30)
 
-/* Writes len bytes of buf at addr of process pid: 0, or a negative errno
- * (-EFAULT when it stopped short: part of the range may be written). */
-static int remote_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
+/* process_vm_readv or process_vm_writev: the direction of a move. */
+typedef ssize_t vm_move_fn(pid_t pid, const struct iovec *local, unsigned long nlocal,
+                           const struct iovec *remote, unsigned long nremote,
+                           unsigned long flags);
+
+/* Moves len bytes between buf and addr of process pid, in the direction
+ * of move: 0, or a negative errno (-EFAULT when it stopped short: part of
+ * the range may be moved). */
+static int remote_move(vm_move_fn *move, pid_t pid, uint64_t addr, void *buf, size_t len)
 {
-    const char *from = buf;
+    char *at = buf;
 
     while (len > 0) {
-        size_t n = len < READ_MAX ? len : READ_MAX;
-        struct iovec l = { (void *)from, n }, r = { (void *)(uintptr_t)addr, n };
-        ssize_t put = process_vm_writev(pid, &l, 1, &r, 1, 0);
+        size_t n = len < MOVE_MAX ? len : MOVE_MAX;
+        struct iovec l = { at, n }, r = { (void *)(uintptr_t)addr, n };
+        ssize_t done = move(pid, &l, 1, &r, 1, 0);
 
-        if (put < 0 && errno == EINTR)
+        if (done < 0 && errno == EINTR)
             continue;
-        if (put <= 0)
-            return put < 0 ? -errno : -EFAULT;
-        from += put;
-        addr += (uint64_t)put;
-        len -= (size_t)put;
+        if (done <= 0)
+            return done < 0 ? -errno : -EFAULT;
+        at += done;
+        addr += (uint64_t)done;
+        len -= (size_t)done;
     }
     return 0;
 }
 
 static int remote_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
-    char *to = buf;
+    return remote_move(process_vm_readv, pid, addr, buf, len);
+}
 
-    while (len > 0) {
-        size_t n = len < READ_MAX ? len : READ_MAX;
-        struct iovec l = { to, n }, r = { (void *)(uintptr_t)addr, n };
-        ssize_t got = process_vm_readv(pid, &l, 1, &r, 1, 0);
-
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return got < 0 ? -errno : -EFAULT;
-        to += got;
-        addr += (uint64_t)got;
-        len -= (size_t)got;
-    }
-    return 0;
+/* buf is only read: process_vm_writev's local iovec is not const. */
+static int remote_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
+{
+    return remote_move(process_vm_writev, pid, addr, (void *)(uintptr_t)buf, len);
 }
 
 int remote_probe(const struct daemon *d, struct worker *w, pid_t pid, uint64_t addr,
