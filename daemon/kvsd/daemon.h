@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -520,8 +521,11 @@ static inline void daemon_keep_value(struct daemon *d, struct round *rd)
 }
 
 /* Set by SIGINT/SIGTERM, and by main when the serve loop ends: both threads
- * stop at their next turn. */
-extern volatile sig_atomic_t stop_signal;
+ * stop at their next turn. Atomic, not a volatile sig_atomic_t: main's
+ * store (the serve thread) and the socket thread's loads are two threads,
+ * which volatile does not order; a lock-free atomic may also be stored by
+ * a signal handler (daemon.c checks that it is lock-free). */
+extern atomic_int stop_signal;
 
 /* ---- daemon.c ---------------------------------------------------------- */
 
