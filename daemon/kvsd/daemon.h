@@ -485,8 +485,11 @@ struct daemon {
     /* rounds the workers combine (combined.c) */
     void *cb;                          /* the combine area, or NULL */
     int cb_fd;
-    int cb_on;                         /* -1 until the first hello; then 1 when this
-                                        * job's small keys are combined by its workers */
+    _Atomic int cb_on;                 /* -1 until the first hello; then 1 when this
+                                        * job's small keys are combined by its workers.
+                                        * Written once, by the socket thread (cb_join,
+                                        * under lock) while the serve thread reads it
+                                        * each pass (cb_check): atomic */
     uint64_t cb_size, cb_next;         /* the area's bytes, and its bump pointer */
     uint64_t cb_max;                   /* the biggest key combined, in bytes */
     struct cb_key *cb_keys;            /* every combined key, in slot order */
