@@ -172,7 +172,9 @@ struct worker {
                                         * but FREE -> LIVE by the socket thread */
     int rank;
     pid_t pid;
-    int sock;
+    int sock;                          /* -1 once closed: by the serve thread, under
+                                        * d->lock, which the socket thread holds to
+                                        * read it and peek at it */
     _Atomic int hup;                   /* set by the socket thread */
     void *seg;
     size_t seg_size;
@@ -411,7 +413,8 @@ struct daemon {
     struct kvs__engine *eng;
     struct kvs__worker_layout wl;      /* every worker segment's layout */
 
-    pthread_mutex_t lock;              /* workers[] slots and states vs the socket thread */
+    pthread_mutex_t lock;              /* workers[] slots and states, and the workers'
+                                        * sockets, vs the socket thread */
     struct worker workers[MAX_WORKERS];
     _Atomic int nslots;                /* workers[] slots ever used: the highest + 1; raised
                                         * by the socket thread before a slot turns LIVE */
