@@ -9,7 +9,8 @@
 # after them, all scaled by $slow; the test file's deadline (tests/local.mk)
 # is only the last resort.
 bld=${top_builddir:-.}
-kvsd="$bld/daemon/kvsd/kvsd"
+# KVS_TEST_KVSD: another build of kvsd (scripts/test's TSan stage).
+kvsd=${KVS_TEST_KVSD:-$bld/daemon/kvsd/kvsd}
 worker="$bld/tests/dist_worker"
 private_runtime
 work=$(mktemp -d)

@@ -11,10 +11,13 @@
 snap() { printf 'snap-%020d.kvs' "$1"; }
 
 # kvsd_bg JOB LOG KVSD-OPTIONS...: kvsd of 2 workers (under the command
-# $kvsd_env, when set), its stderr in LOG; waits for its socket.
+# $kvsd_env, when set), its stderr in LOG; waits for its socket. A socket
+# file a killed kvsd left is removed first: else the wait would end at
+# once, and workers started then would find nobody on it.
 kvsd_bg() {
     j=$1 log=$2
     shift 2
+    rm -f "$XDG_RUNTIME_DIR/kvs/$j.sock"
     ${kvsd_env:-} "$kvsd" --job "$j" -n 2 "$@" 2>"$log" &
     kvsd_pid=$!
     wait_for 50 test -S "$XDG_RUNTIME_DIR/kvs/$j.sock"

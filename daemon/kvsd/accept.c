@@ -243,22 +243,33 @@ void *accept_thread(void *arg)
         int n = 0, fd;
 
         p[n++] = (struct pollfd){ .fd = d->listen_fd, .events = POLLIN };
+        /* The serve thread closes a released worker's socket under the
+         * lock (job_release_worker): read under it, and peeked at only
+         * while the slot still has it, a socket is never one closed, or
+         * its number reused, under this thread. A socket closed during
+         * the poll is at worst seen readable: the check skips it. */
+        pthread_mutex_lock(&d->lock);
         for (int i = 0; i < MAX_WORKERS; i++) {
-            if (atomic_load(&d->workers[i].state) == W_LIVE && !d->workers[i].hup) {
+            if (atomic_load(&d->workers[i].state) == W_LIVE && !d->workers[i].hup
+                && d->workers[i].sock >= 0) {
                 who[n] = i;
                 p[n++] = (struct pollfd){ .fd = d->workers[i].sock, .events = POLLIN };
             }
         }
+        pthread_mutex_unlock(&d->lock);
         if (poll(p, (nfds_t)n, 100) <= 0)
             continue;
+        pthread_mutex_lock(&d->lock);
         for (int i = 1; i < n; i++) {
             char b;
 
-            if (p[i].revents && recv(p[i].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) {
+            if (p[i].revents && d->workers[who[i]].sock == p[i].fd
+                && recv(p[i].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) {
                 d->workers[who[i]].hup = 1;
                 kvs__bell_ring(d->bell);
             }
         }
+        pthread_mutex_unlock(&d->lock);
         if ((p[0].revents & POLLIN) && kvs__sock_accept(d->listen_fd, 0, &fd, NULL) == 0)
             handshake(d, fd);
     }

@@ -75,17 +75,24 @@ int cb_setup(struct daemon *d, struct kvs__err *e)
     return 0;
 }
 
+/* The socket thread, under d->lock, is the one writer of cb_on after main;
+ * the serve thread reads it each pass (cb_check) with no lock, so the
+ * store is a release one after the head is written, and cb_check's load an
+ * acquire one: a pass that sees 1 sees the head's workers too. */
 void cb_join(struct daemon *d)
 {
-    if (!d->cb || d->cb_on >= 0)
+    int on;
+
+    if (!d->cb || atomic_load_explicit(&d->cb_on, memory_order_relaxed) >= 0)
         return;
     /* A job that recovers keeps every key in kvsd, whose snapshot holds them. */
-    d->cb_on = d->sync == 1 && d->total <= KVS__CB_MAX_WORKERS && d->total == d->nworkers &&
-               !d->o.recover;
-    if (d->cb_on) {
+    on = d->sync == 1 && d->total <= KVS__CB_MAX_WORKERS && d->total == d->nworkers &&
+         !d->o.recover;
+    if (on) {
         head(d)->nworkers = (uint32_t)d->nworkers;
         atomic_store(&head(d)->active, (1ull << d->nworkers) - 1);
     }
+    atomic_store_explicit(&d->cb_on, on, memory_order_release);
 }
 
 int cb_welcome(const struct daemon *d, struct kvs__welcome *w, int *fd)
@@ -384,7 +391,7 @@ void cb_check(struct daemon *d)
     char msg[KVS__MSG_MAX], text[KVS__MSG_MAX];
     int32_t f;
 
-    if (d->cb_on != 1 || d->failed)
+    if (atomic_load_explicit(&d->cb_on, memory_order_acquire) != 1 || d->failed)
         return;
     h = head(d);
     if ((f = atomic_load_explicit(&h->failed, memory_order_acquire)) >= 0)

@@ -4,11 +4,13 @@
  */
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "daemon.h"
 
-volatile sig_atomic_t stop_signal;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "stop_signal is set by a signal handler");
+atomic_int stop_signal;
 
 static void vsay(const struct daemon *d, const char *fmt, va_list ap)
 {

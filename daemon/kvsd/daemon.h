@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -171,7 +172,9 @@ struct worker {
                                         * but FREE -> LIVE by the socket thread */
     int rank;
     pid_t pid;
-    int sock;
+    int sock;                          /* -1 once closed: by the serve thread, under
+                                        * d->lock, which the socket thread holds to
+                                        * read it and peek at it */
     _Atomic int hup;                   /* set by the socket thread */
     void *seg;
     size_t seg_size;
@@ -410,7 +413,8 @@ struct daemon {
     struct kvs__engine *eng;
     struct kvs__worker_layout wl;      /* every worker segment's layout */
 
-    pthread_mutex_t lock;              /* workers[] slots and states vs the socket thread */
+    pthread_mutex_t lock;              /* workers[] slots and states, and the workers'
+                                        * sockets, vs the socket thread */
     struct worker workers[MAX_WORKERS];
     _Atomic int nslots;                /* workers[] slots ever used: the highest + 1; raised
                                         * by the socket thread before a slot turns LIVE */
@@ -484,8 +488,11 @@ struct daemon {
     /* rounds the workers combine (combined.c) */
     void *cb;                          /* the combine area, or NULL */
     int cb_fd;
-    int cb_on;                         /* -1 until the first hello; then 1 when this
-                                        * job's small keys are combined by its workers */
+    _Atomic int cb_on;                 /* -1 until the first hello; then 1 when this
+                                        * job's small keys are combined by its workers.
+                                        * Written once, by the socket thread (cb_join,
+                                        * under lock) while the serve thread reads it
+                                        * each pass (cb_check): atomic */
     uint64_t cb_size, cb_next;         /* the area's bytes, and its bump pointer */
     uint64_t cb_max;                   /* the biggest key combined, in bytes */
     struct cb_key *cb_keys;            /* every combined key, in slot order */
@@ -520,8 +527,11 @@ static inline void daemon_keep_value(struct daemon *d, struct round *rd)
 }
 
 /* Set by SIGINT/SIGTERM, and by main when the serve loop ends: both threads
- * stop at their next turn. */
-extern volatile sig_atomic_t stop_signal;
+ * stop at their next turn. Atomic, not a volatile sig_atomic_t: main's
+ * store (the serve thread) and the socket thread's loads are two threads,
+ * which volatile does not order; a lock-free atomic may also be stored by
+ * a signal handler (daemon.c checks that it is lock-free). */
+extern atomic_int stop_signal;
 
 /* ---- daemon.c ---------------------------------------------------------- */
 

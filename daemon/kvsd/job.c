@@ -154,9 +154,16 @@ void job_release_worker(struct daemon *d, struct worker *w)
     if (w->seg)
         kvs__unmap(w->seg, w->seg_size);
     w->seg = NULL;
+    /* The socket thread polls and peeks at the socket of a LIVE worker
+     * that it read under d->lock, and peeks only while it holds the lock
+     * and the slot still has that socket: closed under the lock, the
+     * socket is never read by it while closed or once its number is
+     * reused. */
+    pthread_mutex_lock(&d->lock);
     if (w->sock >= 0)
         close(w->sock);
     w->sock = -1;
+    pthread_mutex_unlock(&d->lock);
 }
 
 void job_evict(struct daemon *d, struct worker *w, const char *why)
