@@ -633,6 +633,20 @@ def r_python(r):
     return out
 
 
+def r_status_python(r):
+    """The README's line: each way's step against DDP on gloo, judged."""
+    said = []
+    for what, gid in (('a Trainer step of ResNet-50 takes %s × DDP\'s on gloo (%s)', 'py.trainer'),
+                      ('the DDP hook adds %s × gloo\'s communication time (%s)', 'py.hook'),
+                      ('a DistributedOptimizer step takes %s × DDP\'s (%s)', 'py.distopt.ddp')):
+        g = r.goal(gid)
+        if g.value is not None:
+            said.append(what % (g.show(), g.verdict))
+    if not said:
+        return ['not benchmarked in the latest full run (%s)' % r.date]
+    return ['in the latest full run (%s): %s' % (r.date, '; '.join(said))]
+
+
 def r_timeline(r):
     a, b = r.goal('tl.4K'), r.goal('tl.64M')
     if a.value is None and b.value is None:
@@ -856,7 +870,7 @@ def r_status_recover(r):
     said = [(what, r.goal(gid)) for what, gid in (
         ('a commit of 1 GiB waited %s', 'recover.commit'),
         ('a worker\'s death cost %s to the next round', 'recover.worker'),
-        ('kvsd\'s %s', 'recover.kvsd'),
+        ('kvsd\'s death %s', 'recover.kvsd'),
         ('the kill loop\'s slowest recovery took %s', 'recover.chaos'))]
     said = [what % t_us(g.value * 1e6) for what, g in said if g.value is not None]
     return ['benchmarked: %d of its %d goals met in the latest full run (%s)%s'
@@ -879,6 +893,7 @@ REGIONS = {
     'status-scale': r_status_scale,
     'recover': r_recover,
     'status-recover': r_status_recover,
+    'status-python': r_status_python,
 }
 
 
