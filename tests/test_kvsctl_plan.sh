@@ -1,5 +1,5 @@
 #!/bin/sh
-# Description: kvsctl plan models a job across hosts to the byte: each host's owned, sent and received bytes and frames, link rates in bits and bytes, --shared-link, --json, ResNet-50 at 64 hosts within 1.1 of the mean; its errors name the file and line.
+# Description: kvsctl plan models a job across hosts to the byte: each host's owned, sent and received bytes and frames, link rates in bits and bytes, --shared-link, --json, ResNet-50 at 64 hosts within 1.1 of the mean, --memory counting each host's copies and sums; its errors name the file and line.
 # TAP output. Program: $top_builddir/daemon/kvsctl/kvsctl; no kvsd: plan only
 # computes. Shapes from bench/shapes/resnet50.txt.
 set -u
@@ -10,9 +10,9 @@ kvsctl=$bld/daemon/kvsctl/kvsctl
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-echo "1..5"
+echo "1..6"
 if [ ! -x "$kvsctl" ]; then
-    skip_all 5 "$kvsctl not built"
+    skip_all 6 "$kvsctl not built"
 fi
 
 rt=$(mktemp -d) || exit 1
@@ -96,7 +96,7 @@ ctl resnetj plan --hosts 64 --shapes "$resnet" --json
 [ $ctl_rc -eq 0 ] || st=1
 imbj=$(sed -n 's/.*"imbalance": \([0-9.]*\),.*/\1/p' "$rt/resnetj.out")
 awk -v i="$imbj" 'BEGIN { exit !(i > 1 && i <= 1.1) }' || { echo "# json imbalance: $imbj"; st=1; }
-grep -q '"split_bytes": 131072, "part_bytes": 1048576}' "$rt/resnetj.out" || st=1
+grep -q '"split_bytes": 131072, "part_bytes": 1048576, ' "$rt/resnetj.out" || st=1
 ctl whatif plan --hosts 64 --shapes "$resnet" --split 4M --part 1M
 imb=$(awk '$1 == 64 { print $6 }' "$rt/whatif.out")
 [ "$imb" = "2.340" ] || { echo "# what if 4M: $imb"; st=1; }
@@ -116,5 +116,34 @@ ctl badrate plan --hosts 2 --shapes "$shapes" --link 100
 [ $ctl_rc -eq 2 ] && grep -q -- "--link: '100' is not a rate" "$rt/badrate.err" || st=1
 ctl nohosts plan --shapes "$shapes"
 [ $ctl_rc -eq 2 ] || st=1
+# --memory: each host's copies and sums in a round by copy. The model's
+# T = 2,097,162 values = 8,388,648 bytes; at 2 hosts host 0 owns 4 parts of
+# big (O = 4,194,304 bytes of data), host 1 those and a and b (4,194,344).
+# With W workers a host reads and writes 4WT (the workers' copies in and
+# out), (W+1)(T-O) (its pushes summed into PARTIAL frames), 2T (every frame
+# received copied into its payload: (H-1)O + T-O), (W+H)O (the owner's
+# sum), 2O (one VALUE frame) and 2(T-O) (values into the arena): 10T + O
+# for W = 1, 15T + O for W = 2. One worker, one shared link: 83,886,480 +
+# 4,194,304 and + 4,194,344, 176,161,608 bytes in all: 176.162 ms at 1
+# GB/s after the wire's 16.779. Two workers, a link per host: the busiest
+# host, 8.390 ms of wire and 130,024,064 bytes, 138.414 ms.
+st=0
+ctl mem plan --hosts 2 --shapes "$shapes" --link 1GB/s --memory 1GB/s --shared-link
+[ $ctl_rc -eq 0 ] || st=1
+row=$(awk '$1 == 2 { print $7, $10, $11 }' "$rt/mem.out")
+[ "$row" = "192.941 16.779 176.162" ] || { echo "# shared, 1 worker: $row"; st=1; }
+grep -q '^memory: 1GB/s = 1.000 GB/s read plus written, 1 worker a host by copy' "$rt/mem.out" || st=1
+ctl memj plan --hosts 2 --shapes "$shapes" --link 1GB/s --memory 1GB/s --workers 2 --json --per-host
+[ $ctl_rc -eq 0 ] || st=1
+for want in '"round_s": 0.13841366399999999' '"busiest_memory_bytes": 130024064' \
+    '"total_memory_bytes": 260048088' '"workers": 2' '"memory_bytes": 130024024, '; do
+    grep -qF "$want" "$rt/memj.out" || { echo "# no $want"; st=1; }
+done
+ctl memw plan --hosts 2 --shapes "$shapes" --memory 1GB/s --workers 0
+[ $ctl_rc -eq 2 ] && grep -q -- "--workers: '0'" "$rt/memw.err" || st=1
+ctl memr plan --hosts 2 --shapes "$shapes" --memory fast
+[ $ctl_rc -eq 2 ] && grep -q -- "--memory: 'fast' is not a rate" "$rt/memr.err" || st=1
+tap $st "plan --memory: each host's copies and sums counted to the byte (10T + O, 15T + O with 2 workers), added to the wire's time; bad --workers and --memory"
+
 tap $st "plan errors: a bad line names file:line (exit 1), a missing file, --hosts 0, a rate without unit (exit 2)"
 exit 0

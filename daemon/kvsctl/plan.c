@@ -12,11 +12,17 @@
  * move to and from kvsd on the host itself do not cross a link and are
  * not counted, so the number of workers a host runs changes nothing here.
  *
- * The round time modelled is bytes over the link's rate and nothing else:
- * with a link per host, full duplex, the busiest host's max(sent,
- * received); with --shared-link (every host on one machine, one loopback)
- * the bytes of every host. No latency, no summing, no copies: a floor,
- * beside the ring allreduce's, 2(H-1)/H x S per host.
+ * The round time modelled is bytes over the link's rate: with a link per
+ * host, full duplex, the busiest host's max(sent, received); with
+ * --shared-link (every host on one machine, one loopback) the bytes of
+ * every host. No latency: a floor, beside the ring allreduce's, 2(H-1)/H x
+ * S per host. With --memory RATE it also counts the bytes each host moves
+ * through its memory in a round by copy (memory_traffic below: kvsd's
+ * path as it is, each copy and sum read and written once), at RATE bytes
+ * read plus written a second (bench/calib's figure), one step after the
+ * other as kvsd takes them: the round is then the wire's time plus the
+ * memory's, of the busiest host (a link per host) or of all hosts
+ * together (--shared-link: one machine's memory and cores).
  *
  * It reads one file, the shapes, and writes stdout; it never connects to
  * anything.
@@ -39,6 +45,7 @@
 #define LINE_MAX_BYTES 4096            /* a line of a shapes file */
 #define NAME_MAX_BYTES 128             /* a tensor's name, NUL included */
 #define HOSTS_LIST_MAX 4096            /* numbers of hosts in one --hosts */
+#define WORKERS_MAX    4096            /* --workers */
 #define DEFAULT_LINK   "100Gbit"
 #define ESIZE          4               /* float32 */
 #define STR_(x)        #x
@@ -61,6 +68,8 @@ struct model {
 /* One host's share of a round. */
 struct load {
     uint64_t own, own_frames;          /* the parts it owns: bytes with their frames' heads */
+    uint64_t own_data;                 /* the same without the heads */
+    double memory;                     /* bytes read plus written in memory (--memory) */
     uint64_t sent, recv, frames_sent, frames_recv;
     int keys, parts;                   /* whole keys, and parts of split keys, it owns */
     int biggest;                       /* the tensor of its biggest part, or -1 */
@@ -69,8 +78,10 @@ struct load {
 
 struct plan_opts {
     int hosts[HOSTS_LIST_MAX], nhosts;
-    const char *shapes, *link;
+    const char *shapes, *link, *memory;
     double rate;                       /* bytes/s */
+    double mem_rate;                   /* bytes read plus written a second; 0: not modelled */
+    int workers;                       /* a host's workers, for the memory's bytes */
     int shared, per_host, json;
     int64_t first_key;
     uint64_t split, part;              /* what if: used where split_set, part_set */
@@ -82,6 +93,7 @@ static void plan_usage(FILE *f)
     fprintf(f,
             "usage: kvsctl plan --hosts LIST --shapes FILE [--link RATE] [--shared-link]\n"
             "                   [--first-key K] [--per-host] [--json] [--split BYTES] [--part BYTES]\n"
+            "                   [--memory RATE [--workers W]]\n"
             "Models a sync round of a model's float32 tensors across H hosts: each host's bytes\n"
             "sent and received under kvsd's own sharding rule, the imbalance, the connections,\n"
             "and the round time that is on links of RATE, beside the ring allreduce's bound.\n"
@@ -96,7 +108,11 @@ static void plan_usage(FILE *f)
             "  --json           the same as JSON, one object per number of hosts\n"
             "  --split BYTES    split keys above this (default kvsd's: 8M / H, from 64K to\n"
             "                   4M): to ask what if\n"
-            "  --part BYTES     in parts of at most this (default kvsd's, 1M): to ask what if\n",
+            "  --part BYTES     in parts of at most this (default kvsd's, 1M): to ask what if\n"
+            "  --memory RATE    also count each host's copies and sums in memory, at RATE\n"
+            "                   bytes read plus written a second (bench/calib's copy figure,\n"
+            "                   e.g. 28GB/s); the round is then the wire's time plus the memory's\n"
+            "  --workers W      workers a host, each pushing and pulling by copy (default 1)\n",
             DEFAULT_LINK);
 }
 
@@ -200,7 +216,7 @@ static int parse_bytes(const char *s, uint64_t *out)
 /* -1 to go on, else the exit status. */
 static int plan_options(int argc, char **argv, struct plan_opts *o)
 {
-    enum { O_SHARED = 256, O_FIRST, O_PER_HOST, O_JSON, O_SPLIT, O_PART };
+    enum { O_SHARED = 256, O_FIRST, O_PER_HOST, O_JSON, O_SPLIT, O_PART, O_MEMORY, O_WORKERS };
     static const struct option longs[] = {
         { "hosts", required_argument, NULL, 'H' },
         { "shapes", required_argument, NULL, 's' },
@@ -211,6 +227,8 @@ static int plan_options(int argc, char **argv, struct plan_opts *o)
         { "json", no_argument, NULL, O_JSON },
         { "split", required_argument, NULL, O_SPLIT },
         { "part", required_argument, NULL, O_PART },
+        { "memory", required_argument, NULL, O_MEMORY },
+        { "workers", required_argument, NULL, O_WORKERS },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -219,6 +237,7 @@ static int plan_options(int argc, char **argv, struct plan_opts *o)
     int c;
 
     o->link = DEFAULT_LINK;
+    o->workers = 1;
     optind = 0;                        /* a fresh scan of plan's own arguments */
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
@@ -259,6 +278,16 @@ static int plan_options(int argc, char **argv, struct plan_opts *o)
                                    optarg);
             o->part_set = 1;
             break;
+        case O_MEMORY:
+            o->memory = optarg;
+            break;
+        case O_WORKERS:
+            errno = 0;
+            o->workers = (int)strtol(optarg, &end, 10);
+            if (end == optarg || *end || errno || o->workers < 1 || o->workers > WORKERS_MAX)
+                return usage_error("--workers: '%s' is not a number of workers from 1 to "
+                                   STR(WORKERS_MAX), optarg);
+            break;
         case 'h':
             plan_usage(stdout);
             return 0;
@@ -280,6 +309,8 @@ static int plan_options(int argc, char **argv, struct plan_opts *o)
     if (parse_rate(o->link, &o->rate) != 0)
         return usage_error("--link: '%s' is not a rate (100Gbit, 800Mbit, 100Gb/s, 3.2GB/s, "
                            "2GiB/s)", o->link);
+    if (o->memory && parse_rate(o->memory, &o->mem_rate) != 0)
+        return usage_error("--memory: '%s' is not a rate (28GB/s, 20GiB/s)", o->memory);
     return -1;
 }
 
@@ -412,7 +443,30 @@ struct row {
     uint64_t split, part;              /* the bounds the row was modelled with */
     uint64_t busiest, total_sent;
     double mean, imbalance, round_s, ring_s;
+    double wire_s, memory_s;           /* round_s's two terms (memory_s 0 without --memory) */
+    double memory_busiest, memory_total;   /* bytes in memory: the busiest host's, all hosts' */
 };
+
+/* The bytes a host reads and writes in memory in one round by copy of the
+ * whole model (T bytes), owning O of them (payload, no frame heads), with
+ * W workers, H hosts; kvsd's path as it is (bench/NOTES.md section 10):
+ * - each worker copies its push in and the value out: 4WT;
+ * - the W pushes of each part it does not own are summed into a PARTIAL
+ *   frame: (W + 1)(T - O);
+ * - every frame it receives is copied from the receive buffer into its
+ *   payload: the H - 1 sums of each part it owns and the values of the
+ *   others, 2((H - 1)O + T - O);
+ * - the owner sums its W pushes and the H - 1 sums into the value:
+ *   (W + H)O, and copies the value into one VALUE frame for all: 2O;
+ * - a value received is copied into the arena: 2(T - O).
+ * The kernel's copies of the frames are the wire's, not counted here. */
+static double memory_traffic(double t, double o, int w, int h)
+{
+    double others = t - o;
+
+    return 4.0 * w * t + (w + 1.0) * others + 2.0 * ((h - 1.0) * o + others)
+           + (w + (double)h) * o + (h > 1 ? 2.0 * o : 0.0) + 2.0 * others;
+}
 
 /* Each host's share of a round of m at nh hosts, into load[nh]. */
 static void plan_hosts(const struct model *m, const struct plan_opts *o, int nh,
@@ -453,6 +507,7 @@ static void plan_hosts(const struct model *m, const struct plan_opts *o, int nh,
                            (uint32_t)p, &first, &n);
             b = head + n * ESIZE;
             load[at].own += b;
+            load[at].own_data += n * ESIZE;
             load[at].own_frames++;
             if (np > 1)
                 load[at].parts++;
@@ -488,14 +543,31 @@ static void plan_hosts(const struct model *m, const struct plan_opts *o, int nh,
             r->busiest = most;
         sum += most;
         r->total_sent += l->sent;
+        l->memory = memory_traffic(bytes, (double)l->own_data, o->workers, nh);
+        if (l->memory > r->memory_busiest)
+            r->memory_busiest = l->memory;
+        r->memory_total += l->memory;
+        /* A link per host: the slowest host's wire and memory, one after
+         * the other. */
+        if (!o->shared) {
+            double wire = (double)most / o->rate;
+            double mem = o->mem_rate > 0 ? l->memory / o->mem_rate : 0;
+
+            if (wire + mem > r->round_s) {
+                r->round_s = wire + mem;
+                r->wire_s = wire;
+                r->memory_s = mem;
+            }
+        }
     }
     r->mean = (double)sum / nh;
     r->imbalance = r->mean > 0 ? (double)r->busiest / r->mean : 0;
     if (o->shared) {
-        r->round_s = (double)r->total_sent / o->rate;
+        r->wire_s = (double)r->total_sent / o->rate;
+        r->memory_s = o->mem_rate > 0 ? r->memory_total / o->mem_rate : 0;
+        r->round_s = r->wire_s + r->memory_s;
         r->ring_s = 2.0 * (nh - 1) * bytes / o->rate;
     } else {
-        r->round_s = (double)r->busiest / o->rate;
         r->ring_s = 2.0 * (nh - 1) / nh * bytes / o->rate;
     }
 }
@@ -520,8 +592,15 @@ static void print_head(const struct model *m, const struct plan_opts *o)
                " (kvsd's)", KVS__SPLIT_BYTES, KVS__SPLIT_FLOOR, KVS__SPLIT_BYTES);
     printf(" in parts of at most %" PRIu64 " bytes (%s)\n", o->part_set ? o->part : KVS__PART_BYTES,
            o->part_set ? "what if" : "kvsd's");
-    printf("%5s %6s %5s %14s %14s %9s %10s %10s %10s\n", "HOSTS", "PARTS", "CONNS",
+    if (o->mem_rate > 0)
+        printf("memory: %s = %.3f GB/s read plus written, %d worker%s a host by copy; round = "
+               "the wire's time plus the memory's%s\n", o->memory, o->mem_rate / 1e9, o->workers,
+               o->workers == 1 ? "" : "s", o->shared ? " (all hosts' bytes)" : "");
+    printf("%5s %6s %5s %14s %14s %9s %10s %10s %10s", "HOSTS", "PARTS", "CONNS",
            "BUSIEST_BYTES", "MEAN_BYTES", "IMBALANCE", "ROUND_MS", "RING_MS", "ROUND/RING");
+    if (o->mem_rate > 0)
+        printf(" %10s %10s", "WIRE_MS", "MEMORY_MS");
+    putchar('\n');
 }
 
 static void print_ratio(double a, double b, const char *fmt, int width)
@@ -532,13 +611,16 @@ static void print_ratio(double a, double b, const char *fmt, int width)
         printf("%*s", width, "-");
 }
 
-static void print_row(const struct model *m, const struct row *r, const struct load *load)
+static void print_row(const struct model *m, const struct plan_opts *o, const struct row *r,
+                      const struct load *load)
 {
     printf("%5d %6d %5d %14" PRIu64 " %14.0f ", r->hosts, r->parts, r->hosts - 1, r->busiest,
            r->mean);
     print_ratio((double)r->busiest, r->mean, "%*.3f", 9);
     printf(" %10.3f %10.3f ", r->round_s * 1e3, r->ring_s * 1e3);
     print_ratio(r->round_s, r->ring_s, "%*.3f", 10);
+    if (o->mem_rate > 0)
+        printf(" %10.3f %10.3f", r->wire_s * 1e3, r->memory_s * 1e3);
     putchar('\n');
     if (!load)
         return;
@@ -576,10 +658,13 @@ static void print_json(const struct model *m, const struct plan_opts *o, const s
            "\"connections_per_host\": %d, \"link_bytes_per_s\": %.17g, \"shared_link\": %s, "
            "\"busiest_bytes\": %" PRIu64 ", \"mean_bytes\": %.17g, \"imbalance\": %.17g, "
            "\"total_bytes_sent\": %" PRIu64 ", \"round_s\": %.17g, \"ring_s\": %.17g, "
-           "\"split_bytes\": %" PRIu64 ", \"part_bytes\": %" PRIu64,
+           "\"split_bytes\": %" PRIu64 ", \"part_bytes\": %" PRIu64 ", \"wire_s\": %.17g, "
+           "\"memory_s\": %.17g, \"memory_bytes_per_s\": %.17g, \"workers\": %d, "
+           "\"busiest_memory_bytes\": %.17g, \"total_memory_bytes\": %.17g",
            r->hosts, m->n, m->values * ESIZE, r->parts, r->hosts - 1, o->rate,
            o->shared ? "true" : "false", r->busiest, r->mean, r->imbalance, r->total_sent,
-           r->round_s, r->ring_s, r->split, r->part);
+           r->round_s, r->ring_s, r->split, r->part, r->wire_s, r->memory_s, o->mem_rate,
+           o->workers, r->memory_busiest, r->memory_total);
     if (load) {
         printf(", \"per_host\": [");
         for (int h = 0; h < r->hosts; h++) {
@@ -587,9 +672,10 @@ static void print_json(const struct model *m, const struct plan_opts *o, const s
 
             printf("%s{\"host\": %d, \"keys\": %d, \"parts\": %d, \"owned_bytes\": %" PRIu64
                    ", \"sent_bytes\": %" PRIu64 ", \"recv_bytes\": %" PRIu64
-                   ", \"frames_sent\": %" PRIu64 ", \"frames_recv\": %" PRIu64 ", \"biggest\": ",
+                   ", \"frames_sent\": %" PRIu64 ", \"frames_recv\": %" PRIu64
+                   ", \"memory_bytes\": %.17g, \"biggest\": ",
                    h ? ", " : "", h, l->keys, l->parts, l->own, l->sent, l->recv,
-                   l->frames_sent, l->frames_recv);
+                   l->frames_sent, l->frames_recv, l->memory);
             if (l->biggest >= 0)
                 json_string(m->t[l->biggest].name);
             else
@@ -629,7 +715,7 @@ int plan_main(int argc, char **argv)
         if (o.json)
             print_json(&m, &o, &r, o.per_host ? load : NULL);
         else
-            print_row(&m, &r, o.per_host ? load : NULL);
+            print_row(&m, &o, &r, o.per_host ? load : NULL);
     }
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "kvsctl plan: cannot write: %s\n", strerror(errno));
