@@ -1,7 +1,7 @@
 /*
  * bench.h - what the benchmarks in bench/ share: the clock, the parsing of
- * --max-size and --seconds, medians, size labels, and the allocations and
- * kvs calls that end the program when they fail.
+ * --max-size and --seconds, medians (round.h's rh_median), size labels,
+ * and the allocations and kvs calls that end the program when they fail.
  *
  * Each benchmark is one file that includes this once, after defining
  * _POSIX_C_SOURCE (clock_gettime, posix_memalign). The functions are static
@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "kvs.h"
+#include "round.h"                   /* rh_median */
 
 /* --max-size: what the usage texts promise as "4K..1G". Sizes start at
  * BENCH_MIN_SIZE and go up in powers of 4. */
@@ -194,19 +195,6 @@ static inline double bench_push_pull(kvs_t *kv, int n, const kvs_key_t *keys,
     t1 = now_s();
     check_kvs(rc, kv, "kvs_push/kvs_pull");
     return t1 - t0;
-}
-
-static inline int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-/* Sorts v[0..n) in place. */
-static inline double median(double *v, long n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* "16 KiB", "4 MiB", "1 GiB": in GiB or MiB when bytes is a whole number

@@ -248,7 +248,7 @@ static void run_size(const struct opts *o, int index, size_t bytes, struct resul
                 t[reps] = one_round(key, val, out, n, bytes, mode, round++);
         }
         r->reps[mode] = reps;
-        r->us[mode] = max_over_workers(median(t, reps)) * 1e6;
+        r->us[mode] = max_over_workers(rh_median(t, reps)) * 1e6;
     }
     free(t);
     free(val);

@@ -149,7 +149,7 @@ static void verify(const struct bufs *b, size_t count, const char *who)
 
 static double median_free(double *t, int n)
 {
-    double m = median(t, n);
+    double m = rh_median(t, n);
 
     free(t);
     return m;

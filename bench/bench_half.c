@@ -117,7 +117,7 @@ static double run_case(kvs_dtype_t dt, size_t n, double seconds)
         if (rep >= 0)
             times[reps++] = t;
     }
-    med = median(times, reps);
+    med = rh_median(times, reps);
     kvs_close(kv);
     for (int s = 0; s < NSRC; s++)
         free(src[s]);

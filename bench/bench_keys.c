@@ -114,12 +114,12 @@ int main(int argc, char **argv)
             }
     }
     if (rank == 0) {
-        for (long r = 0; r < reps; r++)         /* before median() sorts them */
+        for (long r = 0; r < reps; r++)         /* before rh_median() sorts them */
             printf("keysrun,%s,%d,%ld,%ld,%.6f\n", type, nw, nkeys, r + 1, t_all[r]);
     }
     if (rank == 0) {
-        double mi = median(t_init, reps), mp = median(t_pp, reps),
-               ma = median(t_all, reps);
+        double mi = rh_median(t_init, reps), mp = rh_median(t_pp, reps),
+               ma = rh_median(t_all, reps);
 
         printf("keys,%s,%d,%ld,%.4f,%.4f,%.4f\n", type, nw, nkeys, mi, mp, ma);
         printf("%s, %d worker%s, %ld keys of one float32: init %.3f s, pushpull %.3f s, "

@@ -225,8 +225,8 @@ static void run_size(const struct opts *o, size_t bytes, struct result *r)
 
     r->bytes = bytes;
     r->reps = reps;
-    r->kvs_us = median(kt, reps) * 1e6;
-    r->plain_us = median(pt, reps) * 1e6;
+    r->kvs_us = rh_median(kt, reps) * 1e6;
+    r->plain_us = rh_median(pt, reps) * 1e6;
 
     kvs_close(kv);
     for (int s = 0; s < NSRC; s++)

@@ -236,9 +236,9 @@ int main(int argc, char **argv)
             fault = get_mark(mark);           /* rank 1 died */
     }
     if (rank == 0) {
-        printf("commit_wait %.6f\n", nwait ? median(wait, nwait) : -1);
-        printf("round %.6f\n", nround ? median(round, nround) : -1);
-        printf("round_after_commit %.6f\n", nafter ? median(after, nafter) : -1);
+        printf("commit_wait %.6f\n", nwait ? rh_median(wait, nwait) : -1);
+        printf("round %.6f\n", nround ? rh_median(round, nround) : -1);
+        printf("round_after_commit %.6f\n", nafter ? rh_median(after, nafter) : -1);
         printf("recover_worker %.6f\n", rec_worker);
         printf("recover_kvsd %.6f\n", rec_kvsd);
     }

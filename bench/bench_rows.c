@@ -201,7 +201,7 @@ static void print_case(const char *what, int pass, long rows, long ids, double *
                        long hwm, long shmem)
 {
     printf("rows,%s,%d,%d,%d,%ld,%ld,%ld,%ld,%.9f", what, pass, rank, nw, rows, ncols, ids, steps,
-           median(t, steps));
+           rh_median(t, steps));
     if (rss >= 0)
         printf(",%ld,%ld,%ld", rss, hwm, shmem);
     printf("\n");
