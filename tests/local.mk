@@ -87,7 +87,8 @@ unit_tests = tests/test_array tests/test_pool tests/test_optim tests/test_statef
 	tests/test_compress tests/test_ring tests/test_shm tests/test_proto tests/test_slots \
 	tests/test_raw tests/test_api tests/test_api_pushpull tests/test_api_update \
 	tests/test_mxnet tests/test_threads tests/test_buffers tests/test_spec tests/test_sum \
-	tests/test_wire tests/test_shard tests/test_rows tests/test_snapshot
+	tests/test_wire tests/test_shard tests/test_rows tests/test_rows_engine tests/test_snapshot \
+	tests/test_ckpt
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 test_cflags = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
@@ -103,8 +104,13 @@ tests_test_optim_LDADD = $(test_core_ldadd)
 tests_test_statefile_SOURCES = tests/test_statefile.c tests/optimutil.h
 tests_test_statefile_CFLAGS = $(test_cflags)
 tests_test_statefile_LDADD = $(test_core_ldadd)
+# A store's snapshot, and the checkpoint folder that keeps snapshots on disk.
+tests_test_snapshot_SOURCES = tests/test_snapshot.c tests/snaputil.h tests/testutil.h
 tests_test_snapshot_CFLAGS = $(test_cflags)
 tests_test_snapshot_LDADD = $(test_core_ldadd)
+tests_test_ckpt_SOURCES = tests/test_ckpt.c tests/snaputil.h tests/testutil.h
+tests_test_ckpt_CFLAGS = $(test_cflags)
+tests_test_ckpt_LDADD = $(test_core_ldadd)
 tests_test_compress_CFLAGS = $(test_cflags)
 tests_test_compress_LDADD = $(test_core_ldadd)
 tests_test_ring_CFLAGS = $(test_cflags)
@@ -179,10 +185,13 @@ tests_test_buffers_SOURCES = tests/test_buffers.c tests/testutil.h
 tests_test_buffers_CFLAGS = $(test_cflags)
 tests_test_buffers_LDADD = $(test_api_ldadd)
 # Row-sparse values through kvs.h, with the engine's optimizer state read
-# beside them.
-tests_test_rows_SOURCES = tests/test_rows.c tests/testutil.h
+# beside them; and the engine's row calls kvsd makes and the row kernels.
+tests_test_rows_SOURCES = tests/test_rows.c tests/rowsutil.h tests/testutil.h
 tests_test_rows_CFLAGS = $(test_cflags)
 tests_test_rows_LDADD = $(test_core_ldadd) -lm
+tests_test_rows_engine_SOURCES = tests/test_rows_engine.c tests/rowsutil.h tests/testutil.h
+tests_test_rows_engine_CFLAGS = $(test_cflags)
+tests_test_rows_engine_LDADD = $(test_core_ldadd) -lm
 tests_test_threads_SOURCES = tests/test_threads.c tests/testutil.h
 tests_test_threads_CFLAGS = $(test_cflags)
 tests_test_threads_LDADD = $(test_api_ldadd)

@@ -6,15 +6,13 @@
  * does); refusal of a restore into a store holding keys; every truncation
  * and every flipped byte of an image refused, forged lengths with a good
  * checksum refused or harmless; a failed write leaving the old file whole
- * and no temporary file; the checkpoint directory (two newest kept, a
- * damaged newest one reported and passed over, an empty or missing
- * directory); a capture written after the engine changed, its values
- * read through a source that copied them aside: the commit point's bytes;
- * and the commits of the in-process store types, a GPU's key refused (on
- * the CUDA stand-in where the build has it).
+ * and no temporary file; a capture written after the engine changed, its
+ * values read through a source that copied them aside: the commit point's
+ * bytes; and the commits of the in-process store types, a GPU's key
+ * refused (on the CUDA stand-in where the build has it). The checkpoint
+ * folder that keeps snapshots on disk is tested in test_ckpt.c.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -26,8 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -35,182 +31,11 @@
 #include "kvs.h"
 #include "kernels/optim.h"
 #include "store/engine.h"
-#include "store/ckpt.h"
 #include "store/snapshot.h"
 #include "store/statefile_codec.h"
+#include "snaputil.h"
 
-/* ---- Deadlines (tests/testutil.h's CASE, without its kvs.h-only rule) - */
-
-static int arm(void **state)
-{
-    const char *slow = getenv("KVS_TEST_SLOW");
-    int s = slow ? atoi(slow) : 1;
-
-    (void)state;
-    alarm((unsigned)(60 * (s > 0 ? s : 1)));
-    return 0;
-}
-
-static int disarm(void **state)
-{
-    (void)state;
-    alarm(0);
-    return 0;
-}
-
-#define CASE(f) cmocka_unit_test_setup_teardown(f, arm, disarm)
-
-#define OKE(call)                                                             \
-    do {                                                                      \
-        int rc_ = (call);                                                     \
-        if (rc_ != 0)                                                         \
-            fail_msg("line %d: %s = %d (%s)", __LINE__, #call, rc_, err.msg); \
-    } while (0)
-
-/* ---- Helpers --------------------------------------------------------- */
-
-static char tmpdir[PATH_MAX];
-static struct kvs__err err;
-
-static void tmp_path(char *buf, size_t size, const char *name)
-{
-    int n = snprintf(buf, size, "%s/%s", tmpdir, name);
-    assert_true(n > 0 && (size_t)n < size);
-}
-
-static uint8_t *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    uint8_t *b;
-    long n;
-
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    assert_true(n >= 0);
-    rewind(f);
-    b = malloc((size_t)n + 1);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
-static void write_all(const char *path, const uint8_t *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
-/* Entries of dir whose name holds sub. */
-static int count_in(const char *dir, const char *sub)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    int n = 0;
-
-    assert_non_null(d);
-    while ((de = readdir(d)))
-        if (strstr(de->d_name, sub))
-            n++;
-    closedir(d);
-    return n;
-}
-
-/* A deterministic element of a value of dtype: every float dtype gets a
- * finite number near 1, so that updates stay finite and comparable. */
-static void fill(void *p, kvs_dtype_t dt, size_t count, unsigned seed)
-{
-    for (size_t i = 0; i < count; i++) {
-        uint32_t h = (uint32_t)(i * 2654435761u + seed * 40503u + 12345u);
-        switch (dt) {
-        case KVS_FLOAT32: ((float *)p)[i] = 0.5f + (float)(h % 1000) / 1000.0f; break;
-        case KVS_FLOAT64: ((double *)p)[i] = 0.25 + (double)(h % 100000) / 77777.0; break;
-        case KVS_FLOAT16: ((uint16_t *)p)[i] = (uint16_t)(0x3800 + h % 1024); break;
-        case KVS_BFLOAT16: ((uint16_t *)p)[i] = (uint16_t)(0x3f00 + h % 128); break;
-        case KVS_INT32: ((int32_t *)p)[i] = (int32_t)h; break;
-        case KVS_INT64: ((int64_t *)p)[i] = (int64_t)h * 31 - 7; break;
-        case KVS_UINT8: ((uint8_t *)p)[i] = (uint8_t)h; break;
-        }
-    }
-}
-
-static const kvs_dtype_t dtypes[] = { KVS_FLOAT32, KVS_FLOAT64, KVS_FLOAT16, KVS_BFLOAT16,
-                                      KVS_INT32, KVS_INT64, KVS_UINT8 };
-#define NDT ((int)(sizeof dtypes / sizeof dtypes[0]))
-static const char *names[NDT] = { "w.f32", "bias f64", "", "e16", "i32", "i64", "u8" };
-
-static int is_float(kvs_dtype_t dt)
-{
-    return dt <= KVS_BFLOAT16;
-}
-
-/* Key i of the test store: int keys 3i - 5 or the names above. */
-static kvs_key_t key_of(int str, int i)
-{
-    return str ? KVS_STR_KEY(names[i]) : KVS_INT_KEY(3 * i - 5);
-}
-
-/* A shape per key: a scalar, vectors and matrices, one empty. */
-static kvs_array_t arr_of(int i, void *data)
-{
-    static const int nd[NDT] = { 2, 1, 0, 3, 1, 2, 1 };
-    static const int64_t sh[NDT][3] = { { 17, 5 }, { 33 }, { 0 }, { 2, 3, 4 }, { 0 },
-                                        { 4, 4 }, { 9 } };
-    kvs_array_t a = { .data = data, .dtype = dtypes[i], .ndim = nd[i], .device = KVS_HOST };
-
-    for (int d = 0; d < nd[i]; d++)
-        a.shape[d] = sh[i][d];
-    return a;
-}
-
-static size_t count_of(const kvs_array_t *a)
-{
-    size_t c = 1;
-    for (int d = 0; d < a->ndim; d++)
-        c *= (size_t)a->shape[d];
-    return c;
-}
-
-/* Pushes gradient round `round` to every float key of eng. */
-static void push_all(struct kvs__engine *eng, int str, unsigned round)
-{
-    for (int i = 0; i < NDT; i++) {
-        uint8_t buf[1024];
-        kvs_key_t k = key_of(str, i);
-        kvs_array_t a = arr_of(i, buf);
-
-        if (!is_float(dtypes[i]))
-            continue;
-        fill(buf, dtypes[i], count_of(&a), 1000 + round * 17 + (unsigned)i);
-        OKE(kvs__engine_push(eng, 1, &k, &a, &err));
-    }
-}
-
-/* A store of every dtype under spec (NULL: none), pushed `pushes` times. */
-static struct kvs__engine *make_store(int str, const char *spec, int pushes)
-{
-    struct kvs__engine *eng;
-
-    OKE(kvs__engine_new(NULL, &eng, &err));
-    for (int i = 0; i < NDT; i++) {
-        uint8_t buf[1024];
-        kvs_key_t k = key_of(str, i);
-        kvs_array_t a = arr_of(i, buf);
-
-        fill(buf, dtypes[i], count_of(&a), (unsigned)i);
-        OKE(kvs__engine_init(eng, 1, &k, &a, 0, &err));
-    }
-    if (spec)
-        OKE(kvs__engine_set_optimizer(eng, spec, &err));
-    for (int r = 0; r < pushes; r++)
-        push_all(eng, str, (unsigned)r);
-    return eng;
-}
+/* ---- Helpers (those test_ckpt.c shares are in snaputil.h) ------------- */
 
 /* Round counts the front keeps: a function of the key. */
 static uint64_t rounds_of(void *ctx, const struct kvs__entry_info *info)
@@ -279,10 +104,6 @@ static int same_store(struct kvs__engine *a, struct kvs__engine *b, int str)
     }
     return nstates;
 }
-
-static const struct kvs__snap_meta meta0 = {
-    .step = 41, .job = "job-x", .nworkers = 3, .sync = 1, .seq = 9, .made_ns = 1234567890123,
-};
 
 static void check_meta(const struct kvs__snap_meta *m)
 {
@@ -794,175 +615,6 @@ static void test_failed_write(void **state)
     kvs__engine_free(small);
 }
 
-/* ---- Checkpoint directory ---------------------------------------------- */
-
-struct reports {
-    int n;
-    char last[PATH_MAX];
-};
-
-static void report_cb(void *ctx, const char *path, const char *why)
-{
-    struct reports *r = ctx;
-
-    assert_non_null(why);
-    r->n++;
-    snprintf(r->last, sizeof r->last, "%s", path);
-}
-
-static void make_ckdir(char *dir, size_t size, const char *name)
-{
-    tmp_path(dir, size, name);
-    assert_int_equal(mkdir(dir, 0700), 0);
-}
-
-static void test_ckpt_keeps_two(void **state)
-{
-    struct kvs__engine *eng = make_store(0, "sgd momentum=0.5", 1);
-    struct kvs__snapshot *s;
-    char dir[PATH_MAX / 2], src[PATH_MAX], got[PATH_MAX], want[PATH_MAX];
-    struct kvs__snap_meta m = meta0;
-    struct reports r = { 0 };
-
-    (void)state;
-    make_ckdir(dir, sizeof dir, "ck2");
-    tmp_path(src, sizeof src, "ck2.snap");
-    for (uint64_t seq = 1; seq <= 12; seq++) {
-        m.seq = seq;
-        m.step = (int64_t)seq * 10;
-        OKE(kvs__snapshot_write(eng, &m, NULL, NULL, src, 0, NULL, &err));
-        OKE(kvs__ckpt_save(dir, src, seq, &err));
-        assert_int_equal(count_in(dir, "snap-"), seq < 2 ? 1 : 2);
-        assert_int_equal(count_in(dir, ".tmp."), 0);
-    }
-    /* Names sort as numbers: 9 and 10 would not without the zeros. */
-    snprintf(want, sizeof want, "%s/snap-00000000000000000012.kvs", dir);
-    assert_int_equal(access(want, F_OK), 0);
-    OKE(kvs__ckpt_newest(dir, &s, got, sizeof got, report_cb, &r, &err));
-    assert_non_null(s);
-    assert_string_equal(got, want);
-    assert_int_equal(kvs__snapshot_meta(s)->step, 120);
-    assert_int_equal(r.n, 0);
-    kvs__snapshot_free(s);
-    /* A lower number than those there: kept, beside the two newest. */
-    OKE(kvs__ckpt_save(dir, src, 3, &err));
-    snprintf(want, sizeof want, "%s/snap-00000000000000000003.kvs", dir);
-    assert_int_equal(access(want, F_OK), 0);
-    assert_int_equal(count_in(dir, "snap-"), 3);
-    OKE(kvs__ckpt_save(dir, src, 13, &err));
-    assert_int_equal(count_in(dir, "snap-"), 2);
-    assert_int_equal(access(want, F_OK), -1);
-    /* A missing source: -ENOENT, nothing new in dir. */
-    assert_int_equal(kvs__ckpt_save(dir, "/nonexistent-kvs.snap", 14, &err), -ENOENT);
-    assert_int_equal(count_in(dir, "snap-"), 2);
-    assert_int_equal(count_in(dir, ".tmp."), 0);
-    unlink(src);
-    kvs__engine_free(eng);
-}
-
-static void test_ckpt_newest_skips_damaged(void **state)
-{
-    struct kvs__engine *eng = make_store(1, "adam", 1);
-    struct kvs__snapshot *s;
-    char dir[PATH_MAX / 2], src[PATH_MAX], got[PATH_MAX], newest[PATH_MAX];
-    struct kvs__snap_meta m = meta0;
-    struct reports r = { 0 };
-    uint8_t *b;
-    size_t len;
-
-    (void)state;
-    make_ckdir(dir, sizeof dir, "ckd");
-    tmp_path(src, sizeof src, "ckd.snap");
-    for (uint64_t seq = 7; seq <= 8; seq++) {
-        m.seq = seq;
-        m.step = (int64_t)seq;
-        OKE(kvs__snapshot_write(eng, &m, NULL, NULL, src, 0, NULL, &err));
-        OKE(kvs__ckpt_save(dir, src, seq, &err));
-    }
-    snprintf(newest, sizeof newest, "%s/snap-00000000000000000008.kvs", dir);
-    b = read_all(newest, &len);
-    b[len / 2] ^= 1;
-    write_all(newest, b, len);
-    free(b);
-    /* Files of other names are no snapshots. */
-    {
-        char other[PATH_MAX];
-        snprintf(other, sizeof other, "%s/snap-9.kvs", dir);
-        write_all(other, (const uint8_t *)"x", 1);
-        snprintf(other, sizeof other, "%s/.snap-00000000000000000009.kvs.tmp.1", dir);
-        write_all(other, (const uint8_t *)"x", 1);
-    }
-    OKE(kvs__ckpt_newest(dir, &s, got, sizeof got, report_cb, &r, &err));
-    assert_non_null(s);
-    assert_int_equal(kvs__snapshot_meta(s)->step, 7);
-    assert_int_equal(r.n, 1);
-    assert_string_equal(r.last, newest);
-    kvs__snapshot_free(s);
-    /* Both damaged: none, and 0. */
-    snprintf(newest, sizeof newest, "%s/snap-00000000000000000007.kvs", dir);
-    write_all(newest, (const uint8_t *)"KVSSNAPS", 8);
-    r.n = 0;
-    OKE(kvs__ckpt_newest(dir, &s, NULL, 0, report_cb, &r, &err));
-    assert_null(s);
-    assert_int_equal(r.n, 2);
-    unlink(src);
-    kvs__engine_free(eng);
-}
-
-static void test_ckpt_empty_missing(void **state)
-{
-    struct kvs__snapshot *s = (void *)1;
-    char dir[PATH_MAX];
-
-    (void)state;
-    make_ckdir(dir, sizeof dir, "cke");
-    OKE(kvs__ckpt_newest(dir, &s, NULL, 0, NULL, NULL, &err));
-    assert_null(s);
-    tmp_path(dir, sizeof dir, "no-such-dir");
-    assert_int_equal(kvs__ckpt_newest(dir, &s, NULL, 0, NULL, NULL, &err), -ENOENT);
-    assert_null(s);
-    assert_int_equal(kvs__ckpt_save(dir, dir, 1, &err), -ENOENT);
-}
-
-/* Temp files of a copy whose writer is gone are removed by the next save;
- * a live writer's, and files of other names, stay. */
-static void test_ckpt_drops_stale_tmp(void **state)
-{
-    struct kvs__engine *eng = make_store(0, "sgd", 1);
-    struct kvs__snap_meta m = meta0;
-    char dir[PATH_MAX / 2], src[PATH_MAX], dead[PATH_MAX], live[PATH_MAX], other[PATH_MAX];
-    pid_t child;
-    int st;
-
-    (void)state;
-    make_ckdir(dir, sizeof dir, "cks");
-    tmp_path(src, sizeof src, "cks.snap");
-    OKE(kvs__snapshot_write(eng, &m, NULL, NULL, src, 0, NULL, &err));
-    /* A pid that is gone: a child's, waited for. */
-    if ((child = fork()) == 0)
-        _exit(0);
-    assert_true(child > 0);
-    assert_int_equal(waitpid(child, &st, 0), child);
-    snprintf(dead, sizeof dead, "%s/.snap-00000000000000000002.kvs.tmp.%ld", dir, (long)child);
-    snprintf(live, sizeof live, "%s/.snap-00000000000000000002.kvs.tmp.%ld", dir,
-             (long)getppid());
-    snprintf(other, sizeof other, "%s/.snap-x.kvs.tmp.%ld", dir, (long)child);
-    fclose(fopen(dead, "w"));
-    fclose(fopen(live, "w"));
-    fclose(fopen(other, "w"));
-    assert_int_equal(kvs__ckpt_has(dir, 1), 0);
-    OKE(kvs__ckpt_save(dir, src, 1, &err));
-    assert_int_equal(kvs__ckpt_has(dir, 1), 1);
-    assert_int_equal(kvs__ckpt_has(dir, 2), 0);
-    assert_int_equal(access(dead, F_OK), -1);
-    assert_int_equal(access(live, F_OK), 0);
-    assert_int_equal(access(other, F_OK), 0);
-    unlink(live);
-    unlink(other);
-    unlink(src);
-    kvs__engine_free(eng);
-}
-
 /* ---- The in-process stores' commits ------------------------------------ */
 
 static void local_commits(const char *type)
@@ -1044,14 +696,6 @@ static void test_device_commit(void **state)
 
 /* ---- Main ------------------------------------------------------------ */
 
-static int cleanup_dir(const char *dir)
-{
-    char cmd[PATH_MAX + 16];
-
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1067,14 +711,9 @@ int main(void)
         CASE(test_forged),
         CASE(test_forged_lengths),
         CASE(test_failed_write),
-        CASE(test_ckpt_keeps_two),
-        CASE(test_ckpt_newest_skips_damaged),
-        CASE(test_ckpt_empty_missing),
-        CASE(test_ckpt_drops_stale_tmp),
         CASE(test_local_commit),
         CASE(test_device_commit),
     };
-    const char *base = getenv("TMPDIR");
     int rc;
 
 #ifdef STANDIN_PATH
@@ -1085,12 +724,9 @@ int main(void)
     setenv("KVS_CUDA_KERNELS", STANDIN_KERNELS, 1);
 #endif
 
-    snprintf(tmpdir, sizeof tmpdir, "%s/kvs-snap-XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
+    if (tmpdir_make("kvs-snap") != 0)
         return 1;
-    }
     rc = cmocka_run_group_tests(tests, NULL, NULL);
-    cleanup_dir(tmpdir);
+    tmpdir_remove();
     return rc;
 }
