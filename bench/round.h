@@ -18,7 +18,9 @@
  * (rh_compute), and the op's clock starts after that: the op meets peers
  * (and a helper such as kvsd) that had no reason to be awake, as a
  * worker's call does after its backward pass; case names get "-cNms"
- * ("-cNus" when N is not whole milliseconds), e.g. "allreduce-c1ms". Rank r's value of element i of key k in round t is
+ * ("-cNus" when N is not whole milliseconds), e.g. "allreduce-c1ms".
+ *
+ * Rank r's value of element i of key k in round t is
  * ((i + 7k) % 251) / 4 * (r + 1) + (t % 16), so the sum over R ranks,
  * ((i + 7k) % 251) / 4 * R(R+1)/2 + R * (t % 16), is exact in float32 in
  * any order of summation, and a result left from an earlier round is
