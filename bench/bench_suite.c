@@ -3,11 +3,12 @@
  * harness in round.h (the peers in bench/peers/ run through the same one).
  *
  *   bench_suite local -n N [--sizes LIST] [--zero-copy] [--seconds S] [--min-reps M]
+ *                          [--compute-us N]
  *       the in-process `local` store: one kvs_pushpull of N values of one
  *       key, in place (the key repeated N times: the N values are summed,
  *       then every one of them receives the sum), per size.
  *   kvsrun -n N bench_suite dist [--sizes LIST] [--resnet] [--zero-copy] [--seconds S]
- *                                [--min-reps M]
+ *                                [--min-reps M] [--compute-us N]
  *       dist_sync: every worker calls kvs_pushpull of one key in place, per
  *       size; with --resnet, one kvs_pushpull list call of the 161 tensors
  *       of ResNet-50 (resnet50_sizes.h).
@@ -15,6 +16,9 @@
  *       is kvs_pushpull_view: no copy in, the results read where the store
  *       keeps them (implementation names get "-zc").
  *   With KVS_TIMELINE set (the timeline on), implementation names get "-tl".
+ *   --compute-us N: N µs of busy compute on the CPU after each round's
+ *       barrier, before the op's clock starts (round.h); case names get
+ *       "-c1ms" (for N = 1000).
  *   kvsrun -n N bench_suite idle [--sleep S]
  *       rank 0 enters kvs_barrier at once, the others sleep S seconds
  *       (default 2) first: prints the CPU seconds rank 0 and kvsd used
@@ -60,11 +64,13 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bench_suite local -n N [--sizes LIST] [--zero-copy] [--seconds S]"
-            " [--min-reps M]\n"
+            " [--min-reps M] [--compute-us N]\n"
             "       kvsrun -n N bench_suite dist [--sizes LIST] [--resnet] [--zero-copy]"
-            " [--seconds S] [--min-reps M]\n"
+            " [--seconds S] [--min-reps M] [--compute-us N]\n"
             "       kvsrun -n N bench_suite idle [--sleep S]\n"
-            "  LIST: bytes per worker, e.g. %s (the default)\n", DEFAULT_SIZES);
+            "  LIST: bytes per worker, e.g. %s (the default)\n"
+            "  --compute-us N: N microseconds of CPU work after each barrier, before the op\n",
+            DEFAULT_SIZES);
 }
 
 /* ---- the job's kvsd, for its CPU time -------------------------------- */

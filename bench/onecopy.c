@@ -6,7 +6,7 @@
  * harness as kvs and its peers (round.h: the same values, barriers, checks
  * and medians), as impl "floor-1copy".
  *
- *   onecopy -n N [--sizes LIST] [--seconds S] [--min-reps M]
+ *   onecopy -n N [--sizes LIST] [--seconds S] [--min-reps M] [--compute-us N]
  *
  * N processes (this one and N - 1 children) keep their arrays in one
  * shared mapping. In a round, process p takes the p-th slice of the
@@ -220,7 +220,8 @@ int main(int argc, char **argv)
         else if (i + 1 < argc && rh_opt(&o, &sizes_arg, a, v))
             i++;
         else {
-            fprintf(stderr, "usage: onecopy -n N [--sizes LIST] [--seconds S] [--min-reps M]\n");
+            fprintf(stderr, "usage: onecopy -n N [--sizes LIST] [--seconds S] [--min-reps M]"
+                    " [--compute-us N]\n");
             return 2;
         }
     }

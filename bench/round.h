@@ -13,7 +13,14 @@
  * and a sum of a small vector of doubles over the processes.
  *
  * A round: fill every buffer (untimed), barrier, time the op, check every
- * value (untimed). Rank r's value of element i of key k in round t is
+ * value (untimed). With compute_us > 0 (--compute-us N, a training loop's
+ * rhythm), every process first works N µs on the CPU after the barrier
+ * (rh_compute), and the op's clock starts after that: the op meets peers
+ * (and a helper such as kvsd) that had no reason to be awake, as a
+ * worker's call does after its backward pass; case names get "-cNms"
+ * ("-cNus" when N is not whole milliseconds), e.g. "allreduce-c1ms".
+ *
+ * Rank r's value of element i of key k in round t is
  * ((i + 7k) % 251) / 4 * (r + 1) + (t % 16), so the sum over R ranks,
  * ((i + 7k) % 251) / 4 * R(R+1)/2 + R * (t % 16), is exact in float32 in
  * any order of summation, and a result left from an earlier round is
@@ -49,6 +56,7 @@
 struct rh_opts {
     double seconds;                    /* timed stretch per case */
     long min_reps;                     /* at least this many timed rounds */
+    long compute_us;                   /* CPU work before each round's op; 0: none */
 };
 
 /* The job: this process's rank among the processes, their number, and the
@@ -89,9 +97,11 @@ struct rh_result {
     double median_s;                   /* slowest process's median op time */
     double cpu_s;                      /* CPU in the op per round, all processes */
     double aux_cpu_s;                  /* the helper's CPU per round; NAN when none */
+    long compute_us;                   /* the rounds' compute (rh_opts); names the case */
 };
 
 static const char *rh_who = "bench";
+static volatile double rh_sink;        /* where rh_compute's result goes */
 
 static inline double rh_now(void)
 {
@@ -256,6 +266,28 @@ static inline double rh_total(const struct rh_comm *c, double v)
     return t;
 }
 
+/* Busy work on the CPU for us microseconds, as a training step's compute
+ * between two rounds: multiply-adds over a small array (in L1) that the
+ * compiler cannot drop (the result goes to a volatile), the monotonic
+ * clock read after every pass over it (well under a microsecond each).
+ * Not a sleep: the process stays on its core, as a training process does. */
+static inline void rh_compute(long us)
+{
+    double a[256], end = rh_now() + (double)us * 1e-6, s = 0.0;
+
+    if (us <= 0)
+        return;
+    for (int i = 0; i < 256; i++)
+        a[i] = (double)i * 0.001;
+    do {
+        for (int i = 0; i < 256; i++)
+            a[i] = a[i] * 0.999 + 0.001;
+    } while (rh_now() < end);
+    for (int i = 0; i < 256; i++)
+        s += a[i];
+    rh_sink = s;
+}
+
 /* Rounds still to run after `done` of them took `spent` seconds. */
 static inline long rh_more(const struct rh_opts *o, long done, double spent)
 {
@@ -283,6 +315,7 @@ static inline void rh_run(const struct rh_comm *c, struct rh_bufs *b, const char
         rh_fill(b, round);
         if (c->nproc > 1)
             c->barrier(c->ctx);
+        rh_compute(o->compute_us);
         op(octx);
         rh_verify(b, round, impl);
     }
@@ -296,6 +329,7 @@ static inline void rh_run(const struct rh_comm *c, struct rh_bufs *b, const char
             rh_fill(b, round);
             if (c->nproc > 1)
                 c->barrier(c->ctx);
+            rh_compute(o->compute_us);
             c0 = rh_cpu();
             t0 = rh_now();
             op(octx);
@@ -312,22 +346,29 @@ static inline void rh_run(const struct rh_comm *c, struct rh_bufs *b, const char
     r->median_s = rh_max(c, rh_median(t, reps));
     r->cpu_s = rh_total(c, cpu) / (double)reps;
     r->aux_cpu_s = (aux1 - aux0) / (double)reps;
+    r->compute_us = o->compute_us;
     free(t);
 }
 
 /* The line scripts/bench collects, printed by rank 0:
- * row,CASE,IMPL,N,BYTES,REPS,MEDIAN_S,CPU_S,AUX_CPU_S */
+ * row,CASE,IMPL,N,BYTES,REPS,MEDIAN_S,CPU_S,AUX_CPU_S
+ * CASE is cas, with "-c1ms" (say) when the rounds had compute before them. */
 static inline void rh_print(const char *cas, const char *impl, int n, double bytes,
                      const struct rh_result *r)
 {
-    printf("row,%s,%s,%d,%.0f,%ld,%.9g,%.9g,%.9g\n", cas, impl, n, bytes, r->reps,
+    char suffix[32] = "";
+
+    if (r->compute_us > 0)
+        snprintf(suffix, sizeof suffix, r->compute_us % 1000 ? "-c%ldus" : "-c%ldms",
+                 r->compute_us % 1000 ? r->compute_us : r->compute_us / 1000);
+    printf("row,%s%s,%s,%d,%.0f,%ld,%.9g,%.9g,%.9g\n", cas, suffix, impl, n, bytes, r->reps,
            r->median_s, r->cpu_s, r->aux_cpu_s);
     fflush(stdout);
 }
 
 /* One of the options every program of the harness takes: --sizes LIST
- * (into *sizes), --seconds S, --min-reps M. Returns 1 when a is one of
- * them, with its value v; 0 otherwise. */
+ * (into *sizes), --seconds S, --min-reps M, --compute-us N. Returns 1 when
+ * a is one of them, with its value v; 0 otherwise. */
 static inline int rh_opt(struct rh_opts *o, const char **sizes, const char *a, const char *v)
 {
     if (strcmp(a, "--sizes") == 0)
@@ -336,16 +377,19 @@ static inline int rh_opt(struct rh_opts *o, const char **sizes, const char *a, c
         o->seconds = atof(v);
     else if (strcmp(a, "--min-reps") == 0)
         o->min_reps = atol(v);
+    else if (strcmp(a, "--compute-us") == 0)
+        o->compute_us = atol(v);
     else
         return 0;
     return 1;
 }
 
-/* 1 when o's seconds and rounds are within the harness's bounds. */
+/* 1 when o's seconds, rounds and compute are within the harness's bounds
+ * (compute: 0 to 10 s a round). */
 static inline int rh_opts_ok(const struct rh_opts *o)
 {
     return o->seconds > 0 && o->seconds <= 600 && o->min_reps >= 1
-           && o->min_reps <= RH_MAX_REPS;
+           && o->min_reps <= RH_MAX_REPS && o->compute_us >= 0 && o->compute_us <= 10000000;
 }
 
 /* The idle case: rank 0 enters a barrier at once, the others sleep

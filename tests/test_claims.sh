@@ -63,6 +63,39 @@ grep -q '^| `one.copy.2.4K` | .* | - | - | not measured |$' "$tmp/goals" || st=1
 [ $st -eq 0 ] || cat "$tmp/goals" >>"$tmp/diag"
 tap $st "a goal is judged on the median of its per-pass values, unrounded (0.703 against 0.7: missed)"
 
+# The round after 1 ms of compute: judged like the others when measured;
+# a RESULTS.md without it (a run before the case) says so, and does not
+# count it among the goals met.
+printf 'one.compute.2.4K 1.1 1.3 1.15\n' >"$tmp/values"
+timeout 60 "$py" "$claims" judge "$tmp/values" >"$tmp/goals" 2>>"$tmp/diag"
+st=$?
+grep -q '^| `one.compute.2.4K` | 4 KiB round after 1 ms of compute, 2 workers: kvs / Open MPI | ≤ 1.2 | 1.1 1.3 1.15 | 1.150 | met |$' "$tmp/goals" || st=1
+: >"$tmp/values"
+timeout 60 "$py" "$claims" judge "$tmp/values" >"$tmp/goals" 2>>"$tmp/diag" || st=1
+grep -q '^| `one.compute.2.4K` | .* | - | - | not measured |$' "$tmp/goals" || st=1
+grep -q '^0 of the 0 goals measured are met\.$' "$tmp/goals" || st=1
+[ $st -eq 0 ] || cat "$tmp/goals" >>"$tmp/diag"
+tap $st "the round after 1 ms of compute is judged like the others, and not measured without values"
+
+fresh
+st=0
+sed -i '/^| `one\.compute\./d; /^| allreduce-c1ms |/d' "$tmp/t/bench/RESULTS.md"
+timeout 60 "$py" "$claims" render --root "$tmp/t" >/dev/null 2>>"$tmp/diag" || st=1
+grep -q '^| 4 KiB round after 1 ms of compute, 2 workers: kvs / Open MPI | ≤ 1.2 | - | not measured |$' "$tmp/t/doc/speed.md" ||
+    { echo "the goals region does not say the compute round is not measured" >>"$tmp/diag"; st=1; }
+grep -q 'bench:status-one-host -->.* goals on one host met in the latest full run ([0-9-]*); 1 more not measured in it<!--' "$tmp/t/doc/status.md" ||
+    { echo "the status counts the compute round as measured" >>"$tmp/diag"; grep 'status-one-host' "$tmp/t/doc/status.md" >>"$tmp/diag"; st=1; }
+if grep -q '^| `one\.' "$tmp/t/bench/RESULTS.md"; then
+    sed -i 's/^\(| `one.idle` |\)/| `one.compute.2.4K` | x | ≤ 1.2 | 1.1 1.3 1.15 | 1.150 | met |\n\1/' "$tmp/t/bench/RESULTS.md"
+    timeout 60 "$py" "$claims" render --root "$tmp/t" >/dev/null 2>>"$tmp/diag" || st=1
+    grep -q '^| 4 KiB round after 1 ms of compute, 2 workers: kvs / Open MPI | ≤ 1.2 | 1.150 | \*\*met\*\* |$' "$tmp/t/doc/speed.md" ||
+        { echo "the compute round's verdict is not rendered" >>"$tmp/diag"; st=1; }
+    grep -q 'bench:status-one-host -->.* goals on one host met in the latest full run ([0-9-]*)<!--' "$tmp/t/doc/status.md" ||
+        { echo "the status still says a goal is not measured" >>"$tmp/diag"; st=1; }
+fi
+check || st=1
+tap $st "a RESULTS.md without the compute round renders its goal as not measured, and with it its verdict"
+
 printf 'one.zc.4.256K 0.7004\n' >"$tmp/values"
 timeout 60 "$py" "$claims" judge "$tmp/values" >"$tmp/goals" 2>>"$tmp/diag"
 grep -q '| 0.7004 | missed |$' "$tmp/goals"

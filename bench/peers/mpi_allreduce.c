@@ -4,9 +4,11 @@
  * (MPI_SUM, float32, MPI_IN_PLACE) as the collective.
  *
  *   mpirun -np N mpi_allreduce [--sizes LIST] [--resnet] [--seconds S] [--min-reps M]
+ *                              [--compute-us N]
  *       one MPI_Allreduce of S bytes per rank, per size; with --resnet, a
  *       step of 161 MPI_Allreduce calls, one per ResNet-50 tensor
- *       (../resnet50_sizes.h), in the model's order.
+ *       (../resnet50_sizes.h), in the model's order. --compute-us N: N µs
+ *       of CPU work after each round's barrier, before the op (round.h).
  *   mpirun -np N mpi_allreduce --idle [--sleep S]
  *       rank 0 enters MPI_Barrier at once, the others sleep S seconds
  *       (default 2) first: prints the CPU seconds rank 0 used meanwhile.
@@ -84,7 +86,7 @@ int main(int argc, char **argv)
         else {
             if (c.rank == 0)
                 fprintf(stderr, "usage: mpi_allreduce [--sizes LIST] [--resnet] [--seconds S]"
-                        " [--min-reps M] | --idle [--sleep S]\n");
+                        " [--min-reps M] [--compute-us N] | --idle [--sleep S]\n");
             MPI_Finalize();
             return 2;
         }

@@ -364,6 +364,7 @@ static void lead_case(int fd, int kind, size_t bytes, int spin, const struct rh_
     res->median_s = rh_median(t, reps);
     res->cpu_s = (cpu + get_double(fd)) / (double)reps;
     res->aux_cpu_s = NAN;
+    res->compute_us = 0;
     free(t);
     free(r);
     free(s);
@@ -464,6 +465,11 @@ int main(int argc, char **argv)
     if (nsizes < 0 || !rh_opts_ok(&o) || !(timeout_s >= 1 && timeout_s <= 3600)
         || (listen_arg && connect_arg) || strlen(name) > 40) {
         fprintf(stderr, "tcp_floor: bad arguments\n");
+        return 2;
+    }
+    if (o.compute_us != 0) {
+        fprintf(stderr, "tcp_floor: --compute-us is not for the floor (its reps have no barrier "
+                "to compute after)\n");
         return 2;
     }
     timeout_ms = (int)(timeout_s * 1000);
