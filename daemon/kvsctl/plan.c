@@ -10,7 +10,8 @@
  * a head (KVS__WIRE_HEAD), a body naming the key and its shape
  * (kvs__wire_msg_bytes) and the part's data. The bytes a host's workers
  * move to and from kvsd on the host itself do not cross a link and are
- * not counted, so the number of workers a host runs changes nothing here.
+ * not counted on the wire, so the number of workers a host runs changes
+ * the memory's bytes (--memory) only.
  *
  * The round time modelled is bytes over the link's rate: with a link per
  * host, full duplex, the busiest host's max(sent, received); with
