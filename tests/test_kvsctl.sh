@@ -262,6 +262,15 @@ for r in 0 1; do
 done
 bg="$bg $w0 $w1"
 wait_for 300 test -e "$work/waiting" || echo "# the workers of $job did not wait"
+# Rank 1 writes the file just before its barrier call, so kvsd may not have
+# the call yet: ask until status shows both waits (or the deadline passes),
+# then check what it says.
+both_waits() {
+    timeout $((10 * slow)) "$kvsctl" -j "$job" status 2>/dev/null >"$rt/waitpoll.out" &&
+        grep -q '^waiting: key 1 round 1: ' "$rt/waitpoll.out" &&
+        grep -q '^waiting: kvs_barrier: ' "$rt/waitpoll.out"
+}
+wait_for 100 both_waits || echo "# kvsd did not have both waits within $((10 * slow)) s"
 # status names each wait and who is missing
 ctl waitlist -j "$job" status
 st=$ctl_rc
