@@ -109,12 +109,19 @@ def straggler(path, sleep_ms, nranks):
     if rounds[:1] != [1] or len(rounds) < 8:
         fail("rounds with waits: %s, not 1..8" % rounds)
     slow = nranks - 1
+    # In every round someone waited for the straggler, and each rank did in
+    # most rounds. Not each rank in each round: on a busy machine a rank
+    # that is itself held off its core arrives late and waits less.
     for rd in range(2, 9):
-        for r in range(slow):
-            w = union_ms(waits.get((r, rd), []))
-            if w < 0.5 * sleep_ms:
-                fail("rank %d waited %.1f ms in round %d, the straggler slept %d ms"
-                     % (r, w, rd, sleep_ms))
+        w = [union_ms(waits.get((r, rd), [])) for r in range(slow)]
+        if max(w) < 0.5 * sleep_ms:
+            fail("in round %d the others waited %s ms, the straggler slept %d ms"
+                 % (rd, ", ".join("%.1f" % x for x in w), sleep_ms))
+    for r in range(slow):
+        w = statistics.median(union_ms(waits.get((r, rd), [])) for rd in range(2, 9))
+        if w < 0.5 * sleep_ms:
+            fail("rank %d waited %.1f ms a round (median), the straggler slept %d ms"
+                 % (r, w, sleep_ms))
     others = [union_ms(waits.get((r, rd), [])) for r in range(slow) for rd in range(2, 9)]
     mine = [union_ms(waits.get((slow, rd), [])) for rd in range(2, 9)]
     if statistics.median(others) > sleep_ms + 40:
