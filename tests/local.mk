@@ -270,7 +270,8 @@ EXTRA_tests_test_snapshot_DEPENDENCIES = tests/standin/libkvs_standin.la tests/s
 TESTS += tests/test_bench_gpu.sh
 endif
 endif
-tests_dist_worker_SOURCES = tests/dist_worker.c tests/distutil.h
+tests_dist_worker_SOURCES = tests/dist_worker.c tests/dist_worker_jobs.c tests/dist_worker.h \
+	tests/distutil.h
 tests_dist_worker_LDADD = src/libkvs.la -lm
 # Jobs that no kvsrun started (test_launch.sh).
 check_PROGRAMS += tests/launch_worker
