@@ -270,14 +270,16 @@ EXTRA_tests_test_snapshot_DEPENDENCIES = tests/standin/libkvs_standin.la tests/s
 TESTS += tests/test_bench_gpu.sh
 endif
 endif
-tests_dist_worker_SOURCES = tests/dist_worker.c tests/distutil.h
+tests_dist_worker_SOURCES = tests/dist_worker.c tests/dist_worker_jobs.c tests/dist_worker.h \
+	tests/distutil.h
 tests_dist_worker_LDADD = src/libkvs.la -lm
 # Jobs that no kvsrun started (test_launch.sh).
 check_PROGRAMS += tests/launch_worker
 tests_launch_worker_SOURCES = tests/launch_worker.c
 tests_launch_worker_LDADD = src/libkvs.la
 EXTRA_DIST += tests/test_launch.sh
-tests_dist_rows_SOURCES = tests/dist_rows.c tests/distutil.h
+tests_dist_rows_SOURCES = tests/dist_rows.c tests/dist_rows_hosts.c tests/dist_rows.h \
+	tests/distutil.h
 tests_dist_rows_LDADD = src/libkvs.la -lm
 tests_hosts_bytes_SOURCES = tests/hosts_bytes.c tests/distutil.h
 tests_hosts_bytes_LDADD = src/libkvs.la -lm
