@@ -86,7 +86,7 @@ if HAVE_CMOCKA
 unit_tests = tests/test_array tests/test_half tests/test_pool tests/test_optim tests/test_statefile \
 	tests/test_compress tests/test_ring tests/test_shm tests/test_proto tests/test_slots \
 	tests/test_raw tests/test_api tests/test_api_pushpull tests/test_api_update \
-	tests/test_mxnet tests/test_threads tests/test_buffers tests/test_spec tests/test_sum \
+	tests/test_mxnet tests/test_mxnet_docs tests/test_threads tests/test_buffers tests/test_spec tests/test_sum \
 	tests/test_wire tests/test_shard tests/test_rows tests/test_rows_engine tests/test_snapshot \
 	tests/test_ckpt
 check_PROGRAMS += $(unit_tests)
@@ -184,9 +184,13 @@ tests_test_api_pushpull_LDADD = $(test_api_ldadd)
 tests_test_api_update_SOURCES = tests/test_api_update.c tests/testutil.h
 tests_test_api_update_CFLAGS = $(test_cflags)
 tests_test_api_update_LDADD = $(test_api_ldadd)
+# MXNet's KVStore tests, and the examples of its KVStore documentation.
 tests_test_mxnet_SOURCES = tests/test_mxnet.c tests/testutil.h
 tests_test_mxnet_CFLAGS = $(test_cflags)
 tests_test_mxnet_LDADD = $(test_api_ldadd)
+tests_test_mxnet_docs_SOURCES = tests/test_mxnet_docs.c tests/testutil.h
+tests_test_mxnet_docs_CFLAGS = $(test_cflags)
+tests_test_mxnet_docs_LDADD = $(test_api_ldadd)
 tests_test_buffers_SOURCES = tests/test_buffers.c tests/testutil.h
 tests_test_buffers_CFLAGS = $(test_cflags)
 tests_test_buffers_LDADD = $(test_api_ldadd)
