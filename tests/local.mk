@@ -83,10 +83,10 @@ EXTRA_DIST += tests/test_claims.sh
 check_PROGRAMS += tests/dist_worker tests/dist_remote tests/dist_inplace tests/dist_training tests/dist_device tests/fuzz_proto \
 	tests/dist_rows tests/hosts_bytes
 if HAVE_CMOCKA
-unit_tests = tests/test_array tests/test_pool tests/test_optim tests/test_statefile \
+unit_tests = tests/test_array tests/test_half tests/test_pool tests/test_optim tests/test_statefile \
 	tests/test_compress tests/test_ring tests/test_shm tests/test_proto tests/test_slots \
 	tests/test_raw tests/test_api tests/test_api_pushpull tests/test_api_update \
-	tests/test_mxnet tests/test_threads tests/test_buffers tests/test_spec tests/test_sum \
+	tests/test_mxnet tests/test_mxnet_docs tests/test_threads tests/test_buffers tests/test_spec tests/test_sum \
 	tests/test_wire tests/test_shard tests/test_rows tests/test_rows_engine tests/test_snapshot \
 	tests/test_ckpt
 check_PROGRAMS += $(unit_tests)
@@ -94,8 +94,14 @@ TESTS += $(unit_tests)
 test_cflags = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 test_core_ldadd = src/libkvs_core.la $(CMOCKA_LIBS)
 test_api_ldadd = src/libkvs.la $(CMOCKA_LIBS)
+# array.c's checks, sums, copies and conversions of whole arrays; and the
+# half conversions of one value, with the x86 half kernels against them.
+tests_test_array_SOURCES = tests/test_array.c tests/arrayutil.h
 tests_test_array_CFLAGS = $(test_cflags)
 tests_test_array_LDADD = $(test_core_ldadd)
+tests_test_half_SOURCES = tests/test_half.c tests/arrayutil.h
+tests_test_half_CFLAGS = $(test_cflags)
+tests_test_half_LDADD = $(test_core_ldadd)
 tests_test_pool_CFLAGS = $(test_cflags)
 tests_test_pool_LDADD = $(test_core_ldadd)
 tests_test_optim_SOURCES = tests/test_optim.c tests/optimutil.h
@@ -178,9 +184,13 @@ tests_test_api_pushpull_LDADD = $(test_api_ldadd)
 tests_test_api_update_SOURCES = tests/test_api_update.c tests/testutil.h
 tests_test_api_update_CFLAGS = $(test_cflags)
 tests_test_api_update_LDADD = $(test_api_ldadd)
+# MXNet's KVStore tests, and the examples of its KVStore documentation.
 tests_test_mxnet_SOURCES = tests/test_mxnet.c tests/testutil.h
 tests_test_mxnet_CFLAGS = $(test_cflags)
 tests_test_mxnet_LDADD = $(test_api_ldadd)
+tests_test_mxnet_docs_SOURCES = tests/test_mxnet_docs.c tests/testutil.h
+tests_test_mxnet_docs_CFLAGS = $(test_cflags)
+tests_test_mxnet_docs_LDADD = $(test_api_ldadd)
 tests_test_buffers_SOURCES = tests/test_buffers.c tests/testutil.h
 tests_test_buffers_CFLAGS = $(test_cflags)
 tests_test_buffers_LDADD = $(test_api_ldadd)

@@ -1,17 +1,18 @@
 /*
  * testutil.h - helpers shared by the tests that use kvs only through its
  * public header (test_api.c, test_api_pushpull.c, test_api_update.c,
- * test_mxnet.c, test_threads.c, test_buffers.c): array views, key
- * shorthands, checked return codes, store creation, fills, element
- * checks, the fixture store with known contents and two small updaters.
+ * test_mxnet.c, test_mxnet_docs.c, test_threads.c, test_buffers.c): array
+ * views, key shorthands, checked return codes, store creation, fills,
+ * element checks, the fixture store with known contents and two small
+ * updaters.
  *
  * It must include nothing but kvs.h, the C library and cmocka:
  * tests/test_install.sh builds test_api.c, test_api_pushpull.c,
- * test_api_update.c, test_mxnet.c and test_buffers.c beside a copy of this
- * file, against the installed kvs.h alone. Everything here is static
- * inline, so that a test that does not use a helper does not warn.
- * The checks end the test through cmocka, so they belong on the main
- * thread, as cmocka's own asserts do.
+ * test_api_update.c, test_mxnet.c, test_mxnet_docs.c and test_buffers.c
+ * beside a copy of this file, against the installed kvs.h alone.
+ * Everything here is static inline, so that a test that does not use a
+ * helper does not warn. The checks end the test through cmocka, so they
+ * belong on the main thread, as cmocka's own asserts do.
  */
 #ifndef KVS_TESTUTIL_H
 #define KVS_TESTUTIL_H
