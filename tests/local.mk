@@ -84,8 +84,8 @@ check_PROGRAMS += tests/dist_worker tests/dist_remote tests/dist_inplace tests/d
 	tests/dist_rows tests/hosts_bytes
 if HAVE_CMOCKA
 unit_tests = tests/test_array tests/test_pool tests/test_optim tests/test_statefile \
-	tests/test_compress tests/test_ring tests/test_shm tests/test_proto tests/test_slots \
-	tests/test_raw tests/test_api tests/test_api_pushpull tests/test_api_update \
+	tests/test_compress tests/test_ring tests/test_shm tests/test_proto tests/test_proto_ctl \
+	tests/test_slots tests/test_raw tests/test_api tests/test_api_pushpull tests/test_api_update \
 	tests/test_mxnet tests/test_threads tests/test_buffers tests/test_spec tests/test_sum \
 	tests/test_wire tests/test_shard tests/test_rows tests/test_rows_engine tests/test_snapshot \
 	tests/test_ckpt
@@ -161,9 +161,13 @@ tests_test_spec_CFLAGS = $(test_cflags)
 tests_test_spec_LDADD = $(test_core_ldadd)
 tests_test_shm_CFLAGS = $(test_cflags)
 tests_test_shm_LDADD = $(test_core_ldadd)
+# The handshake's socket messages, and the control messages.
 tests_test_proto_SOURCES = tests/test_proto.c tests/protoutil.h
 tests_test_proto_CFLAGS = $(test_cflags)
 tests_test_proto_LDADD = $(test_core_ldadd)
+tests_test_proto_ctl_SOURCES = tests/test_proto_ctl.c tests/protoutil.h
+tests_test_proto_ctl_CFLAGS = $(test_cflags)
+tests_test_proto_ctl_LDADD = $(test_core_ldadd)
 tests_test_slots_SOURCES = tests/test_slots.c tests/protoutil.h
 tests_test_slots_CFLAGS = $(test_cflags)
 tests_test_slots_LDADD = $(test_core_ldadd)
