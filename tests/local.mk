@@ -84,11 +84,11 @@ check_PROGRAMS += tests/dist_worker tests/dist_remote tests/dist_inplace tests/d
 	tests/dist_rows tests/hosts_bytes
 if HAVE_CMOCKA
 unit_tests = tests/test_array tests/test_half tests/test_pool tests/test_optim tests/test_statefile \
-	tests/test_compress tests/test_ring tests/test_shm tests/test_proto tests/test_slots \
-	tests/test_raw tests/test_api tests/test_api_pushpull tests/test_api_update \
-	tests/test_mxnet tests/test_mxnet_docs tests/test_threads tests/test_buffers tests/test_spec tests/test_sum \
-	tests/test_wire tests/test_shard tests/test_rows tests/test_rows_engine tests/test_snapshot \
-	tests/test_ckpt
+	tests/test_compress tests/test_ring tests/test_shm tests/test_proto tests/test_proto_ctl \
+	tests/test_slots tests/test_raw tests/test_api tests/test_api_pushpull tests/test_api_update \
+	tests/test_api_states tests/test_mxnet tests/test_mxnet_docs tests/test_threads tests/test_buffers \
+	tests/test_spec tests/test_sum tests/test_wire tests/test_shard tests/test_rows \
+	tests/test_rows_engine tests/test_snapshot tests/test_ckpt
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 test_cflags = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
@@ -167,9 +167,13 @@ tests_test_spec_CFLAGS = $(test_cflags)
 tests_test_spec_LDADD = $(test_core_ldadd)
 tests_test_shm_CFLAGS = $(test_cflags)
 tests_test_shm_LDADD = $(test_core_ldadd)
+# The handshake's socket messages, and the control messages.
 tests_test_proto_SOURCES = tests/test_proto.c tests/protoutil.h
 tests_test_proto_CFLAGS = $(test_cflags)
 tests_test_proto_LDADD = $(test_core_ldadd)
+tests_test_proto_ctl_SOURCES = tests/test_proto_ctl.c tests/protoutil.h
+tests_test_proto_ctl_CFLAGS = $(test_cflags)
+tests_test_proto_ctl_LDADD = $(test_core_ldadd)
 tests_test_slots_SOURCES = tests/test_slots.c tests/protoutil.h
 tests_test_slots_CFLAGS = $(test_cflags)
 tests_test_slots_LDADD = $(test_core_ldadd)
@@ -181,9 +185,13 @@ tests_test_api_LDADD = $(test_api_ldadd)
 tests_test_api_pushpull_SOURCES = tests/test_api_pushpull.c tests/testutil.h
 tests_test_api_pushpull_CFLAGS = $(test_cflags)
 tests_test_api_pushpull_LDADD = $(test_api_ldadd)
+# Update rules through kvs.h, and the optimizer state files.
 tests_test_api_update_SOURCES = tests/test_api_update.c tests/testutil.h
 tests_test_api_update_CFLAGS = $(test_cflags)
 tests_test_api_update_LDADD = $(test_api_ldadd)
+tests_test_api_states_SOURCES = tests/test_api_states.c tests/testutil.h
+tests_test_api_states_CFLAGS = $(test_cflags)
+tests_test_api_states_LDADD = $(test_api_ldadd)
 # MXNet's KVStore tests, and the examples of its KVStore documentation.
 tests_test_mxnet_SOURCES = tests/test_mxnet.c tests/testutil.h
 tests_test_mxnet_CFLAGS = $(test_cflags)
