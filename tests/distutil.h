@@ -2,7 +2,10 @@
  * distutil.h - what the worker programs of multi-process test jobs share
  * (tests/dist_worker.c, tests/dist_training.c): the job's handle, rank and
  * size, and checks that end the worker with a message naming the scenario
- * and rank. Included once per program.
+ * and rank. A program of one file has the job's state to itself (static);
+ * a program of several files (tests/dist_rows.c and dist_rows_hosts.c,
+ * tests/dist_worker.c and dist_worker_jobs.c) defines DISTUTIL_SHARED before
+ * including this in each of them, and defines the state in its main file.
  */
 #ifndef KVS_TESTS_DISTUTIL_H
 #define KVS_TESTS_DISTUTIL_H
@@ -18,9 +21,15 @@
 
 #include <kvs.h>
 
+#ifdef DISTUTIL_SHARED
+extern kvs_t *kv;
+extern int rank, nw;
+extern const char *scenario;
+#else
 static kvs_t *kv;
 static int rank, nw;
 static const char *scenario;
+#endif
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -56,7 +65,7 @@ static inline void fill(float *a, size_t n, float v)
         a[i] = v;
 }
 
-static void expect(const float *a, size_t n, float v, const char *what)
+static inline void expect(const float *a, size_t n, float v, const char *what)
 {
     for (size_t i = 0; i < n; i++)
         if (fabsf(a[i] - v) > 1e-5f * (1 + fabsf(v)))

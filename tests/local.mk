@@ -83,19 +83,25 @@ EXTRA_DIST += tests/test_claims.sh
 check_PROGRAMS += tests/dist_worker tests/dist_remote tests/dist_inplace tests/dist_training tests/dist_device tests/fuzz_proto \
 	tests/dist_rows tests/hosts_bytes
 if HAVE_CMOCKA
-unit_tests = tests/test_array tests/test_pool tests/test_optim tests/test_statefile \
-	tests/test_compress tests/test_ring tests/test_shm tests/test_proto tests/test_slots \
-	tests/test_raw tests/test_api tests/test_api_pushpull tests/test_api_update \
-	tests/test_mxnet tests/test_threads tests/test_buffers tests/test_spec tests/test_sum \
-	tests/test_wire tests/test_shard tests/test_rows tests/test_rows_engine tests/test_snapshot \
-	tests/test_ckpt
+unit_tests = tests/test_array tests/test_half tests/test_pool tests/test_optim tests/test_statefile \
+	tests/test_compress tests/test_ring tests/test_shm tests/test_proto tests/test_proto_ctl \
+	tests/test_slots tests/test_raw tests/test_api tests/test_api_pushpull tests/test_api_update \
+	tests/test_api_states tests/test_mxnet tests/test_mxnet_docs tests/test_threads tests/test_buffers \
+	tests/test_spec tests/test_sum tests/test_wire tests/test_shard tests/test_rows \
+	tests/test_rows_engine tests/test_snapshot tests/test_ckpt
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 test_cflags = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
 test_core_ldadd = src/libkvs_core.la $(CMOCKA_LIBS)
 test_api_ldadd = src/libkvs.la $(CMOCKA_LIBS)
+# array.c's checks, sums, copies and conversions of whole arrays; and the
+# half conversions of one value, with the x86 half kernels against them.
+tests_test_array_SOURCES = tests/test_array.c tests/arrayutil.h
 tests_test_array_CFLAGS = $(test_cflags)
 tests_test_array_LDADD = $(test_core_ldadd)
+tests_test_half_SOURCES = tests/test_half.c tests/arrayutil.h
+tests_test_half_CFLAGS = $(test_cflags)
+tests_test_half_LDADD = $(test_core_ldadd)
 tests_test_pool_CFLAGS = $(test_cflags)
 tests_test_pool_LDADD = $(test_core_ldadd)
 tests_test_optim_SOURCES = tests/test_optim.c tests/optimutil.h
@@ -161,9 +167,13 @@ tests_test_spec_CFLAGS = $(test_cflags)
 tests_test_spec_LDADD = $(test_core_ldadd)
 tests_test_shm_CFLAGS = $(test_cflags)
 tests_test_shm_LDADD = $(test_core_ldadd)
+# The handshake's socket messages, and the control messages.
 tests_test_proto_SOURCES = tests/test_proto.c tests/protoutil.h
 tests_test_proto_CFLAGS = $(test_cflags)
 tests_test_proto_LDADD = $(test_core_ldadd)
+tests_test_proto_ctl_SOURCES = tests/test_proto_ctl.c tests/protoutil.h
+tests_test_proto_ctl_CFLAGS = $(test_cflags)
+tests_test_proto_ctl_LDADD = $(test_core_ldadd)
 tests_test_slots_SOURCES = tests/test_slots.c tests/protoutil.h
 tests_test_slots_CFLAGS = $(test_cflags)
 tests_test_slots_LDADD = $(test_core_ldadd)
@@ -175,12 +185,20 @@ tests_test_api_LDADD = $(test_api_ldadd)
 tests_test_api_pushpull_SOURCES = tests/test_api_pushpull.c tests/testutil.h
 tests_test_api_pushpull_CFLAGS = $(test_cflags)
 tests_test_api_pushpull_LDADD = $(test_api_ldadd)
+# Update rules through kvs.h, and the optimizer state files.
 tests_test_api_update_SOURCES = tests/test_api_update.c tests/testutil.h
 tests_test_api_update_CFLAGS = $(test_cflags)
 tests_test_api_update_LDADD = $(test_api_ldadd)
+tests_test_api_states_SOURCES = tests/test_api_states.c tests/testutil.h
+tests_test_api_states_CFLAGS = $(test_cflags)
+tests_test_api_states_LDADD = $(test_api_ldadd)
+# MXNet's KVStore tests, and the examples of its KVStore documentation.
 tests_test_mxnet_SOURCES = tests/test_mxnet.c tests/testutil.h
 tests_test_mxnet_CFLAGS = $(test_cflags)
 tests_test_mxnet_LDADD = $(test_api_ldadd)
+tests_test_mxnet_docs_SOURCES = tests/test_mxnet_docs.c tests/testutil.h
+tests_test_mxnet_docs_CFLAGS = $(test_cflags)
+tests_test_mxnet_docs_LDADD = $(test_api_ldadd)
 tests_test_buffers_SOURCES = tests/test_buffers.c tests/testutil.h
 tests_test_buffers_CFLAGS = $(test_cflags)
 tests_test_buffers_LDADD = $(test_api_ldadd)
@@ -270,14 +288,16 @@ EXTRA_tests_test_snapshot_DEPENDENCIES = tests/standin/libkvs_standin.la tests/s
 TESTS += tests/test_bench_gpu.sh
 endif
 endif
-tests_dist_worker_SOURCES = tests/dist_worker.c tests/distutil.h
+tests_dist_worker_SOURCES = tests/dist_worker.c tests/dist_worker_jobs.c tests/dist_worker.h \
+	tests/distutil.h
 tests_dist_worker_LDADD = src/libkvs.la -lm
 # Jobs that no kvsrun started (test_launch.sh).
 check_PROGRAMS += tests/launch_worker
 tests_launch_worker_SOURCES = tests/launch_worker.c
 tests_launch_worker_LDADD = src/libkvs.la
 EXTRA_DIST += tests/test_launch.sh
-tests_dist_rows_SOURCES = tests/dist_rows.c tests/distutil.h
+tests_dist_rows_SOURCES = tests/dist_rows.c tests/dist_rows_hosts.c tests/dist_rows.h \
+	tests/distutil.h
 tests_dist_rows_LDADD = src/libkvs.la -lm
 tests_hosts_bytes_SOURCES = tests/hosts_bytes.c tests/distutil.h
 tests_hosts_bytes_LDADD = src/libkvs.la -lm

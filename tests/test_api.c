@@ -6,9 +6,9 @@
  * store was left exactly as it was. The values of the store are checked
  * element by element after each call. push, pull, pushpull,
  * row_sparse_pull and the options are test_api_pushpull.c's; the update
- * rules (updater, optimizers, their state files, gradient compression) are
- * test_api_update.c's. Uses only kvs.h; knows nothing of the library's
- * insides.
+ * rules (updater, optimizers, gradient compression) are test_api_update.c's
+ * and the optimizers' state files test_api_states.c's. Uses only kvs.h;
+ * knows nothing of the library's insides.
  */
 #define _GNU_SOURCE
 #include <errno.h>

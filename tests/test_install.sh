@@ -16,14 +16,14 @@ cc=${CC:-cc}
 # The sources must not see the source tree's headers: copy them alone,
 # with the tests' own helper header, which includes only kvs.h and cmocka.
 cp "$srcdir/tests/test_api.c" "$srcdir/tests/test_api_pushpull.c" "$srcdir/tests/test_api_update.c" \
-    "$srcdir/tests/test_mxnet.c" "$srcdir/tests/test_buffers.c" "$srcdir/tests/testutil.h" \
-    "$srcdir/examples/quickstart.c" "$work/"
+    "$srcdir/tests/test_api_states.c" "$srcdir/tests/test_mxnet.c" "$srcdir/tests/test_mxnet_docs.c" \
+    "$srcdir/tests/test_buffers.c" "$srcdir/tests/testutil.h" "$srcdir/examples/quickstart.c" "$work/"
 flags=$(pkg-config --cflags --libs kvs)
 case "$flags" in *"$prefix"*) ;; *) echo "pkg-config did not find kvs in $prefix: $flags" >&2; exit 1 ;; esac
 cmocka=$(pkg-config --cflags --libs cmocka)
 cd "$work"
 export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-for t in test_api test_api_pushpull test_api_update test_mxnet test_buffers; do
+for t in test_api test_api_pushpull test_api_update test_api_states test_mxnet test_mxnet_docs test_buffers; do
     # shellcheck disable=SC2086
     $cc -std=gnu11 -Wall -Wextra -Werror -o "$t" "$t.c" $flags $cmocka -lm
     ./"$t"

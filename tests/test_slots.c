@@ -7,7 +7,8 @@
  * every promise. Tables (KVS__SQE_TABLE): their slots, entries and
  * results, each refused field by field. Buffers are allocated at their exact sizes so that
  * AddressSanitizer sees any read past them. The socket messages are
- * tested in test_proto.c. Tests only proto.h; never a ring or a store.
+ * tested in test_proto.c and test_proto_ctl.c. Tests only proto.h; never
+ * a ring or a store.
  */
 #include <pthread.h>
 #include <sched.h>

@@ -1,21 +1,23 @@
 /*
  * testutil.h - helpers shared by the tests that use kvs only through its
  * public header (test_api.c, test_api_pushpull.c, test_api_update.c,
- * test_mxnet.c, test_threads.c, test_buffers.c): array views, key
- * shorthands, checked return codes, store creation, fills, element
- * checks, the fixture store with known contents and two small updaters.
+ * test_api_states.c, test_mxnet.c, test_mxnet_docs.c, test_threads.c,
+ * test_buffers.c): array views, key shorthands, checked return codes,
+ * store creation, fills, element checks, the fixture store with known
+ * contents, two small updaters and a private scratch directory.
  *
  * It must include nothing but kvs.h, the C library and cmocka:
  * tests/test_install.sh builds test_api.c, test_api_pushpull.c,
- * test_api_update.c, test_mxnet.c and test_buffers.c beside a copy of this
- * file, against the installed kvs.h alone. Everything here is static
- * inline, so that a test that does not use a helper does not warn.
- * The checks end the test through cmocka, so they belong on the main
- * thread, as cmocka's own asserts do.
+ * test_api_update.c, test_api_states.c, test_mxnet.c, test_mxnet_docs.c
+ * and test_buffers.c beside a copy of this file, against the installed
+ * kvs.h alone. Everything here is static inline, so that a test that does
+ * not use a helper does not warn. The checks end the test through cmocka,
+ * so they belong on the main thread, as cmocka's own asserts do.
  */
 #ifndef KVS_TESTUTIL_H
 #define KVS_TESTUTIL_H
 
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -305,6 +307,35 @@ static inline int add_f32(kvs_key_t key, const kvs_array_t *in, kvs_array_t *st,
     if (ctx != NULL)
         ++*(int *)ctx;
     return 0;
+}
+
+/* ---- a scratch directory --------------------------------------------- */
+
+/* A private directory for state files, removed with what it holds. */
+static inline char *make_tmpdir(void)
+{
+    char *d = strdup("/tmp/kvs_test_api_XXXXXX");
+    assert_non_null(d);
+    assert_non_null(mkdtemp(d));
+    return d;
+}
+
+static inline void remove_tmpdir(char *d)
+{
+    DIR *dir = opendir(d);
+    if (dir != NULL) {
+        struct dirent *ent;
+        while ((ent = readdir(dir)) != NULL) {
+            char p[4096];
+            if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
+                continue;
+            snprintf(p, sizeof p, "%s/%s", d, ent->d_name);
+            unlink(p);
+        }
+        closedir(dir);
+    }
+    rmdir(d);
+    free(d);
 }
 
 #endif
