@@ -452,6 +452,13 @@ OVER_WHY = ('Rows marked *oversubscribed* run more processes than the machine ha
             'and give their core up at once.')
 
 
+def limits(gc, gz):
+    """The goal cell of a row judged by copy (gc) and zero-copy (gz)."""
+    if gc.limit == gz.limit:
+        return '≤ %g' % gc.limit
+    return '≤ %g; zero-copy ≤ %g' % (gc.limit, gz.limit)
+
+
 def r_speed_one_host(r):
     how = ('each ratio is the median of the per-pass ratios (each pass\'s kvs median over the '
            'same pass\'s Open MPI median), and each goal is judged on it, unrounded')
@@ -470,14 +477,13 @@ def r_speed_one_host(r):
             c = cell(gc, ' (%s against %s)' % (t_us(r.us('kvs-dist', n, label)), t_us(mpi))
                      if mpi else '')
             z = cell(gz, ' (%s)' % t_us(r.us('kvs-dist-zc', n, label)) if mpi else '')
-            lim = '≤ %g' % gc.limit if gc.limit == gz.limit else \
-                '≤ %g; zero-copy ≤ %g' % (gc.limit, gz.limit)
-            out.append('| %s | %s | %s | %s |' % (name, c, z, lim))
+            out.append('| %s | %s | %s | %s |' % (name, c, z, limits(gc, gz)))
     gc, gz = r.goal('one.copy.2.resnet50'), r.goal('one.zc.2.resnet50')
-    out.append('| ResNet-50 step, 161 keys, 2 workers | %s | %s | ≤ %g |' % (
+    out.append('| ResNet-50 step, 161 keys, 2 workers | %s | %s | %s |' % (
         cell(gc, ' (%s against %s)' % (t_us(r.us('kvs-dist', 2, '97.5 MiB', 'resnet50')),
                                        t_us(r.us('mpi', 2, '97.5 MiB', 'resnet50')))),
-        cell(gz, ' (%s)' % t_us(r.us('kvs-dist-zc', 2, '97.5 MiB', 'resnet50'))), gc.limit))
+        cell(gz, ' (%s)' % t_us(r.us('kvs-dist-zc', 2, '97.5 MiB', 'resnet50'))),
+        limits(gc, gz)))
     gi = r.goal('one.idle')
     mpi_idle = ''
     if r.words['mpi_idle']:
