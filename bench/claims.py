@@ -217,10 +217,18 @@ def goal_defs():
                     lim = 0.5 if impl == 'copy' else 0.33
                 if n == 4:
                     lim = 0.7
+                # By copy, 2 workers, 4 KiB after a barrier: waking the
+                # sleeping peer and kvsd costs microseconds that Open
+                # MPI's spinning ranks do not pay; 1.2 x, as after compute.
+                if impl == 'copy' and n == 2 and tag == '4K':
+                    lim = 1.2
                 d['one.%s.%d.%s' % (impl, n, tag)] = ('%s round, %d workers%s: kvs / Open MPI'
                                                       % (label, n, how), lim, 'x')
+        # ResNet-50's 161 tensors in one list: zero-copy at most half Open
+        # MPI's time; by copy, where each tensor is copied in and out, 0.8.
         d['one.%s.2.resnet50' % impl] = ('ResNet-50 step (161 keys), 2 workers%s: kvs / 161 '
-                                         'MPI_Allreduce' % how, 0.5, 'x')
+                                         'MPI_Allreduce' % how, 0.8 if impl == 'copy' else 0.5,
+                                         'x')
     # By copy, with kvsd writing the outs in place: against Open MPI, and
     # against the one-copy floor measured in the same run (bench/onecopy).
     for n in (2, 4):
@@ -240,8 +248,10 @@ def goal_defs():
     d['tl.64M'] = ('timeline on, 64 MiB round, 2 workers: on / off', 1.01, 'x')
     d['hosts.mpi.64M'] = ('across hosts, 64 MiB: kvs (io_uring) / Open MPI over TCP', 0.5, 'x')
     d['hosts.mpi.resnet50'] = ('across hosts, ResNet-50 step: kvs (io_uring) / Open MPI over TCP',
-                               0.5, 'x')
-    d['hosts.mpi.4K'] = ('across hosts, 4 KiB: kvs (io_uring) / Open MPI over TCP', 1.0, 'x')
+                               0.6, 'x')
+    for tag in ('4K', '256K', '4M'):
+        d['hosts.mpi.' + tag] = ('across hosts, %s: kvs (io_uring) / Open MPI over TCP'
+                                 % LABEL[tag], 1.0, 'x')
     for tag, label in list(LABEL.items()):
         d['hosts.sock.' + tag] = ('across hosts, %s: io_uring / sockets' % label, 1.05, 'x')
     d['hosts.ucx.64M'] = ('across hosts, 64 MiB: UCX (its tcp) / io_uring', 1.2, 'x')
@@ -442,6 +452,13 @@ OVER_WHY = ('Rows marked *oversubscribed* run more processes than the machine ha
             'and give their core up at once.')
 
 
+def limits(gc, gz):
+    """The goal cell of a row judged by copy (gc) and zero-copy (gz)."""
+    if gc.limit == gz.limit:
+        return '≤ %g' % gc.limit
+    return '≤ %g; zero-copy ≤ %g' % (gc.limit, gz.limit)
+
+
 def r_speed_one_host(r):
     how = ('each ratio is the median of the per-pass ratios (each pass\'s kvs median over the '
            'same pass\'s Open MPI median), and each goal is judged on it, unrounded')
@@ -460,14 +477,13 @@ def r_speed_one_host(r):
             c = cell(gc, ' (%s against %s)' % (t_us(r.us('kvs-dist', n, label)), t_us(mpi))
                      if mpi else '')
             z = cell(gz, ' (%s)' % t_us(r.us('kvs-dist-zc', n, label)) if mpi else '')
-            lim = '≤ %g' % gc.limit if gc.limit == gz.limit else \
-                '≤ %g; zero-copy ≤ %g' % (gc.limit, gz.limit)
-            out.append('| %s | %s | %s | %s |' % (name, c, z, lim))
+            out.append('| %s | %s | %s | %s |' % (name, c, z, limits(gc, gz)))
     gc, gz = r.goal('one.copy.2.resnet50'), r.goal('one.zc.2.resnet50')
-    out.append('| ResNet-50 step, 161 keys, 2 workers | %s | %s | ≤ %g |' % (
+    out.append('| ResNet-50 step, 161 keys, 2 workers | %s | %s | %s |' % (
         cell(gc, ' (%s against %s)' % (t_us(r.us('kvs-dist', 2, '97.5 MiB', 'resnet50')),
                                        t_us(r.us('mpi', 2, '97.5 MiB', 'resnet50')))),
-        cell(gz, ' (%s)' % t_us(r.us('kvs-dist-zc', 2, '97.5 MiB', 'resnet50'))), gc.limit))
+        cell(gz, ' (%s)' % t_us(r.us('kvs-dist-zc', 2, '97.5 MiB', 'resnet50'))),
+        limits(gc, gz)))
     gi = r.goal('one.idle')
     mpi_idle = ''
     if r.words['mpi_idle']:

@@ -283,10 +283,10 @@ static void compress(int sync)
                     want[j][i]);
 }
 
-/* Keys above 4 MiB, which across hosts are split in parts (above the
- * split bound: 4 MiB at 2 hosts, less at more), each applied by its own
- * owner: a float32 and a float64 key of odd sizes
- * and a small key in one list, under adam (its state kept by range, saved
+/* Keys above 4 MiB, which across hosts are split in parts (from the
+ * split bound on: 4 MiB at 2 hosts, less at more), each applied by its
+ * own owner: a float32 and a float64 key of odd sizes and a small key in
+ * one list, under adam (its state kept by range, saved
  * and loaded back in one file), each value checked exactly against a
  * local store given the summed gradients; then, under sgd lr=1, a float32 key of 2bit pushes (each
  * part's words go to its owner). dist_async checks the totals after a

@@ -72,24 +72,26 @@ static void test_parts_by_hosts(void **state)
 
     (void)state;
     assert_int_equal(kvs__shard_parts(&one, 1024 * MIB), 1);
-    /* 2 hosts, as before the bound followed the hosts: ceil(bytes / 2 MiB) a host */
-    assert_int_equal(kvs__shard_parts(&two, 4 * MIB), 1);
+    /* 2 hosts: from 4 MiB on (a key of 4 MiB in 2 parts a host),
+     * ceil(bytes / 2 MiB) a host */
+    assert_int_equal(kvs__shard_parts(&two, 4 * MIB - 1), 1);
+    assert_int_equal(kvs__shard_parts(&two, 4 * MIB), 4);
     assert_int_equal(kvs__shard_parts(&two, 4 * MIB + 1), 6);
     assert_int_equal(kvs__shard_parts(&two, 64 * MIB), 64);
-    /* 3 hosts: above 2,796,202 bytes; a 4 MiB key in 2 parts a host */
-    assert_int_equal(kvs__shard_parts(&three, 2796202), 1);
-    assert_int_equal(kvs__shard_parts(&three, 2796203), 3);
+    /* 3 hosts: from 2,796,202 bytes on; a 4 MiB key in 2 parts a host */
+    assert_int_equal(kvs__shard_parts(&three, 2796201), 1);
+    assert_int_equal(kvs__shard_parts(&three, 2796202), 3);
     assert_int_equal(kvs__shard_parts(&three, 3 * MIB), 3);
     assert_int_equal(kvs__shard_parts(&three, 4 * MIB), 6);
     assert_int_equal(kvs__shard_parts(&three, 9 * MIB), 9);
-    /* 8 hosts: above 1 MiB */
-    assert_int_equal(kvs__shard_parts(&eight, MIB), 1);
-    assert_int_equal(kvs__shard_parts(&eight, MIB + 1), 8);
+    /* 8 hosts: from 1 MiB on */
+    assert_int_equal(kvs__shard_parts(&eight, MIB - 1), 1);
+    assert_int_equal(kvs__shard_parts(&eight, MIB), 8);
     assert_int_equal(kvs__shard_parts(&eight, 8 * MIB), 8);
     assert_int_equal(kvs__shard_parts(&eight, 8 * MIB + 1), 16);
-    /* 64 hosts: above 128 KiB; ResNet-50's 4 MiB convs in one part a host */
-    assert_int_equal(kvs__shard_parts(&many, 128 << 10), 1);
-    assert_int_equal(kvs__shard_parts(&many, (128 << 10) + 1), 64);
+    /* 64 hosts: from 128 KiB on; ResNet-50's 4 MiB convs in one part a host */
+    assert_int_equal(kvs__shard_parts(&many, (128 << 10) - 1), 1);
+    assert_int_equal(kvs__shard_parts(&many, 128 << 10), 64);
     assert_int_equal(kvs__shard_parts(&many, 4 * MIB), 64);
     assert_int_equal(kvs__shard_parts(&many, 64 * MIB), 64);
     assert_int_equal(kvs__shard_parts(&many, 64 * MIB + 1), 128);
@@ -107,8 +109,10 @@ static void test_parts(void **state)
                       what_if = { 4, 256 << 10, 64 << 10 };
 
     (void)state;
-    /* at the bound: whole; just above: ceil(bytes / (4 x 1 MiB)) parts a host */
-    assert_int_equal(kvs__shard_parts(&four, 4 * MIB), 1);
+    /* just below the bound: whole; from it on: ceil(bytes / (4 x 1 MiB))
+     * parts a host */
+    assert_int_equal(kvs__shard_parts(&four, 4 * MIB - 1), 1);
+    assert_int_equal(kvs__shard_parts(&four, 4 * MIB), 4);
     assert_int_equal(kvs__shard_parts(&four, 4 * MIB + 1), 8);
     assert_int_equal(kvs__shard_parts(&four, 8 * MIB), 8);
     assert_int_equal(kvs__shard_parts(&four, 8 * MIB + 1), 12);
@@ -116,7 +120,8 @@ static void test_parts(void **state)
     assert_int_equal(kvs__shard_parts(&three, 4 * MIB + 4), 6);
     assert_int_equal(kvs__shard_parts(&three, 9 * MIB), 9);
     assert_int_equal(kvs__shard_parts(&four, 65536 * MIB), KVS__PARTS_MAX);
-    assert_int_equal(kvs__shard_parts(&what_if, 256 << 10), 1);
+    assert_int_equal(kvs__shard_parts(&what_if, (256 << 10) - 1), 1);
+    assert_int_equal(kvs__shard_parts(&what_if, 256 << 10), 4);
     assert_int_equal(kvs__shard_parts(&what_if, 1 * MIB), 16);
 
     assert_int_equal(kvs__shard_per_host(&four, 12), 3);
@@ -151,9 +156,10 @@ static void test_host_range(void **state)
         assert_int_equal(f, first[h]);
         assert_int_equal(c, n[h]);
     }
-    /* a key not split (2 MiB, at the bound of 4 hosts): no range, nothing written */
+    /* a key not split (just below 2 MiB, the bound of 4 hosts): no range,
+     * nothing written */
     f = c = 99;
-    assert_int_equal(kvs__shard_host_range(&four, KVS_INT_KEY(7), MIB / 2, 4, 1, 0, &f, &c), 0);
+    assert_int_equal(kvs__shard_host_range(&four, KVS_INT_KEY(7), MIB / 2 - 1, 4, 1, 0, &f, &c), 0);
     assert_int_equal(f, 99);
     assert_int_equal(c, 99);
 }

@@ -107,8 +107,8 @@ static void plan_usage(FILE *f)
             "  --first-key K    the first tensor's key (default 0; bench_suite --resnet: 1000)\n"
             "  --per-host       each host's share, under each row\n"
             "  --json           the same as JSON, one object per number of hosts\n"
-            "  --split BYTES    split keys above this (default kvsd's: 8M / H, from 64K to\n"
-            "                   4M): to ask what if\n"
+            "  --split BYTES    split keys of this many bytes or more (default kvsd's: 8M / H,\n"
+            "                   from 64K to 4M): to ask what if\n"
             "  --part BYTES     in parts of at most this (default kvsd's, 1M): to ask what if\n"
             "  --memory RATE    also count each host's copies and sums in memory, at RATE\n"
             "                   bytes read plus written a second (bench/calib's copy figure,\n"
@@ -587,9 +587,9 @@ static void print_head(const struct model *m, const struct plan_opts *o)
         printf("link: %s = %.3f GB/s for each host, full duplex; round = the busiest host's "
                "max(sent, received) / rate\n", o->link, o->rate / 1e9);
     if (o->split_set)
-        printf("split: keys above %" PRIu64 " bytes (what if)", o->split);
+        printf("split: keys of %" PRIu64 " bytes or more (what if)", o->split);
     else
-        printf("split: keys above 2 x %" PRIu64 " / H bytes, from %" PRIu64 " to %" PRIu64
+        printf("split: keys of 2 x %" PRIu64 " / H bytes or more, from %" PRIu64 " to %" PRIu64
                " (kvsd's)", KVS__SPLIT_BYTES, KVS__SPLIT_FLOOR, KVS__SPLIT_BYTES);
     printf(" in parts of at most %" PRIu64 " bytes (%s)\n", o->part_set ? o->part : KVS__PART_BYTES,
            o->part_set ? "what if" : "kvsd's");

@@ -7,12 +7,12 @@
  * says how keys go across hosts, for all of them.
  *
  * Every key has one owner host (owners_key: a hash of the key, so that
- * keys spread evenly and every host agrees without telling); a key above
- * the split bound (8 MiB / H, from 64 KiB to 4 MiB) is split in parts of at
- * most KVS__PART_BYTES
- * (kvs__wire_part), each host owning an equal block of them in a row from
- * the key's owner on (the rule is src/proto/shard.c's, which kvsctl plan models
- * a job's traffic by), and each part goes as a key of its own would: its
+ * keys spread evenly and every host agrees without telling); a key of
+ * the split bound or more (8 MiB / H, from 64 KiB to 4 MiB) is split in
+ * parts of at most KVS__PART_BYTES (kvs__wire_part), each host owning an
+ * equal block of them in a row from the key's owner on (the rule is
+ * src/proto/shard.c's, which kvsctl plan models a job's traffic by), and
+ * each part goes as a key of its own would: its
  * sums, its update, its value, its state. Parts stream: a host sends each
  * part's sum as soon as it is made, and an owner applies a part and sends
  * its value as soon as every host's sum of it is in. In a sync

@@ -1,8 +1,8 @@
 /*
  * owners.c - which host owns a key or a part of one. Every key has one
  * owner host (a hash of the key, so that keys spread evenly and every host
- * agrees without telling); a key above the split bound (8 MiB / H, from
- * 64 KiB to 4 MiB: kvs__shard_split_bytes) is split in parts of about
+ * agrees without telling); a key of the split bound or more (8 MiB / H,
+ * from 64 KiB to 4 MiB: kvs__shard_split_bytes) is split in parts of about
  * KVS__PART_BYTES, cut between rows (kvs__wire_part), each host
  * owning an equal block of them in a row from the key's owner on. The rule is
  * src/proto/shard.c's, which kvsctl plan models a job's traffic by: this file

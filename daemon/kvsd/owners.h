@@ -10,7 +10,7 @@
 /* The host that owns key (part 0 of a big key). */
 int owners_key(const struct daemon *d, kvs_key_t key);
 /* The parts a key of bytes is split in across hosts: 1 (one owner), or
- * above the split bound (kvs__shard_split_bytes) a multiple of the hosts,
+ * from the split bound on (kvs__shard_split_bytes) a multiple of the hosts,
  * each part of at most KVS__PART_BYTES where KVS__PARTS_MAX allows. */
 int owners_nparts(const struct daemon *d, uint64_t bytes);
 /* The host that owns part p of rd's key: each host an equal block of its

@@ -28,7 +28,7 @@ int kvs__shard_parts(const struct kvs__shard *s, uint64_t bytes)
 {
     uint64_t h = (uint64_t)s->nhosts, per;
 
-    if (h <= 1 || bytes <= s->split_bytes)
+    if (h <= 1 || bytes < s->split_bytes)
         return 1;
     per = (bytes + h * s->part_bytes - 1) / (h * s->part_bytes);
     if (per > KVS__PARTS_MAX / h)

@@ -6,10 +6,10 @@
  *
  * Every key has one owner host: a hash of the key modulo the hosts, so
  * that keys spread evenly and every host agrees without telling. A key of
- * more than split_bytes (kvsd's: smaller as the hosts are more, below) is
- * split in parts (kvs__wire_part) of at most part_bytes, a multiple of the hosts in number while the wire allows
- * (KVS__PARTS_MAX), each host owning an equal block of them in a row from
- * the key's owner on.
+ * split_bytes or more (kvsd's: smaller as the hosts are more, below) is
+ * split in parts (kvs__wire_part) of at most part_bytes, a multiple of the
+ * hosts in number while the wire allows (KVS__PARTS_MAX), each host owning
+ * an equal block of them in a row from the key's owner on.
  *
  * Pure functions of their arguments: no state, any thread.
  */
@@ -24,14 +24,20 @@
 /* kvsd's bounds, functions of the hosts H alone, so that every host of a
  * job computes the same without telling (no field on the wire).
  *
- * A key above split_bytes(H) is split over the hosts. At 2 hosts that is
- * KVS__SPLIT_BYTES: MXNet's default bound (a million float32), and a link's
- * send window (daemon/kvsd/hosts.c). At H hosts it is 2 x KVS__SPLIT_BYTES
- * / H, so that a key kept whole stays small beside what each host owns of
- * the job (its bytes / H): a whole key's owner sends and receives (H - 1)
- * x the key, so at 64 hosts ResNet-50's 4 MiB keys kept whole would make
- * their owners carry 2.3 x the mean host's bytes, and kvsctl plan models
- * 1.04 x with the bound at 128 KiB. Not below KVS__SPLIT_FLOOR: a split
+ * A key of split_bytes(H) or more is split over the hosts, as MXNet splits
+ * an array at its bound and above. At 2 hosts the bound is
+ * KVS__SPLIT_BYTES: about MXNet's default (a million float32), and a
+ * link's send window (daemon/kvsd/hosts.c). Split there, a 4 MiB key's
+ * round takes 0.82 of its time whole at one owner (bench/NOTES.md §10.4):
+ * each host sends and receives half of it, both ways at once, rather than
+ * one host all of it one way and then the other.
+ *
+ * At H hosts the bound is 2 x KVS__SPLIT_BYTES / H, so that a key kept
+ * whole stays small beside what each host owns of the job (its bytes /
+ * H): a whole key's owner sends and receives (H - 1) x the key, so at 64
+ * hosts ResNet-50's 4 MiB keys kept whole would make their owners carry
+ * 2.3 x the mean host's bytes, and kvsctl plan models 1.04 x with the
+ * bound at 128 KiB. Not below KVS__SPLIT_FLOOR: a split
  * key costs every host about 4 (H - 1) frames a round (a PARTIAL and a
  * VALUE each way per other host), whole it costs its owner 2 (H - 1) x
  * its bytes more than the others. A frame's fixed cost (its head, a
@@ -56,7 +62,7 @@
  * would do. */
 struct kvs__shard {
     int nhosts;
-    uint64_t split_bytes;              /* a key of more bytes is split */
+    uint64_t split_bytes;              /* a key of this many bytes or more is split */
     uint64_t part_bytes;               /* in parts of at most this many (> 0) */
 };
 
@@ -71,8 +77,8 @@ struct kvs__shard kvs__shard_of(int nhosts);
 /* The host that owns key (its part 0 when split): 0 to nhosts - 1. */
 int kvs__shard_owner(const struct kvs__shard *s, kvs_key_t key);
 
-/* The parts a key of bytes is split in: 1 (one owner), or above
- * split_bytes a multiple of the hosts, each part of at most part_bytes
+/* The parts a key of bytes is split in: 1 (one owner), or from
+ * split_bytes on a multiple of the hosts, each part of at most part_bytes
  * where KVS__PARTS_MAX allows. */
 int kvs__shard_parts(const struct kvs__shard *s, uint64_t bytes);
 
