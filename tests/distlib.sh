@@ -18,10 +18,13 @@ trap 'pkill -f "kvsd --job kt-$$-" 2>/dev/null; rm -rf "$rt" "$work"' EXIT
 n_test=0
 
 # start_kvsd JOB N [KVSD OPTIONS]: starts kvsd (under the command
-# $kvsd_env, when set), waits for its socket
+# $kvsd_env, when set), waits for its socket. Job names are this run's
+# own, so a socket already there is a stale one of an earlier run (its pid
+# reused) and goes first: the wait must see the new kvsd's.
 start_kvsd() {
     j=$1 nw=$2
     shift 2
+    rm -f "$XDG_RUNTIME_DIR/kvs/$j.sock"
     ${kvsd_env:-} "$kvsd" --job "$j" -n "$nw" -q "$@" &
     kvsd_pid=$!
     wait_for 50 test -S "$XDG_RUNTIME_DIR/kvs/$j.sock"

@@ -1,8 +1,8 @@
 /*
  * distutil.h - what the worker programs of multi-process test jobs share
- * (tests/dist_worker.c, tests/dist_training.c): the job's handle, rank and
- * size, and checks that end the worker with a message naming the scenario
- * and rank. A program of one file has the job's state to itself (static);
+ * (tests/dist_*.c and hosts_bytes.c): the job's handle, rank and size, and
+ * checks that end the worker with a message naming the scenario and
+ * rank. A program of one file has the job's state to itself (static);
  * a program of several files (tests/dist_rows.c and dist_rows_hosts.c,
  * tests/dist_worker.c and dist_worker_jobs.c) defines DISTUTIL_SHARED before
  * including this in each of them, and defines the state in its main file.

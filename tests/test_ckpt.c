@@ -4,13 +4,15 @@
  * kept, named so that they sort as numbers, an older number kept beside
  * them until the next save, a missing source refused with nothing left;
  * a damaged newest snapshot reported and passed over for the one before,
- * none when all are damaged, files of other names ignored; an empty
+ * none when all are damaged, files of other names ignored; the newest of
+ * a given step found, a damaged one passed over; an empty
  * folder (none) and a missing one (-ENOENT); the temporary files of a
  * save whose writer is gone removed, a live writer's kept. The snapshot
  * files themselves are tested in test_snapshot.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -146,6 +148,75 @@ static void test_ckpt_newest_skips_damaged(void **state)
     kvs__engine_free(eng);
 }
 
+/* The newest snapshot of a given step (the step the hosts of a job agree
+ * to restore): each step's own; none of a step no file has; a damaged
+ * file of the step passed over without a report; a later commit of the
+ * same step (after a roll back) preferred to an earlier one; a NULL folder
+ * refused, a missing one -ENOENT. */
+static void test_ckpt_find_step(void **state)
+{
+    struct kvs__engine *eng = make_store(0, "sgd", 1);
+    struct kvs__snapshot *s = NULL;
+    char dir[PATH_MAX / 2], src[PATH_MAX], got[PATH_MAX], want[PATH_MAX];
+    struct kvs__snap_meta m = meta0;
+    static const struct { uint64_t seq; int64_t step; } saves[] = { { 4, 40 }, { 5, 50 } };
+    uint8_t *b;
+    size_t len;
+
+    (void)state;
+    make_ckdir(dir, sizeof dir, "ckf");
+    tmp_path(src, sizeof src, "ckf.snap");
+    for (size_t i = 0; i < sizeof saves / sizeof saves[0]; i++) {
+        m.seq = saves[i].seq;
+        m.step = saves[i].step;
+        OKE(kvs__snapshot_write(eng, &m, NULL, NULL, src, 0, NULL, &err));
+        OKE(kvs__ckpt_save(dir, src, saves[i].seq, &err));
+    }
+    for (size_t i = 0; i < sizeof saves / sizeof saves[0]; i++) {
+        snprintf(want, sizeof want, "%s/snap-%020" PRIu64 ".kvs", dir, saves[i].seq);
+        OKE(kvs__ckpt_find(dir, saves[i].step, &s, got, sizeof got, &err));
+        assert_non_null(s);
+        assert_string_equal(got, want);
+        assert_int_equal(kvs__snapshot_meta(s)->step, saves[i].step);
+        assert_int_equal(kvs__snapshot_meta(s)->seq, saves[i].seq);
+        kvs__snapshot_free(s);
+    }
+    /* A step no file is of: none, and 0. */
+    s = (void *)1;
+    OKE(kvs__ckpt_find(dir, 45, &s, got, sizeof got, &err));
+    assert_null(s);
+    /* Step 50's file damaged: none of step 50; step 40's still found. */
+    snprintf(want, sizeof want, "%s/snap-%020" PRIu64 ".kvs", dir, (uint64_t)5);
+    b = read_all(want, &len);
+    b[len / 2] ^= 1;
+    write_all(want, b, len);
+    free(b);
+    OKE(kvs__ckpt_find(dir, 50, &s, NULL, 0, &err));
+    assert_null(s);
+    OKE(kvs__ckpt_find(dir, 40, &s, NULL, 0, &err));
+    assert_non_null(s);
+    assert_int_equal(kvs__snapshot_meta(s)->seq, 4);
+    kvs__snapshot_free(s);
+    /* Step 40 committed again (commit 6, after a roll back): the later. */
+    m.seq = 6;
+    m.step = 40;
+    OKE(kvs__snapshot_write(eng, &m, NULL, NULL, src, 0, NULL, &err));
+    OKE(kvs__ckpt_save(dir, src, 6, &err));
+    snprintf(want, sizeof want, "%s/snap-%020" PRIu64 ".kvs", dir, (uint64_t)6);
+    OKE(kvs__ckpt_find(dir, 40, &s, got, sizeof got, &err));
+    assert_non_null(s);
+    assert_string_equal(got, want);
+    assert_int_equal(kvs__snapshot_meta(s)->seq, 6);
+    kvs__snapshot_free(s);
+    /* No folder named, or none there. */
+    assert_int_equal(kvs__ckpt_find(NULL, 40, &s, NULL, 0, &err), KVS_EBADARG);
+    tmp_path(dir, sizeof dir, "no-such-dir");
+    assert_int_equal(kvs__ckpt_find(dir, 40, &s, NULL, 0, &err), -ENOENT);
+    assert_null(s);
+    unlink(src);
+    kvs__engine_free(eng);
+}
+
 static void test_ckpt_empty_missing(void **state)
 {
     struct kvs__snapshot *s = (void *)1;
@@ -207,6 +278,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         CASE(test_ckpt_keeps_two),
         CASE(test_ckpt_newest_skips_damaged),
+        CASE(test_ckpt_find_step),
         CASE(test_ckpt_empty_missing),
         CASE(test_ckpt_drops_stale_tmp),
     };

@@ -548,16 +548,14 @@ static void test_init_row_sparse(void **state)
 static void test_statefile_after_lazy_updates(void **state)
 {
     kvs_t *a = new_store("local"), *b = new_store("local");
-    char path[] = "/tmp/kvs-test-rows-XXXXXX";
+    char *dir = make_tmpdir(), path[4096];
     float w[N], d[2 * C], wa[N], wb[N];
     int64_t idx[] = { 8, 3 };
     kvs_row_sparse_t v = rsp(d, idx, 2, KVS_FLOAT32);
     kvs_key_t key = IK(1);
-    int fd = mkstemp(path);
 
     (void)state;
-    assert_true(fd >= 0);
-    close(fd);
+    snprintf(path, sizeof path, "%s/states", dir);
     fill_w(w, N, 0.1f);
     fill_w(d, 2 * C, -0.4f);
     init_f32(a, 1, w);
@@ -569,7 +567,7 @@ static void test_statefile_after_lazy_updates(void **state)
     pull_f32(a, 1, wa);
     init_f32(b, 1, wa);
     OK(kvs_load_optimizer_states(b, path));
-    unlink(path);
+    remove_tmpdir(dir);
     assert_int_equal(state_of(b, 1)->t, 2);
     idx[1] = 0;
     OK(kvs_push_row_sparse(a, 1, &key, &v, 0));

@@ -311,11 +311,19 @@ static inline int add_f32(kvs_key_t key, const kvs_array_t *in, kvs_array_t *st,
 
 /* ---- a scratch directory --------------------------------------------- */
 
-/* A private directory for state files, removed with what it holds. */
+/* A private scratch directory under $TMPDIR (/tmp when unset), for the
+ * files a test writes; remove_tmpdir removes it with what it holds. */
 static inline char *make_tmpdir(void)
 {
-    char *d = strdup("/tmp/kvs_test_api_XXXXXX");
+    const char *base = getenv("TMPDIR");
+    char *d;
+
+    if (!base || !*base)
+        base = "/tmp";
+    d = malloc(strlen(base) + sizeof "/kvs_test_XXXXXX");
     assert_non_null(d);
+    strcpy(d, base);
+    strcat(d, "/kvs_test_XXXXXX");
     assert_non_null(mkdtemp(d));
     return d;
 }
