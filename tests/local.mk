@@ -244,8 +244,8 @@ standin_lib = $(abs_top_builddir)/tests/standin/.libs/libkvs_standin.so
 standin_kernels = $(abs_top_builddir)/tests/standin/.libs/libkvs-cuda.so
 standin_paths = -DSTANDIN_PATH='"$(standin_lib)"' -DSTANDIN_KERNELS='"$(standin_kernels)"'
 check_LTLIBRARIES += tests/standin/libkvs_standin.la tests/standin/libkvs-cuda.la
-tests_standin_libkvs_standin_la_SOURCES = tests/standin/cudart.c tests/standin/nccl.c \
-	tests/standin/standin.h
+tests_standin_libkvs_standin_la_SOURCES = tests/standin/cudart.c tests/standin/cudamem.c \
+	tests/standin/cudart_int.h tests/standin/nccl.c tests/standin/standin.h
 tests_standin_libkvs_standin_la_CPPFLAGS = $(AM_CPPFLAGS) -isystem $(CUDA_DIR)/include
 tests_standin_libkvs_standin_la_CFLAGS = $(AM_CFLAGS) -fvisibility=hidden
 tests_standin_libkvs_standin_la_LDFLAGS = $(AM_LDFLAGS) -avoid-version -rpath /nowhere

@@ -1,7 +1,7 @@
 /*
  * nccl.c - the NCCL half of the stand-in: communicators and the
  * collectives libkvs uses (all-reduce, broadcast, reduce), computed on the
- * host over the device memory of cudart.c.
+ * host over the device memory of cudamem.c.
  *
  * A clique is the set of communicators made together: by one
  * ncclCommInitAll, or by the ncclCommInitRank calls sharing a unique id.

@@ -2,8 +2,9 @@
  * standin.h - what the stand-in's two halves share: the real toolkit
  * headers, whose declarations are exactly what the library exports, the
  * exports of its own (kvs_standin_host, for the host build of the
- * kernel module, kernels.c; kvs_standin_copied, for the tests), and what the NCCL half (nccl.c) asks of the
- * CUDA runtime half (cudart.c).
+ * kernel module, kernels.c; kvs_standin_copied, for the tests), and what
+ * the NCCL half (nccl.c) asks of the CUDA runtime half (cudart.c, and
+ * cudamem.c for device memory; what those two share is in cudart_int.h).
  */
 #ifndef KVS_STANDIN_H
 #define KVS_STANDIN_H
