@@ -121,6 +121,18 @@ static void make_saved(struct saved *s, const char *spec, int dump)
     kvs_close(kv);
 }
 
+/* A store with spec at s's weights after two pushes, s's file loaded
+ * into it, and one more push: its weights into w, w5. */
+static void step_after_load(const char *spec, const struct saved *s, float *w, float *w5)
+{
+    kvs_t *kv = state_store(spec, s->w2, s->w2_5);
+
+    OK(kvs_load_optimizer_states(kv, s->path));
+    push_both(kv);
+    pull_both(kv, w, w5);
+    kvs_close(kv);
+}
+
 static void test_save_without_optimizer(void **state)
 {
     kvs_t *kv = state_store(NULL, SW0, SW0);
@@ -151,13 +163,9 @@ static void roundtrip(const char *spec)
 
     /* A second store at the post-2-push weights, same optimizer, loads the
      * state: its next push gives exactly the first store's third step. */
-    kv = state_store(spec, s.w2, s.w2_5);
-    OK(kvs_load_optimizer_states(kv, s.path));
-    push_both(kv);
-    pull_both(kv, w, w5);
+    step_after_load(spec, &s, w, w5);
     EXPECT_F32(w, s.w3, SN);
     EXPECT_F32(w5, s.w3_5, 2);
-    kvs_close(kv);
 
     /* Without the state the step differs (the test would prove nothing). */
     kv = state_store(spec, s.w2, s.w2_5);
@@ -185,24 +193,15 @@ static void test_load_dumped_optimizer(void **state)
 {
     struct saved s;
     float w[SN], w5[2];
-    kvs_t *kv;
     (void)state;
     make_saved(&s, "sgd lr=0.1 momentum=0.9 wd=0.01", 1);
     /* a store with no optimizer gets the file's */
-    kv = state_store(NULL, s.w2, s.w2_5);
-    OK(kvs_load_optimizer_states(kv, s.path));
-    push_both(kv);
-    pull_both(kv, w, w5);
+    step_after_load(NULL, &s, w, w5);
     EXPECT_F32(w, s.w3, SN);
     EXPECT_F32(w5, s.w3_5, 2);
-    kvs_close(kv);
     /* a store with another optimizer has it replaced */
-    kv = state_store("adam lr=0.5", s.w2, s.w2_5);
-    OK(kvs_load_optimizer_states(kv, s.path));
-    push_both(kv);
-    pull_both(kv, w, w5);
+    step_after_load("adam lr=0.5", &s, w, w5);
     EXPECT_F32(w, s.w3, SN);
-    kvs_close(kv);
     remove_tmpdir(s.dir);
 }
 
