@@ -39,11 +39,14 @@ started() {
 }
 
 # second_written JOB: commits at steps 1 and 2; 0 when the workers are
-# ready while the second's snapshot is written, the first's whole.
+# ready while the second's snapshot is written, the first's whole. The
+# workers are ready as soon as commit 2 is answered, and kvsd's writer
+# opens the file after that: its temporary file is waited for (the write
+# is held from its 8th piece on, so it stays).
 second_written() {
     started "$1" two
     sw=$?
-    said test -e "$snaps/$1.snap.tmp.$kvsd_pid" && said test -s "$snaps/$1.snap"
+    said wait_for 300 test -e "$snaps/$1.snap.tmp.$kvsd_pid" && said test -s "$snaps/$1.snap"
     return $((sw + $?))
 }
 
@@ -62,7 +65,7 @@ restored() {
 name="kc-$$-rounds"
 started "$name" run
 s=$?
-said test -e "$snaps/$name.snap.tmp.$kvsd_pid" && said none_of "$snaps/$name.snap"
+said wait_for 300 test -e "$snaps/$name.snap.tmp.$kvsd_pid" && said none_of "$snaps/$name.snap"
 tap $((s + $?)) "three steps after a commit ran while its snapshot was written"
 rm -f "$work/$name/hold"
 wait_for 300 test -s "$snaps/$name.snap" && ! test -e "$snaps/$name.snap.tmp.$kvsd_pid"
