@@ -9,7 +9,8 @@
 # checkpoint folder of another job is refused; steps that differ between
 # hosts fail a commit for every worker; a short kill loop across both
 # hosts ends with the values of a run without faults; a fault after one
-# host's workers have all ended: that host's kvsd restarts for the others.
+# host's workers have all ended: that host's kvsd restarts for the others;
+# a kvsd killed before it serves (while it joins) is started again.
 # TAP output. Every case runs under its own `timeout`.
 set -u
 # shellcheck source=tests/lib.sh
@@ -23,9 +24,9 @@ steps=60
 every=10
 step_ms=25
 n_test=0
-echo "1..12"
+echo "1..13"
 if [ ! -x "$kvsrun" ] || [ ! -x "$kvsd" ] || [ ! -x "$train" ]; then
-    skip_all 11 "kvsrun, kvsd or tests/recover_train not built"
+    skip_all 13 "kvsrun, kvsd or tests/recover_train not built"
 fi
 private_runtime; [ -n "${KEEP:-}" ] && echo "# runtime $rt"
 KVSD=$kvsd
@@ -306,6 +307,16 @@ kill_after_host() {
     tap $((1 - ok)) "$4"
 }
 
+# kvsd_listed JOB HOST: a kvsd of host HOST of JOB runs.
+kvsd_listed() { [ -n "$(kvsd_of "$1" "$2")" ]; }
+
+# restarted_before_serving JOB: host 0's kvsrun of JOB said that it
+# started its kvsd again after a kill before it served.
+restarted_before_serving() {
+    grep -q "killed by signal 9 (Killed) before it served job '$1.h0'" "$w/$1.h0.log" \
+        && grep -q "kvsd (pid [0-9]*) started again: restart 1 of 2" "$w/$1.h0.log"
+}
+
 # host_done JOB HOST RANK: both workers of host HOST of JOB have ended,
 # and rank RANK has run every step.
 host_done() {
@@ -327,3 +338,21 @@ kill_after_host lg 0 "rolled back with another host of the job after this host's
 # a run without faults.
 kill_after_host lk 2 "was killed by signal 9.* after this host's workers ended: restart 1 of 2" \
     "host 0's kvsd killed after its own workers ended: its kvsrun starts it again for host 1 to finish; the values of a run without faults"
+
+# 13. A kvsd killed before it serves (a fault loop may strike one that is
+# still joining): host 0 starts alone, its kvsd is killed while it waits
+# for host 1, and its kvsrun starts it again, counted. Then host 1 comes
+# and the job ends with the values of a run without faults.
+j=kj
+port=$(free_port) || exit 1
+host 0 $j 120 --restarts 2
+ok=1
+if wait_for 300 kvsd_listed $j 0 && p=$(kvsd_of $j 0) && [ -n "$p" ]; then
+    kill -KILL "$p"
+    wait_for 300 restarted_before_serving $j || { echo "# host 0's kvsrun did not restart its kvsd"; ok=0; }
+else
+    echo "# host 0's kvsd never started"; ok=0
+fi
+host 1 $j 120 --restarts 2
+finish $j || ok=0
+tap $((1 - ok)) "host 0's kvsd killed while it waits for host 1 to join: restarted (restart 1 of 2); the values of a run without faults"

@@ -209,6 +209,10 @@ int end_kvsd_now(struct run *r);
  * restarts due dropped (said) and the job's failure begun. */
 void recover(struct run *r);
 
+/* start_kvsd, again (said) while a job that recovers loses the new kvsd
+ * to a signal or to another host's rollback before it serves. */
+int start_kvsd_recovering(struct run *r);
+
 /* Across hosts, this host's workers all ended well: a kvsd that rolls back
  * with another host is started again, for the others to join. */
 void rejoin_ended(struct run *r);

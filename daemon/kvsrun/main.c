@@ -86,7 +86,7 @@ static int serve_job(struct run *r)
         return 1;
     }
     if (r->o.nodes > 1 || !probe(r->sock_path, NULL))
-        return start_kvsd(r);
+        return start_kvsd_recovering(r);
     if (r->recover) {
         fprintf(stderr, "kvsrun: a kvsd already serves %s: a job that recovers needs the kvsd "
                 "kvsrun starts (it restarts it)\n", r->o.job);

@@ -76,6 +76,34 @@ static int kvsd_own_fault(struct run *r)
     return r->npending == 0;
 }
 
+/* start_kvsd, and again while the kvsd it started ended before it
+ * served: killed by a signal (a fault that struck it while it joined the
+ * other hosts or read its commit; counted against --restarts), or rolled
+ * back with another host of the job during the join (not counted; at most
+ * 1 + --restarts times in a row). Any other end before serving is the
+ * job's failure, as start_kvsd says. */
+int start_kvsd_recovering(struct run *r)
+{
+    int rc, rollbacks = 0;
+
+    while ((rc = start_kvsd(r)) == 1 && r->recover && r->kvsd_done) {
+        if (WIFSIGNALED(r->kvsd_status) && r->kvsd_restarts < r->o.restarts) {
+            r->kvsd_restarts++;
+            fprintf(stderr, "kvsrun: kvsd (pid %ld) started again: restart %d of %d\n",
+                    (long)r->kvsd, r->kvsd_restarts, r->o.restarts);
+        } else if (hosts_rollback(r) && rollbacks++ <= r->o.restarts) {
+            fprintf(stderr, "kvsrun: kvsd (pid %ld) started again (not counted against "
+                    "--restarts)\n", (long)r->kvsd);
+        } else {
+            break;
+        }
+        /* A kvsd killed by SIGKILL leaves its socket and lock behind. */
+        remove_job_files(r);
+        r->gen++;
+    }
+    return rc;
+}
+
 void recover(struct run *r)
 {
     char what[128];
@@ -108,7 +136,7 @@ void recover(struct run *r)
     /* A kvsd killed by SIGKILL leaves its socket and lock behind. */
     remove_job_files(r);
     r->gen++;
-    if ((rc = start_kvsd(r)) != 0) {
+    if ((rc = start_kvsd_recovering(r)) != 0) {
         fprintf(stderr, "kvsrun: the job cannot recover without its kvsd\n");
         give_up(r, rc);
         return;
@@ -195,7 +223,7 @@ void rejoin_ended(struct run *r)
         }
         remove_job_files(r);
         r->gen++;
-        if (start_kvsd(r) != 0)
+        if (start_kvsd_recovering(r) != 0)
             return;
         for (int i = 0; i < r->nstarted; i++)
             if (r->w[i].done)
