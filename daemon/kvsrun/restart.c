@@ -107,7 +107,7 @@ int start_kvsd_recovering(struct run *r)
 void recover(struct run *r)
 {
     char what[128];
-    int own, rc, kvsd_status;
+    int own, rc, kvsd_status, n = 0;
     pid_t old_kvsd = r->kvsd;
     int64_t served;
 
@@ -133,6 +133,9 @@ void recover(struct run *r)
         give_up(r, 1);
         return;
     }
+    /* Counted first: a kvsd lost again before it serves counts after it. */
+    if (own)
+        n = ++r->kvsd_restarts;
     /* A kvsd killed by SIGKILL leaves its socket and lock behind. */
     remove_job_files(r);
     r->gen++;
@@ -149,10 +152,9 @@ void recover(struct run *r)
                 "restarted from the newest commit every host holds (not counted against "
                 "--restarts)\n", (long)old_kvsd);
     if (own) {
-        r->kvsd_restarts++;
         describe(what, sizeof what, kvsd_status);
         fprintf(stderr, "kvsrun: kvsd (pid %ld) %s: restart %d of %d; restarted from the last "
-                "commit\n", (long)old_kvsd, what, r->kvsd_restarts, r->o.restarts);
+                "commit\n", (long)old_kvsd, what, n, r->o.restarts);
     }
     r->kvsd_lost = 0;
     r->death_at = 0;
