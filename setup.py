@@ -2,8 +2,10 @@
 the transport plug-ins inside it, built by kvs's own autotools build.
 
     pip install --no-build-isolation .
-    python3 -m build --wheel --no-isolation
+    python3 -m build --no-isolation        (the sdist, then the wheel from it)
 
+The sdist holds the whole source tree (_source_files: git's files in a
+checkout), so that the wheel builds from it as from a checkout.
 build_py runs configure in a temporary directory (with a private prefix,
 never the source tree: a git checkout without configure is copied there
 and autogen.sh run in the copy), `make install-exec install-data` into a
@@ -17,6 +19,7 @@ KVS_BUILD_JOBS (default: the number of CPUs) sets make's -j;
 KVS_CONFIGURE_FLAGS adds to configure's arguments (e.g. --without-ucx).
 """
 
+import fnmatch
 import importlib.util
 import os
 import shlex
@@ -26,6 +29,7 @@ import tempfile
 
 from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
 from wheel.bdist_wheel import bdist_wheel
 
 TOP = os.path.dirname(os.path.abspath(__file__))
@@ -53,26 +57,37 @@ def _run(cmd, cwd, env=None):
     subprocess.run(cmd, cwd=cwd, env=env, check=True)
 
 
-def _source_copy(dest):
-    """Copies the source tree to dest: git's files where it is a git
+# What is not source in a tree without git: build outputs, at any depth.
+NOT_SOURCE = ('.git', '_build*', '_install', 'build', 'dist', '*.egg-info', 'autom4te.cache')
+
+
+def _source_files():
+    """The source tree's files, relative to TOP: git's where it is a git
     checkout (tracked, and untracked ones git does not ignore), else every
-    file but build outputs."""
-    files = None
+    file but build outputs (NOT_SOURCE)."""
     if os.path.exists(os.path.join(TOP, '.git')) and shutil.which('git'):
         out = subprocess.run(['git', 'ls-files', '-z', '--cached', '--others', '--exclude-standard'],
                              cwd=TOP, stdout=subprocess.PIPE, check=False)
         if out.returncode == 0:
-            files = [f for f in out.stdout.decode().split('\0') if f]
-    if files is None:
-        shutil.copytree(TOP, dest, symlinks=True, ignore=shutil.ignore_patterns(
-            '.git', '_build*', '_install', 'build', 'dist', '*.egg-info', 'autom4te.cache'))
-        return
-    for f in files:
-        src = os.path.join(TOP, f)
-        if not os.path.lexists(src):            # deleted, not yet committed
-            continue
+            # Deleted but not yet committed: not there.
+            return sorted(f for f in out.stdout.decode().split('\0')
+                          if f and os.path.lexists(os.path.join(TOP, f)))
+    files = []
+    for root, dirs, names in os.walk(TOP):
+        keep = [d for d in dirs if not any(fnmatch.fnmatch(d, p) for p in NOT_SOURCE)]
+        # A link to a folder is copied as the link.
+        names += [d for d in keep if os.path.islink(os.path.join(root, d))]
+        dirs[:] = [d for d in keep if not os.path.islink(os.path.join(root, d))]
+        files += [os.path.relpath(os.path.join(root, n), TOP) for n in names
+                  if not any(fnmatch.fnmatch(n, p) for p in NOT_SOURCE)]
+    return sorted(files)
+
+
+def _source_copy(dest):
+    """Copies the source tree's files (_source_files) to dest."""
+    for f in _source_files():
         os.makedirs(os.path.dirname(os.path.join(dest, f)), exist_ok=True)
-        shutil.copy2(src, os.path.join(dest, f), follow_symlinks=False)
+        shutil.copy2(os.path.join(TOP, f), os.path.join(dest, f), follow_symlinks=False)
 
 
 def build_native(pkg_dir):
@@ -130,6 +145,17 @@ class NativeDistribution(Distribution):
         return True
 
 
+class Sdist(sdist):
+    """The whole source tree (_source_files): the wheel is built from it by
+    kvs's autotools build, as from a checkout."""
+
+    def make_distribution(self):
+        self.filelist.extend(_source_files())
+        self.filelist.sort()
+        self.filelist.remove_duplicates()
+        super().make_distribution()
+
+
 class BdistWheel(bdist_wheel):
     """Native code without Python's ABI: py3-none-<platform>."""
 
@@ -140,7 +166,7 @@ class BdistWheel(bdist_wheel):
 setup(
     version=VERSION,
     distclass=NativeDistribution,
-    cmdclass={'build_py': BuildPy, 'bdist_wheel': BdistWheel},
+    cmdclass={'build_py': BuildPy, 'sdist': Sdist, 'bdist_wheel': BdistWheel},
     data_files=[('share/man/man1', ['doc/man/kvsrun.1', 'doc/man/kvsctl.1']),
                 ('share/man/man7', ['doc/man/kvs.7']),
                 ('share/man/man8', ['doc/man/kvsd.8'])],

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Description: the wheel, built from the dist tarball by `python3 -m build --wheel --no-isolation` without writing into the unpacked tree, is tagged py3-none-<platform> and holds libkvs, kvsd, kvsrun and kvsctl; installed into a venv (--system-site-packages, --no-index) and used from another directory with a clean environment (no LD_LIBRARY_PATH, no PYTHONPATH) it loads its own library, rounds a local store's values, runs a 2-worker dist_sync job under the venv's kvsrun, says configure's version everywhere, and `pip uninstall` leaves no file; `pip install --no-build-isolation .` in a copy of the source tree gives the same.
+# Description: the wheel, built from the dist tarball by `python3 -m build --wheel --no-isolation` without writing into the unpacked tree, is tagged py3-none-<platform> and holds libkvs, kvsd, kvsrun and kvsctl; installed into a venv (--system-site-packages, --no-index) and used from another directory with a clean environment (no LD_LIBRARY_PATH, no PYTHONPATH) it loads its own library, rounds a local store's values, runs a 2-worker dist_sync job under the venv's kvsrun, says configure's version everywhere, and `pip uninstall` leaves no file; `pip install --no-build-isolation .` in a copy of the source tree gives the same; the sdist of that copy holds git's files of the tree, and pip installs it with the same result.
 # Usage: tests/test_pip.sh TARBALL SRCDIR (scripts/test runs it after make
 # distcheck, with the tarball distcheck made and the git tree). TAP output;
 # skipped when python3's venv, build, setuptools or wheel are missing
@@ -15,9 +15,9 @@ case $tarball in /*) ;; *) tarball=$(pwd)/$tarball ;; esac
 . "$(dirname "$0")/lib.sh"
 py=/usr/bin/python3
 
-echo "1..7"
+echo "1..9"
 if ! "$py" -c 'import venv, ensurepip, build, setuptools, wheel' 2>/dev/null; then
-    skip_all 7 "python3's venv, build, setuptools or wheel is missing (Debian: python3-venv python3-build python3-setuptools python3-wheel; scripts/setup-deps)"
+    skip_all 9 "python3's venv, build, setuptools or wheel is missing (Debian: python3-venv python3-build python3-setuptools python3-wheel; scripts/setup-deps)"
 fi
 version=$(sed -n 's/^AC_INIT(\[kvs\], \[\([0-9.]*\)\].*/\1/p' "$srcdir/configure.ac")
 
@@ -202,4 +202,39 @@ st=0
 diff "$tmp/src.before" "$tmp/src.after" >"$tmp/out" 2>&1 || { st=1; show "$tmp/out"; }
 tap $st "pip install .: the source tree as it was, but for setuptools' build/ and egg-info"
 step "pip install . used"
+
+# 8, 9: the sdist of that copy (python3 -m build --sdist): the whole
+# source tree, as git lists it, and setuptools' own metadata; pip
+# installs it (a build from it, as from a checkout) into a third venv.
+st=0
+(cd "$tmp/src" && build_env timeout $((120 * slow)) "$py" -m build --sdist --no-isolation \
+    -o "$tmp/sdist") >"$tmp/out" 2>&1 || st=1
+sdist=$tmp/sdist/kvs-$version.tar.gz
+if [ $st -eq 0 ] && [ -f "$sdist" ]; then
+    (cd "$srcdir" && git ls-files --cached --others --exclude-standard
+     printf '%s\n' PKG-INFO setup.cfg python/kvs.egg-info/PKG-INFO python/kvs.egg-info/SOURCES.txt \
+         python/kvs.egg-info/dependency_links.txt python/kvs.egg-info/entry_points.txt \
+         python/kvs.egg-info/requires.txt python/kvs.egg-info/top_level.txt) | sort >"$tmp/sd.want"
+    tar -tzf "$sdist" | sed -n "s|^kvs-$version/\(.*[^/]\)\$|\1|p" | sort >"$tmp/sd.got"
+    diff "$tmp/sd.want" "$tmp/sd.got" >>"$tmp/out" || st=1
+else
+    st=1
+fi
+[ $st -eq 0 ] || show "$tmp/out"
+tap $st "python3 -m build --sdist: kvs-$version.tar.gz holds git's files of the tree and setuptools' metadata, nothing else"
+st=0
+if [ -f "$sdist" ]; then
+    timeout $((120 * slow)) "$py" -m venv --system-site-packages "$tmp/v3" >"$tmp/out" 2>&1 || st=1
+    build_env timeout $((420 * slow)) "$tmp/v3/bin/pip" install -q --no-build-isolation --no-index \
+        "$sdist" >>"$tmp/out" 2>&1 || st=1
+else
+    st=1
+fi
+if [ $st -eq 0 ]; then
+    use "$tmp/v3" "pip install of the sdist"
+else
+    show "$tmp/out"
+    tap 1 "pip install of the sdist: not installed"
+fi
+step "the sdist built, installed and used"
 exit 0
