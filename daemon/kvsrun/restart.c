@@ -49,11 +49,12 @@ static void give_up(struct run *r, int code)
     begin_stop(r, kvs__now_ns() + r->o.grace_ns);
 }
 
-/* 1 when kvsd ended since another host's did (across hosts every host
- * rolls back): not this host's fault, nor counted against --restarts. */
-static int hosts_rollback(const struct run *r)
+/* 1 when a kvsd's wait status says it ended since another host's did
+ * (across hosts every host rolls back): not this host's fault, nor
+ * counted against --restarts. */
+static int hosts_rollback(int status)
 {
-    return WIFEXITED(r->kvsd_status) && WEXITSTATUS(r->kvsd_status) == KVS__KVSD_EXIT_HOSTS;
+    return WIFEXITED(status) && WEXITSTATUS(status) == KVS__KVSD_EXIT_HOSTS;
 }
 
 /* When kvsd ended by itself with no worker's death seen, it may be the
@@ -65,7 +66,7 @@ static int kvsd_own_fault(struct run *r)
 {
     int64_t deadline = kvs__now_ns() + OWN_EXIT_NS;
 
-    if (r->npending || r->last_death >= r->kvsd_started || hosts_rollback(r))
+    if (r->npending || r->last_death >= r->kvsd_started || hosts_rollback(r->kvsd_status))
         return 0;
     if (WIFEXITED(r->kvsd_status) && WEXITSTATUS(r->kvsd_status) == KVS__KVSD_EXIT_ROLLBACK) {
         while (!r->npending && kvs__now_ns() < deadline) {
@@ -91,7 +92,7 @@ int start_kvsd_recovering(struct run *r)
             r->kvsd_restarts++;
             fprintf(stderr, "kvsrun: kvsd (pid %ld) started again: restart %d of %d\n",
                     (long)r->kvsd, r->kvsd_restarts, r->o.restarts);
-        } else if (hosts_rollback(r) && rollbacks++ <= r->o.restarts) {
+        } else if (hosts_rollback(r->kvsd_status) && rollbacks++ <= r->o.restarts) {
             fprintf(stderr, "kvsrun: kvsd (pid %ld) started again (not counted against "
                     "--restarts)\n", (long)r->kvsd);
         } else {
@@ -147,7 +148,8 @@ void recover(struct run *r)
     served = kvs__now_ns();
     if (served - r->death_at > r->longest_ns)
         r->longest_ns = served - r->death_at;
-    if (r->kvsd_lost && !own && !r->npending && hosts_rollback(r))
+    /* kvsd_status: the kvsd that started the recovery, not one lost since. */
+    if (r->kvsd_lost && !own && !r->npending && hosts_rollback(kvsd_status))
         fprintf(stderr, "kvsrun: kvsd (pid %ld) rolled back with another host of the job: "
                 "restarted from the newest commit every host holds (not counted against "
                 "--restarts)\n", (long)old_kvsd);
