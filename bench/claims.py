@@ -418,7 +418,7 @@ class Results:
 
     def peer_spread(self, n, size, case='allreduce'):
         """(fastest, slowest) of Open MPI's per-pass medians when they differ
-        by more than 2 × in this run, else None."""
+        by more than PEER_SPREAD × in this run, else None."""
         v = self.passes.get((case, 'mpi', str(n), size), [])
         if len(v) < 2 or max(v) <= PEER_SPREAD * min(v):
             return None
@@ -493,9 +493,10 @@ def peer_note(r, n, label):
     """'' or, where Open MPI's passes of this case differ by more than
     PEER_SPREAD × in the run, the spread and kvs by copy against the
     one-copy floor of the same passes."""
-    spread, floor = r.peer_spread(n, label), r.floor_ratio(n, label)
+    spread = r.peer_spread(n, label)
     if not spread:
         return ''
+    floor = r.floor_ratio(n, label)
     apart = '; Open MPI\'s passes %s to %s, over %g × apart' % (t_us(spread[0]), t_us(spread[1]),
                                                              PEER_SPREAD)
     return apart + (': kvs %.2f × the one-copy floor of the same passes' % floor if floor else '')
