@@ -101,6 +101,7 @@ struct snapw {
     uint64_t bytes;
     int64_t took_ns;                   /* from the capture to the file whole */
     const char *hold;                  /* tests: KVS_TEST_SNAPSHOT_HOLD, a path */
+    int held;                          /* it existed at this file's capture */
     unsigned pieces;                   /* written of this file (writer thread only) */
     int stop;
     struct daemon *d;                  /* d->snap_path, d->ck, say() only */
@@ -293,7 +294,10 @@ static const void *held_begin(void *ctx, size_t i, const void *live, uint64_t of
  * piece of a file on, the writer waits while PATH exists (up to
  * SNAP_WAIT_NS), so that a test knows that rounds, a worker's death or a
  * kill meet the write half done, whatever the machine's speed. The
- * serve thread goes on meanwhile: the lock is not held. */
+ * serve thread goes on meanwhile: the lock is not held. Only a file
+ * captured while PATH existed is held: the write of an earlier commit
+ * still under way when the test makes PATH goes on, or the next commit
+ * would wait for it (snap_wait) and never be captured. */
 #define HOLD_FROM_PIECE 8
 
 static void hold_while(const char *path)
@@ -315,7 +319,7 @@ static void held_end(void *ctx, size_t i, uint64_t off, size_t n)
         pthread_cond_broadcast(&sw->cv);   /* a change that waits for this key */
     }
     pthread_mutex_unlock(&sw->mu);
-    if (sw->hold && ++sw->pieces >= HOLD_FROM_PIECE)
+    if (sw->held && ++sw->pieces >= HOLD_FROM_PIECE)
         hold_while(sw->hold);
 }
 
@@ -555,6 +559,7 @@ static int snap_start(struct daemon *d, const struct kvs__snap_meta *m, struct k
     sw->m = *m;
     sw->ncaptured = 0;
     sw->t_made = mono_ns();
+    sw->held = sw->hold && access(sw->hold, F_OK) == 0;
     if ((rc = kvs__snapshot_capture(d->eng, m, key_held, d, &cap, e)) != 0) {
         for (size_t i = 0; i < sw->ncaptured; i++)
             sw->keys[i].off = sw->keys[i].bytes;
