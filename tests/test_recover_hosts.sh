@@ -69,14 +69,27 @@ steps_done() {
     [ -f "$w/$1.out$(($2 / 2)).rank$2" ] && [ "$(wc -l <"$w/$1.out$(($2 / 2)).rank$2")" -ge "$3" ]
 }
 
+# Processes are found by their job's name and also by this test's
+# runtime folder: another run of this test (the sanitizers' lane beside
+# the plain build's) has jobs of the same names.
+
 # pid_of JOB RANK: the worker of global rank RANK of JOB.
 pid_of() {
-    grep -lzx "KVS_RANK=$2" $(grep -lzx "KVS_JOB=$1.h$(($2 / 2))" /proc/[0-9]*/environ \
-        2>/dev/null) /dev/null 2>/dev/null | sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p' | head -1
+    grep -lzx "KVS_JOB=$1.h$(($2 / 2))" /proc/[0-9]*/environ 2>/dev/null \
+        | xargs -r grep -lzx "KVS_RANK=$2" 2>/dev/null \
+        | xargs -r grep -lzxF "XDG_RUNTIME_DIR=$rt" 2>/dev/null \
+        | sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p' | head -1
 }
 
 # kvsd_of JOB HOST: the kvsd of host HOST of JOB.
-kvsd_of() { pgrep -f -- "--job $1 .*--node-rank $2" | head -1; }
+kvsd_of() {
+    for k_pid in $(pgrep -f -- "--job $1 .*--node-rank $2"); do
+        if grep -qzxF "XDG_RUNTIME_DIR=$rt" "/proc/$k_pid/environ" 2>/dev/null; then
+            echo "$k_pid"
+            return
+        fi
+    done
+}
 
 # kill_worker JOB RANK STEPS: SIGKILL to worker RANK of JOB once it ran
 # STEPS steps; says so and fails if it never did.
