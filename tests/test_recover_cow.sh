@@ -22,8 +22,16 @@ said() {
     "$@" || { sd=$?; echo "# failed: $*"; return $sd; }
 }
 
+# up JOB RANK PID: RANK's ready file is there, or its worker (PID) ended.
+up() {
+    test -f "$work/$1/ready.$2" || gone "$3"
+}
+
+# ready JOB: 0 once both workers are ready; a worker that ends first
+# fails it at once.
 ready() {
-    said wait_for 600 test -f "$work/$1/ready.0" && said wait_for 600 test -f "$work/$1/ready.1"
+    said wait_for 600 up "$1" 0 "$w0" && said wait_for 600 up "$1" 1 "$w1" \
+        && said test -f "$work/$1/ready.0" && said test -f "$work/$1/ready.1"
 }
 
 # started JOB SCENARIO: kvsd --recover (its log $work/JOB.kvsd1), the
