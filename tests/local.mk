@@ -16,9 +16,11 @@ AM_TESTS_ENVIRONMENT = CMOCKA_MESSAGE_OUTPUT=TAP; export CMOCKA_MESSAGE_OUTPUT; 
 	export top_srcdir top_builddir CC KVS_SAN_CFLAGS PYTHON;
 
 # The tests of kvs's programs, a theme a file so that each takes a minute
-# or two, and make -j check runs them side by side (names carry the
-# test's pid, each has its own XDG_RUNTIME_DIR, ports come from
-# free_port's locks). The longest come first: make starts them first.
+# or two, and make -j check runs them side by side, and scripts/test
+# runs two builds' at once: each has its own XDG_RUNTIME_DIR, a process is
+# looked up by a name that carries the test's pid or by that folder in its
+# environment, ports come from free_port's locks. The longest come
+# first: make starts them first.
 TESTS += tests/test_hosts.sh tests/test_hosts_uring.sh tests/test_hosts_ucx.sh \
 	tests/test_hosts_forged.sh \
 	tests/test_dist_combined.sh tests/test_dist.sh tests/test_python.sh tests/test_python_rows.sh \
